@@ -73,7 +73,10 @@ const children = []
 const startChild = async (name, extraEnv = {}) => {
   const file = path.join(dir, `${name}.json`)
   const { nodeArgs, env } = probeLaunch(file)
-  const child = spawn(process.execPath, [...nodeArgs, "-e", CHILD], { env: { ...process.env, ...env, ...extraEnv }, stdio: ["pipe", "pipe", "inherit"] })
+  const child = spawn(process.execPath, [...nodeArgs, "-e", CHILD], {
+    env: { ...process.env, ...env, ...extraEnv },
+    stdio: ["pipe", "pipe", "inherit"]
+  })
   children.push(child)
   const waiting = []
   createInterface({ input: child.stdout }).on("line", (l) => waiting.shift()?.(l))
@@ -102,7 +105,9 @@ const failures = []
 const verdict = (label, measured, expected, extra = "", tolerance = (e) => 0.02 * e + 65_536) => {
   const ok = Math.abs(measured - expected) <= tolerance(expected)
   if (!ok) failures.push(label)
-  console.log(`${ok ? "ok  " : "FAIL"} ${label}: measured ${kb(measured)} KB, expected ${kb(expected)} KB (${(measured / expected).toFixed(3)}×)${extra}`)
+  console.log(
+    `${ok ? "ok  " : "FAIL"} ${label}: measured ${kb(measured)} KB, expected ${kb(expected)} KB (${(measured / expected).toFixed(3)}×)${extra}`
+  )
 }
 
 /** Requests over 8 keep-alive connections: 2000 to warm up, then 5000 in a window. */
@@ -114,7 +119,9 @@ const httpWindow = async ({ say, probe, overhead }, extra) => {
       Array.from({ length: 8 }, async (_, k) => {
         for (let i = k; i < n; i += 8)
           await new Promise((resolve, reject) => {
-            const req = http.request({ port, host: "127.0.0.1", method: "POST", path: "/", agent }, (res) => res.resume().on("end", resolve))
+            const req = http.request({ port, host: "127.0.0.1", method: "POST", path: "/", agent }, (res) =>
+              res.resume().on("end", resolve)
+            )
             req.on("error", reject)
             req.end("{}")
           })
@@ -150,7 +157,12 @@ try {
   await c.probe.open()
   await c.say("alloc 50000 1024")
   const dropped = await c.probe.close()
-  verdict("50,000 × 1 KB strings after dropping the 300 MB kept", dropped.bytes - c.overhead, 50_000 * str(1024), `; GCs ${JSON.stringify(dropped.gcs)}`)
+  verdict(
+    "50,000 × 1 KB strings after dropping the 300 MB kept",
+    dropped.bytes - c.overhead,
+    50_000 * str(1024),
+    `; GCs ${JSON.stringify(dropped.gcs)}`
+  )
 
   // A worker thread (started before the window): its bytes come back in `threads`.
   await c.say("spawn")
@@ -174,14 +186,24 @@ try {
     const h = await httpWindow(c, extra)
     if (h.requests.started !== 5000 || h.requests.finished !== 5000) failures.push(`HTTP request count ${JSON.stringify(h.requests)}`)
     runs[extra].push(h.perRequest)
-    console.log(`     HTTP, handler +${extra / 1024} KB: ${kb(h.perRequest)} KB per request, requests ${JSON.stringify(h.requests)}, GCs ${JSON.stringify(h.gcs)}`)
+    console.log(
+      `     HTTP, handler +${extra / 1024} KB: ${kb(h.perRequest)} KB per request, requests ${JSON.stringify(h.requests)}, GCs ${JSON.stringify(h.gcs)}`
+    )
   }
   const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length
-  verdict("HTTP: +10 KB of strings per request (difference per request)", mean(runs[10240]) - mean(runs[0]), 10 * str(1024 - 16), "", (e) => 0.05 * e)
+  verdict(
+    "HTTP: +10 KB of strings per request (difference per request)",
+    mean(runs[10240]) - mean(runs[0]),
+    10 * str(1024 - 16),
+    "",
+    (e) => 0.05 * e
+  )
   const n = await startChild("not-counting", { BENCH_ALLOC_PROBE_REQUESTS: "0" })
   const plain = []
   for (let i = 0; i < 2; i++) plain.push((await httpWindow(n, 0)).perRequest)
-  console.log(`     the request count's own cost: ${(mean(runs[0]) - mean(plain)).toFixed(0)} bytes per request (${kb(mean(runs[0]))} KB counting, ${kb(mean(plain))} KB not)`)
+  console.log(
+    `     the request count's own cost: ${(mean(runs[0]) - mean(plain)).toFixed(0)} bytes per request (${kb(mean(runs[0]))} KB counting, ${kb(mean(plain))} KB not)`
+  )
 } catch (e) {
   failures.push(e.message)
   console.error(e)

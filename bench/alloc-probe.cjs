@@ -165,7 +165,17 @@ if (!isMainThread && typeof v8.GCProfiler !== "function") {
       if (reports.size < workers.size && Date.now() - t0 < 1000) return void setTimeout(done, 10)
       const threads = [...reports.values()].map(({ kind, seq: _, ...r }) => r)
       reports = null
-      write({ seq: s, state: "closed", pid: process.pid, openedAt, closedAt: new Date().toISOString(), requests, ...main, threads, threadsExpected: workers.size })
+      write({
+        seq: s,
+        state: "closed",
+        pid: process.pid,
+        openedAt,
+        closedAt: new Date().toISOString(),
+        requests,
+        ...main,
+        threads,
+        threadsExpected: workers.size
+      })
     }
     done()
   }

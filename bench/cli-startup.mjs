@@ -25,7 +25,13 @@ const other = process.argv.includes("--compare") ? path.resolve(process.argv[pro
 const say = (m) => console.error(`[cli-startup] ${m}`)
 
 const dataDir = mkdtempSync(path.join(os.tmpdir(), "cli-startup-"))
-const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dataDir, DATA_DIR: dataDir, GATEWAY_ENV_FILE: path.join(dataDir, ".env"), NO_COLOR: "1" }
+const env = {
+  PATH: process.env.PATH ?? "/usr/bin:/bin",
+  HOME: dataDir,
+  DATA_DIR: dataDir,
+  GATEWAY_ENV_FILE: path.join(dataDir, ".env"),
+  NO_COLOR: "1"
+}
 
 const COMMANDS = [["--version"], ["--help"], ["keys", "list", "--help"], ["env", "show"], ["keys", "list"]]
 // The least any @effect/cli program can load: the library's Command module (resolved from the repo).
@@ -33,7 +39,10 @@ const FLOOR = `import(${JSON.stringify(path.resolve(BENCH, "../node_modules/@eff
 const cases = [
   { label: "node -e 0 (baseline)", args: ["-e", "0"], baseline: true },
   { label: "@effect/cli's Command module alone (floor)", args: ["--input-type=module", "-e", FLOOR] },
-  ...COMMANDS.flatMap((c) => [{ label: `gateway ${c.join(" ")}`, args: [BIN, ...c] }, ...(other ? [{ label: `gateway ${c.join(" ")} (other)`, args: [other, ...c] }] : [])])
+  ...COMMANDS.flatMap((c) => [
+    { label: `gateway ${c.join(" ")}`, args: [BIN, ...c] },
+    ...(other ? [{ label: `gateway ${c.join(" ")} (other)`, args: [other, ...c] }] : [])
+  ])
 ]
 
 const once = (args, extraEnv = {}) => {
@@ -91,7 +100,14 @@ try {
   const outDir = path.join(BENCH, "results")
   mkdirSync(outDir, { recursive: true })
   const file = path.join(outDir, `cli-startup-${new Date().toISOString().replace(/:/g, "-").replace(/\..*/, "Z")}.json`)
-  writeFileSync(file, JSON.stringify({ node: process.version, cpus: os.cpus().length, loadavg: os.loadavg(), runs, other: other ?? null, rows, times }, null, 2))
+  writeFileSync(
+    file,
+    JSON.stringify(
+      { node: process.version, cpus: os.cpus().length, loadavg: os.loadavg(), runs, other: other ?? null, rows, times },
+      null,
+      2
+    )
+  )
   say(`wrote ${path.relative(process.cwd(), file)}`)
 } finally {
   rmSync(dataDir, { recursive: true, force: true })

@@ -32,9 +32,13 @@ for (const e of engines) {
     const a = countTokens(out)
     before += b
     after += a
-    console.log(`${e.id.padEnd(10)} ${c.name.padEnd(28)} ${String(b).padStart(5)} → ${String(a).padStart(5)}  ${(((b - a) / b) * 100).toFixed(1)}%`)
+    console.log(
+      `${e.id.padEnd(10)} ${c.name.padEnd(28)} ${String(b).padStart(5)} → ${String(a).padStart(5)}  ${(((b - a) / b) * 100).toFixed(1)}%`
+    )
   }
-  console.log(`${e.id.padEnd(10)} ${"TOTAL".padEnd(28)} ${String(before).padStart(5)} → ${String(after).padStart(5)}  ${(((before - after) / before) * 100).toFixed(1)}%\n`)
+  console.log(
+    `${e.id.padEnd(10)} ${"TOTAL".padEnd(28)} ${String(before).padStart(5)} → ${String(after).padStart(5)}  ${(((before - after) / before) * 100).toFixed(1)}%\n`
+  )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -44,10 +48,15 @@ for (const e of engines) {
 type Seg = { role: "system" | "user" | "assistant" | "tool"; kind: "prose" | "tool-result"; turn: number; turns: number }
 // ../shared from the main checkout, ../../shared from a worktree under /work/wt; FIXTURES= to point elsewhere.
 const FIXTURES =
-  process.env["FIXTURES"] ?? ["../shared/fixtures/clients/cli/", "../../shared/fixtures/clients/cli/"].map((p) => `${process.cwd()}/${p}`).find((p) => fs.existsSync(p)) ?? ""
+  process.env["FIXTURES"] ??
+  ["../shared/fixtures/clients/cli/", "../../shared/fixtures/clients/cli/"]
+    .map((p) => `${process.cwd()}/${p}`)
+    .find((p) => fs.existsSync(p)) ??
+  ""
 const texts = new Map<string, { text: string; segment: Seg }>()
 const add = (text: unknown, segment: Seg) => {
-  if (typeof text === "string" && text.length > 0) texts.set(`${segment.kind}/${segment.role}/${segment.turn === segment.turns - 1}/${text}`, { text, segment })
+  if (typeof text === "string" && text.length > 0)
+    texts.set(`${segment.kind}/${segment.role}/${segment.turn === segment.turns - 1}/${text}`, { text, segment })
 }
 const partsText = (content: unknown, segment: Seg) => {
   if (typeof content === "string") return add(content, segment)

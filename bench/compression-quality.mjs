@@ -49,7 +49,13 @@ const request = (turn, model) => {
           {
             role: "assistant",
             content: null,
-            tool_calls: [{ id: "call_1", type: "function", function: { name: segment.toolName ?? "bash", arguments: JSON.stringify({ command: segment.command ?? "run" }) } }]
+            tool_calls: [
+              {
+                id: "call_1",
+                type: "function",
+                function: { name: segment.toolName ?? "bash", arguments: JSON.stringify({ command: segment.command ?? "run" }) }
+              }
+            ]
           },
           { role: "tool", tool_call_id: "call_1", content: text },
           { role: "user", content: turn.question }
@@ -76,7 +82,8 @@ const main = async () => {
     if (res.status !== 200) throw new Error(`${p}: ${res.status} ${JSON.stringify(json)}`)
     return json
   }
-  const answer = async (body, mode) => (await post("/v1/chat/completions", body, { "x-gateway-compression": mode })).choices?.[0]?.message?.content ?? ""
+  const answer = async (body, mode) =>
+    (await post("/v1/chat/completions", body, { "x-gateway-compression": mode })).choices?.[0]?.message?.content ?? ""
   const rows = []
   for (const turn of turns) {
     const body = request(turn, model ?? "none/none")
@@ -109,7 +116,9 @@ const main = async () => {
   console.log(`|---|---|---|---|---|---|`)
   for (const r of rows) {
     const saved = r.tokensBefore > 0 ? `${(((r.tokensBefore - r.tokensAfter) / r.tokensBefore) * 100).toFixed(1)}%` : "-"
-    console.log(`| ${r.turn} | ${r.mode} | ${r.tokensBefore} | ${r.tokensAfter} | ${saved} | ${r.score ?? "not measured (no --model/--judge)"} |`)
+    console.log(
+      `| ${r.turn} | ${r.mode} | ${r.tokensBefore} | ${r.tokensAfter} | ${saved} | ${r.score ?? "not measured (no --model/--judge)"} |`
+    )
   }
   console.log(`\n| mode | tokens before | tokens after | saved | mean judge score |`)
   console.log(`|---|---|---|---|---|`)

@@ -52,7 +52,9 @@ try {
   console.log(`|---|---|---|---|---|---|`)
   for (const [name, xs] of Object.entries(results)) {
     const c = { rps: mean(xs, "rps"), p50: mean(xs, "p50"), p99: mean(xs, "p99") }
-    console.log(`| ${name} | ${c.rps.toFixed(0)} | ${c.p50.toFixed(2)} | ${c.p99.toFixed(2)} | ${(c.rps / off.rps).toFixed(3)} | ${xs.reduce((s, x) => s + x.errors, 0)} |`)
+    console.log(
+      `| ${name} | ${c.rps.toFixed(0)} | ${c.p50.toFixed(2)} | ${c.p99.toFixed(2)} | ${(c.rps / off.rps).toFixed(3)} | ${xs.reduce((s, x) => s + x.errors, 0)} |`
+    )
   }
 } finally {
   agent.destroy()

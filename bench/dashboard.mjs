@@ -69,7 +69,13 @@ const api = async (method, p, body) => {
   })
   return { status: res.status, body: await res.json().catch(() => undefined) }
 }
-const provider = await api("POST", "/api/providers", { provider: "openai-compatible", name: "mock", baseUrl: up, apiKey: "sk-up", defaultModel: "json-1k" })
+const provider = await api("POST", "/api/providers", {
+  provider: "openai-compatible",
+  name: "mock",
+  baseUrl: up,
+  apiKey: "sk-up",
+  defaultModel: "json-1k"
+})
 if (provider.status !== 201) throw new Error(`provider: ${provider.status} ${JSON.stringify(provider.body)}`)
 const chat = (model) =>
   fetch(`${base}/v1/chat/completions`, {
@@ -81,7 +87,10 @@ const chat = (model) =>
 for (let i = 0; i < 200; i++) await chat(i % 3 === 0 ? "mock/delay-20" : "mock/json-1k")
 say(`gateway ${base}, 200 requests of traffic`)
 
-const PAGES = [...readFileSync(path.join(ROOT, "web/src/pages.ts"), "utf8").matchAll(/\{ path: "([^"]+)", title: "([^"]+)"/g)].map((m) => ({ path: m[1], title: m[2] }))
+const PAGES = [...readFileSync(path.join(ROOT, "web/src/pages.ts"), "utf8").matchAll(/\{ path: "([^"]+)", title: "([^"]+)"/g)].map((m) => ({
+  path: m[1],
+  title: m[2]
+}))
 const browser = await chromium.launch({
   executablePath,
   headless: true,
@@ -134,7 +143,12 @@ for (const entry of PAGES) {
   await timeLoad(page, entry)
   const warm = await timeLoad(page, entry)
   await context.close()
-  rows.push({ page: entry.title, coldMedianMs: Math.round(median(cold)), coldMaxMs: Math.round(Math.max(...cold)), warmMs: Math.round(warm) })
+  rows.push({
+    page: entry.title,
+    coldMedianMs: Math.round(median(cold)),
+    coldMaxMs: Math.round(Math.max(...cold)),
+    warmMs: Math.round(warm)
+  })
 }
 
 if (shot) {

@@ -101,7 +101,14 @@ try {
       .replace(/:/g, "-")
       .replace(/\.\d+Z$/, "Z")}.json`
   )
-  writeFileSync(file, JSON.stringify({ rounds, secs, pinned: pin, node: process.version, targets: targets.map((t) => ({ name: t.name, runs: t.runs })) }, null, 2))
+  writeFileSync(
+    file,
+    JSON.stringify(
+      { rounds, secs, pinned: pin, node: process.version, targets: targets.map((t) => ({ name: t.name, runs: t.runs })) },
+      null,
+      2
+    )
+  )
   say(`written ${path.relative(ROOT, file)}`)
 } catch (e) {
   failed = true

@@ -36,7 +36,11 @@ try {
   const mock = await startMock({ benchDir, pin: false })
   const prep = await prepareGateway({ rootDir, mock, pin: false })
   prep.env.EFFECT_OPS_OUT = out
-  const gw = await launchGateway(prep, { rootDir, pin: false, extraNodeArgs: ["--import", path.join(benchDir, "lib/effect-ops-preload.mjs")] })
+  const gw = await launchGateway(prep, {
+    rootDir,
+    pin: false,
+    extraNodeArgs: ["--import", path.join(benchDir, "lib/effect-ops-preload.mjs")]
+  })
   if (!gw.ok) throw new Error(gw.error)
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
   const kinds = [
@@ -57,7 +61,8 @@ try {
     const c = await snapshot(gw.pid)
     rmSync(out, { force: true })
     // A preload that counted nothing would print zeros that look like a result.
-    if (!c.patched || c.ops === 0) throw new Error("effect-ops: the preload found no Effect fiber to count (bench/lib/effect-ops-preload.mjs)")
+    if (!c.patched || c.ops === 0)
+      throw new Error("effect-ops: the preload found no Effect fiber to count (bench/lib/effect-ops-preload.mjs)")
     rows.push({
       label,
       opsPerRequest: c.ops / N,
@@ -69,7 +74,10 @@ try {
   agent.destroy()
   console.log(`| Request (${N} sequential) | Effect ops per request | fibers per request |`)
   console.log("|---|---:|---:|")
-  for (const r of rows) console.log(`| ${r.label}${r.failed ? ` (${r.failed} failed)` : ""} | ${r.opsPerRequest.toFixed(0)} | ${r.fibersPerRequest.toFixed(2)} |`)
+  for (const r of rows)
+    console.log(
+      `| ${r.label}${r.failed ? ` (${r.failed} failed)` : ""} | ${r.opsPerRequest.toFixed(0)} | ${r.fibersPerRequest.toFixed(2)} |`
+    )
   for (const r of rows)
     console.error(
       `${r.label}: ${Object.entries(r.byOp)

@@ -35,7 +35,8 @@ try {
   for (const [k, t] of Object.entries(gateways)) if (!t.ok) throw new Error(`${k}: ${t.error}`)
   const results = { base: [], egress: [] }
   // Warm-up, then interleaved rounds (the order alternates so neither always runs first).
-  for (const t of Object.values(gateways)) await latencyRun(t.chatUrl, { headers: t.headers, body: chatBody(t.model("json-1k")), durationMs: 1000 })
+  for (const t of Object.values(gateways))
+    await latencyRun(t.chatUrl, { headers: t.headers, body: chatBody(t.model("json-1k")), durationMs: 1000 })
   for (let r = 0; r < rounds; r++) {
     const order = r % 2 === 0 ? ["base", "egress"] : ["egress", "base"]
     for (const k of order) {

@@ -7,7 +7,16 @@ import * as http from "node:http"
 const arg = (name, dflt) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : dflt)
 const upstream = new URL(arg("--upstream", "http://127.0.0.1:8000"))
 const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 1024 })
-const HOP = new Set(["connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection", "proxy-authorization"])
+const HOP = new Set([
+  "connection",
+  "keep-alive",
+  "transfer-encoding",
+  "te",
+  "trailer",
+  "upgrade",
+  "proxy-connection",
+  "proxy-authorization"
+])
 const strip = (headers) => {
   const out = {}
   for (const k in headers) if (!HOP.has(k)) out[k] = headers[k]
@@ -15,10 +24,13 @@ const strip = (headers) => {
 }
 
 const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
-  const up = http.request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: strip(req.headers), agent }, (ur) => {
-    res.writeHead(ur.statusCode, strip(ur.headers))
-    ur.pipe(res)
-  })
+  const up = http.request(
+    { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: strip(req.headers), agent },
+    (ur) => {
+      res.writeHead(ur.statusCode, strip(ur.headers))
+      ur.pipe(res)
+    }
+  )
   up.on("error", (err) => {
     if (!res.headersSent) res.writeHead(502, { "content-type": "application/json" })
     res.end(JSON.stringify({ error: { message: `floor proxy: ${err.message}`, type: "proxy_error" } }))

@@ -22,7 +22,8 @@ const SCENARIOS = {
   "{ ...obj, x } + async": "Effect.suspend(() => { keep = { ...plain, x: 1 }; return wait })",
   "Object.assign({}, obj, { x }) + async": "Effect.suspend(() => { keep = Object.assign({}, plain, { x: 1 }); return wait })",
   "{ ...obj } + async": "Effect.suspend(() => { keep = { ...plain }; return wait })",
-  "__gatewayExtend(obj, { x }) + async (the bundle's rewrite)": "Effect.suspend(() => { keep = __gatewayExtend(plain, { x: 1 }); return wait })",
+  "__gatewayExtend(obj, { x }) + async (the bundle's rewrite)":
+    "Effect.suspend(() => { keep = __gatewayExtend(plain, { x: 1 }); return wait })",
   // Not one long fiber: a root fiber per unit (Runtime.runFork, as the server runs each request).
   "runFork per unit + async": "wait",
   "runFork per unit, no async": "Effect.sync(garbage)"
@@ -42,13 +43,14 @@ if (child) {
       resume(Effect.void)
     })
   })
-  const body = new Function("Effect", "Deferred", "garbage", "wait", "plain", `${HELPER_SOURCE}\nlet keep; return () => ${SCENARIOS[args[1]]}`)(
-    Effect,
-    Deferred,
-    garbage,
-    wait,
-    plain
-  )
+  const body = new Function(
+    "Effect",
+    "Deferred",
+    "garbage",
+    "wait",
+    "plain",
+    `${HELPER_SOURCE}\nlet keep; return () => ${SCENARIOS[args[1]]}`
+  )(Effect, Deferred, garbage, wait, plain)
   const end = Date.now() + seconds * 1000
   if (PER_UNIT_FIBER.has(args[1])) {
     const fork = Runtime.runFork(Runtime.defaultRuntime)
@@ -65,7 +67,10 @@ if (child) {
   const self = fileURLToPath(import.meta.url)
   const rows = []
   for (const name of names) {
-    const run = spawnSync(process.execPath, [...process.execArgv, "--trace-gc-nvp", self, "--child", name, String(seconds)], { encoding: "latin1", maxBuffer: 1 << 28 })
+    const run = spawnSync(process.execPath, [...process.execArgv, "--trace-gc-nvp", self, "--child", name, String(seconds)], {
+      encoding: "latin1",
+      maxBuffer: 1 << 28
+    })
     if (run.status !== 0) {
       console.error(`${name}: exited ${run.status}\n${run.stderr}`)
       process.exitCode = 1

@@ -114,7 +114,10 @@ const main = async () => {
     return { first, total: performance.now() - t0 }
   }
   const CONFIGS: ReadonlyArray<[string, Record<string, string | undefined>]> = [
-    ["off", { INPUT_SANITIZER_ENABLED: "false", INJECTION_GUARD_MODE: "off", PII_REDACTION_ENABLED: "false", PII_RESPONSE_SANITIZATION: "false" }],
+    [
+      "off",
+      { INPUT_SANITIZER_ENABLED: "false", INJECTION_GUARD_MODE: "off", PII_REDACTION_ENABLED: "false", PII_RESPONSE_SANITIZATION: "false" }
+    ],
     ["default (sanitizer)", { INPUT_SANITIZER_ENABLED: undefined }],
     [
       "all on (redact)",
@@ -139,7 +142,15 @@ const main = async () => {
     const sse = await load(STREAMS, true)
     const p = [await paced(), await paced(), await paced()].sort((a, b) => a.first - b.first)[1]!
     base ??= { json, sse }
-    rows.push([name, json.toFixed(0), (json / base.json).toFixed(3), sse.toFixed(0), (sse / base.sse).toFixed(3), p.first.toFixed(1), p.total.toFixed(1)])
+    rows.push([
+      name,
+      json.toFixed(0),
+      (json / base.json).toFixed(3),
+      sse.toFixed(0),
+      (sse / base.sse).toFixed(3),
+      p.first.toFixed(1),
+      p.total.toFixed(1)
+    ])
   }
   console.log("| guardrails | JSON req/s | ratio | SSE streams/s (57 chunks) | ratio | paced stream: first text ms | end ms |")
   console.log("|---|---|---|---|---|---|---|")

@@ -15,7 +15,18 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { allocProbe, probeLaunch } from "./lib/allocProbe.mjs"
 import { countedRun, latencyRun, manyStreams, request, sseOnce, sseRun, streamComplete, throughputRun } from "./lib/load.mjs"
-import { cleanup, cleanupSync, cpuSeconds, cpuSnapshot, foreignSince, openFilesLimit, pinSelf, registerTempDir, rssBytes, tasksetAvailable } from "./lib/proc.mjs"
+import {
+  cleanup,
+  cleanupSync,
+  cpuSeconds,
+  cpuSnapshot,
+  foreignSince,
+  openFilesLimit,
+  pinSelf,
+  registerTempDir,
+  rssBytes,
+  tasksetAvailable
+} from "./lib/proc.mjs"
 import { topSelf } from "./lib/profile.mjs"
 import { allRatios, gatewayRatios, markdownTable, mb } from "./lib/report.mjs"
 import { acrossRounds, ratio, slope } from "./lib/stats.mjs"
@@ -38,7 +49,21 @@ import {
 const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url))
 const ROOT = path.resolve(BENCH_DIR, "..")
 const ALL_TARGETS = ["direct", "floor", "gateway", "peer"]
-const METRICS = ["latency", "throughput", "sse", "translated", "streams", "workers", "rss", "startup", "fallback", "cache", "shadow", "soak", "profile"]
+const METRICS = [
+  "latency",
+  "throughput",
+  "sse",
+  "translated",
+  "streams",
+  "workers",
+  "rss",
+  "startup",
+  "fallback",
+  "cache",
+  "shadow",
+  "soak",
+  "profile"
+]
 const CHUNKS = 64
 const GAP_LIMIT_MS = 500
 const T_START = performance.now()
@@ -71,7 +96,8 @@ const parseArgs = (argv) => {
       .map((s) => s.trim())
       .filter(Boolean)
     const bad = items.filter((i) => !allowed.includes(i))
-    if (items.length === 0 || bad.length) throw new Error(`${flag}: unknown ${bad.join(", ") || "(empty)"}; choose from ${allowed.join(",")}`)
+    if (items.length === 0 || bad.length)
+      throw new Error(`${flag}: unknown ${bad.join(", ") || "(empty)"}; choose from ${allowed.join(",")}`)
     return items
   }
   for (let i = 0; i < argv.length; i++) {
@@ -127,7 +153,8 @@ if (flags.help) {
   console.log(usage)
   process.exit(0)
 }
-const want = (m) => (flags.only ? flags.only.has(m) : m !== "soak" && m !== "profile") || (m === "soak" && flags.soak) || (m === "profile" && flags.profile)
+const want = (m) =>
+  (flags.only ? flags.only.has(m) : m !== "soak" && m !== "profile") || (m === "soak" && flags.soak) || (m === "profile" && flags.profile)
 
 const MODE = flags.quick
   ? {
@@ -210,7 +237,11 @@ const r2 = (v, d = 3) => (v == null ? null : Math.round(v * 10 ** d) / 10 ** d)
 
 const git = (...args) => {
   try {
-    return execFileSync("git", ["--no-optional-locks", ...args], { cwd: ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim()
+    return execFileSync("git", ["--no-optional-locks", ...args], {
+      cwd: ROOT,
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "ignore"]
+    }).trim()
   } catch {
     return null
   }
@@ -232,7 +263,8 @@ const pinning = pin
   ? `taskset: target under test (floor, gateway, peer) on core ${CORE_TARGET}; mock upstream and load generator (this process: autocannon and the SSE clients) on core ${CORE_LOAD}${pinnedSelf ? "" : " (pinning this process failed)"}`
   : `no pinning (${flags.pin ? "taskset not available or fewer than 2 cores" : "--no-pin"}): every process shares all cores`
 const fdLimit = openFilesLimit()
-if (fdLimit != null && fdLimit < MODE.streams * 2 + 256) notes.push(`open-file limit of the load generator is ${fdLimit}; ${MODE.streams} streams may fail (raise ulimit -n)`)
+if (fdLimit != null && fdLimit < MODE.streams * 2 + 256)
+  notes.push(`open-file limit of the load generator is ${fdLimit}; ${MODE.streams} streams may fail (raise ulimit -n)`)
 
 const machine = {
   cpu: os.cpus()[0]?.model ?? null,
@@ -283,7 +315,8 @@ const versions = {
 // preloaded; its window (SIGUSR2 to open, SIGUSR2 to close) is opened, in each round right after
 // the c=32 JSON 1 KB run, around ALLOC_REQUESTS more of the same requests over 32 connections, all
 // answered (lib/load.mjs, countedRun: autocannon cuts its last requests halfway, even given an
-// amount, which in a short run on a slow target is a good part of them), and gives the bytes allocated on the process's JS heap and the requests
+// amount, which in a short run on a slow target is a good part of them), and gives the bytes allocated on the process's JS heap and the
+// requests
 // its HTTP server began and finished meanwhile (bench/README.md, "The metrics").
 const ALLOC = want("throughput")
 const ALLOC_TARGETS = ["floor", "gateway", "peer"]
@@ -329,7 +362,9 @@ for (const [name, start] of [
   report(name)
 }
 // The gateway's CLI setup (on the load core) overlaps the verification of the others.
-const gatewayPrep = flags.targets.includes("gateway") ? prepareGateway({ rootDir: ROOT, mock: t("direct"), core: CORE_LOAD, pin }).catch((e) => e) : null
+const gatewayPrep = flags.targets.includes("gateway")
+  ? prepareGateway({ rootDir: ROOT, mock: t("direct"), core: CORE_LOAD, pin }).catch((e) => e)
+  : null
 
 /** Checks that a target returns the mock's answers (JSON and both kinds of stream). */
 const verification = {}
@@ -419,8 +454,20 @@ if (want("latency") || want("throughput") || want("sse") || want("streams")) {
     await safe(`warm-up ${name}`, async () => {
       await throughputRun(x.chatUrl, { ...jsonReq(x, "1k"), connections: 32, durationS: MODE.warmupS })
       if (!MODE.streamWarmup) return
-      await sseRun(x.chatUrl, { headers: x.headers, body: streamBody(x.model("sse-paced")), concurrency: 8, durationMs: 0, spreadMs: 200, expectedChunks: CHUNKS })
-      await throughputRun(x.chatUrl, { headers: x.headers, body: streamBody(x.model("sse-burst")), connections: 32, durationS: MODE.warmupS / 2 })
+      await sseRun(x.chatUrl, {
+        headers: x.headers,
+        body: streamBody(x.model("sse-paced")),
+        concurrency: 8,
+        durationMs: 0,
+        spreadMs: 200,
+        expectedChunks: CHUNKS
+      })
+      await throughputRun(x.chatUrl, {
+        headers: x.headers,
+        body: streamBody(x.model("sse-burst")),
+        connections: 32,
+        durationS: MODE.warmupS / 2
+      })
     })
   }
   log(`warmed up ${active().join(", ")}`)
@@ -455,7 +502,9 @@ const quiesce = async (pid) => {
 /** One window's figures, per request: the requests the target's HTTP server began in the window. */
 const allocSummary = (w, run) => {
   if (w.requests && (w.requests.started !== run.ok + run.non2xx + run.errors || w.requests.finished !== w.requests.started))
-    notes.push(`bytes allocated: a window's server-side count ${JSON.stringify(w.requests)} differs from the ${run.ok + run.non2xx} answers to ${ALLOC_REQUESTS} requests`)
+    notes.push(
+      `bytes allocated: a window's server-side count ${JSON.stringify(w.requests)} differs from the ${run.ok + run.non2xx} answers to ${ALLOC_REQUESTS} requests`
+    )
   const requests = w.requests?.started ?? run.ok + run.non2xx
   const threadBytes = w.threads.reduce((a, x) => a + x.bytes, 0)
   return {
@@ -570,7 +619,12 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
     )
     await each("burst", async (x, name) => {
       let bad = 0
-      const res = await throughputRun(x.chatUrl, { headers: x.headers, body: streamBody(x.model("sse-burst")), connections: 32, durationS: MODE.burstS })
+      const res = await throughputRun(x.chatUrl, {
+        headers: x.headers,
+        body: streamBody(x.model("sse-burst")),
+        connections: 32,
+        durationS: MODE.burstS
+      })
       notePeak(name)
       // autocannon counts a 200 as done; check separately that a burst stream is whole.
       const check = await sseOnce(x.chatUrl, { headers: x.headers, body: streamBody(x.model("sse-burst")) })
@@ -597,7 +651,9 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
         },
         names
       )
-      log(`round ${r}/${MODE.rounds}: ${label} streams/s ${names.map((n) => `${n} ${round[n]?.[`tr_${label}`]?.rps?.toFixed(0) ?? "–"}`).join(", ")}`)
+      log(
+        `round ${r}/${MODE.rounds}: ${label} streams/s ${names.map((n) => `${n} ${round[n]?.[`tr_${label}`]?.rps?.toFixed(0) ?? "–"}`).join(", ")}`
+      )
     }
   }
   rounds.push(round)
@@ -609,10 +665,16 @@ rounds.forEach((round, i) => {
       if (m.error) notes.push(`round ${i + 1}, ${name}, ${label}: ${m.error}`)
       const bad = (m.non2xx ?? 0) + (m.errors ?? 0) + (m.timeouts ?? 0)
       if (bad > 0 && typeof m.non2xx === "number")
-        notes.push(`round ${i + 1}, ${name}, ${label}: ${m.non2xx} non-2xx, ${m.errors} errors, ${m.timeouts} timeouts (not counted in req/s)`)
+        notes.push(
+          `round ${i + 1}, ${name}, ${label}: ${m.non2xx} non-2xx, ${m.errors} errors, ${m.timeouts} timeouts (not counted in req/s)`
+        )
       if (m.spotCheckIncomplete) notes.push(`round ${i + 1}, ${name}, ${label}: a burst stream read after the run was incomplete`)
-      if (m.incomplete) notes.push(`round ${i + 1}, ${name}, ${label}: ${m.incomplete} of ${m.streams} paced streams incomplete (${JSON.stringify(m.failures)})`)
-      if (label === "latency" && m.errors) notes.push(`round ${i + 1}, ${name}, latency: ${m.errors} failed requests (${JSON.stringify(m.failures)})`)
+      if (m.incomplete)
+        notes.push(
+          `round ${i + 1}, ${name}, ${label}: ${m.incomplete} of ${m.streams} paced streams incomplete (${JSON.stringify(m.failures)})`
+        )
+      if (label === "latency" && m.errors)
+        notes.push(`round ${i + 1}, ${name}, latency: ${m.errors} failed requests (${JSON.stringify(m.failures)})`)
     }
   }
 })
@@ -666,7 +728,8 @@ if (want("streams")) {
 }
 
 // Gateway only: fallback (one 503, then success) and cache hits.
-const api = (x, method, p, body) => request(`${x.baseUrl}${p}`, { method, headers: x.adminHeaders, body: body === undefined ? undefined : JSON.stringify(body) })
+const api = (x, method, p, body) =>
+  request(`${x.baseUrl}${p}`, { method, headers: x.adminHeaders, body: body === undefined ? undefined : JSON.stringify(body) })
 const extraRun = async (x, body, check) => {
   const out = []
   for (let i = 0; i < MODE.extraRounds; i++) {
@@ -707,7 +770,11 @@ if (want("fallback") && ready("gateway") && checkAlive("gateway")) {
       models: ["fail-503"]
     })
     if (prov.status >= 300) throw new Error(`POST /api/providers: ${prov.status} ${prov.body}`)
-    const combo = await api(x, "POST", "/api/combos", { name: "fallback", strategy: "priority", targets: [{ model: "bad/fail-503" }, { model: "openai-compatible/json-1k" }] })
+    const combo = await api(x, "POST", "/api/combos", {
+      name: "fallback",
+      strategy: "priority",
+      targets: [{ model: "bad/fail-503" }, { model: "openai-compatible/json-1k" }]
+    })
     if (combo.status >= 300) throw new Error(`POST /api/combos: ${combo.status} ${combo.body}`)
     const body = chatBody("fallback")
     let probe
@@ -717,9 +784,15 @@ if (want("fallback") && ready("gateway") && checkAlive("gateway")) {
       await sleep(100)
     }
     if (probe.headers?.["x-gateway-fallback-attempts"] !== "1")
-      throw new Error(`the combo does not fall back: ${probe.status} attempts=${probe.headers?.["x-gateway-fallback-attempts"]} ${String(probe.body).slice(0, 300)}`)
+      throw new Error(
+        `the combo does not fall back: ${probe.status} attempts=${probe.headers?.["x-gateway-fallback-attempts"]} ${String(probe.body).slice(0, 300)}`
+      )
     const runs = await extraRun(x, body, (r) => `attempts=${r.headers["x-gateway-fallback-attempts"] ?? "0"}`)
-    await api(x, "PATCH", "/api/resilience", { providerBreaker: { apikey: before }, connectionCooldown: cooldownBefore, modelLockout: lockoutBefore })
+    await api(x, "PATCH", "/api/resilience", {
+      providerBreaker: { apikey: before },
+      connectionCooldown: cooldownBefore,
+      modelLockout: lockoutBefore
+    })
     return { breakerDuringRun: { degradationThreshold: 1_000_000, failureThreshold: 1_000_000 }, breakerRestored: before, runs }
   })
   if (!fallback.error)
@@ -736,7 +809,9 @@ if (want("cache") && ready("gateway") && checkAlive("gateway")) {
     const first = await request(x.chatUrl, { headers: x.headers, body })
     const second = await request(x.chatUrl, { headers: x.headers, body })
     if (second.headers?.["x-gateway-cache"] !== "HIT")
-      throw new Error(`no cache hit: first ${first.headers?.["x-gateway-cache"]}, second ${second.status} ${second.headers?.["x-gateway-cache"]}`)
+      throw new Error(
+        `no cache hit: first ${first.headers?.["x-gateway-cache"]}, second ${second.status} ${second.headers?.["x-gateway-cache"]}`
+      )
     const runs = await extraRun(x, body, (r) => `cache=${r.headers["x-gateway-cache"] ?? "none"}`)
     return { first: first.headers["x-gateway-cache"], runs }
   })
@@ -782,7 +857,14 @@ if (want("shadow") && ready("gateway") && checkAlive("gateway")) {
     await sleep(1000)
     const report = JSON.parse((await api(x, "GET", "/api/shadow/report?combo=shadowed")).body)
     const t0 = report.targets?.[0]
-    return { plain, shadowed, pairs: t0?.pairs ?? 0, failed: t0?.failed ?? 0, skipped: report.skipped, normalizedAgreement: t0?.normalizedAgreement ?? null }
+    return {
+      plain,
+      shadowed,
+      pairs: t0?.pairs ?? 0,
+      failed: t0?.failed ?? 0,
+      skipped: report.skipped,
+      normalizedAgreement: t0?.normalizedAgreement ?? null
+    }
   })
   if (!shadowRun.error)
     log(
@@ -806,13 +888,16 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
     const pinnedG = await launch("gateway-workers-pinned", true)
     await throughputRun(pinnedG.chatUrl, { ...jsonReq(pinnedG, "1k"), connections: 32, durationS: MODE.warmupS })
     for (let i = 0; i < MODE.extraRounds; i++) {
-      runs.one.push((await throughputRun(t("gateway").chatUrl, { ...jsonReq(t("gateway"), "1k"), connections: 32, durationS: MODE.extraS })).rps)
+      runs.one.push(
+        (await throughputRun(t("gateway").chatUrl, { ...jsonReq(t("gateway"), "1k"), connections: 32, durationS: MODE.extraS })).rps
+      )
       runs.pinned.push((await throughputRun(pinnedG.chatUrl, { ...jsonReq(pinnedG, "1k"), connections: 32, durationS: MODE.extraS })).rps)
     }
     await pinnedG.proc.stop("SIGTERM", 15_000)
     const freeG = await launch("gateway-workers-free", false)
     await throughputRun(freeG.chatUrl, { ...jsonReq(freeG, "1k"), connections: 32, durationS: MODE.warmupS })
-    for (let i = 0; i < MODE.extraRounds; i++) runs.free.push((await throughputRun(freeG.chatUrl, { ...jsonReq(freeG, "1k"), connections: 32, durationS: MODE.extraS })).rps)
+    for (let i = 0; i < MODE.extraRounds; i++)
+      runs.free.push((await throughputRun(freeG.chatUrl, { ...jsonReq(freeG, "1k"), connections: 32, durationS: MODE.extraS })).rps)
     await freeG.proc.stop("SIGTERM", 15_000)
     return runs
   })
@@ -877,7 +962,11 @@ const runForeign = foreignSince(runCpu)
 // the messages client on the chat upstream, translated), SIGTERM, top self time of each.
 const PROFILES = [
   { label: "json", name: "c=32 JSON 1 KB", request: (g) => ({ url: g.chatUrl, ...jsonReq(g, "1k") }) },
-  { label: "sse", name: "c=32 SSE burst, same format", request: (g) => ({ url: g.chatUrl, headers: g.headers, body: streamBody(g.model("sse-burst")) }) },
+  {
+    label: "sse",
+    name: "c=32 SSE burst, same format",
+    request: (g) => ({ url: g.chatUrl, headers: g.headers, body: streamBody(g.model("sse-burst")) })
+  },
   { label: "translated", name: "c=32 SSE burst, messages client → chat upstream", request: (g) => translatedRequest(g, "messages_chat") }
 ]
 let profile = null
@@ -966,7 +1055,9 @@ const M = {
   "sse.burst.c32": metric((x) => (x.burst?.ok ? x.burst.rps : null)),
   "throughput.c32_1k.cpuUs": metric((x) => cpuPer(x.c32_1k)),
   "alloc.c32_1k.kbPerRequest": metric((x) => (x.c32_1k?.alloc?.bytesPerRequest == null ? null : x.c32_1k.alloc.bytesPerRequest / 1024)),
-  "alloc.c32_1k.otherThreadsKbPerRequest": metric((x) => (x.c32_1k?.alloc?.otherThreadBytesPerRequest == null ? null : x.c32_1k.alloc.otherThreadBytesPerRequest / 1024)),
+  "alloc.c32_1k.otherThreadsKbPerRequest": metric((x) =>
+    x.c32_1k?.alloc?.otherThreadBytesPerRequest == null ? null : x.c32_1k.alloc.otherThreadBytesPerRequest / 1024
+  ),
   "alloc.c32_1k.gcUsPerRequest": metric((x) => x.c32_1k?.alloc?.gcUsPerRequest ?? null),
   "sse.burst.c32.cpuUs": metric((x) => cpuPer(x.burst)),
   "sse.burst.c32.cpuUsPerChunk": metric((x) => (cpuPer(x.burst) == null ? null : cpuPer(x.burst) / CHUNKS)),
@@ -1018,7 +1109,10 @@ const countChecks = (runs, want) => {
   return { good, all, non2xx }
 }
 const fmtRange = (a) => `${a.median.toFixed(0)} (${a.min.toFixed(0)}–${a.max.toFixed(0)})`
-const wk = workers && !workers.error ? { one: acrossRounds(workers.one), pinned: acrossRounds(workers.pinned), free: acrossRounds(workers.free) } : null
+const wk =
+  workers && !workers.error
+    ? { one: acrossRounds(workers.one), pinned: acrossRounds(workers.pinned), free: acrossRounds(workers.free) }
+    : null
 const fbChecks = countChecks(fallback, "attempts=1")
 const chChecks = countChecks(cache, "cache=HIT")
 
@@ -1040,7 +1134,12 @@ const check = {
     })
   ),
   sseThroughput: rt("sse.burst.c32", "floor") == null ? null : rt("sse.burst.c32", "floor") >= 0.5,
-  ...Object.fromEntries(TRANSLATED.map(({ label }) => [`translated.${label}`, rt(`translated.${label}`, "floor") == null ? null : rt(`translated.${label}`, "floor") >= 0.5])),
+  ...Object.fromEntries(
+    TRANSLATED.map(({ label }) => [
+      `translated.${label}`,
+      rt(`translated.${label}`, "floor") == null ? null : rt(`translated.${label}`, "floor") >= 0.5
+    ])
+  ),
   allocPerRequest: gwm("alloc.c32_1k.kbPerRequest") == null ? null : gwm("alloc.c32_1k.kbPerRequest") <= 30,
   addedTtft: gwm("sse.ttft.p50.added") == null ? null : gwm("sse.ttft.p50.added") <= 0.5,
   rssIdle: gwm("rss.idleMB") == null ? null : gwm("rss.idleMB") <= 120,
@@ -1119,10 +1218,28 @@ const rows = [
     pass: check.addedTtft
   },
   { label: "p99 inter-chunk gap, paced 20 ms (ms)", values: M["sse.gap.p99"], ratios: gatewayRatios(M["sse.gap.p99"]) },
-  { label: "added p99 gap (ms)", values: M["sse.gap.p99.added"], ratios: gatewayRatios(M["sse.gap.p99.added"], M["sse.gap.p99.added"], { added: true }) },
-  { label: "streams/s, c=32, burst", values: M["sse.burst.c32"], ratios: gatewayRatios(M["sse.burst.c32"]), target: "≥ 0.5× floor", pass: check.sseThroughput },
-  { label: "CPU µs per burst stream, c=32 (the target process's own; lower is better)", values: M["sse.burst.c32.cpuUs"], ratios: gatewayRatios(M["sse.burst.c32.cpuUs"]) },
-  { label: `CPU µs per streamed chunk (burst ÷ ${CHUNKS})`, values: M["sse.burst.c32.cpuUsPerChunk"], ratios: gatewayRatios(M["sse.burst.c32.cpuUsPerChunk"]) },
+  {
+    label: "added p99 gap (ms)",
+    values: M["sse.gap.p99.added"],
+    ratios: gatewayRatios(M["sse.gap.p99.added"], M["sse.gap.p99.added"], { added: true })
+  },
+  {
+    label: "streams/s, c=32, burst",
+    values: M["sse.burst.c32"],
+    ratios: gatewayRatios(M["sse.burst.c32"]),
+    target: "≥ 0.5× floor",
+    pass: check.sseThroughput
+  },
+  {
+    label: "CPU µs per burst stream, c=32 (the target process's own; lower is better)",
+    values: M["sse.burst.c32.cpuUs"],
+    ratios: gatewayRatios(M["sse.burst.c32.cpuUs"])
+  },
+  {
+    label: `CPU µs per streamed chunk (burst ÷ ${CHUNKS})`,
+    values: M["sse.burst.c32.cpuUsPerChunk"],
+    ratios: gatewayRatios(M["sse.burst.c32.cpuUsPerChunk"])
+  },
   { section: "Translated streams (burst of 64 chunks, c=32; direct and floor carry the upstream's own stream)" },
   ...TRANSLATED.flatMap(({ label, name }) => [
     {
@@ -1132,22 +1249,36 @@ const rows = [
       target: "≥ 0.5× floor",
       pass: check[`translated.${label}`]
     },
-    { label: `${name}: CPU µs per chunk`, values: M[`translated.${label}.cpuUsPerChunk`], ratios: gatewayRatios(M[`translated.${label}.cpuUsPerChunk`]) }
+    {
+      label: `${name}: CPU µs per chunk`,
+      values: M[`translated.${label}.cpuUsPerChunk`],
+      ratios: gatewayRatios(M[`translated.${label}.cpuUsPerChunk`])
+    }
   ]),
   { section: `${MODE.streams} concurrent paced streams` },
   {
     label: `complete / stalled (gap > ${GAP_LIMIT_MS} ms) / max gap`,
-    text: Object.fromEntries(Object.entries(streams).map(([n, s]) => [n, s.error ? "error" : `${s.complete}/${s.n}, ${s.stalled}, ${ms(s.maxGapMs)} ms`])),
+    text: Object.fromEntries(
+      Object.entries(streams).map(([n, s]) => [n, s.error ? "error" : `${s.complete}/${s.n}, ${s.stalled}, ${ms(s.maxGapMs)} ms`])
+    ),
     target: `all ${MODE.streams} complete, none stalled`,
     pass: check.streams
   },
   { label: "RSS per 1000 open streams (MB)", values: M["streams.rssPer1000MB"], ratios: gatewayRatios(M["streams.rssPer1000MB"]) },
   { section: "Memory (RSS, MB) and start" },
   { label: "idle, after start", values: M["rss.idleMB"], ratios: gatewayRatios(M["rss.idleMB"]), target: "≤ 120 MB", pass: check.rssIdle },
-  { label: "after the load runs", values: M["rss.afterLoadMB"], ratios: gatewayRatios(M["rss.afterLoadMB"]), target: "≤ 250 MB", pass: check.rssAfterLoad },
+  {
+    label: "after the load runs",
+    values: M["rss.afterLoadMB"],
+    ratios: gatewayRatios(M["rss.afterLoadMB"]),
+    target: "≤ 250 MB",
+    pass: check.rssAfterLoad
+  },
   {
     label: `growth over the ${flags.soakMinutes}-min soak`,
-    text: { gateway: soak ? (soak.error ? "error" : `${mb(soak.growthBytes).toFixed(1)} MB (${soak.growthPct.toFixed(1)}%)`) : "not run (--soak)" },
+    text: {
+      gateway: soak ? (soak.error ? "error" : `${mb(soak.growthBytes).toFixed(1)} MB (${soak.growthPct.toFixed(1)}%)`) : "not run (--soak)"
+    },
     target: "no growth (≤ 5%)",
     pass: check.soak
   },
@@ -1160,7 +1291,11 @@ const rows = [
     target: "X-Gateway-Fallback-Attempts: 1 on every answer",
     pass: check.fallbackHeader
   },
-  { label: "fallback: p50 c=1 (ms)", values: fb.p50 ? { gateway: fb.p50 } : {}, ratios: gatewayRatios({ gateway: fb.p50 }, M["latency.p50"]) },
+  {
+    label: "fallback: p50 c=1 (ms)",
+    values: fb.p50 ? { gateway: fb.p50 } : {},
+    ratios: gatewayRatios({ gateway: fb.p50 }, M["latency.p50"])
+  },
   {
     label: "cache hit (temperature 0): req/s c=32",
     values: ch.rps ? { gateway: ch.rps } : {},
@@ -1168,7 +1303,11 @@ const rows = [
     target: "X-Gateway-Cache: HIT on every answer",
     pass: check.cacheHit
   },
-  { label: "cache hit: p50 c=1 (ms)", values: ch.p50 ? { gateway: ch.p50 } : {}, ratios: gatewayRatios({ gateway: ch.p50 }, M["latency.p50"]) },
+  {
+    label: "cache hit: p50 c=1 (ms)",
+    values: ch.p50 ? { gateway: ch.p50 } : {},
+    ratios: gatewayRatios({ gateway: ch.p50 }, M["latency.p50"])
+  },
   {
     label: "shadow target on 1 request in 10: p50 / p99 c=1 (ms), ÷ the same combo without",
     text: {
@@ -1233,7 +1372,10 @@ if (fallback && !fallback.error)
     `Fallback: combo \`fallback\` (priority: bad/fail-503 → openai-compatible/json-1k); the api-key breaker thresholds were raised and the connection cooldown and model lockout switched off for that run only (else the bad target is skipped after its first failures). Header check: ${fbChecks.good}/${fbChecks.all} answers with X-Gateway-Fallback-Attempts: 1, ${fbChecks.non2xx} non-2xx.`
   )
 if (fallback?.error) out.push(`Fallback run failed: ${fallback.error}`)
-if (cache && !cache.error) out.push(`Cache: ${chChecks.good}/${chChecks.all} c=1 answers with X-Gateway-Cache: HIT (first request: ${cache.first}), ${chChecks.non2xx} non-2xx.`)
+if (cache && !cache.error)
+  out.push(
+    `Cache: ${chChecks.good}/${chChecks.all} c=1 answers with X-Gateway-Cache: HIT (first request: ${cache.first}), ${chChecks.non2xx} non-2xx.`
+  )
 if (cache?.error) out.push(`Cache run failed: ${cache.error}`)
 if (shadowRun && !shadowRun.error)
   out.push(
@@ -1266,7 +1408,11 @@ for (const p of profiles ?? []) {
   out.push("")
   out.push("| # | self ms | self % | function | location |")
   out.push("|---:|---:|---:|---|---|")
-  p.top.forEach((f, i) => out.push(`| ${i + 1} | ${f.selfMs.toFixed(0)} | ${f.selfPct.toFixed(1)} | ${f.name.replace(/\|/g, "\\|")} | ${f.url ? `${f.url}:${f.line}` : ""} |`))
+  p.top.forEach((f, i) =>
+    out.push(
+      `| ${i + 1} | ${f.selfMs.toFixed(0)} | ${f.selfPct.toFixed(1)} | ${f.name.replace(/\|/g, "\\|")} | ${f.url ? `${f.url}:${f.line}` : ""} |`
+    )
+  )
 }
 
 const stamp = new Date()
@@ -1279,7 +1425,10 @@ const file = path.join(resultsDir, `${stamp}.json`)
 out.push("")
 out.push(`Total run time: ${totalS.toFixed(1)} s (${(totalS / 60).toFixed(1)} min). Full results: ${path.relative(ROOT, file)}`)
 
-const strip = (x) => (x ? { ok: x.ok, error: x.error, pid: x.pid, url: x.baseUrl, startupMs: r2(x.startupMs, 1), version: x.version, entry: x.entry } : undefined)
+const strip = (x) =>
+  x
+    ? { ok: x.ok, error: x.error, pid: x.pid, url: x.baseUrl, startupMs: r2(x.startupMs, 1), version: x.version, entry: x.entry }
+    : undefined
 const results = {
   schema: 1,
   startedAt: new Date(Date.now() - totalS * 1000).toISOString(),
@@ -1302,7 +1451,8 @@ const results = {
           probe: "bench/alloc-probe.cjs (--require)",
           targets: Object.keys(probes),
           window: `${ALLOC_REQUESTS} c=32 JSON 1 KB requests after each round's timed c=32 JSON 1 KB run, every answer awaited, + ${ALLOC_SETTLE_MS} ms`,
-          perRequest: "bytes allocated on the main thread's JS heap ÷ requests begun by the target's HTTP server in the window (rounds[].<target>.c32_1k.alloc)"
+          perRequest:
+            "bytes allocated on the main thread's JS heap ÷ requests begun by the target's HTTP server in the window (rounds[].<target>.c32_1k.alloc)"
         }
       : null
   },

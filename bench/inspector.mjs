@@ -28,7 +28,12 @@ const headers = {
   "x-stainless-os": "Linux",
   connection: "keep-alive"
 }
-const answerHeaders = { "content-type": "application/json", "x-gateway-request-id": "req_abc", "x-gateway-provider": "openai-compatible", "x-gateway-model": "m1" }
+const answerHeaders = {
+  "content-type": "application/json",
+  "x-gateway-request-id": "req_abc",
+  "x-gateway-provider": "openai-compatible",
+  "x-gateway-model": "m1"
+}
 
 const perRequest = (core, n, body) => {
   const t = process.hrtime.bigint()

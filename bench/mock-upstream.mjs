@@ -91,7 +91,12 @@ const sseParts = (model, whole) => {
   return parts
 }
 
-const JSON_HEADERS = (len) => ({ "content-type": "application/json", "content-length": len, "x-request-id": "req_bench", "openai-processing-ms": "1" })
+const JSON_HEADERS = (len) => ({
+  "content-type": "application/json",
+  "content-length": len,
+  "x-request-id": "req_bench",
+  "openai-processing-ms": "1"
+})
 const SSE_HEADERS = { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-request-id": "req_bench" }
 
 const errorBody = (status) => {
@@ -127,9 +132,18 @@ const messagesBurst = (model) => {
   })
   s += ev("content_block_start", { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } })
   s += ev("ping", { type: "ping" })
-  for (let i = 0; i < CHUNKS; i++) s += ev("content_block_delta", { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: i === 0 ? "tok0" : ` tok${i}` } })
+  for (let i = 0; i < CHUNKS; i++)
+    s += ev("content_block_delta", {
+      type: "content_block_delta",
+      index: 0,
+      delta: { type: "text_delta", text: i === 0 ? "tok0" : ` tok${i}` }
+    })
   s += ev("content_block_stop", { type: "content_block_stop", index: 0 })
-  s += ev("message_delta", { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: CHUNKS } })
+  s += ev("message_delta", {
+    type: "message_delta",
+    delta: { stop_reason: "end_turn", stop_sequence: null },
+    usage: { output_tokens: CHUNKS }
+  })
   s += ev("message_stop", { type: "message_stop" })
   return Buffer.from(s)
 }
@@ -137,8 +151,14 @@ const generateContentBurst = (model) => {
   let s = ""
   for (let i = 0; i < CHUNKS; i++) {
     const last = i === CHUNKS - 1
-    const candidate = { content: { parts: [{ text: i === 0 ? "tok0" : ` tok${i}` }], role: "model" }, index: 0, ...(last ? { finishReason: "STOP" } : {}) }
-    const usageMetadata = last ? { promptTokenCount: 42, candidatesTokenCount: CHUNKS, totalTokenCount: 42 + CHUNKS } : { promptTokenCount: 42, totalTokenCount: 42 }
+    const candidate = {
+      content: { parts: [{ text: i === 0 ? "tok0" : ` tok${i}` }], role: "model" },
+      index: 0,
+      ...(last ? { finishReason: "STOP" } : {})
+    }
+    const usageMetadata = last
+      ? { promptTokenCount: 42, candidatesTokenCount: CHUNKS, totalTokenCount: 42 + CHUNKS }
+      : { promptTokenCount: 42, totalTokenCount: 42 }
     s += `data: ${JSON.stringify({ candidates: [candidate], usageMetadata, modelVersion: model, responseId: "bench00000000000000000000" })}\r\n\r\n`
   }
   return Buffer.from(s)
@@ -151,7 +171,11 @@ const J10 = completion("json-10k", 10 * 1024)
 const JD = completion("delay-20", 1024)
 const PACED = sseParts("sse-paced")
 const BURST = Buffer.concat(sseParts("sse-burst"))
-const JSON_BURST = { "json-1k": Buffer.concat(sseParts("json-1k", J1)), "json-10k": Buffer.concat(sseParts("json-10k", J10)), "delay-20": Buffer.concat(sseParts("delay-20", JD)) }
+const JSON_BURST = {
+  "json-1k": Buffer.concat(sseParts("json-1k", J1)),
+  "json-10k": Buffer.concat(sseParts("json-10k", J10)),
+  "delay-20": Buffer.concat(sseParts("delay-20", JD))
+}
 const ERRORS = { 500: errorBody(500), 429: errorBody(429), 503: errorBody(503) }
 const MODELS = Buffer.from(
   JSON.stringify({

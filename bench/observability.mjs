@@ -54,7 +54,10 @@ try {
   }
   const targets = [
     await launch("tracing off", rootDir),
-    await launch("tracing on", rootDir, { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sink.address().port}`, OTEL_SERVICE_NAME: "bench" }),
+    await launch("tracing on", rootDir, {
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sink.address().port}`,
+      OTEL_SERVICE_NAME: "bench"
+    }),
     ...(BASE ? [await launch("base", BASE)] : [])
   ]
   const body = (t) => chatBody(t.model("json-1k"))

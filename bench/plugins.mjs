@@ -22,7 +22,10 @@ const rootDir = path.resolve(benchDir, "..")
 
 const plugin = mkdtempSync(path.join(os.tmpdir(), "bench-plugin-"))
 writeFileSync(path.join(plugin, "plugin.json"), JSON.stringify({ name: "bench-trivial", version: "1.0.0", main: "index.mjs" }))
-writeFileSync(path.join(plugin, "index.mjs"), `import { definePlugin } from "gateway/plugin-sdk"\nexport default definePlugin({ name: "bench-trivial", onRequest() {} })\n`)
+writeFileSync(
+  path.join(plugin, "index.mjs"),
+  `import { definePlugin } from "gateway/plugin-sdk"\nexport default definePlugin({ name: "bench-trivial", onRequest() {} })\n`
+)
 
 const { agent, admin, load } = makeClosedLoop({ seconds: SECONDS, concurrency: CONCURRENCY })
 

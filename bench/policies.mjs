@@ -2,7 +2,8 @@
 // What policies cost on the request path: the same chat load (json-1k through the gateway, with
 // two declared tools) with no policy, then with one policy of every rule kind and
 // TOOL_POLICY_MODE=block (a denied tool removed per request), interleaved rounds in one run, one
-// gateway; also a policy without tool rules (no audit row per request). Prints requests per second and p50/p99 latency per condition and the ratio to none.
+// gateway; also a policy without tool rules (no audit row per request). Prints requests per second and p50/p99 latency per condition and
+// the ratio to none.
 //   node bench/policies.mjs [--seconds 4] [--rounds 2] [--concurrency 16]
 // Needs dist/ (npm run build). Everything listens on 127.0.0.1.
 import { makeClosedLoop, numberArg } from "./lib/closedLoop.mjs"
@@ -33,7 +34,13 @@ try {
     await admin(t, "POST", "/api/policies", { name: "bench", blockedTerms: ["project falcon"], maxTokens: 4096, models: { "*": ["*"] } })
     results["policy, no tool action"].push(await load(t, body))
     await admin(t, "DELETE", "/api/policies/bench")
-    await admin(t, "POST", "/api/policies", { name: "bench", tools: { deny: ["shell_*"] }, blockedTerms: ["project falcon"], maxTokens: 4096, models: { "*": ["*"] } })
+    await admin(t, "POST", "/api/policies", {
+      name: "bench",
+      tools: { deny: ["shell_*"] },
+      blockedTerms: ["project falcon"],
+      maxTokens: 4096,
+      models: { "*": ["*"] }
+    })
     await admin(t, "PUT", "/api/settings/feature-flags", { key: "TOOL_POLICY_MODE", value: "block" })
     results.policy.push(await load(t, body))
     await admin(t, "DELETE", "/api/policies/bench")
@@ -44,7 +51,9 @@ try {
   console.log(`|---|---|---|---|---|---|`)
   for (const [name, xs] of Object.entries(results)) {
     const c = { rps: mean(xs, "rps"), p50: mean(xs, "p50"), p99: mean(xs, "p99") }
-    console.log(`| ${name} | ${c.rps.toFixed(0)} | ${c.p50.toFixed(2)} | ${c.p99.toFixed(2)} | ${(c.rps / none.rps).toFixed(3)} | ${xs.reduce((s, x) => s + x.errors, 0)} |`)
+    console.log(
+      `| ${name} | ${c.rps.toFixed(0)} | ${c.p50.toFixed(2)} | ${c.p99.toFixed(2)} | ${(c.rps / none.rps).toFixed(3)} | ${xs.reduce((s, x) => s + x.errors, 0)} |`
+    )
   }
 } finally {
   agent.destroy()

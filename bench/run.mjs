@@ -40,7 +40,8 @@ if (stale !== undefined) {
     r = spawnSync(npm, ["run", "build"], { cwd: ROOT, stdio: "inherit" })
   }
   if (r.status !== 0 || !existsSync(path.join(ROOT, "dist/cli/main.js"))) {
-    if (existsSync(path.join(ROOT, "dist/cli/main.js"))) say(`npm run build failed (${r.status ?? r.signal}); benchmarking the existing dist/ (older than src/)`)
+    if (existsSync(path.join(ROOT, "dist/cli/main.js")))
+      say(`npm run build failed (${r.status ?? r.signal}); benchmarking the existing dist/ (older than src/)`)
     else {
       say(`npm run build failed (${r.status ?? r.signal}) and there is no dist/`)
       process.exit(1)
@@ -51,12 +52,23 @@ if (stale !== undefined) {
 // The harness leads its own process group, so the group can be swept when it is done, and
 // keeps its temporary data dirs under one directory that is removed here whatever happens.
 const tmp = mkdtempSync(path.join(os.tmpdir(), "gateway-bench-run-"))
-const child = spawn("/bin/sh", ["-c", 'ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$@"', "sh", process.execPath, path.join(BENCH, "harness.mjs"), ...process.argv.slice(2)], {
-  cwd: ROOT,
-  stdio: "inherit",
-  detached: true,
-  env: { ...process.env, BENCH_TMP_DIR: tmp }
-})
+const child = spawn(
+  "/bin/sh",
+  [
+    "-c",
+    'ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$@"',
+    "sh",
+    process.execPath,
+    path.join(BENCH, "harness.mjs"),
+    ...process.argv.slice(2)
+  ],
+  {
+    cwd: ROOT,
+    stdio: "inherit",
+    detached: true,
+    env: { ...process.env, BENCH_TMP_DIR: tmp }
+  }
+)
 const sweep = () => {
   try {
     process.kill(-child.pid, "SIGKILL")

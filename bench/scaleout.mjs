@@ -97,9 +97,17 @@ const sharedState = external.REDIS_URL ? "Redis (REDIS_URL)" : "none between ins
 
 const launch = async (name, args = [], env = {}) => {
   const port = await freePort()
-  const proc = spawnChild({ name, cmd: process.execPath, args: [path.join(ROOT, "bin/gateway"), "--port", String(port), ...args], env: { ...prep.env, HOST: "127.0.0.1", ...env } })
+  const proc = spawnChild({
+    name,
+    cmd: process.execPath,
+    args: [path.join(ROOT, "bin/gateway"), "--port", String(port), ...args],
+    env: { ...prep.env, HOST: "127.0.0.1", ...env }
+  })
   const url = `http://127.0.0.1:${port}/v1/chat/completions`
-  const probe = { headers: { "content-type": "application/json", authorization: `Bearer ${prep.secret}` }, body: chatBody("openai-compatible/json-1k") }
+  const probe = {
+    headers: { "content-type": "application/json", authorization: `Bearer ${prep.secret}` },
+    body: chatBody("openai-compatible/json-1k")
+  }
   await waitFor200(url, probe, { since: proc.spawnedAt, alive: proc.alive, timeoutMs: 60_000 })
   return { port, proc }
 }
@@ -148,7 +156,9 @@ try {
 }
 const fmt = (xs) => `${Math.round(median(xs))} (${Math.round(Math.min(...xs))}–${Math.round(Math.max(...xs))})`
 const base = median(results.one)
-console.log(`Store: ${store}; shared state: ${sharedState}; balancer for two instances: ${balancerKind}. c=${connections}, JSON 1 KB, ${durationS} s × ${rounds} rounds.`)
+console.log(
+  `Store: ${store}; shared state: ${sharedState}; balancer for two instances: ${balancerKind}. c=${connections}, JSON 1 KB, ${durationS} s × ${rounds} rounds.`
+)
 console.log("")
 console.log("| | req/s, median (min–max) | ÷ one instance |")
 console.log("|---|---:|---:|")

@@ -18,8 +18,16 @@ const chatChunk = JSON.stringify({
   model: "json-1k",
   choices: [{ index: 0, delta: { content: "The quick brown fox jumps over the lazy dog again. " }, finish_reason: null }]
 })
-const anthropicDelta = JSON.stringify({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "The quick brown fox jumps over the lazy dog again. " } })
-const anthropicSignature = JSON.stringify({ type: "content_block_delta", index: 0, delta: { type: "signature_delta", signature: "EqQBCgIYAhIM".repeat(20) } })
+const anthropicDelta = JSON.stringify({
+  type: "content_block_delta",
+  index: 0,
+  delta: { type: "text_delta", text: "The quick brown fox jumps over the lazy dog again. " }
+})
+const anthropicSignature = JSON.stringify({
+  type: "content_block_delta",
+  index: 0,
+  delta: { type: "signature_delta", signature: "EqQBCgIYAhIM".repeat(20) }
+})
 const events: ReadonlyArray<StreamEvent> = [{ type: "text_delta", index: 0, text: "The quick brown fox jumps over the lazy dog again. " }]
 
 /** A coding agent's body: 40 turns, thinking blocks sealed by this connection. */
@@ -35,7 +43,10 @@ const turns = Array.from({ length: 40 }, (_, i) =>
       }
 )
 const sealedBody = { model: "claude-x", max_tokens: 4096, thinking: { type: "enabled", budget_tokens: 2048 }, messages: turns }
-const plainBody = { ...sealedBody, messages: turns.map((m) => (m.role === "assistant" ? { ...m, content: m.content.filter((c) => c.type !== "thinking") } : m)) }
+const plainBody = {
+  ...sealedBody,
+  messages: turns.map((m) => (m.role === "assistant" ? { ...m, content: m.content.filter((c) => c.type !== "thinking") } : m))
+}
 /** The same conversation without thinking asked: the common case. */
 const noThinkingBody = { model: "claude-x", max_tokens: 4096, messages: plainBody.messages }
 
@@ -53,8 +64,22 @@ console.log(`node ${process.version}, ${N} iterations each (request bodies: ${N 
 time("JSON.parse of the chat chunk (the scale)", () => JSON.parse(chatChunk))
 time("sealFrameData, chat chunk (no marker: one regex test)", () => sealFrameData("openai-chat", chatChunk, "conn_a"))
 time("sealFrameData, Anthropic text delta (one regex test)", () => sealFrameData("anthropic", anthropicDelta, "conn_a"))
-time("sealFrameData, Anthropic signature delta (parsed, sealed, re-serialized)", () => sealFrameData("anthropic", anthropicSignature, "conn_a"))
+time("sealFrameData, Anthropic signature delta (parsed, sealed, re-serialized)", () =>
+  sealFrameData("anthropic", anthropicSignature, "conn_a")
+)
 time("sealEvents, a translated frame's text event", () => sealEvents(events, "conn_a"))
-time("bindBody, 40-turn Anthropic body without sealed state, thinking not asked", () => bindBody("anthropic", noThinkingBody, "conn_a"), N / 100)
-time("bindBody, 40-turn body, thinking on, tool turns without thinking (turned off, copied)", () => bindBody("anthropic", plainBody, "conn_a"), N / 100)
-time("bindBody, 40-turn Anthropic body with 20 sealed signatures (opened, copied)", () => bindBody("anthropic", sealedBody, "conn_a"), N / 100)
+time(
+  "bindBody, 40-turn Anthropic body without sealed state, thinking not asked",
+  () => bindBody("anthropic", noThinkingBody, "conn_a"),
+  N / 100
+)
+time(
+  "bindBody, 40-turn body, thinking on, tool turns without thinking (turned off, copied)",
+  () => bindBody("anthropic", plainBody, "conn_a"),
+  N / 100
+)
+time(
+  "bindBody, 40-turn Anthropic body with 20 sealed signatures (opened, copied)",
+  () => bindBody("anthropic", sealedBody, "conn_a"),
+  N / 100
+)

@@ -19,7 +19,18 @@ export const sseOnce = (url, { headers, body, agent, timeoutMs = 60_000, keepGap
   new Promise((resolve) => {
     const t0 = performance.now()
     const payload = Buffer.from(body)
-    const r = { status: 0, headersMs: null, ttft: null, chunks: 0, gaps: keepGaps ? [] : null, maxGap: 0, done: false, usage: false, error: null, ms: 0 }
+    const r = {
+      status: 0,
+      headersMs: null,
+      ttft: null,
+      chunks: 0,
+      gaps: keepGaps ? [] : null,
+      maxGap: 0,
+      done: false,
+      usage: false,
+      error: null,
+      ms: 0
+    }
     let last = 0
     let buf = ""
     const onEvent = (ev, now) => {
@@ -140,7 +151,9 @@ export const manyStreams = async (url, { headers, body, n, expectedChunks, gapLi
   const samples = []
   const timer = setInterval(() => samples.push(sample()), sampleMs)
   const t0 = performance.now()
-  const results = await Promise.all(Array.from({ length: n }, () => sseOnce(url, { headers, body, agent, keepGaps: false, timeoutMs: 120_000 })))
+  const results = await Promise.all(
+    Array.from({ length: n }, () => sseOnce(url, { headers, body, agent, keepGaps: false, timeoutMs: 120_000 }))
+  )
   const wallMs = performance.now() - t0
   clearInterval(timer)
   samples.push(sample())
@@ -173,7 +186,9 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const url = args.find((a) => a.startsWith("http://"))
   const opt = (name, dflt) => (args.includes(name) ? args[args.indexOf(name) + 1] : dflt)
   if (!url) {
-    console.error("usage: node bench/sse-client.mjs <url of /v1/chat/completions> [--model sse-paced] [--concurrency 16] [--seconds 3] [--chunks 64] [--header 'name: value']...")
+    console.error(
+      "usage: node bench/sse-client.mjs <url of /v1/chat/completions> [--model sse-paced] [--concurrency 16] [--seconds 3] [--chunks 64] [--header 'name: value']..."
+    )
     process.exit(2)
   }
   const headers = { "content-type": "application/json", authorization: "Bearer sk-bench" }

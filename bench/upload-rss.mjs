@@ -46,7 +46,9 @@ try {
   let peak = baseline
   const sampler = setInterval(() => (peak = Math.max(peak, rssMb())), 50)
   const boundary = "----gwbench" + crypto.randomUUID().replace(/-/g, "")
-  const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`)
+  const head = Buffer.from(
+    `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`
+  )
   const tail = Buffer.from(`\r\n--${boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n--${boundary}--\r\n`)
   const chunk = crypto.randomBytes(1024 * 1024)
   let sent = 0
@@ -88,7 +90,9 @@ try {
       ratioToBound: +(growth / BOUND_MB).toFixed(2)
     })
   )
-  say(`${mib} MiB in ${secs.toFixed(1)} s; RSS ${baseline.toFixed(1)} → ${peak.toFixed(1)} MB (+${growth.toFixed(1)} MB, bound ${BOUND_MB} MB)`)
+  say(
+    `${mib} MiB in ${secs.toFixed(1)} s; RSS ${baseline.toFixed(1)} → ${peak.toFixed(1)} MB (+${growth.toFixed(1)} MB, bound ${BOUND_MB} MB)`
+  )
   process.exitCode = growth < BOUND_MB ? 0 : 1
 } finally {
   child.kill("SIGTERM")

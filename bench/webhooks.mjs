@@ -58,7 +58,11 @@ try {
   for (let r = 0; r < ROUNDS; r++) {
     for (const x of targets) {
       x.none.push(await load(x.t, x.body))
-      const res = await fetch(`${x.t.baseUrl}/api/webhooks`, { method: "POST", headers: x.t.adminHeaders, body: JSON.stringify({ url: hookUrl, events: ["request.completed"] }) })
+      const res = await fetch(`${x.t.baseUrl}/api/webhooks`, {
+        method: "POST",
+        headers: x.t.adminHeaders,
+        body: JSON.stringify({ url: hookUrl, events: ["request.completed"] })
+      })
       if (res.status !== 201) throw new Error(`POST /api/webhooks: ${res.status} ${await res.text()}`)
       const { id } = await res.json()
       x.hook.push(await load(x.t, x.body))

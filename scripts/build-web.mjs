@@ -46,4 +46,6 @@ const walk = (dir) => {
 walk(out)
 const total = files.reduce((a, f) => ({ bytes: a.bytes + f.bytes, gzip: a.gzip + f.gzip }), { bytes: 0, gzip: 0 })
 writeFileSync(path.join(out, "assets.json"), JSON.stringify({ files, total }, null, 2))
-console.log(`dashboard: ${files.length} files, ${(total.bytes / 1024).toFixed(1)} KiB (${(total.gzip / 1024).toFixed(1)} KiB gzip) in dist/web`)
+console.log(
+  `dashboard: ${files.length} files, ${(total.bytes / 1024).toFixed(1)} KiB (${(total.gzip / 1024).toFixed(1)} KiB gzip) in dist/web`
+)

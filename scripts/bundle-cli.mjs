@@ -49,7 +49,8 @@ const result = await esbuild.build({
 const WIDE = /[^\u0000-\u00ff]/g
 const escapeWide = (code, file) => {
   if (code.search(WIDE) === -1) return code
-  if (code.includes("String.raw`")) throw new Error(`bundle-cli: ${file} has String.raw and characters above U+00FF; escape them in the source`)
+  if (code.includes("String.raw`"))
+    throw new Error(`bundle-cli: ${file} has String.raw and characters above U+00FF; escape them in the source`)
   return code.replace(WIDE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
 }
 let rewritten = 0
@@ -66,5 +67,7 @@ if (rewritten === 0) throw new Error("bundle-cli: no spread literal was rewritte
 
 // Which source modules each output file holds: what test/cli-contract.test.ts reads to tell that
 // a light command loads no server code, and what to look at when a chunk grows.
-const outputs = Object.fromEntries(Object.entries(result.metafile.outputs).map(([file, o]) => [path.relative(outdir, path.join(root, file)), Object.keys(o.inputs)]))
+const outputs = Object.fromEntries(
+  Object.entries(result.metafile.outputs).map(([file, o]) => [path.relative(outdir, path.join(root, file)), Object.keys(o.inputs)])
+)
 writeFileSync(path.join(outdir, "modules.json"), JSON.stringify(outputs))

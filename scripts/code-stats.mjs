@@ -5,7 +5,7 @@
 //     service in, by lines (a service read from the outside in keeps this short);
 //   - the provide steps of the composition (src/server/Gateway.ts and src/server/CoreLayer.ts), and
 //     of each area's layer (the files named `<Area>Live.ts`);
-//   - comment blocks of 8 lines or more, and lines over 160 columns;
+//   - comment blocks of 8 lines or more, and lines over 140 columns (the formatter's width);
 //   - service tags declared in a file named otherwise (a tag `class X` in a file not named X.ts);
 //   - exported functions and constants used nowhere (no other file names them, and their own
 //     file names them only where they are declared).
@@ -19,7 +19,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const arg = (name, dflt) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : dflt)
 const TOP = Number(arg("--top", 12))
 const JSON_OUT = process.argv.includes("--json")
-const WIDE = 160
+const WIDE = 140
 const LONG_COMMENT = 8
 
 /** Files under `dir` (relative to the root) ending in one of `exts`. */

@@ -27,7 +27,8 @@ const cliLines = (name) =>
     .filter((l) => l.trim() !== "")
     .map((l) => JSON.parse(l))
 
-const streamOf = (r) => r.path.includes(":streamGenerateContent") || (r.path === "/api/chat" ? r.body?.stream !== false : r.body?.stream === true)
+const streamOf = (r) =>
+  r.path.includes(":streamGenerateContent") || (r.path === "/api/chat" ? r.body?.stream !== false : r.body?.stream === true)
 
 const make = (id, client, capability, check, source, r, body = r.body) => ({
   id,
@@ -69,11 +70,19 @@ add(make("openai-sdk.chat.text", "OpenAI SDK (chat)", "text", "answer", "sdk/ope
 add(make("openai-sdk.chat.streaming", "OpenAI SDK (chat)", "streaming", "answer", "sdk/openai_chat_stream.json", sdk("openai_chat_stream")))
 add(make("openai-sdk.chat.tools", "OpenAI SDK (chat)", "tools", "tool_call", "sdk/openai_chat_tools.json", sdk("openai_chat_tools")))
 add(
-  make("openai-sdk.chat.structured", "OpenAI SDK (chat)", "structured-output", "schema", "sdk/openai_chat.json + response_format json_schema", openaiChat, {
-    ...openaiChat.body,
-    messages: [{ role: "user", content: ASK_JSON }],
-    response_format: { type: "json_schema", json_schema: { name: "city", strict: true, schema: SCHEMA } }
-  })
+  make(
+    "openai-sdk.chat.structured",
+    "OpenAI SDK (chat)",
+    "structured-output",
+    "schema",
+    "sdk/openai_chat.json + response_format json_schema",
+    openaiChat,
+    {
+      ...openaiChat.body,
+      messages: [{ role: "user", content: ASK_JSON }],
+      response_format: { type: "json_schema", json_schema: { name: "city", strict: true, schema: SCHEMA } }
+    }
+  )
 )
 add(
   make("openai-sdk.chat.reasoning", "OpenAI SDK (chat)", "reasoning", "answer", "sdk/openai_chat.json + reasoning_effort", openaiChat, {
@@ -97,20 +106,55 @@ add(
   })
 )
 add(make("openai-sdk.responses.text", "OpenAI SDK (responses)", "text", "answer", "sdk/openai_responses.json", sdk("openai_responses")))
-add(make("openai-sdk.responses.streaming", "OpenAI SDK (responses)", "streaming", "answer", "sdk/openai_responses_stream.json", sdk("openai_responses_stream")))
-add(make("openai-sdk.responses.tools", "OpenAI SDK (responses)", "tools", "tool_call", "sdk/openai_responses_tools.json", sdk("openai_responses_tools")))
+add(
+  make(
+    "openai-sdk.responses.streaming",
+    "OpenAI SDK (responses)",
+    "streaming",
+    "answer",
+    "sdk/openai_responses_stream.json",
+    sdk("openai_responses_stream")
+  )
+)
+add(
+  make(
+    "openai-sdk.responses.tools",
+    "OpenAI SDK (responses)",
+    "tools",
+    "tool_call",
+    "sdk/openai_responses_tools.json",
+    sdk("openai_responses_tools")
+  )
+)
 
 const anthropic = sdk("anthropic_messages")
 add(make("anthropic-sdk.text", "Anthropic SDK", "text", "answer", "sdk/anthropic_messages.json", anthropic))
-add(make("anthropic-sdk.streaming", "Anthropic SDK", "streaming", "answer", "sdk/anthropic_messages_stream_raw.json", sdk("anthropic_messages_stream_raw")))
+add(
+  make(
+    "anthropic-sdk.streaming",
+    "Anthropic SDK",
+    "streaming",
+    "answer",
+    "sdk/anthropic_messages_stream_raw.json",
+    sdk("anthropic_messages_stream_raw")
+  )
+)
 add(make("anthropic-sdk.tools", "Anthropic SDK", "tools", "tool_call", "sdk/anthropic_tools.json", sdk("anthropic_tools")))
 add(
-  make("anthropic-sdk.structured", "Anthropic SDK", "structured-output", "schema", "sdk/anthropic_messages.json + output_config.format", anthropic, {
-    ...anthropic.body,
-    max_tokens: 512,
-    messages: [{ role: "user", content: ASK_JSON }],
-    output_config: { format: { type: "json_schema", schema: SCHEMA } }
-  })
+  make(
+    "anthropic-sdk.structured",
+    "Anthropic SDK",
+    "structured-output",
+    "schema",
+    "sdk/anthropic_messages.json + output_config.format",
+    anthropic,
+    {
+      ...anthropic.body,
+      max_tokens: 512,
+      messages: [{ role: "user", content: ASK_JSON }],
+      output_config: { format: { type: "json_schema", schema: SCHEMA } }
+    }
+  )
 )
 add(
   make("anthropic-sdk.reasoning", "Anthropic SDK", "reasoning", "answer", "sdk/anthropic_messages.json + thinking", anthropic, {
@@ -137,14 +181,24 @@ add(
 
 const genai = sdk("genai_generate")
 add(make("google-genai.text", "Google GenAI SDK", "text", "answer", "sdk/genai_generate.json", genai))
-add(make("google-genai.streaming", "Google GenAI SDK", "streaming", "answer", "sdk/genai_generate_stream.json", sdk("genai_generate_stream")))
+add(
+  make("google-genai.streaming", "Google GenAI SDK", "streaming", "answer", "sdk/genai_generate_stream.json", sdk("genai_generate_stream"))
+)
 add(make("google-genai.tools", "Google GenAI SDK", "tools", "tool_call", "sdk/genai_tools.json", sdk("genai_tools")))
 add(
-  make("google-genai.structured", "Google GenAI SDK", "structured-output", "schema", "sdk/genai_generate.json + responseJsonSchema", genai, {
-    ...genai.body,
-    contents: [{ role: "user", parts: [{ text: ASK_JSON }] }],
-    generationConfig: { ...(genai.body.generationConfig ?? {}), responseMimeType: "application/json", responseJsonSchema: SCHEMA }
-  })
+  make(
+    "google-genai.structured",
+    "Google GenAI SDK",
+    "structured-output",
+    "schema",
+    "sdk/genai_generate.json + responseJsonSchema",
+    genai,
+    {
+      ...genai.body,
+      contents: [{ role: "user", parts: [{ text: ASK_JSON }] }],
+      generationConfig: { ...(genai.body.generationConfig ?? {}), responseMimeType: "application/json", responseJsonSchema: SCHEMA }
+    }
+  )
 )
 add(
   make("google-genai.images", "Google GenAI SDK", "images", "text", "sdk/genai_generate.json + inlineData", genai, {

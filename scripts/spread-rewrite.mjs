@@ -30,7 +30,8 @@ const rewritable = (node, text) => {
   for (const p of props.slice(1)) {
     if (ts.isGetAccessorDeclaration(p) || ts.isSetAccessorDeclaration(p)) return false
     const name = p.name
-    if (name && ((ts.isIdentifier(name) && name.text === "__proto__") || (ts.isStringLiteral(name) && name.text === "__proto__"))) return false
+    if (name && ((ts.isIdentifier(name) && name.text === "__proto__") || (ts.isStringLiteral(name) && name.text === "__proto__")))
+      return false
     if (ts.isMethodDeclaration(p) && /\bsuper\b/.test(text.slice(p.getStart(), p.end))) return false
   }
   return true

@@ -276,13 +276,20 @@ describe("the official A2A clients (@a2a-js/sdk): 1.0, its 0.3 transport, and th
     )
     expect(raw.headers.get("a2a-version")).toBe("1.0")
     expect(raw.body.result.kind).toBeUndefined()
-    expect(raw.body.result.task).toMatchObject({ status: { state: "TASK_STATE_COMPLETED" }, artifacts: [{ name: "capabilities", parts: [{ mediaType: "text/markdown" }] }] })
+    expect(raw.body.result.task).toMatchObject({
+      status: { state: "TASK_STATE_COMPLETED" },
+      artifacts: [{ name: "capabilities", parts: [{ mediaType: "text/markdown" }] }]
+    })
   })
 
   it("with keys required, the 1.0 client authenticates through its fetch, and without a key gets the 401", async () => {
     await requireKeys(true)
     try {
-      const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [new JsonRpcTransportFactory({ fetchImpl: keyed(USER) })] }))
+      const factory = new ClientFactory(
+        ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+          transports: [new JsonRpcTransportFactory({ fetchImpl: keyed(USER) })]
+        })
+      )
       expect(rows(tableOf(await (await factory.createFromUrl(gw.url)).sendMessage(message("hi"))))).toHaveLength(42)
       const bare = await new ClientFactory().createFromUrl(gw.url)
       await expect(bare.sendMessage(message("hi"))).rejects.toThrow(/401/)
@@ -301,9 +308,13 @@ describe("the official A2A clients (@a2a-js/sdk): 1.0, its 0.3 transport, and th
 
   it("the 0.3 SDK (0.3.14) reads the card's 0.3 fields, sends no version header, and reads the 0.3 task", async () => {
     const client = await A2AClient.fromCardUrl(`${gw.url}/.well-known/agent-card.json`)
-    const answer = await client.sendMessage({ message: { kind: "message", messageId: "m1", role: "user", parts: [{ kind: "text", text: "What can you do?" }] } })
+    const answer = await client.sendMessage({
+      message: { kind: "message", messageId: "m1", role: "user", parts: [{ kind: "text", text: "What can you do?" }] }
+    })
     expect("error" in answer).toBe(false)
-    const task = (answer as { result: { kind: string; status: { state: string }; artifacts: Array<{ parts: Array<{ kind: string; text: string }> }> } }).result
+    const task = (
+      answer as { result: { kind: string; status: { state: string }; artifacts: Array<{ parts: Array<{ kind: string; text: string }> }> } }
+    ).result
     expect(task.kind).toBe("task")
     expect(task.status.state).toBe("completed")
     expect(rows(task.artifacts[0]!.parts[0]!.text)).toHaveLength(42)

@@ -17,7 +17,11 @@ import { tempDir } from "./support/gateway.js"
 const quiet = Logger.replace(Logger.defaultLogger, Logger.none)
 const dbAt = (dataDir: string) => Db.layer.pipe(Layer.provide(AppConfig.layerTest({ dataDir })), Layer.provide(quiet))
 const budgetsAt = (dataDir: string) =>
-  Budgets.layer.pipe(Layer.provideMerge(Layer.merge(EventBus.layer, StoreVersion.layer(0))), Layer.provideMerge(dbAt(dataDir)), Layer.provide(quiet))
+  Budgets.layer.pipe(
+    Layer.provideMerge(Layer.merge(EventBus.layer, StoreVersion.layer(0))),
+    Layer.provideMerge(dbAt(dataDir)),
+    Layer.provide(quiet)
+  )
 
 const t = (iso: string) => Date.parse(iso)
 const iso = (ms: number) => new Date(ms).toISOString()
@@ -25,7 +29,8 @@ const iso = (ms: number) => new Date(ms).toISOString()
 const addKey = (id: string) =>
   Effect.flatMap(
     SqlClient.SqlClient,
-    (sql) => sql`INSERT INTO api_keys (id, name, key_hash, masked, scopes, created_at) VALUES (${id}, ${id}, ${"hash-" + id}, 'gwk_…', '["inference"]', 0)`
+    (sql) =>
+      sql`INSERT INTO api_keys (id, name, key_hash, masked, scopes, created_at) VALUES (${id}, ${id}, ${"hash-" + id}, 'gwk_…', '["inference"]', 0)`
   ).pipe(Effect.orDie)
 
 const addUsage = (apiKeyId: string, ts: number, costUsd: number) =>
@@ -101,8 +106,12 @@ describe("POST /api/usage/budget rules", () => {
       for (const resetTime of ["6:00", "24:00", "12:60", "06:00:00", "noon"]) {
         expect(yield* failure({ apiKeyId: "k1", dailyLimitUsd: 1, resetTime })).toBe(badTime)
       }
-      expect(yield* failure({ apiKeyId: "k1", dailyLimitUsd: -1, monthlyLimitUsd: 5 })).toBe("BadRequest: dailyLimitUsd: dailyLimitUsd must be a non-negative number of USD")
-      expect(yield* failure({ apiKeyId: "k1", dailyLimitUsd: 1, warningThreshold: 1.5 })).toBe("BadRequest: warningThreshold: warningThreshold must be a fraction between 0 and 1")
+      expect(yield* failure({ apiKeyId: "k1", dailyLimitUsd: -1, monthlyLimitUsd: 5 })).toBe(
+        "BadRequest: dailyLimitUsd: dailyLimitUsd must be a non-negative number of USD"
+      )
+      expect(yield* failure({ apiKeyId: "k1", dailyLimitUsd: 1, warningThreshold: 1.5 })).toBe(
+        "BadRequest: warningThreshold: warningThreshold must be a fraction between 0 and 1"
+      )
       expect(yield* failure({ apiKeyId: "k1", dailyLimitUsd: 1, resetInterval: "yearly" })).toBe(
         'BadRequest: resetInterval: resetInterval must be one of: daily, weekly, monthly (got "yearly")'
       )
@@ -171,29 +180,45 @@ describe("POST /api/usage/budget rules", () => {
 })
 
 describe("budget spend and windows", () => {
-  it.effect("resetTime 06:00: spend before 06:00 belongs to yesterday's window; past 06:00 the daily spend resets, the monthly does not", () =>
-    Effect.gen(function* () {
-      yield* TestClock.setTime(t("2025-03-12T05:00:00Z"))
-      yield* addKey("k1")
-      const budgets = yield* Budgets
-      yield* budgets.set({ apiKeyId: "k1", dailyLimitUsd: 1, monthlyLimitUsd: 100, resetTime: "06:00" })
-      yield* budgets.record("k1", 0.5)
-      let s = yield* statusOf("k1")
-      expect(s.windows.daily).toMatchObject({ spentUsd: 0.5, windowStart: "2025-03-11T06:00:00.000Z", resetsAt: "2025-03-12T06:00:00.000Z" })
-      expect(s.windows.monthly).toMatchObject({ spentUsd: 0.5, windowStart: "2025-03-01T06:00:00.000Z" })
-      expect(s).toMatchObject({ resetInterval: "daily", spentUsd: 0.5, limitUsd: 1, remainingUsd: 0.5, resetsAt: "2025-03-12T06:00:00.000Z" })
+  it.effect(
+    "resetTime 06:00: spend before 06:00 belongs to yesterday's window; past 06:00 the daily spend resets, the monthly does not",
+    () =>
+      Effect.gen(function* () {
+        yield* TestClock.setTime(t("2025-03-12T05:00:00Z"))
+        yield* addKey("k1")
+        const budgets = yield* Budgets
+        yield* budgets.set({ apiKeyId: "k1", dailyLimitUsd: 1, monthlyLimitUsd: 100, resetTime: "06:00" })
+        yield* budgets.record("k1", 0.5)
+        let s = yield* statusOf("k1")
+        expect(s.windows.daily).toMatchObject({
+          spentUsd: 0.5,
+          windowStart: "2025-03-11T06:00:00.000Z",
+          resetsAt: "2025-03-12T06:00:00.000Z"
+        })
+        expect(s.windows.monthly).toMatchObject({ spentUsd: 0.5, windowStart: "2025-03-01T06:00:00.000Z" })
+        expect(s).toMatchObject({
+          resetInterval: "daily",
+          spentUsd: 0.5,
+          limitUsd: 1,
+          remainingUsd: 0.5,
+          resetsAt: "2025-03-12T06:00:00.000Z"
+        })
 
-      yield* TestClock.adjust("59 minutes")
-      expect((yield* statusOf("k1")).windows.daily?.spentUsd).toBe(0.5)
-      yield* TestClock.adjust("1 minute")
-      s = yield* statusOf("k1")
-      expect(s.windows.daily).toMatchObject({ spentUsd: 0, windowStart: "2025-03-12T06:00:00.000Z", resetsAt: "2025-03-13T06:00:00.000Z" })
-      expect(s.windows.monthly?.spentUsd).toBe(0.5)
-      yield* budgets.record("k1", 0.25)
-      s = yield* statusOf("k1")
-      expect(s.windows.daily?.spentUsd).toBe(0.25)
-      expect(s.windows.monthly?.spentUsd).toBe(0.75)
-    }).pipe(Effect.provide(budgetsAt(tempDir())))
+        yield* TestClock.adjust("59 minutes")
+        expect((yield* statusOf("k1")).windows.daily?.spentUsd).toBe(0.5)
+        yield* TestClock.adjust("1 minute")
+        s = yield* statusOf("k1")
+        expect(s.windows.daily).toMatchObject({
+          spentUsd: 0,
+          windowStart: "2025-03-12T06:00:00.000Z",
+          resetsAt: "2025-03-13T06:00:00.000Z"
+        })
+        expect(s.windows.monthly?.spentUsd).toBe(0.5)
+        yield* budgets.record("k1", 0.25)
+        s = yield* statusOf("k1")
+        expect(s.windows.daily?.spentUsd).toBe(0.25)
+        expect(s.windows.monthly?.spentUsd).toBe(0.75)
+      }).pipe(Effect.provide(budgetsAt(tempDir())))
   )
 
   it.effect("check is not ok exactly when spend reaches a limit; retryAfterMs until the longest exceeded window resets", () =>
@@ -262,7 +287,9 @@ describe("budget spend and windows", () => {
       yield* budgets.record("k1", 0.1)
       expect(yield* drain).toEqual([])
       yield* budgets.record("k1", 0.5)
-      expect(yield* drain).toMatchObject([{ kind: "exceeded", window: "daily", threshold: 1, limit_usd: 1, spent_usd: expect.closeTo(1.2, 12) }])
+      expect(yield* drain).toMatchObject([
+        { kind: "exceeded", window: "daily", threshold: 1, limit_usd: 1, spent_usd: expect.closeTo(1.2, 12) }
+      ])
       yield* budgets.record("k1", 0.5)
       expect(yield* drain).toEqual([])
       // Next window: both thresholds crossed by one record → both, once.
@@ -305,7 +332,11 @@ describe("budget spend reload", () => {
         expect(s.windows.weekly?.spentUsd).toBeCloseTo(1.3, 12)
         expect(s.windows.monthly?.spentUsd).toBeCloseTo(2.3, 12)
         expect(s.windows.daily?.exceeded).toBe(true)
-        expect(budgets.check("k1", yield* Clock.currentTimeMillis)).toMatchObject({ ok: false, window: "daily", retryAfterMs: 18 * 3_600_000 })
+        expect(budgets.check("k1", yield* Clock.currentTimeMillis)).toMatchObject({
+          ok: false,
+          window: "daily",
+          retryAfterMs: 18 * 3_600_000
+        })
         // Already over at load: no event for thresholds crossed before this process started.
         const events = yield* Effect.scoped(
           Effect.gen(function* () {

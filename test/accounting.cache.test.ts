@@ -23,7 +23,11 @@ const dbAt = (dataDir: string) => Db.layer.pipe(Layer.provide(AppConfig.layerTes
 
 /** The real batch writer on a real database (for `it.live`: the writer lingers on the clock). */
 const liveCacheAt = (dataDir: string, overrides: Partial<AccountingConfigShape> = {}) =>
-  ResponseCache.layer.pipe(Layer.provideMerge(Layer.mergeAll(AccountingConfig.layerTest(overrides), BatchWriter.layer)), Layer.provideMerge(dbAt(dataDir)), Layer.provide(quiet))
+  ResponseCache.layer.pipe(
+    Layer.provideMerge(Layer.mergeAll(AccountingConfig.layerTest(overrides), BatchWriter.layer)),
+    Layer.provideMerge(dbAt(dataDir)),
+    Layer.provide(quiet)
+  )
 
 /** A real database, and a writer that only records what was appended (for `TestClock` tests). */
 const recordingCache = (overrides: Partial<AccountingConfigShape> = {}) => {
@@ -89,7 +93,13 @@ describe("cacheKey", () => {
       { role: "assistant", content: [{ type: "tool_use", id: "call_1", name: "weather", input: { city: "Paris", unit: "c" } }] },
       { role: "tool", content: [{ type: "tool_result", toolUseId: "call_1", content: [{ type: "text", text: "18C" }] }] }
     ],
-    tools: [{ name: "weather", description: "Current weather", parameters: { type: "object", properties: { city: { type: "string" }, unit: { type: "string" } } } }],
+    tools: [
+      {
+        name: "weather",
+        description: "Current weather",
+        parameters: { type: "object", properties: { city: { type: "string" }, unit: { type: "string" } } }
+      }
+    ],
     toolChoice: { type: "auto" },
     maxTokens: 100
   })
@@ -103,7 +113,13 @@ describe("cacheKey", () => {
       stream: false,
       maxTokens: 100,
       toolChoice: { type: "auto" },
-      tools: [{ parameters: { properties: { unit: { type: "string" }, city: { type: "string" } }, type: "object" }, description: "Current weather", name: "weather" }],
+      tools: [
+        {
+          parameters: { properties: { unit: { type: "string" }, city: { type: "string" } }, type: "object" },
+          description: "Current weather",
+          name: "weather"
+        }
+      ],
       temperature: 0,
       messages: [
         { content: [{ text: "Weather in Paris?", type: "text" }], role: "user" },
@@ -126,7 +142,13 @@ describe("cacheKey", () => {
   it("changes with every answer-affecting field", () => {
     const k = key(withTool)
     const variants: Array<[string, string]> = [
-      ["message", key({ ...withTool, messages: [{ role: "user", content: [{ type: "text", text: "Weather in Rome?" }] }, ...withTool.messages.slice(1)] })],
+      [
+        "message",
+        key({
+          ...withTool,
+          messages: [{ role: "user", content: [{ type: "text", text: "Weather in Rome?" }] }, ...withTool.messages.slice(1)]
+        })
+      ],
       [
         "tool input",
         key({
@@ -195,7 +217,15 @@ describe("ResponseCache: memory tier", () => {
       expect(hit).toMatchObject({ key: "k1", body: stored.body, costUsd: 0.0012, match: "exact", similarity: 1 })
       expect(appended).toHaveLength(1)
       expect(appended[0]!.table).toBe("cache_entries")
-      expect(appended[0]!.row).toMatchObject({ key: "k1", model: "gpt-4o", format: "openai-chat", cost_usd: 0.0012, provider: "openai", created_at: 0, expires_at: 3_600_000 })
+      expect(appended[0]!.row).toMatchObject({
+        key: "k1",
+        model: "gpt-4o",
+        format: "openai-chat",
+        cost_usd: 0.0012,
+        provider: "openai",
+        created_at: 0,
+        expires_at: 3_600_000
+      })
       expect(JSON.parse(appended[0]!.row.usage as string)).toEqual({ inputTokens: 10, outputTokens: 2, _params: "p" })
       expect(yield* cache.get("nope")).toBeUndefined()
     }).pipe(Effect.provide(layer))

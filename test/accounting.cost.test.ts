@@ -14,7 +14,8 @@ import { tempDir } from "./support/gateway.js"
 
 const quiet = Logger.replace(Logger.defaultLogger, Logger.none)
 const dbAt = (dataDir: string) => Db.layer.pipe(Layer.provide(AppConfig.layerTest({ dataDir })), Layer.provide(quiet))
-const pricingLayer = () => Pricing.layer.pipe(Layer.provide(StoreVersion.layer()), Layer.provideMerge(dbAt(tempDir())), Layer.provide(quiet))
+const pricingLayer = () =>
+  Pricing.layer.pipe(Layer.provide(StoreVersion.layer()), Layer.provideMerge(dbAt(tempDir())), Layer.provide(quiet))
 
 const SONNET = { input: 3, output: 15, cachedInput: 0.3 }
 
@@ -32,7 +33,12 @@ describe("tokenCost", () => {
   })
 
   it("Anthropic usage: cache reads and writes are folded into inputTokens by the decoder and priced once each; writes at 1.25× input", () => {
-    const usage = usageFromAnthropic({ input_tokens: 100, cache_read_input_tokens: 400, cache_creation_input_tokens: 1000, output_tokens: 500 })
+    const usage = usageFromAnthropic({
+      input_tokens: 100,
+      cache_read_input_tokens: 400,
+      cache_creation_input_tokens: 1000,
+      output_tokens: 500
+    })
     expect(usage).toEqual({ inputTokens: 1500, outputTokens: 500, cachedInputTokens: 400, cacheCreationTokens: 1000 })
     // 100×3 + 400×0.3 + 1000×3.75 + 500×15 = 300 + 120 + 3750 + 7500 = 11670 micro-USD
     expect(tokenCost(SONNET, usage)).toBeCloseTo(0.01167, 15)
@@ -82,13 +88,21 @@ describe("mediaCost", () => {
   })
   it("responseCost adds tokens and media", () => {
     // Prompt tokens by the token, the image by the image: 1000 × $3/1M + $0.04.
-    expect(responseCost({ input: 3, output: 0, perImage: 0.04 }, { inputTokens: 1000, outputTokens: 500 }, { images: 1 })).toBeCloseTo(0.043, 15)
-    expect(responseCost({ input: 3, output: 15, perSecond: 0.01 }, { inputTokens: 1000, outputTokens: 500 }, { seconds: 2 })).toBeCloseTo(0.0305, 15)
+    expect(responseCost({ input: 3, output: 0, perImage: 0.04 }, { inputTokens: 1000, outputTokens: 500 }, { images: 1 })).toBeCloseTo(
+      0.043,
+      15
+    )
+    expect(responseCost({ input: 3, output: 15, perSecond: 0.01 }, { inputTokens: 1000, outputTokens: 500 }, { seconds: 2 })).toBeCloseTo(
+      0.0305,
+      15
+    )
   })
   it("images reported as output tokens of a model with an output token price (gpt-image) are not charged again per image", () => {
     const gptImage = { input: 5, output: 30, perImage: 0.053, perImageBy: { "high:1024x1024": 0.211 } }
     // 50 × 5 + 1056 × 30 micro-USD, no per-image price on top.
-    expect(responseCost(gptImage, { inputTokens: 50, outputTokens: 1056 }, { images: 1, imageKeys: ["high:1024x1024", "high"] })).toBeCloseTo(0.03193, 15)
+    expect(
+      responseCost(gptImage, { inputTokens: 50, outputTokens: 1056 }, { images: 1, imageKeys: ["high:1024x1024", "high"] })
+    ).toBeCloseTo(0.03193, 15)
     // No usage reported: per image, by quality and size.
     expect(responseCost(gptImage, undefined, { images: 2, imageKeys: ["high:1024x1024", "high"] })).toBeCloseTo(0.422, 15)
   })
@@ -139,7 +153,12 @@ describe("Pricing service", () => {
       expect(pricing.priceOf("anthropic", "claude-sonnet")).toBeUndefined()
       expect(pricing.priceOf("nowhere", "gpt-4o")).toBeUndefined()
       const rows = yield* pricing.list
-      expect(rows.find((r) => r.provider === "openai" && r.model === "text-embedding-3-small")).toMatchObject({ kind: "embedding", input: 0.02, output: 0, source: "catalog" })
+      expect(rows.find((r) => r.provider === "openai" && r.model === "text-embedding-3-small")).toMatchObject({
+        kind: "embedding",
+        input: 0.02,
+        output: 0,
+        source: "catalog"
+      })
       expect(rows.every((r) => r.source === "catalog")).toBe(true)
     }).pipe(Effect.provide(pricingLayer()))
   )
@@ -148,7 +167,15 @@ describe("Pricing service", () => {
     Effect.gen(function* () {
       const pricing = yield* Pricing
       const row = yield* pricing.setOverride({ provider: "Anthropic", model: "claude-sonnet-4-5", output: 10 })
-      expect(row).toMatchObject({ provider: "anthropic", model: "claude-sonnet-4-5", input: 3, output: 10, cachedInput: 0.3, cacheWrite: null, source: "catalog+override" })
+      expect(row).toMatchObject({
+        provider: "anthropic",
+        model: "claude-sonnet-4-5",
+        input: 3,
+        output: 10,
+        cachedInput: 0.3,
+        cacheWrite: null,
+        source: "catalog+override"
+      })
       expect(pricing.priceOf("anthropic", "claude-sonnet-4-5")).toEqual({ input: 3, output: 10, cachedInput: 0.3 })
       expect(tokenCost(pricing.priceOf("anthropic", "claude-sonnet-4-5"), { inputTokens: 1000, outputTokens: 500 })).toBeCloseTo(0.008, 15)
 
@@ -178,8 +205,12 @@ describe("Pricing service", () => {
       expect(yield* message({ provider: "openai", model: "gpt-4o" })).toBe(
         "BadRequest: set at least one price: input, output, cachedInput, cacheWrite, perImage, perSecond, perCharacter, perSearch"
       )
-      expect(yield* message({ provider: "openai", model: "gpt-4o", input: -1 })).toBe("BadRequest: input: input must be a non-negative number of USD per 1M tokens")
-      expect(yield* message({ provider: "nope", model: "gpt-4o", input: 1 })).toMatch(/^BadRequest: provider: provider 'nope' is not a known provider id; known: openai, anthropic/)
+      expect(yield* message({ provider: "openai", model: "gpt-4o", input: -1 })).toBe(
+        "BadRequest: input: input must be a non-negative number of USD per 1M tokens"
+      )
+      expect(yield* message({ provider: "nope", model: "gpt-4o", input: 1 })).toMatch(
+        /^BadRequest: provider: provider 'nope' is not a known provider id; known: openai, anthropic/
+      )
       expect(yield* message({ provider: "openai", model: "gpt-4o", inputPrice: 1 })).toMatch(/^BadRequest: inputPrice: is unexpected/)
       expect(yield* message({ provider: "openai", model: " ", input: 1 })).toBe("BadRequest: model: model must not be empty")
     }).pipe(Effect.provide(pricingLayer()))

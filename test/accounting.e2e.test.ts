@@ -37,11 +37,15 @@ beforeAll(async () => {
   local = await FakeUpstream.start()
   gw = await startGateway()
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-  const created = await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "user", scopes: ["inference"] }, { secret: "gwk_acct_user_key_0123456789abcdefghij" })))
+  const created = await gw.run(
+    Effect.flatMap(ApiKeys, (k) => k.create({ name: "user", scopes: ["inference"] }, { secret: "gwk_acct_user_key_0123456789abcdefghij" }))
+  )
   userKey = { id: created.id, secret: "gwk_acct_user_key_0123456789abcdefghij" }
   asUser.authorization = `Bearer ${userKey.secret}`
   const add = (body: Record<string, unknown>) => call(`${gw.url}/api/providers`, { body, headers: admin })
-  expect((await add({ provider: "openai", name: "oai", apiKey: "sk-oai", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" })).status).toBe(201)
+  expect(
+    (await add({ provider: "openai", name: "oai", apiKey: "sk-oai", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" })).status
+  ).toBe(201)
   expect((await add({ provider: "ollama", name: "local", baseUrl: local.baseUrl("ollama"), defaultModel: "llama3.2" })).status).toBe(201)
   gw.runtime.runFork(
     Effect.scoped(
@@ -87,15 +91,26 @@ describe("cost telemetry", () => {
   it("an unpriced model costs 0.0000000000, and a price override changes the cost", async () => {
     const free = await chat({ model: "local/llama3.2" })
     expect(free.headers.get("x-gateway-response-cost")).toBe("0.0000000000")
-    const set = await call(`${gw.url}/api/pricing`, { method: "PUT", body: { provider: "openai", model: "gpt-4o", input: 1, output: 2 }, headers: admin })
+    const set = await call(`${gw.url}/api/pricing`, {
+      method: "PUT",
+      body: { provider: "openai", model: "gpt-4o", input: 1, output: 2 },
+      headers: admin
+    })
     expect(set.status).toBe(200)
     try {
       // 11 × 1 / 1e6 + 7 × 2 / 1e6
       expect((await chat({ model: "oai/gpt-4o" })).headers.get("x-gateway-response-cost")).toBe("0.0000250000")
       const prices = (await call(`${gw.url}/api/pricing`, { headers: admin })).body.prices
-      expect(prices.find((p: any) => p.provider === "openai" && p.model === "gpt-4o")).toMatchObject({ input: 1, output: 2, source: expect.stringContaining("override") })
+      expect(prices.find((p: any) => p.provider === "openai" && p.model === "gpt-4o")).toMatchObject({
+        input: 1,
+        output: 2,
+        source: expect.stringContaining("override")
+      })
       // Media models are listed too, with their kind and unit price.
-      expect(prices.find((p: any) => p.provider === "cohere" && p.model === "rerank-v3.5")).toMatchObject({ kind: "rerank", perSearch: 0.002 })
+      expect(prices.find((p: any) => p.provider === "cohere" && p.model === "rerank-v3.5")).toMatchObject({
+        kind: "rerank",
+        perSearch: 0.002
+      })
       expect(prices.find((p: any) => p.provider === "deepgram" && p.model === "nova-3")).toMatchObject({ kind: "transcription" })
     } finally {
       await call(`${gw.url}/api/pricing`, { method: "DELETE", body: { provider: "openai", model: "gpt-4o" }, headers: admin })
@@ -105,7 +120,9 @@ describe("cost telemetry", () => {
 
   it("streamed answers report the same figures in the usage row", async () => {
     const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: userKey.secret, maxRetries: 0 })
-    const { response, data } = await client.chat.completions.create({ model: "oai/gpt-4o", messages: [{ role: "user", content: "hi" }], stream: true }).withResponse()
+    const { response, data } = await client.chat.completions
+      .create({ model: "oai/gpt-4o", messages: [{ role: "user", content: "hi" }], stream: true })
+      .withResponse()
     for await (const _ of data) {
       // read
     }
@@ -116,7 +133,14 @@ describe("cost telemetry", () => {
       "SELECT tokens_in, tokens_out, cost_usd, api_key_id, requested_model, fallback_attempts, cache_hit FROM usage WHERE request_id = ?",
       response.headers.get("x-gateway-request-id")
     )
-    expect(row).toMatchObject({ tokens_in: 11, tokens_out: 7, api_key_id: userKey.id, requested_model: "oai/gpt-4o", fallback_attempts: 0, cache_hit: 0 })
+    expect(row).toMatchObject({
+      tokens_in: 11,
+      tokens_out: 7,
+      api_key_id: userKey.id,
+      requested_model: "oai/gpt-4o",
+      fallback_attempts: 0,
+      cache_hit: 0
+    })
     expect(row!["cost_usd"]).toBeCloseTo(GPT4O_COST, 12)
   })
 })
@@ -143,7 +167,10 @@ describe("budgets", () => {
     const budgetKey = await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "budgeted", scopes: ["inference"] }, { secret })))
     const asUser = { authorization: `Bearer ${secret}` }
     const userKey = { id: budgetKey.id }
-    const set = await call(`${gw.url}/api/usage/budget`, { body: { apiKeyId: userKey.id, dailyLimitUsd: 0.00015, warningThreshold: 0.5 }, headers: admin })
+    const set = await call(`${gw.url}/api/usage/budget`, {
+      body: { apiKeyId: userKey.id, dailyLimitUsd: 0.00015, warningThreshold: 0.5 },
+      headers: admin
+    })
     expect(set.status).toBe(200)
     expect((await chat({ model: "oai/gpt-4o" }, asUser)).status).toBe(200)
     const warning = events.find((e) => e.event === "quota.exceeded")
@@ -162,7 +189,11 @@ describe("budgets", () => {
     // Other keys are not affected.
     expect((await chat({ model: "oai/gpt-4o" })).body.choices[0].message.content).toBe("paid answer")
     // With the fallback off: 429 with Retry-After until the window resets.
-    await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "GATEWAY_EMERGENCY_FALLBACK", value: "false" }, headers: admin })
+    await call(`${gw.url}/api/settings/feature-flags`, {
+      method: "PUT",
+      body: { key: "GATEWAY_EMERGENCY_FALLBACK", value: "false" },
+      headers: admin
+    })
     const refused = await chat({ model: "oai/gpt-4o" }, asUser)
     expect(refused.status).toBe(429)
     expect(refused.body.error.code).toBe("budget_exhausted")
@@ -183,7 +214,10 @@ describe("token limits", () => {
     const limitedKey = await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "limited", scopes: ["inference"] }, { secret })))
     const asUser = { authorization: `Bearer ${secret}` }
     const userKey = { id: limitedKey.id }
-    const bad = await call(`${gw.url}/api/usage/token-limits`, { body: { apiKeyId: userKey.id, scope: "model", maxTokens: 10 }, headers: admin })
+    const bad = await call(`${gw.url}/api/usage/token-limits`, {
+      body: { apiKeyId: userKey.id, scope: "model", maxTokens: 10 },
+      headers: admin
+    })
     expect(bad.status).toBe(400)
     const created = await call(`${gw.url}/api/usage/token-limits`, {
       body: { apiKeyId: userKey.id, scope: "model", model: "oai/gpt-4o", maxTokens: 20, window: "hour" },
@@ -220,12 +254,18 @@ describe("response cache", () => {
     expect(second.headers.get("x-gateway-cost-saved")).toBe("0.0000975000")
     expect(second.headers.get("x-gateway-cache-hit")).toBe("true")
     await flush()
-    const [row] = queryDb(gw.dataDir, "SELECT cache_hit, cost_usd, status FROM usage WHERE request_id = ?", second.headers.get("x-gateway-request-id"))
+    const [row] = queryDb(
+      gw.dataDir,
+      "SELECT cache_hit, cost_usd, status FROM usage WHERE request_id = ?",
+      second.headers.get("x-gateway-request-id")
+    )
     expect(row).toMatchObject({ cache_hit: 1, cost_usd: 0, status: 200 })
     // A seed makes a request deterministic too; key order does not matter.
     const seeded = { messages: [{ content: "pick a number", role: "user" }], seed: 7, model: "oai/gpt-4o" }
     await chat(seeded)
-    expect((await chat({ model: "oai/gpt-4o", seed: 7, messages: [{ role: "user", content: "pick a number" }] })).headers.get("x-gateway-cache")).toBe("HIT")
+    expect(
+      (await chat({ model: "oai/gpt-4o", seed: 7, messages: [{ role: "user", content: "pick a number" }] })).headers.get("x-gateway-cache")
+    ).toBe("HIT")
     const stats = (await call(`${gw.url}/api/cache/stats`, { headers: admin })).body
     expect(stats.semanticCache).toMatchObject({ memorySize: 2, memoryMaxSize: 1000, hits: 2 })
     expect(stats.semanticCache.hitRate).toBeGreaterThan(0)
@@ -257,7 +297,9 @@ describe("response cache", () => {
 describe("idempotency", () => {
   it("a burst of 50 identical requests with one Idempotency-Key makes exactly one upstream call", async () => {
     up.always({ content: "once", delayMs: 100 })
-    const results = await Promise.all(Array.from({ length: 50 }, () => chat({ model: "oai/gpt-4o", temperature: 0.9 }, { "idempotency-key": "burst-1" })))
+    const results = await Promise.all(
+      Array.from({ length: 50 }, () => chat({ model: "oai/gpt-4o", temperature: 0.9 }, { "idempotency-key": "burst-1" }))
+    )
     expect(up.requests).toHaveLength(1)
     expect(results.every((r) => r.status === 200 && r.body.choices[0].message.content === "once")).toBe(true)
     expect(results.filter((r) => r.headers.get("x-gateway-idempotent") === "true")).toHaveLength(49)
@@ -337,7 +379,10 @@ describe("usage, telemetry, monitoring", () => {
     const unknown = await chat({ model: "nope/x" })
     expect(unknown.status).toBe(404)
     expect(unknown.headers.get("x-gateway-session-id")).toMatch(/^sess_/)
-    const codex = await call(`${gw.url}/v1/responses`, { body: { model: "oai/gpt-4o", input: "hi" }, headers: { session_id: "codex-thread-1" } })
+    const codex = await call(`${gw.url}/v1/responses`, {
+      body: { model: "oai/gpt-4o", input: "hi" },
+      headers: { session_id: "codex-thread-1" }
+    })
     expect(codex.headers.get("x-gateway-session-id")).toBe("codex-thread-1")
     const progress = await chat({ model: "oai/gpt-4o" }, { "x-gateway-progress": "true" })
     expect(progress.headers.get("x-gateway-progress")).toBe("enabled")
@@ -346,7 +391,10 @@ describe("usage, telemetry, monitoring", () => {
 
 describe("progress events", () => {
   it("a streamed request with X-Gateway-Progress: true gets routing and attempt events as SSE comments the SDK ignores", async () => {
-    await call(`${gw.url}/api/combos`, { body: { name: "prog", strategy: "priority", targets: [{ model: "oai/gpt-4o" }, { model: "local/llama3.2" }] }, headers: admin })
+    await call(`${gw.url}/api/combos`, {
+      body: { name: "prog", strategy: "priority", targets: [{ model: "oai/gpt-4o" }, { model: "local/llama3.2" }] },
+      headers: admin
+    })
     try {
       up.always({ status: 503 })
       const raw = await call(`${gw.url}/v1/chat/completions`, {
@@ -396,12 +444,19 @@ describe("review fixes", () => {
     const secret = "gwk_acct_embed_key_0123456789abcdefghij"
     const k = await gw.run(Effect.flatMap(ApiKeys, (x) => x.create({ name: "embedder", scopes: ["inference"] }, { secret })))
     await call(`${gw.url}/api/usage/budget`, { body: { apiKeyId: k.id, dailyLimitUsd: 0.00001 }, headers: admin })
-    await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "GATEWAY_EMERGENCY_FALLBACK", value: "false" }, headers: admin })
+    await call(`${gw.url}/api/settings/feature-flags`, {
+      method: "PUT",
+      body: { key: "GATEWAY_EMERGENCY_FALLBACK", value: "false" },
+      headers: admin
+    })
     try {
       const auth = { authorization: `Bearer ${secret}` }
       // 11 + 7 tokens of gpt-4o: $0.0000975, past the $0.00001 budget.
       expect((await chat({ model: "oai/gpt-4o" }, auth)).status).toBe(200)
-      const embedding = await call(`${gw.url}/v1/embeddings`, { body: { model: "oai/text-embedding-3-small", input: "hello" }, headers: auth })
+      const embedding = await call(`${gw.url}/v1/embeddings`, {
+        body: { model: "oai/text-embedding-3-small", input: "hello" },
+        headers: auth
+      })
       expect(embedding.status).toBe(429)
       expect(embedding.body.error.code).toBe("budget_exhausted")
     } finally {
@@ -412,7 +467,11 @@ describe("review fixes", () => {
   it("parallel requests of one key cannot spend far past its budget once its cost is known", async () => {
     const secret = "gwk_acct_burst_key_0123456789abcdefghij"
     const k = await gw.run(Effect.flatMap(ApiKeys, (x) => x.create({ name: "burst", scopes: ["inference"] }, { secret })))
-    await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "GATEWAY_EMERGENCY_FALLBACK", value: "false" }, headers: admin })
+    await call(`${gw.url}/api/settings/feature-flags`, {
+      method: "PUT",
+      body: { key: "GATEWAY_EMERGENCY_FALLBACK", value: "false" },
+      headers: admin
+    })
     try {
       await call(`${gw.url}/api/usage/budget`, { body: { apiKeyId: k.id, dailyLimitUsd: GPT4O_COST * 5.5 }, headers: admin })
       const auth = { authorization: `Bearer ${secret}` }
@@ -431,8 +490,14 @@ describe("review fixes", () => {
   it("a token limit written as <connection>/<model> holds through a combo", async () => {
     const secret = "gwk_acct_combo_key_0123456789abcdefghij"
     const k = await gw.run(Effect.flatMap(ApiKeys, (x) => x.create({ name: "combo-user", scopes: ["inference"] }, { secret })))
-    await call(`${gw.url}/api/usage/token-limits`, { body: { apiKeyId: k.id, scope: "model", model: "oai/gpt-4o", maxTokens: 10 }, headers: admin })
-    await call(`${gw.url}/api/combos`, { body: { name: "only-oai", strategy: "priority", targets: [{ model: "oai/gpt-4o" }] }, headers: admin })
+    await call(`${gw.url}/api/usage/token-limits`, {
+      body: { apiKeyId: k.id, scope: "model", model: "oai/gpt-4o", maxTokens: 10 },
+      headers: admin
+    })
+    await call(`${gw.url}/api/combos`, {
+      body: { name: "only-oai", strategy: "priority", targets: [{ model: "oai/gpt-4o" }] },
+      headers: admin
+    })
     try {
       const auth = { authorization: `Bearer ${secret}` }
       expect((await chat({ model: "only-oai" }, auth)).status).toBe(200)
@@ -467,7 +532,12 @@ describe("review fixes", () => {
       headers: admin
     })
     await call(`${gw.url}/api/combos`, {
-      body: { name: "panel", strategy: "fusion", targets: [{ model: "oai/gpt-4o" }, { model: "oai2/gpt-4o" }], config: { judgeModel: "oai/gpt-4o" } },
+      body: {
+        name: "panel",
+        strategy: "fusion",
+        targets: [{ model: "oai/gpt-4o" }, { model: "oai2/gpt-4o" }],
+        config: { judgeModel: "oai/gpt-4o" }
+      },
       headers: admin
     })
     try {
@@ -496,10 +566,17 @@ describe("similarity matching in the response cache", () => {
     try {
       await similarGw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
       await call(`${similarGw.url}/api/providers`, {
-        body: { provider: "openai-compatible", name: "emb", baseUrl: up.baseUrl("openai-chat"), models: ["similar-embed", "m1"], defaultModel: "m1" },
+        body: {
+          provider: "openai-compatible",
+          name: "emb",
+          baseUrl: up.baseUrl("openai-chat"),
+          models: ["similar-embed", "m1"],
+          defaultModel: "m1"
+        },
         headers: admin
       })
-      const ask = (content: string) => call(`${similarGw.url}/v1/chat/completions`, { body: { model: "emb/m1", temperature: 0, messages: [{ role: "user", content }] } })
+      const ask = (content: string) =>
+        call(`${similarGw.url}/v1/chat/completions`, { body: { model: "emb/m1", temperature: 0, messages: [{ role: "user", content }] } })
       expect((await ask("What is the capital of France?")).headers.get("x-gateway-cache")).toBe("MISS")
       await similarGw.usageWritten()
       const near = await ask("what is the capital of france ?")

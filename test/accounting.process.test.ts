@@ -34,7 +34,9 @@ describe("usage rows survive a SIGTERM during a burst", () => {
     await expect.poll(() => up.requests.length - before, { timeout: 15_000 }).toBe(40)
     const code = await server.stop("SIGTERM")
     expect(code).toBe(0)
-    const answered = (await Promise.all(burst)).filter((r): r is { status: number; id: string; text: string } => r !== undefined && r.id !== null)
+    const answered = (await Promise.all(burst)).filter(
+      (r): r is { status: number; id: string; text: string } => r !== undefined && r.id !== null
+    )
     // The requests in flight when SIGTERM came were drained, not cut.
     expect(answered.length).toBe(40)
     expect(answered.every((r) => r.status === 200 && !r.text.includes('"error"'))).toBe(true)
@@ -96,14 +98,25 @@ describe("requests in flight at a kill -9", () => {
     up.always({ content: "ok" })
     const again = await startServerProcess({ DATA_DIR: dataDir })
     try {
-      const rows = queryDb<{ endpoint: string; status: number; error: string }>(dataDir, "SELECT endpoint, status, error FROM usage ORDER BY endpoint")
-      expect(rows.map((r) => r.endpoint)).toEqual(["chat.completions", "chat.completions", "chat.completions", "chat.completions", "embeddings"])
+      const rows = queryDb<{ endpoint: string; status: number; error: string }>(
+        dataDir,
+        "SELECT endpoint, status, error FROM usage ORDER BY endpoint"
+      )
+      expect(rows.map((r) => r.endpoint)).toEqual([
+        "chat.completions",
+        "chat.completions",
+        "chat.completions",
+        "chat.completions",
+        "embeddings"
+      ])
       for (const r of rows) {
         expect(r.status).toBe(0)
         expect(r.error).toContain("interrupted")
       }
       // A request of the new process is written as usual; the recovered ones are not recovered twice.
-      const ok = await call(`${again.url}/v1/chat/completions`, { body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] } })
+      const ok = await call(`${again.url}/v1/chat/completions`, {
+        body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] }
+      })
       expect(ok.status).toBe(200)
     } finally {
       await again.stop()
@@ -133,7 +146,11 @@ describe("usage rows across a kill -9 under load", () => {
           const r = await fetch(`${server.url}/v1/chat/completions`, {
             method: "POST",
             headers: { "content-type": "application/json" },
-            body: JSON.stringify({ model: "openai-compatible/m1", stream: i % 2 === 0, messages: [{ role: "user", content: `client ${c} request ${i}` }] })
+            body: JSON.stringify({
+              model: "openai-compatible/m1",
+              stream: i % 2 === 0,
+              messages: [{ role: "user", content: `client ${c} request ${i}` }]
+            })
           })
           const text = await r.text()
           const id = r.headers.get("x-gateway-request-id")
@@ -172,8 +189,18 @@ describe("gateway quota and gateway cache", () => {
       const port = new URL(server.url).port
       const keys = (await call(`${server.url}/api/keys`, { headers: admin })).body.keys
       const keyId = keys[0].id
-      expect((await call(`${server.url}/api/usage/budget`, { body: { apiKeyId: keyId, dailyLimitUsd: 5, monthlyLimitUsd: 50 }, headers: admin })).status).toBe(200)
-      expect((await call(`${server.url}/api/usage/token-limits`, { body: { apiKeyId: keyId, scope: "global", maxTokens: 100000 }, headers: admin })).status).toBe(201)
+      expect(
+        (await call(`${server.url}/api/usage/budget`, { body: { apiKeyId: keyId, dailyLimitUsd: 5, monthlyLimitUsd: 50 }, headers: admin }))
+          .status
+      ).toBe(200)
+      expect(
+        (
+          await call(`${server.url}/api/usage/token-limits`, {
+            body: { apiKeyId: keyId, scope: "global", maxTokens: 100000 },
+            headers: admin
+          })
+        ).status
+      ).toBe(201)
       const quota = await runCli(["--port", port, "quota"], env)
       expect(quota.code, quota.stderr).toBe(0)
       expect(quota.stdout).toContain("daily")

@@ -15,17 +15,27 @@ import { tempDir } from "./support/gateway.js"
 
 const quiet = Logger.replace(Logger.defaultLogger, Logger.none)
 const dbAt = (dataDir: string) => Db.layer.pipe(Layer.provide(AppConfig.layerTest({ dataDir })), Layer.provide(quiet))
-const limitsAt = (dataDir: string) => TokenLimits.layer.pipe(Layer.provideMerge(EventBus.layer), Layer.provideMerge(dbAt(dataDir)), Layer.provide(quiet))
+const limitsAt = (dataDir: string) =>
+  TokenLimits.layer.pipe(Layer.provideMerge(EventBus.layer), Layer.provideMerge(dbAt(dataDir)), Layer.provide(quiet))
 
 const t = (iso: string) => Date.parse(iso)
 
 const addKey = (id: string) =>
   Effect.flatMap(
     SqlClient.SqlClient,
-    (sql) => sql`INSERT INTO api_keys (id, name, key_hash, masked, scopes, created_at) VALUES (${id}, ${id}, ${"hash-" + id}, 'gwk_…', '["inference"]', 0)`
+    (sql) =>
+      sql`INSERT INTO api_keys (id, name, key_hash, masked, scopes, created_at) VALUES (${id}, ${id}, ${"hash-" + id}, 'gwk_…', '["inference"]', 0)`
   ).pipe(Effect.orDie)
 
-const addUsage = (row: { key: string; ts: number; provider: string; model: string; requested: string | null; tin: number | null; tout: number | null }) =>
+const addUsage = (row: {
+  key: string
+  ts: number
+  provider: string
+  model: string
+  requested: string | null
+  tin: number | null
+  tout: number | null
+}) =>
   Effect.flatMap(
     SqlClient.SqlClient,
     (sql) =>
@@ -37,7 +47,8 @@ const OPENAI_VIA_ALIAS: LimitTarget = { provider: "openai", model: "gpt-4o", req
 const OPENAI_DIRECT: LimitTarget = { provider: "openai", model: "gpt-4o-mini", requestedModel: "openai/gpt-4o-mini" }
 const ANTHROPIC: LimitTarget = { provider: "anthropic", model: "claude-haiku-4-5", requestedModel: "claude-haiku-4-5" }
 
-const failure = (input: unknown) => Effect.flatMap(TokenLimits, (l) => Effect.map(Effect.flip(l.create(input)), (e) => `${e._tag}: ${e.message}`))
+const failure = (input: unknown) =>
+  Effect.flatMap(TokenLimits, (l) => Effect.map(Effect.flip(l.create(input)), (e) => `${e._tag}: ${e.message}`))
 
 describe("token limits: scope matching", () => {
   it("global always; provider by provider id; model by requested id, <provider>/<model> of the target, or bare id", () => {
@@ -88,7 +99,10 @@ describe("token limits: scope matching", () => {
       yield* limits.record("km", OPENAI_VIA_ALIAS, 99)
       expect(limits.check("km", OPENAI_VIA_ALIAS, yield* now())).toEqual({ ok: true })
       yield* limits.record("km", OPENAI_VIA_ALIAS, 1)
-      expect(limits.check("km", OPENAI_VIA_ALIAS, yield* now())).toMatchObject({ ok: false, limit: { id: byRequested.id, usedTokens: 100 } })
+      expect(limits.check("km", OPENAI_VIA_ALIAS, yield* now())).toMatchObject({
+        ok: false,
+        limit: { id: byRequested.id, usedTokens: 100 }
+      })
       expect(limits.check("km", ANTHROPIC, yield* now())).toEqual({ ok: true })
 
       // no key, or a key without limits
@@ -126,7 +140,11 @@ describe("token limits: windows", () => {
       yield* limits.record("k1", OPENAI_DIRECT, 999)
       expect(limits.check("k1", OPENAI_DIRECT, yield* Clock.currentTimeMillis)).toEqual({ ok: true })
       yield* limits.record("k1", OPENAI_DIRECT, 1)
-      expect(limits.check("k1", OPENAI_DIRECT, yield* Clock.currentTimeMillis)).toMatchObject({ ok: false, limit: { id: hourly.id }, retryAfterMs: 30 * 60_000 })
+      expect(limits.check("k1", OPENAI_DIRECT, yield* Clock.currentTimeMillis)).toMatchObject({
+        ok: false,
+        limit: { id: hourly.id },
+        retryAfterMs: 30 * 60_000
+      })
       yield* TestClock.adjust("29 minutes")
       expect(limits.check("k1", OPENAI_DIRECT, yield* Clock.currentTimeMillis)).toMatchObject({ ok: false, retryAfterMs: 60_000 })
       yield* TestClock.adjust("1 minute")
@@ -151,7 +169,10 @@ describe("token limits: windows", () => {
       const removed = yield* limits.remove(hourly.id)
       expect(removed.id).toBe(hourly.id)
       expect(yield* limits.list("k1")).toHaveLength(1)
-      expect(yield* Effect.flip(limits.remove(hourly.id))).toMatchObject({ _tag: "NotFound", message: `no token limit with id '${hourly.id}'` })
+      expect(yield* Effect.flip(limits.remove(hourly.id))).toMatchObject({
+        _tag: "NotFound",
+        message: `no token limit with id '${hourly.id}'`
+      })
     }).pipe(Effect.provide(limitsAt(tempDir())))
   )
 
@@ -192,20 +213,28 @@ describe("token limits: validation", () => {
   it.effect("messages", () =>
     Effect.gen(function* () {
       yield* addKey("k1")
-      expect(yield* failure({ apiKeyId: "k1", scope: "provider", maxTokens: 100 })).toBe("BadRequest: scope provider needs provider (a provider id)")
+      expect(yield* failure({ apiKeyId: "k1", scope: "provider", maxTokens: 100 })).toBe(
+        "BadRequest: scope provider needs provider (a provider id)"
+      )
       expect(yield* failure({ apiKeyId: "k1", scope: "provider", provider: "openai", model: "gpt-4o", maxTokens: 100 })).toBe(
         "BadRequest: scope provider takes provider only, not model (use scope model)"
       )
-      expect(yield* failure({ apiKeyId: "k1", scope: "global", provider: "openai", maxTokens: 100 })).toBe("BadRequest: scope global takes neither provider nor model")
+      expect(yield* failure({ apiKeyId: "k1", scope: "global", provider: "openai", maxTokens: 100 })).toBe(
+        "BadRequest: scope global takes neither provider nor model"
+      )
       expect(yield* failure({ apiKeyId: "k1", scope: "model", maxTokens: 100 })).toBe(
         "BadRequest: scope model needs model (the requested model id, <provider>/<model>, or a bare model id)"
       )
       expect(yield* failure({ apiKeyId: "k1", scope: "model", model: "gpt-4o", provider: "openai", maxTokens: 100 })).toBe(
         "BadRequest: scope model takes model only, not provider (write the model as <provider>/<model>)"
       )
-      expect(yield* failure({ apiKeyId: "k1", scope: "team", maxTokens: 100 })).toBe('BadRequest: scope: scope must be one of: global, provider, model (got "team")')
+      expect(yield* failure({ apiKeyId: "k1", scope: "team", maxTokens: 100 })).toBe(
+        'BadRequest: scope: scope must be one of: global, provider, model (got "team")'
+      )
       for (const maxTokens of [0, -5, 1.5]) {
-        expect(yield* failure({ apiKeyId: "k1", scope: "global", maxTokens })).toBe("BadRequest: maxTokens: maxTokens must be a positive integer")
+        expect(yield* failure({ apiKeyId: "k1", scope: "global", maxTokens })).toBe(
+          "BadRequest: maxTokens: maxTokens must be a positive integer"
+        )
       }
       expect(yield* failure({ apiKeyId: "k1", scope: "global", maxTokens: "100" })).toMatch(/^BadRequest: maxTokens: expected number/)
       expect(yield* failure({ apiKeyId: "k1", scope: "global" })).toBe("BadRequest: maxTokens: is missing")
@@ -240,10 +269,34 @@ describe("token limits: reload", () => {
         const today = (h: number) => t(`2025-03-12T${String(h).padStart(2, "0")}:00:00Z`)
         yield* addUsage({ key: "k1", ts: today(1), provider: "openai", model: "gpt-4o", requested: "fast", tin: 100, tout: 10 })
         yield* addUsage({ key: "k1", ts: today(2), provider: "openai", model: "gpt-4o", requested: "openai/gpt-4o", tin: 200, tout: 20 })
-        yield* addUsage({ key: "k1", ts: today(3), provider: "anthropic", model: "claude-haiku-4-5", requested: "claude-haiku-4-5", tin: 300, tout: null })
-        yield* addUsage({ key: "k1", ts: today(10), provider: "openrouter", model: "openai/gpt-4o", requested: "openrouter/openai/gpt-4o", tin: 40, tout: 4 })
+        yield* addUsage({
+          key: "k1",
+          ts: today(3),
+          provider: "anthropic",
+          model: "claude-haiku-4-5",
+          requested: "claude-haiku-4-5",
+          tin: 300,
+          tout: null
+        })
+        yield* addUsage({
+          key: "k1",
+          ts: today(10),
+          provider: "openrouter",
+          model: "openai/gpt-4o",
+          requested: "openrouter/openai/gpt-4o",
+          tin: 40,
+          tout: 4
+        })
         yield* addUsage({ key: "k1", ts: today(10) + 60_000, provider: "openai", model: "gpt-4o", requested: null, tin: null, tout: null })
-        yield* addUsage({ key: "k1", ts: t("2025-03-11T23:59:59Z"), provider: "openai", model: "gpt-4o", requested: "fast", tin: 5000, tout: 0 }) // yesterday
+        yield* addUsage({
+          key: "k1",
+          ts: t("2025-03-11T23:59:59Z"),
+          provider: "openai",
+          model: "gpt-4o",
+          requested: "fast",
+          tin: 5000,
+          tout: 0
+        }) // yesterday
         yield* addUsage({ key: "k2", ts: today(4), provider: "openai", model: "gpt-4o", requested: "fast", tin: 7000, tout: 0 }) // another key
         return { global: global.id, provider: provider.id, requested: requested.id, full: full.id, bare: bare.id, hourly: hourly.id }
       }).pipe(Effect.provide(limitsAt(dir)))
@@ -275,16 +328,31 @@ describe("token limits: refresh", () => {
     Effect.gen(function* () {
       const dir = tempDir()
       yield* TestClock.setTime(t("2025-03-12T10:30:00Z"))
-      const withVersion = TokenLimits.layer.pipe(Layer.provideMerge(StoreVersion.layer(0)), Layer.provideMerge(dbAt(dir)), Layer.provide(quiet))
+      const withVersion = TokenLimits.layer.pipe(
+        Layer.provideMerge(StoreVersion.layer(0)),
+        Layer.provideMerge(dbAt(dir)),
+        Layer.provide(quiet)
+      )
       yield* Effect.gen(function* () {
         yield* addKey("k1")
-        yield* addUsage({ key: "k1", ts: t("2025-03-12T10:00:00Z"), provider: "openai", model: "gpt-4o", requested: "fast", tin: 60, tout: 40 })
+        yield* addUsage({
+          key: "k1",
+          ts: t("2025-03-12T10:00:00Z"),
+          provider: "openai",
+          model: "gpt-4o",
+          requested: "fast",
+          tin: 60,
+          tout: 40
+        })
         const server = yield* TokenLimits
         const cli = Effect.provide(limitsAt(dir))
         const created = yield* Effect.flatMap(TokenLimits, (l) => l.create({ apiKeyId: "k1", scope: "global", maxTokens: 100 })).pipe(cli)
         expect(server.check("k1", ANTHROPIC, yield* Clock.currentTimeMillis)).toEqual({ ok: true })
         yield* server.refresh
-        expect(server.check("k1", ANTHROPIC, yield* Clock.currentTimeMillis)).toMatchObject({ ok: false, limit: { id: created.id, usedTokens: 100 } })
+        expect(server.check("k1", ANTHROPIC, yield* Clock.currentTimeMillis)).toMatchObject({
+          ok: false,
+          limit: { id: created.id, usedTokens: 100 }
+        })
         yield* Effect.flatMap(TokenLimits, (l) => l.remove(created.id)).pipe(cli)
         yield* server.refresh
         expect(yield* server.list()).toEqual([])

@@ -20,11 +20,18 @@ beforeAll(async () => {
   up = await FakeUpstream.start()
   gw = await startGateway()
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-  const add = async (body: Record<string, unknown>) => expect((await call(`${gw.url}/api/providers`, { body, headers: admin })).status).toBe(201)
+  const add = async (body: Record<string, unknown>) =>
+    expect((await call(`${gw.url}/api/providers`, { body, headers: admin })).status).toBe(201)
   await add({ provider: "openai", name: "oai", apiKey: "sk-oai", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" })
   await add({ provider: "openai", name: "oai2", apiKey: "sk-oai2", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" })
   await add({ provider: "anthropic", name: "anth", apiKey: "sk-ant", baseUrl: up.baseUrl("anthropic") })
-  await add({ provider: "openai-compatible", name: "resp", upstreamFormat: "openai-responses", baseUrl: up.baseUrl("openai-responses"), models: ["gpt-5"] })
+  await add({
+    provider: "openai-compatible",
+    name: "resp",
+    upstreamFormat: "openai-responses",
+    baseUrl: up.baseUrl("openai-responses"),
+    models: ["gpt-5"]
+  })
 })
 afterAll(async () => {
   await gw?.close()
@@ -78,7 +85,11 @@ describe("POST /api/resilience/reset", () => {
     const none = await rawCall(gw.url, "POST", "/api/resilience/reset", admin)
     expect(none.status, none.text).toBe(200)
     expect(none.body).toMatchObject({ breakersReset: expect.any(Number), connectionsReset: 0 })
-    const typed = await rawCall(gw.url, "POST", "/api/resilience/reset", { ...admin, "content-type": "application/json", "content-length": "0" })
+    const typed = await rawCall(gw.url, "POST", "/api/resilience/reset", {
+      ...admin,
+      "content-type": "application/json",
+      "content-length": "0"
+    })
     expect(typed.status, typed.text).toBe(200)
     expect((await call(`${gw.url}/api/resilience/reset`, { body: {}, headers: admin })).status).toBe(200)
     const bad = await call(`${gw.url}/api/resilience/reset`, { body: { connections: "yes" }, headers: admin })
@@ -114,7 +125,11 @@ describe("WebSocket response.create", () => {
       const frame = new Promise<any>((resolve) => ws.once("message", (data) => resolve(JSON.parse(String(data)))))
       ws.send(JSON.stringify({ type: "response.create", ...request }))
       const error = await frame
-      expect(error).toMatchObject({ type: "error", status: 400, error: { type: "invalid_request_error", message: http.body.error.message } })
+      expect(error).toMatchObject({
+        type: "error",
+        status: 400,
+        error: { type: "invalid_request_error", message: http.body.error.message }
+      })
       expect(up.requests).toHaveLength(0)
     } finally {
       ws.close()
@@ -125,7 +140,12 @@ describe("WebSocket response.create", () => {
 describe("telemetry headers", () => {
   it("fusion's token headers count the panel, as its cost does", async () => {
     await call(`${gw.url}/api/combos`, {
-      body: { name: "panel", strategy: "fusion", targets: [{ model: "oai/gpt-4o" }, { model: "oai2/gpt-4o" }], config: { judgeModel: "oai/gpt-4o" } },
+      body: {
+        name: "panel",
+        strategy: "fusion",
+        targets: [{ model: "oai/gpt-4o" }, { model: "oai2/gpt-4o" }],
+        config: { judgeModel: "oai/gpt-4o" }
+      },
       headers: admin
     })
     try {
@@ -173,7 +193,8 @@ describe("WebSocket upgrade answers", () => {
     expect(accepted.status).toBe(101)
     expect(accepted.headers["x-gateway-version"]).toBeTruthy()
     expect(accepted.headers["x-gateway-request-id"]).toMatch(/^req_/)
-    const set = (value?: string) => call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "GATEWAY_UPSTREAM_WS_ENABLED", value }, headers: admin })
+    const set = (value?: string) =>
+      call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "GATEWAY_UPSTREAM_WS_ENABLED", value }, headers: admin })
     await set("false")
     try {
       const refused = await upgrade()

@@ -38,7 +38,13 @@ afterAll(async () => {
 describe("management changes", () => {
   it("records who, from where, what, the status, before and after, with secrets masked", async () => {
     const created = await call(`${gw.url}/api/providers`, {
-      body: { provider: "openai-compatible", name: "up", baseUrl: upstream.baseUrl("openai-chat"), apiKey: UPSTREAM_SECRET, defaultModel: "m1" },
+      body: {
+        provider: "openai-compatible",
+        name: "up",
+        baseUrl: upstream.baseUrl("openai-chat"),
+        apiKey: UPSTREAM_SECRET,
+        defaultModel: "m1"
+      },
       headers: admin
     })
     expect(created.status).toBe(201)
@@ -82,7 +88,13 @@ describe("management changes", () => {
   it("is append-only: no method changes or deletes entries", async () => {
     const before = await log()
     for (const method of ["PUT", "PATCH", "DELETE", "POST"]) {
-      const r = await rawCall(gw.url, method, "/api/compliance/audit-log", { authorization: admin.authorization, "content-type": "application/json" }, "{}")
+      const r = await rawCall(
+        gw.url,
+        method,
+        "/api/compliance/audit-log",
+        { authorization: admin.authorization, "content-type": "application/json" },
+        "{}"
+      )
       // 404/405, or 501 from the planned-routes table for the other methods of this path (src/platform/http/planned.ts).
       expect(r.status).toBeGreaterThanOrEqual(400)
     }
@@ -93,7 +105,10 @@ describe("management changes", () => {
 
 describe("reading it", () => {
   it("pages newest first with a cursor, and filters by actor, kind, target and time", async () => {
-    for (let i = 0; i < 5; i++) expect((await call(`${gw.url}/api/policies`, { body: { name: `page-${i}`, blockedTerms: ["zzz-never-said"] }, headers: admin })).status).toBe(201)
+    for (let i = 0; i < 5; i++)
+      expect(
+        (await call(`${gw.url}/api/policies`, { body: { name: `page-${i}`, blockedTerms: ["zzz-never-said"] }, headers: admin })).status
+      ).toBe(201)
     const first = await log("?action=policies.create&limit=2&actor=" + adminKeyId)
     expect(first.entries).toHaveLength(2)
     expect(first.entries.map((e: any) => e.after.name)).toEqual(["page-4", "page-3"])
@@ -135,10 +150,15 @@ describe("reading it", () => {
 describe("guardrail and policy actions", () => {
   it("records a policy's refusal and a tool-policy warning with rule, mode, endpoint and key", async () => {
     const user = await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "user", scopes: ["inference"] })))
-    await call(`${gw.url}/api/policies`, { body: { name: "guard", blockedTerms: ["forbidden phrase"], tools: { deny: ["rm_*"] } }, headers: admin })
+    await call(`${gw.url}/api/policies`, {
+      body: { name: "guard", blockedTerms: ["forbidden phrase"], tools: { deny: ["rm_*"] } },
+      headers: admin
+    })
     await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "TOOL_POLICY_MODE", value: "warn" }, headers: admin })
     const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: user.secret, maxRetries: 0 })
-    const refused = await client.chat.completions.create({ model: "up/m1", messages: [{ role: "user", content: "a forbidden phrase" }] }).catch((e) => e)
+    const refused = await client.chat.completions
+      .create({ model: "up/m1", messages: [{ role: "user", content: "a forbidden phrase" }] })
+      .catch((e) => e)
     expect(refused).toBeInstanceOf(OpenAI.PermissionDeniedError)
     await client.chat.completions.create({
       model: "up/m1",
@@ -154,7 +174,12 @@ describe("guardrail and policy actions", () => {
     }
     const block = entries.find((e) => e.action === "guardrail.block")
     const warn = entries.find((e) => e.action === "guardrail.warn")
-    expect(block).toMatchObject({ actor: user.id, target: "policy:guard/blockedTerms[0]", route: "chat.completions", detail: { mode: "block", requestId: expect.any(String) } })
+    expect(block).toMatchObject({
+      actor: user.id,
+      target: "policy:guard/blockedTerms[0]",
+      route: "chat.completions",
+      detail: { mode: "block", requestId: expect.any(String) }
+    })
     expect(warn).toMatchObject({ actor: user.id, target: "policy:guard/tools.deny", detail: { mode: "warn" } })
     expect(warn.detail.detail).toContain('tool "rm_rf" is denied')
   })

@@ -7,7 +7,13 @@ import { FakeOpenAI } from "./support/fakeOpenAI.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 import { clientAddress } from "../src/platform/http/request.js"
 import { isLoopbackHost } from "../src/platform/config/AppConfig.js"
-import { FORGET_AFTER_MS, FREE_FAILURES, makeLoginThrottle, MAX_DELAY_SECONDS, throttledAddress } from "../src/services/auth/loginThrottle.js"
+import {
+  FORGET_AFTER_MS,
+  FREE_FAILURES,
+  makeLoginThrottle,
+  MAX_DELAY_SECONDS,
+  throttledAddress
+} from "../src/services/auth/loginThrottle.js"
 import * as nodeHttp from "node:http"
 import type * as http from "node:http"
 
@@ -96,7 +102,9 @@ describe("API keys", () => {
   })
 
   it("stop working once expired", async () => {
-    const created = await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "old", scopes: ["inference"], expiresAt: new Date(Date.now() - 1000) })))
+    const created = await gw.run(
+      Effect.flatMap(ApiKeys, (k) => k.create({ name: "old", scopes: ["inference"], expiresAt: new Date(Date.now() - 1000) }))
+    )
     await setRequireKey("true")
     try {
       const res = await call(`${gw.url}/v1/chat/completions`, { body: chatBody, headers: { authorization: `Bearer ${created.secret}` } })
@@ -110,7 +118,9 @@ describe("API keys", () => {
 describe("inference authentication", () => {
   it("accepts any key, or none, while REQUIRE_API_KEY is off (the default)", async () => {
     expect((await call(`${gw.url}/v1/chat/completions`, { body: chatBody })).status).toBe(200)
-    expect((await call(`${gw.url}/v1/chat/completions`, { body: chatBody, headers: { authorization: "Bearer whatever" } })).status).toBe(200)
+    expect((await call(`${gw.url}/v1/chat/completions`, { body: chatBody, headers: { authorization: "Bearer whatever" } })).status).toBe(
+      200
+    )
   })
 
   it("accepts the key in every place clients put it when REQUIRE_API_KEY is on", async () => {
@@ -177,7 +187,10 @@ describe("browser requests from other origins", () => {
     expect(evil.status).toBe(403)
     expect(evil.body.error.code).toBe("origin_not_allowed")
     const { secret } = await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "browser-app" })))
-    const withKey = await call(`${gw.url}/v1/chat/completions`, { body: chatBody, headers: { origin: "https://evil.example", authorization: `Bearer ${secret}` } })
+    const withKey = await call(`${gw.url}/v1/chat/completions`, {
+      body: chatBody,
+      headers: { origin: "https://evil.example", authorization: `Bearer ${secret}` }
+    })
     expect(withKey.status).toBe(200)
     const local = await call(`${gw.url}/v1/chat/completions`, { body: chatBody, headers: { origin: "http://localhost:5173" } })
     expect(local.status).toBe(200)
@@ -263,10 +276,14 @@ describe("a gateway bound to a non-loopback address", () => {
       expect(wrong.status).toBe(401)
       expect(wrong.body.error.message).toContain("Invalid API key")
       expect((await call(`${url}/v1/models`)).status).toBe(401)
-      expect((await call(`${url}/v1/messages`, { body: { model: "up/m1", max_tokens: 8, messages: [{ role: "user", content: "hi" }] } })).status).toBe(401)
+      expect(
+        (await call(`${url}/v1/messages`, { body: { model: "up/m1", max_tokens: 8, messages: [{ role: "user", content: "hi" }] } })).status
+      ).toBe(401)
 
       const { secret } = await bound.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" })))
-      expect((await call(`${url}/v1/chat/completions`, { body: chatBody, headers: { authorization: `Bearer ${secret}` } })).status).toBe(200)
+      expect((await call(`${url}/v1/chat/completions`, { body: chatBody, headers: { authorization: `Bearer ${secret}` } })).status).toBe(
+        200
+      )
       expect((await call(`${url}/api/health/ping`)).status).toBe(200)
       expect(bound.logs.some((l) => l.level === "WARN" && l.message.includes("requires a gateway API key"))).toBe(true)
     } finally {
@@ -300,10 +317,32 @@ describe("a gateway bound to a non-loopback address", () => {
 
 describe("isLoopbackHost", () => {
   it("is exact: loopback literals and localhost only", () => {
-    for (const h of ["127.0.0.1", "127.255.0.9", "localhost", "LocalHost", "::1", "[::1]", "0:0:0:0:0:0:0:1", "::ffff:127.0.0.1", "[::ffff:7f00:1]"]) {
+    for (const h of [
+      "127.0.0.1",
+      "127.255.0.9",
+      "localhost",
+      "LocalHost",
+      "::1",
+      "[::1]",
+      "0:0:0:0:0:0:0:1",
+      "::ffff:127.0.0.1",
+      "[::ffff:7f00:1]"
+    ]) {
       expect(isLoopbackHost(h), h).toBe(true)
     }
-    for (const h of ["0.0.0.0", "::", "[::]", "192.168.1.2", "127.0.0.1.evil.example", "127.example", "localhost.evil.example", "::ffff:10.0.0.1", "::2", "128.0.0.1", ""]) {
+    for (const h of [
+      "0.0.0.0",
+      "::",
+      "[::]",
+      "192.168.1.2",
+      "127.0.0.1.evil.example",
+      "127.example",
+      "localhost.evil.example",
+      "::ffff:10.0.0.1",
+      "::2",
+      "128.0.0.1",
+      ""
+    ]) {
       expect(isLoopbackHost(h), h).toBe(false)
     }
   })
@@ -385,7 +424,11 @@ describe("management authentication", () => {
   it("counts parallel wrong guesses against the throttle (no race past it)", async () => {
     const other = await startGateway({ env: { INITIAL_PASSWORD: PASSWORD } })
     try {
-      const statuses = await Promise.all(Array.from({ length: 40 }, (_, i) => call(`${other.url}/api/auth/login`, { body: { password: `guess-${i}` } }).then((r) => r.status)))
+      const statuses = await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          call(`${other.url}/api/auth/login`, { body: { password: `guess-${i}` } }).then((r) => r.status)
+        )
+      )
       expect(statuses.filter((s) => s === 401).length).toBe(FREE_FAILURES)
       expect(statuses.filter((s) => s === 429).length).toBe(40 - FREE_FAILURES)
     } finally {
@@ -537,7 +580,13 @@ describe("the failed-login throttle's addresses and capacity", () => {
     exhaust(throttle, "10.0.0.4", now + 2)
     expect(throttle.admit("10.0.0.5", "admin", now + 3)).toBeUndefined()
     // Down to half the map, so that a spray does not sweep on every attempt.
-    expect(["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5"].map((a) => throttle.tracks(a, "admin"))).toEqual([true, false, false, true, true])
+    expect(["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5"].map((a) => throttle.tracks(a, "admin"))).toEqual([
+      true,
+      false,
+      false,
+      true,
+      true
+    ])
     expect(throttle.admit("10.0.0.1", "admin", now + 3)).toBeGreaterThan(0)
     expect(throttle.admit("10.0.0.4", "admin", now + 3)).toBeGreaterThan(0)
   })
@@ -545,7 +594,10 @@ describe("the failed-login throttle's addresses and capacity", () => {
 
 describe("client address behind a trusted proxy", () => {
   const req = (xff: string | undefined) =>
-    ({ headers: xff === undefined ? {} : { "x-forwarded-for": xff }, socket: { remoteAddress: "10.0.0.9" } }) as unknown as http.IncomingMessage
+    ({
+      headers: xff === undefined ? {} : { "x-forwarded-for": xff },
+      socket: { remoteAddress: "10.0.0.9" }
+    }) as unknown as http.IncomingMessage
   it("is the entry the proxy appended (rightmost), never what the client claimed", () => {
     expect(clientAddress(req("1.2.3.4, 203.0.113.7"), true)).toBe("203.0.113.7")
     expect(clientAddress(req("203.0.113.7"), true)).toBe("203.0.113.7")

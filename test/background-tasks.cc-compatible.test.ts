@@ -21,7 +21,10 @@ const withAdmin = async (gw: TestGateway) => {
   return gw
 }
 const create = (gw: TestGateway) =>
-  call(`${gw.url}/api/providers`, { body: { provider: "claude-code-compatible", name: "relay", baseUrl: up.baseUrl("anthropic"), apiKey: KEY }, headers: admin })
+  call(`${gw.url}/api/providers`, {
+    body: { provider: "claude-code-compatible", name: "relay", baseUrl: up.baseUrl("anthropic"), apiKey: KEY },
+    headers: admin
+  })
 
 beforeAll(async () => {
   up = await FakeUpstream.start()
@@ -70,7 +73,12 @@ describe("ENABLE_CC_COMPATIBLE_PROVIDER", () => {
 
   it("on: an Anthropic client's own anthropic-beta values are kept beside Claude Code's, and its preamble is not doubled", async () => {
     const res = await call(`${on.url}/v1/messages`, {
-      body: { model: "relay/claude-sonnet-4-5", max_tokens: 64, system: "You are Claude Code, Anthropic's official CLI for Claude.", messages: [{ role: "user", content: "hi" }] },
+      body: {
+        model: "relay/claude-sonnet-4-5",
+        max_tokens: 64,
+        system: "You are Claude Code, Anthropic's official CLI for Claude.",
+        messages: [{ role: "user", content: "hi" }]
+      },
       headers: { "anthropic-version": "2023-06-01", "anthropic-beta": "context-1m-2025-08-07" }
     })
     expect(res.status).toBe(200)

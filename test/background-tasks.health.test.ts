@@ -12,7 +12,11 @@ import { until } from "./support/until.js"
  */
 const ADMIN = "gwk_health_admin_key_0123456789abcdef0"
 const admin = { authorization: `Bearer ${ADMIN}` }
-const FAST = { GATEWAY_LOCAL_HEALTHCHECK_INTERVAL_SECONDS: "0.3", GATEWAY_LOCAL_HEALTHCHECK_TIMEOUT_MS: "400", GATEWAY_TOKEN_HEALTHCHECK_INTERVAL_SECONDS: "0.3" }
+const FAST = {
+  GATEWAY_LOCAL_HEALTHCHECK_INTERVAL_SECONDS: "0.3",
+  GATEWAY_LOCAL_HEALTHCHECK_TIMEOUT_MS: "400",
+  GATEWAY_TOKEN_HEALTHCHECK_INTERVAL_SECONDS: "0.3"
+}
 const gateways: Array<TestGateway> = []
 const upstreams: Array<FakeUpstream> = []
 
@@ -28,12 +32,17 @@ const upstream = async () => {
   return up
 }
 const connect = async (gw: TestGateway, body: Record<string, unknown>) => {
-  const res = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", defaultModel: "m1", models: ["m1"], ...body }, headers: admin })
+  const res = await call(`${gw.url}/api/providers`, {
+    body: { provider: "openai-compatible", defaultModel: "m1", models: ["m1"], ...body },
+    headers: admin
+  })
   expect(res.status).toBe(201)
 }
-const provider = async (gw: TestGateway, name: string) => ((await call(`${gw.url}/api/providers`, { headers: admin })).body.connections as Array<any>).find((c) => c.name === name)
+const provider = async (gw: TestGateway, name: string) =>
+  ((await call(`${gw.url}/api/providers`, { headers: admin })).body.connections as Array<any>).find((c) => c.name === name)
 const probes = (up: FakeUpstream) => up.requests.filter((r) => r.method === "GET" && r.path === "/v1/models").length
-const chat = (gw: TestGateway, model: string) => call(`${gw.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] } })
+const chat = (gw: TestGateway, model: string) =>
+  call(`${gw.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] } })
 
 afterAll(async () => {
   for (const gw of gateways) await gw.close()
@@ -83,7 +92,9 @@ describe("GATEWAY_DISABLE_LOCAL_HEALTHCHECK (default off: the local check runs)"
 describe("GATEWAY_DISABLE_TOKEN_HEALTHCHECK (default off: the token check runs)", () => {
   it("a 401 on the authenticated probe puts the connection in the expired state shown by GET /api/providers; network errors change nothing; with the local half off a dead local runner is not marked", async () => {
     const gw = await start({ GATEWAY_DISABLE_LOCAL_HEALTHCHECK: "true" })
-    const refusing = (await upstream()).script((r) => (r.path === "/v1/models" ? { status: 401, errorMessage: "Incorrect API key provided" } : {}))
+    const refusing = (await upstream()).script((r) =>
+      r.path === "/v1/models" ? { status: 401, errorMessage: "Incorrect API key provided" } : {}
+    )
     const good = await upstream()
     const gone = await upstream()
     const goneUrl = gone.baseUrl("openai-chat")

@@ -44,7 +44,13 @@ const LITELLM = {
     litellm_provider: "anthropic",
     mode: "chat"
   },
-  "gemini/gemini-2.5-flash": { max_tokens: 65535, input_cost_per_token: 4e-7, output_cost_per_token: 3e-6, litellm_provider: "gemini", mode: "chat" },
+  "gemini/gemini-2.5-flash": {
+    max_tokens: 65535,
+    input_cost_per_token: 4e-7,
+    output_cost_per_token: 3e-6,
+    litellm_provider: "gemini",
+    mode: "chat"
+  },
   "some-unknown-provider/model": { input_cost_per_token: 1e-6, output_cost_per_token: 1e-6, litellm_provider: "nobody-knows", mode: "chat" }
 }
 
@@ -60,7 +66,8 @@ const start = async (env: Record<string, string>) => {
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   return gw
 }
-const api = (gw: TestGateway, p: string, init: { method?: string; body?: unknown } = {}) => call(`${gw.url}${p}`, { ...init, headers: admin })
+const api = (gw: TestGateway, p: string, init: { method?: string; body?: unknown } = {}) =>
+  call(`${gw.url}${p}`, { ...init, headers: admin })
 const row = async (gw: TestGateway, provider: string, model: string) =>
   ((await api(gw, "/api/pricing")).body.prices as Array<any>).find((r) => r.provider === provider && r.model === model)
 
@@ -94,9 +101,13 @@ describe("PRICING_SYNC_ENABLED", () => {
     expect((await row(gw, "openai", "gpt-4o-mini")).source).toBe("catalog")
 
     // Requests are costed at the synced price: 1000 in, 500 out at $3 / $12 per 1M.
-    expect((await api(gw, "/api/providers", { body: { provider: "openai", name: "oa", baseUrl: up.baseUrl("openai-chat"), apiKey: "sk-test-openai-0000000000" } })).status).toBe(
-      201
-    )
+    expect(
+      (
+        await api(gw, "/api/providers", {
+          body: { provider: "openai", name: "oa", baseUrl: up.baseUrl("openai-chat"), apiKey: "sk-test-openai-0000000000" }
+        })
+      ).status
+    ).toBe(201)
     const chat = () => call(`${gw.url}/v1/chat/completions`, { body: { model: "oa/gpt-4o", messages: [{ role: "user", content: "hi" }] } })
     expect((await chat()).headers.get("x-gateway-response-cost")).toBe(((1000 * 3) / 1e6 + (500 * 12) / 1e6).toFixed(10))
 
@@ -106,21 +117,33 @@ describe("PRICING_SYNC_ENABLED", () => {
     expect((await chat()).headers.get("x-gateway-response-cost")).toBe(((1000 * 5) / 1e6 + (500 * 12) / 1e6).toFixed(10))
 
     // A custom model price (/api/provider-models) wins over the synced one.
-    expect((await api(gw, "/api/providers", { body: { provider: "anthropic", name: "an", baseUrl: up.baseUrl("anthropic"), apiKey: "sk-ant-test-000000000000" } })).status).toBe(
-      201
-    )
-    const haiku = () => call(`${gw.url}/v1/chat/completions`, { body: { model: "an/claude-haiku-4-5", messages: [{ role: "user", content: "hi" }] } })
+    expect(
+      (
+        await api(gw, "/api/providers", {
+          body: { provider: "anthropic", name: "an", baseUrl: up.baseUrl("anthropic"), apiKey: "sk-ant-test-000000000000" }
+        })
+      ).status
+    ).toBe(201)
+    const haiku = () =>
+      call(`${gw.url}/v1/chat/completions`, { body: { model: "an/claude-haiku-4-5", messages: [{ role: "user", content: "hi" }] } })
     expect((await haiku()).headers.get("x-gateway-response-cost")).toBe(((1000 * 2) / 1e6 + (500 * 9) / 1e6).toFixed(10))
-    const custom = await api(gw, "/api/provider-models", { method: "PATCH", body: { provider: "anthropic", model: "claude-haiku-4-5", price: { input: 7, output: 70 } } })
+    const custom = await api(gw, "/api/provider-models", {
+      method: "PATCH",
+      body: { provider: "anthropic", model: "claude-haiku-4-5", price: { input: 7, output: 70 } }
+    })
     expect([200, 201]).toContain(custom.status)
     expect((await haiku()).headers.get("x-gateway-response-cost")).toBe(((1000 * 7) / 1e6 + (500 * 70) / 1e6).toFixed(10))
   })
 
   it("the flag on without the environment variable, or the variable set and the flag overridden off: no download", async () => {
     const dbOnly = await start({})
-    expect((await api(dbOnly, "/api/settings/feature-flags", { method: "PUT", body: { key: "PRICING_SYNC_ENABLED", value: "true" } })).status).toBe(200)
+    expect(
+      (await api(dbOnly, "/api/settings/feature-flags", { method: "PUT", body: { key: "PRICING_SYNC_ENABLED", value: "true" } })).status
+    ).toBe(200)
     const envOnly = await start({ PRICING_SYNC_ENABLED: "true" })
-    expect((await api(envOnly, "/api/settings/feature-flags", { method: "PUT", body: { key: "PRICING_SYNC_ENABLED", value: "false" } })).status).toBe(200)
+    expect(
+      (await api(envOnly, "/api/settings/feature-flags", { method: "PUT", body: { key: "PRICING_SYNC_ENABLED", value: "false" } })).status
+    ).toBe(200)
     const clock = await start({ PRICING_SYNC_ENABLED: "true" })
     // Each gateway's own requests are not told apart by the fake, so: the control gateway's rounds
     // come in while the other two stay on the catalog's prices.

@@ -28,7 +28,8 @@ const start = async (env: Record<string, string> = {}) => {
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   return gw
 }
-const api = (gw: TestGateway, p: string, init: { method?: string; body?: unknown } = {}) => call(`${gw.url}${p}`, { ...init, headers: admin })
+const api = (gw: TestGateway, p: string, init: { method?: string; body?: unknown } = {}) =>
+  call(`${gw.url}${p}`, { ...init, headers: admin })
 const modelLists = (fake: FakeQuota) => fake.received.filter((r) => r.path === "/compat/v1/models").length
 
 beforeAll(async () => {
@@ -42,7 +43,13 @@ beforeAll(async () => {
     [off, fakeOff]
   ] as const) {
     const res = await api(gw, "/api/providers", {
-      body: { provider: "openai-compatible", name: "compat", apiKey: CONN_KEY, baseUrl: `${fake.origin}/compat/v1`, models: ["gpt-4o-mini"] }
+      body: {
+        provider: "openai-compatible",
+        name: "compat",
+        apiKey: CONN_KEY,
+        baseUrl: `${fake.origin}/compat/v1`,
+        models: ["gpt-4o-mini"]
+      }
     })
     expect(res.status).toBe(201)
   }
@@ -67,7 +74,10 @@ describe("GATEWAY_ENABLE_RUNTIME_BACKGROUND_TASKS: quota refresh", () => {
     expect(modelLists(fakeOn)).toBeLessThanOrEqual(asked + 1)
     // The next rounds pick up a change upstream.
     fakeOn.compatRemainingRequests = 7
-    await until("the refreshed figure", async () => (await call(`${on.url}/v1/quotas/check?connection=compat`, { headers: admin })).body.remaining === 7 || undefined)
+    await until(
+      "the refreshed figure",
+      async () => (await call(`${on.url}/v1/quotas/check?connection=compat`, { headers: admin })).body.remaining === 7 || undefined
+    )
   })
 
   it("off (the default): nothing is asked until a client checks, and the check asks the upstream itself", async () => {
@@ -85,21 +95,32 @@ describe("GATEWAY_ENABLE_RUNTIME_BACKGROUND_TASKS: scheduled cloud sync", () => 
     const S = await start()
     const A = await start()
     const B = await start()
-    const init = (gw: TestGateway) => api(gw, "/api/sync/initialize", { body: { serverUrl: S.url, apiKey: ADMIN, space: "team", passphrase: PASSPHRASE } })
+    const init = (gw: TestGateway) =>
+      api(gw, "/api/sync/initialize", { body: { serverUrl: S.url, apiKey: ADMIN, space: "team", passphrase: PASSPHRASE } })
     const action = (gw: TestGateway, body: Record<string, unknown>) => api(gw, "/api/sync/cloud", { body })
     const status = async (gw: TestGateway) => (await api(gw, "/api/sync/cloud")).body
     const serverVersion = async () => (await api(S, "/api/cloud/bundles/team/versions")).body.current as number
     const combos = async (gw: TestGateway) => ((await api(gw, "/api/combos")).body.combos as Array<{ name: string }>).map((c) => c.name)
 
-    expect((await api(B, "/api/providers", { body: { provider: "openai-compatible", name: "shared", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] } })).status).toBe(201)
+    expect(
+      (
+        await api(B, "/api/providers", {
+          body: { provider: "openai-compatible", name: "shared", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] }
+        })
+      ).status
+    ).toBe(201)
     expect((await init(B)).status).toBe(200)
     expect((await action(B, { action: "push" })).body).toMatchObject({ result: "pushed", version: 1 })
     expect((await init(A)).status).toBe(200)
     expect((await action(A, { action: "pull" })).body).toMatchObject({ result: "pulled", version: 1 })
 
     // Both sides change: A locally, B on the server.
-    expect((await api(A, "/api/combos", { body: { name: "only-on-a", strategy: "priority", targets: [{ model: "shared/m1" }] } })).status).toBe(201)
-    expect((await api(B, "/api/combos", { body: { name: "from-b", strategy: "priority", targets: [{ model: "shared/m1" }] } })).status).toBe(201)
+    expect(
+      (await api(A, "/api/combos", { body: { name: "only-on-a", strategy: "priority", targets: [{ model: "shared/m1" }] } })).status
+    ).toBe(201)
+    expect(
+      (await api(B, "/api/combos", { body: { name: "from-b", strategy: "priority", targets: [{ model: "shared/m1" }] } })).status
+    ).toBe(201)
     expect((await action(B, { action: "sync" })).body).toMatchObject({ result: "pushed", version: 2 })
 
     // Off: several rounds' worth of time later (the quota gateway's clock), A has done nothing.
@@ -108,12 +129,25 @@ describe("GATEWAY_ENABLE_RUNTIME_BACKGROUND_TASKS: scheduled cloud sync", () => 
     expect(await status(A)).toMatchObject({ lastPush: null, lastConflict: null, localVersion: 1, localChanged: true })
 
     // On (a database override, no restart): the scheduled sync finds both sides changed.
-    expect((await api(A, "/api/settings/feature-flags", { method: "PUT", body: { key: "GATEWAY_ENABLE_RUNTIME_BACKGROUND_TASKS", value: "true" } })).status).toBe(200)
+    expect(
+      (
+        await api(A, "/api/settings/feature-flags", {
+          method: "PUT",
+          body: { key: "GATEWAY_ENABLE_RUNTIME_BACKGROUND_TASKS", value: "true" }
+        })
+      ).status
+    ).toBe(200)
     const conflicted = await until("a reported conflict", async () => {
       const s = await status(A)
       return s.lastConflict ? s : undefined
     })
-    expect(conflicted.lastConflict).toMatchObject({ action: "sync", baseVersion: 1, remoteVersion: 2, localChanged: true, remoteChanged: true })
+    expect(conflicted.lastConflict).toMatchObject({
+      action: "sync",
+      baseVersion: 1,
+      remoteVersion: 2,
+      localChanged: true,
+      remoteChanged: true
+    })
     expect(conflicted.lastConflict.sections.map((d: any) => d.section)).toContain("combos")
     // Never forced: the server keeps B's version, A keeps its own change and has not taken B's.
     expect(await serverVersion()).toBe(2)
@@ -124,10 +158,19 @@ describe("GATEWAY_ENABLE_RUNTIME_BACKGROUND_TASKS: scheduled cloud sync", () => 
     // The operator takes the server's side; from then on a change on B reaches A by itself.
     expect((await action(A, { action: "pull", force: true })).body).toMatchObject({ result: "pulled", version: 2 })
     // The forced pull replaced A's flags with the server's: switch the tasks on again.
-    expect((await api(A, "/api/settings/feature-flags", { method: "PUT", body: { key: "GATEWAY_ENABLE_RUNTIME_BACKGROUND_TASKS", value: "true" } })).status).toBe(200)
+    expect(
+      (
+        await api(A, "/api/settings/feature-flags", {
+          method: "PUT",
+          body: { key: "GATEWAY_ENABLE_RUNTIME_BACKGROUND_TASKS", value: "true" }
+        })
+      ).status
+    ).toBe(200)
     await until("A pushes its flag change", async () => (await serverVersion()) === 3 || undefined)
     expect((await action(B, { action: "pull" })).body).toMatchObject({ result: "pulled", version: 3 })
-    expect((await api(B, "/api/combos", { body: { name: "later-from-b", strategy: "priority", targets: [{ model: "shared/m1" }] } })).status).toBe(201)
+    expect(
+      (await api(B, "/api/combos", { body: { name: "later-from-b", strategy: "priority", targets: [{ model: "shared/m1" }] } })).status
+    ).toBe(201)
     // B took A's flags with v3, so B's own scheduled sync may push the combo before this call
     // does: either way the server holds it as version 4.
     const pushed = (await action(B, { action: "push" })).body

@@ -18,11 +18,18 @@ let up2: FakeUpstream
 
 const api = (p: string, init: { method?: string; body?: unknown } = {}) => call(`${gw.url}${p}`, { ...init, headers: admin })
 const upload = async (bytes: Uint8Array) => {
-  const res = await fetch(`${gw.url}/api/db-backups/import`, { method: "POST", headers: { ...admin, "content-type": "application/octet-stream" }, body: bytes })
+  const res = await fetch(`${gw.url}/api/db-backups/import`, {
+    method: "POST",
+    headers: { ...admin, "content-type": "application/octet-stream" },
+    body: bytes
+  })
   return { status: res.status, body: (await res.json()) as any }
 }
 const chat = (model: string, key: string) =>
-  call(`${gw.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${key}` } })
+  call(`${gw.url}/v1/chat/completions`, {
+    body: { model, messages: [{ role: "user", content: "hi" }] },
+    headers: { authorization: `Bearer ${key}` }
+  })
 
 /** Everything a restore must bring back, as the management API shows it. */
 const state = async () => ({
@@ -50,13 +57,19 @@ afterAll(async () => {
 describe("backup and restore round trip", () => {
   it("brings back every connection, key, combo and flag, and routes inference through the restored connection", async () => {
     expect(
-      (await api("/api/providers", { body: { provider: "openai-compatible", name: "first", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] } })).status
+      (
+        await api("/api/providers", {
+          body: { provider: "openai-compatible", name: "first", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] }
+        })
+      ).status
     ).toBe(201)
     const key = await api("/api/keys", { body: { name: "client" } })
     expect(key.status).toBe(201)
     const secret: string = key.body.secret ?? key.body.key
     expect((await api("/api/combos", { body: { name: "pair", strategy: "priority", targets: [{ model: "first/m1" }] } })).status).toBe(201)
-    expect((await api("/api/settings/feature-flags", { method: "PUT", body: { key: "TOOL_POLICY_MODE", value: "block" } })).status).toBe(200)
+    expect((await api("/api/settings/feature-flags", { method: "PUT", body: { key: "TOOL_POLICY_MODE", value: "block" } })).status).toBe(
+      200
+    )
     expect((await chat("pair", secret)).body.choices[0].message.content).toBe("from the first upstream")
     const before = await state()
 
@@ -66,10 +79,15 @@ describe("backup and restore round trip", () => {
     expect(made.body.kind).toBe("manual")
 
     // Change everything.
-    const first = before.providers.connections?.find?.((c: any) => c.name === "first") ?? before.providers.find?.((c: any) => c.name === "first")
+    const first =
+      before.providers.connections?.find?.((c: any) => c.name === "first") ?? before.providers.find?.((c: any) => c.name === "first")
     expect((await api(`/api/providers/${first.id}`, { method: "DELETE" })).status).toBeLessThan(300)
     expect(
-      (await api("/api/providers", { body: { provider: "openai-compatible", name: "second", baseUrl: up2.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] } })).status
+      (
+        await api("/api/providers", {
+          body: { provider: "openai-compatible", name: "second", baseUrl: up2.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] }
+        })
+      ).status
     ).toBe(201)
     expect((await api("/api/settings/feature-flags", { method: "PUT", body: { key: "TOOL_POLICY_MODE" } })).status).toBe(200)
     const combos = (await api("/api/combos")).body.combos
@@ -209,12 +227,22 @@ describe("a restore while another writer holds the database", () => {
   const connectionNames = async () => ((await api("/api/providers")).body.connections as Array<any>).map((c) => c.name).sort()
 
   it("waits for the lock and then restores: never answers 200 having copied nothing", async () => {
-    expect((await api("/api/providers", { body: { provider: "openai-compatible", name: "kept", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] } })).status).toBe(201)
+    expect(
+      (
+        await api("/api/providers", {
+          body: { provider: "openai-compatible", name: "kept", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] }
+        })
+      ).status
+    ).toBe(201)
     const made = (await api("/api/db-backups", { method: "PUT" })).body.id
     const expected = await connectionNames()
-    expect((await api("/api/providers", { body: { provider: "openai-compatible", name: "after-the-backup", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] } })).status).toBe(
-      201
-    )
+    expect(
+      (
+        await api("/api/providers", {
+          body: { provider: "openai-compatible", name: "after-the-backup", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] }
+        })
+      ).status
+    ).toBe(201)
     const held = holdWriteLock(400)
     const restored = await api("/api/db-backups", { body: { id: made } })
     await held
@@ -224,7 +252,13 @@ describe("a restore while another writer holds the database", () => {
 
   it("answers 503 naming the lock when it is held past the busy timeout, and changes nothing", async () => {
     const made = (await api("/api/db-backups", { method: "PUT" })).body.id
-    expect((await api("/api/providers", { body: { provider: "openai-compatible", name: "survives", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] } })).status).toBe(201)
+    expect(
+      (
+        await api("/api/providers", {
+          body: { provider: "openai-compatible", name: "survives", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] }
+        })
+      ).status
+    ).toBe(201)
     const expected = await connectionNames()
     const held = holdWriteLock(6500)
     const refused = await api("/api/db-backups", { body: { id: made } })

@@ -48,11 +48,22 @@ afterAll(async () => {
 })
 
 const chatLine = (id: string, model: string, text: string) =>
-  JSON.stringify({ custom_id: id, method: "POST", url: "/v1/chat/completions", body: { model, messages: [{ role: "user", content: text }] } })
+  JSON.stringify({
+    custom_id: id,
+    method: "POST",
+    url: "/v1/chat/completions",
+    body: { model, messages: [{ role: "user", content: text }] }
+  })
 const messageLine = (id: string, model: string, text: string) =>
-  JSON.stringify({ custom_id: id, method: "POST", url: "/v1/messages", body: { model, max_tokens: 64, messages: [{ role: "user", content: text }] } })
+  JSON.stringify({
+    custom_id: id,
+    method: "POST",
+    url: "/v1/messages",
+    body: { model, max_tokens: 64, messages: [{ role: "user", content: text }] }
+  })
 
-const upload = async (lines: ReadonlyArray<string>) => client.files.create({ file: await toFile(Buffer.from(lines.join("\n") + "\n"), "batch.jsonl"), purpose: "batch" })
+const upload = async (lines: ReadonlyArray<string>) =>
+  client.files.create({ file: await toFile(Buffer.from(lines.join("\n") + "\n"), "batch.jsonl"), purpose: "batch" })
 
 const until = async (id: string, done: (s: string) => boolean, ms = 15_000) => {
   const end = Date.now() + ms
@@ -71,7 +82,11 @@ const outputLines = async (fileId: string) =>
 
 describe("native batches: OpenAI", () => {
   it("forwards the batch to OpenAI's batch API; completed with the upstream's counts, the output in OpenAI's line format, usage rows at half price", async () => {
-    const input = await upload([chatLine("a-1", "oa/gpt-4o-mini", "one"), chatLine("a-2", "oa/gpt-4o-mini", "fail"), chatLine("a-3", "oa/gpt-4o-mini", "three")])
+    const input = await upload([
+      chatLine("a-1", "oa/gpt-4o-mini", "one"),
+      chatLine("a-2", "oa/gpt-4o-mini", "fail"),
+      chatLine("a-3", "oa/gpt-4o-mini", "three")
+    ])
     const created = await client.batches.create({
       input_file_id: input.id,
       endpoint: "/v1/chat/completions",
@@ -118,7 +133,11 @@ describe("native batches: OpenAI", () => {
       created.id,
       3
     )
-    expect(rows.every((r: any) => r.api_key_id === keyId && r.provider === "openai" && r.model === "gpt-4o-mini" && r.endpoint === "chat.completions")).toBe(true)
+    expect(
+      rows.every(
+        (r: any) => r.api_key_id === keyId && r.provider === "openai" && r.model === "gpt-4o-mini" && r.endpoint === "chat.completions"
+      )
+    ).toBe(true)
     const ok = rows.filter((r: any) => r.status === 200)
     expect(ok).toHaveLength(2)
     for (const r of ok) {
@@ -131,11 +150,22 @@ describe("native batches: OpenAI", () => {
   it("forwards a cancel to the upstream; the batch ends cancelled with the answered lines and the rest in the error file", async () => {
     up.hold = true
     try {
-      const input = await upload([chatLine("c-1", "oa/gpt-4o-mini", "first"), chatLine("c-2", "oa/gpt-4o-mini", "second"), chatLine("c-3", "oa/gpt-4o-mini", "third")])
-      const created = await client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h", metadata: { gateway_mode: "native" } })
+      const input = await upload([
+        chatLine("c-1", "oa/gpt-4o-mini", "first"),
+        chatLine("c-2", "oa/gpt-4o-mini", "second"),
+        chatLine("c-3", "oa/gpt-4o-mini", "third")
+      ])
+      const created = await client.batches.create({
+        input_file_id: input.id,
+        endpoint: "/v1/chat/completions",
+        completion_window: "24h",
+        metadata: { gateway_mode: "native" }
+      })
       const running = await until(
         created.id,
-        (s) => s === "in_progress" && [...up.openai.values()].some((b) => (b.metadata as Record<string, string>)?.["gateway_batch_id"] === created.id)
+        (s) =>
+          s === "in_progress" &&
+          [...up.openai.values()].some((b) => (b.metadata as Record<string, string>)?.["gateway_batch_id"] === created.id)
       )
       expect(running.status).toBe("in_progress")
       const cancelling = await client.batches.cancel(created.id)
@@ -161,8 +191,16 @@ describe("native batches: OpenAI", () => {
 
 describe("native batches: Anthropic", () => {
   it("forwards /v1/messages lines as a message batch; results translated to OpenAI's output lines, usage at half price", async () => {
-    const input = await upload([messageLine("m-1", "claude/claude-haiku-4-5", "hello"), messageLine("m-2", "claude/claude-haiku-4-5", "fail")])
-    const created = await client.batches.create({ input_file_id: input.id, endpoint: "/v1/messages" as never, completion_window: "24h", metadata: { gateway_mode: "native" } })
+    const input = await upload([
+      messageLine("m-1", "claude/claude-haiku-4-5", "hello"),
+      messageLine("m-2", "claude/claude-haiku-4-5", "fail")
+    ])
+    const created = await client.batches.create({
+      input_file_id: input.id,
+      endpoint: "/v1/messages" as never,
+      completion_window: "24h",
+      metadata: { gateway_mode: "native" }
+    })
     const done = await until(created.id, (s) => s === "completed" || s === "failed")
     expect(done.status, JSON.stringify(done.errors)).toBe("completed")
     expect(done.request_counts).toEqual({ total: 2, completed: 1, failed: 1 })
@@ -175,11 +213,22 @@ describe("native batches: Anthropic", () => {
     expect(out[0]).toMatchObject({
       custom_id: "m-1",
       error: null,
-      response: { status_code: 200, request_id: `${created.id}_1`, body: { type: "message", content: [{ type: "text", text: "batched: hello" }] } }
+      response: {
+        status_code: 200,
+        request_id: `${created.id}_1`,
+        body: { type: "message", content: [{ type: "text", text: "batched: hello" }] }
+      }
     })
     const errors = await outputLines(done.error_file_id!)
-    expect(errors[0]).toMatchObject({ custom_id: "m-2", response: { status_code: 400, body: { type: "error", error: { type: "invalid_request_error" } } } })
-    const rows = await usageRows("SELECT status, cost_usd, provider, endpoint FROM usage WHERE request_id LIKE ? ORDER BY request_id", created.id, 2)
+    expect(errors[0]).toMatchObject({
+      custom_id: "m-2",
+      response: { status_code: 400, body: { type: "error", error: { type: "invalid_request_error" } } }
+    })
+    const rows = await usageRows(
+      "SELECT status, cost_usd, provider, endpoint FROM usage WHERE request_id LIKE ? ORDER BY request_id",
+      created.id,
+      2
+    )
     expect(rows[0]).toMatchObject({ status: 200, provider: "anthropic", endpoint: "messages" })
     expect(rows[0]!.cost_usd).toBeCloseTo(((1000 * 1 + 500 * 5) / 1e6) * 0.5, 10)
   })
@@ -188,7 +237,12 @@ describe("native batches: Anthropic", () => {
     up.hold = true
     try {
       const input = await upload([messageLine("k-1", "claude/claude-haiku-4-5", "a"), messageLine("k-2", "claude/claude-haiku-4-5", "b")])
-      const created = await client.batches.create({ input_file_id: input.id, endpoint: "/v1/messages" as never, completion_window: "24h", metadata: { gateway_mode: "native" } })
+      const created = await client.batches.create({
+        input_file_id: input.id,
+        endpoint: "/v1/messages" as never,
+        completion_window: "24h",
+        metadata: { gateway_mode: "native" }
+      })
       const before = up.anthropic.size
       await until(created.id, (s) => s === "in_progress" && up.anthropic.size > before)
       await new Promise((r) => setTimeout(r, 100))
@@ -221,14 +275,23 @@ describe("native batches: refused", () => {
     // Only creations count: an earlier test's batch may still be polled while this one runs.
     const creations = () => up.requests.filter((r) => r.method === "POST" && /\/(batches|files)$/.test(r.path)).length
     const before = creations()
-    await refused([chatLine("x-1", "oa/gpt-4o-mini", "a"), chatLine("x-2", "claude/claude-haiku-4-5", "b")], "/v1/chat/completions", /more than one model/)
+    await refused(
+      [chatLine("x-1", "oa/gpt-4o-mini", "a"), chatLine("x-2", "claude/claude-haiku-4-5", "b")],
+      "/v1/chat/completions",
+      /more than one model/
+    )
     await refused([chatLine("y-1", "gq/llama-3.1-8b-instant", "a")], "/v1/chat/completions", /gq \(groq\).*no native batch API/)
     await refused([chatLine("z-1", "claude/claude-haiku-4-5", "a")], "/v1/chat/completions", /'\/v1\/messages' lines only/)
     await refused([messageLine("w-1", "oa/gpt-4o-mini", "a")], "/v1/messages", /does not take '\/v1\/messages'/)
     expect(creations()).toBe(before)
     const input = await upload([chatLine("v-1", "oa/gpt-4o-mini", "a")])
     await expect(
-      client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h", metadata: { gateway_mode: "fast" } })
+      client.batches.create({
+        input_file_id: input.id,
+        endpoint: "/v1/chat/completions",
+        completion_window: "24h",
+        metadata: { gateway_mode: "fast" }
+      })
     ).rejects.toMatchObject({ status: 400, param: "metadata.gateway_mode" })
   })
 
@@ -236,7 +299,12 @@ describe("native batches: refused", () => {
     up.refuseCreate = true
     try {
       const input = await upload([chatLine("r-1", "oa/gpt-4o-mini", "a")])
-      const created = await client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h", metadata: { gateway_mode: "native" } })
+      const created = await client.batches.create({
+        input_file_id: input.id,
+        endpoint: "/v1/chat/completions",
+        completion_window: "24h",
+        metadata: { gateway_mode: "native" }
+      })
       const done = await until(created.id, (s) => s === "failed" || s === "completed")
       expect(done.status).toBe("failed")
       const error = done.errors!.data![0]!

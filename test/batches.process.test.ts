@@ -17,7 +17,19 @@ describe("a 1,000-line batch across a kill and restart", () => {
   it("resumes where it stopped without repeating finished lines; the output has each line once", async () => {
     const dataDir = tempDir()
     const setup = await runCli(
-      ["setup", "--non-interactive", "--add-provider", "--provider", "openai-compatible", "--provider-base-url", up.baseUrl, "--api-key", "sk-up", "--default-model", "m1"],
+      [
+        "setup",
+        "--non-interactive",
+        "--add-provider",
+        "--provider",
+        "openai-compatible",
+        "--provider-base-url",
+        up.baseUrl,
+        "--api-key",
+        "sk-up",
+        "--default-model",
+        "m1"
+      ],
       { DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN_KEY }
     )
     expect(setup.code).toBe(0)

@@ -37,7 +37,12 @@ afterAll(async () => {
 })
 
 const chatLine = (id: string, text: string) =>
-  JSON.stringify({ custom_id: id, method: "POST", url: "/v1/chat/completions", body: { model: "fake/m1", messages: [{ role: "user", content: text }] } })
+  JSON.stringify({
+    custom_id: id,
+    method: "POST",
+    url: "/v1/chat/completions",
+    body: { model: "fake/m1", messages: [{ role: "user", content: text }] }
+  })
 
 const upload = async (client: OpenAI, lines: ReadonlyArray<string>) =>
   client.files.create({ file: await toFile(Buffer.from(lines.join("\n") + "\n"), "batch.jsonl"), purpose: "batch" })
@@ -57,7 +62,12 @@ describe("batches with the openai SDK", () => {
       a,
       Array.from({ length: 12 }, (_, i) => chatLine(`req-${i}`, `hello ${i}`))
     )
-    const created = await a.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h", metadata: { job: "nightly" } })
+    const created = await a.batches.create({
+      input_file_id: input.id,
+      endpoint: "/v1/chat/completions",
+      completion_window: "24h",
+      metadata: { job: "nightly" }
+    })
     expect(created).toMatchObject({ object: "batch", status: "validating", input_file_id: input.id, metadata: { job: "nightly" } })
     expect(created.id).toMatch(/^batch_/)
     const done = await until(a, created.id, (s) => s === "completed" || s === "failed")
@@ -116,12 +126,18 @@ describe("batches with the openai SDK", () => {
 
   it("refuses bad create parameters with a 400 naming them; another key's input file is 404", async () => {
     const input = await upload(a, [chatLine("x", "x")])
-    await expect(a.batches.create({ input_file_id: input.id, endpoint: "/v1/nope" as never, completion_window: "24h" })).rejects.toMatchObject({ status: 400, param: "endpoint" })
-    await expect(a.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "1h" as never })).rejects.toMatchObject({
+    await expect(
+      a.batches.create({ input_file_id: input.id, endpoint: "/v1/nope" as never, completion_window: "24h" })
+    ).rejects.toMatchObject({ status: 400, param: "endpoint" })
+    await expect(
+      a.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "1h" as never })
+    ).rejects.toMatchObject({
       status: 400,
       param: "completion_window"
     })
-    await expect(b.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" })).rejects.toMatchObject({ status: 404 })
+    await expect(
+      b.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" })
+    ).rejects.toMatchObject({ status: 404 })
   })
 
   it("cancels a running batch: cancelled, with what was answered in the output and the rest in the error file", async () => {
@@ -166,7 +182,9 @@ describe("batches with the openai SDK", () => {
 
 describe("completion window", () => {
   it("a batch past its window is expired with partial results; lines never run are in the error file", async () => {
-    const g2 = await startGateway({ env: { GATEWAY_BATCH_POLL_MS: "50", GATEWAY_BATCH_CONCURRENCY: "2", GATEWAY_BATCH_WINDOW_SECONDS: "1" } })
+    const g2 = await startGateway({
+      env: { GATEWAY_BATCH_POLL_MS: "50", GATEWAY_BATCH_CONCURRENCY: "2", GATEWAY_BATCH_WINDOW_SECONDS: "1" }
+    })
     up.delayMs = 200
     try {
       await g2.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))

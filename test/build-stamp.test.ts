@@ -61,7 +61,9 @@ describe("whether dist/ must be built", () => {
     expect(staleness(unfinished)).toContain("no finished build")
   })
   it("watches the sources the build reads", () => {
-    expect(INPUTS).toEqual(expect.arrayContaining(["src", "web/src", "scripts", "tsconfig.json", "tsconfig.build.json", "package.json", "package-lock.json"]))
+    expect(INPUTS).toEqual(
+      expect.arrayContaining(["src", "web/src", "scripts", "tsconfig.json", "tsconfig.build.json", "package.json", "package-lock.json"])
+    )
   })
 })
 

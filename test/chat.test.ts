@@ -42,7 +42,9 @@ beforeEach(async () => {
 describe("POST /v1/chat/completions through the openai SDK", () => {
   it("returns the upstream's answer for <provider>/<model>, with the prefix stripped upstream", async () => {
     upstream.next({ content: "the upstream says hi" })
-    const { data, response } = await client.chat.completions.create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "say hi" }] }).withResponse()
+    const { data, response } = await client.chat.completions
+      .create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "say hi" }] })
+      .withResponse()
     expect(data.choices[0]?.message.content).toBe("the upstream says hi")
     expect(response.headers.get("x-gateway-version")).toMatch(/^\d+\.\d+\.\d+/)
     expect(response.headers.get("x-gateway-request-id")).toMatch(/^req_[0-9a-f]{32}$/)
@@ -77,7 +79,11 @@ describe("POST /v1/chat/completions through the openai SDK", () => {
   it("delivers the first chunk before the upstream has finished (no buffering)", async () => {
     upstream.next({ content: "abcdef", chunks: 3, chunkDelayMs: 300 })
     const started = Date.now()
-    const stream = await client.chat.completions.create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }], stream: true })
+    const stream = await client.chat.completions.create({
+      model: "openai-compatible/m1",
+      messages: [{ role: "user", content: "x" }],
+      stream: true
+    })
     let firstAt = 0
     for await (const chunk of stream) {
       if (!firstAt && chunk.choices[0]?.delta?.content) firstAt = Date.now() - started
@@ -98,7 +104,10 @@ describe("POST /v1/chat/completions through the openai SDK", () => {
       model: "openai-compatible/m1",
       messages: [{ role: "user", content: "weather and time?" }],
       tools: [
-        { type: "function", function: { name: "get_weather", parameters: { type: "object", properties: { location: { type: "string" } } } } },
+        {
+          type: "function",
+          function: { name: "get_weather", parameters: { type: "object", properties: { location: { type: "string" } } } }
+        },
         { type: "function", function: { name: "get_time", parameters: { type: "object", properties: { tz: { type: "string" } } } } }
       ]
     })
@@ -118,7 +127,9 @@ describe("POST /v1/chat/completions through the openai SDK", () => {
       headers: { "retry-after": "7" },
       body: { error: { message: "slow down", type: "rate_limit_error", code: "rate_limited" } }
     })
-    const err = await client.chat.completions.create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }] }).catch((e: unknown) => e)
+    const err = await client.chat.completions
+      .create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }] })
+      .catch((e: unknown) => e)
     expect(err).toBeInstanceOf(OpenAI.APIError)
     const apiErr = err as InstanceType<typeof OpenAI.APIError>
     expect(apiErr.status).toBe(429)
@@ -155,7 +166,11 @@ describe("POST /v1/chat/completions through the openai SDK", () => {
 
   it("ends the stream with an error event when the upstream cuts off mid-stream", async () => {
     upstream.next({ content: "partial answer here", chunks: 4, cutAfterChunks: 2 })
-    const stream = await client.chat.completions.create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }], stream: true })
+    const stream = await client.chat.completions.create({
+      model: "openai-compatible/m1",
+      messages: [{ role: "user", content: "x" }],
+      stream: true
+    })
     const seen: Array<string> = []
     const err = await (async () => {
       for await (const chunk of stream) seen.push(chunk.choices[0]?.delta?.content ?? "")
@@ -169,7 +184,10 @@ describe("POST /v1/chat/completions through the openai SDK", () => {
     upstream.next({ content: "a long answer that takes its time", chunks: 20, chunkDelayMs: 50 })
     const before = upstream.aborted
     const controller = new AbortController()
-    const stream = await client.chat.completions.create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }], stream: true }, { signal: controller.signal })
+    const stream = await client.chat.completions.create(
+      { model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }], stream: true },
+      { signal: controller.signal }
+    )
     let n = 0
     await (async () => {
       for await (const _ of stream) if (++n === 2) controller.abort()
@@ -258,7 +276,9 @@ describe("request validation on /v1/chat/completions", () => {
 
   it("refuses a body over the size limit with 413", async () => {
     const big = "x".repeat(33 * 1024 * 1024)
-    const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: "openai-compatible/m1", messages: [{ role: "user", content: big }] } })
+    const res = await call(`${gw.url}/v1/chat/completions`, {
+      body: { model: "openai-compatible/m1", messages: [{ role: "user", content: big }] }
+    })
     expect(res.status).toBe(413)
     expect(res.body.error.code).toBe("request_too_large")
   })

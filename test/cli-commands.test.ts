@@ -119,10 +119,17 @@ describe("gateway combo", () => {
     expect((await runCli(["combo", "create", "x", "--strategy", "fastest", "--target", "a/b"], env)).code).toBe(2)
     const server = await startServerProcess({ DATA_DIR: dataDir })
     try {
-      const created = await runCli(["combo", "create", "team", "--strategy", "priority", "--target", "openai-compatible/nope", "--target", "openai-compatible/m1=2"], env)
+      const created = await runCli(
+        ["combo", "create", "team", "--strategy", "priority", "--target", "openai-compatible/nope", "--target", "openai-compatible/m1=2"],
+        env
+      )
       expect(created.code, created.stderr).toBe(0)
       const listed = JSON.parse((await runCli(["combo", "list", "--json"], env)).stdout)
-      expect(listed.combos[0]).toMatchObject({ name: "team", strategy: "priority", targets: [{ model: "openai-compatible/nope" }, { model: "openai-compatible/m1", weight: 2 }] })
+      expect(listed.combos[0]).toMatchObject({
+        name: "team",
+        strategy: "priority",
+        targets: [{ model: "openai-compatible/nope" }, { model: "openai-compatible/m1", weight: 2 }]
+      })
       const switched = await runCli(["combo", "switch", "team", "openai-compatible/m1"], env)
       expect(switched.stdout).toContain("primary target is now openai-compatible/m1")
       expect(JSON.parse((await runCli(["combo", "list", "--json"], env)).stdout).combos[0].targets[0].model).toBe("openai-compatible/m1")

@@ -15,7 +15,8 @@ import { until } from "./support/until.js"
 
 /**
  * The commands that talk to something live: `test` (a round trip through a real gateway to a
- * fake upstream), `tunnel` (the real gateway, and a server speaking the spec's tunnel API), `update` (a fake npm registry), `completion` (sourced by bash), `logs --follow` (Ctrl-C).
+ * fake upstream), `tunnel` (the real gateway, and a server speaking the spec's tunnel API), `update` (a fake npm registry), `completion`
+ * (sourced by bash), `logs --follow` (Ctrl-C).
  */
 
 /** A JSON server on 127.0.0.1 whose answers a test sets per `METHOD path`; requests are recorded. */
@@ -32,7 +33,12 @@ const jsonServer = async (routes: Record<string, { status?: number; body: unknow
     })
   })
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, routes, seen, close: () => new Promise<void>((r) => server.close(() => r())) }
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    routes,
+    seen,
+    close: () => new Promise<void>((r) => server.close(() => r()))
+  }
 }
 
 let gw: TestGateway
@@ -204,7 +210,8 @@ const has = async (shell: string) => (await sh("bash", `command -v ${shell}`)).c
 describe("gateway completion", () => {
   it("bash sources the script, registers it for gateway, and completes commands, subcommands and their options", async () => {
     // What bash does on <Tab>: COMP_WORDS/COMP_CWORD set, the function called with the command name.
-    const complete = (words: string) => `COMP_WORDS=(${words}) COMP_CWORD=${words.split(" ").length - 1} && _gateway_bash_completions gateway && echo "[\${COMPREPLY[*]}]"`
+    const complete = (words: string) =>
+      `COMP_WORDS=(${words}) COMP_CWORD=${words.split(" ").length - 1} && _gateway_bash_completions gateway && echo "[\${COMPREPLY[*]}]"`
     const r = await sh(
       "bash",
       [
@@ -231,7 +238,8 @@ describe("gateway completion", () => {
     expect(fish.stdout).toContain("complete -c gateway")
     expect(fish.stdout).toContain("tunnel")
     if (await has("zsh")) expect((await sh("zsh", `autoload -U compinit && compinit -u && source <($GATEWAY completion zsh)`)).code).toBe(0)
-    if (await has("fish")) expect((await sh("fish", `$GATEWAY completion fish | source; and complete -C "gateway ke"`)).stdout).toContain("keys")
+    if (await has("fish"))
+      expect((await sh("fish", `$GATEWAY completion fish | source; and complete -C "gateway ke"`)).stdout).toContain("keys")
   }, 60_000)
 })
 
@@ -241,7 +249,10 @@ describe("gateway logs --follow", () => {
     const file = path.join(dataDir, "logs", "gateway.log")
     fs.mkdirSync(path.dirname(file), { recursive: true })
     fs.writeFileSync(file, JSON.stringify({ message: "before", logLevel: "INFO", timestamp: "t0" }) + "\n")
-    const child = spawn(process.execPath, [BIN, "logs", "--follow", "--json"], { env: cleanEnv({ DATA_DIR: dataDir }), stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(process.execPath, [BIN, "logs", "--follow", "--json"], {
+      env: cleanEnv({ DATA_DIR: dataDir }),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
     let out = ""
     let err = ""
     child.stdout.on("data", (c: Buffer) => (out += c.toString()))

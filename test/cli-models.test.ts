@@ -27,7 +27,10 @@ describe("gateway models and gateway provider", () => {
       expect(node.status).toBe(201)
 
       const secret = "sk-lab-very-secret-0123456789"
-      const add = await runCli(["--port", port, "provider", "add", "--provider", "mylab", "--api-key", secret, "--base-url", up.baseUrl("openai-chat")], env)
+      const add = await runCli(
+        ["--port", port, "provider", "add", "--provider", "mylab", "--api-key", secret, "--base-url", up.baseUrl("openai-chat")],
+        env
+      )
       expect(add.stderr).toBe("")
       expect(add.code).toBe(0)
       expect(add.stdout).toContain("added lab (mylab")

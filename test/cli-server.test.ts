@@ -25,9 +25,16 @@ describe("setup, then serve, then the openai SDK (the README flow)", () => {
     try {
       fake.upstream.next({ content: "answer from the upstream" }, { content: "streamed answer", chunks: 3 })
       const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: ADMIN, maxRetries: 0 })
-      const completion = await client.chat.completions.create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] })
+      const completion = await client.chat.completions.create({
+        model: "openai-compatible/m1",
+        messages: [{ role: "user", content: "hi" }]
+      })
       expect(completion.choices[0]?.message.content).toBe("answer from the upstream")
-      const stream = await client.chat.completions.create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }], stream: true })
+      const stream = await client.chat.completions.create({
+        model: "openai-compatible/m1",
+        messages: [{ role: "user", content: "hi" }],
+        stream: true
+      })
       let text = ""
       for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? ""
       expect(text).toBe("streamed answer")
@@ -53,7 +60,17 @@ describe("setup, then serve, then the openai SDK (the README flow)", () => {
     const dataDir = tempDir()
     expect((await setup(dataDir)).code).toBe(0)
     const again = await runCli(
-      ["setup", "--non-interactive", "--add-provider", "--provider", "openai-compatible", "--provider-base-url", fake.upstream.baseUrl, "--default-model", "m2"],
+      [
+        "setup",
+        "--non-interactive",
+        "--add-provider",
+        "--provider",
+        "openai-compatible",
+        "--provider-base-url",
+        fake.upstream.baseUrl,
+        "--default-model",
+        "m2"
+      ],
       { DATA_DIR: dataDir }
     )
     expect(again.code).toBe(0)
@@ -68,7 +85,10 @@ describe("setup, then serve, then the openai SDK (the README flow)", () => {
     const noProvider = await runCli(["setup", "--non-interactive", "--add-provider"], { DATA_DIR: dataDir })
     expect(noProvider.code).toBe(2)
     expect(noProvider.stderr.trim()).toBe("error: --provider: --add-provider needs --provider (see `gateway providers available`)")
-    const badUrl = await runCli(["setup", "--non-interactive", "--add-provider", "--provider", "openai-compatible", "--provider-base-url", "ftp://x"], { DATA_DIR: dataDir })
+    const badUrl = await runCli(
+      ["setup", "--non-interactive", "--add-provider", "--provider", "openai-compatible", "--provider-base-url", "ftp://x"],
+      { DATA_DIR: dataDir }
+    )
     expect(badUrl.code).toBe(2)
     expect(badUrl.stderr.trim()).toBe("error: --provider-base-url: baseUrl must use http or https")
     const shortPw = await runCli(["setup", "--non-interactive", "--password", "short"], { DATA_DIR: dataDir })
@@ -137,7 +157,10 @@ describe("shutdown", () => {
     expect((await setup(dataDir)).code).toBe(0)
     const server = await startServerProcess({ DATA_DIR: dataDir })
     fake.upstream.next({ delayMs: 800 })
-    const test = fetch(`${server.url}/api/providers/openai-compatible/test`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}` } }).then(async (r) => ({
+    const test = fetch(`${server.url}/api/providers/openai-compatible/test`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN}` }
+    }).then(async (r) => ({
       status: r.status,
       body: (await r.json()) as { ok: boolean }
     }))
@@ -163,7 +186,8 @@ describe("shutdown", () => {
         .catch(() => 0)
     const burst = Array.from({ length: 120 }, fire)
     // SIGTERM once the burst is under way upstream (a fixed delay races a loaded machine).
-    for (let waited = 0; fake.upstream.chatRequests.length === 0 && waited < 10_000; waited += 10) await new Promise((r) => setTimeout(r, 10))
+    for (let waited = 0; fake.upstream.chatRequests.length === 0 && waited < 10_000; waited += 10)
+      await new Promise((r) => setTimeout(r, 10))
     const code = await server.stop("SIGTERM")
     const statuses = await Promise.all(burst)
     fake.upstream.always({})

@@ -40,7 +40,11 @@ const agentBody = (turn = "") => ({
   model: "openai-compatible/m1",
   messages: [
     { role: "user", content: `Build the project and tell me if it worked.${turn}` },
-    { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "bash", arguments: JSON.stringify({ command: "npm run build" }) } }] },
+    {
+      role: "assistant",
+      content: null,
+      tool_calls: [{ id: "call_1", type: "function", function: { name: "bash", arguments: JSON.stringify({ command: "npm run build" }) } }]
+    },
     { role: "tool", tool_call_id: "call_1", content: buildLog }
   ]
 })
@@ -103,7 +107,11 @@ describe("gateway compression / gateway context", () => {
     const written = JSON.parse(fs.readFileSync(outFile, "utf8"))
     expect(written.messages[2].content.length).toBeLessThan(buildLog.length)
 
-    const piped = await runWithStdin(["compression", "preview", "--json", "--model", "anthropic/claude-sonnet-4"], env, JSON.stringify(agentBody()))
+    const piped = await runWithStdin(
+      ["compression", "preview", "--json", "--model", "anthropic/claude-sonnet-4"],
+      env,
+      JSON.stringify(agentBody())
+    )
     expect(piped.code, piped.stderr).toBe(0)
     const result = JSON.parse(piped.stdout)
     expect(result.mode).toContain("default")
@@ -133,11 +141,17 @@ describe("gateway compression / gateway context", () => {
     const server = await startServerProcess(env)
     const chat = (body: { model: string; messages: Array<Record<string, unknown>> }, headers: Record<string, string> = {}) => {
       const [first, ...rest] = body.messages
-      return call(`${server.url}/v1/chat/completions`, { body: { ...body, messages: [{ ...first, content: `${first!.content}${fresh()}` }, ...rest] }, headers })
+      return call(`${server.url}/v1/chat/completions`, {
+        body: { ...body, messages: [{ ...first, content: `${first!.content}${fresh()}` }, ...rest] },
+        headers
+      })
     }
     try {
       // A compression combo assigned to the model: the server compresses the tool result.
-      const created = await runCli(["compression", "combos", "create", "Tight", "--engine", "rtk", "--engine", "whitespace", "--description", "agents", "--json"], env)
+      const created = await runCli(
+        ["compression", "combos", "create", "Tight", "--engine", "rtk", "--engine", "whitespace", "--description", "agents", "--json"],
+        env
+      )
       expect(created.code, created.stderr).toBe(0)
       const combo = JSON.parse(created.stdout)
       expect(combo).toMatchObject({ name: "Tight", description: "agents", engines: [{ engine: "rtk" }, { engine: "whitespace" }] })
@@ -170,9 +184,26 @@ describe("gateway compression / gateway context", () => {
       expect(JSON.parse(disabled.stdout)).toMatchObject({ enabled: false })
       await until(async () => {
         const r = await chat(agentBody())
-        return r.status === 200 && (r.headers.get("x-gateway-compression") ?? "").startsWith("off;") && lastUpstreamBody().includes(JSON.stringify(buildLog).slice(1, -1))
+        return (
+          r.status === 200 &&
+          (r.headers.get("x-gateway-compression") ?? "").startsWith("off;") &&
+          lastUpstreamBody().includes(JSON.stringify(buildLog).slice(1, -1))
+        )
       })
-      const settings = await runCli(["compression", "settings", "--enable", "--active-profile", "engine:whitespace", "--auto-trigger-tokens", "off", "--window-share", "0.5"], env)
+      const settings = await runCli(
+        [
+          "compression",
+          "settings",
+          "--enable",
+          "--active-profile",
+          "engine:whitespace",
+          "--auto-trigger-tokens",
+          "off",
+          "--window-share",
+          "0.5"
+        ],
+        env
+      )
       expect(settings.code, settings.stderr).toBe(0)
       expect(settings.stdout).toMatch(/^enabled\s+true$/m)
       expect(settings.stdout).toMatch(/^active profile\s+engine:whitespace$/m)
@@ -201,13 +232,22 @@ describe("gateway compression / gateway context", () => {
       expect((await runCli(["context", "memory", "enable", entry.id], env)).code).toBe(0)
 
       // Skills: injected when the trigger's keyword is in a user turn.
-      const skill = await runCli(["context", "skills", "add", "deploys", "--text", "Deploy only with `make release`.", "--keyword", "deploy"], env)
+      const skill = await runCli(
+        ["context", "skills", "add", "deploys", "--text", "Deploy only with `make release`.", "--keyword", "deploy"],
+        env
+      )
       expect(skill.code, skill.stderr).toBe(0)
       expect(skill.stdout).toContain("injected on keyword:deploy")
       const catalog = await runCli(["context", "skills", "add", "chat-cli", "--catalog", "cli-chat", "--model", "nomatch/*", "--json"], env)
       expect(catalog.code, catalog.stderr).toBe(0)
-      expect(JSON.parse(catalog.stdout)).toMatchObject({ source: "catalog", catalogId: "cli-chat", trigger: { always: false, models: ["nomatch/*"] } })
-      expect((await runCli(["context", "skills", "list"], env)).stdout).toMatch(/^deploys\s+skill_\w+\s+custom\s+keyword:deploy\s+yes\s+\d+$/m)
+      expect(JSON.parse(catalog.stdout)).toMatchObject({
+        source: "catalog",
+        catalogId: "cli-chat",
+        trigger: { always: false, models: ["nomatch/*"] }
+      })
+      expect((await runCli(["context", "skills", "list"], env)).stdout).toMatch(
+        /^deploys\s+skill_\w+\s+custom\s+keyword:deploy\s+yes\s+\d+$/m
+      )
       const deploy = { model: "openai-compatible/m1", messages: [{ role: "user", content: "How do I deploy this?" }] }
       await until(async () => (await chat(deploy)).status === 200 && lastUpstreamBody().includes("make release"))
       expect(lastUpstreamBody()).toContain("tabs, never spaces")

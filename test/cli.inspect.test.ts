@@ -19,15 +19,23 @@ const KEY = "gwk_cli_inspect_client_0123456789"
 const hostsFile = path.join(tempDir("gw-cli-inspect-hosts-"), "hosts")
 fs.writeFileSync(hostsFile, "127.0.0.1 localhost\n")
 
-const ctx = gatewayForFile({ admin: ADMIN, keys: [KEY], env: { GATEWAY_HOSTS_FILE: hostsFile, INSPECTOR_HTTP_PROXY_PORT: "0", INSPECTOR_MITM_PORT: "0" } })
+const ctx = gatewayForFile({
+  admin: ADMIN,
+  keys: [KEY],
+  env: { GATEWAY_HOSTS_FILE: hostsFile, INSPECTOR_HTTP_PROXY_PORT: "0", INSPECTOR_MITM_PORT: "0" }
+})
 const admin = { authorization: `Bearer ${ADMIN}` }
 const base = () => `${ctx.gw.url}/api/tools/traffic-inspector`
 const env = () => ({ DATA_DIR: tempDir("gw-cli-inspect-"), GATEWAY_API_KEY: ADMIN })
 const inspect = (args: ReadonlyArray<string>) => runCli(["inspect", ...args, "--url", ctx.gw.url], env())
 
 const chat = (content: string) =>
-  call(`${ctx.gw.url}/v1/chat/completions`, { body: { model: "up-chat/m1", messages: [{ role: "user", content }] }, headers: { authorization: `Bearer ${KEY}` } })
-const list = async (query = "") => (await call(`${base()}/requests${query}`, { headers: admin })).body as { requests: Array<Record<string, any>> }
+  call(`${ctx.gw.url}/v1/chat/completions`, {
+    body: { model: "up-chat/m1", messages: [{ role: "user", content }] },
+    headers: { authorization: `Bearer ${KEY}` }
+  })
+const list = async (query = "") =>
+  (await call(`${base()}/requests${query}`, { headers: admin })).body as { requests: Array<Record<string, any>> }
 const subscribers = async () => (await call(`${base()}/capture-modes`, { headers: admin })).body.agentBridge.subscribers as number
 
 /** The CLI as a long-running child: its output so far, and its exit. */
@@ -36,7 +44,10 @@ afterEach(() => {
   for (const c of children.splice(0)) c.kill("SIGKILL")
 })
 const startCli = (args: ReadonlyArray<string>) => {
-  const child = spawn(process.execPath, [BIN, "inspect", ...args, "--url", ctx.gw.url], { env: cleanEnv(env()), stdio: ["ignore", "pipe", "pipe"] })
+  const child = spawn(process.execPath, [BIN, "inspect", ...args, "--url", ctx.gw.url], {
+    env: cleanEnv(env()),
+    stdio: ["ignore", "pipe", "pipe"]
+  })
   children.push(child)
   let stdout = ""
   let stderr = ""
@@ -49,7 +60,9 @@ const startCli = (args: ReadonlyArray<string>) => {
 describe("gateway inspect", () => {
   it("prints the buffer's last LLM call as a JSON line, and as one text line", async () => {
     expect((await chat("first")).status).toBe(200)
-    await until("the chat recorded with its tokens", async () => (await list("?profile=llm&status=200")).requests.some((r) => r.llm?.tokensIn !== null))
+    await until("the chat recorded with its tokens", async () =>
+      (await list("?profile=llm&status=200")).requests.some((r) => r.llm?.tokensIn !== null)
+    )
     const r = await inspect(["--json", "--count", "1", "--last", "1", "--llm"])
     expect(r.code, r.stderr).toBe(0)
     const lines = r.stdout.trim().split("\n")
@@ -61,7 +74,9 @@ describe("gateway inspect", () => {
     const text = await inspect(["--count", "1", "--last", "1", "--llm"])
     expect(text.code, text.stderr).toBe(0)
     expect(text.stdout.trim().split("\n")).toHaveLength(1)
-    expect(text.stdout).toMatch(/^\d\d:\d\d:\d\d {2}agent-bridge +POST +200 +\S+\/v1\/chat\/completions +up-chat\/m1 {2}\d+\/\d+ tok {2}\S+ {2}\d+ ms\n$/)
+    expect(text.stdout).toMatch(
+      /^\d\d:\d\d:\d\d {2}agent-bridge +POST +200 +\S+\/v1\/chat\/completions +up-chat\/m1 {2}\d+\/\d+ tok {2}\S+ {2}\d+ ms\n$/
+    )
   }, 60_000)
 
   it("tails: prints a request sent after it started, when it completes, and exits 0 after --count", async () => {
@@ -131,7 +146,11 @@ describe("gateway inspect export", () => {
     const har = JSON.parse(fs.readFileSync(file, "utf8"))
     expect(har.log.version).toBe("1.2")
     expect(har.log.entries).toHaveLength(total)
-    expect(har.log.entries.some((e: { request: { url: string; method: string } }) => e.request.method === "POST" && e.request.url.endsWith("/v1/chat/completions"))).toBe(true)
+    expect(
+      har.log.entries.some(
+        (e: { request: { url: string; method: string } }) => e.request.method === "POST" && e.request.url.endsWith("/v1/chat/completions")
+      )
+    ).toBe(true)
     // har-validator resolves with the document when it validates, rejects with the schema's errors otherwise.
     const validator = (await import("har-validator" as string)) as unknown as { har: (d: unknown) => Promise<unknown> }
     await expect(validator.har(har)).resolves.toEqual(har)

@@ -72,7 +72,11 @@ const configured = async () => {
   return dataDir
 }
 
-const slowChat = (url: string) => call(`${url}/v1/chat/completions`, { body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] }, headers: admin })
+const slowChat = (url: string) =>
+  call(`${url}/v1/chat/completions`, {
+    body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] },
+    headers: admin
+  })
 
 describe("POST /api/restart and /api/shutdown (spawned gateway)", () => {
   it("restart: the in-flight request completes, then a new process answers on the same port; shutdown then exits 0", async () => {
@@ -132,7 +136,12 @@ describe("POST /api/restart and /api/shutdown (spawned gateway)", () => {
 describe("gateway logs", () => {
   it("the server writes JSON lines to DATA_DIR/logs/gateway.log, rotated by size; logs --search and --json read them", async () => {
     const dataDir = await configured()
-    const gw = await spawnGateway({ DATA_DIR: dataDir, GATEWAY_LOG_FILE_MAX_MB: "0.002", GATEWAY_LOG_FILE_KEEP: "2", GATEWAY_ENV_FILE: path.join(dataDir, "none.env") })
+    const gw = await spawnGateway({
+      DATA_DIR: dataDir,
+      GATEWAY_LOG_FILE_MAX_MB: "0.002",
+      GATEWAY_LOG_FILE_KEEP: "2",
+      GATEWAY_ENV_FILE: path.join(dataDir, "none.env")
+    })
     const logDir = path.join(dataDir, "logs")
     try {
       up.always({ content: "ok" })
@@ -169,7 +178,10 @@ describe("gateway logs", () => {
     const file = path.join(dataDir, "logs", "gateway.log")
     fs.mkdirSync(path.dirname(file), { recursive: true })
     fs.writeFileSync(file, JSON.stringify({ message: "old line", logLevel: "INFO", timestamp: "t0" }) + "\n")
-    const child = spawn(process.execPath, [BIN, "logs", "--follow", "--json", "--search", "wanted"], { env: cleanEnv({ DATA_DIR: dataDir }), stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(process.execPath, [BIN, "logs", "--follow", "--json", "--search", "wanted"], {
+      env: cleanEnv({ DATA_DIR: dataDir }),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
     let out = ""
     child.stdout!.on("data", (c: Buffer) => (out += c.toString()))
     try {
@@ -177,7 +189,10 @@ describe("gateway logs", () => {
       await until(async () => {
         fs.appendFileSync(
           file,
-          JSON.stringify({ message: "wanted line", logLevel: "INFO", timestamp: "t1" }) + "\n" + JSON.stringify({ message: "other", logLevel: "INFO" }) + "\n"
+          JSON.stringify({ message: "wanted line", logLevel: "INFO", timestamp: "t1" }) +
+            "\n" +
+            JSON.stringify({ message: "other", logLevel: "INFO" }) +
+            "\n"
         )
         await new Promise((r) => setTimeout(r, 50))
         return out.includes("wanted line")
@@ -288,7 +303,10 @@ describe("config, env and health commands", () => {
       gw.child.kill("SIGTERM")
       await gw.exited
     }
-    const down = await runCli(["health", "--url", `http://127.0.0.1:${await freePort()}`], { DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN_KEY })
+    const down = await runCli(["health", "--url", `http://127.0.0.1:${await freePort()}`], {
+      DATA_DIR: dataDir,
+      GATEWAY_API_KEY: ADMIN_KEY
+    })
     expect(down.code).toBe(1)
     expect(down.stdout).toContain("down")
   }, 60_000)

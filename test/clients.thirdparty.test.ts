@@ -29,7 +29,12 @@ const TEXT = "Hello from upstream"
 
 const WEATHER = tool({
   description: "Get the weather for a city",
-  inputSchema: jsonSchema<{ location: string }>({ type: "object", properties: { location: { type: "string" } }, required: ["location"], additionalProperties: false })
+  inputSchema: jsonSchema<{ location: string }>({
+    type: "object",
+    properties: { location: { type: "string" } },
+    required: ["location"],
+    additionalProperties: false
+  })
 })
 
 const file = gatewayForFile({ admin: ADMIN, keys: [KEY], env: { REQUIRE_API_KEY: "true" } })
@@ -76,7 +81,9 @@ describe("AI SDK: @ai-sdk/google with gateway model ids (the id goes into the pa
   it("models/<id> still works, and a path whose prefix is no model is a 404 in Google's shape", async () => {
     up.next({ content: TEXT })
     expect((await generateText({ model: google()("models/up-chat/m1"), prompt: "hi", maxRetries: 0 })).text).toBe(TEXT)
-    const err = await generateText({ model: google()("nope/unknown"), prompt: "hi", maxRetries: 0 }).catch((e: unknown) => e as { statusCode?: number; message: string })
+    const err = await generateText({ model: google()("nope/unknown"), prompt: "hi", maxRetries: 0 }).catch(
+      (e: unknown) => e as { statusCode?: number; message: string }
+    )
     expect(err).toMatchObject({ statusCode: 404 })
     const raw = await call(`${gw.url}/v1beta/nope/unknown:generateContent`, { body: { contents: [] }, headers: { "x-goog-api-key": KEY } })
     expect(raw.status).toBe(404)
@@ -101,11 +108,20 @@ describe("AI SDK: what its providers add to requests (structured output, forced 
     additionalProperties: false
   })
   it("Output.object through @ai-sdk/google (responseJsonSchema) and @ai-sdk/anthropic (structured-outputs beta) → chat and Anthropic upstreams", async () => {
-    const providers = [createGoogleGenerativeAI({ baseURL: `${gw.url}/v1beta`, apiKey: KEY }), createAnthropic({ baseURL: `${gw.url}/v1`, apiKey: KEY })]
+    const providers = [
+      createGoogleGenerativeAI({ baseURL: `${gw.url}/v1beta`, apiKey: KEY }),
+      createAnthropic({ baseURL: `${gw.url}/v1`, apiKey: KEY })
+    ]
     for (const provider of providers) {
       for (const model of ["up-chat/m1", "up-anth/m1"]) {
         up.next({ content: '{"city":"Paris","sunny":true}' })
-        const result = await generateText({ model: provider(model), prompt: "weather in Paris as JSON", output: Output.object({ schema }), maxOutputTokens: 256, maxRetries: 0 })
+        const result = await generateText({
+          model: provider(model),
+          prompt: "weather in Paris as JSON",
+          output: Output.object({ schema }),
+          maxOutputTokens: 256,
+          maxRetries: 0
+        })
         expect(result.output).toEqual({ city: "Paris", sunny: true })
       }
     }
@@ -162,7 +178,10 @@ describe("OpenAI Agents SDK with gateway model ids", () => {
     const provider =
       mode === "websocket"
         ? new OpenAIProvider({ baseURL: `${gw.url}/v1`, apiKey: KEY, useResponses: true, useResponsesWebSocket: true })
-        : new OpenAIProvider({ openAIClient: new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: KEY, maxRetries: 0 }), useResponses: mode === "responses" })
+        : new OpenAIProvider({
+            openAIClient: new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: KEY, maxRetries: 0 }),
+            useResponses: mode === "responses"
+          })
     return { runner: new Runner({ modelProvider: provider, tracingDisabled: true }), close: () => provider.close() }
   }
   const weather = agentTool({
@@ -185,7 +204,8 @@ describe("OpenAI Agents SDK with gateway model ids", () => {
         up.next({ content: "streamed answer", chunks: 3 })
         const streamed = await runner.run(agent, "stream please", { stream: true })
         let deltas = ""
-        for await (const event of streamed) if (event.type === "raw_model_stream_event" && event.data.type === "output_text_delta") deltas += event.data.delta
+        for await (const event of streamed)
+          if (event.type === "raw_model_stream_event" && event.data.type === "output_text_delta") deltas += event.data.delta
         await streamed.completed
         expect(deltas).toBe("streamed answer")
         expect(streamed.finalOutput).toBe("streamed answer")
@@ -199,13 +219,18 @@ describe("OpenAI Agents SDK with gateway model ids", () => {
         expect(JSON.stringify(continued.body)).toContain(TEXT)
 
         up.next({ toolCalls: [{ name: "get_weather", arguments: '{"location":"Paris"}' }] }, { content: "It is sunny in Paris" })
-        const withTool = await runner.run(new Agent({ name: "weather", instructions: "Use the tool.", model, tools: [weather] }), "weather in Paris?")
+        const withTool = await runner.run(
+          new Agent({ name: "weather", instructions: "Use the tool.", model, tools: [weather] }),
+          "weather in Paris?"
+        )
         expect(withTool.finalOutput).toBe("It is sunny in Paris")
 
         up.next({ reasoning: { text: "The user wants a greeting.", signature: "sig-1" }, content: "hi there" })
         const reasoned = await runner.run(agent, "think, then greet")
         expect(reasoned.finalOutput).toBe("hi there")
-        const thought = reasoned.newItems.map((i) => i.rawItem).find((r) => r.type === "reasoning") as { content: Array<{ text: string }> } | undefined
+        const thought = reasoned.newItems.map((i) => i.rawItem).find((r) => r.type === "reasoning") as
+          | { content: Array<{ text: string }> }
+          | undefined
         expect(thought?.content.map((c) => c.text)).toEqual(["The user wants a greeting."])
         expect(up.requests.map((r) => r.family)).toEqual(Array(6).fill(family))
         expect(up.violations).toEqual([])
@@ -220,9 +245,15 @@ describe("OpenAI Agents SDK with gateway model ids", () => {
       const { runner, close } = runnerOf(mode)
       try {
         for (const model of ["up-anth/m1", "up-gem/m1"]) {
-          up.next({ content: TEXT }, { toolCalls: [{ name: "get_weather", arguments: '{"location":"Paris"}' }] }, { content: "It is sunny in Paris" })
+          up.next(
+            { content: TEXT },
+            { toolCalls: [{ name: "get_weather", arguments: '{"location":"Paris"}' }] },
+            { content: "It is sunny in Paris" }
+          )
           expect((await runner.run(new Agent({ name: "a", model }), "say hi")).finalOutput).toBe(TEXT)
-          expect((await runner.run(new Agent({ name: "w", model, tools: [weather] }), "weather in Paris?")).finalOutput).toBe("It is sunny in Paris")
+          expect((await runner.run(new Agent({ name: "w", model, tools: [weather] }), "weather in Paris?")).finalOutput).toBe(
+            "It is sunny in Paris"
+          )
         }
         expect(up.violations).toEqual([])
       } finally {
@@ -234,8 +265,10 @@ describe("OpenAI Agents SDK with gateway model ids", () => {
 
 describe("LangChain with gateway model ids", () => {
   const models = () => ({
-    "ChatOpenAI (chat completions)": (model: string) => new ChatOpenAI({ model, apiKey: KEY, maxRetries: 0, configuration: { baseURL: `${gw.url}/v1` } }),
-    "ChatOpenAI (useResponsesApi)": (model: string) => new ChatOpenAI({ model, apiKey: KEY, maxRetries: 0, useResponsesApi: true, configuration: { baseURL: `${gw.url}/v1` } }),
+    "ChatOpenAI (chat completions)": (model: string) =>
+      new ChatOpenAI({ model, apiKey: KEY, maxRetries: 0, configuration: { baseURL: `${gw.url}/v1` } }),
+    "ChatOpenAI (useResponsesApi)": (model: string) =>
+      new ChatOpenAI({ model, apiKey: KEY, maxRetries: 0, useResponsesApi: true, configuration: { baseURL: `${gw.url}/v1` } }),
     ChatAnthropic: (model: string) => new ChatAnthropic({ model, apiKey: KEY, maxRetries: 0, anthropicApiUrl: gw.url })
   })
   const names = ["ChatOpenAI (chat completions)", "ChatOpenAI (useResponsesApi)", "ChatAnthropic"] as const

@@ -56,9 +56,16 @@ const expectations: Record<string, (home: string) => void> = {
     expect(t).toMatchObject({ model: "up/m1", model_provider: "gateway" })
     expect(t.model_providers.gateway).toMatchObject({ base_url: `${gw.url}/v1`, env_key: "GATEWAY_CODEX_API_KEY", wire_api: "responses" })
   },
-  claude: (home) => expect(json(path.join(home, ".claude", "settings.json"))).toEqual({ env: { ANTHROPIC_BASE_URL: gw.url, ANTHROPIC_AUTH_TOKEN: KEY }, model: "up/m1" }),
+  claude: (home) =>
+    expect(json(path.join(home, ".claude", "settings.json"))).toEqual({
+      env: { ANTHROPIC_BASE_URL: gw.url, ANTHROPIC_AUTH_TOKEN: KEY },
+      model: "up/m1"
+    }),
   gemini: (home) => {
-    expect(json(path.join(home, ".gemini", "settings.json"))).toEqual({ security: { auth: { selectedType: "gemini-api-key" } }, model: { name: "up/m1" } })
+    expect(json(path.join(home, ".gemini", "settings.json"))).toEqual({
+      security: { auth: { selectedType: "gemini-api-key" } },
+      model: { name: "up/m1" }
+    })
     expect(read(path.join(home, ".gemini", ".env"))).toBe(`GEMINI_API_KEY=${KEY}\nGOOGLE_GEMINI_BASE_URL=${gw.url}\n`)
   },
   opencode: (home) => {
@@ -113,7 +120,11 @@ describe("gateway setup-<tool>", { timeout: 120_000 }, () => {
     const home = tempDir("gw-setup-merge-")
     const file = path.join(home, ".config", "opencode", "opencode.json")
     fs.mkdirSync(path.dirname(file), { recursive: true })
-    const original = JSON.stringify({ theme: "tokyonight", provider: { mine: { npm: "x", options: { baseURL: "http://192.0.2.1/v1" } } }, model: "mine/big" })
+    const original = JSON.stringify({
+      theme: "tokyonight",
+      provider: { mine: { npm: "x", options: { baseURL: "http://192.0.2.1/v1" } } },
+      model: "mine/big"
+    })
     fs.writeFileSync(file, original)
     const r = await setup("opencode", home, ["--yes"])
     expect(r.code).toBe(0)
@@ -145,7 +156,9 @@ describe("gateway setup-<tool>", { timeout: 120_000 }, () => {
     const badModel = await setup("claude", home, ["--yes", "--model", "nope/x"])
     expect(badModel.code).toBe(1)
     expect(badModel.stderr).toContain("model 'nope/x' is not in the gateway's catalog")
-    const refused = await runCli(["setup-claude", "--remote", gw.url, "--api-key", "gwk_wrong_key_0123456789abcdef", "--yes"], { HOME: home })
+    const refused = await runCli(["setup-claude", "--remote", gw.url, "--api-key", "gwk_wrong_key_0123456789abcdef", "--yes"], {
+      HOME: home
+    })
     expect(refused.code).toBe(1)
     expect(refused.stderr).toContain("refused the key (401)")
     const noTty = await setup("claude", home)
@@ -189,10 +202,13 @@ describe("gateway launch", { timeout: 120_000 }, () => {
   it("spawns the tool with the gateway's environment and arguments before the user's, writes nothing, and exits with its code", async () => {
     const home = tempDir("gw-launch-")
     for (const args of [["launch", "codex"], ["launch-codex"]]) {
-      const r = await runCli([...args, "--remote", gw.url, "--api-key", KEY, "--model", "up/m1", "--", "exec", "--skip-git-repo-check", "say hi"], {
-        HOME: home,
-        PATH: pathWith(bin)
-      })
+      const r = await runCli(
+        [...args, "--remote", gw.url, "--api-key", KEY, "--model", "up/m1", "--", "exec", "--skip-git-repo-check", "say hi"],
+        {
+          HOME: home,
+          PATH: pathWith(bin)
+        }
+      )
       expect(r.code).toBe(7)
       const lines = r.stdout.trim().split("\n")
       expect(lines[0]).toBe(`key=${KEY}`)
@@ -204,7 +220,10 @@ describe("gateway launch", { timeout: 120_000 }, () => {
   })
 
   it("passes Claude Code a temporary settings file that outranks the user's, removed afterwards", async () => {
-    const r = await runCli(["launch", "claude", "--remote", gw.url, "--api-key", KEY, "--model", "up/m1", "--", "-p", "hi"], { HOME: tempDir(), PATH: pathWith(bin) })
+    const r = await runCli(["launch", "claude", "--remote", gw.url, "--api-key", KEY, "--model", "up/m1", "--", "-p", "hi"], {
+      HOME: tempDir(),
+      PATH: pathWith(bin)
+    })
     expect(r.code).toBe(0)
     expect(r.stdout).toContain(`token=${KEY} base=${gw.url} model=up/m1`)
     const settings = /settings=(\S+)/.exec(r.stdout)?.[1]

@@ -21,7 +21,8 @@ let up: FakeUpstream
 let home: string
 let bin: string
 
-const api = (p: string, init: { method?: string; body?: unknown } = {}) => call(`${gw.url}${p}`, { ...init, headers: { authorization: `Bearer ${ADMIN}` } })
+const api = (p: string, init: { method?: string; body?: unknown } = {}) =>
+  call(`${gw.url}${p}`, { ...init, headers: { authorization: `Bearer ${ADMIN}` } })
 
 beforeAll(async () => {
   up = await FakeUpstream.start()
@@ -32,9 +33,13 @@ beforeAll(async () => {
     gemini: hangs,
     qwen: `echo 'fatal: bad credentials ${SECRET_IN_OUTPUT}' >&2\nexit 3`
   }))
-  gw = await startGateway({ env: { GATEWAY_CLI_TOOLS_HOME: home, GATEWAY_CLI_TOOLS_PATH: pathWith(bin), GATEWAY_CLI_TOOLS_DETECT_TIMEOUT_MS: "1000" } })
+  gw = await startGateway({
+    env: { GATEWAY_CLI_TOOLS_HOME: home, GATEWAY_CLI_TOOLS_PATH: pathWith(bin), GATEWAY_CLI_TOOLS_DETECT_TIMEOUT_MS: "1000" }
+  })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-  const res = await api("/api/providers", { body: { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" } })
+  const res = await api("/api/providers", {
+    body: { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" }
+  })
   expect(res.status).toBe(201)
 })
 
@@ -50,7 +55,13 @@ describe("GET /api/cli-tools/all-statuses", () => {
     const s = res.body
     // Tools with full base-URL support only (CLI_COMPAT_ALL is off).
     expect(Object.keys(s).sort()).toEqual(["claude", "cline", "codex", "continue", "gemini", "kilo", "opencode", "qwen"])
-    expect(s.codex.detection).toEqual({ installed: true, runnable: true, version: "0.169.0", command: "codex", commandPath: path.join(bin, "codex") })
+    expect(s.codex.detection).toEqual({
+      installed: true,
+      runnable: true,
+      version: "0.169.0",
+      command: "codex",
+      commandPath: path.join(bin, "codex")
+    })
     expect(s.claude.detection.version).toBe("2.1.330")
     expect(s.gemini.detection).toMatchObject({ installed: true, runnable: false })
     expect(s.gemini.detection.reason).toBe("'gemini --version' did not answer within 1 s")
@@ -101,7 +112,10 @@ describe("GET /api/cli-tools/all-statuses", () => {
 describe("/api/cli-tools/{tool}-settings", () => {
   it("writes Codex's config.toml pointing at this gateway, reads it back as configured, and backs up what it replaces", async () => {
     const file = path.join(home, ".codex", "config.toml")
-    fs.writeFileSync(file, 'approval_policy = "on-request"\n\n[model_providers.other]\nname = "other"\nbase_url = "https://example.invalid/v1"\n')
+    fs.writeFileSync(
+      file,
+      'approval_policy = "on-request"\n\n[model_providers.other]\nname = "other"\nbase_url = "https://example.invalid/v1"\n'
+    )
     const original = fs.readFileSync(file, "utf8")
     const res = await api("/api/cli-tools/codex-settings", { body: { model: "up/m1" } })
     expect(res.status).toBe(200)
@@ -113,11 +127,24 @@ describe("/api/cli-tools/{tool}-settings", () => {
     expect(toml.approval_policy).toBe("on-request")
     expect(toml.model_providers.other.name).toBe("other")
     expect(toml).toMatchObject({ model: "up/m1", model_provider: "gateway" })
-    expect(toml.model_providers.gateway).toEqual({ name: "gateway", base_url: `${gw.url}/v1`, env_key: "GATEWAY_CODEX_API_KEY", wire_api: "responses" })
+    expect(toml.model_providers.gateway).toEqual({
+      name: "gateway",
+      base_url: `${gw.url}/v1`,
+      env_key: "GATEWAY_CODEX_API_KEY",
+      wire_api: "responses"
+    })
     expect((fs.statSync(file).mode & 0o777).toString(8)).toBe("600")
 
     const settings = (await api("/api/cli-tools/codex-settings")).body
-    expect(settings).toMatchObject({ tool: "codex", files: [file], exists: true, baseUrl: gw.url, apiKey: null, apiKeyEnv: "GATEWAY_CODEX_API_KEY", model: "up/m1" })
+    expect(settings).toMatchObject({
+      tool: "codex",
+      files: [file],
+      exists: true,
+      baseUrl: gw.url,
+      apiKey: null,
+      apiKeyEnv: "GATEWAY_CODEX_API_KEY",
+      model: "up/m1"
+    })
     const status = (await api("/api/cli-tools/all-statuses")).body.codex.config
     expect(status).toMatchObject({ status: "configured", endpoint: gw.url })
     expect(Date.parse(status.lastConfiguredAt)).toBeGreaterThan(0)
@@ -126,7 +153,14 @@ describe("/api/cli-tools/{tool}-settings", () => {
   it("merges Claude Code's settings.json, keeping the user's other settings, and masks the key when read", async () => {
     const file = path.join(home, ".claude", "settings.json")
     fs.mkdirSync(path.dirname(file), { recursive: true })
-    fs.writeFileSync(file, JSON.stringify({ theme: "dark", env: { FOO: "1", ANTHROPIC_API_KEY: "sk-ant-old-0123456789abcdef" }, permissions: { allow: ["Read"] } }))
+    fs.writeFileSync(
+      file,
+      JSON.stringify({
+        theme: "dark",
+        env: { FOO: "1", ANTHROPIC_API_KEY: "sk-ant-old-0123456789abcdef" },
+        permissions: { allow: ["Read"] }
+      })
+    )
     const res = await api("/api/cli-tools/claude-settings", { body: { apiKey: CLIENT_KEY } })
     expect(res.status).toBe(200)
     const written = JSON.parse(fs.readFileSync(file, "utf8"))
@@ -143,7 +177,10 @@ describe("/api/cli-tools/{tool}-settings", () => {
     expect(view.apiKey).toMatch(/^gwk_cli.*…/)
     // Again, with an explicit other endpoint: "other", not "configured".
     await api("/api/cli-tools/claude-settings", { body: { baseUrl: "http://192.0.2.7:9999" } })
-    expect((await api("/api/cli-tools/all-statuses")).body.claude.config).toMatchObject({ status: "other", endpoint: "http://192.0.2.7:9999" })
+    expect((await api("/api/cli-tools/all-statuses")).body.claude.config).toMatchObject({
+      status: "other",
+      endpoint: "http://192.0.2.7:9999"
+    })
     const backups = fs.readdirSync(path.dirname(file)).filter((f) => f.startsWith("settings.json.bak-"))
     expect(backups).toHaveLength(2)
   })
@@ -175,7 +212,15 @@ describe("/api/cli-tools/{tool}-settings", () => {
   it("GET runtime/{toolId} answers the catalog entry with its status", async () => {
     const res = await api("/api/cli-tools/runtime/claude")
     expect(res.status).toBe(200)
-    expect(res.body).toMatchObject({ id: "claude", name: "Claude Code", vendor: "Anthropic", category: "code", baseUrlSupport: "full", configType: "custom", acpSpawnable: true })
+    expect(res.body).toMatchObject({
+      id: "claude",
+      name: "Claude Code",
+      vendor: "Anthropic",
+      category: "code",
+      baseUrlSupport: "full",
+      configType: "custom",
+      acpSpawnable: true
+    })
     expect(res.body.status.detection.version).toBe("2.1.330")
   })
 })
@@ -183,7 +228,9 @@ describe("/api/cli-tools/{tool}-settings", () => {
 describe("CLI_COMPAT_ALL", () => {
   it("lists every catalog tool, partial and none included, and detects with the default 5 s timeout", async () => {
     const dir = fakeToolDir(() => ({ cursor: hangs }))
-    const other = await startGateway({ env: { CLI_COMPAT_ALL: "true", GATEWAY_CLI_TOOLS_HOME: tempDir(), GATEWAY_CLI_TOOLS_PATH: pathWith(dir) } })
+    const other = await startGateway({
+      env: { CLI_COMPAT_ALL: "true", GATEWAY_CLI_TOOLS_HOME: tempDir(), GATEWAY_CLI_TOOLS_PATH: pathWith(dir) }
+    })
     try {
       await other.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
       const s = (await call(`${other.url}/api/cli-tools/all-statuses`, { headers: { authorization: `Bearer ${ADMIN}` } })).body
@@ -204,7 +251,16 @@ describe("/api/acp/agents", () => {
     const res = await api("/api/acp/agents")
     expect(res.status).toBe(200)
     const byId = Object.fromEntries(res.body.agents.map((a: any) => [a.id, a]))
-    expect(byId.gemini).toEqual({ id: "gemini", name: "Gemini CLI", binary: "gemini", args: ["--acp"], version: null, installed: true, protocol: "acp", isCustom: false })
+    expect(byId.gemini).toEqual({
+      id: "gemini",
+      name: "Gemini CLI",
+      binary: "gemini",
+      args: ["--acp"],
+      version: null,
+      installed: true,
+      protocol: "acp",
+      isCustom: false
+    })
     expect(byId.opencode).toMatchObject({ binary: "opencode", args: ["acp"], installed: false })
     expect(res.body.summary).toMatchObject({ total: res.body.agents.length, custom: 0, builtIn: res.body.agents.length })
     expect(res.body.summary.installed + res.body.summary.notFound).toBe(res.body.summary.total)
@@ -214,7 +270,16 @@ describe("/api/acp/agents", () => {
     const add = await api("/api/acp/agents", { body: { id: "my-agent", name: "Mine", binary: "claude", args: ["--acp"] } })
     expect(add.status).toBe(200)
     const mine = add.body.agents.find((a: any) => a.id === "my-agent")
-    expect(mine).toEqual({ id: "my-agent", name: "Mine", binary: "claude", args: ["--acp"], version: "2.1.330", installed: true, protocol: "acp", isCustom: true })
+    expect(mine).toEqual({
+      id: "my-agent",
+      name: "Mine",
+      binary: "claude",
+      args: ["--acp"],
+      version: "2.1.330",
+      installed: true,
+      protocol: "acp",
+      isCustom: true
+    })
     expect(add.body.summary.custom).toBe(1)
 
     const later = writeTool(bin, "goose", "echo 'goose 1.9.0'")

@@ -27,7 +27,9 @@ let gw: TestGateway
 const metrics = async (g: TestGateway = gw) => (await fetch(`${g.url}/metrics`, { headers: admin })).text()
 /** The count of requests that took `path` for `reason` (the common path's own have reason ""). */
 const taken = async (p: "common" | "pipeline", reason: string, g: TestGateway = gw): Promise<number> => {
-  const line = (await metrics(g)).split("\n").find((l) => l.startsWith("gateway_requests_path_total{") && l.includes(`path="${p}"`) && l.includes(`reason="${reason}"`))
+  const line = (await metrics(g))
+    .split("\n")
+    .find((l) => l.startsWith("gateway_requests_path_total{") && l.includes(`path="${p}"`) && l.includes(`reason="${reason}"`))
   return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(" ") + 1))
 }
 const chat = (body: Record<string, unknown> = {}, headers: Record<string, string> = client, g: TestGateway = gw) =>
@@ -59,7 +61,15 @@ const notCold = async <A>(send: () => Promise<A>, g: TestGateway = gw): Promise<
 
 /** Sets (or clears) a flag, and lets the change settle. */
 const setFlag = async (key: string, value: string | undefined, g: TestGateway = gw) => {
-  expect((await call(`${g.url}/api/settings/feature-flags`, { method: "PUT", body: value === undefined ? { key } : { key, value }, headers: admin })).status).toBe(200)
+  expect(
+    (
+      await call(`${g.url}/api/settings/feature-flags`, {
+        method: "PUT",
+        body: value === undefined ? { key } : { key, value },
+        headers: admin
+      })
+    ).status
+  ).toBe(200)
   await settle(g)
 }
 
@@ -69,7 +79,8 @@ beforeAll(async () => {
   gw = await startGateway()
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" }, { secret: KEY })))
-  const add = async (body: Record<string, unknown>) => expect((await call(`${gw.url}/api/providers`, { body, headers: admin })).status).toBe(201)
+  const add = async (body: Record<string, unknown>) =>
+    expect((await call(`${gw.url}/api/providers`, { body, headers: admin })).status).toBe(201)
   await add({ provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" })
   await add({ provider: "anthropic", name: "ant", apiKey: "sk-ant-upstream", baseUrl: up.baseUrl("anthropic"), defaultModel: "m1" })
   await add({ provider: "openai-compatible", name: "up2", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" })
@@ -94,7 +105,12 @@ describe("the rule: which requests take the common path", () => {
     const before = await taken("common", "")
     expect((await notCold(() => chat())).status).toBe(200)
     expect((await notCold(() => chat({ stream: true }))).status).toBe(200)
-    const messages = await notCold(() => call(`${gw.url}/v1/messages`, { body: { model: "ant/m1", max_tokens: 64, messages: [{ role: "user", content: "hi" }] }, headers: client }))
+    const messages = await notCold(() =>
+      call(`${gw.url}/v1/messages`, {
+        body: { model: "ant/m1", max_tokens: 64, messages: [{ role: "user", content: "hi" }] },
+        headers: client
+      })
+    )
     expect(messages.status, messages.text).toBe(200)
     expect(await taken("common", "")).toBe(before + 3)
   })
@@ -130,7 +146,9 @@ describe("the rule: which requests take the common path", () => {
   })
 
   it("body: a body the route refuses gets the pipeline's 400", async () => {
-    const res = await reasonOf("body", () => call(`${gw.url}/v1/chat/completions`, { body: { model: "up/m1", messages: "not a list" }, headers: client }))
+    const res = await reasonOf("body", () =>
+      call(`${gw.url}/v1/chat/completions`, { body: { model: "up/m1", messages: "not a list" }, headers: client })
+    )
     expect(res.status).toBe(400)
   })
 
@@ -162,10 +180,16 @@ describe("the rule: which requests take the common path", () => {
       const budgeted = "gwk_common_budgeted_key_0123456789abcdef"
       const key = await other.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "budgeted" }, { secret: budgeted })))
       expect(
-        (await call(`${other.url}/api/providers`, { body: { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" }, headers: admin }))
-          .status
+        (
+          await call(`${other.url}/api/providers`, {
+            body: { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" },
+            headers: admin
+          })
+        ).status
       ).toBe(201)
-      expect((await call(`${other.url}/api/usage/budget`, { body: { apiKeyId: key.id, dailyLimitUsd: 100 }, headers: admin })).status).toBe(200)
+      expect((await call(`${other.url}/api/usage/budget`, { body: { apiKeyId: key.id, dailyLimitUsd: 100 }, headers: admin })).status).toBe(
+        200
+      )
       await settle(other)
       await chat({}, { authorization: `Bearer ${budgeted}` }, other)
       expect((await reasonOf("shared_limits", () => chat({}, { authorization: `Bearer ${budgeted}` }, other), other)).status).toBe(200)
@@ -185,7 +209,9 @@ describe("the rule: which requests take the common path", () => {
       // Nothing for it to redact: left alone, the request stays common.
       expect((await notCold(() => chat())).status).toBe(200)
       expect(await taken("common", "")).toBe(before + 1)
-      expect((await reasonOf("hooks", () => chat({ messages: [{ role: "user", content: "write to jane.doe@example.com" }] }))).status).toBe(200)
+      expect((await reasonOf("hooks", () => chat({ messages: [{ role: "user", content: "write to jane.doe@example.com" }] }))).status).toBe(
+        200
+      )
     } finally {
       await setFlag("PII_REDACTION_ENABLED", undefined)
     }
@@ -201,24 +227,37 @@ describe("the rule: which requests take the common path", () => {
     await settle()
     const asSpent = { authorization: `Bearer ${spent.body.secret}` }
     // Priced: the connection's model costs something, so the first answer spends the budget.
-    const priced = await call(`${gw.url}/api/pricing`, { method: "PUT", body: { provider: "openai-compatible", model: "m1", input: 1000, output: 1000 }, headers: admin })
+    const priced = await call(`${gw.url}/api/pricing`, {
+      method: "PUT",
+      body: { provider: "openai-compatible", model: "m1", input: 1000, output: 1000 },
+      headers: admin
+    })
     expect(priced.status, priced.text).toBeLessThan(300)
     await until("an answer is priced", async () => Number((await chat({}, asSpent)).headers.get("x-gateway-response-cost")) > 0, 5_000)
     // The budget starts from the key's usage rows: every one of them on disk first.
     await gw.usageWritten()
-    expect((await call(`${gw.url}/api/usage/budget`, { body: { apiKeyId: spent.body.id, dailyLimitUsd: 0.000001 }, headers: admin })).status).toBe(200)
+    expect(
+      (await call(`${gw.url}/api/usage/budget`, { body: { apiKeyId: spent.body.id, dailyLimitUsd: 0.000001 }, headers: admin })).status
+    ).toBe(200)
     await settle()
     expect((await reasonOf("budget", () => chat({}, asSpent))).status).toBe(429)
   })
 
   it("cache: a deterministic non-streamed request the response cache looks up", async () => {
-    expect((await reasonOf("cache", () => chat({ temperature: 0, messages: [{ role: "user", content: `cache ${Date.now()}` }] }))).status).toBe(200)
+    expect(
+      (await reasonOf("cache", () => chat({ temperature: 0, messages: [{ role: "user", content: `cache ${Date.now()}` }] }))).status
+    ).toBe(200)
   })
 
   it("plan: a fusion combo, or a model no connection serves", async () => {
-    expect((await call(`${gw.url}/api/combos`, { body: { name: "panel", strategy: "fusion", targets: [{ model: "up/m1" }, { model: "ant/m1" }] }, headers: admin })).status).toBe(
-      201
-    )
+    expect(
+      (
+        await call(`${gw.url}/api/combos`, {
+          body: { name: "panel", strategy: "fusion", targets: [{ model: "up/m1" }, { model: "ant/m1" }] },
+          headers: admin
+        })
+      ).status
+    ).toBe(201)
     await settle()
     expect((await reasonOf("plan", () => chat({ model: "panel" }))).status).toBe(200)
     expect((await reasonOf("plan", () => chat({ model: "nobody/m1" }))).status).toBe(404)
@@ -228,10 +267,20 @@ describe("the rule: which requests take the common path", () => {
     // Connections of its own: the failure below cools its first one down, not those of the other tests.
     for (const name of ["pairone", "pairtwo"])
       expect(
-        (await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name, baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" }, headers: admin })).status
+        (
+          await call(`${gw.url}/api/providers`, {
+            body: { provider: "openai-compatible", name, baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" },
+            headers: admin
+          })
+        ).status
       ).toBe(201)
     expect(
-      (await call(`${gw.url}/api/combos`, { body: { name: "pair", strategy: "priority", targets: [{ model: "pairone/m1" }, { model: "pairtwo/m1" }] }, headers: admin })).status
+      (
+        await call(`${gw.url}/api/combos`, {
+          body: { name: "pair", strategy: "priority", targets: [{ model: "pairone/m1" }, { model: "pairtwo/m1" }] },
+          headers: admin
+        })
+      ).status
     ).toBe(201)
     await settle()
     // The first request of a combo reads the combos into memory (through the pipeline, as `plan`).
@@ -265,7 +314,12 @@ describe("the rule: which requests take the common path", () => {
 
   it("target: an answer held to a schema", async () => {
     const res = await reasonOf("target", () =>
-      chat({ response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "object", properties: { a: { type: "string" } } } } } })
+      chat({
+        response_format: {
+          type: "json_schema",
+          json_schema: { name: "x", schema: { type: "object", properties: { a: { type: "string" } } } }
+        }
+      })
     )
     expect(res.status).toBe(200)
   })
@@ -279,7 +333,9 @@ describe("the same traffic on both paths", () => {
     const send = async (p: string, body: Record<string, unknown>) => {
       const res = await call(`${gw.url}${p}`, { body, headers: client })
       statuses.push(res.status)
-      texts.push(res.text.replace(/"(id|created|created_at)":\s*("[^"]*"|\d+)/g, "").replace(/(chatcmpl|msg|req)[-_][A-Za-z0-9_-]+/g, "<id>"))
+      texts.push(
+        res.text.replace(/"(id|created|created_at)":\s*("[^"]*"|\d+)/g, "").replace(/(chatcmpl|msg|req)[-_][A-Za-z0-9_-]+/g, "<id>")
+      )
     }
     const content = (s: string) => [{ role: "user", content: `${tag}: ${s}` }]
     await send("/v1/chat/completions", { model: "up/m1", messages: content("whole") })
@@ -317,7 +373,13 @@ describe("the same traffic on both paths", () => {
         status: e.status,
         detectedKind: e.detectedKind,
         error: e.error,
-        llm: e.llm && { provider: e.llm.provider, model: e.llm.model, tokensIn: e.llm.tokensIn, tokensOut: e.llm.tokensOut, streamed: e.llm.streamed }
+        llm: e.llm && {
+          provider: e.llm.provider,
+          model: e.llm.model,
+          tokensIn: e.llm.tokensIn,
+          tokensOut: e.llm.tokensOut,
+          streamed: e.llm.streamed
+        }
       })
     }
     return entries

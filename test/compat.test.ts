@@ -41,7 +41,11 @@ beforeAll(async () => {
     if (text.includes("as JSON")) return { content: PARIS }
     return { content: "Red. Hello there." }
   })
-  const price = await call(`${gw.url}/api/pricing`, { method: "PUT", body: { provider: "openai-compatible", model: "m1", input: 1, output: 2 }, headers: admin })
+  const price = await call(`${gw.url}/api/pricing`, {
+    method: "PUT",
+    body: { provider: "openai-compatible", model: "m1", input: 1, output: 2 },
+    headers: admin
+  })
   expect(price.status, price.text).toBe(200)
 })
 afterAll(async () => {
@@ -206,7 +210,11 @@ describe("the compatibility matrix", () => {
       const res = await call(`${first.url}/api/compat/run`, { body: { models: ["slow/m1"], concurrency: 1 }, headers: admin })
       expect(res.status, res.text).toBe(202)
       // Its progress is kept as it goes: a cell or two answered, then the gateway stops.
-      await until("a cell is answered", async () => ((await call(`${first!.url}/api/compat`, { headers: admin })).body.run.done >= 1 ? true : undefined), 10_000)
+      await until(
+        "a cell is answered",
+        async () => ((await call(`${first!.url}/api/compat`, { headers: admin })).body.run.done >= 1 ? true : undefined),
+        10_000
+      )
       await first.close()
       first = undefined
       next = await startGateway({ dataDir })
@@ -219,7 +227,10 @@ describe("the compatibility matrix", () => {
       expect(after.body.cells.filter((c: any) => c.status === "not-run").length).toBe(after.body.run.total - after.body.run.done)
       // And a new run may start.
       slowUp.always({ content: "quick" })
-      const again = await call(`${next.url}/api/compat/run`, { body: { models: ["slow/m1"], cases: ["openai-sdk.chat.text"] }, headers: admin })
+      const again = await call(`${next.url}/api/compat/run`, {
+        body: { models: ["slow/m1"], cases: ["openai-sdk.chat.text"] },
+        headers: admin
+      })
       expect(again.status, again.text).toBe(202)
       const done = await ended(next.url, again.body.run.id, ["slow/m1"])
       expect(done.run).toMatchObject({ state: "done", passed: 1, total: 1 })
@@ -261,16 +272,37 @@ describe("the compatibility matrix", () => {
     // Shown, not run.
     expect(up.requests.length).toBe(before)
 
-    const ok = await runCli(["doctor", "--clients", "--model", "good/m1", "--case", "claude-code.tool-round-trip", "--case", "openai-sdk.chat.text", "--yes", "--url", gw.url], env)
+    const ok = await runCli(
+      [
+        "doctor",
+        "--clients",
+        "--model",
+        "good/m1",
+        "--case",
+        "claude-code.tool-round-trip",
+        "--case",
+        "openai-sdk.chat.text",
+        "--yes",
+        "--url",
+        gw.url
+      ],
+      env
+    )
     expect(ok.code, ok.stderr + ok.stdout).toBe(0)
     expect(ok.stdout).toMatch(/claude-code\.tool-round-trip\s+PASS/)
 
-    const bad = await runCli(["doctor", "--clients", "--model", "good/no-tools", "--case", "openai-sdk.chat.tools", "--yes", "--url", gw.url], env)
+    const bad = await runCli(
+      ["doctor", "--clients", "--model", "good/no-tools", "--case", "openai-sdk.chat.tools", "--yes", "--url", gw.url],
+      env
+    )
     expect(bad.code).toBe(1)
     expect(bad.stdout).toMatch(/openai-sdk\.chat\.tools\s+FAIL/)
     expect(bad.stdout).toContain("tools are not supported by this model")
     expect(bad.stdout).toMatch(/\/api\/compat\/exchanges\/cx_/)
-    const json = await runCli(["doctor", "--clients", "--model", "good/m1", "--case", "openai-sdk.chat.text", "--yes", "--json", "--url", gw.url], env)
+    const json = await runCli(
+      ["doctor", "--clients", "--model", "good/m1", "--case", "openai-sdk.chat.text", "--yes", "--json", "--url", gw.url],
+      env
+    )
     expect(json.code, json.stderr).toBe(0)
     expect(JSON.parse(json.stdout).cells[0]).toMatchObject({ case: "openai-sdk.chat.text", model: "good/m1", status: "pass" })
   })

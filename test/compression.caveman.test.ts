@@ -7,7 +7,8 @@ import { loadCorpus, noRaw, runCase } from "./support/compressionCorpus.js"
 
 const USER: Segment = { role: "user", kind: "prose", turn: 0, turns: 2 }
 const config = (c: unknown = {}) => Schema.decodeUnknownSync(Config)(c)
-const run = (text: string, c: unknown = {}, segment: Segment = USER) => caveman.apply(text, segment, config({ minChars: 0, ...(c as object) }), noRaw)
+const run = (text: string, c: unknown = {}, segment: Segment = USER) =>
+  caveman.apply(text, segment, config({ minChars: 0, ...(c as object) }), noRaw)
 
 describe("caveman corpus", () => {
   const cases = loadCorpus("caveman", USER)
@@ -90,22 +91,30 @@ describe("caveman rules", () => {
     expect(run(t, { level: "ultra" })).toBe("Fix parser. Bug is in lexer. Tests pass.")
   })
   it("replaces wordy phrases with short ones", () => {
-    expect(run("We retry in order to hide the blips, due to the fact that the network is flaky.")).toBe("We retry to hide blips, because network is flaky.")
+    expect(run("We retry in order to hide the blips, due to the fact that the network is flaky.")).toBe(
+      "We retry to hide blips, because network is flaky."
+    )
   })
   it("fixes the case of the sentence start, but never of an identifier", () => {
     expect(run("The parser fails.")).toBe("Parser fails.")
-    expect(run("The fooBar helper fails. The parse_args helper too. The x.y module.")).toBe("fooBar helper fails. parse_args helper too. x.y module.")
+    expect(run("The fooBar helper fails. The parse_args helper too. The x.y module.")).toBe(
+      "fooBar helper fails. parse_args helper too. x.y module."
+    )
   })
   it("leaves capitalised words inside a sentence and ALL-CAPS words alone (names, constants)", () => {
     expect(run("We ship Plan A to The Guardian with THE flag set.")).toBe("We ship Plan A to The Guardian with THE flag set.")
   })
   it("keeps heading, list and quote markers and XML-ish tags", () => {
-    const t = "<system-reminder>\n## The setup\n- Please run the tests.\n  1. Just the unit tests.\n> The output is basically fine.\n</system-reminder>"
+    const t =
+      "<system-reminder>\n## The setup\n- Please run the tests.\n  1. Just the unit tests.\n> The output is basically fine.\n</system-reminder>"
     expect(run(t)).toBe("<system-reminder>\n## Setup\n- Run tests.\n  1. Unit tests.\n> Output is fine.\n</system-reminder>")
   })
   it("leaves fenced code blocks, indented code and tables untouched", () => {
-    const t = "Please look at the code:\n```ts\n// just the default\nconst a = the.just\n```\n~~~\nthe  a  an\n~~~\n    the indented code\n| the | a |\nThe end."
-    expect(run(t)).toBe("Look at code:\n```ts\n// just the default\nconst a = the.just\n```\n~~~\nthe  a  an\n~~~\n    the indented code\n| the | a |\nEnd.")
+    const t =
+      "Please look at the code:\n```ts\n// just the default\nconst a = the.just\n```\n~~~\nthe  a  an\n~~~\n    the indented code\n| the | a |\nThe end."
+    expect(run(t)).toBe(
+      "Look at code:\n```ts\n// just the default\nconst a = the.just\n```\n~~~\nthe  a  an\n~~~\n    the indented code\n| the | a |\nEnd."
+    )
   })
   it("an unclosed fence protects the rest of the text", () => {
     expect(run("Please see:\n```\nthe rest just stays\n")).toBe("See:\n```\nthe rest just stays\n")
@@ -117,7 +126,13 @@ describe("caveman rules", () => {
     expect(run("Please close the block:\n  }\n  }\nend\nend")).toBe("Close block:\n  }\n  }\nend\nend")
   })
   it("keeps words that carry meaning in context", () => {
-    for (const t of ["It looks good to me.", "The job is likely to fail.", "So how could you fix this bug?", "Determine if you can adjust it.", "I feel strongly about it."]) {
+    for (const t of [
+      "It looks good to me.",
+      "The job is likely to fail.",
+      "So how could you fix this bug?",
+      "Determine if you can adjust it.",
+      "I feel strongly about it."
+    ]) {
       expect(run(t, { level: "full" }).replace(/^The job/, "Job")).toBe(t.replace(/^The job/, "Job"))
     }
     expect(run("Veo que el archivo puede fallar.", { language: "es" })).toBe("Veo que archivo puede fallar.")
@@ -130,7 +145,9 @@ describe("caveman rules", () => {
     expect(run("Please fix the bug.\r\nThe tests fail.\r\n")).toBe("Fix bug.\r\nTests fail.\r\n")
   })
   it("German: an article after a comma is a relative pronoun and stays", () => {
-    expect(run("Der Fehler liegt in der Funktion, die die Datei liest.", { language: "de" })).toBe("Fehler liegt in Funktion, die Datei liest.")
+    expect(run("Der Fehler liegt in der Funktion, die die Datei liest.", { language: "de" })).toBe(
+      "Fehler liegt in Funktion, die Datei liest."
+    )
   })
   it("Spanish: politeness with inverted marks", () => {
     expect(run("¿Podrías revisar el archivo por favor? ¡Muchas gracias!", { language: "es" })).toBe("Revisar archivo?")
@@ -195,7 +212,26 @@ const PROSE_WORDS = {
     "La",
     "Hola,"
   ],
-  de: ["der", "die", "das", "ein", "eine", "bitte", "eigentlich", "ich glaube", "vielleicht", "danke", "könntest du", "prüfen", "Datei", "Fehler", "und", "Der", "Die", "Hallo,"]
+  de: [
+    "der",
+    "die",
+    "das",
+    "ein",
+    "eine",
+    "bitte",
+    "eigentlich",
+    "ich glaube",
+    "vielleicht",
+    "danke",
+    "könntest du",
+    "prüfen",
+    "Datei",
+    "Fehler",
+    "und",
+    "Der",
+    "Die",
+    "Hallo,"
+  ]
 } as const
 
 const PROTECTED_TOKENS = [
@@ -211,10 +247,17 @@ const PROTECTED = fc.constantFrom(...PROTECTED_TOKENS)
 
 const sentence = (lang: keyof typeof PROSE_WORDS) =>
   fc
-    .array(fc.oneof({ weight: 3, arbitrary: fc.constantFrom(...PROSE_WORDS[lang]) }, { weight: 1, arbitrary: PROTECTED }), { minLength: 1, maxLength: 14 })
+    .array(fc.oneof({ weight: 3, arbitrary: fc.constantFrom(...PROSE_WORDS[lang]) }, { weight: 1, arbitrary: PROTECTED }), {
+      minLength: 1,
+      maxLength: 14
+    })
     .chain((words) => fc.constantFrom(".", "?", "!", "", ",").map((end) => words.join(" ") + end))
 
-const CODE_BLOCK = fc.constantFrom("```ts\nconst the = a.just // please\n  return  the\n```", "~~~\nthe  a  an   please\n~~~", "```\n\n  basically  \n```")
+const CODE_BLOCK = fc.constantFrom(
+  "```ts\nconst the = a.just // please\n  return  the\n```",
+  "~~~\nthe  a  an   please\n~~~",
+  "```\n\n  basically  \n```"
+)
 
 const document = (lang: keyof typeof PROSE_WORDS) =>
   fc

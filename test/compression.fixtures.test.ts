@@ -56,8 +56,12 @@ const CONNECTIONS: ReadonlyArray<[Family, Record<string, unknown>]> = [
   ["ollama", { provider: "ollama", name: CONN.ollama }]
 ]
 
-/** The inference requests of a recording, addressed to the connection of their own family (count_tokens, embeddings and the rest left out). */
-const classify = (name: string, r: { method?: string; path?: string; headers?: Record<string, string>; body?: unknown }): Recorded | undefined => {
+/** The inference requests of a recording, addressed to the connection of their own family (count_tokens, embeddings and the rest left out).
+ * */
+const classify = (
+  name: string,
+  r: { method?: string; path?: string; headers?: Record<string, string>; body?: unknown }
+): Recorded | undefined => {
   const body = r.body as Json | null | undefined
   if (body === null || typeof body !== "object" || Array.isArray(body)) return undefined
   const headers = r.headers ?? {}
@@ -84,7 +88,11 @@ const classify = (name: string, r: { method?: string; path?: string; headers?: R
     // thinking block: the real API (and the strict fake upstream, same family here) rejects that history
     // with thinking on. Not compression's business: that recording goes without `thinking`.
     const unthought = (body["messages"] ?? []).some(
-      (m: Json) => m.role === "assistant" && Array.isArray(m.content) && m.content.some((c: Json) => c.type === "tool_use") && m.content[0]?.type !== "thinking"
+      (m: Json) =>
+        m.role === "assistant" &&
+        Array.isArray(m.content) &&
+        m.content.some((c: Json) => c.type === "tool_use") &&
+        m.content[0]?.type !== "thinking"
     )
     if (body["thinking"] && unthought) {
       const { thinking: _t, ...rest } = body
@@ -95,7 +103,16 @@ const classify = (name: string, r: { method?: string; path?: string; headers?: R
   if (p === "/api/chat") return at("ollama", "api.chat")
   if (p === "/api/generate") return at("ollama", "api.generate")
   const g = /^\/(v1beta|v1)\/models\/([^:/]+):(generateContent|streamGenerateContent)$/.exec(p)
-  if (g) return { name, family: "gemini", endpoint: g[3]!, method: "POST", path: `/${g[1]}/models/${CONN.gemini}/${g[2]}:${g[3]}`, headers, body }
+  if (g)
+    return {
+      name,
+      family: "gemini",
+      endpoint: g[3]!,
+      method: "POST",
+      path: `/${g[1]}/models/${CONN.gemini}/${g[2]}:${g[3]}`,
+      headers,
+      body
+    }
   return undefined
 }
 
@@ -179,7 +196,20 @@ const decodeUpstream = (r: Recorded, body: Json) => {
   return FORMATS[r.family as FormatId].decodeRequest(r.family === "gemini" ? { ...body, model: "m" } : body)
 }
 
-const ID_KEYS = new Set(["id", "call_id", "tool_call_id", "tool_use_id", "name", "type", "role", "model", "arguments", "signature", "encrypted_content", "thoughtSignature"])
+const ID_KEYS = new Set([
+  "id",
+  "call_id",
+  "tool_call_id",
+  "tool_use_id",
+  "name",
+  "type",
+  "role",
+  "model",
+  "arguments",
+  "signature",
+  "encrypted_content",
+  "thoughtSignature"
+])
 
 /**
  * `after` is `before` with only texts changed: same keys in the same order, same array lengths,
@@ -202,7 +232,12 @@ const expectOnlyTexts = (before: unknown, after: unknown, texts: ReadonlySet<str
 }
 
 /** Where a family keeps its tool definitions. */
-const toolsOf = (body: Json) => ({ tools: body["tools"], functions: body["functions"], tool_choice: body["tool_choice"], toolConfig: body["toolConfig"] })
+const toolsOf = (body: Json) => ({
+  tools: body["tools"],
+  functions: body["functions"],
+  tool_choice: body["tool_choice"],
+  toolConfig: body["toolConfig"]
+})
 
 const MODES = ["default", "engine:rtk", "engine:json", "engine:whitespace", "engine:caveman"] as const
 
@@ -222,7 +257,11 @@ const NOISY = [
   "Tests: 400 passed, 0 failed"
 ].join("\n")
 /** A pretty-printed JSON tool output (json minifies it). */
-const PRETTY = JSON.stringify({ files: Array.from({ length: 60 }, (_, i) => ({ name: `src/file${i}.ts`, size: i * 37, tags: ["a", "b"] })), total: 60 }, null, 2)
+const PRETTY = JSON.stringify(
+  { files: Array.from({ length: 60 }, (_, i) => ({ name: `src/file${i}.ts`, size: i * 37, tags: ["a", "b"] })), total: 60 },
+  null,
+  2
+)
 
 beforeAll(async () => {
   up = await FakeUpstream.start()
@@ -349,24 +388,27 @@ describe("prompt caches across a conversation's requests", () => {
       .map((s) => s.text)
       .join("\n---\n")
 
-  it.each(["default", "engine:caveman"])("%s: a recording's requests with the same system prompt send the same compressed one upstream", async (mode) => {
-    const byRecording = new Map<string, Map<string, Set<string>>>()
-    let compared = 0
-    for (const r of all) {
-      const own = systemOf(r, r.body)
-      if (own === "") continue
-      const { upstream } = await send(r, mode)
-      const recording = r.name.split("#")[0]!
-      const seen = byRecording.get(recording) ?? byRecording.set(recording, new Map()).get(recording)!
-      const sent = seen.get(own) ?? seen.set(own, new Set()).get(own)!
-      sent.add(systemOf(r, upstream))
-      if (sent.size > 0) compared++
+  it.each(["default", "engine:caveman"])(
+    "%s: a recording's requests with the same system prompt send the same compressed one upstream",
+    async (mode) => {
+      const byRecording = new Map<string, Map<string, Set<string>>>()
+      let compared = 0
+      for (const r of all) {
+        const own = systemOf(r, r.body)
+        if (own === "") continue
+        const { upstream } = await send(r, mode)
+        const recording = r.name.split("#")[0]!
+        const seen = byRecording.get(recording) ?? byRecording.set(recording, new Map()).get(recording)!
+        const sent = seen.get(own) ?? seen.set(own, new Set()).get(own)!
+        sent.add(systemOf(r, upstream))
+        if (sent.size > 0) compared++
+      }
+      expect(compared).toBeGreaterThan(40)
+      for (const [recording, prompts] of byRecording) for (const sent of prompts.values()) expect(sent.size, recording).toBe(1)
+      // The recordings where one system prompt opens several requests (first and later turns): there are some.
+      expect([...byRecording.values()].flatMap((p) => [...p.values()]).length).toBeLessThan(compared)
     }
-    expect(compared).toBeGreaterThan(40)
-    for (const [recording, prompts] of byRecording) for (const sent of prompts.values()) expect(sent.size, recording).toBe(1)
-    // The recordings where one system prompt opens several requests (first and later turns): there are some.
-    expect([...byRecording.values()].flatMap((p) => [...p.values()]).length).toBeLessThan(compared)
-  })
+  )
 })
 
 describe("tokens saved on the recorded traffic (POST /api/compression/preview, o200k)", () => {
@@ -391,7 +433,9 @@ describe("tokens saved on the recorded traffic (POST /api/compression/preview, o
     }
     const lines = ["| mode | requests | changed | tokens before | tokens after | saved | saved % |", "|---|---:|---:|---:|---:|---:|---:|"]
     for (const [mode, t] of Object.entries(table)) {
-      lines.push(`| ${mode} | ${t.requests} | ${t.changed} | ${t.before} | ${t.after} | ${t.before - t.after} | ${(((t.before - t.after) / t.before) * 100).toFixed(2)}% |`)
+      lines.push(
+        `| ${mode} | ${t.requests} | ${t.changed} | ${t.before} | ${t.after} | ${t.before - t.after} | ${(((t.before - t.after) / t.before) * 100).toFixed(2)}% |`
+      )
     }
     console.log(`\n${lines.join("\n")}\n`)
     if (process.env.COMPRESSION_TABLE) fs.writeFileSync(process.env.COMPRESSION_TABLE, lines.join("\n") + "\n")

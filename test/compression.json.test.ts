@@ -8,7 +8,8 @@ import { loadCorpus, noRaw, runCase } from "./support/compressionCorpus.js"
 const PROSE: Segment = { role: "user", kind: "prose", turn: 0, turns: 2 }
 const TOOL: Segment = { role: "tool", kind: "tool-result", turn: 1, turns: 3, toolName: "Read" }
 const config = (c: unknown = {}) => Schema.decodeUnknownSync(Config)(c)
-const run = (text: string, segment: Segment = TOOL, c: unknown = {}) => json.apply(text, segment, config({ minChars: 0, ...(c as object) }), noRaw)
+const run = (text: string, segment: Segment = TOOL, c: unknown = {}) =>
+  json.apply(text, segment, config({ minChars: 0, ...(c as object) }), noRaw)
 
 describe("json corpus", () => {
   const cases = loadCorpus("json", TOOL)

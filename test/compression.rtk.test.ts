@@ -109,7 +109,12 @@ describe("rtk invariants", () => {
       else lines.push(`step ${i}: ok in ${i % 13}ms`)
     }
     const input = lines.join("\n")
-    const out = rtk.apply(input, seg("./run.sh"), config({ collapseSimilar: true, maxLines: 100, headLines: 20, tailLines: 20 }), store().context)
+    const out = rtk.apply(
+      input,
+      seg("./run.sh"),
+      config({ collapseSimilar: true, maxLines: 100, headLines: 20, tailLines: 20 }),
+      store().context
+    )
     const outLines = new Set(out.split("\n"))
     const errorLines = input
       .split("\n")
@@ -161,7 +166,11 @@ describe("rtk invariants", () => {
     expect(r.steps).toEqual(["filter:git-log"])
     expect(r.linesBefore).toBe(30)
     expect(r.linesAfter).toBe(4)
-    const big = rtkTest("line\n".repeat(10).concat(Array.from({ length: 500 }, (_, i) => `row ${i}`).join("\n")), undefined, DEFAULT_RTK_CONFIG)
+    const big = rtkTest(
+      "line\n".repeat(10).concat(Array.from({ length: 500 }, (_, i) => `row ${i}`).join("\n")),
+      undefined,
+      DEFAULT_RTK_CONFIG
+    )
     expect(big.steps).toEqual(["collapseRepeats", "truncate"])
     expect(big.output).toContain("/api/context/rtk/raw-output/preview]")
   })
@@ -212,7 +221,12 @@ describe("rtk config", () => {
 
 describe("rtk project filters", () => {
   const good = [
-    { id: "terraform-plan", description: "terraform plan: drop refresh lines", match: { command: "terraform\\s+plan" }, drop: ["Refreshing state\\.\\.\\."] },
+    {
+      id: "terraform-plan",
+      description: "terraform plan: drop refresh lines",
+      match: { command: "terraform\\s+plan" },
+      drop: ["Refreshing state\\.\\.\\."]
+    },
     { id: "docker-build", description: "", match: { output: "^#\\d+ \\[" }, keep: ["ERROR", "^#\\d+ DONE"], context: 2, maxLines: 100 }
   ]
 
@@ -255,7 +269,10 @@ describe("rtk project filters", () => {
 
   it("refuses built-in and duplicate ids, a non-list and unknown top-level fields", () => {
     const r = parseProjectFilters([{ ...good[0], id: "git-status" }, good[1], good[1]], false)
-    expect(r).toEqual({ ok: false, errors: ['[0].id: "git-status" is a built-in filter id', '[2].id: "docker-build" is used by another filter'] })
+    expect(r).toEqual({
+      ok: false,
+      errors: ['[0].id: "git-status" is a built-in filter id', '[2].id: "docker-build" is used by another filter']
+    })
     expect(parseProjectFilters("nope", false)).toEqual({ ok: false, errors: ["filters: expected a list of filters"] })
     expect(parseProjectFilters({ filter: [] }, false).ok).toBe(false)
   })

@@ -34,7 +34,10 @@ describe("summarize corpus", () => {
 })
 
 describe("the cut", () => {
-  const chat = (n: number) => ({ model: "m", messages: Array.from({ length: n }, (_, i) => ({ role: i % 2 ? "assistant" : "user", content: `t${i}` })) })
+  const chat = (n: number) => ({
+    model: "m",
+    messages: Array.from({ length: n }, (_, i) => ({ role: i % 2 ? "assistant" : "user", content: `t${i}` }))
+  })
   const config = Schema.decodeUnknownSync(SummarizeConfig)({ minTurns: 6, keepLastTurns: 4 })
   it("moves in steps: every conversation length between two steps has the same older part", () => {
     const at = (n: number) => cutOf("openai-chat", "chat.completions", chat(n), config)?.transcript

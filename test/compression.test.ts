@@ -40,7 +40,11 @@ const chatBody = (model = "up/m1", extra: Record<string, unknown> = {}) => ({
   messages: [
     { role: "system", content: "You are a coding agent." },
     { role: "user", content: "List the files." },
-    { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "list_files", arguments: "{}" } }] },
+    {
+      role: "assistant",
+      content: null,
+      tool_calls: [{ id: "call_1", type: "function", function: { name: "list_files", arguments: "{}" } }]
+    },
     { role: "tool", tool_call_id: "call_1", content: PRETTY },
     { role: "user", content: "Thanks. Which is larger?" }
   ],
@@ -72,7 +76,10 @@ beforeAll(async () => {
   gw = await startGateway()
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   clientKeyId = (await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" }, { secret: CLIENT })))).id
-  const res = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" }, headers: admin })
+  const res = await call(`${gw.url}/api/providers`, {
+    body: { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" },
+    headers: admin
+  })
   expect(res.status, res.text).toBe(201)
 })
 afterAll(async () => {
@@ -171,7 +178,10 @@ describe("x-gateway-compression precedence (spec document 1), one row each", () 
   })
 
   it("a routing combo's assignment, below the header", async () => {
-    const routing = await api("/api/combos", { method: "POST", body: { name: "coder", strategy: "priority", targets: [{ model: "up/m1" }] } })
+    const routing = await api("/api/combos", {
+      method: "POST",
+      body: { name: "coder", strategy: "priority", targets: [{ model: "up/m1" }] }
+    })
     expect(routing.status, routing.text).toBe(201)
     const c = await createCombo("for-coder", [{ engine: "json" }])
     expect((await put(`/api/context/combos/${c.id}/assignments`, { routingCombos: ["coder"] })).routingCombos).toEqual(["coder"])
@@ -304,7 +314,9 @@ describe("prompt caches still hit", () => {
         {
           role: "assistant",
           content: null,
-          tool_calls: [{ id: "call_1", type: "function", function: { name: "bash", arguments: JSON.stringify({ command: "npx vitest run" }) } }]
+          tool_calls: [
+            { id: "call_1", type: "function", function: { name: "bash", arguments: JSON.stringify({ command: "npx vitest run" }) } }
+          ]
         },
         { role: "tool", tool_call_id: "call_1", content: big },
         ...extra
@@ -336,7 +348,11 @@ describe("rtk's raw outputs", () => {
       model: "up/m1",
       messages: [
         { role: "user", content: "Dump it." },
-        { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "bash", arguments: JSON.stringify({ command: "cat big.log" }) } }] },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [{ id: "c1", type: "function", function: { name: "bash", arguments: JSON.stringify({ command: "cat big.log" }) } }]
+        },
         { role: "tool", tool_call_id: "c1", content: output }
       ]
     }
@@ -365,8 +381,14 @@ describe("memory and skill injection", () => {
     expect(global.status, global.text).toBe(201)
     expect(global.body).toMatchObject({ scope: "global", scopeId: null, tags: ["repo"], enabled: true })
     expect(global.body.tokens).toBeGreaterThan(0)
-    await api("/api/context/memory", { method: "POST", body: { text: "This key's owner prefers tabs.", scope: "key", scopeId: clientKeyId } })
-    await api("/api/context/memory", { method: "POST", body: { text: "Session s-1 works on the parser.", scope: "session", scopeId: "s-1" } })
+    await api("/api/context/memory", {
+      method: "POST",
+      body: { text: "This key's owner prefers tabs.", scope: "key", scopeId: clientKeyId }
+    })
+    await api("/api/context/memory", {
+      method: "POST",
+      body: { text: "Session s-1 works on the parser.", scope: "session", scopeId: "s-1" }
+    })
 
     const asAdmin = systemText((await send()).upstream)
     expect(asAdmin.startsWith("You are a coding agent.")).toBe(true)
@@ -401,12 +423,21 @@ describe("memory and skill injection", () => {
   })
 
   it("skills: always, by keyword in a user turn, by model; a catalog skill's text is its file", async () => {
-    const always = await api("/api/context/skills", { method: "POST", body: { name: "style", text: "Answer in short sentences.", trigger: { always: true } } })
+    const always = await api("/api/context/skills", {
+      method: "POST",
+      body: { name: "style", text: "Answer in short sentences.", trigger: { always: true } }
+    })
     expect(always.status, always.text).toBe(201)
-    await api("/api/context/skills", { method: "POST", body: { name: "docker", text: "Prefer docker compose v2.", trigger: { keywords: ["Docker"] } } })
+    await api("/api/context/skills", {
+      method: "POST",
+      body: { name: "docker", text: "Prefer docker compose v2.", trigger: { keywords: ["Docker"] } }
+    })
     await api("/api/context/skills", { method: "POST", body: { name: "for-m1", text: "You run on m1.", trigger: { models: ["up/*"] } } })
     // A small catalog skill, well inside the default injection budget (2,000 tokens) whatever the catalog grows to.
-    const catalog = await api("/api/context/skills", { method: "POST", body: { name: "cache-docs", catalogId: "gw-cache", trigger: { keywords: ["response cache"] } } })
+    const catalog = await api("/api/context/skills", {
+      method: "POST",
+      body: { name: "cache-docs", catalogId: "gw-cache", trigger: { keywords: ["response cache"] } }
+    })
     expect(catalog.status, catalog.text).toBe(201)
     expect(catalog.body.source).toBe("catalog")
     expect(catalog.body.text).toContain("# Response cache (REST)")
@@ -459,7 +490,10 @@ describe("management", () => {
   })
 
   it("the preview: a body in any format, tokens before and after per engine", async () => {
-    const res = await api("/api/compression/preview", { method: "POST", body: { format: "openai-chat", body: chatBody(), mode: "default", model: "openai/gpt-4o" } })
+    const res = await api("/api/compression/preview", {
+      method: "POST",
+      body: { format: "openai-chat", body: chatBody(), mode: "default", model: "openai/gpt-4o" }
+    })
     expect(res.status, res.text).toBe(200)
     expect(res.body.mode).toBe("default")
     expect(res.body.tokensAfter).toBeLessThan(res.body.tokensBefore)
@@ -471,7 +505,11 @@ describe("management", () => {
       body: {
         format: "anthropic",
         mode: "engine:json",
-        body: { model: "x", max_tokens: 5, messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: PRETTY }] }] }
+        body: {
+          model: "x",
+          max_tokens: 5,
+          messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: PRETTY }] }]
+        }
       }
     })
     expect(anth.status, anth.text).toBe(200)
@@ -516,10 +554,15 @@ describe("management", () => {
   it("combos: validation, conflicts, assignments held by one combo", async () => {
     expect((await api("/api/context/combos", { method: "POST", body: { name: "e", engines: [] } })).status).toBe(400)
     expect((await api("/api/context/combos", { method: "POST", body: { name: "e", engines: [{ engine: "zip" }] } })).status).toBe(400)
-    const badConfig = await api("/api/context/combos", { method: "POST", body: { name: "e", engines: [{ engine: "caveman", config: { language: "xx" } }] } })
+    const badConfig = await api("/api/context/combos", {
+      method: "POST",
+      body: { name: "e", engines: [{ engine: "caveman", config: { language: "xx" } }] }
+    })
     expect(badConfig.status).toBe(400)
     expect(JSON.stringify(badConfig.body)).toMatch(/engines\[0\]\.config/)
-    expect((await api("/api/context/combos", { method: "POST", body: { name: "engine:json", engines: [{ engine: "json" }] } })).status).toBe(400)
+    expect(
+      (await api("/api/context/combos", { method: "POST", body: { name: "engine:json", engines: [{ engine: "json" }] } })).status
+    ).toBe(400)
     const a = await createCombo("A", [{ engine: "json" }])
     expect((await api("/api/context/combos", { method: "POST", body: { name: "a", engines: [{ engine: "json" }] } })).status).toBe(409)
     const b = await createCombo("B", [{ engine: "rtk" }, { engine: "caveman", config: { level: "lite" } }])
@@ -556,7 +599,9 @@ describe("summarize", () => {
     messages: [
       { role: "system", content: "You are a coding agent." },
       ...Array.from({ length: n }, (_, i) =>
-        i % 2 === 0 ? { role: "user", content: `${tag} step ${i}: change file${i}.ts` } : { role: "assistant", content: `Done with step ${i - 1}.` }
+        i % 2 === 0
+          ? { role: "user", content: `${tag} step ${i}: change file${i}.ts` }
+          : { role: "assistant", content: `Done with step ${i - 1}.` }
       ),
       { role: "user", content: `${tag}: what is left?` }
     ]
@@ -578,9 +623,13 @@ describe("summarize", () => {
     const c = await createCombo("sum", [{ engine: "summarize" }, { engine: "whitespace" }])
     up.always({ content: "SUMMARY: files 0 to 7 changed." })
     up.requests.length = 0
-    const rowsOfClient = async () => (await api(`/api/usage/request-logs?limit=1000`)).body.requests.filter((r: any) => r.apiKeyId === clientKeyId).length
+    const rowsOfClient = async () =>
+      (await api(`/api/usage/request-logs?limit=1000`)).body.requests.filter((r: any) => r.apiKeyId === clientKeyId).length
     const before = await rowsOfClient()
-    const first = await call(`${gw.url}/v1/chat/completions`, { body: long(12, "w"), headers: { authorization: `Bearer ${CLIENT}`, "x-gateway-compression": c.id } })
+    const first = await call(`${gw.url}/v1/chat/completions`, {
+      body: long(12, "w"),
+      headers: { authorization: `Bearer ${CLIENT}`, "x-gateway-compression": c.id }
+    })
     expect(first.status, first.text).toBe(200)
     // The summary is charged to the key whose conversation it is: two usage rows of that key.
     await expect.poll(rowsOfClient, { timeout: 3_000 }).toBe(before + 2)
@@ -605,7 +654,9 @@ describe("summarize", () => {
     up.requests.length = 0
     const next = long(12, "w")
     next.messages.push({ role: "assistant", content: "Nothing." }, { role: "user", content: "Thanks." })
-    expect((await call(`${gw.url}/v1/chat/completions`, { body: next, headers: { ...admin, "x-gateway-compression": "sum" } })).status).toBe(200)
+    expect(
+      (await call(`${gw.url}/v1/chat/completions`, { body: next, headers: { ...admin, "x-gateway-compression": "sum" } })).status
+    ).toBe(200)
     expect(summaryCalls()).toHaveLength(0)
     expect((up.requests[0]!.body as any).messages.slice(0, 3)).toEqual(sent.messages.slice(0, 3))
     const stats = await api("/api/context/analytics")
@@ -622,7 +673,9 @@ describe("summarize", () => {
     const whole = up.requests.find((r) => !JSON.stringify(r.body).includes("<conversation>"))!.body as any
     expect(whole.messages).toHaveLength(14)
     await expect.poll(() => summaryCalls().length, { timeout: 5_000 }).toBe(1)
-    await expect.poll(async () => (await send({ "x-gateway-compression": "bg" }, long(12, "b"))).upstream.messages[1].content, { timeout: 5_000 }).toContain("SUMMARY B.")
+    await expect
+      .poll(async () => (await send({ "x-gateway-compression": "bg" }, long(12, "b"))).upstream.messages[1].content, { timeout: 5_000 })
+      .toContain("SUMMARY B.")
   })
 })
 
@@ -631,7 +684,11 @@ describe("rtk project filter files", () => {
     model: "up/m1",
     messages: [
       { role: "user", content: "Run it." },
-      { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "bash", arguments: JSON.stringify({ command }) } }] },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "c1", type: "function", function: { name: "bash", arguments: JSON.stringify({ command }) } }]
+      },
       { role: "tool", tool_call_id: "c1", content: output }
     ]
   })
@@ -642,9 +699,14 @@ describe("rtk project filter files", () => {
     fs.mkdirSync(dir, { recursive: true })
     fs.writeFileSync(
       path.join(dir, "deploy.json"),
-      JSON.stringify({ filters: [{ id: "deploy-tool", description: "our deploy script", match: { command: "deploy\\.sh" }, drop: ["^debug: "] }] })
+      JSON.stringify({
+        filters: [{ id: "deploy-tool", description: "our deploy script", match: { command: "deploy\\.sh" }, drop: ["^debug: "] }]
+      })
     )
-    fs.writeFileSync(path.join(dir, "risky.json"), JSON.stringify([{ id: "risky", description: "nested quantifier", match: { command: "risky" }, drop: ["^(a+)+$"] }]))
+    fs.writeFileSync(
+      path.join(dir, "risky.json"),
+      JSON.stringify([{ id: "risky", description: "nested quantifier", match: { command: "risky" }, drop: ["^(a+)+$"] }])
+    )
     try {
       const listed = await api("/api/context/rtk/filters")
       expect(listed.status).toBe(200)
@@ -659,7 +721,10 @@ describe("rtk project filter files", () => {
       const { upstream } = await send({ "x-gateway-compression": "engine:rtk" }, rtkRequest("./deploy.sh prod", output))
       expect(toolText(upstream)).toBe("deploy: start\ndeploy: done")
 
-      expect((await api("/api/settings/feature-flags", { method: "PUT", body: { key: "GATEWAY_RTK_TRUST_PROJECT_FILTERS", value: "true" } })).status).toBe(200)
+      expect(
+        (await api("/api/settings/feature-flags", { method: "PUT", body: { key: "GATEWAY_RTK_TRUST_PROJECT_FILTERS", value: "true" } }))
+          .status
+      ).toBe(200)
       const trusted = await api("/api/context/rtk/filters")
       expect(trusted.body.project.trusted).toBe(true)
       expect(trusted.body.project.files.find((f: any) => f.file === "risky.json")).toMatchObject({ filters: 1, errors: [] })

@@ -59,7 +59,15 @@ interface Expected {
   readonly at: Path
 }
 
-const seg = (role: Segment["role"], kind: Segment["kind"], turn: number, turns: number, at: Path, text: string, tool?: { toolName?: string; command?: string }): Expected => ({
+const seg = (
+  role: Segment["role"],
+  kind: Segment["kind"],
+  turn: number,
+  turns: number,
+  at: Path,
+  text: string,
+  tool?: { toolName?: string; command?: string }
+): Expected => ({
   text,
   role,
   kind,
@@ -144,7 +152,16 @@ describe("openai-chat", () => {
       { role: "user", content: "" },
       { role: "user", content: "thanks" }
     ],
-    tools: [{ type: "function", function: { name: "bash", description: "Run a command", parameters: { type: "object", properties: { command: { type: "string" } } } } }],
+    tools: [
+      {
+        type: "function",
+        function: {
+          name: "bash",
+          description: "Run a command",
+          parameters: { type: "object", properties: { command: { type: "string" } } }
+        }
+      }
+    ],
     stream: true,
     stream_options: { include_usage: true }
   }
@@ -154,9 +171,22 @@ describe("openai-chat", () => {
     expectWalk("openai-chat", "chat.completions", body, [
       seg("system", "prose", 0, n, ["messages", 0, "content"], "You are Kilo, a highly skilled software engineer."),
       seg("user", "prose", 1, n, ["messages", 1, "content", 0, "text"], "USE_TOOL run echo"),
-      seg("user", "prose", 1, n, ["messages", 1, "content", 1, "text"], "\n\n<environment_details>\nMessage time: 2026-11-22T01:44:09Z\n</environment_details>"),
-      seg("tool", "tool-result", 3, n, ["messages", 3, "content"], "On branch main\nnothing to commit, working tree clean\n", { toolName: "bash", command: "git status" }),
-      seg("tool", "tool-result", 4, n, ["messages", 4, "content", 0, "text"], "total 8\ndrwxr-xr-x 2 user user 4096 .\n", { toolName: "run_shell_command", command: "ls -la" }),
+      seg(
+        "user",
+        "prose",
+        1,
+        n,
+        ["messages", 1, "content", 1, "text"],
+        "\n\n<environment_details>\nMessage time: 2026-11-22T01:44:09Z\n</environment_details>"
+      ),
+      seg("tool", "tool-result", 3, n, ["messages", 3, "content"], "On branch main\nnothing to commit, working tree clean\n", {
+        toolName: "bash",
+        command: "git status"
+      }),
+      seg("tool", "tool-result", 4, n, ["messages", 4, "content", 0, "text"], "total 8\ndrwxr-xr-x 2 user user 4096 .\n", {
+        toolName: "run_shell_command",
+        command: "ls -la"
+      }),
       seg("tool", "tool-result", 5, n, ["messages", 5, "content"], "# Project\n", { toolName: "read_file" }),
       seg("assistant", "prose", 6, n, ["messages", 6, "content"], "The tree is clean."),
       seg("system", "prose", 7, n, ["messages", 7, "content"], "Answer briefly."),
@@ -165,7 +195,9 @@ describe("openai-chat", () => {
   })
 
   it("walks legacy completions' prompt (a string or strings) as user prose", () => {
-    expectWalk("openai-chat", "completions", { model: "m", prompt: "Say hi", max_tokens: 5 }, [seg("user", "prose", 0, 1, ["prompt"], "Say hi")])
+    expectWalk("openai-chat", "completions", { model: "m", prompt: "Say hi", max_tokens: 5 }, [
+      seg("user", "prose", 0, 1, ["prompt"], "Say hi")
+    ])
     expectWalk("openai-chat", "completions", { model: "m", prompt: ["one", "two"] }, [
       seg("user", "prose", 0, 2, ["prompt", 0], "one"),
       seg("user", "prose", 1, 2, ["prompt", 1], "two")
@@ -187,7 +219,12 @@ describe("openai-responses", () => {
     model: "gpt-5",
     instructions: "You are Codex, a coding agent.",
     input: [
-      { type: "message", id: "msg_1", role: "developer", content: [{ type: "input_text", text: "<permissions instructions>\nsandboxed\n</permissions instructions>" }] },
+      {
+        type: "message",
+        id: "msg_1",
+        role: "developer",
+        content: [{ type: "input_text", text: "<permissions instructions>\nsandboxed\n</permissions instructions>" }]
+      },
       {
         type: "message",
         role: "user",
@@ -197,12 +234,38 @@ describe("openai-responses", () => {
           { type: "input_file", file_id: "file_1" }
         ]
       },
-      { type: "reasoning", id: "rs_1", summary: [{ type: "summary_text", text: "Plan: run echo." }], encrypted_content: "gAAAAABencrypted" },
-      { type: "function_call", status: "completed", id: "fc_1", name: "exec_command", arguments: '{"cmd":"echo TOOL_OK"}', call_id: "call_a" },
-      { type: "function_call_output", id: "fco_1", call_id: "call_a", output: "Chunk ID: f3ad3f\nWall time: 0.1712 seconds\nProcess exited with code 0\nOutput:\nTOOL_OK\n" },
+      {
+        type: "reasoning",
+        id: "rs_1",
+        summary: [{ type: "summary_text", text: "Plan: run echo." }],
+        encrypted_content: "gAAAAABencrypted"
+      },
+      {
+        type: "function_call",
+        status: "completed",
+        id: "fc_1",
+        name: "exec_command",
+        arguments: '{"cmd":"echo TOOL_OK"}',
+        call_id: "call_a"
+      },
+      {
+        type: "function_call_output",
+        id: "fco_1",
+        call_id: "call_a",
+        output: "Chunk ID: f3ad3f\nWall time: 0.1712 seconds\nProcess exited with code 0\nOutput:\nTOOL_OK\n"
+      },
       { type: "custom_tool_call", call_id: "call_b", name: "apply_patch", input: "*** Begin Patch\n*** End Patch" },
-      { type: "custom_tool_call_output", call_id: "call_b", output: [{ type: "input_text", text: "Success. Updated the following files:\nM a.ts" }] },
-      { type: "local_shell_call", call_id: "call_c", status: "completed", action: { type: "exec", command: ["bash", "-lc", "git diff --stat"] } },
+      {
+        type: "custom_tool_call_output",
+        call_id: "call_b",
+        output: [{ type: "input_text", text: "Success. Updated the following files:\nM a.ts" }]
+      },
+      {
+        type: "local_shell_call",
+        call_id: "call_c",
+        status: "completed",
+        action: { type: "exec", command: ["bash", "-lc", "git diff --stat"] }
+      },
       { type: "local_shell_call_output", call_id: "call_c", output: " a.ts | 2 +-\n" },
       {
         type: "message",
@@ -223,13 +286,30 @@ describe("openai-responses", () => {
     const n = 11
     expectWalk("openai-responses", "responses", body, [
       seg("system", "prose", 0, n, ["instructions"], "You are Codex, a coding agent."),
-      seg("system", "prose", 0, n, ["input", 0, "content", 0, "text"], "<permissions instructions>\nsandboxed\n</permissions instructions>"),
+      seg(
+        "system",
+        "prose",
+        0,
+        n,
+        ["input", 0, "content", 0, "text"],
+        "<permissions instructions>\nsandboxed\n</permissions instructions>"
+      ),
       seg("user", "prose", 1, n, ["input", 1, "content", 0, "text"], "USE_TOOL run echo"),
-      seg("tool", "tool-result", 4, n, ["input", 4, "output"], "Chunk ID: f3ad3f\nWall time: 0.1712 seconds\nProcess exited with code 0\nOutput:\nTOOL_OK\n", {
-        toolName: "exec_command",
-        command: "echo TOOL_OK"
+      seg(
+        "tool",
+        "tool-result",
+        4,
+        n,
+        ["input", 4, "output"],
+        "Chunk ID: f3ad3f\nWall time: 0.1712 seconds\nProcess exited with code 0\nOutput:\nTOOL_OK\n",
+        {
+          toolName: "exec_command",
+          command: "echo TOOL_OK"
+        }
+      ),
+      seg("tool", "tool-result", 6, n, ["input", 6, "output", 0, "text"], "Success. Updated the following files:\nM a.ts", {
+        toolName: "apply_patch"
       }),
-      seg("tool", "tool-result", 6, n, ["input", 6, "output", 0, "text"], "Success. Updated the following files:\nM a.ts", { toolName: "apply_patch" }),
       seg("tool", "tool-result", 8, n, ["input", 8, "output"], " a.ts | 2 +-\n", { toolName: "local_shell", command: "git diff --stat" }),
       seg("assistant", "prose", 9, n, ["input", 9, "content", 0, "text"], "Done."),
       seg("user", "prose", 10, n, ["input", 10, "content"], "ship it")
@@ -274,7 +354,13 @@ describe("anthropic", () => {
       {
         role: "user",
         content: [
-          { tool_use_id: "toolu_1", type: "tool_result", content: "TOOL_OK\nexit 0\n", is_error: false, cache_control: { type: "ephemeral" } },
+          {
+            tool_use_id: "toolu_1",
+            type: "tool_result",
+            content: "TOOL_OK\nexit 0\n",
+            is_error: false,
+            cache_control: { type: "ephemeral" }
+          },
           {
             type: "tool_result",
             tool_use_id: "toolu_2",
@@ -304,10 +390,20 @@ describe("anthropic", () => {
     const out = expectWalk("anthropic", "messages", body, [
       seg("system", "prose", 0, n, ["system", 0, "text"], "x-anthropic-billing-header: cc_version=2.1.330"),
       seg("system", "prose", 0, n, ["system", 1, "text"], "You are Claude Code, Anthropic's official CLI."),
-      seg("user", "prose", 0, n, ["messages", 0, "content", 0, "text"], "<system-reminder>\nToday's date is 2026-11-22.\n</system-reminder>"),
+      seg(
+        "user",
+        "prose",
+        0,
+        n,
+        ["messages", 0, "content", 0, "text"],
+        "<system-reminder>\nToday's date is 2026-11-22.\n</system-reminder>"
+      ),
       seg("user", "prose", 0, n, ["messages", 0, "content", 1, "text"], "USE_TOOL run echo"),
       seg("assistant", "prose", 1, n, ["messages", 1, "content", 2, "text"], "Running it."),
-      seg("tool", "tool-result", 2, n, ["messages", 2, "content", 0, "content"], "TOOL_OK\nexit 0\n", { toolName: "Bash", command: "echo TOOL_OK" }),
+      seg("tool", "tool-result", 2, n, ["messages", 2, "content", 0, "content"], "TOOL_OK\nexit 0\n", {
+        toolName: "Bash",
+        command: "echo TOOL_OK"
+      }),
       seg("tool", "tool-result", 2, n, ["messages", 2, "content", 1, "content", 0, "text"], "     1\t# Project\n", { toolName: "Read" }),
       seg("user", "prose", 3, n, ["messages", 3, "content", 2, "text"], "what now?"),
       seg("assistant", "prose", 4, n, ["messages", 4, "content"], "Plain string answer.")
@@ -341,20 +437,44 @@ describe("gemini", () => {
   /** Shapes of the Gemini CLI (functionResponse.response.output, thought signatures). */
   const body = {
     contents: [
-      { role: "user", parts: [{ text: "<session_context>\nThis is the Gemini CLI.\n</session_context>" }, { text: "USE_TOOL list files" }] },
+      {
+        role: "user",
+        parts: [{ text: "<session_context>\nThis is the Gemini CLI.\n</session_context>" }, { text: "USE_TOOL list files" }]
+      },
       {
         role: "model",
         parts: [
           { text: "Listing the directory.", thought: true },
-          { functionCall: { id: "ld_1", name: "list_directory", args: { dir_path: "." } }, thoughtSignature: "skip_thought_signature_validator" }
+          {
+            functionCall: { id: "ld_1", name: "list_directory", args: { dir_path: "." } },
+            thoughtSignature: "skip_thought_signature_validator"
+          }
         ]
       },
       {
         role: "user",
-        parts: [{ functionResponse: { id: "ld_1", name: "list_directory", response: { output: "Directory listing for /home/user/work:\nREADME.md (120 bytes)" } } }]
+        parts: [
+          {
+            functionResponse: {
+              id: "ld_1",
+              name: "list_directory",
+              response: { output: "Directory listing for /home/user/work:\nREADME.md (120 bytes)" }
+            }
+          }
+        ]
       },
       { role: "model", parts: [{ functionCall: { name: "run_shell_command", args: { command: "npm test" } } }] },
-      { role: "user", parts: [{ functionResponse: { name: "run_shell_command", response: { stdout: "PASS 3 tests\n", stderr: "npm warn config\n", exitCode: 0 } } }] },
+      {
+        role: "user",
+        parts: [
+          {
+            functionResponse: {
+              name: "run_shell_command",
+              response: { stdout: "PASS 3 tests\n", stderr: "npm warn config\n", exitCode: 0 }
+            }
+          }
+        ]
+      },
       { role: "model", parts: [{ text: "All tests pass." }, { text: "Signed answer.", thoughtSignature: "c2lnbmVk" }] },
       { role: "user", parts: [{ text: "great" }, { inlineData: { mimeType: "image/png", data: "iVBORw0KGgo=" } }] }
     ],
@@ -369,9 +489,17 @@ describe("gemini", () => {
       seg("system", "prose", 0, n, ["systemInstruction", "parts", 0, "text"], "You are Gemini CLI, an autonomous CLI agent."),
       seg("user", "prose", 0, n, ["contents", 0, "parts", 0, "text"], "<session_context>\nThis is the Gemini CLI.\n</session_context>"),
       seg("user", "prose", 0, n, ["contents", 0, "parts", 1, "text"], "USE_TOOL list files"),
-      seg("tool", "tool-result", 2, n, ["contents", 2, "parts", 0, "functionResponse", "response", "output"], "Directory listing for /home/user/work:\nREADME.md (120 bytes)", {
-        toolName: "list_directory"
-      }),
+      seg(
+        "tool",
+        "tool-result",
+        2,
+        n,
+        ["contents", 2, "parts", 0, "functionResponse", "response", "output"],
+        "Directory listing for /home/user/work:\nREADME.md (120 bytes)",
+        {
+          toolName: "list_directory"
+        }
+      ),
       seg("tool", "tool-result", 4, n, ["contents", 4, "parts", 0, "functionResponse", "response", "stdout"], "PASS 3 tests\n", {
         toolName: "run_shell_command",
         command: "npm test"
@@ -398,7 +526,10 @@ describe("gemini", () => {
       },
       [
         seg("system", "prose", 0, 2, ["system_instruction"], "Be brief."),
-        seg("tool", "tool-result", 1, 2, ["contents", 1, "parts", 0, "function_response", "response", "result"], "a.txt", { toolName: "shell", command: "ls" })
+        seg("tool", "tool-result", 1, 2, ["contents", 1, "parts", 0, "function_response", "response", "result"], "a.txt", {
+          toolName: "shell",
+          command: "ls"
+        })
       ]
     )
   })
@@ -411,7 +542,12 @@ describe("ollama", () => {
       messages: [
         { role: "system", content: "You are a helpful coding agent." },
         { role: "user", content: "run the tests", images: ["iVBORw0KGgo="] },
-        { role: "assistant", content: "", thinking: "I should run them.", tool_calls: [{ function: { name: "shell", arguments: { args: ["npm", "test"] } } }] },
+        {
+          role: "assistant",
+          content: "",
+          thinking: "I should run them.",
+          tool_calls: [{ function: { name: "shell", arguments: { args: ["npm", "test"] } } }]
+        },
         { role: "tool", tool_name: "shell", content: "PASS 3 tests" },
         { role: "assistant", content: "All pass.", thinking: "done" }
       ],
@@ -426,10 +562,12 @@ describe("ollama", () => {
   })
 
   it("finds api.generate's system and prompt", () => {
-    expectWalk("ollama", "api.generate", { model: "llama3.2", system: "Be brief.", prompt: "Why is the sky blue?", images: ["iVBORw0KGgo="] }, [
-      seg("system", "prose", 0, 1, ["system"], "Be brief."),
-      seg("user", "prose", 0, 1, ["prompt"], "Why is the sky blue?")
-    ])
+    expectWalk(
+      "ollama",
+      "api.generate",
+      { model: "llama3.2", system: "Be brief.", prompt: "Why is the sky blue?", images: ["iVBORw0KGgo="] },
+      [seg("system", "prose", 0, 1, ["system"], "Be brief."), seg("user", "prose", 0, 1, ["prompt"], "Why is the sky blue?")]
+    )
   })
 })
 
@@ -455,16 +593,37 @@ describe("what the walker never does", () => {
   it("walks malformed bodies without throwing (the decoder answers the 400)", () => {
     const odd: ReadonlyArray<Json> = [
       { messages: "nope" },
-      { messages: [null, 3, "x", { role: "user" }, { role: "user", content: 5 }, { role: "wizard", content: "x" }, { role: "tool", content: [null, { type: "text" }] }] },
+      {
+        messages: [
+          null,
+          3,
+          "x",
+          { role: "user" },
+          { role: "user", content: 5 },
+          { role: "wizard", content: "x" },
+          { role: "tool", content: [null, { type: "text" }] }
+        ]
+      },
       { input: { a: 1 }, instructions: 5 },
       { input: [null, { type: "function_call_output" }, { type: "message", role: "user", content: [7] }] },
       { system: 5, messages: [{ role: "assistant", content: [null, { type: "tool_result", content: 3 }] }] },
-      { contents: [null, { parts: "x" }, { parts: [null, { functionResponse: "x" }, { functionResponse: { response: "s" } }] }], systemInstruction: 5 },
+      {
+        contents: [null, { parts: "x" }, { parts: [null, { functionResponse: "x" }, { functionResponse: { response: "s" } }] }],
+        systemInstruction: 5
+      },
       { prompt: 5, system: [1] }
     ]
     for (const body of odd) {
       for (const format of Object.keys(FORMATS) as Array<FormatId>) {
-        for (const endpoint of ["chat.completions", "completions", "responses", "messages", "generateContent", "api.chat", "api.generate"]) {
+        for (const endpoint of [
+          "chat.completions",
+          "completions",
+          "responses",
+          "messages",
+          "generateContent",
+          "api.chat",
+          "api.generate"
+        ]) {
           expect(() => mapSegments(format, endpoint, body, upper)).not.toThrow()
         }
       }
@@ -503,9 +662,11 @@ const classify = (name: string, r: { method?: string; path?: string; body?: unkn
     return { name, format: "openai-responses", endpoint: "responses.ws", body: rest, decode: decode("openai-responses") }
   }
   if (r.method !== "POST") return undefined
-  if (p === "/v1/chat/completions") return { name, format: "openai-chat", endpoint: "chat.completions", body, decode: decode("openai-chat") }
+  if (p === "/v1/chat/completions")
+    return { name, format: "openai-chat", endpoint: "chat.completions", body, decode: decode("openai-chat") }
   if (p === "/v1/responses") return { name, format: "openai-responses", endpoint: "responses", body, decode: decode("openai-responses") }
-  if (p === "/v1/messages" || p === "/v1/messages/count_tokens") return { name, format: "anthropic", endpoint: "messages", body, decode: decode("anthropic") }
+  if (p === "/v1/messages" || p === "/v1/messages/count_tokens")
+    return { name, format: "anthropic", endpoint: "messages", body, decode: decode("anthropic") }
   if (p === "/api/chat") return { name, format: "ollama", endpoint: "api.chat", body, decode: decode("ollama") }
   if (p === "/api/generate") return { name, format: "ollama", endpoint: "api.generate", body, decode: decodeGenerateRequest }
   const g = /\/models\/([^:/]+):(generateContent|streamGenerateContent)$/.exec(p)
@@ -533,7 +694,9 @@ const recorded = (): Array<Recorded> => {
     .readdirSync(sdk)
     .filter((f) => f.endsWith(".json"))
     .sort()) {
-    const doc = JSON.parse(fs.readFileSync(path.join(sdk, file), "utf8")) as { requests?: Array<{ method?: string; path?: string; body?: unknown }> }
+    const doc = JSON.parse(fs.readFileSync(path.join(sdk, file), "utf8")) as {
+      requests?: Array<{ method?: string; path?: string; body?: unknown }>
+    }
     ;(doc.requests ?? []).forEach((req, i) => {
       const r = classify(`sdk/${file}#${i + 1}`, req)
       if (r) out.push(r)
@@ -557,19 +720,22 @@ describe("recorded client requests", () => {
     expect(all.filter((r) => r.name.startsWith("cli/")).length).toBeGreaterThan(60)
   })
 
-  it.each(all.map((r) => [r.name, r] as const))("%s: identity leaves it alone; upper-casing changes only text and still decodes", (_name, r) => {
-    const body = deepFreeze(structuredClone(r.body))
-    expect(() => r.decode(body as Json)).not.toThrow()
-    const found = segmentsOf(r.format, r.endpoint, body)
-    expect(found.length).toBeGreaterThan(0)
-    expect(mapSegments(r.format, r.endpoint, body, identity)).toBeUndefined()
-    const out = mapSegments(r.format, r.endpoint, body, upper)
-    if (found.every((s) => s.text.toUpperCase() === s.text)) return expect(out).toBeUndefined()
-    expect(out).toBeDefined()
-    expect(() => r.decode(out!)).not.toThrow()
-    // The same places hold the new texts, with the same segments.
-    expect(segmentsOf(r.format, r.endpoint, out!)).toStrictEqual(found.map((s) => ({ text: s.text.toUpperCase(), segment: s.segment })))
-  })
+  it.each(all.map((r) => [r.name, r] as const))(
+    "%s: identity leaves it alone; upper-casing changes only text and still decodes",
+    (_name, r) => {
+      const body = deepFreeze(structuredClone(r.body))
+      expect(() => r.decode(body as Json)).not.toThrow()
+      const found = segmentsOf(r.format, r.endpoint, body)
+      expect(found.length).toBeGreaterThan(0)
+      expect(mapSegments(r.format, r.endpoint, body, identity)).toBeUndefined()
+      const out = mapSegments(r.format, r.endpoint, body, upper)
+      if (found.every((s) => s.text.toUpperCase() === s.text)) return expect(out).toBeUndefined()
+      expect(out).toBeDefined()
+      expect(() => r.decode(out!)).not.toThrow()
+      // The same places hold the new texts, with the same segments.
+      expect(segmentsOf(r.format, r.endpoint, out!)).toStrictEqual(found.map((s) => ({ text: s.text.toUpperCase(), segment: s.segment })))
+    }
+  )
 
   it("names the tools and commands of the recorded tool calls", () => {
     const tools = (name: string) =>
@@ -606,7 +772,9 @@ describe("estimate", () => {
   it("approximates with characters / 4 before the tokenizer is loaded, then counts with o200k", async () => {
     // Fresh copies of the modules: another file run in the same worker may have loaded the tokenizer.
     vi.resetModules()
-    const { approximateTokens, estimateTokens, estimateTokensSync, loadTokenizer, tokenizerLoaded } = await import("../src/services/context/estimate.js")
+    const { approximateTokens, estimateTokens, estimateTokensSync, loadTokenizer, tokenizerLoaded } = await import(
+      "../src/services/context/estimate.js"
+    )
     const { countTextTokens } = await import("../src/upstream/formats/tokens.js")
     expect(tokenizerLoaded()).toBe(false)
     expect(estimateTokensSync("openai-chat", "chat.completions", body)).toBe(approx)
@@ -616,7 +784,9 @@ describe("estimate", () => {
     expect(exact).toBeLessThan(approx - 20)
     expect(estimateTokensSync("openai-chat", "chat.completions", body)).toBe(exact)
     expect(await estimateTokens("openai-chat", "chat.completions", body)).toBe(exact)
-    expect(await estimateTokens("openai-chat", "chat.completions", { model: "m", messages: [{ role: "user", content: "hello world" }] })).toBe(2)
+    expect(
+      await estimateTokens("openai-chat", "chat.completions", { model: "m", messages: [{ role: "user", content: "hello world" }] })
+    ).toBe(2)
     // approximateTokens stays characters / 4 once the tokenizer is loaded.
     expect(approximateTokens("openai-chat", "chat.completions", body)).toBe(approx)
   })

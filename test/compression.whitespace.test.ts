@@ -57,7 +57,10 @@ describe("whitespace", () => {
   })
   it("invariants: non-whitespace characters and their order kept, leading indentation kept, idempotent", () => {
     const line = fc
-      .tuple(fc.constantFrom("", "  ", "\t", "    "), fc.array(fc.constantFrom("a", "b", " ", "  ", "\t", "```", "~~~", "é"), { maxLength: 8 }))
+      .tuple(
+        fc.constantFrom("", "  ", "\t", "    "),
+        fc.array(fc.constantFrom("a", "b", " ", "  ", "\t", "```", "~~~", "é"), { maxLength: 8 })
+      )
       .map(([i, w]) => i + w.join(""))
     const text = fc.array(line, { maxLength: 12 }).map((l) => l.join("\n"))
     fc.assert(

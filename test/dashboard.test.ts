@@ -149,7 +149,13 @@ describe("first-run setup (POST /api/auth/setup)", () => {
     )
     expect(proxied.status).toBe(403)
     expect(proxied.body.message).toContain("gateway setup")
-    const cross = await rawCall(gw.url, "POST", "/api/auth/setup", { "content-type": "application/json", origin: "http://evil.example" }, JSON.stringify({ password: PASSWORD }))
+    const cross = await rawCall(
+      gw.url,
+      "POST",
+      "/api/auth/setup",
+      { "content-type": "application/json", origin: "http://evil.example" },
+      JSON.stringify({ password: PASSWORD })
+    )
     expect(cross.status).toBe(403)
     const short = await call(`${gw.url}/api/auth/setup`, { body: { password: "short" } })
     expect(short.status).toBe(400)
@@ -168,7 +174,10 @@ describe("first-run setup (POST /api/auth/setup)", () => {
     expect(session.body).toMatchObject({ authenticated: true, via: "session", passwordSet: true })
     const again = await call(`${gw.url}/api/auth/setup`, { body: { password: "another-password" } })
     expect(again.status).toBe(409)
-    const withKey = await call(`${gw.url}/api/auth/setup`, { body: { password: "another-password" }, headers: { authorization: `Bearer ${ADMIN}` } })
+    const withKey = await call(`${gw.url}/api/auth/setup`, {
+      body: { password: "another-password" },
+      headers: { authorization: `Bearer ${ADMIN}` }
+    })
     expect(withKey.status).toBe(409)
     // The password that was set is the one that logs in.
     expect((await call(`${gw.url}/api/auth/login`, { body: { password: PASSWORD } })).status).toBe(200)
@@ -239,7 +248,10 @@ describe("the live feed (GATEWAY_ENABLE_LIVE_WS)", () => {
     gw = await startGateway({ env: { INITIAL_PASSWORD: PASSWORD } })
     await gw.run(
       Effect.flatMap(ApiKeys, (k) =>
-        Effect.zipRight(k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN }), k.create({ name: "user", scopes: ["inference"] }, { secret: USER }))
+        Effect.zipRight(
+          k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN }),
+          k.create({ name: "user", scopes: ["inference"] }, { secret: USER })
+        )
       )
     )
     const created = await call(`${gw.url}/api/providers`, {
@@ -259,7 +271,10 @@ describe("the live feed (GATEWAY_ENABLE_LIVE_WS)", () => {
 
   it("a dashboard session sees each request as it completes or fails: hello with the recent events, then one frame per event", async () => {
     const chat = (model: string) =>
-      call(`${gw.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${USER}` } })
+      call(`${gw.url}/v1/chat/completions`, {
+        body: { model, messages: [{ role: "user", content: "hi" }] },
+        headers: { authorization: `Bearer ${USER}` }
+      })
     expect((await chat("up/m1")).status).toBe(200)
     const client = await open(ws(), { cookie, origin: `http://${host()}` })
     try {

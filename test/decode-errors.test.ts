@@ -31,7 +31,12 @@ describe("the inference plane's decode failure", () => {
 
   it("says the request could not be read when a decoder threw anything else", () => {
     const e = decodeFailure(FORMATS["openai-chat"], new TypeError("Cannot read properties of null"))
-    expect(e).toMatchObject({ status: 400, kind: "invalid_request", message: "the request could not be read: Cannot read properties of null", param: null })
+    expect(e).toMatchObject({
+      status: 400,
+      kind: "invalid_request",
+      message: "the request could not be read: Cannot read properties of null",
+      param: null
+    })
     expect(decodeFailure(FORMATS.ollama, "thrown text").message).toBe("the request could not be read: thrown text")
   })
 })
@@ -64,11 +69,18 @@ describe("the management plane's decode failure", () => {
       expect(budget.status).toBe(400)
       expect(budget.body).toEqual({ _tag: "BadRequest", message: "apiKeyId: is missing" })
       // Decoded by the HttpApi from the pricing endpoint's payload schema.
-      const price = await call(`${gw.url}/api/pricing`, { method: "PUT", body: { provider: "openai", model: "m", input: "cheap" }, headers: admin })
+      const price = await call(`${gw.url}/api/pricing`, {
+        method: "PUT",
+        body: { provider: "openai", model: "m", input: "cheap" },
+        headers: admin
+      })
       expect(price.status).toBe(400)
       expect(price.body).toEqual({ _tag: "BadRequest", message: 'invalid request: input: expected number, actual "cheap"' })
       // Decoded by the HttpApi from the endpoint's payload schema.
-      const provider = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", baseUrl: "http://127.0.0.1:9/v1", priority: "high" }, headers: admin })
+      const provider = await call(`${gw.url}/api/providers`, {
+        body: { provider: "openai-compatible", baseUrl: "http://127.0.0.1:9/v1", priority: "high" },
+        headers: admin
+      })
       expect(provider.status).toBe(400)
       expect(provider.body).toEqual({ _tag: "BadRequest", message: 'invalid request: priority: expected number, actual "high"' })
     })

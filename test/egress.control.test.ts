@@ -29,7 +29,8 @@ const hostOf = (url: string) => new URL(url).host
 /** Tunnels to `target` (host:port) the proxy opened since `before`. */
 const tunnelsTo = (target: string, before: number) => proxy.passed.slice(before).filter((p) => p.target === `CONNECT ${target}`).length
 
-const setFallback = (value: string | undefined) => gw.run(Effect.flatMap(FeatureFlags, (f) => Effect.orDie(f.set("GATEWAY_CONTROL_PLANE_PROXY_DIRECT_FALLBACK", value))))
+const setFallback = (value: string | undefined) =>
+  gw.run(Effect.flatMap(FeatureFlags, (f) => Effect.orDie(f.set("GATEWAY_CONTROL_PLANE_PROXY_DIRECT_FALLBACK", value))))
 const setGlobalProxy = async (url: string | null, family?: string) => {
   const res = await api(gw, "/api/settings/proxy", { method: "PUT", body: { url, ...(family ? { family } : {}) } })
   expect(res.status, res.text).toBe(200)
@@ -67,7 +68,8 @@ beforeAll(async () => {
     GATEWAY_OAUTH_RETRY_BASE_MS: "10"
   }
   ;[gw, syncServer] = await Promise.all([startGateway({ env }), startGateway()])
-  for (const g of [gw, syncServer]) await g.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+  for (const g of [gw, syncServer])
+    await g.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
 })
 afterAll(async () => {
   await Promise.all([gw?.close(), syncServer?.close()])
@@ -153,7 +155,9 @@ describe("provider-node probes", () => {
 
 describe("the sync client", () => {
   it("pushes to the sync server through the global default proxy", async () => {
-    const init = await api(gw, "/api/sync/initialize", { body: { serverUrl: syncServer.url, apiKey: ADMIN, space: "proxied", passphrase: "correct horse battery staple" } })
+    const init = await api(gw, "/api/sync/initialize", {
+      body: { serverUrl: syncServer.url, apiKey: ADMIN, space: "proxied", passphrase: "correct horse battery staple" }
+    })
     expect(init.status, init.text).toBe(200)
     await setGlobalProxy(`http://127.0.0.1:${proxy.port}`)
     const before = proxy.passed.length

@@ -45,7 +45,10 @@ const proxyAndConnection = async (proxy: Record<string, unknown>) => {
   return { proxy: p.body as { id: string; url: string }, name: c.body.name as string }
 }
 const chat = (name: string, stream = false) =>
-  call(`${gw.url}/v1/chat/completions`, { body: { model: `${name}/m1`, stream, messages: [{ role: "user", content: "hi" }] }, headers: admin })
+  call(`${gw.url}/v1/chat/completions`, {
+    body: { model: `${name}/m1`, stream, messages: [{ role: "user", content: "hi" }] },
+    headers: admin
+  })
 const passedSince = (p: TestProxy, before: number) => p.passed.slice(before)
 
 beforeAll(async () => {
@@ -101,7 +104,9 @@ describe("rule 2: ipv4/ipv6 append the marker once and pin the family with no fa
     const six = await call(`${gw.url}${PROXIES}/${c.proxy.id}`, { method: "PATCH", body: { family: "ipv6" }, headers: admin })
     expect(six.body.url).toBe(`http://both.proxy.test:${dual.port}/?family=ipv6`)
     expect(withFamilyMarker("socks5://h:1080/?family=ipv6", "ipv6")).toBe("socks5://h:1080/?family=ipv6")
-    expect(proxyUrl({ type: "socks5", host: "::1", port: 1080, username: null, password: null, family: "ipv6" })).toBe("socks5://[::1]:1080/?family=ipv6")
+    expect(proxyUrl({ type: "socks5", host: "::1", port: 1080, username: null, password: null, family: "ipv6" })).toBe(
+      "socks5://[::1]:1080/?family=ipv6"
+    )
   })
 
   it("a name with both records pinned to ipv4 connects to the proxy over IPv4 only, and pinned to ipv6 over IPv6 only (HTTP proxy)", async () => {
@@ -125,7 +130,11 @@ describe("rule 2: ipv4/ipv6 append the marker once and pin the family with no fa
     records.set("socks.proxy.test", ["127.0.0.1", "::1"])
     const six = await proxyAndConnection({ type: "socks5", host: "socks.proxy.test", port: socksDual.port, family: "ipv6" })
     const b = { v4: socksDual.v4.passed.length, v6: socksDual.v6.passed.length }
-    const stream = await openai.chat.completions.create({ model: `${six.name}/m1`, messages: [{ role: "user", content: "hi" }], stream: true })
+    const stream = await openai.chat.completions.create({
+      model: `${six.name}/m1`,
+      messages: [{ role: "user", content: "hi" }],
+      stream: true
+    })
     let text = ""
     for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? ""
     expect(text).toBe("pinned")
@@ -165,7 +174,11 @@ describe("rule 3: an IP literal that contradicts the directive is an error when 
       headers: admin
     })
     expect(c.status).toBe(201)
-    const put = await call(`${gw.url}/api/settings/proxy`, { method: "PUT", body: { url: `http://127.0.0.1:${dual.port}`, family: "ipv6" }, headers: admin })
+    const put = await call(`${gw.url}/api/settings/proxy`, {
+      method: "PUT",
+      body: { url: `http://127.0.0.1:${dual.port}`, family: "ipv6" },
+      headers: admin
+    })
     expect(put.status, put.text).toBe(200)
     try {
       const before = { v4: dual.v4.passed.length, up: fake.upstream.chatRequests.length }
@@ -231,10 +244,12 @@ describe("rule 5: the refusal is 503 PROXY_FAMILY_UNAVAILABLE in the client's fo
   it("Anthropic SDK (/v1/messages): an APIError with status 503, an Anthropic error body naming PROXY_FAMILY_UNAVAILABLE", async () => {
     records.set("v6only.proxy.test", ["::1"])
     const c = await proxyAndConnection({ type: "http", host: "v6only.proxy.test", port: dual.port, family: "ipv4" })
-    const err = await anthropic.messages.create({ model: `${c.name}/m1`, max_tokens: 16, messages: [{ role: "user", content: "hi" }] }).then(
-      () => undefined,
-      (e: unknown) => e
-    )
+    const err = await anthropic.messages
+      .create({ model: `${c.name}/m1`, max_tokens: 16, messages: [{ role: "user", content: "hi" }] })
+      .then(
+        () => undefined,
+        (e: unknown) => e
+      )
     expect(err).toBeInstanceOf(Anthropic.APIError)
     const e = err as InstanceType<typeof Anthropic.APIError>
     expect(e.status).toBe(503)
@@ -248,7 +263,10 @@ describe("POST /api/settings/proxy/test with a pinned family", () => {
   it("reports ipv6 through ::1 and ipv4 through 127.0.0.1, and refuses a family the proxy name has no record of", async () => {
     records.set("both.proxy.test", ["127.0.0.1", "::1"])
     const test = (family: string) =>
-      call(`${gw.url}/api/settings/proxy/test`, { body: { url: `${fake.upstream.url}/v1/models`, proxy: `http://both.proxy.test:${dual.port}`, family }, headers: admin })
+      call(`${gw.url}/api/settings/proxy/test`, {
+        body: { url: `${fake.upstream.url}/v1/models`, proxy: `http://both.proxy.test:${dual.port}`, family },
+        headers: admin
+      })
     const six = await test("ipv6")
     expect(six.body, six.text).toMatchObject({ ok: true, family: "ipv6" })
     const four = await test("ipv4")

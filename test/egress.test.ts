@@ -24,8 +24,10 @@ let socks: TestProxy
 let socksAuthed: TestProxy
 let client: OpenAI
 
-const setFlag = (key: "PROXY_AUTO_SELECT_ENABLED" | "GATEWAY_CONTROL_PLANE_PROXY_DIRECT_FALLBACK" | "FREE_PROXY_ENABLED", value: string | undefined) =>
-  gw.run(Effect.flatMap(FeatureFlags, (f) => Effect.orDie(f.set(key, value))))
+const setFlag = (
+  key: "PROXY_AUTO_SELECT_ENABLED" | "GATEWAY_CONTROL_PLANE_PROXY_DIRECT_FALLBACK" | "FREE_PROXY_ENABLED",
+  value: string | undefined
+) => gw.run(Effect.flatMap(FeatureFlags, (f) => Effect.orDie(f.set(key, value))))
 
 const createProxy = async (body: Record<string, unknown>) => {
   const res = await call(`${gw.url}${PROXIES}`, { body, headers: admin })
@@ -35,7 +37,13 @@ const createProxy = async (body: Record<string, unknown>) => {
 let n = 0
 const connection = async (proxyId?: string | null) => {
   const res = await call(`${gw.url}/api/providers`, {
-    body: { provider: "openai-compatible", name: `c${++n}`, baseUrl: fake.upstream.baseUrl, defaultModel: "m1", ...(proxyId !== undefined ? { proxyId } : {}) },
+    body: {
+      provider: "openai-compatible",
+      name: `c${++n}`,
+      baseUrl: fake.upstream.baseUrl,
+      defaultModel: "m1",
+      ...(proxyId !== undefined ? { proxyId } : {})
+    },
     headers: admin
   })
   expect(res.status, res.text).toBe(201)
@@ -90,7 +98,14 @@ describe("chat through an HTTP CONNECT proxy", () => {
   })
 
   it("sends the proxy credentials as Proxy-Authorization: Basic, and a wrong password fails the call (502), never goes direct", async () => {
-    const p = await createProxy({ name: "http-authed", type: "http", host: "127.0.0.1", port: authed.port, username: "alice", password: "s3cret:pw" })
+    const p = await createProxy({
+      name: "http-authed",
+      type: "http",
+      host: "127.0.0.1",
+      port: authed.port,
+      username: "alice",
+      password: "s3cret:pw"
+    })
     const c = await connection(p.id)
     expect(await chatVia(c.name, true)).toBe("Hello through the proxy")
     expect(authed.passed.at(-1)!.credentials).toBe("alice:s3cret:pw")
@@ -99,7 +114,10 @@ describe("chat through an HTTP CONNECT proxy", () => {
     expect(patched.status, patched.text).toBe(200)
     const upstreamBefore = fake.upstream.chatRequests.length
     const refusedBefore = authed.refused
-    const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: `${c.name}/m1`, messages: [{ role: "user", content: "hi" }] }, headers: admin })
+    const res = await call(`${gw.url}/v1/chat/completions`, {
+      body: { model: `${c.name}/m1`, messages: [{ role: "user", content: "hi" }] },
+      headers: admin
+    })
     expect(res.status).toBe(502)
     expect(authed.refused).toBeGreaterThan(refusedBefore)
     expect(fake.upstream.chatRequests.length).toBe(upstreamBefore)
@@ -111,7 +129,11 @@ describe("chat through an HTTP CONNECT proxy", () => {
     expect(await chatVia(c.name, false)).toBe("Hello through the proxy")
     expect(plain.passed.length).toBe(before)
 
-    const put = await call(`${gw.url}/api/settings/proxy`, { method: "PUT", body: { url: `http://127.0.0.1:${plain.port}` }, headers: admin })
+    const put = await call(`${gw.url}/api/settings/proxy`, {
+      method: "PUT",
+      body: { url: `http://127.0.0.1:${plain.port}` },
+      headers: admin
+    })
     expect(put.status, put.text).toBe(200)
     expect(put.body.family).toBe("auto")
     try {
@@ -138,7 +160,14 @@ describe("chat through a SOCKS5 proxy", () => {
   })
 
   it("authenticates to the SOCKS5 proxy with the stored user and password (RFC 1929)", async () => {
-    const p = await createProxy({ name: "socks-authed", type: "socks5", host: "127.0.0.1", port: socksAuthed.port, username: "bob", password: "hunter2" })
+    const p = await createProxy({
+      name: "socks-authed",
+      type: "socks5",
+      host: "127.0.0.1",
+      port: socksAuthed.port,
+      username: "bob",
+      password: "hunter2"
+    })
     const c = await connection(p.id)
     expect(await chatVia(c.name, true)).toBe("Hello through the proxy")
     expect(socksAuthed.passed.at(-1)!.credentials).toBe("bob:hunter2")
@@ -147,17 +176,42 @@ describe("chat through a SOCKS5 proxy", () => {
 
 describe("the proxy registry", () => {
   it("creates, lists, reads, patches and deletes entries; the password is never answered", async () => {
-    const created = await createProxy({ name: "crud", type: "https", host: "proxy.example", port: 8443, username: "u", password: "pw-secret" })
-    expect(created).toMatchObject({ name: "crud", type: "https", host: "proxy.example", port: 8443, username: "u", password: "****", family: "auto", free: false })
+    const created = await createProxy({
+      name: "crud",
+      type: "https",
+      host: "proxy.example",
+      port: 8443,
+      username: "u",
+      password: "pw-secret"
+    })
+    expect(created).toMatchObject({
+      name: "crud",
+      type: "https",
+      host: "proxy.example",
+      port: 8443,
+      username: "u",
+      password: "****",
+      family: "auto",
+      free: false
+    })
     expect(created.url).toBe("https://u:****@proxy.example:8443/")
     const list = await call(`${gw.url}${PROXIES}`, { headers: admin })
     expect(list.status).toBe(200)
     expect(list.text).not.toContain("pw-secret")
     expect(list.body.proxies.map((p: { id: string }) => p.id)).toContain(created.id)
 
-    const patched = await call(`${gw.url}${PROXIES}/${created.id}`, { method: "PATCH", body: { id: created.id, family: "ipv6", port: 9443 }, headers: admin })
+    const patched = await call(`${gw.url}${PROXIES}/${created.id}`, {
+      method: "PATCH",
+      body: { id: created.id, family: "ipv6", port: 9443 },
+      headers: admin
+    })
     expect(patched.status, patched.text).toBe(200)
-    expect(patched.body).toMatchObject({ port: 9443, family: "ipv6", password: "****", url: "https://u:****@proxy.example:9443/?family=ipv6" })
+    expect(patched.body).toMatchObject({
+      port: 9443,
+      family: "ipv6",
+      password: "****",
+      url: "https://u:****@proxy.example:9443/?family=ipv6"
+    })
     const got = await call(`${gw.url}${PROXIES}/${created.id}`, { headers: admin })
     expect(got.body.family).toBe("ipv6")
     expect(got.text).not.toContain("pw-secret")
@@ -168,7 +222,14 @@ describe("the proxy registry", () => {
   })
 
   it("stores the password encrypted: the database never holds it in clear", async () => {
-    const created = await createProxy({ name: "enc", type: "http", host: "127.0.0.1", port: 3128, username: "u", password: "plain-text-pw" })
+    const created = await createProxy({
+      name: "enc",
+      type: "http",
+      host: "127.0.0.1",
+      port: 3128,
+      username: "u",
+      password: "plain-text-pw"
+    })
     const { queryDb } = await import("./support/db.js")
     const rows = queryDb<{ password_enc: string }>(gw.dataDir, `SELECT password_enc FROM proxies WHERE id = '${created.id}'`)
     expect(rows[0]!.password_enc).toBeTruthy()
@@ -234,7 +295,10 @@ describe("control-plane direct fallback (GATEWAY_CONTROL_PLANE_PROXY_DIRECT_FALL
     try {
       const on = await test()
       expect(on.body.ok, on.text).toBe(true)
-      const chat = await call(`${gw.url}/v1/chat/completions`, { body: { model: `${c.name}/m1`, messages: [{ role: "user", content: "hi" }] }, headers: admin })
+      const chat = await call(`${gw.url}/v1/chat/completions`, {
+        body: { model: `${c.name}/m1`, messages: [{ role: "user", content: "hi" }] },
+        headers: admin
+      })
       expect(chat.status).toBe(502)
     } finally {
       await setFlag("GATEWAY_CONTROL_PLANE_PROXY_DIRECT_FALLBACK", undefined)
@@ -285,7 +349,10 @@ describe("auto-select (PROXY_AUTO_SELECT_ENABLED)", () => {
 
 describe("POST /api/settings/proxy/test", () => {
   it("reports the address family of the connection to the proxy and the latency through it", async () => {
-    const res = await call(`${gw.url}/api/settings/proxy/test`, { body: { url: `${fake.upstream.url}/v1/models`, proxy: `http://127.0.0.1:${plain.port}` }, headers: admin })
+    const res = await call(`${gw.url}/api/settings/proxy/test`, {
+      body: { url: `${fake.upstream.url}/v1/models`, proxy: `http://127.0.0.1:${plain.port}` },
+      headers: admin
+    })
     expect(res.status, res.text).toBe(200)
     expect(res.body).toMatchObject({ ok: true, status: 200, family: "ipv4" })
     expect(typeof res.body.latencyMs).toBe("number")
@@ -298,16 +365,25 @@ describe("ENABLE_SOCKS5_PROXY=false", () => {
     const c = await connection(p.id)
     const off = await startGateway({ dataDir: gw.dataDir, env: { ENABLE_SOCKS5_PROXY: "false" } })
     try {
-      const created = await call(`${off.url}${PROXIES}`, { body: { name: "socks-off", type: "socks5", host: "127.0.0.1", port: socks.port }, headers: admin })
+      const created = await call(`${off.url}${PROXIES}`, {
+        body: { name: "socks-off", type: "socks5", host: "127.0.0.1", port: socks.port },
+        headers: admin
+      })
       expect(created.status).toBe(400)
       expect(created.body.message).toContain("ENABLE_SOCKS5_PROXY")
       const upstreamBefore = fake.upstream.chatRequests.length
-      const res = await call(`${off.url}/v1/chat/completions`, { body: { model: `${c.name}/m1`, messages: [{ role: "user", content: "hi" }] }, headers: admin })
+      const res = await call(`${off.url}/v1/chat/completions`, {
+        body: { model: `${c.name}/m1`, messages: [{ role: "user", content: "hi" }] },
+        headers: admin
+      })
       expect(res.status).toBe(503)
       expect(res.body.error.code).toBe("PROXY_DISABLED")
       expect(fake.upstream.chatRequests.length).toBe(upstreamBefore)
       // HTTP proxies are unaffected.
-      const http = await call(`${off.url}${PROXIES}`, { body: { name: "http-while-off", type: "http", host: "127.0.0.1", port: plain.port }, headers: admin })
+      const http = await call(`${off.url}${PROXIES}`, {
+        body: { name: "http-while-off", type: "http", host: "127.0.0.1", port: plain.port },
+        headers: admin
+      })
       expect(http.status).toBe(201)
     } finally {
       await off.close()

@@ -26,7 +26,10 @@ let dataDir: string
 
 /** Points the setup's connection at a new https registry proxy on the TLS proxy. */
 const viaTlsProxy = async (url: string) => {
-  const created = await call(`${url}/api/v1/management/proxies`, { body: { name: "tls-proxy", type: "https", host: "127.0.0.1", port: proxy.port }, headers: admin })
+  const created = await call(`${url}/api/v1/management/proxies`, {
+    body: { name: "tls-proxy", type: "https", host: "127.0.0.1", port: proxy.port },
+    headers: admin
+  })
   expect(created.status, created.text).toBe(201)
   expect(created.body.url).toBe(`https://127.0.0.1:${proxy.port}/`)
   const put = await call(`${url}/api/providers/openai-compatible`, { method: "PUT", body: { proxyId: created.body.id }, headers: admin })
@@ -34,7 +37,10 @@ const viaTlsProxy = async (url: string) => {
 }
 
 beforeAll(async () => {
-  proxy = await httpProxy("127.0.0.1", undefined, 0, { key: fs.readFileSync(path.join(TLS_DIR, "loopback.key")), cert: fs.readFileSync(CERT) })
+  proxy = await httpProxy("127.0.0.1", undefined, 0, {
+    key: fs.readFileSync(path.join(TLS_DIR, "loopback.key")),
+    cert: fs.readFileSync(CERT)
+  })
   dataDir = tempDir()
   const setup = await setupWithProvider(dataDir, fake.upstream.baseUrl)
   expect(setup.code, setup.stderr).toBe(0)
@@ -56,7 +62,11 @@ describe("an https proxy on loopback, trusted through NODE_EXTRA_CA_CERTS", () =
     const client = new OpenAI({ baseURL: `${trusting.url}/v1`, apiKey: ADMIN_KEY, maxRetries: 0 })
     const completion = await client.chat.completions.create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] })
     expect(completion.choices[0]?.message.content).toBe("Hello over TLS to the proxy")
-    const stream = await client.chat.completions.create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }], stream: true })
+    const stream = await client.chat.completions.create({
+      model: "openai-compatible/m1",
+      messages: [{ role: "user", content: "hi" }],
+      stream: true
+    })
     let text = ""
     for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? ""
     expect(text).toBe("Hello over TLS to the proxy")
@@ -68,7 +78,9 @@ describe("an https proxy on loopback, trusted through NODE_EXTRA_CA_CERTS", () =
     expect(proxy.tlsErrors).toBe(0)
   })
 
-  it("a gateway that does not trust the proxy's certificate refuses the handshake: 502, and the call never goes direct", { timeout: 90_000 }, async () => {
+  it("a gateway that does not trust the proxy's certificate refuses the handshake: 502, and the call never goes direct", {
+    timeout: 90_000
+  }, async () => {
     // A second gateway set up the same way (its own data directory), without NODE_EXTRA_CA_CERTS.
     const otherDir = tempDir()
     const setup = await setupWithProvider(otherDir, fake.upstream.baseUrl)
@@ -78,7 +90,10 @@ describe("an https proxy on loopback, trusted through NODE_EXTRA_CA_CERTS", () =
       await viaTlsProxy(untrusting.url)
       const upstreamBefore = fake.upstream.requests.length
       const tlsErrorsBefore = proxy.tlsErrors
-      const res = await call(`${untrusting.url}/v1/chat/completions`, { body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] }, headers: admin })
+      const res = await call(`${untrusting.url}/v1/chat/completions`, {
+        body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] },
+        headers: admin
+      })
       expect(res.status).toBe(502)
       // The proxy hears of the refused handshake when its socket closes, which may be after the 502.
       await until("the proxy saw the refused handshake", () => proxy.tlsErrors > tlsErrorsBefore || undefined, 5_000)

@@ -26,7 +26,11 @@ const SET = {
     { id: "exact", prompt: "Capital of France? One word.", grader: { type: "exact", expected: "paris", caseSensitive: false } },
     { id: "contains", prompt: "Say something about Paris.", grader: { type: "contains", expected: "paris" } },
     { id: "regex", prompt: "Give a year.", grader: { type: "regex", pattern: "^\\d{4}$" } },
-    { id: "json", prompt: "JSON please", grader: { type: "json-schema", schema: { type: "object", required: ["city"], properties: { city: { type: "string" } } } } },
+    {
+      id: "json",
+      prompt: "JSON please",
+      grader: { type: "json-schema", schema: { type: "object", required: ["city"], properties: { city: { type: "string" } } } }
+    },
     { id: "judge", prompt: "Explain gravity.", grader: { type: "judge", model: "up/judge", rubric: "Mentions mass." } }
   ]
 }
@@ -61,10 +65,22 @@ beforeAll(async () => {
   gw = await startGateway()
   adminKeyId = (await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))).id
   expect(
-    (await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: "up", baseUrl: upstream.baseUrl("openai-chat"), defaultModel: "good" }, headers: admin }))
-      .status
+    (
+      await call(`${gw.url}/api/providers`, {
+        body: { provider: "openai-compatible", name: "up", baseUrl: upstream.baseUrl("openai-chat"), defaultModel: "good" },
+        headers: admin
+      })
+    ).status
   ).toBe(201)
-  expect((await call(`${gw.url}/api/pricing`, { method: "PUT", body: { provider: "openai-compatible", model: "good", input: 1, output: 2 }, headers: admin })).status).toBe(200)
+  expect(
+    (
+      await call(`${gw.url}/api/pricing`, {
+        method: "PUT",
+        body: { provider: "openai-compatible", model: "good", input: 1, output: 2 },
+        headers: admin
+      })
+    ).status
+  ).toBe(200)
 })
 
 afterAll(async () => {
@@ -77,10 +93,16 @@ describe("/api/evals", () => {
     const noCases = await call(`${gw.url}/api/evals`, { body: { name: "x", cases: [] }, headers: admin })
     expect(noCases.status).toBe(400)
     expect(noCases.body.message).toContain("cases")
-    const badRegex = await call(`${gw.url}/api/evals`, { body: { name: "x", cases: [{ prompt: "p", grader: { type: "regex", pattern: "(" } }] }, headers: admin })
+    const badRegex = await call(`${gw.url}/api/evals`, {
+      body: { name: "x", cases: [{ prompt: "p", grader: { type: "regex", pattern: "(" } }] },
+      headers: admin
+    })
     expect(badRegex.status).toBe(400)
     expect(badRegex.body.message).toContain("cases[0].grader.pattern")
-    const badGrader = await call(`${gw.url}/api/evals`, { body: { name: "x", cases: [{ prompt: "p", grader: { type: "vibes" } }] }, headers: admin })
+    const badGrader = await call(`${gw.url}/api/evals`, {
+      body: { name: "x", cases: [{ prompt: "p", grader: { type: "vibes" } }] },
+      headers: admin
+    })
     expect(badGrader.status).toBe(400)
     expect(badGrader.body.message).toContain("grader")
     expect((await call(`${gw.url}/api/evals/nope`, { headers: admin })).status).toBe(404)

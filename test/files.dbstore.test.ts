@@ -27,7 +27,11 @@ beforeAll(async () => {
 afterAll(() => g?.close())
 
 const chunkRows = () =>
-  queryDb(g.dataDir, "SELECT object_id, seq, length(data) AS n FROM file_chunks ORDER BY object_id, seq") as Array<{ object_id: string; seq: number; n: number }>
+  queryDb(g.dataDir, "SELECT object_id, seq, length(data) AS n FROM file_chunks ORDER BY object_id, seq") as Array<{
+    object_id: string
+    seq: number
+    n: number
+  }>
 const onDisk = () => (fs.existsSync(path.join(g.dataDir, "files")) ? fs.readdirSync(path.join(g.dataDir, "files")) : [])
 
 describe("the database file store", () => {
@@ -56,7 +60,9 @@ describe("the database file store", () => {
 
   it("over the limit is 413 and leaves no chunk", async () => {
     const before = chunkRows().length
-    const err = await client.files.create({ file: await toFile(crypto.randomBytes(LIMIT + 10), "x.bin"), purpose: "user_data" }).catch((e) => e)
+    const err = await client.files
+      .create({ file: await toFile(crypto.randomBytes(LIMIT + 10), "x.bin"), purpose: "user_data" })
+      .catch((e) => e)
     expect(err.status).toBe(413)
     expect(chunkRows().length).toBe(before)
   })

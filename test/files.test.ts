@@ -36,7 +36,9 @@ const storedFiles = (): Array<string> => {
 /** A multipart body streamed from a generator: `size` pseudo-random bytes in the file part, then `purpose`. */
 const streamedUpload = (size: number, hash: crypto.Hash) => {
   const boundary = "----gwtest" + crypto.randomUUID().replace(/-/g, "")
-  const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`)
+  const head = Buffer.from(
+    `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`
+  )
   const tail = Buffer.from(`\r\n--${boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n--${boundary}--\r\n`)
   const chunk = crypto.randomBytes(1024 * 1024)
   async function* body() {
@@ -84,10 +86,13 @@ describe("files with the openai SDK", () => {
 
   it("lists in pages with after, limit and order (has_more, first_id, last_id)", async () => {
     const ids: Array<string> = []
-    for (let i = 0; i < 5; i++) ids.push((await b.files.create({ file: await toFile(Buffer.from(`p${i}`), `p${i}.txt`), purpose: "evals" })).id)
+    for (let i = 0; i < 5; i++)
+      ids.push((await b.files.create({ file: await toFile(Buffer.from(`p${i}`), `p${i}.txt`), purpose: "evals" })).id)
     const first = await call(`${g.url}/v1/files?purpose=evals&limit=2&order=asc`, { headers: { authorization: `Bearer ${KEY_B}` } })
     expect(first.body).toMatchObject({ object: "list", has_more: true, first_id: ids[0], last_id: ids[1] })
-    const second = await call(`${g.url}/v1/files?purpose=evals&limit=2&order=asc&after=${ids[1]}`, { headers: { authorization: `Bearer ${KEY_B}` } })
+    const second = await call(`${g.url}/v1/files?purpose=evals&limit=2&order=asc&after=${ids[1]}`, {
+      headers: { authorization: `Bearer ${KEY_B}` }
+    })
     expect(second.body.data.map((f: any) => f.id)).toEqual([ids[2], ids[3]])
     const all: Array<string> = []
     for await (const f of b.files.list({ purpose: "evals", limit: 2 })) all.push(f.id)
@@ -99,8 +104,17 @@ describe("files with the openai SDK", () => {
 
   it("refuses a bad purpose or expiry with a 400 naming it, and keeps nothing", async () => {
     const before = storedFiles().length
-    await expect(a.files.create({ file: await toFile(Buffer.from("x"), "x.txt"), purpose: "nonsense" as never })).rejects.toMatchObject({ status: 400, param: "purpose" })
-    await expect(a.files.create({ file: await toFile(Buffer.from("x"), "x.txt"), purpose: "batch", expires_after: { anchor: "created_at", seconds: 5 } })).rejects.toMatchObject({
+    await expect(a.files.create({ file: await toFile(Buffer.from("x"), "x.txt"), purpose: "nonsense" as never })).rejects.toMatchObject({
+      status: 400,
+      param: "purpose"
+    })
+    await expect(
+      a.files.create({
+        file: await toFile(Buffer.from("x"), "x.txt"),
+        purpose: "batch",
+        expires_after: { anchor: "created_at", seconds: 5 }
+      })
+    ).rejects.toMatchObject({
       status: 400,
       param: "expires_after[seconds]"
     })
@@ -108,7 +122,11 @@ describe("files with the openai SDK", () => {
   })
 
   it("an expired file is 404 at once and the sweep removes its bytes", async () => {
-    const f = await a.files.create({ file: await toFile(Buffer.from("short-lived"), "s.txt"), purpose: "batch", expires_after: { anchor: "created_at", seconds: 3600 } })
+    const f = await a.files.create({
+      file: await toFile(Buffer.from("short-lived"), "s.txt"),
+      purpose: "batch",
+      expires_after: { anchor: "created_at", seconds: 3600 }
+    })
     expect(f.expires_at).toBeGreaterThan(f.created_at)
     await g.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE files SET expires_at = ${Date.now() - 1} WHERE id = ${f.id}`))
     await expect(a.files.retrieve(f.id)).rejects.toMatchObject({ status: 404 })
@@ -163,7 +181,11 @@ describe("files with the openai SDK", () => {
       port: url.port,
       path: url.pathname,
       method: "POST",
-      headers: { authorization: `Bearer ${KEY_A}`, "content-type": `multipart/form-data; boundary=${boundary}`, "content-length": String(10 * 1024 * 1024) }
+      headers: {
+        authorization: `Bearer ${KEY_A}`,
+        "content-type": `multipart/form-data; boundary=${boundary}`,
+        "content-length": String(10 * 1024 * 1024)
+      }
     })
     req.on("error", () => {})
     req.write(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="cut.bin"\r\n\r\n`)

@@ -52,10 +52,19 @@ const CONNECTIONS: ReadonlyArray<{ family: Family; connection: Record<string, un
     }
   },
   { family: "ollama", connection: { provider: "ollama", name: "to-oll", priority: 1, models: ["fake-model"] } },
-  { family: "anthropic", connection: { provider: "anthropic", name: "to-anth", priority: 5, apiKey: "sk-ant-upstream", models: ["gpt-5", "gpt-5.4-nano"] } },
+  {
+    family: "anthropic",
+    connection: { provider: "anthropic", name: "to-anth", priority: 5, apiKey: "sk-ant-upstream", models: ["gpt-5", "gpt-5.4-nano"] }
+  },
   {
     family: "gemini",
-    connection: { provider: "gemini", name: "to-gem", priority: 5, apiKey: "gemini-upstream-key", models: ["qwen3-coder-plus", "llama3", "text-embedding-3-small"] }
+    connection: {
+      provider: "gemini",
+      name: "to-gem",
+      priority: 5,
+      apiKey: "gemini-upstream-key",
+      models: ["qwen3-coder-plus", "llama3", "text-embedding-3-small"]
+    }
   }
 ]
 
@@ -93,7 +102,8 @@ const loadCases = (): Array<Case> => {
     .filter((f) => f.endsWith(".json") && !f.startsWith("_"))
     .sort()) {
     const recorded = JSON.parse(fs.readFileSync(path.join(FIXTURES, "sdk", file), "utf8")) as { requests?: Array<Recording> }
-    for (const [i, r] of (recorded.requests ?? []).entries()) cases.push({ name: `sdk ${file.replace(/\.json$/, "")} #${i + 1} ${r.method} ${r.path}`, request: r })
+    for (const [i, r] of (recorded.requests ?? []).entries())
+      cases.push({ name: `sdk ${file.replace(/\.json$/, "")} #${i + 1} ${r.method} ${r.path}`, request: r })
   }
   return cases
 }
@@ -114,7 +124,11 @@ const replay = async (r: Recording) => {
   const query = new URLSearchParams(r.query)
   if (query.has("key")) query.set("key", KEY)
   const url = `${gw.url}${r.path}${query.size ? `?${query}` : ""}`
-  const res = await fetch(url, { method: r.method, headers, body: r.body === null || r.body === undefined ? undefined : JSON.stringify(r.body) })
+  const res = await fetch(url, {
+    method: r.method,
+    headers,
+    body: r.body === null || r.body === undefined ? undefined : JSON.stringify(r.body)
+  })
   return { status: res.status, contentType: res.headers.get("content-type") ?? "", text: await res.text() }
 }
 
@@ -129,7 +143,10 @@ beforeAll(async () => {
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" }, { secret: KEY })))
   for (const { family, connection } of CONNECTIONS) {
-    const res = await call(`${gw.url}/api/providers`, { body: { ...connection, baseUrl: up.baseUrl(family) }, headers: { authorization: `Bearer ${ADMIN}` } })
+    const res = await call(`${gw.url}/api/providers`, {
+      body: { ...connection, baseUrl: up.baseUrl(family) },
+      headers: { authorization: `Bearer ${ADMIN}` }
+    })
     expect(res.status, JSON.stringify(res.body)).toBe(201)
   }
 })
@@ -163,9 +180,11 @@ describe("recorded client traffic, replayed through the gateway to another upstr
         expect(res.text).toMatch(/"(input_tokens|totalTokens)":\s*\d+/)
       } else if (/embed/i.test(op)) {
         const body = JSON.parse(res.text)
-        const vectors: Array<unknown> = body.data?.map((d: any) => d.embedding) ?? body.embeddings?.map((e: any) => (Array.isArray(e) ? e : e.values)) ?? []
+        const vectors: Array<unknown> =
+          body.data?.map((d: any) => d.embedding) ?? body.embeddings?.map((e: any) => (Array.isArray(e) ? e : e.values)) ?? []
         expect(vectors.length).toBeGreaterThan(0)
-        for (const v of vectors) expect(typeof v === "string" ? Buffer.from(v, "base64").length : (v as Array<number>).length).toBeGreaterThan(0)
+        for (const v of vectors)
+          expect(typeof v === "string" ? Buffer.from(v, "base64").length : (v as Array<number>).length).toBeGreaterThan(0)
         // Counted by the upstream, or by the gateway when the upstream (Gemini) reports no count.
         expect(body.usage?.prompt_tokens ?? body.prompt_eval_count ?? 1).toBeGreaterThan(0)
         expect(sent).toHaveLength(1)

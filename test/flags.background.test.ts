@@ -19,7 +19,9 @@ const start = async (env: Record<string, string>) => {
   return gw
 }
 const scheduled = async (gw: TestGateway) =>
-  ((await call(`${gw.url}/api/db-backups`, { headers: admin })).body.backups as Array<{ kind: string }>).filter((b) => b.kind === "scheduled").length
+  ((await call(`${gw.url}/api/db-backups`, { headers: admin })).body.backups as Array<{ kind: string }>).filter(
+    (b) => b.kind === "scheduled"
+  ).length
 
 afterAll(async () => {
   for (const gw of started) await gw.close()

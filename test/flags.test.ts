@@ -103,7 +103,9 @@ describe("feature flag catalog", () => {
 describe("GET/PUT/DELETE /api/settings/feature-flags", () => {
   it("answers 401 without management authentication", async () => {
     expect((await call(`${gw.url}/api/settings/feature-flags`)).status).toBe(401)
-    expect((await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "REQUIRE_API_KEY", value: "true" } })).status).toBe(401)
+    expect(
+      (await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "REQUIRE_API_KEY", value: "true" } })).status
+    ).toBe(401)
     expect((await call(`${gw.url}/api/settings/feature-flags`, { method: "DELETE" })).status).toBe(401)
   })
 
@@ -118,7 +120,19 @@ describe("GET/PUT/DELETE /api/settings/feature-flags", () => {
       defaultValue: "off",
       requiresRestart: false
     })
-    for (const key of ["key", "label", "description", "category", "type", "enumValues", "defaultValue", "effectiveValue", "source", "requiresRestart", "warningLevel"]) {
+    for (const key of [
+      "key",
+      "label",
+      "description",
+      "category",
+      "type",
+      "enumValues",
+      "defaultValue",
+      "effectiveValue",
+      "source",
+      "requiresRestart",
+      "warningLevel"
+    ]) {
       expect(f).toHaveProperty(key)
     }
     const s = body.summary
@@ -137,7 +151,14 @@ describe("GET/PUT/DELETE /api/settings/feature-flags", () => {
 
     const set = await put({ key: "TOOL_POLICY_MODE", value: "block" })
     expect(set.status).toBe(200)
-    expect(set.body).toEqual({ key: "TOOL_POLICY_MODE", effectiveValue: "block", source: "db", previousValue: "warn", previousSource: "env", requiresRestart: false })
+    expect(set.body).toEqual({
+      key: "TOOL_POLICY_MODE",
+      effectiveValue: "block",
+      source: "db",
+      previousValue: "warn",
+      previousSource: "env",
+      requiresRestart: false
+    })
     expect(await gw.run(Effect.flatMap(FeatureFlags, (f) => f.value("TOOL_POLICY_MODE")))).toBe("block")
 
     const removed = await put({ key: "TOOL_POLICY_MODE" })

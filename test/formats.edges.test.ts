@@ -43,21 +43,39 @@ describe("custom (free-form) tools on chat completions", () => {
         { role: "tool", tool_call_id: "c1", content: "done" }
       ]
     })
-    expect(req.tools).toEqual([{ name: "apply_patch", description: "Apply a patch", parameters: expect.objectContaining({ required: ["input"] }) }])
+    expect(req.tools).toEqual([
+      { name: "apply_patch", description: "Apply a patch", parameters: expect.objectContaining({ required: ["input"] }) }
+    ])
     expect(req.toolChoice).toEqual({ type: "tool", name: "apply_patch" })
-    expect(req.messages[1]!.content[0]).toMatchObject({ type: "tool_use", id: "c1", name: "apply_patch", input: { input: "*** Begin Patch" } })
+    expect(req.messages[1]!.content[0]).toMatchObject({
+      type: "tool_use",
+      id: "c1",
+      name: "apply_patch",
+      input: { input: "*** Begin Patch" }
+    })
     // Sent to an Anthropic upstream it is an ordinary tool with an `input` string.
     const body = encodeAnthropicRequest(req)
-    expect((body.tools as Array<any>)[0]).toMatchObject({ name: "apply_patch", input_schema: { properties: { input: { type: "string" } } } })
+    expect((body.tools as Array<any>)[0]).toMatchObject({
+      name: "apply_patch",
+      input_schema: { properties: { input: { type: "string" } } }
+    })
   })
 
   it("answers a custom tool's call as type custom with its text input, whole and streamed", () => {
     const customTools = new Set(["apply_patch"])
     const whole = openAiChat.encodeResponse(
-      { id: "r1", model: "m", created: 1, content: [{ type: "tool_use", id: "c9", name: "apply_patch", input: { input: "line1\nline2" } }], stopReason: "tool_use" },
+      {
+        id: "r1",
+        model: "m",
+        created: 1,
+        content: [{ type: "tool_use", id: "c9", name: "apply_patch", input: { input: "line1\nline2" } }],
+        stopReason: "tool_use"
+      },
       { model: "m", requestId: "q", options: { customTools } }
     ) as any
-    expect(whole.choices[0].message.tool_calls).toEqual([{ id: "c9", type: "custom", custom: { name: "apply_patch", input: "line1\nline2" } }])
+    expect(whole.choices[0].message.tool_calls).toEqual([
+      { id: "c9", type: "custom", custom: { name: "apply_patch", input: "line1\nline2" } }
+    ])
     expect(whole.choices[0].finish_reason).toBe("tool_calls")
 
     const chunks = encodeAll(openAiChat.streamEncoder({ model: "m", requestId: "q", options: { customTools } }), [
@@ -80,7 +98,9 @@ describe("custom (free-form) tools on chat completions", () => {
 
   it("decodes a streamed custom call from an OpenAI upstream into canonical arguments", () => {
     const events = sse([
-      { choices: [{ delta: { tool_calls: [{ index: 0, id: "c1", type: "custom", custom: { name: "apply_patch", input: 'a "quoted"' } }] } }] },
+      {
+        choices: [{ delta: { tool_calls: [{ index: 0, id: "c1", type: "custom", custom: { name: "apply_patch", input: 'a "quoted"' } }] } }]
+      },
       { choices: [{ delta: { tool_calls: [{ index: 0, custom: { input: "\nend" } }] } }] },
       { choices: [{ delta: {}, finish_reason: "tool_calls" }] }
     ])
@@ -97,7 +117,9 @@ describe("chat stream tool calls from loose servers", () => {
       { choices: [{ delta: { tool_calls: [{ function: { arguments: "1}" } }] } }] },
       { choices: [{ delta: { tool_calls: [{ id: "a2", function: { name: "g", arguments: "{}" } }] }, finish_reason: "tool_calls" }] }
     ])
-    const starts = events.flatMap((e) => (e.type === "block_start" && e.block.type === "tool_use" ? [[e.index, e.block.id, e.block.name]] : []))
+    const starts = events.flatMap((e) =>
+      e.type === "block_start" && e.block.type === "tool_use" ? [[e.index, e.block.id, e.block.name]] : []
+    )
     expect(starts).toEqual([
       [0, "a1", "f"],
       [1, "a2", "g"]
@@ -136,10 +158,17 @@ describe("stop reasons when an answer holds tool calls", () => {
   it("a call cut by the token limit reports the limit, not a finished call, in every family", () => {
     const chat = openAiChat.decodeResponse({
       id: "x",
-      choices: [{ message: { role: "assistant", tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: '{"a' } }] }, finish_reason: "length" }]
+      choices: [
+        {
+          message: { role: "assistant", tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: '{"a' } }] },
+          finish_reason: "length"
+        }
+      ]
     })
     expect(chat.stopReason).toBe("max_tokens")
-    const gem = gemini.decodeResponse({ candidates: [{ content: { role: "model", parts: [{ functionCall: { name: "f", args: {} } }] }, finishReason: "MAX_TOKENS" }] })
+    const gem = gemini.decodeResponse({
+      candidates: [{ content: { role: "model", parts: [{ functionCall: { name: "f", args: {} } }] }, finishReason: "MAX_TOKENS" }]
+    })
     expect(gem.stopReason).toBe("max_tokens")
     const oll = ollama.decodeResponse({
       model: "m",
@@ -160,10 +189,17 @@ describe("stop reasons when an answer holds tool calls", () => {
   it("a complete call reports tool_use even when the family says stop", () => {
     const chat = openAiChat.decodeResponse({
       id: "x",
-      choices: [{ message: { role: "assistant", tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: "{}" } }] }, finish_reason: "stop" }]
+      choices: [
+        {
+          message: { role: "assistant", tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: "{}" } }] },
+          finish_reason: "stop"
+        }
+      ]
     })
     expect(chat.stopReason).toBe("tool_use")
-    const gem = gemini.decodeResponse({ candidates: [{ content: { role: "model", parts: [{ functionCall: { name: "f", args: {} } }] }, finishReason: "STOP" }] })
+    const gem = gemini.decodeResponse({
+      candidates: [{ content: { role: "model", parts: [{ functionCall: { name: "f", args: {} } }] }, finishReason: "STOP" }]
+    })
     expect(gem.stopReason).toBe("tool_use")
   })
 })
@@ -178,7 +214,13 @@ describe("one assistant turn split over several messages (@google/genai chat his
         { role: "model", parts: [{ text: "check.", thought: true, thoughtSignature: "SIG" }] },
         { role: "model", parts: [{ functionCall: { name: "weather", args: { city: "Paris" } } }] },
         { role: "model", parts: [{ functionCall: { name: "weather", args: { city: "Rome" } } }] },
-        { role: "user", parts: [{ functionResponse: { name: "weather", response: { t: 20 } } }, { functionResponse: { name: "weather", response: { t: 25 } } }] }
+        {
+          role: "user",
+          parts: [
+            { functionResponse: { name: "weather", response: { t: 20 } } },
+            { functionResponse: { name: "weather", response: { t: 25 } } }
+          ]
+        }
       ]
     })
     const chat = encodeChatRequest(req).messages as Array<any>
@@ -197,7 +239,15 @@ describe("one assistant turn split over several messages (@google/genai chat his
 
   it("takes a signature-only thought part as the signature of the thought text before it", () => {
     const res = gemini.decodeResponse({
-      candidates: [{ content: { role: "model", parts: [{ text: "thinking", thought: true }, { text: "", thoughtSignature: "S1" }, { text: "answer" }] }, finishReason: "STOP" }]
+      candidates: [
+        {
+          content: {
+            role: "model",
+            parts: [{ text: "thinking", thought: true }, { text: "", thoughtSignature: "S1" }, { text: "answer" }]
+          },
+          finishReason: "STOP"
+        }
+      ]
     })
     expect(res.content).toEqual([
       { type: "reasoning", text: "thinking", signature: "S1" },
@@ -211,12 +261,17 @@ describe("Gemini schema sanitising stays bounded", () => {
     const out = sanitizeGeminiSchema({
       type: "object",
       properties: { root: { $ref: "#/$defs/Node" } },
-      $defs: { Node: { type: "object", properties: { name: { type: "string" }, children: { type: "array", items: { $ref: "#/$defs/Node" } } } } }
+      $defs: {
+        Node: { type: "object", properties: { name: { type: "string" }, children: { type: "array", items: { $ref: "#/$defs/Node" } } } }
+      }
     })
     expect(out).toEqual({
       type: "object",
       properties: {
-        root: { type: "object", properties: { name: { type: "string" }, children: { type: "array", items: { type: "object", description: "object" } } } }
+        root: {
+          type: "object",
+          properties: { name: { type: "string" }, children: { type: "array", items: { type: "object", description: "object" } } }
+        }
       }
     })
   })
@@ -224,7 +279,8 @@ describe("Gemini schema sanitising stays bounded", () => {
   it("keeps a small schema that references one definition from many places from growing past the node budget", () => {
     // Each level references the next twice: 2^20 nodes if expanded naively.
     const defs: Record<string, unknown> = { L20: { type: "string" } }
-    for (let i = 0; i < 20; i++) defs[`L${i}`] = { type: "object", properties: { a: { $ref: `#/$defs/L${i + 1}` }, b: { $ref: `#/$defs/L${i + 1}` } } }
+    for (let i = 0; i < 20; i++)
+      defs[`L${i}`] = { type: "object", properties: { a: { $ref: `#/$defs/L${i + 1}` }, b: { $ref: `#/$defs/L${i + 1}` } } }
     const out = sanitizeGeminiSchema({ type: "object", properties: { x: { $ref: "#/$defs/L0" } }, $defs: defs })
     const text = JSON.stringify(out)
     expect(text.length).toBeLessThan(1_000_000)

@@ -47,13 +47,23 @@ const summarize = (events: ReadonlyArray<StreamEvent>): Summary => {
     else if (ev.type === "signature") ev.encrypted ? (s.encrypted = ev.signature) : (s.signature = ev.signature)
     else if (ev.type === "block_start" && ev.block.type === "tool_use") {
       const { id, signature } = splitSignedId(ev.block.id)
-      tools.set(ev.index, { id, name: ev.block.name, args: "", ...((ev.block.signature ?? signature) ? { signature: ev.block.signature ?? signature } : {}) })
+      tools.set(ev.index, {
+        id,
+        name: ev.block.name,
+        args: "",
+        ...((ev.block.signature ?? signature) ? { signature: ev.block.signature ?? signature } : {})
+      })
     } else if (ev.type === "tool_args_delta") tools.get(ev.index)!.args += ev.partialJson
     else if (ev.type === "usage") Object.assign(usage, ev.usage)
     else if (ev.type === "finish") s.stop = ev.stopReason
     else if (ev.type === "error") s.error = ev.error.message
   }
-  s.tools = [...tools.values()].map((t) => ({ id: t.id, name: t.name, input: JSON.parse(t.args || "{}"), ...(t.signature ? { signature: t.signature } : {}) }))
+  s.tools = [...tools.values()].map((t) => ({
+    id: t.id,
+    name: t.name,
+    input: JSON.parse(t.args || "{}"),
+    ...(t.signature ? { signature: t.signature } : {})
+  }))
   if (Object.keys(usage).length) s.usage = usage
   return s
 }
@@ -61,7 +71,15 @@ const summarize = (events: ReadonlyArray<StreamEvent>): Summary => {
 /** What each client format can carry back; the rest is lost by design (docs/formats.md). */
 const CARRIES: Record<
   FormatId,
-  { signature: boolean; encrypted: boolean; toolSignature: boolean; cached: boolean; reasoningTokens: boolean; toolIds: boolean; stops: ReadonlyArray<string> }
+  {
+    signature: boolean
+    encrypted: boolean
+    toolSignature: boolean
+    cached: boolean
+    reasoningTokens: boolean
+    toolIds: boolean
+    stops: ReadonlyArray<string>
+  }
 > = {
   "openai-chat": {
     signature: false,
@@ -81,7 +99,15 @@ const CARRIES: Record<
     toolIds: true,
     stops: ["end_turn", "tool_use", "max_tokens", "content_filter"]
   },
-  anthropic: { signature: true, encrypted: false, toolSignature: true, cached: true, reasoningTokens: false, toolIds: true, stops: ["end_turn", "tool_use", "max_tokens"] },
+  anthropic: {
+    signature: true,
+    encrypted: false,
+    toolSignature: true,
+    cached: true,
+    reasoningTokens: false,
+    toolIds: true,
+    stops: ["end_turn", "tool_use", "max_tokens"]
+  },
   gemini: {
     signature: true,
     encrypted: false,
@@ -91,7 +117,15 @@ const CARRIES: Record<
     toolIds: true,
     stops: ["end_turn", "tool_use", "max_tokens", "content_filter"]
   },
-  ollama: { signature: false, encrypted: false, toolSignature: false, cached: false, reasoningTokens: false, toolIds: true, stops: ["end_turn", "tool_use", "max_tokens"] }
+  ollama: {
+    signature: false,
+    encrypted: false,
+    toolSignature: false,
+    cached: false,
+    reasoningTokens: false,
+    toolIds: true,
+    stops: ["end_turn", "tool_use", "max_tokens"]
+  }
 }
 
 const expectedAfter = (original: Summary, client: FormatId): Summary => {
@@ -143,11 +177,18 @@ describe("golden stream corpus", () => {
     for (const client of Object.keys(FORMATS) as Array<FormatId>) {
       it(`${file}: survives re-encoding as ${client} and decoding back`, () => {
         const events = decode(format, raw)
-        const encoder = FORMATS[client].streamEncoder({ model: "m", requestId: "req_test", options: { stream_options: { include_usage: true } } })
-        const wire = Buffer.from(events.map((e) => encoder.push(e)).join("") + (events.some((e) => e.type === "error") ? "" : encoder.end()))
+        const encoder = FORMATS[client].streamEncoder({
+          model: "m",
+          requestId: "req_test",
+          options: { stream_options: { include_usage: true } }
+        })
+        const wire = Buffer.from(
+          events.map((e) => encoder.push(e)).join("") + (events.some((e) => e.type === "error") ? "" : encoder.end())
+        )
         const back = summarize(decode(client, wire))
         expect(comparable(back)).toEqual(comparable(expectedAfter(summarize(events), client)))
-        if (CARRIES[client].toolIds && client !== "ollama") expect(back.tools.map((t) => t.id)).toEqual(summarize(events).tools.map((t) => t.id))
+        if (CARRIES[client].toolIds && client !== "ollama")
+          expect(back.tools.map((t) => t.id)).toEqual(summarize(events).tools.map((t) => t.id))
       })
     }
 

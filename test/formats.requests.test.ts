@@ -12,7 +12,11 @@ import { NO_QUIRKS } from "../src/upstream/formats/format.js"
 import { findProvider } from "../src/domain/catalog/catalog.js"
 
 const base: CanonicalRequest = { model: "m", system: [], messages: [], tools: [], stream: false }
-const weatherTool = { name: "get_weather", description: "Weather", parameters: { type: "object", properties: { location: { type: "string" } }, required: ["location"] } }
+const weatherTool = {
+  name: "get_weather",
+  description: "Weather",
+  parameters: { type: "object", properties: { location: { type: "string" } }, required: ["location"] }
+}
 
 /** A chat-format conversation with one tool round trip, as opencode/Qwen/Kilo send it. */
 const chatRoundTrip = {
@@ -20,7 +24,11 @@ const chatRoundTrip = {
   messages: [
     { role: "system", content: "be brief" },
     { role: "user", content: "weather in Paris?" },
-    { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"location":"Paris"}' } }] },
+    {
+      role: "assistant",
+      content: null,
+      tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"location":"Paris"}' } }]
+    },
     { role: "tool", tool_call_id: "call_1", content: [{ type: "text", text: "sunny" }] },
     { role: "user", content: "and tomorrow?" }
   ],
@@ -70,7 +78,10 @@ describe("tool history stays valid in every target format", () => {
     ]
     const repaired = repairToolHistory(messages)
     expect(repaired.map((m) => m.role)).toEqual(["user", "assistant", "tool", "user"])
-    expect(repaired[0]!.content.map((b) => (b.type === "text" ? b.text : b.type))).toEqual(["go", "Result of tool call ghost: from nowhere"])
+    expect(repaired[0]!.content.map((b) => (b.type === "text" ? b.text : b.type))).toEqual([
+      "go",
+      "Result of tool call ghost: from nowhere"
+    ])
     const results = repaired[2]!.content
     expect(results.map((r) => r.type === "tool_result" && [r.toolUseId, r.name, r.isError ?? false])).toEqual([
       ["c1", "a", true],
@@ -85,7 +96,12 @@ describe("tool history stays valid in every target format", () => {
   it("reads a tool result whose content is an array of text parts (Qwen Code)", () => {
     const req = openAiChat.decodeRequest(chatRoundTrip)
     const tool = req.messages.find((m) => m.role === "tool")!
-    expect(tool.content[0]).toMatchObject({ type: "tool_result", toolUseId: "call_1", name: "get_weather", content: [{ type: "text", text: "sunny" }] })
+    expect(tool.content[0]).toMatchObject({
+      type: "tool_result",
+      toolUseId: "call_1",
+      name: "get_weather",
+      content: [{ type: "text", text: "sunny" }]
+    })
   })
 })
 
@@ -97,7 +113,11 @@ describe("Anthropic specifics", () => {
       system: [{ type: "text", text: "You are Claude." }],
       messages: [
         { role: "user", content: [{ type: "text", text: "say hi" }] },
-        { role: "system", content: [{ type: "text", text: "# Environment", cache_control: { type: "ephemeral" } }], output_config: { effort: "medium" } }
+        {
+          role: "system",
+          content: [{ type: "text", text: "# Environment", cache_control: { type: "ephemeral" } }],
+          output_config: { effort: "medium" }
+        }
       ]
     }
     const req = anthropic.decodeRequest(body)
@@ -128,7 +148,11 @@ describe("Anthropic specifics", () => {
     })
     const signed = encodeAnthropicRequest(thinkingReq("SIG123"))
     expect(signed["thinking"]).toEqual({ type: "enabled", budget_tokens: 4000 })
-    expect((signed.messages as Array<{ content: Array<Record<string, unknown>> }>)[1]!.content[0]).toEqual({ type: "thinking", thinking: "use the tool", signature: "SIG123" })
+    expect((signed.messages as Array<{ content: Array<Record<string, unknown>> }>)[1]!.content[0]).toEqual({
+      type: "thinking",
+      thinking: "use the tool",
+      signature: "SIG123"
+    })
     // Reasoning from another model (no signature) cannot go back: thinking is turned off instead of a 400.
     const unsigned = encodeAnthropicRequest(thinkingReq())
     expect(unsigned["thinking"]).toBeUndefined()
@@ -210,9 +234,16 @@ describe("reasoning signatures across formats", () => {
     const ctx = { model: "m", requestId: "q" }
     expect((openAiChat.encodeResponse(res, ctx) as any).choices[0].message).toMatchObject({ reasoning_content: "hmm", content: "hi" })
     expect((anthropic.encodeResponse(res, ctx) as any).content[0]).toEqual({ type: "thinking", thinking: "hmm", signature: "S" })
-    expect((gemini.encodeResponse(res, ctx) as any).candidates[0].content.parts[0]).toEqual({ text: "hmm", thought: true, thoughtSignature: "S" })
+    expect((gemini.encodeResponse(res, ctx) as any).candidates[0].content.parts[0]).toEqual({
+      text: "hmm",
+      thought: true,
+      thoughtSignature: "S"
+    })
     expect((ollama.encodeResponse(res, ctx) as any).message).toMatchObject({ thinking: "hmm", content: "hi" })
-    expect((openAiResponses.encodeResponse(res, ctx) as any).output[0]).toMatchObject({ type: "reasoning", summary: [{ type: "summary_text", text: "hmm" }] })
+    expect((openAiResponses.encodeResponse(res, ctx) as any).output[0]).toMatchObject({
+      type: "reasoning",
+      summary: [{ type: "summary_text", text: "hmm" }]
+    })
   })
 
   it("echoes reasoning_content on tool-call turns for DeepSeek only", () => {
@@ -250,14 +281,27 @@ describe("Responses API strictness", () => {
   })
 
   it("defaults function tools to strict: false (Responses treats missing strict as true)", () => {
-    const body = encodeResponsesRequest({ ...base, tools: [weatherTool], messages: [{ role: "user", content: [{ type: "text", text: "x" }] }] })
-    expect(body["tools"]).toEqual([{ type: "function", name: "get_weather", description: "Weather", parameters: weatherTool.parameters, strict: false }])
+    const body = encodeResponsesRequest({
+      ...base,
+      tools: [weatherTool],
+      messages: [{ role: "user", content: [{ type: "text", text: "x" }] }]
+    })
+    expect(body["tools"]).toEqual([
+      { type: "function", name: "get_weather", description: "Weather", parameters: weatherTool.parameters, strict: false }
+    ])
   })
 
   it("strips fields only OpenAI knows before a compatible Responses server, and keeps them for OpenAI", () => {
     const codex = {
       model: "gpt-5",
-      input: [{ type: "message", role: "user", content: [{ type: "input_text", text: "hi" }], internal_chat_message_metadata_passthrough: { content_item_kinds: ["user.text"] } }],
+      input: [
+        {
+          type: "message",
+          role: "user",
+          content: [{ type: "input_text", text: "hi" }],
+          internal_chat_message_metadata_passthrough: { content_item_kinds: ["user.text"] }
+        }
+      ],
       tools: [
         { type: "namespace", name: "multi_agent_v1", tools: [] },
         { type: "function", name: "exec_command", parameters: {} }
@@ -287,7 +331,9 @@ describe("Responses API strictness", () => {
     expect(req.system.map((b) => b.text)).toEqual(["You are Codex"])
     expect(req.messages.map((m) => m.role)).toEqual(["user", "assistant", "tool"])
     expect(req.messages[1]!.content[0]).toMatchObject({ type: "tool_use", id: "call_1", input: { cmd: "ls" } })
-    expect(openAiResponses.decodeRequest({ model: "gpt-5", input: "say hi" }).messages).toEqual([{ role: "user", content: [{ type: "text", text: "say hi" }] }])
+    expect(openAiResponses.decodeRequest({ model: "gpt-5", input: "say hi" }).messages).toEqual([
+      { role: "user", content: [{ type: "text", text: "say hi" }] }
+    ])
   })
 })
 
@@ -323,7 +369,19 @@ describe("Gemini tool-schema sanitising", () => {
     }
     const out = sanitizeGeminiSchema(schema) as any
     const text = JSON.stringify(out)
-    for (const bad of ["$schema", "additionalProperties", "$ref", "$defs", "uniqueItems", "prefixItems", "const", "exclusiveMinimum", "oneOf", "optional", '"uri"']) {
+    for (const bad of [
+      "$schema",
+      "additionalProperties",
+      "$ref",
+      "$defs",
+      "uniqueItems",
+      "prefixItems",
+      "const",
+      "exclusiveMinimum",
+      "oneOf",
+      "optional",
+      '"uri"'
+    ]) {
       expect(text, bad).not.toContain(bad)
     }
     expect(out.properties.where).toEqual({ type: "object", properties: { x: { type: "number" } }, required: ["x"] })
@@ -352,20 +410,33 @@ describe("Gemini tool-schema sanitising", () => {
     const req = gemini.decodeRequest({
       model: "gemini-3.5-flash-lite",
       contents: [{ role: "user", parts: [{ text: "route" }] }],
-      generationConfig: { responseMimeType: "application/json", responseJsonSchema: { type: "OBJECT", properties: { score: { type: "INTEGER" } }, required: ["score"] } }
+      generationConfig: {
+        responseMimeType: "application/json",
+        responseJsonSchema: { type: "OBJECT", properties: { score: { type: "INTEGER" } }, required: ["score"] }
+      }
     })
-    expect(req.responseFormat).toEqual({ type: "json_schema", name: "response", schema: { type: "object", properties: { score: { type: "integer" } }, required: ["score"] } })
+    expect(req.responseFormat).toEqual({
+      type: "json_schema",
+      name: "response",
+      schema: { type: "object", properties: { score: { type: "integer" } }, required: ["score"] }
+    })
   })
 })
 
 describe("usage in every naming", () => {
   it("reads prompt/completion, input/output (with cache) and promptTokenCount/candidates (with thoughts)", () => {
-    expect(openAiChat.usageOfResponse({ usage: { prompt_tokens: 10, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 4 } } })).toEqual({
+    expect(
+      openAiChat.usageOfResponse({ usage: { prompt_tokens: 10, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 4 } } })
+    ).toEqual({
       inputTokens: 10,
       outputTokens: 5,
       cachedInputTokens: 4
     })
-    expect(anthropic.usageOfResponse({ usage: { input_tokens: 10, output_tokens: 5, cache_read_input_tokens: 30, cache_creation_input_tokens: 2 } })).toEqual({
+    expect(
+      anthropic.usageOfResponse({
+        usage: { input_tokens: 10, output_tokens: 5, cache_read_input_tokens: 30, cache_creation_input_tokens: 2 }
+      })
+    ).toEqual({
       inputTokens: 42,
       outputTokens: 5,
       cachedInputTokens: 30,
@@ -376,7 +447,9 @@ describe("usage in every naming", () => {
       outputTokens: 25,
       reasoningTokens: 20
     })
-    expect(openAiResponses.usageOfResponse({ usage: { input_tokens: 10, output_tokens: 5, output_tokens_details: { reasoning_tokens: 3 } } })).toEqual({
+    expect(
+      openAiResponses.usageOfResponse({ usage: { input_tokens: 10, output_tokens: 5, output_tokens_details: { reasoning_tokens: 3 } } })
+    ).toEqual({
       inputTokens: 10,
       outputTokens: 5,
       reasoningTokens: 3
@@ -385,16 +458,25 @@ describe("usage in every naming", () => {
   })
 
   it("reads usage from the stream frame that carries it, without decoding the others", () => {
-    expect(openAiChat.usageOf({ data: '{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}' })).toEqual({ inputTokens: 3, outputTokens: 2 })
+    expect(openAiChat.usageOf({ data: '{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}' })).toEqual({
+      inputTokens: 3,
+      outputTokens: 2
+    })
     expect(openAiChat.usageOf({ data: '{"choices":[{"delta":{"content":"x"}}],"usage":null}' })).toBeUndefined()
-    expect(anthropic.usageOf({ event: "message_delta", data: '{"type":"message_delta","usage":{"output_tokens":9}}' })).toEqual({ outputTokens: 9 })
+    expect(anthropic.usageOf({ event: "message_delta", data: '{"type":"message_delta","usage":{"output_tokens":9}}' })).toEqual({
+      outputTokens: 9
+    })
     expect(ollama.usageOf({ data: '{"done":true,"prompt_eval_count":4,"eval_count":6}' })).toEqual({ inputTokens: 4, outputTokens: 6 })
   })
 })
 
 describe("token counting", () => {
   // 2x3 PNG header
-  const png = Buffer.concat([Buffer.from("89504e470d0a1a0a0000000d49484452", "hex"), Buffer.from([0, 0, 0, 200, 0, 0, 1, 44]), Buffer.alloc(16)])
+  const png = Buffer.concat([
+    Buffer.from("89504e470d0a1a0a0000000d49484452", "hex"),
+    Buffer.from([0, 0, 0, 200, 0, 0, 1, 44]),
+    Buffer.alloc(16)
+  ])
 
   it("reads image sizes from PNG, GIF and JPEG headers", () => {
     expect(imageSize(png)).toEqual({ width: 200, height: 300 })

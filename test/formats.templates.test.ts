@@ -7,7 +7,17 @@ import { ChatStreamEncoder } from "../src/upstream/formats/openai-chat-answers.j
  * (src/upstream/formats/*-answers.ts): byte for byte what the JSON of their objects is, for any
  * text (quotes, backslashes, control characters, non-ASCII, emoji, a lone surrogate).
  */
-const TEXTS = ["hello", 'say "hi"', "back\\slash", "line\nbreak\ttab\u0000nul\u001f", "héllo wörld ✓", "emoji 🎉 and 中文", "lone \ud800 surrogate", "</script>", " "]
+const TEXTS = [
+  "hello",
+  'say "hi"',
+  "back\\slash",
+  "line\nbreak\ttab\u0000nul\u001f",
+  "héllo wörld ✓",
+  "emoji 🎉 and 中文",
+  "lone \ud800 surrogate",
+  "</script>",
+  " "
+]
 
 describe("template-written events", () => {
   it("a chat chunk's text delta: the bytes of its object's JSON, before and after the stream's start", () => {

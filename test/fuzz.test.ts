@@ -71,8 +71,22 @@ const connections = (up: FakeUpstream) => [
     models: ["gpt-5", "gemini-2.5-flash", "gemini-3.1-pro-preview", "gemini-3.5-flash-lite", "gemini-3.8-flash"]
   },
   { provider: "ollama", name: "to-oll", priority: 1, baseUrl: up.baseUrl("ollama"), models: ["fake-model", "llama3"] },
-  { provider: "anthropic", name: "to-anth", priority: 5, apiKey: "sk-ant-upstream", baseUrl: up.baseUrl("anthropic"), models: ["gpt-5.4-nano", "qwen3-coder-plus"] },
-  { provider: "gemini", name: "to-gem", priority: 5, apiKey: "gemini-upstream-key", baseUrl: up.baseUrl("gemini"), models: ["text-embedding-3-small"] }
+  {
+    provider: "anthropic",
+    name: "to-anth",
+    priority: 5,
+    apiKey: "sk-ant-upstream",
+    baseUrl: up.baseUrl("anthropic"),
+    models: ["gpt-5.4-nano", "qwen3-coder-plus"]
+  },
+  {
+    provider: "gemini",
+    name: "to-gem",
+    priority: 5,
+    apiKey: "gemini-upstream-key",
+    baseUrl: up.baseUrl("gemini"),
+    models: ["text-embedding-3-small"]
+  }
 ]
 const OURS = new Set(["to-chat", "to-resp", "to-oll", "to-anth", "to-gem"])
 
@@ -108,7 +122,8 @@ const confine = (c: FuzzCase, upstream: string): FuzzCase => {
   return { ...c, body: Buffer.concat([c.body.subarray(0, close), baseUrl, c.body.subarray(close + 1)]) }
 }
 
-const send = (base: string, c: FuzzCase): Promise<Outcome> => (c.kind === "http" ? sendHttp(base, c, DEADLINE_MS) : sendWs(base, c, DEADLINE_MS))
+const send = (base: string, c: FuzzCase): Promise<Outcome> =>
+  c.kind === "http" ? sendHttp(base, c, DEADLINE_MS) : sendWs(base, c, DEADLINE_MS)
 
 /**
  * Every method of every route with a multi-MB body (test/support/fuzz.ts, `bodySweep`): all of
@@ -122,9 +137,13 @@ function* sweep(corpus: ReturnType<typeof loadCorpus>): Generator<FuzzCase> {
 
 /** All cases of a run: mostly HTTP over every route, one in ten a WebSocket session. */
 const caseArb = (corpus: ReturnType<typeof loadCorpus>): fc.Arbitrary<FuzzCase> =>
-  fc.oneof({ weight: 9, arbitrary: httpCaseArb(corpus.http) as fc.Arbitrary<FuzzCase> }, { weight: 1, arbitrary: wsCaseArb(corpus.frames) as fc.Arbitrary<FuzzCase> })
+  fc.oneof(
+    { weight: 9, arbitrary: httpCaseArb(corpus.http) as fc.Arbitrary<FuzzCase> },
+    { weight: 1, arbitrary: wsCaseArb(corpus.frames) as fc.Arbitrary<FuzzCase> }
+  )
 
-/** Runs `runs` generated cases through `each`, in order, reproducibly from `seed` (fast-check drives generation; no shrinking: every case counts). */
+/** Runs `runs` generated cases through `each`, in order, reproducibly from `seed` (fast-check drives generation; no shrinking: every case
+ * counts). */
 const runCases = (seed: number, runs: number, arb: fc.Arbitrary<FuzzCase>, each: (c: FuzzCase, index: number) => Promise<void>) => {
   let index = 0
   return fc.assert(
@@ -211,7 +230,9 @@ afterAll(async () => {
 })
 
 describe("fuzz: random and mutated client traffic on every route of both planes", () => {
-  it(`in-process gateway: ${RUNS} cases (seed ${SEED})`, { timeout: 60_000 + RUNS * 200 + (FULL_SWEEP ? 2_000 : 150) * 200 }, async (ctx) => {
+  it(`in-process gateway: ${RUNS} cases (seed ${SEED})`, {
+    timeout: 60_000 + RUNS * 200 + (FULL_SWEEP ? 2_000 : 150) * 200
+  }, async (ctx) => {
     const gw: TestGateway = await startGateway({ env: {} })
     // An uncaught exception would end a real gateway: record it as a crash of the case in flight.
     const crashes: Array<string> = []
@@ -238,7 +259,8 @@ describe("fuzz: random and mutated client traffic on every route of both planes"
         const seen = crashes.length
         const t0 = performance.now()
         const outcome = await send(gw.url, c)
-        if (PROFILE) profile.push([performance.now() - t0, `${c.route} ${c.tags.filter((t) => !t.includes(":") || t.startsWith("frame:")).join(",")}`])
+        if (PROFILE)
+          profile.push([performance.now() - t0, `${c.route} ${c.tags.filter((t) => !t.includes(":") || t.startsWith("frame:")).join(",")}`])
         // Crashes surface on the next turn of the event loop at the latest.
         await new Promise((r) => setImmediate(r))
         const cause = gw.logs
@@ -293,11 +315,15 @@ describe("fuzz: random and mutated client traffic on every route of both planes"
     expect(findings.empty, findings.empty ? "" : findings.report(SEED, gw.url, findingsDir(SEED), "in-process")).toBe(true)
   })
 
-  it(`spawned gateway process: ${PROCESS_RUNS} cases, alive after, heap back near its level`, { timeout: 120_000 + PROCESS_RUNS * 1000 }, async (ctx) => {
+  it(`spawned gateway process: ${PROCESS_RUNS} cases, alive after, heap back near its level`, {
+    timeout: 120_000 + PROCESS_RUNS * 1000
+  }, async (ctx) => {
     const dataDir = tempDir("gw-fuzz-")
     const setup = await runCli(["setup", "--non-interactive"], { DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN_KEY })
     expect(setup.code, setup.stderr).toBe(0)
-    await Effect.runPromise(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" }, { secret: CLIENT_KEY })).pipe(Effect.provide(localCore(dataDir))))
+    await Effect.runPromise(
+      Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" }, { secret: CLIENT_KEY })).pipe(Effect.provide(localCore(dataDir)))
+    )
     // The inspector (on 127.0.0.1) lets the test force a GC in the process and read its heap.
     const start = () => startServerProcess({ DATA_DIR: dataDir, NODE_OPTIONS: "--inspect=127.0.0.1:0" })
     const inspectorOf = (p: ServerProcess) => /Debugger listening on (ws:\/\/127\.0\.0\.1:\d+\/[\w-]+)/.exec(p.output())?.[1]
@@ -305,7 +331,10 @@ describe("fuzz: random and mutated client traffic on every route of both planes"
     for (const c of connections(up)) expect((await call(`${server.url}/api/providers`, { body: c, headers: admin })).status).toBe(201)
     let exited: string | undefined
     const watch = (p: ServerProcess) =>
-      p.child.once("exit", (code, signal) => (exited = `gateway process exited (${code ?? signal}):\n${p.output().split("\n").slice(-12).join("\n")}`))
+      p.child.once(
+        "exit",
+        (code, signal) => (exited = `gateway process exited (${code ?? signal}):\n${p.output().split("\n").slice(-12).join("\n")}`)
+      )
     watch(server)
     let restarts = 0
     const findings = spawned

@@ -27,7 +27,10 @@ beforeAll(async () => {
   gw = await startGateway({ timeouts: { firstContentMs: 2000, idleMs: 2000, streamHeadersMs: 2000 } })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   for (const { family, body } of CONNECTIONS) {
-    const res = await call(`${gw.url}/api/providers`, { body: { ...body, baseUrl: up.baseUrl(family), defaultModel: "m1" }, headers: { authorization: `Bearer ${ADMIN}` } })
+    const res = await call(`${gw.url}/api/providers`, {
+      body: { ...body, baseUrl: up.baseUrl(family), defaultModel: "m1" },
+      headers: { authorization: `Bearer ${ADMIN}` }
+    })
     expect(res.status).toBe(201)
   }
 })
@@ -59,7 +62,9 @@ const rawPost = (url: string, body: unknown) =>
       const pieces: Array<{ at: number; text: string }> = []
       res.setEncoding("utf8")
       res.on("data", (text: string) => pieces.push({ at: Date.now(), text }))
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, contentType: String(res.headers["content-type"] ?? ""), pieces, endedAt: Date.now() }))
+      res.on("end", () =>
+        resolve({ status: res.statusCode ?? 0, contentType: String(res.headers["content-type"] ?? ""), pieces, endedAt: Date.now() })
+      )
       res.on("error", reject)
     })
     req.on("error", reject)

@@ -35,7 +35,11 @@ const shortCooldowns = (on: boolean) =>
 
 const usageRows = async (requestId: string | null) => {
   await gw.usageWritten()
-  return queryDb(gw.dataDir, "SELECT endpoint, status, connection_id, fallback_attempts FROM usage WHERE request_id = ? ORDER BY id", requestId)
+  return queryDb(
+    gw.dataDir,
+    "SELECT endpoint, status, connection_id, fallback_attempts FROM usage WHERE request_id = ? ORDER BY id",
+    requestId
+  )
 }
 const connectionId = async (name: string): Promise<string> => (await call(`${gw.url}/api/providers/${name}`, { headers: admin })).body.id
 
@@ -115,8 +119,18 @@ describe("embeddings go through the guarded attempt", () => {
   })
 
   for (const [name, path, body, answered] of [
-    ["Gemini embedContent", "/v1beta/models/emb-1:embedContent", { content: { parts: [{ text: "hi" }] } }, (b: any) => b.embedding.values.length > 0],
-    ["Gemini batchEmbedContents", "/v1beta/models/emb-1:batchEmbedContents", { requests: [{ content: { parts: [{ text: "hi" }] } }] }, (b: any) => b.embeddings.length === 1],
+    [
+      "Gemini embedContent",
+      "/v1beta/models/emb-1:embedContent",
+      { content: { parts: [{ text: "hi" }] } },
+      (b: any) => b.embedding.values.length > 0
+    ],
+    [
+      "Gemini batchEmbedContents",
+      "/v1beta/models/emb-1:batchEmbedContents",
+      { requests: [{ content: { parts: [{ text: "hi" }] } }] },
+      (b: any) => b.embeddings.length === 1
+    ],
     ["Ollama /api/embed", "/api/embed", { model: "emb-1", input: ["hi"] }, (b: any) => b.embeddings.length === 1],
     ["Ollama /api/embeddings", "/api/embeddings", { model: "emb-1", prompt: "hi" }, (b: any) => b.embedding.length > 0]
   ] as const) {
@@ -174,8 +188,10 @@ describe("embeddings go through the guarded attempt", () => {
 })
 
 describe("count_tokens goes through the guarded attempt", () => {
-  const anthropicCount = () => call(`${gw.url}/v1/messages/count_tokens`, { body: { model: "counting", messages: [{ role: "user", content: "count me" }] } })
-  const geminiCount = () => call(`${gw.url}/v1beta/models/gem-counting:countTokens`, { body: { contents: [{ role: "user", parts: [{ text: "count me" }] }] } })
+  const anthropicCount = () =>
+    call(`${gw.url}/v1/messages/count_tokens`, { body: { model: "counting", messages: [{ role: "user", content: "count me" }] } })
+  const geminiCount = () =>
+    call(`${gw.url}/v1beta/models/gem-counting:countTokens`, { body: { contents: [{ role: "user", parts: [{ text: "count me" }] }] } })
 
   it("Anthropic: a 503 falls back to the combo's next target, which counts; the failing connection cools down and is not asked next time", async () => {
     steady.always({ body: { input_tokens: 4242 } })
@@ -254,7 +270,11 @@ const connectWs = () =>
 
 describe("the WebSocket relay goes through the guarded attempt", () => {
   const create = (input: string) =>
-    JSON.stringify({ type: "response.create", model: "gpt-ws", input: [{ type: "message", role: "user", content: [{ type: "input_text", text: input }] }] })
+    JSON.stringify({
+      type: "response.create",
+      model: "gpt-ws",
+      input: [{ type: "message", role: "user", content: [{ type: "input_text", text: input }] }]
+    })
 
   it("response.create falls back to another Responses connection on a 503 before anything was sent, and the failing one cools down", async () => {
     steady.always({ content: "from steady", chunks: 3 })
@@ -273,7 +293,10 @@ describe("the WebSocket relay goes through the guarded attempt", () => {
     c.ws.close()
     // One row per response: the first after one fallback.
     await gw.usageWritten()
-    const rows = queryDb(gw.dataDir, "SELECT status, connection_id, fallback_attempts FROM usage WHERE endpoint = 'responses.ws' ORDER BY id DESC LIMIT 2")
+    const rows = queryDb(
+      gw.dataDir,
+      "SELECT status, connection_id, fallback_attempts FROM usage WHERE endpoint = 'responses.ws' ORDER BY id DESC LIMIT 2"
+    )
     const b = await connectionId("ws-b")
     expect(rows).toEqual([
       { status: 200, connection_id: b, fallback_attempts: 0 },
@@ -309,7 +332,11 @@ describe("fusion panel members go through the guarded attempt", () => {
   const chat = () => call(`${gw.url}/v1/chat/completions`, { body: { model: "council", messages: [{ role: "user", content: "hi" }] } })
 
   it("a member whose first connection fails falls back to the next one serving its model; the failing one cools down and is not asked next time", async () => {
-    steady.script((r) => (JSON.stringify(r.body).includes("<source 1>") ? { content: "the synthesis" } : { content: r.body.model === "pm-1" ? "answer one" : "answer two" }))
+    steady.script((r) =>
+      JSON.stringify(r.body).includes("<source 1>")
+        ? { content: "the synthesis" }
+        : { content: r.body.model === "pm-1" ? "answer one" : "answer two" }
+    )
     const first = await chat()
     expect(first.status, first.text).toBe(200)
     expect(first.body.choices[0].message.content).toBe("the synthesis")
@@ -322,10 +349,22 @@ describe("fusion panel members go through the guarded attempt", () => {
     expect(hits(flaky, /chat/)).toBe(1)
     expect(await connectionOf("pm-a")).toMatchObject({ state: "cooldown" })
     // The panel's rows: one per member, the first from pm-b after one fallback.
-    const rows = (await usageRows(first.headers.get("x-gateway-request-id"))).filter((r: any) => r.endpoint === "chat.completions:fusion-panel")
+    const rows = (await usageRows(first.headers.get("x-gateway-request-id"))).filter(
+      (r: any) => r.endpoint === "chat.completions:fusion-panel"
+    )
     expect(rows).toHaveLength(2)
-    expect(rows).toContainEqual({ endpoint: "chat.completions:fusion-panel", status: 200, connection_id: await connectionId("pm-b"), fallback_attempts: 1 })
-    expect(rows).toContainEqual({ endpoint: "chat.completions:fusion-panel", status: 200, connection_id: await connectionId("pm-c"), fallback_attempts: 0 })
+    expect(rows).toContainEqual({
+      endpoint: "chat.completions:fusion-panel",
+      status: 200,
+      connection_id: await connectionId("pm-b"),
+      fallback_attempts: 1
+    })
+    expect(rows).toContainEqual({
+      endpoint: "chat.completions:fusion-panel",
+      status: 200,
+      connection_id: await connectionId("pm-c"),
+      fallback_attempts: 0
+    })
 
     const second = await chat()
     expect(second.body.choices[0].message.content).toBe("the synthesis")

@@ -41,7 +41,9 @@ describe("sanitizer", () => {
   it("changes exactly what docs/guardrails.md lists", () => {
     expect(sanitizeText("a\u0000b\u001Fc\u007Fd\u0085e\t\n\r")).toBe("abcde\t\n\r")
     // Terminal escapes go whole (colours, cursor moves, an OSC hyperlink), not only their ESC byte.
-    expect(sanitizeText("\u001b[33mwarning\u001b[0m: x \u001b[2K\u001b[1Gdone \u001b]8;;https://x.dev\u0007link\u001b]8;;\u0007 \u001b(B.")).toBe("warning: x done link .")
+    expect(
+      sanitizeText("\u001b[33mwarning\u001b[0m: x \u001b[2K\u001b[1Gdone \u001b]8;;https://x.dev\u0007link\u001b]8;;\u0007 \u001b(B.")
+    ).toBe("warning: x done link .")
     expect(sanitizeText("z\u200Bw\u200Cj\u200Dx\u2060y\uFEFF.")).toBe("zwjxy.")
     expect(sanitizeText("\u202Aa\u202Bb\u202Cc\u202Dd\u202Ee\u2066f\u2067g\u2068h\u2069")).toBe("abcdefgh")
     expect(sanitizeText("\uFF28\uFF49 \uFB01 \u2460 e\u0301")).toBe("Hi fi 1 \u00E9")
@@ -68,7 +70,8 @@ const recorded = (): Array<{ file: string; format: FormatId; body: Record<string
               : undefined
   const take = (file: string, p: unknown, body: unknown) => {
     const format = typeof p === "string" ? formatOf(p) : undefined
-    if (format && typeof body === "object" && body !== null && !Array.isArray(body)) out.push({ file, format, body: body as Record<string, unknown> })
+    if (format && typeof body === "object" && body !== null && !Array.isArray(body))
+      out.push({ file, format, body: body as Record<string, unknown> })
   }
   for (const sub of ["cli", "sdk"]) {
     for (const name of fs.readdirSync(path.join(dir, sub))) {

@@ -1,7 +1,16 @@
 import * as Effect from "effect/Effect"
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
-import { addMetadata, blockRequest, type ErrorEvent, modifyBody, type ProviderErrorEvent, type RequestHook, RequestHooks, type ResponseEvent } from "../src/kernel/hooks.js"
+import {
+  addMetadata,
+  blockRequest,
+  type ErrorEvent,
+  modifyBody,
+  type ProviderErrorEvent,
+  type RequestHook,
+  RequestHooks,
+  type ResponseEvent
+} from "../src/kernel/hooks.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 
@@ -29,11 +38,20 @@ beforeAll(async () => {
   gw = await startGateway()
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   const add = (body: Record<string, unknown>) => call(`${gw.url}/api/providers`, { body, headers: admin })
-  expect((await add({ provider: "openai-compatible", name: "main", baseUrl: main.baseUrl("openai-chat"), defaultModel: "m1" })).status).toBe(201)
-  expect((await add({ provider: "openai-compatible", name: "flaky", baseUrl: flaky.baseUrl("openai-chat"), defaultModel: "m1" })).status).toBe(201)
-  expect((await call(`${gw.url}/api/combos`, { body: { name: "duo", strategy: "priority", targets: [{ model: "main/m1" }, { model: "flaky/m1" }] }, headers: admin })).status).toBe(
-    201
-  )
+  expect(
+    (await add({ provider: "openai-compatible", name: "main", baseUrl: main.baseUrl("openai-chat"), defaultModel: "m1" })).status
+  ).toBe(201)
+  expect(
+    (await add({ provider: "openai-compatible", name: "flaky", baseUrl: flaky.baseUrl("openai-chat"), defaultModel: "m1" })).status
+  ).toBe(201)
+  expect(
+    (
+      await call(`${gw.url}/api/combos`, {
+        body: { name: "duo", strategy: "priority", targets: [{ model: "main/m1" }, { model: "flaky/m1" }] },
+        headers: admin
+      })
+    ).status
+  ).toBe(201)
 })
 
 afterAll(async () => {
@@ -57,7 +75,8 @@ afterEach(async () => {
 const chat = (body: Record<string, unknown>, headers: Record<string, string> = {}) =>
   call(`${gw.url}/v1/chat/completions`, { body: { messages: [{ role: "user", content: "hi" }], ...body }, headers })
 
-const messages = (body: Record<string, unknown>) => call(`${gw.url}/v1/messages`, { body: { max_tokens: 64, messages: [{ role: "user", content: "hi" }], ...body } })
+const messages = (body: Record<string, unknown>) =>
+  call(`${gw.url}/v1/messages`, { body: { max_tokens: 64, messages: [{ role: "user", content: "hi" }], ...body } })
 
 /** The text a chat completions stream carried. */
 const contentOf = (sse: string): string =>
@@ -79,7 +98,11 @@ const eventually = async (check: () => boolean, ms = 2000): Promise<void> => {
 describe("order", () => {
   it("runs handlers by ascending priority (default 100), ties in registration order", async () => {
     const ran: Array<string> = []
-    const hook = (name: string, priority?: number): RequestHook => ({ name, ...(priority === undefined ? {} : { priority }), onRequest: () => void ran.push(name) })
+    const hook = (name: string, priority?: number): RequestHook => ({
+      name,
+      ...(priority === undefined ? {} : { priority }),
+      onRequest: () => void ran.push(name)
+    })
     await register(hook("late", 200))
     await register(hook("early-1", 50))
     await register(hook("default"))
@@ -125,7 +148,16 @@ describe("order", () => {
     await register(all)
     const res = await chat({ model: "duo", stream: true })
     expect(res.status).toBe(200)
-    expect(seen).toEqual(["onRequest", "onComboResolve", "onModelSelect", "onAttemptStart", "onStreamStart", "onFrame", "onStreamEnd", "onResponse"])
+    expect(seen).toEqual([
+      "onRequest",
+      "onComboResolve",
+      "onModelSelect",
+      "onAttemptStart",
+      "onStreamStart",
+      "onFrame",
+      "onStreamEnd",
+      "onResponse"
+    ])
   })
 })
 
@@ -144,7 +176,8 @@ describe("changing the body", () => {
   it("an Effect handler's rewrite reaches a translated request too (messages → chat completions)", async () => {
     await register({
       name: "async-rewriter",
-      onRequest: (event) => Effect.as(Effect.sleep("5 millis"), modifyBody({ ...event.body, messages: [{ role: "user", content: "rewritten later" }] }))
+      onRequest: (event) =>
+        Effect.as(Effect.sleep("5 millis"), modifyBody({ ...event.body, messages: [{ role: "user", content: "rewritten later" }] }))
     })
     const res = await messages({ model: "main/m1" })
     expect(res.status).toBe(200)
@@ -202,7 +235,10 @@ describe("blocking", () => {
   })
 
   it("onAttemptStart can block before anything goes upstream; onComboResolve can block a combo", async () => {
-    await register({ name: "no-main", onAttemptStart: (e) => (e.target.connection === "main" ? blockRequest({ status: 403, message: `not to ${e.target.key}` }) : undefined) })
+    await register({
+      name: "no-main",
+      onAttemptStart: (e) => (e.target.connection === "main" ? blockRequest({ status: 403, message: `not to ${e.target.key}` }) : undefined)
+    })
     const res = await chat({ model: "main/m1" })
     expect(res.status).toBe(403)
     expect(res.body.error.message).toBe("not to main/m1")
@@ -274,7 +310,12 @@ describe("streams", () => {
     main.always({ content: "whole" })
     const streamed: Array<string> = []
     const responses: Array<ResponseEvent> = []
-    await register({ name: "whole", onStreamStart: () => void streamed.push("start"), onFrame: () => void streamed.push("frame"), onResponse: (e) => void responses.push(e) })
+    await register({
+      name: "whole",
+      onStreamStart: () => void streamed.push("start"),
+      onFrame: () => void streamed.push("frame"),
+      onResponse: (e) => void responses.push(e)
+    })
     const res = await chat({ model: "main/m1" })
     expect(res.status).toBe(200)
     expect(streamed).toEqual([])
@@ -299,7 +340,13 @@ describe("the request's end", () => {
     expect(missing.status).toBe(404)
     expect(ends).toEqual([
       { event: "onResponse", status: 200, path: "/v1/models", usage: undefined },
-      { event: "onError", status: 404, path: "/v1/nothing-here", usage: undefined, error: { status: 404, code: "not_found", message: expect.stringContaining("no route") } }
+      {
+        event: "onError",
+        status: 404,
+        path: "/v1/nothing-here",
+        usage: undefined,
+        error: { status: 404, code: "not_found", message: expect.stringContaining("no route") }
+      }
     ])
   })
 })
@@ -309,7 +356,12 @@ describe("upstream errors", () => {
     const errors: Array<ProviderErrorEvent> = []
     const limits: Array<ProviderErrorEvent> = []
     const failed: Array<ErrorEvent> = []
-    await register({ name: "watch", onProviderError: (e) => void errors.push(e), onRateLimit: (e) => void limits.push(e), onError: (e) => void failed.push(e) })
+    await register({
+      name: "watch",
+      onProviderError: (e) => void errors.push(e),
+      onRateLimit: (e) => void limits.push(e),
+      onError: (e) => void failed.push(e)
+    })
 
     flaky.next({ status: 500 })
     const first = await chat({ model: "flaky/m1" })
@@ -339,7 +391,10 @@ describe("upstream errors", () => {
 
   it("a combo whose first target fails fires onProviderError for it and onAttemptStart for each target", async () => {
     flaky.always({ status: 503 })
-    await call(`${gw.url}/api/combos`, { body: { name: "flaky-first", strategy: "priority", targets: [{ model: "flaky/m1" }, { model: "main/m1" }] }, headers: admin })
+    await call(`${gw.url}/api/combos`, {
+      body: { name: "flaky-first", strategy: "priority", targets: [{ model: "flaky/m1" }, { model: "main/m1" }] },
+      headers: admin
+    })
     try {
       const attempts: Array<string> = []
       const errors: Array<string> = []
@@ -378,7 +433,12 @@ describe("failing hooks", () => {
     })
     await register({ name: "bad-verdict", onRequest: () => ({ body: "not an object" }) as never })
     await register({ name: "end-dier", onResponse: () => Effect.die("boom at the end") })
-    await register({ name: "survivor", priority: 1000, onRequest: () => void ran.push("onRequest"), onResponse: () => void ran.push("onResponse") })
+    await register({
+      name: "survivor",
+      priority: 1000,
+      onRequest: () => void ran.push("onRequest"),
+      onResponse: () => void ran.push("onResponse")
+    })
     const res = await fetch(`${gw.url}/v1/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },
@@ -389,7 +449,8 @@ describe("failing hooks", () => {
     expect(contentOf(text)).toBe("still fine")
     expect(text).toContain("data: [DONE]")
     expect(ran).toEqual(["onRequest", "onResponse"])
-    const warned = (hook: string, event: string) => gw.logs.some((l) => l.level === "WARN" && l.message.includes(`hook ${hook} failed in ${event}`))
+    const warned = (hook: string, event: string) =>
+      gw.logs.some((l) => l.level === "WARN" && l.message.includes(`hook ${hook} failed in ${event}`))
     await eventually(
       () =>
         warned("thrower", "onRequest") &&
@@ -413,7 +474,12 @@ describe("the built-in hooks", () => {
   it("an idempotent duplicate of a streamed answer replays the recorded bytes", async () => {
     main.always({ content: "recorded stream", chunks: 4 })
     const body = JSON.stringify({ model: "main/m1", stream: true, messages: [{ role: "user", content: "once" }] })
-    const send = () => fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", "idempotency-key": "hooks-stream-1" }, body })
+    const send = () =>
+      fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "idempotency-key": "hooks-stream-1" },
+        body
+      })
     const first = await send()
     const firstText = await first.text()
     const dup = await send()

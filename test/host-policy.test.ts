@@ -14,7 +14,8 @@ const code = (i: HostPolicyInput, host: string | undefined, origin?: string) => 
 describe("hostRefusal", () => {
   it("on a loopback bind: loopback names and the bound address pass, any other Host is refused", () => {
     const i = input()
-    for (const host of ["127.0.0.1:20128", "localhost", "LOCALHOST:1", "[::1]:20128", "127.9.9.9", undefined]) expect(code(i, host), String(host)).toBe("ok")
+    for (const host of ["127.0.0.1:20128", "localhost", "LOCALHOST:1", "[::1]:20128", "127.9.9.9", undefined])
+      expect(code(i, host), String(host)).toBe("ok")
     for (const host of ["evil.example.com", "127.0.0.1.evil.example", "192.168.1.10:20128", "user@localhost", "localhost/x", ""])
       expect(code(i, host), host).toBe("host_not_allowed")
     expect(code(input({ host: "localhost" }), "localhost:3000")).toBe("ok")
@@ -22,9 +23,22 @@ describe("hostRefusal", () => {
 
   it("Origin: loopback origins, GATEWAY_ALLOWED_ORIGINS and NEXT_PUBLIC_BASE_URL's pass; null, other schemes and look-alikes do not", () => {
     const i = input({ allowedOrigins: ["https://app.example"], publicBaseUrl: "https://gw.example.net" })
-    for (const origin of ["http://127.0.0.1:20128", "http://localhost:5173", "https://app.example", "https://gw.example.net", "https://gw.example.net:8443"])
+    for (const origin of [
+      "http://127.0.0.1:20128",
+      "http://localhost:5173",
+      "https://app.example",
+      "https://gw.example.net",
+      "https://gw.example.net:8443"
+    ])
       expect(code(i, "localhost", origin), origin).toBe("ok")
-    for (const origin of ["http://evil.example.com", "null", "file://", "chrome-extension://abc", "https://app.example.evil", "https://gw.example.net.evil"])
+    for (const origin of [
+      "http://evil.example.com",
+      "null",
+      "file://",
+      "chrome-extension://abc",
+      "https://app.example.evil",
+      "https://gw.example.net.evil"
+    ])
       expect(code(i, "localhost", origin), origin).toBe("origin_not_allowed")
     expect(code(input({ allowedOrigins: ["*"] }), "localhost", "http://anything.example")).toBe("ok")
   })

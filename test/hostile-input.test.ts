@@ -48,7 +48,13 @@ beforeAll(async () => {
     expect(res.status, res.text).toBe(201)
   }
   await add({ provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" })
-  await add({ provider: "openai-compatible", name: "resp", upstreamFormat: "openai-responses", baseUrl: up.baseUrl("openai-responses"), models: ["gpt-5"] })
+  await add({
+    provider: "openai-compatible",
+    name: "resp",
+    upstreamFormat: "openai-responses",
+    baseUrl: up.baseUrl("openai-responses"),
+    models: ["gpt-5"]
+  })
   await add({ provider: "gemini", name: "gem", apiKey: "gkey", baseUrl: up.baseUrl("gemini") })
   await add({ provider: "anthropic", name: "ant", apiKey: "akey", baseUrl: up.baseUrl("anthropic") })
 })
@@ -76,7 +82,12 @@ const withDeep = (body: unknown, deep: string) => JSON.stringify(body).replace('
 describe("malformed percent-escapes in a path", () => {
   it("the editor route answers 400 naming the problem, before authentication", async () => {
     for (const path of ["/api/v1/editor/%ZZ", "/api/v1/editor/%ZZ/models", "/api/v1/editor/%E0%A4%A/chat/completions"]) {
-      const res = await raw(path.endsWith("completions") ? "POST" : "GET", path, {}, path.endsWith("completions") ? JSON.stringify(chatBody()) : undefined)
+      const res = await raw(
+        path.endsWith("completions") ? "POST" : "GET",
+        path,
+        {},
+        path.endsWith("completions") ? JSON.stringify(chatBody()) : undefined
+      )
       expect(res.status, `${path}: ${res.text}`).toBe(400)
       expect(res.body.error.message).toContain("path parameter 'token' is not valid percent-encoding")
       expect(res.body.error.code).toBe("invalid_path_encoding")
@@ -96,7 +107,12 @@ describe("malformed percent-escapes in a path", () => {
       ["POST", "/v1beta/models/%ZZ:generateContent"],
       ["POST", "/v1/models/m%E0:countTokens"]
     ] as const) {
-      const res = await raw(method, path, { "x-goog-api-key": KEY }, method === "POST" ? JSON.stringify({ contents: [{ role: "user", parts: [{ text: "hi" }] }] }) : undefined)
+      const res = await raw(
+        method,
+        path,
+        { "x-goog-api-key": KEY },
+        method === "POST" ? JSON.stringify({ contents: [{ role: "user", parts: [{ text: "hi" }] }] }) : undefined
+      )
       expect(res.status, `${path}: ${res.text}`).toBe(400)
       // Gemini's error shape: { error: { code, message, status } }.
       expect(res.body.error).toMatchObject({ code: 400, status: "INVALID_ARGUMENT" })
@@ -113,7 +129,12 @@ describe("malformed percent-escapes in a path", () => {
     const res = await raw("GET", "/v1/models/up%2Fm1", client)
     expect(res.status, res.text).toBe(200)
     expect(res.body.id).toBe("up/m1")
-    const routed = await raw("POST", "/v1/providers/openai%2Dcompatible/chat/completions", client, JSON.stringify(chatBody({ model: "m1" })))
+    const routed = await raw(
+      "POST",
+      "/v1/providers/openai%2Dcompatible/chat/completions",
+      client,
+      JSON.stringify(chatBody({ model: "m1" }))
+    )
     expect(routed.status, routed.text).toBe(200)
   })
 
@@ -127,8 +148,19 @@ describe("malformed percent-escapes in a path", () => {
   })
 
   it("a malformed $ref escape in a tool schema sent to Gemini is taken literally, not a 500", async () => {
-    const tools = [{ type: "function", function: { name: "f", parameters: { type: "object", properties: { x: { $ref: "#/$defs/%ZZ" } }, $defs: { "%ZZ": { type: "string" } } } } }]
-    const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: "gem/gemini-2.5-flash", messages: [{ role: "user", content: "hi" }], tools }, headers: client })
+    const tools = [
+      {
+        type: "function",
+        function: {
+          name: "f",
+          parameters: { type: "object", properties: { x: { $ref: "#/$defs/%ZZ" } }, $defs: { "%ZZ": { type: "string" } } }
+        }
+      }
+    ]
+    const res = await call(`${gw.url}/v1/chat/completions`, {
+      body: { model: "gem/gemini-2.5-flash", messages: [{ role: "user", content: "hi" }], tools },
+      headers: client
+    })
     expect(res.status, res.text).toBe(200)
     expect(up.requests[0]!.body.tools[0].functionDeclarations[0].parameters.properties.x).toMatchObject({ type: "string" })
   })
@@ -153,20 +185,34 @@ describe("JSON nested deeper than 128 levels", () => {
       "POST",
       "/v1/messages",
       client,
-      withDeep({ model: "up/m1", max_tokens: 5, messages: [{ role: "user", content: "hi" }], tools: [{ name: "f", input_schema: "$DEEP" }] }, deepObject(5000))
+      withDeep(
+        { model: "up/m1", max_tokens: 5, messages: [{ role: "user", content: "hi" }], tools: [{ name: "f", input_schema: "$DEEP" }] },
+        deepObject(5000)
+      )
     )
     expect(anthropic.status).toBe(400)
     expect(anthropic.body).toMatchObject({ type: "error", error: { type: "invalid_request_error" } })
     expect(anthropic.body.error.message).toContain("JSON nested deeper than 128 levels")
-    const responses = await raw("POST", "/v1/responses", client, withDeep({ model: "up/m1", input: "hi", metadata: { a: "$DEEP" } }, deepArray(5000)))
+    const responses = await raw(
+      "POST",
+      "/v1/responses",
+      client,
+      withDeep({ model: "up/m1", input: "hi", metadata: { a: "$DEEP" } }, deepArray(5000))
+    )
     expect(responses.status).toBe(400)
     expect(up.requests).toHaveLength(0)
   })
 
   it("deep but within the limit (a real tool schema nests far less) is served; brackets inside strings do not count", async () => {
-    const schema = withDeep({ type: "object", properties: { x: "$DEEP" } }, '{"type":"object","properties":{"y":'.repeat(40) + '{"type":"string"}' + "}}".repeat(40))
+    const schema = withDeep(
+      { type: "object", properties: { x: "$DEEP" } },
+      '{"type":"object","properties":{"y":'.repeat(40) + '{"type":"string"}' + "}}".repeat(40)
+    )
     const body = withDeep(
-      chatBody({ tools: [{ type: "function", function: { name: "f", parameters: "$DEEP" } }], metadata: { note: "[[[[{{{{".repeat(100) + '\\"' + "[".repeat(300) } }),
+      chatBody({
+        tools: [{ type: "function", function: { name: "f", parameters: "$DEEP" } }],
+        metadata: { note: "[[[[{{{{".repeat(100) + '\\"' + "[".repeat(300) }
+      }),
       schema
     )
     const res = await raw("POST", "/v1/chat/completions", client, body)
@@ -194,10 +240,13 @@ describe("JSON nested deeper than 128 levels", () => {
       expect(error.error.message).toContain("JSON nested deeper than 128 levels")
       const wait2 = next()
       ws.send(
-        JSON.stringify({ type: "response.create", model: "gpt-5", input: "hi", stream: true, tools: [{ type: "function", name: "f", parameters: "$DEEP" }] }).replace(
-          '"$DEEP"',
-          deepObject(5000)
-        )
+        JSON.stringify({
+          type: "response.create",
+          model: "gpt-5",
+          input: "hi",
+          stream: true,
+          tools: [{ type: "function", name: "f", parameters: "$DEEP" }]
+        }).replace('"$DEEP"', deepObject(5000))
       )
       expect(await wait2).toMatchObject({ type: "error", status: 400, error: { code: "json_too_deep" } })
       const created = next()
@@ -210,8 +259,18 @@ describe("JSON nested deeper than 128 levels", () => {
 
   it("management JSON bodies too: 400 instead of a 500, even unauthenticated", async () => {
     const cases: Array<[string, string, string, Record<string, string>]> = [
-      ["POST", "/api/combos", withDeep({ name: "c", strategy: "priority", targets: [{ model: "up/m1" }], config: { a: "$DEEP" } }, deepArray(5000)), admin],
-      ["POST", "/api/providers", withDeep({ provider: "openai-compatible", name: "$DEEP", baseUrl: "http://127.0.0.1:1/v1" }, deepArray(5000)), admin],
+      [
+        "POST",
+        "/api/combos",
+        withDeep({ name: "c", strategy: "priority", targets: [{ model: "up/m1" }], config: { a: "$DEEP" } }, deepArray(5000)),
+        admin
+      ],
+      [
+        "POST",
+        "/api/providers",
+        withDeep({ provider: "openai-compatible", name: "$DEEP", baseUrl: "http://127.0.0.1:1/v1" }, deepArray(5000)),
+        admin
+      ],
       ["POST", "/api/auth/login", withDeep({ password: "$DEEP" }, deepObject(5000)), {}]
     ]
     for (const [method, path, body, headers] of cases) {
@@ -221,7 +280,10 @@ describe("JSON nested deeper than 128 levels", () => {
       expect(res.body.message).toContain("JSON nested deeper than 128 levels")
     }
     // Ordinary bodies still reach their handlers.
-    const ok = await call(`${gw.url}/api/combos`, { body: { name: "fine", strategy: "priority", targets: [{ model: "up/m1" }] }, headers: admin })
+    const ok = await call(`${gw.url}/api/combos`, {
+      body: { name: "fine", strategy: "priority", targets: [{ model: "up/m1" }] },
+      headers: admin
+    })
     expect(ok.status, ok.text).toBe(201)
   })
 })
@@ -278,7 +340,12 @@ describe("lone surrogates from a JSON body", () => {
       JSON.stringify(up.requests.map((r) => r.path))
     ).toBe(true)
     // The upstream URL is built for every family, also where it does not name the model.
-    const count = await raw("POST", "/v1/messages/count_tokens", client, `{"model":"ant/x\\udc00y","messages":[{"role":"user","content":"hi"}]}`)
+    const count = await raw(
+      "POST",
+      "/v1/messages/count_tokens",
+      client,
+      `{"model":"ant/x\\udc00y","messages":[{"role":"user","content":"hi"}]}`
+    )
     expect(count.status, count.text).toBe(200)
     expect(up.requests.some((r) => r.path === "/v1/messages/count_tokens")).toBe(true)
   })
@@ -294,8 +361,12 @@ describe("shutdown with kept-alive sockets", () => {
     try {
       await own.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
       expect(
-        (await call(`${own.url}/api/providers`, { body: { provider: "openai-compatible", name: "slow", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" }, headers: admin }))
-          .status
+        (
+          await call(`${own.url}/api/providers`, {
+            body: { provider: "openai-compatible", name: "slow", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" },
+            headers: admin
+          })
+        ).status
       ).toBe(201)
       const port = Number(new URL(own.url).port)
       const open = (): Promise<{ socket: net.Socket; data: () => string; ended: Promise<Array<string>> }> =>
@@ -318,7 +389,9 @@ describe("shutdown with kept-alive sockets", () => {
       up.always({ delayMs: 400 })
       const busy = await open()
       const body = JSON.stringify(chatBody({ model: "slow/m1" }))
-      busy.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`)
+      busy.socket.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`
+      )
       await expect.poll(() => up.requests.length).toBe(1)
       const closed = own.close()
       expect(await idle.ended).toEqual(["end"])
@@ -358,7 +431,9 @@ describe("the server's last resort", () => {
       Layer.provide(Layer.succeed(Dashboard, { handle: () => false })),
       Layer.provide(Layer.succeed(LiveFeed, { upgrade: () => false, port: () => undefined })),
       Layer.provide(Layer.succeed(InspectorFeed, { upgrade: () => false })),
-      Layer.provide(Layer.succeed(McpHttp, { handle: (_req: http.IncomingMessage, res: http.ServerResponse) => void res.end("mcp") } as never)),
+      Layer.provide(
+        Layer.succeed(McpHttp, { handle: (_req: http.IncomingMessage, res: http.ServerResponse) => void res.end("mcp") } as never)
+      ),
       Layer.provide(Layer.succeed(FeatureFlags, { enabled: () => Effect.succeed(false) } as never)),
       Layer.provide(Layer.succeed(Settings, { ipFilter: () => ({ active: false, check: () => undefined }) } as never)),
       Layer.provide(Layer.succeed(ApiKeys, { hasAdminKey: Effect.succeed(true) } as never)),

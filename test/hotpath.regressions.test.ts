@@ -53,11 +53,17 @@ beforeAll(async () => {
   gw = await startGateway({ timeouts: { headersMs: 400, streamHeadersMs: 400, firstContentMs: 2000, idleMs: 2000 } })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   const add = (body: Record<string, unknown>) => call(`${gw.url}/api/providers`, { body, headers: admin })
-  expect((await add({ provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" })).status).toBe(201)
+  expect((await add({ provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" })).status).toBe(
+    201
+  )
   const port = (silent.address() as net.AddressInfo).port
-  expect((await add({ provider: "openai-compatible", name: "tls", baseUrl: `https://127.0.0.1:${port}/v1`, defaultModel: "m1" })).status).toBe(201)
+  expect(
+    (await add({ provider: "openai-compatible", name: "tls", baseUrl: `https://127.0.0.1:${port}/v1`, defaultModel: "m1" })).status
+  ).toBe(201)
   const rawPort = (raw.address() as net.AddressInfo).port
-  expect((await add({ provider: "openai-compatible", name: "raw", baseUrl: `http://127.0.0.1:${rawPort}/v1`, defaultModel: "cut" })).status).toBe(201)
+  expect(
+    (await add({ provider: "openai-compatible", name: "raw", baseUrl: `http://127.0.0.1:${rawPort}/v1`, defaultModel: "cut" })).status
+  ).toBe(201)
 })
 afterAll(async () => {
   await gw?.close()
@@ -219,7 +225,10 @@ describe("the shared stream watchdog", () => {
       Effect.scoped(
         Effect.gen(function* () {
           const watchdog = yield* makeStreamWatchdog(timeouts)
-          const unwatch = watchdog.watch({ state: { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0 }, stalled: () => reported++ })
+          const unwatch = watchdog.watch({
+            state: { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0 },
+            stalled: () => reported++
+          })
           unwatch()
           yield* Effect.sleep("150 millis")
         })

@@ -18,7 +18,11 @@ beforeAll(async () => {
   gw = await startGateway()
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: admin })))
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" }, { secret: client })))
-  const on = await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "REQUIRE_API_KEY", value: "true" }, headers: { authorization: `Bearer ${admin}` } })
+  const on = await call(`${gw.url}/api/settings/feature-flags`, {
+    method: "PUT",
+    body: { key: "REQUIRE_API_KEY", value: "true" },
+    headers: { authorization: `Bearer ${admin}` }
+  })
   expect(on.status).toBe(200)
 })
 afterAll(async () => {
@@ -252,7 +256,8 @@ const exchange = (options: {
     const pump = () => {
       if (socket.destroyed) return
       const n = Math.min(piece, size - sent)
-      const bytes = sent === 0 ? Buffer.concat([json, Buffer.alloc(Math.max(0, n - json.length), 0x20)]).subarray(0, n) : Buffer.alloc(n, 0x20)
+      const bytes =
+        sent === 0 ? Buffer.concat([json, Buffer.alloc(Math.max(0, n - json.length), 0x20)]).subarray(0, n) : Buffer.alloc(n, 0x20)
       socket.write(chunked ? Buffer.concat([Buffer.from(`${n.toString(16)}\r\n`), bytes, Buffer.from("\r\n")]) : bytes)
       sent += n
       if (sent < size) return void setTimeout(pump, options.everyMs ?? 15)
@@ -270,24 +275,70 @@ describe("a multi-MB body nobody reads: the client reads its answer while sendin
   const MB = 1024 * 1024
   const adminAuth = { Authorization: `Bearer ${admin}` }
   /** Route, headers, body size, and the status expected with the body's length declared / sent chunked. */
-  const routes: ReadonlyArray<{ name: string; method: string; path: string; headers: Record<string, string>; size: number; status: [number, number] }> = [
+  const routes: ReadonlyArray<{
+    name: string
+    method: string
+    path: string
+    headers: Record<string, string>
+    size: number
+    status: [number, number]
+  }> = [
     // Management: a payload route answering 400 before its body (a malformed path); over 1 MiB declared, 413 at once.
     { name: "management 400 early", method: "PUT", path: "/api/providers/%E0%A4%A", headers: adminAuth, size: 4 * MB, status: [413, 400] },
     // Management DELETE with a body: refused at once when declared, part-way (1 MiB) when chunked.
-    { name: "management DELETE with a payload", method: "DELETE", path: "/api/usage/token-limits", headers: adminAuth, size: 4 * MB, status: [413, 413] },
+    {
+      name: "management DELETE with a payload",
+      method: "DELETE",
+      path: "/api/usage/token-limits",
+      headers: adminAuth,
+      size: 4 * MB,
+      status: [413, 413]
+    },
     // Management DELETE whose route reads no body at all.
-    { name: "management DELETE without a payload", method: "DELETE", path: "/api/keys/key_doesnotexist", headers: adminAuth, size: 4 * MB, status: [413, 404] },
+    {
+      name: "management DELETE without a payload",
+      method: "DELETE",
+      path: "/api/keys/key_doesnotexist",
+      headers: adminAuth,
+      size: 4 * MB,
+      status: [413, 404]
+    },
     { name: "management GET with a body", method: "GET", path: "/api/health/ping", headers: {}, size: 4 * MB, status: [413, 200] },
-    { name: "inference GET with a body", method: "GET", path: "/v1/models", headers: { Authorization: `Bearer ${client}` }, size: 4 * MB, status: [200, 200] },
-    { name: "inference 401", method: "POST", path: "/v1/chat/completions", headers: { Authorization: "Bearer not-a-key" }, size: 4 * MB, status: [401, 401] },
+    {
+      name: "inference GET with a body",
+      method: "GET",
+      path: "/v1/models",
+      headers: { Authorization: `Bearer ${client}` },
+      size: 4 * MB,
+      status: [200, 200]
+    },
+    {
+      name: "inference 401",
+      method: "POST",
+      path: "/v1/chat/completions",
+      headers: { Authorization: "Bearer not-a-key" },
+      size: 4 * MB,
+      status: [401, 401]
+    },
     { name: "no route (404)", method: "POST", path: "/nope/at/all", headers: adminAuth, size: 4 * MB, status: [404, 404] },
     // Inference over its 32 MiB limit: 413 at once when declared.
-    { name: "inference 413", method: "POST", path: "/v1/chat/completions", headers: { Authorization: `Bearer ${client}` }, size: 40 * MB, status: [413, 413] }
+    {
+      name: "inference 413",
+      method: "POST",
+      path: "/v1/chat/completions",
+      headers: { Authorization: `Bearer ${client}` },
+      size: 40 * MB,
+      status: [413, 413]
+    }
   ]
 
   it("every route, with and without a content type, length or chunked, keep-alive or Connection: close", { timeout: 60_000 }, async () => {
     const cases = routes
-      .flatMap((r) => [true, false].flatMap((typed) => [false, true].flatMap((chunked) => [true, false].map((keepAlive) => ({ r, typed, chunked, keepAlive })))))
+      .flatMap((r) =>
+        [true, false].flatMap((typed) =>
+          [false, true].flatMap((chunked) => [true, false].map((keepAlive) => ({ r, typed, chunked, keepAlive })))
+        )
+      )
       .filter(({ r, chunked }) => !(chunked && r.size > 32 * MB))
     const outcomes = await Promise.all(
       cases.map(async ({ r, typed, chunked, keepAlive }) => {
@@ -326,7 +377,15 @@ describe("a multi-MB body nobody reads: the client reads its answer while sendin
     // 4 MB over about 8 s (a piece every 125 ms): longer in all than LINGER_MS, never idle that long.
     const results = await Promise.all(
       [false, true].map((keepAlive) =>
-        exchange({ method: "POST", path: "/v1/chat/completions", headers: { Authorization: "Bearer not-a-key" }, size: 4 * MB, chunked: false, keepAlive, everyMs: 125 })
+        exchange({
+          method: "POST",
+          path: "/v1/chat/completions",
+          headers: { Authorization: "Bearer not-a-key" },
+          size: 4 * MB,
+          chunked: false,
+          keepAlive,
+          everyMs: 125
+        })
       )
     )
     for (const x of results) {
@@ -342,7 +401,9 @@ describe("a request node's HTTP parser refuses, with a multi-MB body on its way"
   const MB = 1024 * 1024
 
   it("a malformed request (raw UTF-8 in its path) gets a 400 JSON answer, then the end, never a reset", { timeout: 30_000 }, async () => {
-    const cases = [true, false].flatMap((typed) => (["length", "chunked"] as const).flatMap((framing) => [true, false].map((keepAlive) => ({ typed, framing, keepAlive }))))
+    const cases = [true, false].flatMap((typed) =>
+      (["length", "chunked"] as const).flatMap((framing) => [true, false].map((keepAlive) => ({ typed, framing, keepAlive })))
+    )
     const outcomes = await Promise.all(
       cases.map(async ({ typed, framing, keepAlive }) => ({
         what: `${typed ? "json" : "no content type"}, ${framing}, ${keepAlive ? "keep-alive" : "close"}`,
@@ -393,7 +454,9 @@ describe("a request node's HTTP parser refuses, with a multi-MB body on its way"
     for (const o of outcomes) expect(o).toEqual({ status: 400 })
   })
 
-  it("a DELETE body sent without a length (node's client writing it in pieces): the route's 400, then the end, never a reset", { timeout: 30_000 }, async () => {
+  it("a DELETE body sent without a length (node's client writing it in pieces): the route's 400, then the end, never a reset", {
+    timeout: 30_000
+  }, async () => {
     // The request has no body as far as HTTP goes: the route answers 400 (no id), and the body's
     // bytes are read as the next request, which the parser refuses.
     const cases = [true, false].flatMap((typed) => [true, false].map((keepAlive) => ({ typed, keepAlive })))

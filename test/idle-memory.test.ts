@@ -29,7 +29,9 @@ const start = async (seconds: string) => {
 // Node 22's V8 keeps the pages it frees from the young generation (RSS unchanged), so the job is
 // off there by default (src/platform/system/IdleMemory.ts) and this comparison is Node 20's.
 describe.runIf(Number(process.versions.node.split(".")[0]) < 22)("memory at rest (Node 20)", () => {
-  it("a gateway left idle gives back its young generation within seconds; with GATEWAY_IDLE_GC_SECONDS=0 it keeps it", { timeout: 60_000 }, async () => {
+  it("a gateway left idle gives back its young generation within seconds; with GATEWAY_IDLE_GC_SECONDS=0 it keeps it", {
+    timeout: 60_000
+  }, async () => {
     const [on, off] = await Promise.all([start("1"), start("0")])
     const end = Date.now() + 25_000
     let a = rssMb(on.child.pid!)

@@ -18,18 +18,26 @@ import { until } from "./support/until.js"
  * an HTTPS upstream on 127.0.0.1 whose certificate is self-signed (made here with openssl) and not
  * trusted by the inspector (no INSPECTOR_UPSTREAM_CA_FILE). The flag is changed with
  * `PUT /api/settings/feature-flags`; it is a restart flag, so the change waits for the gateway's
- * next start (on the same data directory, which brings the capture modes back). The component option it drives (`verifyUpstream`) is tested in
+ * next start (on the same data directory, which brings the capture modes back). The component option it drives (`verifyUpstream`) is tested
+ * in
  * test/inspector.capture.test.ts; this file proves the flag reaches it. Nothing leaves the machine.
  */
 
 const ADMIN = "gwk_inspector_capture_flags_admin_0123456789"
 const admin = { authorization: `Bearer ${ADMIN}` }
 const FLAG = "MITM_DISABLE_TLS_VERIFY"
-const ANSWER = { id: "chatcmpl-flag", object: "chat.completion", model: "gpt-4o", choices: [{ index: 0, message: { role: "assistant", content: "reached the upstream" } }] }
+const ANSWER = {
+  id: "chatcmpl-flag",
+  object: "chat.completion",
+  model: "gpt-4o",
+  choices: [{ index: 0, message: { role: "assistant", content: "reached the upstream" } }]
+}
 
 const openssl = (args: ReadonlyArray<string>, cwd: string): Promise<void> =>
   new Promise((resolve, reject) =>
-    execFile("openssl", [...args], { cwd }, (error, _stdout, stderr) => (error ? reject(new Error(`openssl ${args[0]} failed: ${stderr}`)) : resolve()))
+    execFile("openssl", [...args], { cwd }, (error, _stdout, stderr) =>
+      error ? reject(new Error(`openssl ${args[0]} failed: ${stderr}`)) : resolve()
+    )
   )
 
 /** A self-signed certificate for localhost and 127.0.0.1: no CA anyone trusts signed it. */
@@ -123,7 +131,9 @@ beforeAll(async () => {
       res.end(JSON.stringify(ANSWER))
     })
   })
-  upstreamPort = await new Promise<number>((resolve) => upstream.listen(0, "127.0.0.1", () => resolve((upstream.address() as net.AddressInfo).port)))
+  upstreamPort = await new Promise<number>((resolve) =>
+    upstream.listen(0, "127.0.0.1", () => resolve((upstream.address() as net.AddressInfo).port))
+  )
   const hostsFile = path.join(dir, "hosts")
   fs.writeFileSync(hostsFile, "127.0.0.1 localhost\n")
   gw = await startGateway({ dataDir: path.join(dir, "data"), env: gatewayEnv(hostsFile) })
@@ -160,7 +170,8 @@ describe("MITM_DISABLE_TLS_VERIFY through the gateway's capture proxy", () => {
       return port
     }
 
-    const flagView = async () => ((await call(`${gw.url}/api/settings/feature-flags`, { headers: admin })).body.flags as Array<any>).find((f) => f.key === FLAG)
+    const flagView = async () =>
+      ((await call(`${gw.url}/api/settings/feature-flags`, { headers: admin })).body.flags as Array<any>).find((f) => f.key === FLAG)
     const setFlag = async (value: string) => {
       const put = await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: FLAG, value }, headers: admin })
       expect(put.status, put.text).toBe(200)
@@ -174,7 +185,11 @@ describe("MITM_DISABLE_TLS_VERIFY through the gateway's capture proxy", () => {
       expect(refused.body.error.code).toBe("upstream_tls_error")
       expect(refused.body.error.message).toMatch(/certificate of localhost.*MITM_DISABLE_TLS_VERIFY/)
     }
-    const entries = async () => (await call(`${base()}/requests?source=http-proxy`, { headers: admin })).body.requests as Array<{ status: unknown; error: string | null }>
+    const entries = async () =>
+      (await call(`${base()}/requests?source=http-proxy`, { headers: admin })).body.requests as Array<{
+        status: unknown
+        error: string | null
+      }>
 
     // 1. The default: verified, so the self-signed upstream is refused and never gets the request.
     expect(await flagView()).toMatchObject({ effectiveValue: "false", source: "default", pendingRestart: false })

@@ -13,7 +13,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { WebSocket, WebSocketServer } from "ws"
 import { caKeyPath, caPemPath, type LocalCa, loadOrCreateCa } from "../src/services/inspector/capture/ca.js"
 import type { ConnectionEnd } from "../src/services/inspector/capture/forward.js"
-import { BLOCK_BEGIN, BLOCK_END, HostsFileError, readBlockHosts, removeBlock, setBlockHosts } from "../src/services/inspector/capture/hostsFile.js"
+import {
+  BLOCK_BEGIN,
+  BLOCK_END,
+  HostsFileError,
+  readBlockHosts,
+  removeBlock,
+  setBlockHosts
+} from "../src/services/inspector/capture/hostsFile.js"
 import { startMitmServer } from "../src/services/inspector/capture/mitm.js"
 import { type HttpProxyOptions, type RunningProxy, startHttpProxy } from "../src/services/inspector/capture/proxy.js"
 import type { CaptureEnd, CaptureSource, CaptureStart, InspectorSink } from "../src/services/inspector/types.js"
@@ -55,13 +62,19 @@ const recordingSink = (options: { wantsBodies?: boolean; maxBodyBytes?: number }
     maxBodyBytes: options.maxBodyBytes ?? 1024 * 1024
   }
   /** The n-th entry (1-based) once it has ended or failed. */
-  const settled = (n: number) => until(`entry ${n} settled`, () => (entries[n - 1]?.end !== undefined || entries[n - 1]?.error !== undefined) && entries[n - 1])
+  const settled = (n: number) =>
+    until(`entry ${n} settled`, () => (entries[n - 1]?.end !== undefined || entries[n - 1]?.error !== undefined) && entries[n - 1])
   return { sink, entries, settled }
 }
 
 // ------------------------------------------------------------------ the fake LLM upstream
 
-const COMPLETION = { id: "chatcmpl-1", object: "chat.completion", model: "gpt-4o", choices: [{ index: 0, message: { role: "assistant", content: "Hello there" } }] }
+const COMPLETION = {
+  id: "chatcmpl-1",
+  object: "chat.completion",
+  model: "gpt-4o",
+  choices: [{ index: 0, message: { role: "assistant", content: "Hello there" } }]
+}
 const SSE_PARTS = ["Hel", "lo ", "there"]
 const SSE_DELAY_MS = 300
 
@@ -122,7 +135,8 @@ const upstreamHandler = async (req: http.IncomingMessage, res: http.ServerRespon
   res.end("{}")
 }
 
-const listen = (server: net.Server): Promise<number> => new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as net.AddressInfo).port)))
+const listen = (server: net.Server): Promise<number> =>
+  new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as net.AddressInfo).port)))
 
 const closeServer = (server: net.Server | undefined) =>
   new Promise<void>((resolve) => {
@@ -176,7 +190,12 @@ interface Answer {
 }
 
 /** One HTTPS request over `socket` (a tunnel), trusting `ca`. */
-const httpsOver = (socket: net.Socket, host: string, ca: string, request: { method?: string; path: string; body?: string }): Promise<Answer> =>
+const httpsOver = (
+  socket: net.Socket,
+  host: string,
+  ca: string,
+  request: { method?: string; path: string; body?: string }
+): Promise<Answer> =>
   new Promise((resolve, reject) => {
     const req = https.request(
       {
@@ -239,7 +258,9 @@ beforeAll(async () => {
   )
   tlsPort = await listen(tlsUpstream)
   // A WebSocket echo on the TLS upstream.
-  new WebSocketServer({ server: tlsUpstream, path: "/ws" }).on("connection", (ws) => ws.on("message", (m) => ws.send(`echo:${m.toString()}`)))
+  new WebSocketServer({ server: tlsUpstream, path: "/ws" }).on("connection", (ws) =>
+    ws.on("message", (m) => ws.send(`echo:${m.toString()}`))
+  )
 }, 60_000)
 
 afterAll(async () => {
@@ -269,7 +290,9 @@ const proxyWith = async (overrides: Partial<HttpProxyOptions> & { sink: Inspecto
 }
 
 const openssl = (args: ReadonlyArray<string>): Promise<{ code: number; out: string }> =>
-  new Promise((resolve) => execFile("openssl", [...args], (error, stdout, stderr) => resolve({ code: error === null ? 0 : 1, out: stdout + stderr })))
+  new Promise((resolve) =>
+    execFile("openssl", [...args], (error, stdout, stderr) => resolve({ code: error === null ? 0 : 1, out: stdout + stderr }))
+  )
 
 const DAY_MS = 24 * 60 * 60 * 1000
 
@@ -366,7 +389,12 @@ describe("the HTTP proxy, plain HTTP", () => {
     expect(JSON.parse(out.body)).toEqual(COMPLETION)
     const e = await rec.settled(1)
     expect(e.error).toBeUndefined()
-    expect(e.start).toMatchObject({ source: "http-proxy", method: "POST", url: `http://127.0.0.1:${plainPort}/v1/chat/completions`, httpVersion: "1.1" })
+    expect(e.start).toMatchObject({
+      source: "http-proxy",
+      method: "POST",
+      url: `http://127.0.0.1:${plainPort}/v1/chat/completions`,
+      httpVersion: "1.1"
+    })
     expect(e.start.headers["authorization"]).toBe("Bearer sk-test")
     expect(e.start.body?.toString()).toBe(chatBody(false))
     expect(e.start.clientPort).toBeGreaterThan(0)
@@ -410,7 +438,15 @@ describe("CONNECT without interception", () => {
   it("relays the TLS bytes untouched (curl verifies the upstream's own CA) and records one tunnel entry with bytes both ways", async () => {
     const rec = recordingSink()
     const proxy = await proxyWith({ sink: rec.sink })
-    const out = await curl(["-x", `http://127.0.0.1:${proxy.port}`, "--cacert", upstreamCaFile, "-d", chatBody(false), `https://localhost:${tlsPort}/v1/chat/completions`])
+    const out = await curl([
+      "-x",
+      `http://127.0.0.1:${proxy.port}`,
+      "--cacert",
+      upstreamCaFile,
+      "-d",
+      chatBody(false),
+      `https://localhost:${tlsPort}/v1/chat/completions`
+    ])
     expect(out.stderr).toBe("")
     expect(out.status).toBe(200)
     expect(JSON.parse(out.body)).toEqual(COMPLETION)
@@ -448,10 +484,31 @@ describe("CONNECT with TLS interception", () => {
     const rec = recordingSink()
     const proxy = await proxyWith({ sink: rec.sink, intercept: () => true })
     const url = `https://localhost:${tlsPort}/v1/chat/completions`
-    const whole = await curl(["-x", `http://127.0.0.1:${proxy.port}`, "--cacert", inspectorCaFile, "-H", "content-type: application/json", "-d", chatBody(false), url])
+    const whole = await curl([
+      "-x",
+      `http://127.0.0.1:${proxy.port}`,
+      "--cacert",
+      inspectorCaFile,
+      "-H",
+      "content-type: application/json",
+      "-d",
+      chatBody(false),
+      url
+    ])
     expect(whole.stderr).toBe("")
     expect(JSON.parse(whole.body)).toEqual(COMPLETION)
-    const streamed = await curl(["-x", `http://127.0.0.1:${proxy.port}`, "--cacert", inspectorCaFile, "-N", "-H", "content-type: application/json", "-d", chatBody(true), url])
+    const streamed = await curl([
+      "-x",
+      `http://127.0.0.1:${proxy.port}`,
+      "--cacert",
+      inspectorCaFile,
+      "-N",
+      "-H",
+      "content-type: application/json",
+      "-d",
+      chatBody(true),
+      url
+    ])
     expect(streamed.stderr).toBe("")
     expect(streamed.body).toContain('"content":"Hel"')
     expect(streamed.body.trim().endsWith("data: [DONE]")).toBe(true)
@@ -476,7 +533,11 @@ describe("CONNECT with TLS interception", () => {
     const rec = recordingSink()
     const proxy = await proxyWith({ sink: rec.sink, intercept: () => true })
     const socket = await connectTunnel(proxy.port, `localhost:${tlsPort}`)
-    const answer = await httpsOver(socket, "localhost", inspectorCa.certPem, { method: "POST", path: "/v1/chat/completions", body: chatBody(true) })
+    const answer = await httpsOver(socket, "localhost", inspectorCa.certPem, {
+      method: "POST",
+      path: "/v1/chat/completions",
+      body: chatBody(true)
+    })
     expect(answer.status).toBe(200)
     expect(answer.body).toContain("[DONE]")
     expect(answer.firstChunkAt).toBeGreaterThan(0)
@@ -506,7 +567,11 @@ describe("WebSockets through an intercepted tunnel", () => {
   it("relays the upgrade and the frames both ways, recorded as one 101 entry with bytes", async () => {
     const rec = recordingSink()
     const proxy = await proxyWith({ sink: rec.sink, intercept: () => true })
-    const secure = tls.connect({ socket: await connectTunnel(proxy.port, `localhost:${tlsPort}`), servername: "localhost", ca: inspectorCa.certPem })
+    const secure = tls.connect({
+      socket: await connectTunnel(proxy.port, `localhost:${tlsPort}`),
+      servername: "localhost",
+      ca: inspectorCa.certPem
+    })
     const ws = new WebSocket(`wss://localhost:${tlsPort}/ws`, { createConnection: () => secure })
     await new Promise((resolve, reject) => ws.once("open", resolve).once("error", reject))
     const reply = new Promise<string>((resolve) => ws.once("message", (m) => resolve(m.toString())))
@@ -607,7 +672,14 @@ describe("a busy port", () => {
       const rec = recordingSink()
       await expect(proxyWith({ sink: rec.sink, port })).rejects.toMatchObject({ code: "EADDRINUSE", port })
       await expect(
-        startMitmServer({ port, sink: rec.sink, hosts: () => [], ca: () => Promise.resolve(inspectorCa), verifyUpstream: true, idleTimeoutMs: 1000 })
+        startMitmServer({
+          port,
+          sink: rec.sink,
+          hosts: () => [],
+          ca: () => Promise.resolve(inspectorCa),
+          verifyUpstream: true,
+          idleTimeoutMs: 1000
+        })
       ).rejects.toMatchObject({ code: "EADDRINUSE", message: `port ${port} on 127.0.0.1 is already in use` })
       await expect(proxyWith({ sink: rec.sink, host: "0.0.0.0" })).rejects.toMatchObject({ code: "EINVAL" })
     } finally {
@@ -632,10 +704,14 @@ describe("the hosts file block", () => {
       fs.writeFileSync(file, original)
       await setBlockHosts(file, ["api.openai.test", "Api.Anthropic.test."])
       const two = fs.readFileSync(file, "utf8")
-      expect(two.startsWith(original.endsWith("\n") || original === "" ? original : `${original}\n`) || two.startsWith(`${original}\r\n`)).toBe(true)
+      expect(
+        two.startsWith(original.endsWith("\n") || original === "" ? original : `${original}\n`) || two.startsWith(`${original}\r\n`)
+      ).toBe(true)
       expect(two).toContain(BLOCK_BEGIN)
       expect(two).toContain(BLOCK_END)
-      expect(two).toMatch(/127\.0\.0\.1 api\.openai\.test\r?\n::1 api\.openai\.test\r?\n127\.0\.0\.1 api\.anthropic\.test\r?\n::1 api\.anthropic\.test/)
+      expect(two).toMatch(
+        /127\.0\.0\.1 api\.openai\.test\r?\n::1 api\.openai\.test\r?\n127\.0\.0\.1 api\.anthropic\.test\r?\n::1 api\.anthropic\.test/
+      )
       expect(two.endsWith("\n")).toBe(original === "" || original.endsWith("\n"))
       expect(await readBlockHosts(file)).toEqual(["api.openai.test", "api.anthropic.test"])
 
@@ -701,7 +777,9 @@ describe("the hosts file block", () => {
         // This Node may live where nobody cannot reach it (a private temp dir): use the first binary nobody can run.
         const asNobody = (node: string, args: Array<string>) =>
           new Promise<{ stdout: string; stderr: string; error: string | undefined }>((resolve) =>
-            execFile(node, args, { uid: 65534, gid: 65534, cwd: base }, (error, stdout, stderr) => resolve({ stdout, stderr, error: error?.message }))
+            execFile(node, args, { uid: 65534, gid: 65534, cwd: base }, (error, stdout, stderr) =>
+              resolve({ stdout, stderr, error: error?.message })
+            )
           )
         const candidates = [process.execPath, "/usr/bin/node", "/usr/local/bin/node"]
         let node: string | undefined
@@ -760,7 +838,17 @@ describe("the custom-host MITM server", () => {
       const out = await curl([...resolve, "--cacert", inspectorCaFile, "-H", "content-type: application/json", "-d", chatBody(false), url])
       expect(out.stderr).toBe("")
       expect(JSON.parse(out.body)).toEqual(COMPLETION)
-      const streamed = await curl([...resolve, "--cacert", inspectorCaFile, "-N", "-H", "content-type: application/json", "-d", chatBody(true), url])
+      const streamed = await curl([
+        ...resolve,
+        "--cacert",
+        inspectorCaFile,
+        "-N",
+        "-H",
+        "content-type: application/json",
+        "-d",
+        chatBody(true),
+        url
+      ])
       expect(streamed.body.trim().endsWith("data: [DONE]")).toBe(true)
       expect(resolved).toEqual(["api.openai.test", "api.openai.test"])
       // The upstream was reached by its real name (its certificate for api.openai.test was checked).
@@ -774,7 +862,13 @@ describe("the custom-host MITM server", () => {
       expect((await rec.settled(2)).end?.body?.toString()).toBe(streamed.body)
 
       for (const name of ["unknown.test", "disabled.test"]) {
-        const refused = await curl(["--resolve", `${name}:${mitm.port}:127.0.0.1`, "--cacert", inspectorCaFile, `https://${name}:${mitm.port}/`])
+        const refused = await curl([
+          "--resolve",
+          `${name}:${mitm.port}:127.0.0.1`,
+          "--cacert",
+          inspectorCaFile,
+          `https://${name}:${mitm.port}/`
+        ])
         expect(refused.code).toBe(35) // curl: SSL connect error
       }
       expect(rec.entries).toHaveLength(2)
@@ -799,7 +893,13 @@ describe("body limits", () => {
     expect(e.end?.body).toBeUndefined()
     expect(e.end?.bodySize).toBe(Buffer.byteLength(out.body))
     // What may be an LLM call (its path) is copied all the same: its model, tokens and cost are read from it.
-    const llm = await curl(["-x", `http://127.0.0.1:${proxy.port}`, "-d", chatBody(false), `http://127.0.0.1:${plainPort}/v1/chat/completions`])
+    const llm = await curl([
+      "-x",
+      `http://127.0.0.1:${proxy.port}`,
+      "-d",
+      chatBody(false),
+      `http://127.0.0.1:${plainPort}/v1/chat/completions`
+    ])
     expect(JSON.parse(llm.body)).toEqual(COMPLETION)
     const l = await rec.settled(2)
     expect(l.start.body?.toString()).toBe(chatBody(false))
@@ -817,7 +917,11 @@ describe("body limits", () => {
 
     // A big request body, through an intercepted tunnel: the upstream gets every byte.
     const upload = crypto.randomBytes(200_000).toString("base64")
-    const up = await httpsOver(await connectTunnel(proxy.port, `localhost:${tlsPort}`), "localhost", inspectorCa.certPem, { method: "POST", path: "/echo", body: upload })
+    const up = await httpsOver(await connectTunnel(proxy.port, `localhost:${tlsPort}`), "localhost", inspectorCa.certPem, {
+      method: "POST",
+      path: "/echo",
+      body: upload
+    })
     expect(JSON.parse(up.body)).toEqual({ received: upload.length, sha256: crypto.createHash("sha256").update(upload).digest("hex") })
     const u = await rec.settled(2)
     expect(u.start.body?.length).toBe(1001)
@@ -850,7 +954,11 @@ describe("closing the proxy", () => {
     })
     // An intercepted tunnel that served two requests on one TLS connection, left open.
     intercept = true
-    const secure = tls.connect({ socket: await connectTunnel(proxy.port, `localhost:${tlsPort}`), servername: "localhost", ca: inspectorCa.certPem })
+    const secure = tls.connect({
+      socket: await connectTunnel(proxy.port, `localhost:${tlsPort}`),
+      servername: "localhost",
+      ca: inspectorCa.certPem
+    })
     let text = ""
     secure.on("data", (c: Buffer) => (text += c.toString()))
     secure.write("GET /echo HTTP/1.1\r\nHost: localhost\r\n\r\n")

@@ -80,7 +80,9 @@ const streamResponses = async (model: string) => {
     if (event.type === "response.completed") final = event.response
   }
   expect(final, "the stream ended with response.completed").toBeDefined()
-  const text = final!.output.flatMap((o) => (o.type === "message" ? o.content.flatMap((c) => (c.type === "output_text" ? [c.text] : [])) : [])).join("")
+  const text = final!.output
+    .flatMap((o) => (o.type === "message" ? o.content.flatMap((c) => (c.type === "output_text" ? [c.text] : [])) : []))
+    .join("")
   return { deltas, final: final!, text }
 }
 
@@ -105,8 +107,23 @@ describe("traffic inspector: a Responses stream through the gateway (agent-bridg
 
     const { summary, entry } = await responsesEntry()
     expect(ctx.up.requestsOf("openai-responses")).toHaveLength(1)
-    expect(summary).toMatchObject({ source: "agent-bridge", detectedKind: "llm", method: "POST", status: 200, hasBodies: true, agent: "openai-sdk" })
-    expect(entry.llm).toMatchObject({ apiKind: "responses", model: "up-resp/m1", mappedTo: "m1", streamed: true, tokensIn: 23, tokensOut: 9, messages: 1 })
+    expect(summary).toMatchObject({
+      source: "agent-bridge",
+      detectedKind: "llm",
+      method: "POST",
+      status: 200,
+      hasBodies: true,
+      agent: "openai-sdk"
+    })
+    expect(entry.llm).toMatchObject({
+      apiKind: "responses",
+      model: "up-resp/m1",
+      mappedTo: "m1",
+      streamed: true,
+      tokensIn: 23,
+      tokensOut: 9,
+      messages: 1
+    })
     // The list shows the same metadata as the detail.
     expect(summary.llm).toEqual(entry.llm)
 
@@ -161,7 +178,14 @@ describe("traffic inspector: a Responses stream through the gateway (agent-bridg
     const { summary, entry } = await responsesEntry()
     expect(ctx.up.requestsOf("openai-chat")).toHaveLength(1)
     expect(summary).toMatchObject({ source: "agent-bridge", detectedKind: "llm", status: 200, hasBodies: true })
-    expect(entry.llm).toMatchObject({ apiKind: "responses", model: "up-chat/m1", mappedTo: "m1", streamed: true, tokensIn: 31, tokensOut: 12 })
+    expect(entry.llm).toMatchObject({
+      apiKind: "responses",
+      model: "up-chat/m1",
+      mappedTo: "m1",
+      streamed: true,
+      tokensIn: 31,
+      tokensOut: 12
+    })
 
     // What the client saw: a Responses stream, merged as such.
     expect(entry.responseBody.text).toContain("response.output_text.delta")
@@ -204,7 +228,8 @@ describe("traffic inspector: a Responses stream through the gateway (agent-bridg
 // ------------------------------------------------------------------ 2. a custom host through the API
 
 const HOST = "llm.inspector-flows.test"
-const ORIGINAL_HOSTS = "127.0.0.1\tlocalhost\n# a comment the gateway must keep\n::1 localhost ip6-localhost\n\n10.0.0.5 nas.lan  # trailing comment\n"
+const ORIGINAL_HOSTS =
+  "127.0.0.1\tlocalhost\n# a comment the gateway must keep\n::1 localhost ip6-localhost\n\n10.0.0.5 nas.lan  # trailing comment\n"
 const COMPLETION = {
   id: "chatcmpl-flows-1",
   object: "chat.completion",
@@ -233,7 +258,12 @@ const httpsByName = (port: number, ca: string, body: string, hostHeader: string 
         agent: false,
         method: "POST",
         path: "/v1/chat/completions",
-        headers: { host: hostHeader, "content-type": "application/json", authorization: "Bearer sk-flows-upstream-key-0123456789abcdef", "user-agent": "OpenAI/JS 5.0.0" }
+        headers: {
+          host: hostHeader,
+          "content-type": "application/json",
+          authorization: "Bearer sk-flows-upstream-key-0123456789abcdef",
+          "user-agent": "OpenAI/JS 5.0.0"
+        }
       },
       (res) => {
         const peer = (res.socket as tls.TLSSocket).getPeerX509Certificate()
@@ -329,11 +359,16 @@ describe("traffic inspector: a custom host through the gateway's API", () => {
       expect(added.body).toMatchObject({ host: HOST, kind: "llm", enabled: true, addedAt: expect.any(Number) })
       expect(fs.readFileSync(hostsFile, "utf8")).toBe(`${ORIGINAL_HOSTS}${BLOCK_BEGIN}\n127.0.0.1 ${HOST}\n::1 ${HOST}\n${BLOCK_END}\n`)
       const hosts = await call(`${inspector(gw)}/hosts`, { headers: admin })
-      expect(hosts.body).toMatchObject({ hosts: [{ host: HOST, kind: "llm", enabled: true }], hostsFile, mitm: { running: true, error: null } })
+      expect(hosts.body).toMatchObject({
+        hosts: [{ host: HOST, kind: "llm", enabled: true }],
+        hostsFile,
+        mitm: { running: true, error: null }
+      })
       const mitmPort = hosts.body.mitm.port as number
       expect(mitmPort).toBeGreaterThan(0)
 
-      // ---- a real client, trusting only the gateway's CA (no admin key needed for it), reaches the host by its name through the MITM server
+      // ---- a real client, trusting only the gateway's CA (no admin key needed for it), reaches the host by its name through the MITM
+      // server
       const caRes = await fetch(`${inspector(gw)}/ca.pem`)
       expect(caRes.status).toBe(200)
       const gatewayCa = await caRes.text()
@@ -356,7 +391,9 @@ describe("traffic inspector: a custom host through the gateway's API", () => {
       expect(lookups).toEqual([HOST])
 
       // ---- the entry
-      const summary = await until("the custom-host entry ended", async () => (await list(gw!, "?source=custom-host")).requests.find((r) => r.status === 200))
+      const summary = await until("the custom-host entry ended", async () =>
+        (await list(gw!, "?source=custom-host")).requests.find((r) => r.status === 200)
+      )
       expect((await list(gw, "?profile=llm")).requests.map((r) => r.id)).toContain(summary.id)
       expect(summary).toMatchObject({
         source: "custom-host",
@@ -372,13 +409,22 @@ describe("traffic inspector: a custom host through the gateway's API", () => {
         error: null
       })
       const entry = await detail(gw, summary.id)
-      expect(entry.llm).toMatchObject({ apiKind: "chat.completions", model: "gpt-4o-mini", tokensIn: 13, tokensOut: 5, streamed: false, messages: 1 })
+      expect(entry.llm).toMatchObject({
+        apiKind: "chat.completions",
+        model: "gpt-4o-mini",
+        tokensIn: 13,
+        tokensOut: 5,
+        streamed: false,
+        messages: 1
+      })
       expect(entry.requestBody.text).toBe(request)
       expect(JSON.parse(entry.responseBody.text)).toEqual(COMPLETION)
       expect(entry.requestHeaders.authorization).toMatch(/^Bearer /)
       expect(entry.requestHeaders.authorization).not.toContain("sk-flows-upstream-key-0123456789abcdef")
       expect(entry.conversation.request).toEqual([{ role: "user", blocks: [{ type: "text", text: "Say hello through the custom host" }] }])
-      expect(entry.conversation.response).toEqual([{ role: "assistant", blocks: [{ type: "text", text: "Hello through the custom host" }] }])
+      expect(entry.conversation.response).toEqual([
+        { role: "assistant", blocks: [{ type: "text", text: "Hello through the custom host" }] }
+      ])
       expect(entry.upstream).toEqual([])
 
       // ---- remove the host: the block goes, the file is byte for byte what it was, the MITM server stops

@@ -52,7 +52,9 @@ const STREAM_PARTS = ["Hello", " from", " the", " stream"]
 
 const openssl = (args: ReadonlyArray<string>, cwd: string): Promise<void> =>
   new Promise((resolve, reject) =>
-    execFile("openssl", [...args], { cwd }, (error, _stdout, stderr) => (error ? reject(new Error(`openssl ${args[0]} failed: ${stderr}`)) : resolve()))
+    execFile("openssl", [...args], { cwd }, (error, _stdout, stderr) =>
+      error ? reject(new Error(`openssl ${args[0]} failed: ${stderr}`)) : resolve()
+    )
   )
 
 /** A CA and a leaf signed by it for localhost (DNS and IP) and api.openai.com, with openssl: nothing of the gateway's own CA code. */
@@ -83,8 +85,31 @@ const makeUpstreamCerts = async (dir: string) => {
     path.join(dir, "leaf.ext"),
     "subjectAltName=DNS:localhost,IP:127.0.0.1,DNS:api.openai.com\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n"
   )
-  await openssl(["x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "leaf.pem", "-days", "2", "-extfile", "leaf.ext"], dir)
-  return { caFile: path.join(dir, "ca.pem"), key: fs.readFileSync(path.join(dir, "leaf.key")), cert: fs.readFileSync(path.join(dir, "leaf.pem")) }
+  await openssl(
+    [
+      "x509",
+      "-req",
+      "-in",
+      "leaf.csr",
+      "-CA",
+      "ca.pem",
+      "-CAkey",
+      "ca.key",
+      "-CAcreateserial",
+      "-out",
+      "leaf.pem",
+      "-days",
+      "2",
+      "-extfile",
+      "leaf.ext"
+    ],
+    dir
+  )
+  return {
+    caFile: path.join(dir, "ca.pem"),
+    key: fs.readFileSync(path.join(dir, "leaf.key")),
+    cert: fs.readFileSync(path.join(dir, "leaf.pem"))
+  }
 }
 
 interface Seen {
@@ -115,7 +140,8 @@ const openaiError = (res: http.ServerResponse, status: number, message: string, 
   res.end(JSON.stringify({ error: { message, type: "invalid_request_error", param: null, code } }))
 }
 
-/** Chat completions in OpenAI's wire format: a whole answer, or SSE chunks of deltas (a usage chunk when `stream_options.include_usage`). */
+/** Chat completions in OpenAI's wire format: a whole answer, or SSE chunks of deltas (a usage chunk when `stream_options.include_usage`).
+ * */
 const startUpstream = async (key: Buffer, cert: Buffer, seen: Array<Seen>) => {
   const server = https.createServer({ key, cert }, (req, res) => {
     const parts: Array<Buffer> = []
@@ -134,13 +160,19 @@ const startUpstream = async (key: Buffer, cert: Buffer, seen: Array<Seen>) => {
         userAgent: req.headers["user-agent"],
         body
       })
-      if (req.method !== "POST" || req.url !== "/v1/chat/completions") return openaiError(res, 404, `Unknown request URL: ${req.method} ${req.url}`, "unknown_url")
-      if (req.headers.authorization !== `Bearer ${CLIENT_KEY}`) return openaiError(res, 401, "Incorrect API key provided.", "invalid_api_key")
+      if (req.method !== "POST" || req.url !== "/v1/chat/completions")
+        return openaiError(res, 404, `Unknown request URL: ${req.method} ${req.url}`, "unknown_url")
+      if (req.headers.authorization !== `Bearer ${CLIENT_KEY}`)
+        return openaiError(res, 401, "Incorrect API key provided.", "invalid_api_key")
       const which = String(body.messages?.at(-1)?.content ?? "").split(":")[0]!
       const usage = USAGE[which] ?? { prompt: 1, completion: 1 }
       const id = `chatcmpl-${which}${crypto.randomBytes(6).toString("hex")}`
       const created = Math.floor(Date.now() / 1000)
-      const common = { "x-request-id": `req_${crypto.randomBytes(8).toString("hex")}`, "openai-processing-ms": "42", "openai-version": "2020-10-01" }
+      const common = {
+        "x-request-id": `req_${crypto.randomBytes(8).toString("hex")}`,
+        "openai-processing-ms": "42",
+        "openai-version": "2020-10-01"
+      }
       if (body.stream === true) {
         res.writeHead(200, { ...common, "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" })
         const chunk = (choices: ReadonlyArray<unknown>, extra: Record<string, unknown> = {}) =>
@@ -162,7 +194,14 @@ const startUpstream = async (key: Buffer, cert: Buffer, seen: Array<Seen>) => {
           object: "chat.completion",
           created,
           model: ANSWERED_BY,
-          choices: [{ index: 0, message: { role: "assistant", content: `Hello from the ${which} answer`, refusal: null, annotations: [] }, logprobs: null, finish_reason: "stop" }],
+          choices: [
+            {
+              index: 0,
+              message: { role: "assistant", content: `Hello from the ${which} answer`, refusal: null, annotations: [] },
+              logprobs: null,
+              finish_reason: "stop"
+            }
+          ],
           usage: usageOf(usage),
           service_tier: "default",
           system_fingerprint: "fp_0123456789"
@@ -224,7 +263,13 @@ interface ClientRun {
     readonly lookups: ReadonlyArray<string>
     readonly error?: string
     readonly plain?: { id: string; model: string; content: string; usage: Record<string, number> }
-    readonly streamed?: { chunks: number; content: string; finishReason: string | null; usage: Record<string, number> | null; model: string }
+    readonly streamed?: {
+      chunks: number
+      content: string
+      finishReason: string | null
+      usage: Record<string, number> | null
+      model: string
+    }
     readonly local?: { content: string; usage: Record<string, number> }
   }
   readonly raw: string
@@ -233,7 +278,9 @@ interface ClientRun {
 /** The Node 22 binary, or the failure that says how to get one (never a skip). */
 const node22 = (): string => {
   if (node) return node
-  throw new Error("the OpenAI SDK goes through HTTPS_PROXY only on Node 22 or newer (NODE_USE_ENV_PROXY): run this file under Node 22, or set GATEWAY_NODE22 to a Node 22 binary")
+  throw new Error(
+    "the OpenAI SDK goes through HTTPS_PROXY only on Node 22 or newer (NODE_USE_ENV_PROXY): run this file under Node 22, or set GATEWAY_NODE22 to a Node 22 binary"
+  )
 }
 
 const runClient = (binary: string, dir: string, env: Record<string, string>, args: ReadonlyArray<string>): Promise<ClientRun> =>
@@ -334,7 +381,13 @@ describe("the OpenAI SDK through the inspector's HTTP proxy with TLS interceptio
     // 2. The client: only the three variables of the docs, plus PATH and HOME.
     const home = path.join(dir, "home")
     fs.mkdirSync(home)
-    const env = { PATH: process.env["PATH"] ?? "/usr/bin:/bin", HOME: home, HTTPS_PROXY: proxyUrl, NODE_USE_ENV_PROXY: "1", NODE_EXTRA_CA_CERTS: caFile }
+    const env = {
+      PATH: process.env["PATH"] ?? "/usr/bin:/bin",
+      HOME: home,
+      HTTPS_PROXY: proxyUrl,
+      NODE_USE_ENV_PROXY: "1",
+      NODE_EXTRA_CA_CERTS: caFile
+    }
     const run = await runClient(binary, dir, env, [
       pathToFileURL(openaiEntry).href,
       `https://api.openai.com:${upstream.port}/v1`,
@@ -343,12 +396,19 @@ describe("the OpenAI SDK through the inspector's HTTP proxy with TLS interceptio
     ])
     const report = `${run.raw}\n${run.stderr}`
     expect(run.out.node, report).toMatch(/^v(2[2-9]|[3-9]\d)\./)
-    expect(run.out.lookups, `the client resolved names itself: this Node did not send its requests through HTTPS_PROXY (NODE_USE_ENV_PROXY)\n${report}`).toEqual([])
+    expect(
+      run.out.lookups,
+      `the client resolved names itself: this Node did not send its requests through HTTPS_PROXY (NODE_USE_ENV_PROXY)\n${report}`
+    ).toEqual([])
     expect(run.out.error, report).toBeUndefined()
     expect(run.code, report).toBe(0)
 
     // What the SDK got is what the upstream sent, through the proxy.
-    expect(run.out.plain).toMatchObject({ model: ANSWERED_BY, content: "Hello from the plain answer", usage: { prompt_tokens: 21, completion_tokens: 7, total_tokens: 28 } })
+    expect(run.out.plain).toMatchObject({
+      model: ANSWERED_BY,
+      content: "Hello from the plain answer",
+      usage: { prompt_tokens: 21, completion_tokens: 7, total_tokens: 28 }
+    })
     expect(run.out.streamed).toMatchObject({
       model: ANSWERED_BY,
       content: STREAM_PARTS.join(""),
@@ -370,7 +430,8 @@ describe("the OpenAI SDK through the inspector's HTTP proxy with TLS interceptio
     expect(seen[0]!.userAgent).toMatch(/^OpenAI\/JS /)
 
     // 3. The inspector: the three calls decrypted, as LLM calls of the proxy source, nothing else from the proxy.
-    const list = async (query: string) => (await call(`${base()}/requests${query}`, { headers: admin })).body as { requests: Array<Entry>; total: number }
+    const list = async (query: string) =>
+      (await call(`${base()}/requests${query}`, { headers: admin })).body as { requests: Array<Entry>; total: number }
     const everything = await until("three entries of the proxy, ended", async () => {
       const l = (await list("?source=http-proxy")).requests
       return l.length >= 3 && l.every((r) => r.status !== "in-flight") && l
@@ -384,7 +445,16 @@ describe("the OpenAI SDK through the inspector's HTTP proxy with TLS interceptio
     expect(llm.map((e) => e.id)).toEqual(everything.map((e) => e.id))
     const [plain, streamed, local] = llm as [Entry, Entry, Entry]
     // Nobody looks: the bodies were read for the model, tokens and cost, and not kept.
-    const common = { source: "http-proxy", status: 200, detectedKind: "llm", method: "POST", tls: true, tunnelOnly: false, agent: "openai-sdk", hasBodies: false }
+    const common = {
+      source: "http-proxy",
+      status: 200,
+      detectedKind: "llm",
+      method: "POST",
+      tls: true,
+      tunnelOnly: false,
+      agent: "openai-sdk",
+      hasBodies: false
+    }
     expect(plain).toMatchObject({
       ...common,
       host: "api.openai.com",

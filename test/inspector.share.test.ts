@@ -50,12 +50,22 @@ describe("the inspector shared between the processes of one node", () => {
     await turn()
     expect(two.core.get(id)).toBeUndefined()
     await Effect.runPromise(two.share.sync)
-    expect(two.core.get(id)).toMatchObject({ id, status: "in-flight", source: "http-proxy", requestBody: null, llm: { model: "gpt-4o-mini" } })
+    expect(two.core.get(id)).toMatchObject({
+      id,
+      status: "in-flight",
+      source: "http-proxy",
+      requestBody: null,
+      llm: { model: "gpt-4o-mini" }
+    })
     one.core.sink.end(id, {
       status: 200,
       headers: { "content-type": "application/json" },
       body: Buffer.from(
-        JSON.stringify({ model: "gpt-4o-mini", choices: [{ message: { role: "assistant", content: "hello" } }], usage: { prompt_tokens: 7, completion_tokens: 2 } })
+        JSON.stringify({
+          model: "gpt-4o-mini",
+          choices: [{ message: { role: "assistant", content: "hello" } }],
+          usage: { prompt_tokens: 7, completion_tokens: 2 }
+        })
       )
     })
     await turn()
@@ -129,14 +139,16 @@ describe("the inspector shared between the processes of one node", () => {
       get: (ns, k) => Effect.sync(() => Option.fromNullable(rows.get(`${ns}\u0000${k}`))),
       set: (ns, k, v) => Effect.sync(() => void rows.set(`${ns}\u0000${k}`, v)),
       remove: (ns, k) => Effect.sync(() => rows.delete(`${ns}\u0000${k}`)),
-      entries: (ns) => Effect.sync(() => [...rows].filter(([k]) => k.startsWith(`${ns}\u0000`)).map(([k, v]) => [k.slice(ns.length + 1), v] as const)),
+      entries: (ns) =>
+        Effect.sync(() => [...rows].filter(([k]) => k.startsWith(`${ns}\u0000`)).map(([k, v]) => [k.slice(ns.length + 1), v] as const)),
       clear: () => Effect.sync(() => 0)
     }
     const cluster = makeMemoryCluster()
     const held: Array<() => void> = []
     const slowStops = (shared: SharedStateShape): SharedStateShape => ({
       ...shared,
-      channel: (topic, apply, codec) => shared.channel(topic, (m: any) => (m?.t === "session" && m.op === "stop" ? held.push(() => apply(m)) : apply(m)), codec)
+      channel: (topic, apply, codec) =>
+        shared.channel(topic, (m: any) => (m?.t === "session" && m.op === "stop" ? held.push(() => apply(m)) : apply(m)), codec)
     })
     const worker = (self: string, shared: SharedStateShape) => {
       const config = { ...inspectorDefaults("/tmp/unused"), bufferSize: 5 }
@@ -204,7 +216,10 @@ describe("the inspector shared between the processes of one node", () => {
       return op === "httpProxy" ? { value: { running: true } } : { failure: { tag: "Conflict", message: "port 8080 is already in use" } }
     })
     expect(await Effect.runPromise(two.share.call("httpProxy", "start"))).toEqual({ running: true })
-    expect(await Effect.runPromise(Effect.flip(two.share.call("systemProxy", "apply")))).toEqual({ tag: "Conflict", message: "port 8080 is already in use" })
+    expect(await Effect.runPromise(Effect.flip(two.share.call("systemProxy", "apply")))).toEqual({
+      tag: "Conflict",
+      message: "port 8080 is already in use"
+    })
     expect(seen).toEqual([
       ["httpProxy", "start"],
       ["systemProxy", "apply"]

@@ -5,7 +5,15 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, afterEach, describe, expect, it } from "vitest"
 import { makeProcessAttribution, parseTcpTable } from "../src/services/inspector/capture/process.js"
-import { BLOCK, guardDeadline, makeSystemProxy, type Run, type SavedState, SystemProxyError, type SystemProxyStore } from "../src/services/inspector/capture/systemProxy.js"
+import {
+  BLOCK,
+  guardDeadline,
+  makeSystemProxy,
+  type Run,
+  type SavedState,
+  SystemProxyError,
+  type SystemProxyStore
+} from "../src/services/inspector/capture/systemProxy.js"
 
 /**
  * The inspector's two capture helpers that touch the system: process attribution (read-only, /proc)
@@ -44,7 +52,9 @@ describe.runIf(process.platform === "linux")("process attribution", () => {
     const server = await listen()
     const port = (server.address() as net.AddressInfo).port
     const accepted = new Promise<net.Socket>((resolve) => server.once("connection", resolve))
-    const child = spawn(process.execPath, ["-e", `require("net").connect(${port}, "127.0.0.1"); setInterval(() => {}, 1e6)`], { stdio: "ignore" })
+    const child = spawn(process.execPath, ["-e", `require("net").connect(${port}, "127.0.0.1"); setInterval(() => {}, 1e6)`], {
+      stdio: "ignore"
+    })
     children.push(child)
     const socket = await accepted
     socket.on("error", () => undefined)
@@ -179,7 +189,11 @@ const memoryStore = (home?: string, gsettings?: Map<string, string>) => {
   const store: SystemProxyStore = {
     load: async () => (state === undefined ? undefined : structuredClone(state)),
     save: async (s) => {
-      saves.push({ state: structuredClone(s), home: home === undefined ? null : snapshot(home), gsettings: gsettings === undefined ? null : new Map(gsettings) })
+      saves.push({
+        state: structuredClone(s),
+        home: home === undefined ? null : snapshot(home),
+        gsettings: gsettings === undefined ? null : new Map(gsettings)
+      })
       state = structuredClone(s)
     },
     clear: async () => {
@@ -360,7 +374,12 @@ describe("system-wide proxy mode", () => {
     expect(partial.reverted).toBe(true)
     expect(partial.failures).toEqual([{ target: "org.gnome.system.proxy mode", error: expect.stringContaining("no session bus") }])
     expect(snapshot(home)).toEqual(before)
-    expect(mem.current()).toMatchObject({ phase: "reverting", files: [], createdDirs: [], gsettings: [{ key: "mode", previous: "'none'" }] })
+    expect(mem.current()).toMatchObject({
+      phase: "reverting",
+      files: [],
+      createdDirs: [],
+      gsettings: [{ key: "mode", previous: "'none'" }]
+    })
     const retried = await makeSystemProxy({ home, store: mem.store, run: working }).revert()
     expect(retried.failures).toEqual([])
     expect(gs.values).toEqual(gs.initial)

@@ -27,7 +27,11 @@ const ctx = gatewayForFile({
 const admin = { authorization: `Bearer ${ADMIN}` }
 const base = () => `${ctx.gw.url}/api/tools/traffic-inspector`
 
-type Feed = { readonly ws: WebSocket; readonly events: Array<{ type: string; entry?: { id: string; status: unknown }; entries?: Array<unknown> }>; close: () => void }
+type Feed = {
+  readonly ws: WebSocket
+  readonly events: Array<{ type: string; entry?: { id: string; status: unknown }; entries?: Array<unknown> }>
+  close: () => void
+}
 
 const openFeed = async (): Promise<Feed> => {
   const ws = new WebSocket(`${ctx.gw.url.replace("http", "ws")}/api/tools/traffic-inspector/ws`, { headers: admin })
@@ -41,9 +45,11 @@ const openFeed = async (): Promise<Feed> => {
   return { ws, events, close: () => ws.close() }
 }
 
-const chat = (body: Record<string, unknown>) => call(`${ctx.gw.url}/v1/chat/completions`, { body, headers: { authorization: `Bearer ${KEY}`, "user-agent": "OpenAI/JS 5.0.0" } })
+const chat = (body: Record<string, unknown>) =>
+  call(`${ctx.gw.url}/v1/chat/completions`, { body, headers: { authorization: `Bearer ${KEY}`, "user-agent": "OpenAI/JS 5.0.0" } })
 
-const list = async (query = "") => (await call(`${base()}/requests${query}`, { headers: admin })).body as { requests: Array<Record<string, any>>; total: number }
+const list = async (query = "") =>
+  (await call(`${base()}/requests${query}`, { headers: admin })).body as { requests: Array<Record<string, any>>; total: number }
 const detail = async (id: string) => (await call(`${base()}/requests/${id}`, { headers: admin })).body as Record<string, any>
 
 describe("traffic inspector: agent-bridge", () => {
@@ -53,8 +59,20 @@ describe("traffic inspector: agent-bridge", () => {
     expect(res.status).toBe(200)
     await until("inspector condition 2", async () => (await list("?source=agent-bridge")).requests.some((r) => r.status === 200))
     const [entry] = (await list("?profile=llm")).requests
-    expect(entry).toMatchObject({ source: "agent-bridge", status: 200, detectedKind: "llm", hasBodies: false, method: "POST", agent: "openai-sdk" })
-    expect(entry!.llm).toMatchObject({ apiKind: "chat.completions", model: "up-chat/m1", tokensIn: expect.any(Number), tokensOut: expect.any(Number) })
+    expect(entry).toMatchObject({
+      source: "agent-bridge",
+      status: 200,
+      detectedKind: "llm",
+      hasBodies: false,
+      method: "POST",
+      agent: "openai-sdk"
+    })
+    expect(entry!.llm).toMatchObject({
+      apiKind: "chat.completions",
+      model: "up-chat/m1",
+      tokensIn: expect.any(Number),
+      tokensOut: expect.any(Number)
+    })
     expect(entry!.requestId).toMatch(/^req_/)
     const d = await detail(entry!.id)
     expect(d.requestBody).toBeNull()
@@ -106,16 +124,28 @@ describe("traffic inspector: agent-bridge", () => {
       const m = await fetch(`${ctx.gw.url}/v1/messages`, {
         method: "POST",
         headers: { "x-api-key": KEY, "content-type": "application/json", "anthropic-version": "2023-06-01" },
-        body: JSON.stringify({ model: "up-anth/m1", max_tokens: 50, stream: true, system: "sys A", messages: [{ role: "user", content: "hello" }] })
+        body: JSON.stringify({
+          model: "up-anth/m1",
+          max_tokens: 50,
+          stream: true,
+          system: "sys A",
+          messages: [{ role: "user", content: "hello" }]
+        })
       })
       await m.text()
       const g = await fetch(`${ctx.gw.url}/v1beta/models/up-gem%2Fm1:streamGenerateContent?alt=sse`, {
         method: "POST",
         headers: { "x-goog-api-key": KEY, "content-type": "application/json" },
-        body: JSON.stringify({ systemInstruction: { parts: [{ text: "sys A" }] }, contents: [{ role: "user", parts: [{ text: "hello" }] }] })
+        body: JSON.stringify({
+          systemInstruction: { parts: [{ text: "sys A" }] },
+          contents: [{ role: "user", parts: [{ text: "hello" }] }]
+        })
       })
       await g.text()
-      await until("inspector condition 4", async () => (await list("?profile=llm")).requests.filter((r) => r.status === 200 && r.hasBodies).length >= 2)
+      await until(
+        "inspector condition 4",
+        async () => (await list("?profile=llm")).requests.filter((r) => r.status === 200 && r.hasBodies).length >= 2
+      )
       const recent = (await list("?profile=llm")).requests.filter((r) => r.hasBodies).slice(-2)
       const [dm, dg] = await Promise.all(recent.map((r) => detail(r.id)))
       expect(dm!.conversation.response[0].blocks[0]).toEqual({ type: "text", text: "from anthropic" })
@@ -219,7 +249,10 @@ describe("traffic inspector: agent-bridge", () => {
   })
 
   it("is loopback-only before authentication: a forwarded request is refused even with the admin key", async () => {
-    const refused = await rawCall(ctx.gw.url, "GET", "/api/tools/traffic-inspector/requests", { ...admin, "x-forwarded-for": "203.0.113.9" })
+    const refused = await rawCall(ctx.gw.url, "GET", "/api/tools/traffic-inspector/requests", {
+      ...admin,
+      "x-forwarded-for": "203.0.113.9"
+    })
     expect(refused.status).toBe(403)
     expect(refused.body).toMatchObject({ _tag: "Forbidden", message: expect.stringContaining("loopback-only") })
     const tunnel = await rawCall(ctx.gw.url, "GET", "/api/tools/traffic-inspector/requests", { ...admin, host: "abc.trycloudflare.com" })

@@ -20,7 +20,13 @@ const MODEL_A = "claude-3-opus" // built-in chat fitness 0.9
 const MODEL_B = "llama-3-8b" // built-in chat fitness 0.66
 
 const LEADERBOARD = {
-  models: [{ model: MODEL_B, elo: 1500 }, { model: `openai-compatible/${MODEL_A}`, elo: 1000 }, { model: MODEL_A, elo: 1000 }, { elo: 2000 }, { model: "x", elo: "high" }]
+  models: [
+    { model: MODEL_B, elo: 1500 },
+    { model: `openai-compatible/${MODEL_A}`, elo: 1000 },
+    { model: MODEL_A, elo: 1000 },
+    { elo: 2000 },
+    { model: "x", elo: "high" }
+  ]
 }
 
 const fetched: Array<string> = []
@@ -30,7 +36,9 @@ const ups: Record<"a" | "b", FakeUpstream> = {} as never
 const gateways: Array<TestGateway> = []
 
 const start = async (tag: string, env: Record<string, string>) => {
-  const gw = await startGateway({ env: { GATEWAY_LEADERBOARD_URL: `${boardUrl}?gw=${tag}`, GATEWAY_LEADERBOARD_SYNC_INTERVAL_SECONDS: "0.2", ...env } })
+  const gw = await startGateway({
+    env: { GATEWAY_LEADERBOARD_URL: `${boardUrl}?gw=${tag}`, GATEWAY_LEADERBOARD_SYNC_INTERVAL_SECONDS: "0.2", ...env }
+  })
   gateways.push(gw)
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   for (const [name, model] of [
@@ -38,13 +46,23 @@ const start = async (tag: string, env: Record<string, string>) => {
     ["b", MODEL_B]
   ] as const) {
     const res = await call(`${gw.url}/api/providers`, {
-      body: { provider: "openai-compatible", name: `up-${name}`, baseUrl: ups[name].baseUrl("openai-chat"), defaultModel: model, models: [model] },
+      body: {
+        provider: "openai-compatible",
+        name: `up-${name}`,
+        baseUrl: ups[name].baseUrl("openai-chat"),
+        defaultModel: model,
+        models: [model]
+      },
       headers: admin
     })
     expect(res.status).toBe(201)
   }
   const combo = await call(`${gw.url}/api/combos`, {
-    body: { name: BY_FITNESS, strategy: "auto", config: { routerStrategy: "rules", explorationRate: 0, auto: { weights: { taskFit: 1 } } } },
+    body: {
+      name: BY_FITNESS,
+      strategy: "auto",
+      config: { routerStrategy: "rules", explorationRate: 0, auto: { weights: { taskFit: 1 } } }
+    },
     headers: admin
   })
   expect(combo.status, JSON.stringify(combo.body)).toBe(201)
@@ -53,7 +71,8 @@ const start = async (tag: string, env: Record<string, string>) => {
 // An auto combo that scores on task fit alone and never explores: what decides is the fitness
 // table (built-in or synced), not latency noise or the 5% random exploration of bare `auto`.
 const BY_FITNESS = "by-fitness"
-const chat = (gw: TestGateway, model: string) => call(`${gw.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] } })
+const chat = (gw: TestGateway, model: string) =>
+  call(`${gw.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] } })
 const answeredBy = (res: { body: any }) => res.body.choices?.[0]?.message?.content as string | undefined
 const answersOf = async (gw: TestGateway) => {
   const out = new Set<string | undefined>()

@@ -23,7 +23,17 @@ afterAll(async () => {
 
 /** A raw request: the body and content type exactly as given. */
 const raw = (method: string, path: string, contentType: string | undefined, body: string, headers: Record<string, string> = {}) =>
-  rawCall(gw.url, method, path, { ...(contentType === undefined ? {} : { "content-type": contentType }), "content-length": String(Buffer.byteLength(body)), ...headers }, body)
+  rawCall(
+    gw.url,
+    method,
+    path,
+    {
+      ...(contentType === undefined ? {} : { "content-type": contentType }),
+      "content-length": String(Buffer.byteLength(body)),
+      ...headers
+    },
+    body
+  )
 
 describe("management request bodies that are not JSON", () => {
   const wrongTypes: Array<[string, string]> = [
@@ -123,9 +133,21 @@ describe("management payloads with unknown fields", () => {
   })
 
   it("the same payloads without the unknown field still pass", async () => {
-    expect((await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "REQUIRE_API_KEY", value: "false" }, headers: admin })).status).toBe(200)
-    expect((await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "REQUIRE_API_KEY" }, headers: admin })).status).toBe(200)
-    expect((await call(`${gw.url}/api/keys`, { body: { name: "fine", scopes: ["inference"], expiresAt: null }, headers: admin })).status).toBe(201)
+    expect(
+      (
+        await call(`${gw.url}/api/settings/feature-flags`, {
+          method: "PUT",
+          body: { key: "REQUIRE_API_KEY", value: "false" },
+          headers: admin
+        })
+      ).status
+    ).toBe(200)
+    expect(
+      (await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "REQUIRE_API_KEY" }, headers: admin })).status
+    ).toBe(200)
+    expect(
+      (await call(`${gw.url}/api/keys`, { body: { name: "fine", scopes: ["inference"], expiresAt: null }, headers: admin })).status
+    ).toBe(201)
   })
 })
 
@@ -145,7 +167,8 @@ describe("every management payload schema", () => {
     HttpApi.reflect(ManagementApi, {
       onGroup: () => {},
       onEndpoint: ({ endpoint }) => {
-        if (Option.isSome(endpoint.payloadSchema) && !strict(endpoint.payloadSchema.value.ast)) lax.push(`${endpoint.method} ${endpoint.path}`)
+        if (Option.isSome(endpoint.payloadSchema) && !strict(endpoint.payloadSchema.value.ast))
+          lax.push(`${endpoint.method} ${endpoint.path}`)
       }
     })
     expect(lax).toEqual([])

@@ -42,12 +42,16 @@ const openAiChatClient = (): Client => {
   const tools = [{ type: "function" as const, function: WEATHER }]
   const run = async (model: string, messages: Array<OpenAI.ChatCompletionMessageParam>, stream: boolean, withTools: boolean) => {
     const params = { model, messages, ...(withTools ? { tools } : {}) }
-    const completion = stream ? await client.chat.completions.stream(params).finalChatCompletion() : await client.chat.completions.create(params)
+    const completion = stream
+      ? await client.chat.completions.stream(params).finalChatCompletion()
+      : await client.chat.completions.create(params)
     return completion.choices[0]!.message
   }
   const outcome = (m: OpenAI.ChatCompletionMessage): Outcome => ({
     text: m.content ?? "",
-    calls: (m.tool_calls ?? []).map((c) => (c.type === "function" ? { name: c.function.name, args: JSON.parse(c.function.arguments) } : { name: "?", args: {} }))
+    calls: (m.tool_calls ?? []).map((c) =>
+      c.type === "function" ? { name: c.function.name, args: JSON.parse(c.function.arguments) } : { name: "?", args: {} }
+    )
   })
   return {
     name: "openai chat",
@@ -81,7 +85,12 @@ const responsesClient = (): Client => {
       const first = await run(model, [user], stream, true)
       const call = first.output.find((o) => o.type === "function_call")!
       const items = first.output as Array<OpenAI.Responses.ResponseInputItem>
-      const second = await run(model, [user, ...items, { type: "function_call_output", call_id: (call as { call_id: string }).call_id, output: "sunny" }], stream, true)
+      const second = await run(
+        model,
+        [user, ...items, { type: "function_call_output", call_id: (call as { call_id: string }).call_id, output: "sunny" }],
+        stream,
+        true
+      )
       return { first: outcome(first), second: outcome(second) }
     }
   }
@@ -107,7 +116,11 @@ const anthropicClient = (): Client => {
       const use = first.content.find((b) => b.type === "tool_use")!
       const second = await run(
         model,
-        [user, { role: "assistant", content: first.content }, { role: "user", content: [{ type: "tool_result", tool_use_id: (use as { id: string }).id, content: "sunny" }] }],
+        [
+          user,
+          { role: "assistant", content: first.content },
+          { role: "user", content: [{ type: "tool_result", tool_use_id: (use as { id: string }).id, content: "sunny" }] }
+        ],
         stream,
         true
       )
@@ -119,9 +132,20 @@ const anthropicClient = (): Client => {
 const geminiClient = (): Client => {
   const ai = new GoogleGenAI({ apiKey: KEY, httpOptions: { baseUrl: gw.url } })
   const config = (withTools: boolean) =>
-    withTools ? { tools: [{ functionDeclarations: [{ name: WEATHER.name, description: WEATHER.description, parametersJsonSchema: WEATHER.parameters }] }] } : {}
+    withTools
+      ? {
+          tools: [
+            { functionDeclarations: [{ name: WEATHER.name, description: WEATHER.description, parametersJsonSchema: WEATHER.parameters }] }
+          ]
+        }
+      : {}
   /** Runs one turn; returns the model content (all parts, signatures included) and the outcome. */
-  const run = async (model: string, contents: Array<{ role: string; parts: Array<Record<string, unknown>> }>, stream: boolean, withTools: boolean) => {
+  const run = async (
+    model: string,
+    contents: Array<{ role: string; parts: Array<Record<string, unknown>> }>,
+    stream: boolean,
+    withTools: boolean
+  ) => {
     if (!stream) {
       const r = await ai.models.generateContent({ model, contents, config: config(withTools) })
       return (r.candidates?.[0]?.content?.parts ?? []) as Array<Record<string, unknown>>
@@ -134,19 +158,32 @@ const geminiClient = (): Client => {
   }
   const outcome = (parts: ReadonlyArray<Record<string, unknown>>): Outcome => ({
     text: parts.flatMap((p) => (typeof p["text"] === "string" && !p["thought"] ? [p["text"]] : [])).join(""),
-    calls: parts.flatMap((p) => (p["functionCall"] ? [{ name: (p["functionCall"] as { name: string }).name, args: (p["functionCall"] as { args: unknown }).args }] : []))
+    calls: parts.flatMap((p) =>
+      p["functionCall"] ? [{ name: (p["functionCall"] as { name: string }).name, args: (p["functionCall"] as { args: unknown }).args }] : []
+    )
   })
   return {
     name: "gemini generateContent",
-    ask: async (model, stream, withTools) => outcome(await run(model, [{ role: "user", parts: [{ text: "weather in Paris?" }] }], stream, withTools)),
+    ask: async (model, stream, withTools) =>
+      outcome(await run(model, [{ role: "user", parts: [{ text: "weather in Paris?" }] }], stream, withTools)),
     roundTrip: async (model, stream) => {
       const user = { role: "user", parts: [{ text: "weather in Paris?" }] }
       const first = await run(model, [user], stream, true)
       const call = first.find((p) => p["functionCall"])!["functionCall"] as { name: string; id?: string }
-      const modelTurn = { role: "model", parts: first.filter((p) => !(typeof p["text"] === "string" && p["text"] === "" && !p["thoughtSignature"])) }
+      const modelTurn = {
+        role: "model",
+        parts: first.filter((p) => !(typeof p["text"] === "string" && p["text"] === "" && !p["thoughtSignature"]))
+      }
       const second = await run(
         model,
-        [user, modelTurn, { role: "user", parts: [{ functionResponse: { name: call.name, response: { result: "sunny" }, ...(call.id ? { id: call.id } : {}) } }] }],
+        [
+          user,
+          modelTurn,
+          {
+            role: "user",
+            parts: [{ functionResponse: { name: call.name, response: { result: "sunny" }, ...(call.id ? { id: call.id } : {}) } }]
+          }
+        ],
         stream,
         true
       )
@@ -161,7 +198,11 @@ const ollamaClient = (): Client => {
   const run = async (model: string, messages: Array<Record<string, unknown>>, stream: boolean, withTools: boolean) => {
     const base = { model, messages: messages as never, ...(withTools ? { tools } : {}) }
     if (!stream) return (await client.chat({ ...base, stream: false })).message
-    const message = { role: "assistant", content: "", tool_calls: [] as Array<{ function: { name: string; arguments: Record<string, unknown> } }> }
+    const message = {
+      role: "assistant",
+      content: "",
+      tool_calls: [] as Array<{ function: { name: string; arguments: Record<string, unknown> } }>
+    }
     for await (const part of await client.chat({ ...base, stream: true })) {
       message.content += part.message.content
       message.tool_calls.push(...((part.message.tool_calls ?? []) as typeof message.tool_calls))
@@ -180,7 +221,11 @@ const ollamaClient = (): Client => {
       const first = await run(model, [user], stream, true)
       const second = await run(
         model,
-        [user, { role: "assistant", content: "", tool_calls: first.tool_calls }, { role: "tool", content: "sunny", tool_name: "get_weather" }],
+        [
+          user,
+          { role: "assistant", content: "", tool_calls: first.tool_calls },
+          { role: "tool", content: "sunny", tool_name: "get_weather" }
+        ],
         stream,
         true
       )

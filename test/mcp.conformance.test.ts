@@ -21,7 +21,10 @@ interface Check {
 
 const scenario = (url: string, name: string) =>
   new Promise<{ code: number; output: string; checks: ReadonlyArray<Check> }>((resolve, reject) => {
-    if (!node) return reject(new Error("the MCP conformance CLI needs Node 22 or newer: run this file under Node 22, or set GATEWAY_NODE22 to a Node 22 binary"))
+    if (!node)
+      return reject(
+        new Error("the MCP conformance CLI needs Node 22 or newer: run this file under Node 22, or set GATEWAY_NODE22 to a Node 22 binary")
+      )
     const out = tempDir("gw-mcp-conformance-")
     execFile(node, [cli, "server", "--url", url, "--scenario", name, "-o", out], { timeout: 60_000 }, (error, stdout, stderr) => {
       const dir = fs.readdirSync(out).find((d) => d.startsWith(`server-${name}-`))

@@ -17,7 +17,10 @@ afterEach(async () => {
 
 const skillsDir = () => {
   const dir = tempDir("gw-mcp-stdio-skills-")
-  fs.writeFileSync(path.join(dir, "cli-mcp.md"), "---\nname: gateway mcp\ndescription: The MCP server from the command line\n---\n\n## Overview\n")
+  fs.writeFileSync(
+    path.join(dir, "cli-mcp.md"),
+    "---\nname: gateway mcp\ndescription: The MCP server from the command line\n---\n\n## Overview\n"
+  )
   return dir
 }
 
@@ -43,14 +46,18 @@ describe("gateway --mcp (stdio)", () => {
     const { client, errors } = await stdio({ DATA_DIR: dataDir, GATEWAY_SKILLS_DIR: skillsDir() })
     expect(await names(client)).toHaveLength(13)
     const skills = await client.callTool({ name: "gateway_agent_skills_list", arguments: { category: "cli" } })
-    expect(skills.structuredContent).toMatchObject({ skills: [{ id: "cli-mcp", name: "gateway mcp", rawUrl: "http://127.0.0.1:20128/api/agent-skills/cli-mcp/raw" }] })
+    expect(skills.structuredContent).toMatchObject({
+      skills: [{ id: "cli-mcp", name: "gateway mcp", rawUrl: "http://127.0.0.1:20128/api/agent-skills/cli-mcp/raw" }]
+    })
 
     const created = await client.callTool({ name: "gateway_keys_create", arguments: { name: "from-stdio" } })
     expect(created.isError).toBeFalsy()
     const id = (created.structuredContent as { id: string }).id
     const listed = await runCli(["keys", "list", "--json"], { DATA_DIR: dataDir })
     expect(listed.code).toBe(0)
-    expect(JSON.parse(listed.stdout).keys).toEqual(expect.arrayContaining([expect.objectContaining({ id, name: "from-stdio", scopes: ["inference"] })]))
+    expect(JSON.parse(listed.stdout).keys).toEqual(
+      expect.arrayContaining([expect.objectContaining({ id, name: "from-stdio", scopes: ["inference"] })])
+    )
     const health = await client.callTool({ name: "gateway_health_summary", arguments: {} })
     expect(health.structuredContent).toMatchObject({ status: "down", configuredCount: 0 })
     expect(errors).toEqual([])
@@ -59,7 +66,12 @@ describe("gateway --mcp (stdio)", () => {
   it("GATEWAY_MCP_SCOPES narrows the operator's scopes; GATEWAY_MCP_ENFORCE_SCOPES=false lifts the check", SLOW, async () => {
     const env = { DATA_DIR: tempDir("gw-mcp-stdio-"), GATEWAY_SKILLS_DIR: skillsDir(), GATEWAY_MCP_SCOPES: "read:catalog, read:keys" }
     const narrowed = await stdio(env)
-    expect(await names(narrowed.client)).toEqual(["gateway_agent_skills_list", "gateway_agent_skills_get", "gateway_agent_skills_coverage", "gateway_keys_list"])
+    expect(await names(narrowed.client)).toEqual([
+      "gateway_agent_skills_list",
+      "gateway_agent_skills_get",
+      "gateway_agent_skills_coverage",
+      "gateway_keys_list"
+    ])
     const refused = await narrowed.client.callTool({ name: "gateway_keys_create", arguments: { name: "nope" } })
     expect(refused.isError).toBe(true)
     expect(text(refused)).toMatch(/gateway_keys_create needs scope write:keys; the stdio operator has read:catalog, read:keys/)

@@ -31,7 +31,8 @@ const ALL_TOOLS = [
   "skills_run"
 ]
 
-const skill = (name: string, description: string) => `---\nname: ${name}\ndescription: "${description}"\n---\n\n## Overview\n\n${name} in detail.\n`
+const skill = (name: string, description: string) =>
+  `---\nname: ${name}\ndescription: "${description}"\n---\n\n## Overview\n\n${name} in detail.\n`
 
 let gw: TestGateway
 let upstream: FakeOpenAI
@@ -82,7 +83,12 @@ const initialize = async (version: string) => {
   const res = await fetch(`${gw.url}/mcp`, {
     method: "POST",
     headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...admin },
-    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: version, capabilities: {}, clientInfo: { name: "raw", version: "1" } } })
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: version, capabilities: {}, clientInfo: { name: "raw", version: "1" } }
+    })
   })
   const body = await res.text()
   const data = body.split("\n").find((l) => l.startsWith("data: "))!
@@ -109,7 +115,10 @@ describe("MCP over streamable HTTP", () => {
     expect((byArea.structuredContent as { skills: Array<{ id: string }> }).skills.map((s) => s.id)).toEqual(["cli-keys"])
 
     const got = await client.callTool({ name: "gateway_agent_skills_get", arguments: { id: "cli-keys" } })
-    expect(got.structuredContent).toMatchObject({ skill: { id: "cli-keys", category: "cli" }, markdown: fs.readFileSync(path.join(skillsDir, "cli-keys.md"), "utf8") })
+    expect(got.structuredContent).toMatchObject({
+      skill: { id: "cli-keys", category: "cli" },
+      markdown: fs.readFileSync(path.join(skillsDir, "cli-keys.md"), "utf8")
+    })
     expect((got.content as Array<{ text: string }>)[1]!.text).toContain("gateway keys in detail.")
 
     const coverage = await client.callTool({ name: "gateway_agent_skills_coverage", arguments: {} })
@@ -126,13 +135,20 @@ describe("MCP over streamable HTTP", () => {
 
   it("management tools change the gateway, and the management API shows it", async () => {
     const { client } = await connect(admin)
-    const created = await client.callTool({ name: "gateway_keys_create", arguments: { name: "from-mcp", scopes: ["read:health"], rpm: 30 } })
+    const created = await client.callTool({
+      name: "gateway_keys_create",
+      arguments: { name: "from-mcp", scopes: ["read:health"], rpm: 30 }
+    })
     expect(created.isError).toBeFalsy()
     const key = created.structuredContent as { id: string; secret: string; key: string }
     expect(key.secret).toMatch(/^gwk_/)
     expect(key.key).not.toContain(key.secret.slice(8, 30))
     const listed = await call(`${gw.url}/api/keys`, { headers: admin })
-    expect(listed.body.keys.find((k: { id: string }) => k.id === key.id)).toMatchObject({ name: "from-mcp", scopes: ["read:health"], rpm: 30 })
+    expect(listed.body.keys.find((k: { id: string }) => k.id === key.id)).toMatchObject({
+      name: "from-mcp",
+      scopes: ["read:health"],
+      rpm: 30
+    })
     expect(listed.text).not.toContain(key.secret)
     const viaMcp = await client.callTool({ name: "gateway_keys_list", arguments: {} })
     expect(text(viaMcp)).not.toContain(key.secret)
@@ -145,7 +161,13 @@ describe("MCP over streamable HTTP", () => {
 
     const provider = await call(`${gw.url}/api/providers`, {
       headers: admin,
-      body: { provider: "openai-compatible", name: "mcp-up", baseUrl: upstream.baseUrl, apiKey: "sk-mcp-upstream-secret-0123456789", defaultModel: "m1" }
+      body: {
+        provider: "openai-compatible",
+        name: "mcp-up",
+        baseUrl: upstream.baseUrl,
+        apiKey: "sk-mcp-upstream-secret-0123456789",
+        defaultModel: "m1"
+      }
     })
     expect(provider.status).toBe(201)
     const providers = await client.callTool({ name: "gateway_providers_list", arguments: {} })
@@ -164,15 +186,24 @@ describe("MCP over streamable HTTP", () => {
     expect(switched.structuredContent).toMatchObject({ added: false, primary: { model: "mcp-up/m2" } })
     const after = await call(`${gw.url}/api/combos/${combo.body.id}`, { headers: admin })
     expect(after.body.targets.map((t: { model: string }) => t.model)).toEqual(["mcp-up/m2", "mcp-up/m1"])
-    expect((await client.callTool({ name: "gateway_combos_list", arguments: {} })).structuredContent).toMatchObject({ combos: [{ name: "mcp-team" }] })
+    expect((await client.callTool({ name: "gateway_combos_list", arguments: {} })).structuredContent).toMatchObject({
+      combos: [{ name: "mcp-team" }]
+    })
 
-    const chat = await call(`${gw.url}/v1/chat/completions`, { headers: admin, body: { model: "mcp-up/m1", messages: [{ role: "user", content: "hi" }] } })
+    const chat = await call(`${gw.url}/v1/chat/completions`, {
+      headers: admin,
+      body: { model: "mcp-up/m1", messages: [{ role: "user", content: "hi" }] }
+    })
     expect(chat.status).toBe(200)
     const usage = await client.callTool({ name: "gateway_usage_summary", arguments: { groupBy: "model" } })
     const history = await call(`${gw.url}/api/usage/history?groupBy=model`, { headers: admin })
     expect((usage.structuredContent as { totals: unknown }).totals).toEqual(history.body.totals)
     const health = await client.callTool({ name: "gateway_health_summary", arguments: {} })
-    expect(health.structuredContent).toMatchObject({ status: "ok", configuredCount: 1, providers: [{ connection: "mcp-up", state: "available" }] })
+    expect(health.structuredContent).toMatchObject({
+      status: "ok",
+      configuredCount: 1,
+      providers: [{ connection: "mcp-up", state: "available" }]
+    })
   })
 
   it("an inference key and an unauthenticated caller get the catalog only; a key carrying MCP scopes gets those, and cannot raise itself", async () => {
@@ -194,7 +225,9 @@ describe("MCP over streamable HTTP", () => {
     expect(narrower.isError).toBeFalsy()
     const revokeAdmin = await client.callTool({ name: "gateway_keys_revoke", arguments: { key: "admin" } })
     expect(text(revokeAdmin)).toMatch(/names an admin key, which only an admin may revoke/)
-    expect((await call(`${gw.url}/api/keys`, { headers: admin })).body.keys.map((k: { name: string }) => k.name)).toEqual(expect.arrayContaining(["admin", "reporting"]))
+    expect((await call(`${gw.url}/api/keys`, { headers: admin })).body.keys.map((k: { name: string }) => k.name)).toEqual(
+      expect.arrayContaining(["admin", "reporting"])
+    )
   })
 
   it("GATEWAY_MCP_ENFORCE_SCOPES off: any authenticated caller may call every tool; an unauthenticated one still only the catalog", async () => {
@@ -244,7 +277,10 @@ describe("MCP over streamable HTTP", () => {
     expect(previous.status).toBe(200)
     expect(previous.result.protocolVersion).toBe(PREVIOUS_REVISION)
     // The official client goes on in that session, speaking the older revision.
-    const older = new StreamableHTTPClientTransport(new URL(`${gw.url}/mcp`), { sessionId: previous.sessionId!, requestInit: { headers: admin } })
+    const older = new StreamableHTTPClientTransport(new URL(`${gw.url}/mcp`), {
+      sessionId: previous.sessionId!,
+      requestInit: { headers: admin }
+    })
     older.setProtocolVersion(PREVIOUS_REVISION)
     const client = new Client({ name: "older", version: "1.0.0" })
     await client.connect(older)
@@ -288,7 +324,13 @@ describe("MCP over streamable HTTP", () => {
     expect(wrongKey.body.error.message).toMatch(/invalid, disabled or expired API key/)
     const notJson = await rawCall(gw.url, "POST", "/mcp", { ...json, ...admin }, "{nope")
     expect([notJson.status, notJson.body.error.code]).toEqual([400, -32700])
-    const noSession = await rawCall(gw.url, "POST", "/mcp", { ...json, ...admin }, JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }))
+    const noSession = await rawCall(
+      gw.url,
+      "POST",
+      "/mcp",
+      { ...json, ...admin },
+      JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" })
+    )
     expect(noSession.status).toBe(400)
     expect(noSession.body.error.message).toMatch(/begins with an initialize request/)
     const unknown = await rawCall(
@@ -302,7 +344,11 @@ describe("MCP over streamable HTTP", () => {
     const deep = await rawCall(gw.url, "POST", "/mcp", { ...json, ...admin }, "[".repeat(200) + "]".repeat(200))
     expect(deep.status).toBe(400)
     expect((await rawCall(gw.url, "PUT", "/mcp", admin)).status).toBe(405)
-    for (const hostile of ['{"jsonrpc":"2.0","id":1,"method":"initialize","params":5}', '{"jsonrpc":"2.0","id":1,"method":"initialize"}', '[{"method":"initialize"},7]']) {
+    for (const hostile of [
+      '{"jsonrpc":"2.0","id":1,"method":"initialize","params":5}',
+      '{"jsonrpc":"2.0","id":1,"method":"initialize"}',
+      '[{"method":"initialize"},7]'
+    ]) {
       const r = await rawCall(gw.url, "POST", "/mcp", { ...json, ...admin }, hostile)
       expect(r.status, hostile).toBeGreaterThanOrEqual(200)
       expect(r.status, hostile).toBeLessThan(500)
@@ -351,10 +397,14 @@ describe("DNS rebinding: /mcp checks Origin, and Host on a loopback bind (the MC
     const evil = await connect({}, { host: "evil.example.com" }).catch((e: unknown) => e as { code?: number; message: string })
     expect(evil).toMatchObject({ code: 403 })
     expect((evil as Error).message).toMatch(/Host \\?"evil\.example\.com\\?" is not a name of this gateway/)
-    const rebound = await connect({ origin: "http://evil.example.com" }, { host: "evil.example.com" }).catch((e: unknown) => e as { code?: number })
+    const rebound = await connect({ origin: "http://evil.example.com" }, { host: "evil.example.com" }).catch(
+      (e: unknown) => e as { code?: number }
+    )
     expect(rebound).toMatchObject({ code: 403 })
     // A name that merely starts with a loopback address is anyone's name.
-    expect(await connect({}, { host: `127.0.0.1.evil.example:${port()}` }).catch((e: unknown) => e as { code?: number })).toMatchObject({ code: 403 })
+    expect(await connect({}, { host: `127.0.0.1.evil.example:${port()}` }).catch((e: unknown) => e as { code?: number })).toMatchObject({
+      code: 403
+    })
     for (const host of [`localhost:${port()}`, `127.0.0.1:${port()}`, "localhost", `[::1]:${port()}`]) {
       const { client } = await connect({ ...admin, origin: `http://${host}` }, { host })
       expect((await names(client)).length, host).toBe(ALL_TOOLS.length)
@@ -371,7 +421,12 @@ describe("DNS rebinding: names and origins the operator allows", () => {
   let other: TestGateway
   beforeAll(async () => {
     other = await startGateway({
-      env: { GATEWAY_SKILLS_DIR: skillsDir, GATEWAY_ALLOWED_HOSTS: "gateway.lan", GATEWAY_ALLOWED_ORIGINS: "https://app.example", NEXT_PUBLIC_BASE_URL: "https://gw.example.net/" }
+      env: {
+        GATEWAY_SKILLS_DIR: skillsDir,
+        GATEWAY_ALLOWED_HOSTS: "gateway.lan",
+        GATEWAY_ALLOWED_ORIGINS: "https://app.example",
+        NEXT_PUBLIC_BASE_URL: "https://gw.example.net/"
+      }
     })
   })
   afterAll(async () => {
@@ -389,6 +444,8 @@ describe("DNS rebinding: names and origins the operator allows", () => {
       expect(await names(client), host).toEqual(CATALOG_TOOLS)
     }
     expect(await connect({}, { host: "other.lan", url }).catch((e: unknown) => e as { code?: number })).toMatchObject({ code: 403 })
-    expect(await connect({ origin: "https://gw.example.net.evil" }, { url }).catch((e: unknown) => e as { code?: number })).toMatchObject({ code: 403 })
+    expect(await connect({ origin: "https://gw.example.net.evil" }, { url }).catch((e: unknown) => e as { code?: number })).toMatchObject({
+      code: 403
+    })
   })
 })

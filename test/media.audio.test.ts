@@ -73,8 +73,22 @@ beforeAll(async () => {
   await add({ provider: "deepgram", name: "dg", apiKey: "dg-upstream-key", baseUrl: up.baseUrl("deepgram") })
   await add({ provider: "gemini", name: "gem", apiKey: "gemini-upstream-key", baseUrl: up.baseUrl("gemini") })
   // Two connections serving the same models: "pair-a" (tried first) on `down`, "pair-b" on `up`.
-  await add({ provider: "openai-compatible", name: "pair-a", apiKey: "sk-pair-a", priority: 1, baseUrl: down.baseUrl("openai"), models: ["voice-1", "ears-1"] })
-  await add({ provider: "openai-compatible", name: "pair-b", apiKey: "sk-pair-b", priority: 2, baseUrl: up.baseUrl("openai"), models: ["voice-1", "ears-1"] })
+  await add({
+    provider: "openai-compatible",
+    name: "pair-a",
+    apiKey: "sk-pair-a",
+    priority: 1,
+    baseUrl: down.baseUrl("openai"),
+    models: ["voice-1", "ears-1"]
+  })
+  await add({
+    provider: "openai-compatible",
+    name: "pair-b",
+    apiKey: "sk-pair-b",
+    priority: 2,
+    baseUrl: up.baseUrl("openai"),
+    models: ["voice-1", "ears-1"]
+  })
   const combo = await call(`${gw.url}/api/combos`, {
     body: { name: "speakers", strategy: "priority", targets: [{ model: "gem/gemini-2.5-flash-preview-tts" }, { model: "oai/tts-1" }] },
     headers: admin
@@ -101,7 +115,9 @@ describe("POST /v1/audio/speech", () => {
     const safety = setTimeout(release, 5000)
     up.next({ audio, chunks: 4, holdAfterFirst: held })
 
-    const { data, response } = await client.audio.speech.create({ model: "oai/tts-1", input: "Hello world", voice: "alloy", speed: 1.25 }).withResponse()
+    const { data, response } = await client.audio.speech
+      .create({ model: "oai/tts-1", input: "Hello world", voice: "alloy", speed: 1.25 })
+      .withResponse()
     expect(response.headers.get("content-type")).toBe("audio/mpeg")
     const reader = data.body!.getReader()
     const first = await reader.read()
@@ -163,7 +179,10 @@ describe("POST /v1/audio/speech", () => {
   })
 
   it("ElevenLabs alone refuses aac with a 400 naming the formats it offers", async () => {
-    const res = await call(`${gw.url}/v1/audio/speech`, { body: { model: "el/eleven_flash_v2_5", input: "Hi", voice: "alloy", response_format: "aac" }, headers: admin })
+    const res = await call(`${gw.url}/v1/audio/speech`, {
+      body: { model: "el/eleven_flash_v2_5", input: "Hi", voice: "alloy", response_format: "aac" },
+      headers: admin
+    })
     expect(res.status).toBe(400)
     expect(res.body.error.param).toBe("response_format")
     expect(res.body.error.message).toMatch(/offers mp3, opus, wav and pcm; aac would need an encoder/)
@@ -173,7 +192,9 @@ describe("POST /v1/audio/speech", () => {
   it("Deepgram: the model is the voice, flac asks encoding=flac, the key goes as Token", async () => {
     const audio = Buffer.from("fLaC fake flac frames ".repeat(40))
     up.next({ audio })
-    const { data, response } = await client.audio.speech.create({ model: "dg/aura-2-thalia-en", input: "Good morning", voice: "alloy", response_format: "flac" }).withResponse()
+    const { data, response } = await client.audio.speech
+      .create({ model: "dg/aura-2-thalia-en", input: "Good morning", voice: "alloy", response_format: "flac" })
+      .withResponse()
     expect(Buffer.from(await data.arrayBuffer()).equals(audio)).toBe(true)
     expect(response.headers.get("content-type")).toBe("audio/flac")
     const got = last("deepgram")
@@ -188,7 +209,13 @@ describe("POST /v1/audio/speech", () => {
     const pcm = sinePcm(1.5)
     up.next({ pcm, geminiUsage: { prompt: 10, candidates: 1000 } })
     const { data, response } = await client.audio.speech
-      .create({ model: "gem/gemini-2.5-flash-preview-tts", input: "Have a wonderful day", voice: "alloy", response_format: "wav", instructions: "Say cheerfully" })
+      .create({
+        model: "gem/gemini-2.5-flash-preview-tts",
+        input: "Have a wonderful day",
+        voice: "alloy",
+        response_format: "wav",
+        instructions: "Say cheerfully"
+      })
       .withResponse()
     const wav = Buffer.from(await data.arrayBuffer())
     expect(response.headers.get("content-type")).toBe("audio/wav")
@@ -208,7 +235,10 @@ describe("POST /v1/audio/speech", () => {
     const got = last("gemini")
     expect(got.path).toBe("/v1beta/models/gemini-2.5-flash-preview-tts:generateContent")
     expect(got.headers["x-goog-api-key"]).toBe("gemini-upstream-key")
-    expect(got.json.generationConfig).toEqual({ responseModalities: ["AUDIO"], speechConfig: { voiceConfig: { prebuiltVoiceConfig: { voiceName: "Kore" } } } })
+    expect(got.json.generationConfig).toEqual({
+      responseModalities: ["AUDIO"],
+      speechConfig: { voiceConfig: { prebuiltVoiceConfig: { voiceName: "Kore" } } }
+    })
     expect(got.json.contents[0].parts[0].text).toBe("Say cheerfully: Have a wonderful day")
     // Tokens: 10 in at $0.50, 1000 out at $10 per 1M; the characters are not charged as well.
     expect(response.headers.get("x-gateway-response-cost")).toBe(fixed((10 * 0.5 + 1000 * 10) / 1e6))
@@ -222,7 +252,9 @@ describe("POST /v1/audio/speech", () => {
   it("Gemini TTS: mp3 (the default) is encoded by the gateway and plays for about the PCM's duration; pcm is the raw samples", async () => {
     const pcm = sinePcm(1.5)
     up.always({ pcm })
-    const { data, response } = await client.audio.speech.create({ model: "gem/gemini-2.5-flash-preview-tts", input: "One two three", voice: "Puck" }).withResponse()
+    const { data, response } = await client.audio.speech
+      .create({ model: "gem/gemini-2.5-flash-preview-tts", input: "One two three", voice: "Puck" })
+      .withResponse()
     const mp3 = Buffer.from(await data.arrayBuffer())
     expect(response.headers.get("content-type")).toBe("audio/mpeg")
     const meta = await parseBuffer(mp3, { mimeType: "audio/mpeg" }, { duration: true })
@@ -232,7 +264,9 @@ describe("POST /v1/audio/speech", () => {
     expect(meta.format.duration).toBeLessThan(1.65)
     expect(last("gemini").json.generationConfig.speechConfig.voiceConfig.prebuiltVoiceConfig.voiceName).toBe("Puck")
 
-    const raw = await client.audio.speech.create({ model: "gem/gemini-2.5-flash-preview-tts", input: "One two three", voice: "alloy", response_format: "pcm" }).withResponse()
+    const raw = await client.audio.speech
+      .create({ model: "gem/gemini-2.5-flash-preview-tts", input: "One two three", voice: "alloy", response_format: "pcm" })
+      .withResponse()
     expect(raw.response.headers.get("content-type")).toBe("audio/pcm")
     expect(Buffer.from(await raw.data.arrayBuffer()).equals(pcm)).toBe(true)
   })
@@ -249,7 +283,9 @@ describe("POST /v1/audio/speech", () => {
 
     const audio = Buffer.from("OggS from openai ".repeat(20))
     up.next({ audio })
-    const { data, response } = await client.audio.speech.create({ model: "speakers", input: "Hi", voice: "alloy", response_format: "opus" }).withResponse()
+    const { data, response } = await client.audio.speech
+      .create({ model: "speakers", input: "Hi", voice: "alloy", response_format: "opus" })
+      .withResponse()
     expect(Buffer.from(await data.arrayBuffer()).equals(audio)).toBe(true)
     expect(response.headers.get("x-gateway-provider")).toBe("openai")
     expect(seen("gemini")).toHaveLength(0)
@@ -266,7 +302,12 @@ describe("POST /v1/audio/speech", () => {
     expect(seen("openai", /speech/)).toHaveLength(1)
     // openai-compatible models are unpriced: the header still says so, with 10 decimals.
     expect(response.headers.get("x-gateway-response-cost")).toBe("0.0000000000")
-    expect(await usageRow(response.headers.get("x-gateway-request-id"))).toMatchObject({ endpoint: "audio.speech", status: 200, model: "voice-1", fallback_attempts: 1 })
+    expect(await usageRow(response.headers.get("x-gateway-request-id"))).toMatchObject({
+      endpoint: "audio.speech",
+      status: 200,
+      model: "voice-1",
+      fallback_attempts: 1
+    })
   })
 
   it("an upstream that breaks off mid-audio cuts the client's transfer instead of ending a shorter file", async () => {
@@ -317,7 +358,10 @@ describe("POST /v1/audio/speech", () => {
       expect(res.body.error.message).toMatch(message)
     }
     // A model that cannot speak: a chat model.
-    const chat = await call(`${gw.url}/v1/audio/speech`, { body: { model: "gem/gemini-2.5-flash", input: "hi", voice: "alloy" }, headers: admin })
+    const chat = await call(`${gw.url}/v1/audio/speech`, {
+      body: { model: "gem/gemini-2.5-flash", input: "hi", voice: "alloy" },
+      headers: admin
+    })
     expect(chat.status).toBe(400)
     expect(chat.body.error).toMatchObject({ param: "model", code: "model_not_supported" })
     expect(chat.body.error.message).toMatch(/offers no speech/)
@@ -336,7 +380,13 @@ describe("POST /v1/audio/transcriptions", () => {
     const got = last("openai")
     expect(got.path).toBe("/v1/audio/transcriptions")
     expect(got.headers.authorization).toBe("Bearer sk-oai-upstream")
-    expect(got.form!.fields).toEqual({ model: ["whisper-1"], response_format: ["verbose_json"], language: ["en"], prompt: ["Greetings"], temperature: ["0.2"] })
+    expect(got.form!.fields).toEqual({
+      model: ["whisper-1"],
+      response_format: ["verbose_json"],
+      language: ["en"],
+      prompt: ["Greetings"],
+      temperature: ["0.2"]
+    })
     expect(got.form!.files).toHaveLength(1)
     expect(got.form!.files[0]).toMatchObject({ field: "file", filename: "speech.wav", type: "audio/wav" })
     expect(got.form!.files[0]!.bytes.equals(wav15)).toBe(true)
@@ -353,7 +403,10 @@ describe("POST /v1/audio/transcriptions", () => {
   it("an MP3 upload's duration is the one music-metadata reads from it", async () => {
     const mp3 = sineMp3(2)
     const measured = (await parseBuffer(mp3, { mimeType: "audio/mpeg" }, { duration: true })).format.duration!
-    const data = await client.audio.transcriptions.create({ file: await upload(mp3, "clip.mp3", "audio/mpeg"), model: "groq/whisper-large-v3-turbo" })
+    const data = await client.audio.transcriptions.create({
+      file: await upload(mp3, "clip.mp3", "audio/mpeg"),
+      model: "groq/whisper-large-v3-turbo"
+    })
     expect(data).toMatchObject({ task: "transcribe", duration: Math.round(measured * 1000) / 1000 })
     expect(measured).toBeGreaterThan(1.95)
     expect(last("openai").form!.files[0]).toMatchObject({ filename: "clip.mp3", type: "audio/mpeg" })
@@ -361,7 +414,9 @@ describe("POST /v1/audio/transcriptions", () => {
 
   it("gpt-4o-transcribe is asked for json and priced by the tokens it reports, not by the second as well", async () => {
     up.next({ text: "Token priced.", tokens: { input: 140, output: 45 } })
-    const { data, response } = await client.audio.transcriptions.create({ file: await upload(wav15), model: "oai/gpt-4o-transcribe" }).withResponse()
+    const { data, response } = await client.audio.transcriptions
+      .create({ file: await upload(wav15), model: "oai/gpt-4o-transcribe" })
+      .withResponse()
     expect(data).toMatchObject({ text: "Token priced.", task: "transcribe", duration: 1.5, language: null })
     expect((data as any).usage).toMatchObject({ type: "tokens", input_tokens: 140, output_tokens: 45 })
     expect(last("openai").form!.fields["response_format"]).toEqual(["json"])
@@ -411,14 +466,21 @@ describe("POST /v1/audio/transcriptions", () => {
     expect(got.raw.equals(wav15)).toBe(true)
     expect(response.headers.get("x-gateway-response-cost")).toBe(fixed(1.5 * (0.0043 / 60)))
 
-    const srt = await client.audio.transcriptions.create({ file: await upload(wav15), model: "dg/nova-3", language: "en", response_format: "srt" })
+    const srt = await client.audio.transcriptions.create({
+      file: await upload(wav15),
+      model: "dg/nova-3",
+      language: "en",
+      response_format: "srt"
+    })
     expect(srt).toBe("1\n00:00:00,000 --> 00:00:00,450\nHello world.\n\n2\n00:00:00,500 --> 00:00:01,200\nHow are you?\n\n")
     expect(last("deepgram").query.get("language")).toBe("en")
   })
 
   it("Gemini: the audio goes inline with an instruction; a single cue spans the measured duration; priced by tokens", async () => {
     up.always({ text: "Bonjour tout le monde", geminiUsage: { prompt: 60, candidates: 8 } })
-    const { data, response } = await client.audio.transcriptions.create({ file: await upload(wav15), model: "gem/gemini-2.5-flash" }).withResponse()
+    const { data, response } = await client.audio.transcriptions
+      .create({ file: await upload(wav15), model: "gem/gemini-2.5-flash" })
+      .withResponse()
     expect(data).toEqual({ task: "transcribe", language: "en", duration: 1.5, text: "Bonjour tout le monde" })
     const got = last("gemini")
     expect(got.path).toBe("/v1beta/models/gemini-2.5-flash:generateContent")
@@ -429,7 +491,11 @@ describe("POST /v1/audio/transcriptions", () => {
     expect(got.json.generationConfig.responseMimeType).toBe("application/json")
     expect(response.headers.get("x-gateway-response-cost")).toBe(fixed((60 * 0.3 + 8 * 2.5) / 1e6))
 
-    const vtt = await client.audio.transcriptions.create({ file: await upload(wav15), model: "gem/gemini-2.5-flash", response_format: "vtt" })
+    const vtt = await client.audio.transcriptions.create({
+      file: await upload(wav15),
+      model: "gem/gemini-2.5-flash",
+      response_format: "vtt"
+    })
     expect(vtt).toBe("WEBVTT\n\n00:00:00.000 --> 00:00:01.500\nBonjour tout le monde\n\n")
   })
 
@@ -461,7 +527,11 @@ describe("POST /v1/audio/transcriptions", () => {
     expect(data).toMatchObject({ text: "Second answered.", duration: 1.5 })
     expect(response.headers.get("x-gateway-fallback-attempts")).toBe("1")
     expect(down.requests).toHaveLength(1)
-    expect(await usageRow(response.headers.get("x-gateway-request-id"))).toMatchObject({ endpoint: "audio.transcriptions", status: 200, fallback_attempts: 1 })
+    expect(await usageRow(response.headers.get("x-gateway-request-id"))).toMatchObject({
+      endpoint: "audio.transcriptions",
+      status: 200,
+      fallback_attempts: 1
+    })
   })
 
   it("bad input is a 4xx naming the problem", async () => {
@@ -483,7 +553,11 @@ describe("POST /v1/audio/transcriptions", () => {
     expect(format.body.error).toMatchObject({ param: "response_format" })
     expect(format.body.error.message).toMatch(/"verbose_json"/)
 
-    const granularity = await postForm("/v1/audio/transcriptions", { model: "oai/whisper-1", "timestamp_granularities[]": "sentence", file: wav })
+    const granularity = await postForm("/v1/audio/transcriptions", {
+      model: "oai/whisper-1",
+      "timestamp_granularities[]": "sentence",
+      file: wav
+    })
     expect(granularity.status).toBe(400)
     expect(granularity.body.error).toMatchObject({ param: "timestamp_granularities[]" })
 
@@ -491,7 +565,10 @@ describe("POST /v1/audio/transcriptions", () => {
     expect(temperature.status).toBe(400)
     expect(temperature.body.error).toMatchObject({ param: "temperature" })
 
-    const notAudio = await postForm("/v1/audio/transcriptions", { model: "oai/whisper-1", file: new Blob(["just some text, not audio"], { type: "audio/wav" }) })
+    const notAudio = await postForm("/v1/audio/transcriptions", {
+      model: "oai/whisper-1",
+      file: new Blob(["just some text, not audio"], { type: "audio/wav" })
+    })
     expect(notAudio.status).toBe(400)
     expect(notAudio.body.error).toMatchObject({ param: "file", code: "invalid_audio" })
     expect(notAudio.body.error.message).toMatch(/could not read the audio/)
@@ -511,7 +588,9 @@ describe("POST /v1/audio/transcriptions", () => {
 describe("POST /v1/audio/translations", () => {
   it("OpenAI-compatible: forwarded to /audio/translations without a language; the answer is English", async () => {
     up.next({ text: "Good morning." })
-    const { data, response } = await client.audio.translations.create({ file: await upload(wav15), model: "oai/whisper-1", prompt: "A greeting" }).withResponse()
+    const { data, response } = await client.audio.translations
+      .create({ file: await upload(wav15), model: "oai/whisper-1", prompt: "A greeting" })
+      .withResponse()
     expect(data).toEqual({ task: "translate", language: "english", duration: 1.5, text: "Good morning." })
     const got = last("openai")
     expect(got.path).toBe("/v1/audio/translations")
@@ -521,7 +600,11 @@ describe("POST /v1/audio/translations", () => {
 
   it("Gemini translates by instruction; Deepgram offers no translation (400 naming the model)", async () => {
     up.always({ text: "Hello everyone" })
-    const data = await client.audio.translations.create({ file: await upload(wav15), model: "gem/gemini-2.5-flash", response_format: "text" })
+    const data = await client.audio.translations.create({
+      file: await upload(wav15),
+      model: "gem/gemini-2.5-flash",
+      response_format: "text"
+    })
     expect(data).toBe("Hello everyone\n")
     expect(last("gemini").json.contents[0].parts[0].text).toMatch(/^Translate the speech in this audio into English/)
 

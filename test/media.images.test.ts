@@ -43,7 +43,11 @@ const fromDataUrl = (url: string | undefined) => {
   return m ? { type: m[1], bytes: Buffer.from(m[2]!, "base64") } : undefined
 }
 /** A multipart upload through fetch (for what the SDK would not send). */
-const upload = (form: FormData) => fetch(`${gw.url}/v1/images/edits`, { method: "POST", body: form }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
+const upload = (form: FormData) =>
+  fetch(`${gw.url}/v1/images/edits`, { method: "POST", body: form }).then(async (r) => ({
+    status: r.status,
+    body: (await r.json()) as any
+  }))
 
 beforeAll(async () => {
   up = await FakeImages.start(RED)
@@ -56,7 +60,13 @@ beforeAll(async () => {
     expect(res.status, JSON.stringify(res.body)).toBe(201)
   }
   await add({ provider: "openai", name: "oai", apiKey: "sk-oai-upstream", baseUrl: `${up.url}/v1` })
-  await add({ provider: "openai-compatible", name: "compat", apiKey: "sk-compat-upstream", baseUrl: `${up.url}/v1`, models: ["flux-dev", "chat-model"] })
+  await add({
+    provider: "openai-compatible",
+    name: "compat",
+    apiKey: "sk-compat-upstream",
+    baseUrl: `${up.url}/v1`,
+    models: ["flux-dev", "chat-model"]
+  })
   await add({ provider: "gemini", name: "gem", apiKey: "gem-upstream-key", baseUrl: up.url })
   await add({ provider: "openai", name: "flaky", apiKey: "sk-flaky-upstream", baseUrl: `${flaky.url}/v1` })
   await add({ provider: "anthropic", name: "claude", apiKey: "sk-ant-upstream", baseUrl: up.url })
@@ -87,7 +97,12 @@ describe("POST /v1/images/generations, OpenAI-compatible upstream", () => {
       .withResponse()
     expect(data.data).toHaveLength(1)
     expect(decoded(data.data![0]!.b64_json).equals(RED)).toBe(true)
-    expect(data).toMatchObject({ output_format: "png", quality: "high", size: "1024x1024", usage: { input_tokens: 50, output_tokens: 1056 } })
+    expect(data).toMatchObject({
+      output_format: "png",
+      quality: "high",
+      size: "1024x1024",
+      usage: { input_tokens: 50, output_tokens: 1056 }
+    })
     // Upstream: the model as it knows it, the fields as sent, no response_format (a GPT image model refuses it).
     const sent = up.requests.at(-1)!
     expect(sent.path).toBe("/v1/images/generations")
@@ -123,7 +138,9 @@ describe("POST /v1/images/generations, OpenAI-compatible upstream", () => {
 
   it("without usage from the upstream, images are priced per image by quality and size; a perImage override wins over the table", async () => {
     up.always({ noUsage: true })
-    const { data, response } = await openai.images.generate({ model: "oai/gpt-image-2", prompt: "two pixels", n: 2, size: "1024x1024", quality: "high" }).withResponse()
+    const { data, response } = await openai.images
+      .generate({ model: "oai/gpt-image-2", prompt: "two pixels", n: 2, size: "1024x1024", quality: "high" })
+      .withResponse()
     expect(data.data).toHaveLength(2)
     expect(up.requests.at(-1)!.json).toMatchObject({ n: 2 })
     // 2 × $0.211 (high:1024x1024)
@@ -132,13 +149,21 @@ describe("POST /v1/images/generations, OpenAI-compatible upstream", () => {
     const [row] = await usageRow(response.headers.get("x-gateway-request-id"))
     expect(row!["cost_usd"]).toBeCloseTo(0.422, 12)
     // Medium 1536x1024: $0.041 each.
-    const medium = await openai.images.generate({ model: "oai/gpt-image-2", prompt: "wide", size: "1536x1024", quality: "medium" }).withResponse()
+    const medium = await openai.images
+      .generate({ model: "oai/gpt-image-2", prompt: "wide", size: "1536x1024", quality: "medium" })
+      .withResponse()
     expect(medium.response.headers.get("x-gateway-response-cost")).toBe("0.0410000000")
 
-    const set = await call(`${gw.url}/api/pricing`, { method: "PUT", body: { provider: "openai", model: "gpt-image-2", perImage: 0.1 }, headers: admin })
+    const set = await call(`${gw.url}/api/pricing`, {
+      method: "PUT",
+      body: { provider: "openai", model: "gpt-image-2", perImage: 0.1 },
+      headers: admin
+    })
     expect(set.status, set.text).toBe(200)
     try {
-      const priced = await openai.images.generate({ model: "oai/gpt-image-2", prompt: "two pixels", n: 2, size: "1024x1024", quality: "high" }).withResponse()
+      const priced = await openai.images
+        .generate({ model: "oai/gpt-image-2", prompt: "two pixels", n: 2, size: "1024x1024", quality: "high" })
+        .withResponse()
       expect(priced.response.headers.get("x-gateway-response-cost")).toBe("0.2000000000")
     } finally {
       await call(`${gw.url}/api/pricing`, { method: "DELETE", body: { provider: "openai", model: "gpt-image-2" }, headers: admin })
@@ -147,7 +172,9 @@ describe("POST /v1/images/generations, OpenAI-compatible upstream", () => {
 
   it("an unpriced model of an OpenAI-compatible server costs 0.0000000000; its response_format is forwarded and a url answer relayed", async () => {
     up.always({ noUsage: true })
-    const { data, response } = await openai.images.generate({ model: "compat/flux-dev", prompt: "a fox", response_format: "url" }).withResponse()
+    const { data, response } = await openai.images
+      .generate({ model: "compat/flux-dev", prompt: "a fox", response_format: "url" })
+      .withResponse()
     expect(up.requests.at(-1)!.json).toEqual({ model: "flux-dev", prompt: "a fox", response_format: "url" })
     expect(data.data![0]!.url).toBe(`${up.url}/files/image.png`)
     expect(response.headers.get("x-gateway-response-cost")).toBe("0.0000000000")
@@ -160,7 +187,9 @@ describe("POST /v1/images/generations, OpenAI-compatible upstream", () => {
     expect(decoded(res.body.data[0].b64_json).equals(RED)).toBe(true)
     expect(up.requests.at(-1)!.json.model).toBe("gpt-image-2")
     expect(res.headers.get("x-gateway-provider")).toBe("openai")
-    const mismatch = await call(`${gw.url}/v1/providers/oai/images/generations`, { body: { model: "gem/gemini-3.1-flash-image", prompt: "x" } })
+    const mismatch = await call(`${gw.url}/v1/providers/oai/images/generations`, {
+      body: { model: "gem/gemini-3.1-flash-image", prompt: "x" }
+    })
     expect(mismatch.status).toBe(400)
     expect(mismatch.body.error.code).toBe("model_provider_mismatch")
   })
@@ -169,7 +198,13 @@ describe("POST /v1/images/generations, OpenAI-compatible upstream", () => {
 describe("POST /v1/images/generations, Gemini upstreams", () => {
   it("images.generate against generateContent image output: n images from n calls, size as imageConfig, inlineData as b64_json, priced per image", async () => {
     const { data, response } = await openai.images
-      .generate({ model: "gem/gemini-3.1-flash-image", prompt: "a banana in a tuxedo", n: 2, size: "1536x1024", response_format: "b64_json" })
+      .generate({
+        model: "gem/gemini-3.1-flash-image",
+        prompt: "a banana in a tuxedo",
+        n: 2,
+        size: "1536x1024",
+        response_format: "b64_json"
+      })
       .withResponse()
     expect(data.data).toHaveLength(2)
     for (const d of data.data!) expect(decoded(d.b64_json).equals(RED)).toBe(true)
@@ -190,7 +225,14 @@ describe("POST /v1/images/generations, Gemini upstreams", () => {
     expect(response.headers.get("x-gateway-provider")).toBe("gemini")
     expect(response.headers.get("x-gateway-model")).toBe("gemini-3.1-flash-image")
     const [row] = await usageRow(response.headers.get("x-gateway-request-id"))
-    expect(row).toMatchObject({ endpoint: "images.generations", status: 200, provider: "gemini", model: "gemini-3.1-flash-image", tokens_in: 24, tokens_out: 2580 })
+    expect(row).toMatchObject({
+      endpoint: "images.generations",
+      status: 200,
+      provider: "gemini",
+      model: "gemini-3.1-flash-image",
+      tokens_in: 24,
+      tokens_out: 2580
+    })
     expect(row!["cost_usd"]).toBeCloseTo(0.134, 12)
   })
 
@@ -202,20 +244,27 @@ describe("POST /v1/images/generations, Gemini upstreams", () => {
 
   it("a refusal (finishReason IMAGE_SAFETY, no image) is a 400 moderation_blocked, not a 5xx", async () => {
     up.always({ finishReason: "IMAGE_SAFETY" })
-    const res = await call(`${gw.url}/v1/images/generations`, { body: { model: "gem/gemini-3.1-flash-image", prompt: "something refused" } })
+    const res = await call(`${gw.url}/v1/images/generations`, {
+      body: { model: "gem/gemini-3.1-flash-image", prompt: "something refused" }
+    })
     expect(res.status).toBe(400)
     expect(res.body.error).toMatchObject({ code: "moderation_blocked", param: "prompt" })
     expect(res.body.error.message).toContain("IMAGE_SAFETY")
   })
 
   it("images.generate against Imagen :predict: instances and parameters out, predictions' bytes back as b64_json", async () => {
-    const { data, response } = await openai.images.generate({ model: "gem/imagen-4.0-generate-001", prompt: "robot with a red skateboard", n: 2, size: "1792x1024" }).withResponse()
+    const { data, response } = await openai.images
+      .generate({ model: "gem/imagen-4.0-generate-001", prompt: "robot with a red skateboard", n: 2, size: "1792x1024" })
+      .withResponse()
     expect(data.data).toHaveLength(2)
     for (const d of data.data!) expect(decoded(d.b64_json).equals(RED)).toBe(true)
     const sent = up.requests.at(-1)!
     expect(sent.path).toBe("/v1beta/models/imagen-4.0-generate-001:predict")
     expect(sent.headers["x-goog-api-key"]).toBe("gem-upstream-key")
-    expect(sent.json).toEqual({ instances: [{ prompt: "robot with a red skateboard" }], parameters: { sampleCount: 2, aspectRatio: "16:9", imageSize: "2K" } })
+    expect(sent.json).toEqual({
+      instances: [{ prompt: "robot with a red skateboard" }],
+      parameters: { sampleCount: 2, aspectRatio: "16:9", imageSize: "2K" }
+    })
     // 2 × $0.04
     expect(response.headers.get("x-gateway-response-cost")).toBe("0.0800000000")
     expect(response.headers.get("x-gateway-tokens-in")).toBe("0")
@@ -275,11 +324,18 @@ describe("POST /v1/images/edits", () => {
   })
 
   it("images.edit against Gemini: the images go as inlineData parts of generateContent", async () => {
-    const res = await openai.images.edit({ model: "gem/gemini-3.1-flash-image", image: await toFile(GREEN, "green.png", { type: "image/png" }), prompt: "paint it red" })
+    const res = await openai.images.edit({
+      model: "gem/gemini-3.1-flash-image",
+      image: await toFile(GREEN, "green.png", { type: "image/png" }),
+      prompt: "paint it red"
+    })
     expect(decoded(res.data![0]!.b64_json).equals(RED)).toBe(true)
     const sent = up.requests.at(-1)!
     expect(sent.path).toBe("/v1beta/models/gemini-3.1-flash-image:generateContent")
-    expect(sent.json.contents[0].parts).toEqual([{ text: "paint it red" }, { inlineData: { mimeType: "image/png", data: GREEN.toString("base64") } }])
+    expect(sent.json.contents[0].parts).toEqual([
+      { text: "paint it red" },
+      { inlineData: { mimeType: "image/png", data: GREEN.toString("base64") } }
+    ])
   })
 
   it("a JSON edit with images[].image_url data URLs is sent upstream as multipart", async () => {
@@ -305,11 +361,22 @@ describe("GET /v1/images/generations", () => {
     expect(res.status).toBe(200)
     expect(res.body.object).toBe("list")
     const ids = res.body.data.map((m: any) => m.id)
-    for (const id of ["oai/gpt-image-2", "oai/gpt-image-2.5-flare", "gem/gemini-3.1-flash-image", "gem/gemini-3-pro-image", "gem/imagen-4.0-generate-001", "compat/flux-dev"]) {
+    for (const id of [
+      "oai/gpt-image-2",
+      "oai/gpt-image-2.5-flare",
+      "gem/gemini-3.1-flash-image",
+      "gem/gemini-3-pro-image",
+      "gem/imagen-4.0-generate-001",
+      "compat/flux-dev"
+    ]) {
       expect(ids).toContain(id)
     }
     for (const id of ["oai/gpt-4o", "gem/gemini-2.5-pro", "compat/chat-model", "oai/text-embedding-3-small"]) expect(ids).not.toContain(id)
-    expect(res.body.data.find((m: any) => m.id === "gem/gemini-3.1-flash-image")).toMatchObject({ object: "model", owned_by: "gemini", kind: "image" })
+    expect(res.body.data.find((m: any) => m.id === "gem/gemini-3.1-flash-image")).toMatchObject({
+      object: "model",
+      owned_by: "gemini",
+      kind: "image"
+    })
     expect(ids.some((id: string) => id.startsWith("claude/"))).toBe(false)
   })
 })
@@ -365,7 +432,9 @@ describe("bad input is a 4xx naming the problem", () => {
     const json = await call(`${gw.url}/v1/images/edits`, { body: { model: "oai/gpt-image-2", prompt: "x" } })
     expect(json.status).toBe(400)
     expect(json.body.error.param).toBe("images")
-    const remote = await call(`${gw.url}/v1/images/edits`, { body: { model: "oai/gpt-image-2", prompt: "x", images: [{ image_url: "https://example.com/a.png" }] } })
+    const remote = await call(`${gw.url}/v1/images/edits`, {
+      body: { model: "oai/gpt-image-2", prompt: "x", images: [{ image_url: "https://example.com/a.png" }] }
+    })
     expect(remote.status).toBe(400)
     expect(remote.body.error.param).toBe("images[0].image_url")
 

@@ -39,7 +39,8 @@ const rows = async (requestId: string | null, g: TestGateway = gw) => {
 
 const submit = (kind: "videos" | "music", body: Record<string, unknown>, headers: Record<string, string> = asA, g: TestGateway = gw) =>
   call(`${g.url}/v1/${kind}/generations`, { body, headers })
-const poll = (kind: "videos" | "music", id: string, headers: Record<string, string> = asA, g: TestGateway = gw) => call(`${g.url}/v1/${kind}/generations/${id}`, { headers })
+const poll = (kind: "videos" | "music", id: string, headers: Record<string, string> = asA, g: TestGateway = gw) =>
+  call(`${g.url}/v1/${kind}/generations/${id}`, { headers })
 const content = async (kind: "videos" | "music", id: string, headers: Record<string, string> = asA) => {
   const res = await fetch(`${gw.url}/v1/${kind}/generations/${id}/content`, { headers })
   return { status: res.status, headers: res.headers, bytes: Buffer.from(await res.arrayBuffer()) }
@@ -66,11 +67,20 @@ const addProviders = async (g: TestGateway) => {
   }
   await add({ provider: "openai", name: "oai", apiKey: "sk-video", baseUrl: `${fake.url}/v1`, models: ["sora-2", "gpt-4o"] })
   await add({ provider: "openai", name: "oai-down", apiKey: "sk-video", baseUrl: `${down.url}/v1`, models: ["sora-2"] })
-  await add({ provider: "gemini", name: "goog", apiKey: "gemini-key", baseUrl: fake.url, models: ["veo-3.1-generate-preview", "lyria-002", "lyria-3-clip-preview"] })
+  await add({
+    provider: "gemini",
+    name: "goog",
+    apiKey: "gemini-key",
+    baseUrl: fake.url,
+    models: ["veo-3.1-generate-preview", "lyria-002", "lyria-3-clip-preview"]
+  })
   await add({ provider: "elevenlabs", name: "eleven", apiKey: "eleven-key", baseUrl: fake.url, models: ["music_v1"] })
   await add({ provider: "elevenlabs", name: "eleven-down", apiKey: "eleven-key", baseUrl: down.url, models: ["music_v1"] })
   const combo = async (name: string, targets: Array<string>) => {
-    const res = await call(`${g.url}/api/combos`, { body: { name, strategy: "priority", targets: targets.map((model) => ({ model })) }, headers: admin })
+    const res = await call(`${g.url}/api/combos`, {
+      body: { name, strategy: "priority", targets: targets.map((model) => ({ model })) },
+      headers: admin
+    })
     expect(res.status, JSON.stringify(res.body)).toBe(201)
   }
   await combo("video-team", ["oai-down/sora-2", "oai/sora-2"])
@@ -104,7 +114,16 @@ describe("video jobs: OpenAI videos API", () => {
   it("submits (202, queued), polls queued → in_progress → completed, downloads the bytes, and writes the per-second cost once, at completion", async () => {
     const sub = await submit("videos", { model: "oai/sora-2", prompt: "a cat surfing", seconds: 8, size: "1280x720" })
     expect(sub.status, sub.text).toBe(202)
-    expect(sub.body).toMatchObject({ object: "video.generation", model: "sora-2", status: "queued", progress: 0, seconds: 8, size: "1280x720", error: null, content_url: null })
+    expect(sub.body).toMatchObject({
+      object: "video.generation",
+      model: "sora-2",
+      status: "queued",
+      progress: 0,
+      seconds: 8,
+      size: "1280x720",
+      error: null,
+      content_url: null
+    })
     const id: string = sub.body.id
     expect(id).toMatch(/^vid_[0-9a-f]{32}$/)
     expect(sub.headers.get("location")).toBe(`/v1/videos/generations/${id}`)
@@ -117,13 +136,28 @@ describe("video jobs: OpenAI videos API", () => {
     expect(created.headers.authorization).toBe("Bearer sk-video")
     // The submission's own row: no cost yet.
     expect(await rows(sub.headers.get("x-gateway-request-id"))).toEqual([
-      expect.objectContaining({ endpoint: "videos.generations", status: 200, cost_usd: 0, api_key_id: keyA, provider: "openai", model: "sora-2", requested_model: "oai/sora-2" })
+      expect.objectContaining({
+        endpoint: "videos.generations",
+        status: 200,
+        cost_usd: 0,
+        api_key_id: keyA,
+        provider: "openai",
+        model: "sora-2",
+        requested_model: "oai/sora-2"
+      })
     ])
     expect(await rows(id)).toEqual([])
 
     const { seen, last } = await pollUntilDone("videos", id)
     expect(seen).toEqual(["in_progress", "completed"])
-    expect(last.body).toMatchObject({ id, status: "completed", progress: 100, seconds: 8, content_type: "video/mp4", content_url: `/v1/videos/generations/${id}/content` })
+    expect(last.body).toMatchObject({
+      id,
+      status: "completed",
+      progress: 100,
+      seconds: 8,
+      content_type: "video/mp4",
+      content_url: `/v1/videos/generations/${id}/content`
+    })
     expect(last.headers.get("x-gateway-response-cost")).toBe("0.8000000000")
     expect(last.headers.get("x-gateway-tokens-in")).toBe("0")
     expect(last.headers.get("x-gateway-tokens-out")).toBe("0")
@@ -172,7 +206,12 @@ describe("video jobs: OpenAI videos API", () => {
   it('"wait" holds the submission until the job finished: 200 with the completed job and its cost', async () => {
     const sub = await submit("videos", { model: "oai/sora-2", prompt: "a lighthouse at dusk", seconds: 12, wait: 20 })
     expect(sub.status, sub.text).toBe(200)
-    expect(sub.body).toMatchObject({ status: "completed", progress: 100, seconds: 12, content_url: `/v1/videos/generations/${sub.body.id}/content` })
+    expect(sub.body).toMatchObject({
+      status: "completed",
+      progress: 100,
+      seconds: 12,
+      content_url: `/v1/videos/generations/${sub.body.id}/content`
+    })
     expect(sub.headers.get("preference-applied")).toBe("wait=20")
     expect(sub.headers.get("x-gateway-response-cost")).toBe("1.2000000000")
     expect(sub.headers.get("location")).toBeNull()
@@ -271,7 +310,10 @@ describe("video jobs: Gemini Veo operations", () => {
   })
 
   it("Prefer: wait=N holds the submission too; a failed operation is a failed job with Gemini's message", async () => {
-    const res = await call(`${gw.url}/v1/videos/generations`, { body: { model: "goog/veo-3.1-generate-preview", prompt: "waves" }, headers: { ...asA, prefer: "wait=15" } })
+    const res = await call(`${gw.url}/v1/videos/generations`, {
+      body: { model: "goog/veo-3.1-generate-preview", prompt: "waves" },
+      headers: { ...asA, prefer: "wait=15" }
+    })
     expect(res.status, res.text).toBe(200)
     expect(res.body).toMatchObject({ status: "completed", seconds: 8 })
     expect(res.headers.get("x-gateway-response-cost")).toBe("3.2000000000")
@@ -282,7 +324,10 @@ describe("video jobs: Gemini Veo operations", () => {
       headers: { ...asA, prefer: "respond-async, wait=15" }
     })
     expect(failed.status).toBe(200)
-    expect(failed.body).toMatchObject({ status: "failed", error: { code: "INVALID_ARGUMENT", message: "The prompt could not be processed." } })
+    expect(failed.body).toMatchObject({
+      status: "failed",
+      error: { code: "INVALID_ARGUMENT", message: "The prompt could not be processed." }
+    })
     expect(await rows(failed.body.id)).toEqual([expect.objectContaining({ status: 502, cost_usd: 0 })])
   })
 })
@@ -335,16 +380,37 @@ describe("expiry", () => {
 
 describe("music jobs", () => {
   it("ElevenLabs: the audio comes back at once, the job is completed, priced per second measured from the MP3; content bytes equal", async () => {
-    const price = await call(`${gw.url}/api/pricing`, { method: "PUT", body: { provider: "elevenlabs", model: "music_v1", perSecond: 0.01 }, headers: admin })
+    const price = await call(`${gw.url}/api/pricing`, {
+      method: "PUT",
+      body: { provider: "elevenlabs", model: "music_v1", perSecond: 0.01 },
+      headers: admin
+    })
     expect(price.status, price.text).toBe(200)
-    const sub = await submit("music", { model: "eleven/music_v1", prompt: "upbeat lo-fi beat with jazzy piano", duration: 3, instrumental: true })
+    const sub = await submit("music", {
+      model: "eleven/music_v1",
+      prompt: "upbeat lo-fi beat with jazzy piano",
+      duration: 3,
+      instrumental: true
+    })
     expect(sub.status, sub.text).toBe(200)
-    expect(sub.body).toMatchObject({ object: "music.generation", model: "music_v1", status: "completed", progress: 100, content_type: "audio/mpeg", error: null })
+    expect(sub.body).toMatchObject({
+      object: "music.generation",
+      model: "music_v1",
+      status: "completed",
+      progress: 100,
+      content_type: "audio/mpeg",
+      error: null
+    })
     expect(sub.body.id).toMatch(/^mus_[0-9a-f]{32}$/)
     const sent = fake.requests.filter((r) => r.path === "/v1/music").at(-1)!
     expect(sent.query.get("output_format")).toBe("mp3_44100_128")
     expect(sent.headers["xi-api-key"]).toBe("eleven-key")
-    expect(sent.body).toEqual({ prompt: "upbeat lo-fi beat with jazzy piano", model_id: "music_v1", music_length_ms: 3000, force_instrumental: true })
+    expect(sent.body).toEqual({
+      prompt: "upbeat lo-fi beat with jazzy piano",
+      model_id: "music_v1",
+      music_length_ms: 3000,
+      force_instrumental: true
+    })
     const audio = fake.audio.at(-1)!
     expect(sub.body.bytes).toBe(audio.length)
     // Seconds read from the MP3 itself (LAME adds a few ms of padding).
@@ -408,7 +474,13 @@ describe("bad input is a 4xx naming the problem", () => {
     ["a malformed size", "videos", { model: "oai/sora-2", prompt: "x", size: "big" }, 400, "size"],
     ["an unknown aspect ratio", "videos", { model: "oai/sora-2", prompt: "x", aspect_ratio: "4:3" }, 400, "aspect_ratio"],
     ["a wait past the bound", "videos", { model: "oai/sora-2", prompt: "x", wait: 10_000 }, 400, "wait"],
-    ["both duration and music_length_ms", "music", { model: "eleven/music_v1", prompt: "x", duration: 5, music_length_ms: 5000 }, 400, "duration"],
+    [
+      "both duration and music_length_ms",
+      "music",
+      { model: "eleven/music_v1", prompt: "x", duration: 5, music_length_ms: 5000 },
+      400,
+      "duration"
+    ],
     ["a duration out of range", "music", { model: "eleven/music_v1", prompt: "x", duration: 1 }, 400, "duration"],
     ["a chat model", "videos", { model: "oai/gpt-4o", prompt: "x" }, 400, "model"],
     ["a video model for music", "music", { model: "goog/veo-3.1-generate-preview", prompt: "x" }, 400, "model"]
@@ -436,11 +508,16 @@ describe("bad input is a 4xx naming the problem", () => {
     expect(res.body.error).toMatchObject({ param: "seconds" })
     expect(res.body.error.message).toContain("Supported values")
     expect(res.body.id).toBeUndefined()
-    expect(await rows(res.headers.get("x-gateway-request-id"))).toEqual([expect.objectContaining({ endpoint: "videos.generations", status: 400, cost_usd: 0 })])
+    expect(await rows(res.headers.get("x-gateway-request-id"))).toEqual([
+      expect.objectContaining({ endpoint: "videos.generations", status: 400, cost_usd: 0 })
+    ])
   })
 
   it("a body that is not JSON is a 400", async () => {
-    const res = await call(`${gw.url}/v1/videos/generations`, { body: "{not json", headers: { ...asA, "content-type": "application/json" } })
+    const res = await call(`${gw.url}/v1/videos/generations`, {
+      body: "{not json",
+      headers: { ...asA, "content-type": "application/json" }
+    })
     expect(res.status).toBe(400)
   })
 })

@@ -25,7 +25,11 @@ const rerank = (body: unknown) => call(`${gw.url}/v1/rerank`, { body })
 
 const usageRow = async (requestId: string | null) => {
   await gw.usageWritten()
-  const [row] = queryDb(gw.dataDir, "SELECT endpoint, status, provider, model, tokens_in, cost_usd, fallback_attempts, connection_id FROM usage WHERE request_id = ?", requestId)
+  const [row] = queryDb(
+    gw.dataDir,
+    "SELECT endpoint, status, provider, model, tokens_in, cost_usd, fallback_attempts, connection_id FROM usage WHERE request_id = ?",
+    requestId
+  )
   return row as Record<string, any> | undefined
 }
 const connectionId = async (name: string): Promise<string> => (await call(`${gw.url}/api/providers/${name}`, { headers: admin })).body.id
@@ -42,7 +46,11 @@ const expectCostHeaders = (headers: Headers, cost: string, model: string, provid
   expect(Number(headers.get("x-gateway-latency-ms"))).toBeGreaterThanOrEqual(0)
 }
 
-const DOCS = ["Carson City is the capital of Nevada.", "Washington, D.C. is the capital of the United States.", "Capital punishment exists in many states."]
+const DOCS = [
+  "Carson City is the capital of Nevada.",
+  "Washington, D.C. is the capital of the United States.",
+  "Capital punishment exists in many states."
+]
 const QUERY = "What is the capital of the United States?"
 
 beforeAll(async () => {
@@ -65,7 +73,10 @@ beforeAll(async () => {
   // Fallback: the first target's Jina answers 503, the second is Voyage.
   await add({ provider: "jina", name: "jn-down", baseUrl: down.baseUrl("jina"), apiKey: down.key })
   const combo = async (name: string, targets: Array<string>) => {
-    const res = await call(`${gw.url}/api/combos`, { body: { name, strategy: "priority", targets: targets.map((model) => ({ model })) }, headers: admin })
+    const res = await call(`${gw.url}/api/combos`, {
+      body: { name, strategy: "priority", targets: targets.map((model) => ({ model })) },
+      headers: admin
+    })
     expect(res.status, JSON.stringify(res.body)).toBe(201)
   }
   await combo("reranking", ["jn-down/jina-reranker-v2-base-multilingual", "vo/rerank-2.5"])
@@ -84,7 +95,13 @@ beforeEach(async () => {
 
 describe("POST /v1/rerank", () => {
   it("Cohere: v2 shape upstream (top_n, no return_documents); the gateway attaches the documents; priced per search unit", async () => {
-    const res = await rerank({ model: "co/rerank-v3.5", query: QUERY, documents: [DOCS[0], { text: DOCS[1] }, DOCS[2]], top_n: 2, return_documents: true })
+    const res = await rerank({
+      model: "co/rerank-v3.5",
+      query: QUERY,
+      documents: [DOCS[0], { text: DOCS[1] }, DOCS[2]],
+      top_n: 2,
+      return_documents: true
+    })
     expect(res.status, res.text).toBe(200)
     const sent = up.last("cohere")!
     expect(sent.path).toBe("/cohere/v2/rerank")
@@ -115,7 +132,11 @@ describe("POST /v1/rerank", () => {
       fallback_attempts: 0
     })
 
-    const many = await rerank({ model: "co/rerank-v3.5", query: "capital", documents: Array.from({ length: 150 }, (_, i) => `document ${i} about a capital`) })
+    const many = await rerank({
+      model: "co/rerank-v3.5",
+      query: "capital",
+      documents: Array.from({ length: 150 }, (_, i) => `document ${i} about a capital`)
+    })
     expect(many.status, many.text).toBe(200)
     expect(many.body.results).toHaveLength(150)
     expect(many.body.usage).toEqual({ search_units: 2 })
@@ -124,14 +145,24 @@ describe("POST /v1/rerank", () => {
   })
 
   it("Jina: top_n and return_documents false upstream; priced per token (an /api/pricing override: the catalog has no Jina price)", async () => {
-    const set = await call(`${gw.url}/api/pricing`, { method: "PUT", body: { provider: "jina", model: "jina-reranker-v2-base-multilingual", input: 0.02 }, headers: admin })
+    const set = await call(`${gw.url}/api/pricing`, {
+      method: "PUT",
+      body: { provider: "jina", model: "jina-reranker-v2-base-multilingual", input: 0.02 },
+      headers: admin
+    })
     expect(set.status, set.text).toBe(200)
     try {
       const res = await rerank({ model: "jn/jina-reranker-v2-base-multilingual", query: QUERY, documents: DOCS, top_n: 3 })
       expect(res.status, res.text).toBe(200)
       const sent = up.last("jina")!
       expect(sent.path).toBe("/jina/v1/rerank")
-      expect(sent.body).toEqual({ model: "jina-reranker-v2-base-multilingual", query: QUERY, documents: DOCS, top_n: 3, return_documents: false })
+      expect(sent.body).toEqual({
+        model: "jina-reranker-v2-base-multilingual",
+        query: QUERY,
+        documents: DOCS,
+        top_n: 3,
+        return_documents: false
+      })
       const tokens = rerankTokens(QUERY, DOCS)
       expect(res.body.model).toBe("jina-reranker-v2-base-multilingual")
       expect(res.body.id).toMatch(/^rerank-/)
@@ -144,7 +175,11 @@ describe("POST /v1/rerank", () => {
       expect(row).toMatchObject({ endpoint: "rerank", status: 200, provider: "jina", tokens_in: tokens })
       expect(row!.cost_usd).toBeCloseTo(cost, 12)
     } finally {
-      await call(`${gw.url}/api/pricing`, { method: "DELETE", body: { provider: "jina", model: "jina-reranker-v2-base-multilingual" }, headers: admin })
+      await call(`${gw.url}/api/pricing`, {
+        method: "DELETE",
+        body: { provider: "jina", model: "jina-reranker-v2-base-multilingual" },
+        headers: admin
+      })
     }
   })
 
@@ -194,7 +229,13 @@ describe("POST /v1/rerank", () => {
     expect(res.body.model).toBe("rerank-2.5")
     expect(res.body.results).toHaveLength(2)
     const row = await usageRow(res.headers.get("x-gateway-request-id"))
-    expect(row).toMatchObject({ endpoint: "rerank", status: 200, provider: "voyage", fallback_attempts: 1, connection_id: await connectionId("vo") })
+    expect(row).toMatchObject({
+      endpoint: "rerank",
+      status: 200,
+      provider: "voyage",
+      fallback_attempts: 1,
+      connection_id: await connectionId("vo")
+    })
   })
 
   it("an answer it cannot trust (an index outside the documents) is the target's failure: 502 naming the connection", async () => {
@@ -240,7 +281,9 @@ describe("POST /v1/rerank", () => {
 
 describe("POST /v1/moderations (openai SDK)", () => {
   it("OpenAI: the body relayed and the answer relayed; the cost is exactly 0.0000000000, also in the usage row", async () => {
-    const { data, response } = await openai.moderations.create({ model: "oai/omni-moderation-latest", input: ["I will kill you", "have a nice day"] }).withResponse()
+    const { data, response } = await openai.moderations
+      .create({ model: "oai/omni-moderation-latest", input: ["I will kill you", "have a nice day"] })
+      .withResponse()
     expect(up.last("openai")!.body).toEqual({ model: "omni-moderation-latest", input: ["I will kill you", "have a nice day"] })
     expect(up.last("openai")!.headers.authorization).toBe(`Bearer ${up.key}`)
     expect(data.model).toBe("omni-moderation-2024-09-26")
@@ -277,7 +320,8 @@ describe("POST /v1/moderations (openai SDK)", () => {
     const [kill, pills, phone, bomb, sad] = data.results as Array<any>
     // Every OpenAI category is there.
     for (const r of data.results) {
-      for (const c of ["harassment", "hate", "illicit", "self-harm", "sexual", "sexual/minors", "violence", "violence/graphic"]) expect(r.categories, c).toHaveProperty(c)
+      for (const c of ["harassment", "hate", "illicit", "self-harm", "sexual", "sexual/minors", "violence", "violence/graphic"])
+        expect(r.categories, c).toHaveProperty(c)
       expect(r.category_applied_input_types.violence).toEqual(["text"])
     }
     expect(kill).toMatchObject({ flagged: true, categories: { violence: true, hate: false }, category_scores: { violence: 0.91 } })
@@ -290,7 +334,12 @@ describe("POST /v1/moderations (openai SDK)", () => {
     expect(sad).toMatchObject({ flagged: false, categories: { "self-harm": false }, category_scores: { "self-harm": 0.45 } })
     for (const r of data.results) expect(r.categories).not.toHaveProperty("violence_and_threats")
     expectCostHeaders(response.headers, "0.0000000000", "mistral-moderation-latest", "mistral")
-    expect(await usageRow(response.headers.get("x-gateway-request-id"))).toMatchObject({ endpoint: "moderations", status: 200, provider: "mistral", cost_usd: 0 })
+    expect(await usageRow(response.headers.get("x-gateway-request-id"))).toMatchObject({
+      endpoint: "moderations",
+      status: 200,
+      provider: "mistral",
+      cost_usd: 0
+    })
   })
 
   it("Mistral reads text only: a multimodal text input is joined into one; an image skips Mistral (a 400 alone, the combo's OpenAI target in a combo)", async () => {
@@ -336,7 +385,9 @@ describe("POST /v1/moderations (openai SDK)", () => {
       expect(res.body.error).toMatchObject({ type: "invalid_request_error", param })
       expect(res.body.error.message).toContain(param.replace(/\[\d\]$/, ""))
     }
-    await expect(openai.moderations.create({ model: "oai/omni-moderation-latest", input: undefined as never })).rejects.toMatchObject({ status: 400 })
+    await expect(openai.moderations.create({ model: "oai/omni-moderation-latest", input: undefined as never })).rejects.toMatchObject({
+      status: 400
+    })
     expect(up.seen.length).toBe(before)
   })
 })
@@ -347,11 +398,16 @@ describe("model lists", () => {
     expect(res.status, res.text).toBe(200)
     expect(res.body).toMatchObject({ object: "list", has_more: false })
     const ids = res.body.data.map((m: any) => m.id)
-    expect(ids).toEqual(expect.arrayContaining(["oai/text-embedding-3-small", "oai/text-embedding-3-large", "mis/mistral-embed", "vectors"]))
+    expect(ids).toEqual(
+      expect.arrayContaining(["oai/text-embedding-3-small", "oai/text-embedding-3-large", "mis/mistral-embed", "vectors"])
+    )
     expect(ids).not.toContain("oai/gpt-4o")
     expect(ids).not.toContain("co/rerank-v3.5")
     for (const m of res.body.data) expect(m).toMatchObject({ object: "model", kind: "embedding" })
-    expect(res.body.data.find((m: any) => m.id === "oai/text-embedding-3-small")).toMatchObject({ owned_by: "openai", context_length: 8191 })
+    expect(res.body.data.find((m: any) => m.id === "oai/text-embedding-3-small")).toMatchObject({
+      owned_by: "openai",
+      context_length: 8191
+    })
     expect(res.body.first_id).toBe(ids[0])
   })
 
@@ -372,7 +428,12 @@ describe("model lists", () => {
     expect(kind("reranking")).toBe("rerank")
     expect(kind("guard")).toBe("moderation")
     // Chat entries keep their shape; media entries advertise no context window.
-    expect(res.body.data.find((m: any) => m.id === "oai/gpt-4o")).toMatchObject({ object: "model", owned_by: "openai", context_length: 128_000, max_output_tokens: 16_384 })
+    expect(res.body.data.find((m: any) => m.id === "oai/gpt-4o")).toMatchObject({
+      object: "model",
+      owned_by: "openai",
+      context_length: 128_000,
+      max_output_tokens: 16_384
+    })
     expect(res.body.data.find((m: any) => m.id === "co/rerank-v3.5")).not.toHaveProperty("context_length")
     // Media-only connections offer no chat model to auto routing: the auto ids' pools leave them out.
     const auto = await call(`${gw.url}/api/combos/auto`, { headers: admin })

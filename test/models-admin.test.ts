@@ -12,7 +12,8 @@ let gw: TestGateway
 let up: FakeUpstream
 
 const api = (path: string, init: { method?: string; body?: unknown } = {}) => call(`${gw.url}${path}`, { ...init, headers: admin })
-const chat = (model: string) => call(`${gw.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] }, headers: admin })
+const chat = (model: string) =>
+  call(`${gw.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] }, headers: admin })
 const listedIds = async () => ((await api("/v1/models")).body.data as Array<{ id: string }>).map((m) => m.id)
 const setFlag = (key: string, value: boolean) => api("/api/settings/feature-flags", { method: "PUT", body: { key, value: String(value) } })
 
@@ -20,10 +21,14 @@ beforeAll(async () => {
   up = await FakeUpstream.start()
   gw = await startGateway()
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-  const res = await api("/api/providers", { body: { provider: "openai-compatible", name: "local", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] } })
+  const res = await api("/api/providers", {
+    body: { provider: "openai-compatible", name: "local", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] }
+  })
   expect(res.status).toBe(201)
   // An Anthropic connection (pointed at the fake) whose catalog models the compat aliases can reach.
-  const anth = await api("/api/providers", { body: { provider: "anthropic", name: "claude-acct", apiKey: "sk-ant-test", baseUrl: up.baseUrl("anthropic"), priority: 5 } })
+  const anth = await api("/api/providers", {
+    body: { provider: "anthropic", name: "claude-acct", apiKey: "sk-ant-test", baseUrl: up.baseUrl("anthropic"), priority: 5 }
+  })
   expect(anth.status).toBe(201)
 })
 afterAll(async () => {
@@ -34,7 +39,8 @@ beforeEach(async () => {
   up.always({ content: "ok" })
   up.requests.length = 0
   await gw.resetResilience()
-  for (const a of (await api("/api/models/alias")).body.aliases) if (a.source === "user") await api(`/api/models/alias?alias=${encodeURIComponent(a.alias)}`, { method: "DELETE" })
+  for (const a of (await api("/api/models/alias")).body.aliases)
+    if (a.source === "user") await api(`/api/models/alias?alias=${encodeURIComponent(a.alias)}`, { method: "DELETE" })
   for (const m of (await api("/api/provider-models")).body.models)
     await api(`/api/provider-models?provider=${encodeURIComponent(m.provider)}&model=${encodeURIComponent(m.model)}`, { method: "DELETE" })
   await setFlag("MODEL_ALIAS_COMPAT_ENABLED", false)
@@ -130,7 +136,13 @@ describe("model aliases", () => {
     expect((await api("/api/models/alias")).body.compat).toBe(false)
     await setFlag("MODEL_ALIAS_COMPAT_ENABLED", true)
     // A custom gpt-5 model on the local connection is the first of the family.
-    expect((await api("/api/provider-models", { body: { provider: "local", model: "gpt-5-mini", contextLength: 400000, capabilities: ["tools"] } })).status).toBe(201)
+    expect(
+      (
+        await api("/api/provider-models", {
+          body: { provider: "local", model: "gpt-5-mini", contextLength: 400000, capabilities: ["tools"] }
+        })
+      ).status
+    ).toBe(201)
     const list = await api("/api/models/alias")
     expect(list.body.compat).toBe(true)
     expect(list.body.aliases).toContainEqual({ alias: "gpt-5-codex", target: "local/gpt-5-mini", source: "compat" })
@@ -150,10 +162,23 @@ describe("model aliases", () => {
 describe("custom models (/api/provider-models)", () => {
   it("a model added to a connection appears in /v1/models and the catalog and is routable", async () => {
     const add = await api("/api/provider-models", {
-      body: { provider: "local", model: "qwen3-coder", contextLength: 262144, capabilities: ["tools", "reasoning"], price: { input: 0.2, output: 0.8 } }
+      body: {
+        provider: "local",
+        model: "qwen3-coder",
+        contextLength: 262144,
+        capabilities: ["tools", "reasoning"],
+        price: { input: 0.2, output: 0.8 }
+      }
     })
     expect(add.status).toBe(201)
-    expect(add.body).toMatchObject({ provider: "local", scope: "connection", model: "qwen3-coder", inCatalog: false, contextLength: 262144, hidden: false })
+    expect(add.body).toMatchObject({
+      provider: "local",
+      scope: "connection",
+      model: "qwen3-coder",
+      inCatalog: false,
+      contextLength: 262144,
+      hidden: false
+    })
     expect(await listedIds()).toContain("local/qwen3-coder")
     const entry = (await api("/api/models/catalog")).body.models.find((m: any) => m.id === "local/qwen3-coder")
     expect(entry).toMatchObject({
@@ -170,7 +195,10 @@ describe("custom models (/api/provider-models)", () => {
     // Bare id: the connection serves it now.
     expect((await chat("qwen3-coder")).status).toBe(200)
     expect((await api("/api/provider-models", { body: { provider: "local", model: "qwen3-coder" } })).status).toBe(409)
-    const patched = await api("/api/provider-models", { method: "PATCH", body: { provider: "local", model: "qwen3-coder", contextLength: 131072 } })
+    const patched = await api("/api/provider-models", {
+      method: "PATCH",
+      body: { provider: "local", model: "qwen3-coder", contextLength: 131072 }
+    })
     expect(patched.status).toBe(200)
     expect((await api("/api/models/catalog")).body.models.find((m: any) => m.id === "local/qwen3-coder").contextWindow).toBe(131072)
     expect((await api("/api/provider-models?provider=local&model=qwen3-coder", { method: "DELETE" })).status).toBe(200)
@@ -178,9 +206,13 @@ describe("custom models (/api/provider-models)", () => {
   })
 
   it("a provider-wide custom model appears for that provider's connections", async () => {
-    expect((await api("/api/provider-models", { body: { provider: "anthropic", model: "claude-next", contextLength: 500000, capabilities: ["tools", "vision"] } })).status).toBe(
-      201
-    )
+    expect(
+      (
+        await api("/api/provider-models", {
+          body: { provider: "anthropic", model: "claude-next", contextLength: 500000, capabilities: ["tools", "vision"] }
+        })
+      ).status
+    ).toBe(201)
     expect(await listedIds()).toContain("claude-acct/claude-next")
     expect((await api("/api/models/catalog?provider=anthropic")).body.models.map((m: any) => m.id)).toContain("anthropic/claude-next")
   })
@@ -218,6 +250,8 @@ describe("custom models (/api/provider-models)", () => {
     const badPrice = await api("/api/provider-models", { body: { provider: "local", model: "x", price: { input: "cheap" } } })
     expect(badPrice.status).toBe(400)
     expect(badPrice.body.message).toContain("price.input")
-    expect((await api("/api/provider-models", { method: "PATCH", body: { provider: "local", model: "never-added", contextLength: 1 } })).status).toBe(404)
+    expect(
+      (await api("/api/provider-models", { method: "PATCH", body: { provider: "local", model: "never-added", contextLength: 1 } })).status
+    ).toBe(404)
   })
 })

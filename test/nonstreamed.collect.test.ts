@@ -30,7 +30,13 @@ const file = gatewayForFile({
         ["w", { nonStreamed: "whole" }],
         ["a", undefined]
       ] as const) {
-        const body = { ...connection, name: `${prefix}-${String(connection["name"])}`, baseUrl: up.baseUrl(family), defaultModel: "m1", ...(timeouts ? { timeouts } : {}) }
+        const body = {
+          ...connection,
+          name: `${prefix}-${String(connection["name"])}`,
+          baseUrl: up.baseUrl(family),
+          defaultModel: "m1",
+          ...(timeouts ? { timeouts } : {})
+        }
         const res = await call(`${gw.url}/api/providers`, { body, headers: admin })
         expect(res.status, res.text).toBe(201)
       }
@@ -43,15 +49,25 @@ beforeAll(() => {
   ;({ gw, up } = file)
 })
 
-const WEATHER = { name: "get_weather", description: "Get the weather", parameters: { type: "object", properties: { location: { type: "string" } }, required: ["location"] } }
+const WEATHER = {
+  name: "get_weather",
+  description: "Get the weather",
+  parameters: { type: "object", properties: { location: { type: "string" } }, required: ["location"] }
+}
 
 /** A non-streamed request in a client format, with a tool declared. */
 const request = (client: FormatId, model: string): { path: string; body: Record<string, unknown> } => {
   switch (client) {
     case "openai-chat":
-      return { path: "/v1/chat/completions", body: { model, messages: [{ role: "user", content: "weather in Paris?" }], tools: [{ type: "function", function: WEATHER }] } }
+      return {
+        path: "/v1/chat/completions",
+        body: { model, messages: [{ role: "user", content: "weather in Paris?" }], tools: [{ type: "function", function: WEATHER }] }
+      }
     case "openai-responses":
-      return { path: "/v1/responses", body: { model, input: "weather in Paris?", tools: [{ type: "function", ...WEATHER, strict: false }] } }
+      return {
+        path: "/v1/responses",
+        body: { model, input: "weather in Paris?", tools: [{ type: "function", ...WEATHER, strict: false }] }
+      }
     case "anthropic":
       return {
         path: "/v1/messages",
@@ -68,7 +84,15 @@ const request = (client: FormatId, model: string): { path: string; body: Record<
         body: { contents: [{ role: "user", parts: [{ text: "weather in Paris?" }] }], tools: [{ functionDeclarations: [WEATHER] }] }
       }
     case "ollama":
-      return { path: "/api/chat", body: { model, stream: false, messages: [{ role: "user", content: "weather in Paris?" }], tools: [{ type: "function", function: WEATHER }] } }
+      return {
+        path: "/api/chat",
+        body: {
+          model,
+          stream: false,
+          messages: [{ role: "user", content: "weather in Paris?" }],
+          tools: [{ type: "function", function: WEATHER }]
+        }
+      }
   }
 }
 
@@ -86,7 +110,10 @@ const REPLIES: ReadonlyArray<{ readonly name: string; readonly reply: Reply }> =
   { name: "reasoning, then text", reply: { reasoning: { text: "The user wants the weather.", signature: "sig-abc" }, content: "Sunny." } },
   {
     name: "reasoning, then a tool call",
-    reply: { reasoning: { text: "I should look it up.", signature: "sig-def" }, toolCalls: [{ name: "get_weather", arguments: '{"location":"Paris"}' }] }
+    reply: {
+      reasoning: { text: "I should look it up.", signature: "sig-def" },
+      toolCalls: [{ name: "get_weather", arguments: '{"location":"Paris"}' }]
+    }
   },
   { name: "cut at the output limit", reply: { content: "It is sunny and", stop: "max_tokens" } },
   { name: "refused", reply: { content: "I cannot help with that.", stop: "refusal" } }
@@ -103,7 +130,21 @@ const normalise = (v: unknown): unknown => {
   if (v === null || typeof v !== "object") return v
   const out: Record<string, unknown> = {}
   for (const [k, x] of Object.entries(v)) {
-    if (["id", "created", "created_at", "responseId", "call_id", "tool_call_id", "total_duration", "load_duration", "prompt_eval_duration", "eval_duration"].includes(k)) continue
+    if (
+      [
+        "id",
+        "created",
+        "created_at",
+        "responseId",
+        "call_id",
+        "tool_call_id",
+        "total_duration",
+        "load_duration",
+        "prompt_eval_duration",
+        "eval_duration"
+      ].includes(k)
+    )
+      continue
     out[k] = normalise(x)
   }
   return out
@@ -121,7 +162,11 @@ describe("a collected answer is the whole answer", () => {
             up.next(reply)
             const { path, body } = request(client, `${prefix}-${String(connection["name"])}/m1`)
             const res = await call(`${gw.url}${path}`, { body })
-            answers.push({ status: res.status, body: normalise(res.body), tokens: `${res.headers.get("x-gateway-tokens-in")}/${res.headers.get("x-gateway-tokens-out")}` })
+            answers.push({
+              status: res.status,
+              body: normalise(res.body),
+              tokens: `${res.headers.get("x-gateway-tokens-in")}/${res.headers.get("x-gateway-tokens-out")}`
+            })
           }
           // What went upstream: the whole answer asked whole, the collected one as a stream.
           const [whole, collected] = up.requests.slice(-2)
@@ -148,11 +193,15 @@ describe('the default, timeouts.nonStreamed "auto"', () => {
       // A fresh candidate of its own (the model's name makes the key): nothing known of its pace yet.
       const fresh = `${model}-${family}-${Date.now()}`
       up.next({ content: "first", usage: { input: 5, output: 40 } })
-      const first = await call(`${gw.url}/v1/chat/completions`, { body: { model: fresh, max_tokens: 200, messages: [{ role: "user", content: "hi" }] } })
+      const first = await call(`${gw.url}/v1/chat/completions`, {
+        body: { model: fresh, max_tokens: 200, messages: [{ role: "user", content: "hi" }] }
+      })
       expect(first.status, first.text).toBe(200)
       expect(streamedAsk(asked())).toBe(true)
       up.next({ content: "second", usage: { input: 5, output: 40 } })
-      const second = await call(`${gw.url}/v1/chat/completions`, { body: { model: fresh, max_tokens: 200, messages: [{ role: "user", content: "hi" }] } })
+      const second = await call(`${gw.url}/v1/chat/completions`, {
+        body: { model: fresh, max_tokens: 200, messages: [{ role: "user", content: "hi" }] }
+      })
       expect(second.status, second.text).toBe(200)
       expect(second.body.choices[0].message.content).toBe("second")
       expect(streamedAsk(asked())).toBe(false)
@@ -178,13 +227,25 @@ describe("a long generation, non-streamed", () => {
   beforeAll(async () => {
     short = await startGateway({ timeouts: { headersMs: 600, bodyIdleMs: 600, streamHeadersMs: 800, firstContentMs: 800, idleMs: 800 } })
     await short.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-    const add = async (body: Record<string, unknown>) => expect((await call(`${short.url}/api/providers`, { body, headers: admin })).status).toBe(201)
+    const add = async (body: Record<string, unknown>) =>
+      expect((await call(`${short.url}/api/providers`, { body, headers: admin })).status).toBe(201)
     await add({ provider: "anthropic", name: "slow", apiKey: "sk-ant-slow", baseUrl: up.baseUrl("anthropic"), defaultModel: "m1" })
-    await add({ provider: "anthropic", name: "slow-whole", apiKey: "sk-ant-slow", baseUrl: up.baseUrl("anthropic"), defaultModel: "m1", timeouts: { nonStreamed: "whole" } })
+    await add({
+      provider: "anthropic",
+      name: "slow-whole",
+      apiKey: "sk-ant-slow",
+      baseUrl: up.baseUrl("anthropic"),
+      defaultModel: "m1",
+      timeouts: { nonStreamed: "whole" }
+    })
     await add({ provider: "openai-compatible", name: "steady", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" })
     expect(
-      (await call(`${short.url}/api/combos`, { body: { name: "slow-then-steady", strategy: "priority", targets: [{ model: "slow/m1" }, { model: "steady/m1" }] }, headers: admin }))
-        .status
+      (
+        await call(`${short.url}/api/combos`, {
+          body: { name: "slow-then-steady", strategy: "priority", targets: [{ model: "slow/m1" }, { model: "steady/m1" }] },
+          headers: admin
+        })
+      ).status
     ).toBe(201)
   })
   afterAll(async () => {
@@ -194,7 +255,8 @@ describe("a long generation, non-streamed", () => {
     await short.resetResilience()
   })
   const text = "a long considered answer, one token at a time, sixteen pieces in all, slowly"
-  const chat = (model: string) => call(`${short.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "think hard" }] } })
+  const chat = (model: string) =>
+    call(`${short.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "think hard" }] } })
 
   it("is served whole although it takes five times the whole-answer limit, as long as tokens keep coming", async () => {
     const started = Date.now()

@@ -44,7 +44,8 @@ const connectQwen = async (g: TestGateway, name: string) => {
   return done.body.connection
 }
 
-const chat = (g: TestGateway, model: string) => call(`${g.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] } })
+const chat = (g: TestGateway, model: string) =>
+  call(`${g.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] } })
 
 const bearerOf = (r: { headers: Record<string, unknown> }) => String(r.headers["authorization"] ?? "")
 
@@ -53,7 +54,12 @@ beforeAll(async () => {
   up = await FakeUpstream.start()
   up.always({ content: "hello from upstream" })
   gw = await startGateway({
-    env: { ...qwenEnv(auth), GATEWAY_OAUTH_REFRESH_CHECK_SECONDS: "0.1", GATEWAY_OAUTH_SLOW_DOWN_MS: "300", GATEWAY_OAUTH_RETRY_BASE_MS: "10" }
+    env: {
+      ...qwenEnv(auth),
+      GATEWAY_OAUTH_REFRESH_CHECK_SECONDS: "0.1",
+      GATEWAY_OAUTH_SLOW_DOWN_MS: "300",
+      GATEWAY_OAUTH_RETRY_BASE_MS: "10"
+    }
   })
   gw2 = await startGateway({ env: { ...qwenEnv(auth), GATEWAY_OAUTH_REFRESH_CHECK_SECONDS: "0", GATEWAY_OAUTH_RETRY_BASE_MS: "10" } })
   for (const g of [gw, gw2]) await g.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
@@ -79,7 +85,13 @@ describe("authorization code with PKCE", () => {
   it("answers an S256 authorize URL; a callback with a wrong state is 400; the right one creates the connection after the verifier checks out", async () => {
     const callback = `${gw.url}/api/oauth/claude-code/callback`
     const started = await api(gw, "/api/oauth/claude-code/authorize", {
-      body: { name: "claude1", authorizeUrl: `${auth.url}/authorize`, tokenUrl: `${auth.url}/token`, redirectUri: callback, baseUrl: up.baseUrl("anthropic") }
+      body: {
+        name: "claude1",
+        authorizeUrl: `${auth.url}/authorize`,
+        tokenUrl: `${auth.url}/token`,
+        redirectUri: callback,
+        baseUrl: up.baseUrl("anthropic")
+      }
     })
     expect(started.status).toBe(200)
     const url = new URL(started.body.authorizeUrl)
@@ -117,7 +129,12 @@ describe("authorization code with PKCE", () => {
 
   it("completes headless from a pasted redirect URL, re-authorizing the existing connection", async () => {
     const started = await api(gw, "/api/oauth/claude-code/authorize", {
-      body: { name: "claude1", authorizeUrl: `${auth.url}/authorize`, tokenUrl: `${auth.url}/token`, redirectUri: "https://console.example.test/oauth/code/callback" }
+      body: {
+        name: "claude1",
+        authorizeUrl: `${auth.url}/authorize`,
+        tokenUrl: `${auth.url}/token`,
+        redirectUri: "https://console.example.test/oauth/code/callback"
+      }
     })
     const approved = await fetch(started.body.authorizeUrl, { redirect: "manual" })
     const pasted = await api(gw, "/api/oauth/claude-code/callback", { body: { url: approved.headers.get("location") } })
@@ -129,7 +146,9 @@ describe("authorization code with PKCE", () => {
   })
 
   it("sends inference to the upstream with the access token as a bearer", async () => {
-    const res = await call(`${gw.url}/v1/messages`, { body: { model: "claude1/claude-sonnet-4-5", max_tokens: 64, messages: [{ role: "user", content: "hi" }] } })
+    const res = await call(`${gw.url}/v1/messages`, {
+      body: { model: "claude1/claude-sonnet-4-5", max_tokens: 64, messages: [{ role: "user", content: "hi" }] }
+    })
     expect(res.status).toBe(200)
     const seen = up.requestsOf("anthropic").at(-1)!
     expect(bearerOf(seen)).toBe(`Bearer ${auth.lastAccessToken}`)
@@ -178,7 +197,9 @@ describe("refresh", () => {
     auth.refreshTtl = 3600
     await connectQwen(gw, "qwen-soon")
     const first = auth.lastAccessToken
-    await until(async () => (await api(gw, "/api/oauth/qwen/status")).body.connections.find((c: any) => c.name === "qwen-soon")?.refreshedAt != null)
+    await until(
+      async () => (await api(gw, "/api/oauth/qwen/status")).body.connections.find((c: any) => c.name === "qwen-soon")?.refreshedAt != null
+    )
     auth.accessTtl = 3600
     expect(auth.lastAccessToken).not.toBe(first)
     const res = await chat(gw, "qwen-soon/qwen3-coder-plus")
@@ -215,10 +236,18 @@ describe("refresh", () => {
 
   it("invalid_grant puts the connection in the terminal expired state: not routed, fallback works, a new authorization clears it", async () => {
     expect(
-      (await api(gw2, "/api/providers", { body: { provider: "openai-compatible", name: "backup", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] } })).status
+      (
+        await api(gw2, "/api/providers", {
+          body: { provider: "openai-compatible", name: "backup", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] }
+        })
+      ).status
     ).toBe(201)
     expect(
-      (await api(gw2, "/api/combos", { body: { name: "coder", strategy: "priority", targets: [{ model: "qwen-rp/qwen3-coder-plus" }, { model: "backup/m1" }] } })).status
+      (
+        await api(gw2, "/api/combos", {
+          body: { name: "coder", strategy: "priority", targets: [{ model: "qwen-rp/qwen3-coder-plus" }, { model: "backup/m1" }] }
+        })
+      ).status
     ).toBe(201)
     auth.refreshTtl = 5 // the next token is again about to expire
     expect((await api(gw2, "/api/oauth/qwen/refresh", { body: { connection: "qwen-rp" } })).status).toBe(200)

@@ -27,8 +27,21 @@ beforeAll(async () => {
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   userKeyId = (await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "user", scopes: ["inference"] }, { secret: USER })))).id
   const add = (body: Record<string, unknown>) => call(`${gw.url}/api/providers`, { body, headers: admin })
-  expect((await add({ provider: "groq", name: "bad", apiKey: "sk-bad", baseUrl: bad.baseUrl("openai-chat"), defaultModel: "llama-3.3-70b-versatile" })).status).toBe(201)
-  expect((await add({ provider: "openai", name: "good", apiKey: "sk-good", baseUrl: good.baseUrl("openai-chat"), defaultModel: "gpt-4o" })).status).toBe(201)
+  expect(
+    (
+      await add({
+        provider: "groq",
+        name: "bad",
+        apiKey: "sk-bad",
+        baseUrl: bad.baseUrl("openai-chat"),
+        defaultModel: "llama-3.3-70b-versatile"
+      })
+    ).status
+  ).toBe(201)
+  expect(
+    (await add({ provider: "openai", name: "good", apiKey: "sk-good", baseUrl: good.baseUrl("openai-chat"), defaultModel: "gpt-4o" }))
+      .status
+  ).toBe(201)
   expect(
     (
       await call(`${gw.url}/api/combos`, {
@@ -63,7 +76,8 @@ const parse = (text: string): Array<Sample> => {
     const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line)
     if (!m) throw new Error(`not a sample line: ${line}`)
     const labels: Record<string, string> = {}
-    for (const l of (m[2] ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]!] = l[2]!.replace(/\\n/g, "\n").replace(/\\(.)/g, "$1")
+    for (const l of (m[2] ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g))
+      labels[l[1]!] = l[2]!.replace(/\\n/g, "\n").replace(/\\(.)/g, "$1")
     out.push({ name: m[1]!, labels, value: m[3] === "+Inf" ? Infinity : Number(m[3]) })
   }
   return out
@@ -103,12 +117,16 @@ describe("GET /metrics: who may read it", () => {
   })
 
   it("with requireLogin off, a direct loopback scrape needs no token; a forwarded one still does", async () => {
-    expect((await call(`${gw.url}/api/settings/require-login`, { method: "PUT", body: { requireLogin: false }, headers: admin })).status).toBe(200)
+    expect(
+      (await call(`${gw.url}/api/settings/require-login`, { method: "PUT", body: { requireLogin: false }, headers: admin })).status
+    ).toBe(200)
     try {
       expect((await rawCall(gw.url, "GET", "/metrics")).status).toBe(200)
       expect((await rawCall(gw.url, "GET", "/metrics", { "x-forwarded-for": "203.0.113.7" })).status).toBe(401)
     } finally {
-      expect((await call(`${gw.url}/api/settings/require-login`, { method: "PUT", body: { requireLogin: true }, headers: admin })).status).toBe(200)
+      expect(
+        (await call(`${gw.url}/api/settings/require-login`, { method: "PUT", body: { requireLogin: true }, headers: admin })).status
+      ).toBe(200)
     }
     expect((await rawCall(gw.url, "GET", "/metrics")).status).toBe(401)
   })
@@ -126,7 +144,12 @@ describe("GET /metrics: what it counts", () => {
     expect(delta("gateway_tokens_total", { provider: "openai", model: "gpt-4o", key_id: userKeyId, type: "input" })).toBe(33)
     expect(delta("gateway_tokens_total", { provider: "openai", model: "gpt-4o", key_id: userKeyId, type: "output" })).toBe(21)
     expect(delta("gateway_cost_usd_total", { provider: "openai", model: "gpt-4o", key_id: userKeyId })).toBeGreaterThan(0)
-    const genai = { gen_ai_operation_name: "chat", gen_ai_provider_name: "openai", gen_ai_request_model: "gpt-4o", gen_ai_response_model: "gpt-4o" }
+    const genai = {
+      gen_ai_operation_name: "chat",
+      gen_ai_provider_name: "openai",
+      gen_ai_request_model: "gpt-4o",
+      gen_ai_response_model: "gpt-4o"
+    }
     expect(delta("gen_ai_client_token_usage_count", { ...genai, gen_ai_token_type: "input" })).toBe(3)
     expect(delta("gen_ai_client_token_usage_sum", { ...genai, gen_ai_token_type: "output" })).toBe(21)
     expect(delta("gen_ai_client_operation_duration_count", { ...genai, error_type: "" })).toBe(3)
@@ -158,13 +181,19 @@ describe("GET /metrics: what it counts", () => {
     expect((await call(`${gw.url}/v1/no/such/route`)).status).toBe(404)
     const unknown = await chat("nope/some-client-made-up-model", user)
     expect(unknown.status).toBeGreaterThanOrEqual(400)
-    expect((await call(`${gw.url}/v1/chat/completions`, { body: { model: "good/gpt-4o", messages: "not a list" }, headers: user })).status).toBe(400)
+    expect(
+      (await call(`${gw.url}/v1/chat/completions`, { body: { model: "good/gpt-4o", messages: "not a list" }, headers: user })).status
+    ).toBe(400)
     const after = await scrape()
     const delta = (name: string, l: Record<string, string> = {}) => total(after, name, l) - total(before, name, l)
-    expect(delta("gen_ai_client_operation_time_to_first_chunk_count", { gen_ai_provider_name: "openai", gen_ai_request_model: "gpt-4o" })).toBe(1)
+    expect(
+      delta("gen_ai_client_operation_time_to_first_chunk_count", { gen_ai_provider_name: "openai", gen_ai_request_model: "gpt-4o" })
+    ).toBe(1)
     expect(delta("gateway_requests_total", { route: "unmatched", status: "404" })).toBe(1)
     expect(delta("gateway_requests_total", { route: "/v1/chat/completions", status: "400", provider: "", key_id: userKeyId })).toBe(1)
-    expect(delta("gateway_requests_total", { route: "/v1/chat/completions", status: String(unknown.status), provider: "", model: "" })).toBe(1)
+    expect(
+      delta("gateway_requests_total", { route: "/v1/chat/completions", status: String(unknown.status), provider: "", model: "" })
+    ).toBe(1)
     // Neither the path's own text nor a model no configuration has is ever a label.
     expect(after.some((s) => Object.values(s.labels).some((v) => v.includes("/v1/no/such") || v.includes("made-up")))).toBe(false)
   })
@@ -175,7 +204,8 @@ describe("log lines without tracing", () => {
     const traceId = "0af7651916cd43dd8448eb211c80319c"
     const traced = await chat("good/gpt-4o", { ...user, traceparent: `00-${traceId}-b7ad6b7169203331-01` })
     const plain = await chat("good/gpt-4o", user)
-    const linesOf = (res: Awaited<ReturnType<typeof chat>>) => gw.logs.filter((l) => l.annotations["requestId"] === res.headers.get("x-gateway-request-id"))
+    const linesOf = (res: Awaited<ReturnType<typeof chat>>) =>
+      gw.logs.filter((l) => l.annotations["requestId"] === res.headers.get("x-gateway-request-id"))
     expect(linesOf(traced).length).toBeGreaterThan(0)
     for (const l of linesOf(traced)) expect(l.annotations["traceId"]).toBe(traceId)
     expect(linesOf(plain).length).toBeGreaterThan(0)

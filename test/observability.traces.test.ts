@@ -38,8 +38,21 @@ beforeAll(async () => {
   })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   const add = (body: Record<string, unknown>) => call(`${gw.url}/api/providers`, { body, headers: admin })
-  expect((await add({ provider: "groq", name: "bad", apiKey: "sk-bad", baseUrl: bad.baseUrl("openai-chat"), defaultModel: "llama-3.3-70b-versatile" })).status).toBe(201)
-  expect((await add({ provider: "openai", name: "good", apiKey: "sk-good", baseUrl: good.baseUrl("openai-chat"), defaultModel: "gpt-4o" })).status).toBe(201)
+  expect(
+    (
+      await add({
+        provider: "groq",
+        name: "bad",
+        apiKey: "sk-bad",
+        baseUrl: bad.baseUrl("openai-chat"),
+        defaultModel: "llama-3.3-70b-versatile"
+      })
+    ).status
+  ).toBe(201)
+  expect(
+    (await add({ provider: "openai", name: "good", apiKey: "sk-good", baseUrl: good.baseUrl("openai-chat"), defaultModel: "gpt-4o" }))
+      .status
+  ).toBe(201)
   const combo = await call(`${gw.url}/api/combos`, {
     body: { name: "team", strategy: "priority", targets: [{ model: "bad/llama-3.3-70b-versatile" }, { model: "good/gpt-4o" }] },
     headers: admin
@@ -166,7 +179,9 @@ describe("traces over OTLP", () => {
   it("pushes the GenAI metrics over OTLP", async () => {
     await chat("good/gpt-4o")
     const points = await until("gen_ai.client.token.usage over OTLP", () => {
-      const p = receiver.metric("gen_ai.client.token.usage").filter((x) => x.attributes["gen_ai.provider.name"] === "openai" && x.attributes["gen_ai.token.type"] === "input")
+      const p = receiver
+        .metric("gen_ai.client.token.usage")
+        .filter((x) => x.attributes["gen_ai.provider.name"] === "openai" && x.attributes["gen_ai.token.type"] === "input")
       return p.length > 0 ? p : undefined
     })
     expect(Number(points.at(-1)!.point.count)).toBeGreaterThan(0)
@@ -179,7 +194,13 @@ describe("traces over OTLP", () => {
 describe("OTLP settings", () => {
   it("a traces-only endpoint gets http/protobuf (the default protocol) at its own path, and no metrics", async () => {
     const own = await OtlpReceiver.start()
-    const other = await startGateway({ env: { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${own.url}/custom/traces`, OTEL_BSP_SCHEDULE_DELAY: "50", OTEL_METRIC_EXPORT_INTERVAL: "100" } })
+    const other = await startGateway({
+      env: {
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${own.url}/custom/traces`,
+        OTEL_BSP_SCHEDULE_DELAY: "50",
+        OTEL_METRIC_EXPORT_INTERVAL: "100"
+      }
+    })
     try {
       const res = await call(`${other.url}/v1/models`)
       expect(res.status).toBe(200)

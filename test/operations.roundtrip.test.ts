@@ -51,12 +51,20 @@ const configuration = async (): Promise<Record<string, unknown>> =>
     aliases: await ok("/api/models/alias"),
     customModels: await ok("/api/provider-models"),
     pricing: await ok("/api/pricing"),
-    budgets: (await ok("/api/usage/budget")).budgets.map((b: any) => ({ apiKeyId: b.apiKeyId, daily: b.dailyLimitUsd, weekly: b.weeklyLimitUsd, monthly: b.monthlyLimitUsd })),
+    budgets: (await ok("/api/usage/budget")).budgets.map((b: any) => ({
+      apiKeyId: b.apiKeyId,
+      daily: b.dailyLimitUsd,
+      weekly: b.weeklyLimitUsd,
+      monthly: b.monthlyLimitUsd
+    })),
     policies: (await ok("/api/policies")).policies
   }) as Record<string, unknown>
 
 const chat = (model: string, key: string) =>
-  call(`${gw.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${key}` } })
+  call(`${gw.url}/v1/chat/completions`, {
+    body: { model, messages: [{ role: "user", content: "hi" }] },
+    headers: { authorization: `Bearer ${key}` }
+  })
 
 let clientKey = ""
 let clientKeyId = ""
@@ -69,10 +77,23 @@ beforeAll(async () => {
 
   // Configure one of everything.
   await ok("/api/providers", {
-    body: { provider: "openai-compatible", name: "lab", baseUrl: up.baseUrl("openai-chat"), apiKey: "sk-lab-secret-0123456789", defaultModel: "m1", models: ["m1"] }
+    body: {
+      provider: "openai-compatible",
+      name: "lab",
+      baseUrl: up.baseUrl("openai-chat"),
+      apiKey: "sk-lab-secret-0123456789",
+      defaultModel: "m1",
+      models: ["m1"]
+    }
   })
   await ok("/api/provider-nodes", {
-    body: { id: "mynode", prefix: "mynode", baseUrl: up.baseUrl("openai-chat"), family: "openai-chat", models: [{ id: "n1", contextLength: 8192, price: { input: 1, output: 2 } }] }
+    body: {
+      id: "mynode",
+      prefix: "mynode",
+      baseUrl: up.baseUrl("openai-chat"),
+      family: "openai-chat",
+      models: [{ id: "n1", contextLength: 8192, price: { input: 1, output: 2 } }]
+    }
   })
   await ok("/api/providers", { body: { provider: "mynode", apiKey: "sk-node-secret-0123456789" } })
   const key = await ok("/api/keys", { body: { name: "client" } })
@@ -82,7 +103,9 @@ beforeAll(async () => {
   await ok("/api/settings/feature-flags", { method: "PUT", body: { key: "TOOL_POLICY_MODE", value: "warn" } })
   await ok("/api/settings/feature-flags", { method: "PUT", body: { key: "MODEL_ALIAS_COMPAT_ENABLED", value: "true" } })
   await ok("/api/models/alias", { body: { alias: "house-model", target: "pair" } })
-  await ok("/api/provider-models", { body: { provider: "lab", model: "m2", contextLength: 32000, capabilities: ["tools"], price: { input: 0.5, output: 1.5 } } })
+  await ok("/api/provider-models", {
+    body: { provider: "lab", model: "m2", contextLength: 32000, capabilities: ["tools"], price: { input: 0.5, output: 1.5 } }
+  })
   await ok("/api/pricing", { method: "PUT", body: { provider: "openai", model: "gpt-4o-mini", input: 0.1, output: 0.4 } })
   await ok("/api/usage/budget", { body: { apiKeyId: clientKeyId, monthlyLimitUsd: 25 } })
   await ok("/api/policies", { body: { name: "house", tools: { deny: ["shell_*"] }, blockedTerms: ["forbidden-word"] } })
@@ -160,7 +183,11 @@ describe("operations round trip: configure, back up, change everything, restore"
     const corrupt = new Uint8Array(bytes.slice(0, 4096))
     corrupt.fill(0x5a, 100)
     const changedState = await configuration()
-    const bad = await fetch(`${gw.url}/api/db-backups/import`, { method: "POST", headers: { ...admin, "content-type": "application/octet-stream" }, body: corrupt })
+    const bad = await fetch(`${gw.url}/api/db-backups/import`, {
+      method: "POST",
+      headers: { ...admin, "content-type": "application/octet-stream" },
+      body: corrupt
+    })
     expect(bad.status).toBe(400)
     expect(((await bad.json()) as any).message).toBeTruthy()
     expect(await configuration()).toEqual(changedState)

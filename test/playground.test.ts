@@ -24,13 +24,22 @@ describe("playground authentication follows REQUIRE_API_KEY", () => {
     expect((await list()).status).toBe(200)
     expect((await list({ origin: "https://evil.example" })).status).toBe(401)
     expect((await list({ authorization: "Bearer gwk_wrong" })).status).toBe(401)
-    const on = await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "REQUIRE_API_KEY", value: "true" }, headers: { authorization: `Bearer ${KEY}` } })
+    const on = await call(`${gw.url}/api/settings/feature-flags`, {
+      method: "PUT",
+      body: { key: "REQUIRE_API_KEY", value: "true" },
+      headers: { authorization: `Bearer ${KEY}` }
+    })
     // An inference key is no admin: the flag is set here through the service instead.
     expect(on.status).toBe(401)
     await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: `${KEY}-admin` })))
     expect(
-      (await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "REQUIRE_API_KEY", value: "true" }, headers: { authorization: `Bearer ${KEY}-admin` } }))
-        .status
+      (
+        await call(`${gw.url}/api/settings/feature-flags`, {
+          method: "PUT",
+          body: { key: "REQUIRE_API_KEY", value: "true" },
+          headers: { authorization: `Bearer ${KEY}-admin` }
+        })
+      ).status
     ).toBe(200)
     const refused = await list()
     expect(refused.status).toBe(401)
@@ -40,7 +49,10 @@ describe("playground authentication follows REQUIRE_API_KEY", () => {
   })
 
   it("presets are in the sync bundle (the kv table's playground-presets namespace)", async () => {
-    const made = await call(`${gw.url}/api/playground/presets`, { body: { name: "bundled", endpoint: "rerank" }, headers: { authorization: `Bearer ${KEY}` } })
+    const made = await call(`${gw.url}/api/playground/presets`, {
+      body: { name: "bundled", endpoint: "rerank" },
+      headers: { authorization: `Bearer ${KEY}` }
+    })
     expect(made.status).toBe(201)
     const bundle = await gw.run(Effect.flatMap(ConfigBundle, (b) => b.current("stored")))
     const entry = bundle.sections.settings.find((s) => s.namespace === "playground-presets" && s.key === made.body.id)

@@ -92,7 +92,11 @@ describe("gateway plugins", () => {
     expect(refused.status).toBe(429)
     expect(refused.headers.get("retry-after")).toMatch(/^\d+$/)
     expect(refused.body).toEqual({
-      error: { type: "rate_limit_exceeded", code: "plugin_rule", message: "slow down: this gateway allows 0 requests a minute for openai-compatible/m1" }
+      error: {
+        type: "rate_limit_exceeded",
+        code: "plugin_rule",
+        message: "slow down: this gateway allows 0 requests a minute for openai-compatible/m1"
+      }
     })
     const bad = await cli("config", "rate-rule-blocker", "perMinute=lots")
     expect(bad.code).toBe(1)

@@ -6,7 +6,8 @@ import { describe, expect, it } from "vitest"
 import { decodeManifest, hookSetting, integrityOf, validateConfig } from "../src/services/plugins/manifest.js"
 import { spawnPluginProcess } from "../src/services/plugins/sandbox/process.js"
 
-/** `plugin.json` as the spec has it (src/services/plugins/manifest.ts): decoded, refused with a line per problem, its configuration checked. */
+/** `plugin.json` as the spec has it (src/services/plugins/manifest.ts): decoded, refused with a line per problem, its configuration
+ * checked. */
 
 const full = {
   name: "rate-guard",
@@ -68,7 +69,9 @@ describe("the configuration its configSchema describes", () => {
 
   it("fills the defaults and keeps what is given", () => {
     expect(validateConfig(schema, {})).toEqual(Either.right({ limit: 10, mode: "block", loud: false }))
-    expect(validateConfig(schema, { limit: 50, mode: "log", label: "team-a" })).toEqual(Either.right({ limit: 50, mode: "log", label: "team-a", loud: false }))
+    expect(validateConfig(schema, { limit: 50, mode: "log", label: "team-a" })).toEqual(
+      Either.right({ limit: 50, mode: "log", label: "team-a", loud: false })
+    )
   })
 
   it("refuses a value out of range, of the wrong type, not in the enum, or a setting it does not have", () => {
@@ -94,9 +97,9 @@ describe("the integrity of the entry file", () => {
       expect(await p.call("onRequest", {}, 1000)).toBe("ok")
       await p.kill()
       fs.appendFileSync(path.join(dir, "main.mjs"), "\n// changed")
-      await expect(spawnPluginProcess({ dir, main: "main.mjs", permissions: [], dataDir: path.join(dir, ".data"), integrity })).rejects.toThrow(
-        /does not match the manifest's integrity/
-      )
+      await expect(
+        spawnPluginProcess({ dir, main: "main.mjs", permissions: [], dataDir: path.join(dir, ".data"), integrity })
+      ).rejects.toThrow(/does not match the manifest's integrity/)
     } finally {
       fs.rmSync(dir, { recursive: true, force: true })
     }

@@ -27,14 +27,23 @@ const plugin = async (source: string, permissions: ReadonlyArray<PluginPermissio
   const dir = fs.mkdtempSync(path.join(root, "p-"))
   fs.writeFileSync(path.join(dir, "main.mjs"), source)
   for (const [name, text] of Object.entries(files)) fs.writeFileSync(path.join(dir, name), text)
-  const p = await spawnPluginProcess({ dir, main: "main.mjs", permissions, dataDir: path.join(dir, ".data"), config: { greeting: "hello" } })
+  const p = await spawnPluginProcess({
+    dir,
+    main: "main.mjs",
+    permissions,
+    dataDir: path.join(dir, ".data"),
+    config: { greeting: "hello" }
+  })
   processes.push(p)
   return p
 }
 
 /** A plugin whose onRequest runs `body` (an async function body) and returns its value. */
 const probe = (body: string, permissions: ReadonlyArray<PluginPermission> = []) =>
-  plugin(`import { definePlugin } from "gateway/plugin-sdk"\nexport default definePlugin({ name: "probe", onRequest: async (ctx) => { ${body} } })`, permissions)
+  plugin(
+    `import { definePlugin } from "gateway/plugin-sdk"\nexport default definePlugin({ name: "probe", onRequest: async (ctx) => { ${body} } })`,
+    permissions
+  )
 
 const ask = (p: PluginProcess, ctx: unknown = {}, timeoutMs = 2_000) => p.call("onRequest", ctx, timeoutMs)
 
@@ -51,7 +60,22 @@ afterAll(async () => {
   fs.rmSync(root, { recursive: true, force: true })
 })
 
-const GLOBALS = ["fetch", "AbortController", "Headers", "Request", "Response", "process", "require", "fs", "exec", "execSync", "setTimeout", "__hostFetch", "module", "Buffer"]
+const GLOBALS = [
+  "fetch",
+  "AbortController",
+  "Headers",
+  "Request",
+  "Response",
+  "process",
+  "require",
+  "fs",
+  "exec",
+  "execSync",
+  "setTimeout",
+  "__hostFetch",
+  "module",
+  "Buffer"
+]
 const typesOf = `return Object.fromEntries(${JSON.stringify(GLOBALS)}.map((g) => [g, typeof globalThis[g]]))`
 
 describe("the SDK inside the sandbox", () => {
@@ -70,7 +94,10 @@ describe("the SDK inside the sandbox", () => {
     )
     expect(p.info).toEqual({ name: "sdk-check", priority: 100, enabled: true, hooks: ["onRequest", "onResponse", "onError"] })
     expect(await ask(p, { model: "m", body: { a: 1 } })).toEqual({ __gateway: "modify", body: { a: 1, extra: true } })
-    expect(await ask(p, { model: "blocked" })).toEqual({ __gateway: "block", response: { status: 429, body: { error: { message: "HELLO" } } } })
+    expect(await ask(p, { model: "blocked" })).toEqual({
+      __gateway: "block",
+      response: { status: 429, body: { error: { message: "HELLO" } } }
+    })
     expect(await p.call("onResponse", {}, 1000)).toEqual({ __gateway: "metadata", metadata: { seen: true } })
     expect(await p.call("onError", {}, 1000)).toEqual({ __gateway: "block", response: null })
     // A hook the plugin does not define answers nothing.
@@ -78,7 +105,9 @@ describe("the SDK inside the sandbox", () => {
   })
 
   it("refuses a definition that is not one: a name that is not kebab-case, a syntax error, no default export", async () => {
-    await expect(plugin(`import { definePlugin } from "gateway/plugin-sdk"\nexport default definePlugin({ name: "Not Kebab" })`)).rejects.toThrow(/kebab-case/)
+    await expect(
+      plugin(`import { definePlugin } from "gateway/plugin-sdk"\nexport default definePlugin({ name: "Not Kebab" })`)
+    ).rejects.toThrow(/kebab-case/)
     await expect(plugin(`export default {{`)).rejects.toThrow(PluginProcessError)
     await expect(plugin(`export const x = 1`)).rejects.toThrow(/default-export/)
   })
@@ -109,8 +138,12 @@ describe("no permission: nothing of Node exists", () => {
 
 describe("loading", () => {
   it("a refused import says which and why; the configuration's carrier global is gone once loaded", async () => {
-    await expect(plugin(`import fs from "node:fs"\nexport default fs`)).rejects.toThrow(/cannot import "node:fs": a plugin imports only gateway\/plugin-sdk and its own files/)
-    await expect(plugin(`import x from "../outside.mjs"\nexport default x`)).rejects.toThrow(/cannot import "..\/outside.mjs": it is outside the plugin's folder/)
+    await expect(plugin(`import fs from "node:fs"\nexport default fs`)).rejects.toThrow(
+      /cannot import "node:fs": a plugin imports only gateway\/plugin-sdk and its own files/
+    )
+    await expect(plugin(`import x from "../outside.mjs"\nexport default x`)).rejects.toThrow(
+      /cannot import "..\/outside.mjs": it is outside the plugin's folder/
+    )
     const p = await probe(`return typeof globalThis.__pluginConfig`)
     expect(await ask(p)).toBe("undefined")
   })
@@ -142,7 +175,11 @@ describe("each permission grants its capability and nothing else", () => {
     const read = `return await fs.readFile(${JSON.stringify(secretFile)})`
     expect(await ask(await probe(read, ["file-read"]))).toBe("the secret")
     await expect(ask(await probe(read))).rejects.toThrow(/'?fs'? is not defined/)
-    const listing = (await ask(await probe(`return { list: await fs.readdir(${JSON.stringify(root)}), stat: await fs.stat(${JSON.stringify(secretFile)}) }`, ["file-read"]))) as any
+    const listing = (await ask(
+      await probe(`return { list: await fs.readdir(${JSON.stringify(root)}), stat: await fs.stat(${JSON.stringify(secretFile)}) }`, [
+        "file-read"
+      ])
+    )) as any
     expect(listing.list).toContain("outside-secret.txt")
     expect(listing.stat).toMatchObject({ size: 10, isFile: true })
   })
@@ -241,9 +278,16 @@ describe("the process's own wall (Node's permission model), should the sandbox e
   })
 
   it("without file-write it may write nothing; without exec it may start no process; never an addon or a worker", () => {
-    expect(underFlags([], attempt(`require("node:fs").writeFileSync(${JSON.stringify(path.join(root, "w.txt"))}, "x")`))).toBe("ERR_ACCESS_DENIED")
+    expect(underFlags([], attempt(`require("node:fs").writeFileSync(${JSON.stringify(path.join(root, "w.txt"))}, "x")`))).toBe(
+      "ERR_ACCESS_DENIED"
+    )
     expect(underFlags([], attempt(`require("node:child_process").execFileSync("true")`))).toBe("ERR_ACCESS_DENIED")
     expect(underFlags(["exec"], attempt(`require("node:child_process").execFileSync("true")`))).toBe("allowed")
-    expect(underFlags(["exec", "file-read", "file-write", "network", "env"], attempt(`new (require("node:worker_threads").Worker)("1", { eval: true })`))).toBe("ERR_ACCESS_DENIED")
+    expect(
+      underFlags(
+        ["exec", "file-read", "file-write", "network", "env"],
+        attempt(`new (require("node:worker_threads").Worker)("1", { eval: true })`)
+      )
+    ).toBe("ERR_ACCESS_DENIED")
   })
 })

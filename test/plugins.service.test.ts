@@ -25,7 +25,8 @@ const root = tempDir("gw-plugin-src-")
 
 const ADMIN = "gwk_plugins_admin_key_0123456789abcdef"
 const USER = "gwk_plugins_user_key_0123456789abcdef"
-const api = (p: string, init: { method?: string; body?: unknown } = {}) => call(`${gw.url}${p}`, { ...init, headers: { authorization: `Bearer ${ADMIN}` } })
+const api = (p: string, init: { method?: string; body?: unknown } = {}) =>
+  call(`${gw.url}${p}`, { ...init, headers: { authorization: `Bearer ${ADMIN}` } })
 
 /** A plugin folder: plugin.json and index.mjs. */
 const pluginDir = (name: string, manifest: Record<string, unknown>, source: string) => {
@@ -58,7 +59,10 @@ const viewUntil = async (name: string, ok: (v: any) => boolean, ms = 8000) => {
 }
 
 const chat = (content: string, stream = false) =>
-  call(`${gw.url}/v1/chat/completions`, { body: { model: "up/m1", stream, messages: [{ role: "user", content }] }, headers: { authorization: `Bearer ${USER}` } })
+  call(`${gw.url}/v1/chat/completions`, {
+    body: { model: "up/m1", stream, messages: [{ role: "user", content }] },
+    headers: { authorization: `Bearer ${USER}` }
+  })
 
 beforeAll(async () => {
   recorder = http.createServer((req, res) => {
@@ -79,7 +83,13 @@ beforeAll(async () => {
   gw = await startGateway({ env: { PLUGIN_MAX_RESTARTS: "2", PLUGIN_RESTART_BASE_MS: "50", PLUGIN_HOOK_TIMEOUT_MS: "300" } })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "user", scopes: ["inference"] }, { secret: USER })))
-  expect((await api("/api/providers", { body: { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] } })).status).toBe(201)
+  expect(
+    (
+      await api("/api/providers", {
+        body: { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] }
+      })
+    ).status
+  ).toBe(201)
 })
 
 afterAll(async () => {
@@ -88,7 +98,9 @@ afterAll(async () => {
   recorder?.close()
 })
 
-const WATCHER = (url: string) => `import { definePlugin, blockRequest, modifyBody, addMetadata, addResponseHeaders, config } from "gateway/plugin-sdk"
+const WATCHER = (
+  url: string
+) => `import { definePlugin, blockRequest, modifyBody, addMetadata, addResponseHeaders, config } from "gateway/plugin-sdk"
 const report = (ctx, extra = {}) => fetch(${JSON.stringify(url)}, { method: "POST", body: JSON.stringify({ hook: ctx.hook, requestId: ctx.requestId, model: ctx.model, provider: ctx.provider, ...extra }) })
 const text = (ctx) => ctx.body?.messages?.[0]?.content
 export default definePlugin({
@@ -118,7 +130,10 @@ describe("a plugin on the request path", () => {
       {
         requires: { permissions: ["network"] },
         enabledByDefault: true,
-        configSchema: { blockMessage: { type: "string", default: "blocked by watcher" }, level: { type: "number", min: 1, max: 5, default: 2 } }
+        configSchema: {
+          blockMessage: { type: "string", default: "blocked by watcher" },
+          level: { type: "number", min: 1, max: 5, default: 2 }
+        }
       },
       WATCHER(recorderUrl)
     )
@@ -200,7 +215,10 @@ describe("a plugin on the request path", () => {
     expect(on.body).toMatchObject({ enabled: true, state: "running" })
     expect((await chat("block me")).status).toBe(401)
     await until(() => events.some((e) => e.hook === "onActivate"))
-    expect(events.filter((e) => e.hook.startsWith("onDe") || e.hook === "onActivate").map((e) => e.hook)).toEqual(["onDeactivate", "onActivate"])
+    expect(events.filter((e) => e.hook.startsWith("onDe") || e.hook === "onActivate").map((e) => e.hook)).toEqual([
+      "onDeactivate",
+      "onActivate"
+    ])
   })
 
   it("remove runs onUninstall while its files still exist, then deletes them; with no plugin left nothing is on the request path", async () => {
@@ -265,12 +283,22 @@ export default definePlugin({
     )
     expect((await api("/api/plugins", { body: { path: dir, enable: true } })).status).toBe(201)
     expect(
-      (await api("/api/providers", { body: { provider: "openai", name: "oai", apiKey: "sk-oai-test", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" } })).status
+      (
+        await api("/api/providers", {
+          body: { provider: "openai", name: "oai", apiKey: "sk-oai-test", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" }
+        })
+      ).status
     ).toBe(201)
-    expect((await api("/api/combos", { body: { name: "pair", strategy: "priority", targets: [{ model: "oai/gpt-4o" }, { model: "up/m1" }] } })).status).toBe(201)
+    expect(
+      (await api("/api/combos", { body: { name: "pair", strategy: "priority", targets: [{ model: "oai/gpt-4o" }, { model: "up/m1" }] } }))
+        .status
+    ).toBe(201)
     events.length = 0
     up.next({ status: 429 })
-    const fell = await call(`${gw.url}/v1/chat/completions`, { body: { model: "pair", messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${USER}` } })
+    const fell = await call(`${gw.url}/v1/chat/completions`, {
+      body: { model: "pair", messages: [{ role: "user", content: "hi" }] },
+      headers: { authorization: `Bearer ${USER}` }
+    })
     expect(fell.status).toBe(200)
     await until(() => events.some((e) => e.hook === "onResponse"))
     expect(events.map((e) => e.hook)).toEqual(["onComboResolve", "onProviderError", "onRateLimit", "onResponse"])
@@ -283,7 +311,10 @@ export default definePlugin({
     const secret: string = spender.secret ?? spender.key
     expect((await api("/api/usage/budget", { body: { apiKeyId: spender.id, dailyLimitUsd: 0.000001 } })).status).toBeLessThan(300)
     const ask = () =>
-      call(`${gw.url}/v1/chat/completions`, { body: { model: "oai/gpt-4o", messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${secret}` } })
+      call(`${gw.url}/v1/chat/completions`, {
+        body: { model: "oai/gpt-4o", messages: [{ role: "user", content: "hi" }] },
+        headers: { authorization: `Bearer ${secret}` }
+      })
     events.length = 0
     expect((await ask()).status).toBe(200)
     await gw.usageWritten()
@@ -380,7 +411,10 @@ describe("install from a .tgz", () => {
     fs.mkdirSync(src, { recursive: true })
     fs.writeFileSync(path.join(src, "plugin.json"), JSON.stringify({ name: "packed", version: "2.0.0", main: "lib/index.mjs" }))
     fs.mkdirSync(path.join(src, "lib"))
-    fs.writeFileSync(path.join(src, "lib", "index.mjs"), `import { definePlugin } from "gateway/plugin-sdk"\nexport default definePlugin({ name: "packed", onRequest() {} })`)
+    fs.writeFileSync(
+      path.join(src, "lib", "index.mjs"),
+      `import { definePlugin } from "gateway/plugin-sdk"\nexport default definePlugin({ name: "packed", onRequest() {} })`
+    )
     const tgz = path.join(root, "packed-2.0.0.tgz")
     execFileSync("tar", ["czf", tgz, "-C", path.join(root, "pack-src"), "package"])
     const uploaded = await fetch(`${gw.url}/api/plugins/upload?enable=true`, {
@@ -397,7 +431,11 @@ describe("install from a .tgz", () => {
     expect(byPath.body).toMatchObject({ name: "packed", enabled: false, state: "stopped" })
     expect((await api("/api/plugins/packed", { method: "DELETE" })).status).toBe(200)
 
-    const junk = await fetch(`${gw.url}/api/plugins/upload`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}` }, body: "not an archive" })
+    const junk = await fetch(`${gw.url}/api/plugins/upload`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN}` },
+      body: "not an archive"
+    })
     expect(junk.status).toBe(400)
     expect(((await junk.json()) as any).message).toMatch(/not a \.tgz/)
     const evil = path.join(root, "evil-src")
@@ -405,7 +443,11 @@ describe("install from a .tgz", () => {
     fs.writeFileSync(path.join(evil, "escape.txt"), "x")
     const evilTgz = path.join(root, "evil.tgz")
     execFileSync("tar", ["czf", evilTgz, "-C", path.join(evil, "a"), "--transform", "s,^,../../,", "-P", "../escape.txt"])
-    const refused = await fetch(`${gw.url}/api/plugins/upload`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}` }, body: fs.readFileSync(evilTgz) })
+    const refused = await fetch(`${gw.url}/api/plugins/upload`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN}` },
+      body: fs.readFileSync(evilTgz)
+    })
     expect(refused.status).toBe(400)
     expect(((await refused.json()) as any).message).toMatch(/outside its folder/)
   })
@@ -446,13 +488,24 @@ describe("the rate limit", () => {
     const limited = await startGateway({ env: { PLUGIN_RATE_LIMIT: "2" } })
     try {
       await limited.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-      const admin = (p: string, body?: unknown) => call(`${limited.url}${p}`, { ...(body === undefined ? {} : { body }), headers: { authorization: `Bearer ${ADMIN}` } })
-      expect((await admin("/api/providers", { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] })).status).toBe(201)
-      const dir = pluginDir("counted", {}, `import { definePlugin } from "gateway/plugin-sdk"\nexport default definePlugin({ name: "counted", onRequest() {} })`)
+      const admin = (p: string, body?: unknown) =>
+        call(`${limited.url}${p}`, { ...(body === undefined ? {} : { body }), headers: { authorization: `Bearer ${ADMIN}` } })
+      expect(
+        (await admin("/api/providers", { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] }))
+          .status
+      ).toBe(201)
+      const dir = pluginDir(
+        "counted",
+        {},
+        `import { definePlugin } from "gateway/plugin-sdk"\nexport default definePlugin({ name: "counted", onRequest() {} })`
+      )
       expect((await admin("/api/plugins", { path: dir, enable: true })).status).toBe(201)
       const answers = await Promise.all(
         Array.from({ length: 6 }, () =>
-          call(`${limited.url}/v1/chat/completions`, { body: { model: "up/m1", messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${ADMIN}` } })
+          call(`${limited.url}/v1/chat/completions`, {
+            body: { model: "up/m1", messages: [{ role: "user", content: "hi" }] },
+            headers: { authorization: `Bearer ${ADMIN}` }
+          })
         )
       )
       expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200])

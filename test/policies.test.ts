@@ -25,13 +25,19 @@ let anthropic: Anthropic
 
 const policy = (body: Record<string, unknown>) => call(`${gw.url}/api/policies`, { body, headers: admin })
 const setMode = async (value: string) =>
-  expect((await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "TOOL_POLICY_MODE", value }, headers: admin })).status).toBe(200)
+  expect(
+    (await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "TOOL_POLICY_MODE", value }, headers: admin })).status
+  ).toBe(200)
 const clearPolicies = async () => {
   const list = await call(`${gw.url}/api/policies`, { headers: admin })
-  for (const p of list.body.policies) expect((await call(`${gw.url}/api/policies/${p.name}`, { method: "DELETE", headers: admin })).status).toBe(200)
+  for (const p of list.body.policies)
+    expect((await call(`${gw.url}/api/policies/${p.name}`, { method: "DELETE", headers: admin })).status).toBe(200)
 }
 const upstreamTools = (): Array<string> => (upstream.requests.at(-1)?.body.tools ?? []).map((t: any) => t.function?.name)
-const fn = (name: string) => ({ type: "function" as const, function: { name, description: name, parameters: { type: "object", properties: {} } } })
+const fn = (name: string) => ({
+  type: "function" as const,
+  function: { name, description: name, parameters: { type: "object", properties: {} } }
+})
 
 beforeAll(async () => {
   upstream = await FakeUpstream.start()
@@ -121,11 +127,15 @@ describe("/api/policies", () => {
 describe("policies on the request path", () => {
   it("refuses a blocked term in the client's format, naming the policy and rule; nothing goes upstream", async () => {
     await policy({ name: "terms", blockedTerms: ["Project Falcon"] })
-    const e = await openai.chat.completions.create({ model: "m1", messages: [{ role: "user", content: "tell me about project falcon" }] }).catch((x) => x)
+    const e = await openai.chat.completions
+      .create({ model: "m1", messages: [{ role: "user", content: "tell me about project falcon" }] })
+      .catch((x) => x)
     expect(e).toBeInstanceOf(OpenAI.PermissionDeniedError)
     expect(e.message).toContain('policy "terms" v1')
     expect(e.message).toContain("blockedTerms[0]")
-    const a = await anthropic.messages.create({ model: "m1", max_tokens: 50, messages: [{ role: "user", content: "PROJECT FALCON" }] }).catch((x) => x)
+    const a = await anthropic.messages
+      .create({ model: "m1", max_tokens: 50, messages: [{ role: "user", content: "PROJECT FALCON" }] })
+      .catch((x) => x)
     expect(a).toBeInstanceOf(Anthropic.PermissionDeniedError)
     expect(a.error?.error?.type).toBeDefined()
     expect(upstream.requests).toHaveLength(0)
@@ -136,7 +146,9 @@ describe("policies on the request path", () => {
 
   it("caps output tokens: a larger ask is a 400, a request without one gets the cap upstream", async () => {
     await policy({ name: "cap", maxTokens: 100 })
-    const e = await anthropic.messages.create({ model: "m1", max_tokens: 5000, messages: [{ role: "user", content: "hi" }] }).catch((x) => x)
+    const e = await anthropic.messages
+      .create({ model: "m1", max_tokens: 5000, messages: [{ role: "user", content: "hi" }] })
+      .catch((x) => x)
     expect(e).toBeInstanceOf(Anthropic.BadRequestError)
     expect(e.error.error.message).toContain('policy "cap" v1, rule maxTokens')
     expect(upstream.requests).toHaveLength(0)
@@ -161,11 +173,17 @@ describe("policies on the request path", () => {
   })
 
   it("refuses a request whose estimated cost exceeds maxCostUsd at the target's prices", async () => {
-    const set = await call(`${gw.url}/api/pricing`, { method: "PUT", body: { provider: "openai-compatible", model: "m1", input: 1000, output: 1000 }, headers: admin })
+    const set = await call(`${gw.url}/api/pricing`, {
+      method: "PUT",
+      body: { provider: "openai-compatible", model: "m1", input: 1000, output: 1000 },
+      headers: admin
+    })
     expect(set.status).toBe(200)
     await policy({ name: "cost", maxCostUsd: 0.01 })
     // 500 output tokens at $1000 per million: about $0.5.
-    const e = await openai.chat.completions.create({ model: "m1", max_tokens: 500, messages: [{ role: "user", content: "hi" }] }).catch((x) => x)
+    const e = await openai.chat.completions
+      .create({ model: "m1", max_tokens: 500, messages: [{ role: "user", content: "hi" }] })
+      .catch((x) => x)
     expect(e).toBeInstanceOf(OpenAI.BadRequestError)
     expect(e.message).toContain('policy "cost" v1, rule maxCostUsd')
     // 5 output tokens: about $0.005, under the limit.
@@ -181,7 +199,9 @@ describe("TOOL_POLICY_MODE", () => {
 
   it("disabled: tool rules are not applied; the upstream gets every tool", async () => {
     await denyShell()
-    const r = await openai.chat.completions.create({ model: "m1", messages: [{ role: "user", content: "hi" }], tools: [fn("shell_exec"), fn("read_file")] }).withResponse()
+    const r = await openai.chat.completions
+      .create({ model: "m1", messages: [{ role: "user", content: "hi" }], tools: [fn("shell_exec"), fn("read_file")] })
+      .withResponse()
     expect(upstreamTools()).toEqual(["shell_exec", "read_file"])
     expect(r.response.headers.get("x-gateway-policy-warning")).toBeNull()
   })
@@ -189,7 +209,9 @@ describe("TOOL_POLICY_MODE", () => {
   it("block, OpenAI chat (SDK): a denied tool is removed from the request and named in a header", async () => {
     await denyShell()
     await setMode("block")
-    const r = await openai.chat.completions.create({ model: "m1", messages: [{ role: "user", content: "hi" }], tools: [fn("shell_exec"), fn("read_file")] }).withResponse()
+    const r = await openai.chat.completions
+      .create({ model: "m1", messages: [{ role: "user", content: "hi" }], tools: [fn("shell_exec"), fn("read_file")] })
+      .withResponse()
     expect(r.data.choices[0]?.message.content).toBe("Hello from upstream")
     expect(upstreamTools()).toEqual(["read_file"])
     expect(r.response.headers.get("x-gateway-policy-removed-tools")).toBe("shell_exec")
@@ -198,7 +220,12 @@ describe("TOOL_POLICY_MODE", () => {
   it("block, streaming: the denied tool is removed before the stream opens", async () => {
     await denyShell()
     await setMode("block")
-    const stream = await openai.chat.completions.create({ model: "m1", stream: true, messages: [{ role: "user", content: "hi" }], tools: [fn("shell_exec"), fn("read_file")] })
+    const stream = await openai.chat.completions.create({
+      model: "m1",
+      stream: true,
+      messages: [{ role: "user", content: "hi" }],
+      tools: [fn("shell_exec"), fn("read_file")]
+    })
     let text = ""
     for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? ""
     expect(text).toBe("Hello from upstream")
@@ -259,7 +286,12 @@ describe("TOOL_POLICY_MODE", () => {
     expect(upstreamTools()).toEqual(["read_file"])
 
     // Only denied tools: the request goes on without tools (and without its tool_choice).
-    await openai.chat.completions.create({ model: "m1", messages: [{ role: "user", content: "hi" }], tools: [fn("shell_exec")], tool_choice: "auto" })
+    await openai.chat.completions.create({
+      model: "m1",
+      messages: [{ role: "user", content: "hi" }],
+      tools: [fn("shell_exec")],
+      tool_choice: "auto"
+    })
     expect(upstream.requests.at(-1)?.body.tools).toBeUndefined()
     expect(upstream.requests.at(-1)?.body.tool_choice).toBeUndefined()
   })
@@ -294,7 +326,11 @@ describe("TOOL_POLICY_MODE", () => {
         model: "m1",
         messages: [
           { role: "user", content: "list files" },
-          { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "shell_exec", arguments: '{"cmd":"rm -rf /"}' } }] },
+          {
+            role: "assistant",
+            content: null,
+            tool_calls: [{ id: "c1", type: "function", function: { name: "shell_exec", arguments: '{"cmd":"rm -rf /"}' } }]
+          },
           { role: "tool", tool_call_id: "c1", content: "done" }
         ]
       })
@@ -319,7 +355,9 @@ describe("TOOL_POLICY_MODE", () => {
   it("warn: the request goes unchanged, with a warning header", async () => {
     await denyShell()
     await setMode("warn")
-    const r = await openai.chat.completions.create({ model: "m1", messages: [{ role: "user", content: "hi" }], tools: [fn("shell_exec"), fn("read_file")] }).withResponse()
+    const r = await openai.chat.completions
+      .create({ model: "m1", messages: [{ role: "user", content: "hi" }], tools: [fn("shell_exec"), fn("read_file")] })
+      .withResponse()
     expect(upstreamTools()).toEqual(["shell_exec", "read_file"])
     expect(r.response.headers.get("x-gateway-policy-warning")).toMatch(/policy "tools" v\d+, rule tools.deny: tool "shell_exec" is denied/)
   })

@@ -158,7 +158,9 @@ describe("the server process", () => {
       late.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n`)
       const exit = server.stop("SIGTERM")
       await new Promise((r) => setTimeout(r, 300))
-      late.socket.write(`authorization: Bearer ${ADMIN_KEY}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`)
+      late.socket.write(
+        `authorization: Bearer ${ADMIN_KEY}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`
+      )
       expect(await late.ended).toEqual(["end"])
       expect(await exit).toBe(0)
       expect(late.data()).toMatch(/^HTTP\/1\.1 200 OK\r\n/)

@@ -18,7 +18,8 @@ let multi: TestGateway
 let oai: FakeUpstream
 let anth: FakeUpstream
 
-const api = (g: TestGateway, path: string, init: { method?: string; body?: unknown } = {}) => call(`${g.url}${path}`, { ...init, headers: admin })
+const api = (g: TestGateway, path: string, init: { method?: string; body?: unknown } = {}) =>
+  call(`${g.url}${path}`, { ...init, headers: admin })
 const sdk = (g: TestGateway) => new OpenAI({ baseURL: `${g.url}/v1`, apiKey: ADMIN, maxRetries: 0 })
 const usageRow = async (g: TestGateway, requestId: string | null) => {
   await g.usageWritten()
@@ -33,7 +34,10 @@ const labNode = (baseUrl: string, extra: Record<string, unknown> = {}) => ({
   baseUrl,
   family: "openai-chat",
   headers: { "X-Lab-Tenant": "team-7" },
-  models: [{ id: "lab-large", contextLength: 32000, maxOutput: 4000, capabilities: ["tools", "vision"], price: { input: 2, output: 8 } }, { id: "lab-free" }],
+  models: [
+    { id: "lab-large", contextLength: 32000, maxOutput: 4000, capabilities: ["tools", "vision"], price: { input: 2, output: 8 } },
+    { id: "lab-free" }
+  ],
   ...extra
 })
 
@@ -67,7 +71,14 @@ describe("an OpenAI-chat node", () => {
   it("works as a provider: connection, /v1/models, the catalog, routing by prefix with its headers, cost from its price", async () => {
     const created = await api(gw, "/api/provider-nodes", { body: labNode(oai.baseUrl("openai-chat"), { prefix: "lab/" }) })
     expect(created.status).toBe(201)
-    expect(created.body).toMatchObject({ id: "mylab", name: "My lab", prefix: "lab", family: "openai-chat", authStyle: "bearer", connections: [] })
+    expect(created.body).toMatchObject({
+      id: "mylab",
+      name: "My lab",
+      prefix: "lab",
+      family: "openai-chat",
+      authStyle: "bearer",
+      connections: []
+    })
     // Header values are stored encrypted and listed masked.
     expect(created.body.headers["X-Lab-Tenant"]).not.toBe("team-7")
     expect(JSON.stringify((await api(gw, "/api/provider-nodes")).body)).not.toContain("team-7")
@@ -99,7 +110,9 @@ describe("an OpenAI-chat node", () => {
       price: { input: 2, output: 8 }
     })
 
-    const { data, response } = await client.chat.completions.create({ model: "lab/lab-large", messages: [{ role: "user", content: "hi" }] }).withResponse()
+    const { data, response } = await client.chat.completions
+      .create({ model: "lab/lab-large", messages: [{ role: "user", content: "hi" }] })
+      .withResponse()
     expect(data.choices[0]!.message.content).toBe("from the lab")
     const seen = oai.requests.find((r) => r.path === "/v1/chat/completions")!
     expect(seen.body.model).toBe("lab-large")
@@ -112,7 +125,11 @@ describe("an OpenAI-chat node", () => {
     expect(row!["cost_usd"]).toBeCloseTo(0.006, 12)
 
     // Streamed, through the same pipeline.
-    const stream = await client.chat.completions.create({ model: "lab/lab-free", stream: true, messages: [{ role: "user", content: "hi" }] })
+    const stream = await client.chat.completions.create({
+      model: "lab/lab-free",
+      stream: true,
+      messages: [{ role: "user", content: "hi" }]
+    })
     let text = ""
     for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? ""
     expect(text).toBe("from the lab")
@@ -121,7 +138,9 @@ describe("an OpenAI-chat node", () => {
   it("custom models can be added to a node, with a price that the usage row's cost uses", async () => {
     await api(gw, "/api/provider-nodes", { body: labNode(oai.baseUrl("openai-chat")) })
     await api(gw, "/api/providers", { body: { provider: "mylab", apiKey: "sk-lab" } })
-    const added = await api(gw, "/api/provider-models", { body: { provider: "mylab", model: "lab-extra", contextLength: 64000, price: { input: 1, output: 1 } } })
+    const added = await api(gw, "/api/provider-models", {
+      body: { provider: "mylab", model: "lab-extra", contextLength: 64000, price: { input: 1, output: 1 } }
+    })
     expect(added.status).toBe(201)
     expect(added.body).toMatchObject({ provider: "mylab", scope: "provider", model: "lab-extra" })
     expect((await sdk(gw).models.list()).data.map((m) => m.id)).toContain("mylab/lab-extra")
@@ -150,7 +169,10 @@ describe("an OpenAI-chat node", () => {
     expect(patched.status).toBe(200)
     expect(patched.body).toMatchObject({ name: "Renamed", prefix: "mylab", family: "openai-chat" })
     expect(Object.keys(patched.body.headers)).toEqual(["X-Lab-Tenant"])
-    const put = await api(gw, "/api/provider-nodes/mylab", { method: "PUT", body: { baseUrl: oai.baseUrl("openai-chat"), family: "openai-responses", models: [{ id: "r1" }] } })
+    const put = await api(gw, "/api/provider-nodes/mylab", {
+      method: "PUT",
+      body: { baseUrl: oai.baseUrl("openai-chat"), family: "openai-responses", models: [{ id: "r1" }] }
+    })
     expect(put.status).toBe(200)
     expect(put.body).toMatchObject({ name: "Renamed", family: "openai-responses", headers: {}, models: [{ id: "r1" }] })
 
@@ -205,7 +227,9 @@ describe("ALLOW_MULTI_CONNECTIONS_PER_COMPAT_NODE", () => {
   it("on: several connections share the node's prefix and fall back to each other", async () => {
     await api(multi, "/api/provider-nodes", { body: labNode(oai.baseUrl("openai-chat")) })
     expect((await api(multi, "/api/providers", { body: { provider: "mylab", apiKey: "k-first", priority: 1 } })).status).toBe(201)
-    expect((await api(multi, "/api/providers", { body: { provider: "mylab", name: "lab-b", apiKey: "k-second", priority: 2 } })).status).toBe(201)
+    expect(
+      (await api(multi, "/api/providers", { body: { provider: "mylab", name: "lab-b", apiKey: "k-second", priority: 2 } })).status
+    ).toBe(201)
     expect((await api(multi, "/api/provider-nodes/mylab")).body.connections).toEqual(["mylab", "lab-b"])
     // The first connection is rate limited upstream: the request falls back to the second.
     oai.next({ status: 429, body: { error: { message: "slow down", type: "rate_limit" } } })
@@ -224,7 +248,9 @@ describe("bad input", () => {
       return res.body.message as string
     }
     const base = labNode(oai.baseUrl("openai-chat"))
-    expect(await bad({ ...base, family: "smoke-signals" })).toMatch(/^invalid request: family: family must be one of: openai-chat, openai-responses, anthropic, gemini, ollama/)
+    expect(await bad({ ...base, family: "smoke-signals" })).toMatch(
+      /^invalid request: family: family must be one of: openai-chat, openai-responses, anthropic, gemini, ollama/
+    )
     expect(await bad({ ...base, baseUrl: "ftp://x" })).toMatch(/^invalid request: baseUrl: /)
     expect(await bad({ ...base, id: "My Lab" })).toMatch(/^invalid request: id: /)
     expect(await bad({ ...base, prefix: "a/b" })).toMatch(/^invalid request: prefix: /)

@@ -23,7 +23,10 @@ beforeAll(async () => {
     ["deepseek", "q-deepseek"],
     ["openai-compatible", "q-compat"]
   ]) {
-    const res = await call(`${gw.url}/api/providers`, { body: { provider, name, apiKey: "sk-quirks", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" }, headers: admin })
+    const res = await call(`${gw.url}/api/providers`, {
+      body: { provider, name, apiKey: "sk-quirks", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" },
+      headers: admin
+    })
     expect(res.status, res.text).toBe(201)
   }
 })
@@ -72,6 +75,7 @@ describe("provider quirks from the catalog", () => {
   it("sends a tool-call turn's reasoning back as reasoning_content to DeepSeek only", async () => {
     const assistantOf = (body: Record<string, any>) => (body["messages"] as Array<any>).find((m) => m.role === "assistant")
     expect(assistantOf(await sentFor("q-deepseek/m1")).reasoning_content).toBe("look it up")
-    for (const other of ["q-openai/m1", "q-compat/m1"]) expect(assistantOf(await sentFor(other)), other).not.toHaveProperty("reasoning_content")
+    for (const other of ["q-openai/m1", "q-compat/m1"])
+      expect(assistantOf(await sentFor(other)), other).not.toHaveProperty("reasoning_content")
   })
 })

@@ -33,7 +33,20 @@ const create = (body: unknown) => call(`${gw.url}/api/providers`, { body, header
 describe("provider catalog", () => {
   it("covers the providers the gateway promises, each with models and a base URL convention", () => {
     const ids = PROVIDERS.map((p) => p.id)
-    for (const id of ["openai", "anthropic", "gemini", "ollama", "openrouter", "groq", "deepseek", "mistral", "xai", "together", "fireworks", "openai-compatible"]) {
+    for (const id of [
+      "openai",
+      "anthropic",
+      "gemini",
+      "ollama",
+      "openrouter",
+      "groq",
+      "deepseek",
+      "mistral",
+      "xai",
+      "together",
+      "fireworks",
+      "openai-compatible"
+    ]) {
       expect(ids).toContain(id)
     }
     for (const p of PROVIDERS.filter((p) => p.id !== "openai-compatible")) {
@@ -56,7 +69,15 @@ describe("provider catalog", () => {
 describe("/api/providers", () => {
   it("creates, reads, updates and deletes a connection; the key is masked everywhere and encrypted at rest", async () => {
     const secret = "sk-upstream-secret-abcdef123456"
-    const created = await create({ provider: "openai-compatible", name: "crud", baseUrl: upstream.baseUrl, apiKey: secret, defaultModel: "m1", max_concurrent: 4, priority: 3 })
+    const created = await create({
+      provider: "openai-compatible",
+      name: "crud",
+      baseUrl: upstream.baseUrl,
+      apiKey: secret,
+      defaultModel: "m1",
+      max_concurrent: 4,
+      priority: 3
+    })
     expect(created.status).toBe(201)
     expect(created.body).toMatchObject({
       provider: "openai-compatible",
@@ -71,7 +92,10 @@ describe("/api/providers", () => {
     expect(created.body.apiKey).toBe("sk-upstr…3456")
     const id = created.body.id
 
-    for (const res of [await call(`${gw.url}/api/providers`, { headers: admin }), await call(`${gw.url}/api/providers/${id}`, { headers: admin })]) {
+    for (const res of [
+      await call(`${gw.url}/api/providers`, { headers: admin }),
+      await call(`${gw.url}/api/providers/${id}`, { headers: admin })
+    ]) {
       expect(res.status).toBe(200)
       expect(res.text).not.toContain(secret)
     }
@@ -79,7 +103,11 @@ describe("/api/providers", () => {
     expect(row!.api_key_enc).toMatch(/^v1:/)
     expect(row!.api_key_enc).not.toContain(secret)
 
-    const updated = await call(`${gw.url}/api/providers/${id}`, { method: "PUT", body: { enabled: false, defaultModel: "m2", max_concurrent: null }, headers: admin })
+    const updated = await call(`${gw.url}/api/providers/${id}`, {
+      method: "PUT",
+      body: { enabled: false, defaultModel: "m2", max_concurrent: null },
+      headers: admin
+    })
     expect(updated.status).toBe(200)
     expect(updated.body).toMatchObject({ enabled: false, defaultModel: "m2", max_concurrent: null, apiKey: "sk-upstr…3456" })
     const byName = await call(`${gw.url}/api/providers/crud`, { headers: admin })
@@ -96,12 +124,32 @@ describe("/api/providers", () => {
     ["a base URL that is not a URL", { provider: "openai-compatible", baseUrl: "not a url" }, 400, "not a valid URL"],
     ["a base URL with credentials", { provider: "openai-compatible", baseUrl: "http://u:p@127.0.0.1/v1" }, 400, "credentials"],
     ["a cloud metadata address", { provider: "openai-compatible", baseUrl: "http://169.254.169.254/v1" }, 400, "metadata"],
-    ["a metadata address written as IPv4-mapped IPv6", { provider: "openai-compatible", baseUrl: "http://[::ffff:169.254.169.254]/v1" }, 400, "metadata"],
-    ["a metadata name with a trailing dot", { provider: "openai-compatible", baseUrl: "http://metadata.google.internal./v1" }, 400, "metadata"],
+    [
+      "a metadata address written as IPv4-mapped IPv6",
+      { provider: "openai-compatible", baseUrl: "http://[::ffff:169.254.169.254]/v1" },
+      400,
+      "metadata"
+    ],
+    [
+      "a metadata name with a trailing dot",
+      { provider: "openai-compatible", baseUrl: "http://metadata.google.internal./v1" },
+      400,
+      "metadata"
+    ],
     ["a name with a slash", { provider: "openai-compatible", name: "a/b", baseUrl: "http://127.0.0.1:1/v1" }, 400, "name"],
-    ["a name that is another provider's id", { provider: "openai-compatible", name: "anthropic", baseUrl: "http://127.0.0.1:1/v1" }, 400, "provider anthropic"],
+    [
+      "a name that is another provider's id",
+      { provider: "openai-compatible", name: "anthropic", baseUrl: "http://127.0.0.1:1/v1" },
+      400,
+      "provider anthropic"
+    ],
     ["an unknown field", { provider: "openai-compatible", baseUrl: "http://127.0.0.1:1/v1", apikey: "typo" }, 400, "apikey"],
-    ["a non-positive max_concurrent", { provider: "openai-compatible", baseUrl: "http://127.0.0.1:1/v1", max_concurrent: 0 }, 400, "max_concurrent"]
+    [
+      "a non-positive max_concurrent",
+      { provider: "openai-compatible", baseUrl: "http://127.0.0.1:1/v1", max_concurrent: 0 },
+      400,
+      "max_concurrent"
+    ]
   ])("rejects %s", async (_name, body, status, fragment) => {
     const res = await create(body)
     expect(res.status).toBe(status)
@@ -109,14 +157,25 @@ describe("/api/providers", () => {
   })
 
   it("answers bad management input with a one-line 400, never a 500", async () => {
-    const notJson = await call(`${gw.url}/api/providers`, { method: "POST", body: "not json", headers: { ...admin, "content-type": "application/json" } })
+    const notJson = await call(`${gw.url}/api/providers`, {
+      method: "POST",
+      body: "not json",
+      headers: { ...admin, "content-type": "application/json" }
+    })
     expect(notJson.status).toBe(400)
     expect(notJson.body).toMatchObject({ _tag: "BadRequest" })
     expect(notJson.body.message).toContain("not valid JSON")
-    const wrongType = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", baseUrl: upstream.baseUrl, priority: "high" }, headers: admin })
+    const wrongType = await call(`${gw.url}/api/providers`, {
+      body: { provider: "openai-compatible", baseUrl: upstream.baseUrl, priority: "high" },
+      headers: admin
+    })
     expect(wrongType.status).toBe(400)
     expect(wrongType.body.message).toBe('invalid request: priority: expected number, actual "high"')
-    const truncated = await call(`${gw.url}/api/auth/login`, { method: "POST", body: '{"password":', headers: { "content-type": "application/json" } })
+    const truncated = await call(`${gw.url}/api/auth/login`, {
+      method: "POST",
+      body: '{"password":',
+      headers: { "content-type": "application/json" }
+    })
     expect(truncated.status).toBe(400)
   })
 
@@ -137,12 +196,18 @@ describe("/api/providers", () => {
     expect(after.body.testStatus).toBe("active")
     expect(after.body.lastTestedAt).not.toBeNull()
 
-    other.next({ status: 401, body: { error: { message: "Incorrect API key provided", type: "invalid_request_error", code: "invalid_api_key" } } })
+    other.next({
+      status: 401,
+      body: { error: { message: "Incorrect API key provided", type: "invalid_request_error", code: "invalid_api_key" } }
+    })
     const bad = await create({ provider: "openai-compatible", name: "probe-bad", baseUrl: other.baseUrl, apiKey: "sk-bad" })
     const failed = await call(`${gw.url}/api/providers/${bad.body.id}/test`, { method: "POST", headers: admin })
     expect(failed.body).toMatchObject({ ok: false, status: 401 })
     expect(failed.body.error).toContain("Incorrect API key")
-    expect((await call(`${gw.url}/api/providers/${bad.body.id}`, { headers: admin })).body).toMatchObject({ testStatus: "error", lastErrorType: "test_failed" })
+    expect((await call(`${gw.url}/api/providers/${bad.body.id}`, { headers: admin })).body).toMatchObject({
+      testStatus: "error",
+      lastErrorType: "test_failed"
+    })
   })
 
   it("lists a connection's models from the upstream, else from the catalog", async () => {
@@ -158,7 +223,10 @@ describe("/api/providers", () => {
 
   it("validates credentials without saving anything", async () => {
     const before = (await call(`${gw.url}/api/providers`, { headers: admin })).body.connections.length
-    const res = await call(`${gw.url}/api/providers/validate`, { body: { provider: "openai-compatible", baseUrl: upstream.baseUrl, apiKey: "sk-try" }, headers: admin })
+    const res = await call(`${gw.url}/api/providers/validate`, {
+      body: { provider: "openai-compatible", baseUrl: upstream.baseUrl, apiKey: "sk-try" },
+      headers: admin
+    })
     expect(res.status).toBe(200)
     expect(res.body).toMatchObject({ ok: true, status: 200, modelCount: 2 })
     expect((await call(`${gw.url}/api/providers`, { headers: admin })).body.connections.length).toBe(before)
@@ -183,10 +251,18 @@ describe("/api/providers", () => {
     try {
       await dir.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
       const h = { authorization: `Bearer ${ADMIN}` }
-      await call(`${dir.url}/api/providers`, { body: { provider: "openai-compatible", baseUrl: upstream.baseUrl, enabled: false }, headers: h })
-      await call(`${dir.url}/api/providers`, { body: { provider: "openai-compatible", name: "backup", baseUrl: other.baseUrl }, headers: h })
+      await call(`${dir.url}/api/providers`, {
+        body: { provider: "openai-compatible", baseUrl: upstream.baseUrl, enabled: false },
+        headers: h
+      })
+      await call(`${dir.url}/api/providers`, {
+        body: { provider: "openai-compatible", name: "backup", baseUrl: other.baseUrl },
+        headers: h
+      })
       other.next({ content: "from backup" })
-      const res = await call(`${dir.url}/v1/chat/completions`, { body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }] } })
+      const res = await call(`${dir.url}/v1/chat/completions`, {
+        body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }] }
+      })
       expect(res.status).toBe(200)
       expect(res.body.choices[0].message.content).toBe("from backup")
     } finally {
@@ -208,10 +284,18 @@ describe("/api/providers", () => {
 
   it("will not send a stored key to a new host on an edit alone", async () => {
     const c = await create({ provider: "openai-compatible", name: "keyed", baseUrl: upstream.baseUrl, apiKey: "sk-keep-this-secret-123" })
-    const moved = await call(`${gw.url}/api/providers/${c.body.id}`, { method: "PUT", body: { baseUrl: "https://elsewhere.example/v1" }, headers: admin })
+    const moved = await call(`${gw.url}/api/providers/${c.body.id}`, {
+      method: "PUT",
+      body: { baseUrl: "https://elsewhere.example/v1" },
+      headers: admin
+    })
     expect(moved.status).toBe(400)
     expect(moved.body.message).toContain("apiKey")
-    const samePath = await call(`${gw.url}/api/providers/${c.body.id}`, { method: "PUT", body: { baseUrl: `${upstream.url}/v2` }, headers: admin })
+    const samePath = await call(`${gw.url}/api/providers/${c.body.id}`, {
+      method: "PUT",
+      body: { baseUrl: `${upstream.url}/v2` },
+      headers: admin
+    })
     expect(samePath.status).toBe(200)
     const withKey = await call(`${gw.url}/api/providers/${c.body.id}`, {
       method: "PUT",

@@ -33,7 +33,11 @@ const report = (body: unknown, on: TestGateway = gw) => call(`${on.url}/v1/issue
 beforeAll(async () => {
   fake = await FakeQuota.start(CONN_KEY, TRACKER_TOKEN)
   gw = await startGateway({
-    env: { GATEWAY_ISSUES_REPOSITORY: "acme/gateway-ops", GATEWAY_ISSUES_TOKEN: TRACKER_TOKEN, GATEWAY_ISSUES_BASE_URL: `${fake.origin}/github` }
+    env: {
+      GATEWAY_ISSUES_REPOSITORY: "acme/gateway-ops",
+      GATEWAY_ISSUES_TOKEN: TRACKER_TOKEN,
+      GATEWAY_ISSUES_BASE_URL: `${fake.origin}/github`
+    }
   })
   bare = await startGateway()
   for (const g of [gw, bare]) {
@@ -69,7 +73,14 @@ describe("GET /v1/quotas/check", () => {
     fake.openRouterRemaining = 7.5
     const res = await check("provider=openrouter&connection=or")
     expect(res.status, res.text).toBe(200)
-    expect(res.body).toMatchObject({ ok: true, remaining: 7.5, source: "openrouter.key", provider: "openrouter", connection: "or", reason: null })
+    expect(res.body).toMatchObject({
+      ok: true,
+      remaining: 7.5,
+      source: "openrouter.key",
+      provider: "openrouter",
+      connection: "or",
+      reason: null
+    })
     const now = new Date()
     expect(res.body.resetsAt).toBe(new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString())
     expect(res.body.details).toMatchObject({
@@ -90,8 +101,15 @@ describe("GET /v1/quotas/check", () => {
     const res = await check("connection=or")
     fake.openRouterRemaining = 7.5
     expect(res.status).toBe(200)
-    expect(res.body).toMatchObject({ ok: false, remaining: 0, source: "openrouter.key", reason: "the OpenRouter key's credit limit is used up" })
-    expect(res.body.details.refusedBy).toEqual([{ by: "upstream", reason: "the OpenRouter key's credit limit is used up", resetsAt: res.body.resetsAt }])
+    expect(res.body).toMatchObject({
+      ok: false,
+      remaining: 0,
+      source: "openrouter.key",
+      reason: "the OpenRouter key's credit limit is used up"
+    })
+    expect(res.body.details.refusedBy).toEqual([
+      { by: "upstream", reason: "the OpenRouter key's credit limit is used up", resetsAt: res.body.resetsAt }
+    ])
   })
 
   it("reads DeepSeek's balance at the API origin (beside /v1): USD preferred, is_available decides", async () => {
@@ -105,7 +123,12 @@ describe("GET /v1/quotas/check", () => {
     fake.deepSeekAvailable = false
     const empty = await check("provider=deepseek")
     fake.deepSeekAvailable = true
-    expect(empty.body).toMatchObject({ ok: false, remaining: 0, source: "deepseek.balance", reason: "the DeepSeek account has no balance available for API calls" })
+    expect(empty.body).toMatchObject({
+      ok: false,
+      remaining: 0,
+      source: "deepseek.balance",
+      reason: "the DeepSeek account has no balance available for API calls"
+    })
   })
 
   it("reads the x-ratelimit headers of an OpenAI-compatible model list", async () => {
@@ -115,7 +138,10 @@ describe("GET /v1/quotas/check", () => {
     expect(res.status, res.text).toBe(200)
     expect(res.body).toMatchObject({ ok: true, remaining: 42, source: "ratelimit-headers", provider: "openai-compatible" })
     expect(res.body.details.unit).toBe("requests")
-    expect(res.body.details.upstream.rateLimits).toMatchObject({ requests: { limit: 100, remaining: 42 }, tokens: { limit: 200000, remaining: 150000 } })
+    expect(res.body.details.upstream.rateLimits).toMatchObject({
+      requests: { limit: 100, remaining: 42 },
+      tokens: { limit: 200000, remaining: 150000 }
+    })
     // Not spent: the soonest reset (the tokens window, 20 ms).
     expect(Date.parse(res.body.resetsAt)).toBeGreaterThanOrEqual(before + 20)
     expect(Date.parse(res.body.resetsAt)).toBeLessThan(Date.now() + 1000)
@@ -226,7 +252,9 @@ describe("GET /v1/quotas/check and token limits", () => {
     expect(res.status, res.text).toBe(200)
     expect(res.body).toMatchObject({ ok: false, remaining: 15.5, source: "deepseek.balance" })
     expect(res.body.reason).toMatch(/^token limit .+ reached \(1200 of 1000 tokens per day\)$/)
-    expect(res.body.details.tokenLimits).toMatchObject([{ scope: "provider", window: "day", maxTokens: 1000, usedTokens: 1200, remaining: 0 }])
+    expect(res.body.details.tokenLimits).toMatchObject([
+      { scope: "provider", window: "day", maxTokens: 1000, usedTokens: 1200, remaining: 0 }
+    ])
     expect(res.body.details.refusedBy.map((r: any) => r.by)).toEqual(["token_limit"])
     expect((await check("connection=or")).body).toMatchObject({ ok: true, details: { tokenLimits: [] } })
   })
@@ -243,7 +271,11 @@ describe("POST /v1/issues/report", () => {
       details: { apiKey: CONN_KEY, note: `tracker ${TRACKER_TOKEN}`, remaining: 0 }
     })
     expect(res.status, res.text).toBe(201)
-    expect(res.body).toMatchObject({ ok: true, number: expect.any(Number), url: expect.stringMatching(/^https:\/\/github\.example\/acme\/gateway-ops\/issues\/\d+$/) })
+    expect(res.body).toMatchObject({
+      ok: true,
+      number: expect.any(Number),
+      url: expect.stringMatching(/^https:\/\/github\.example\/acme\/gateway-ops\/issues\/\d+$/)
+    })
     const filed = fake.issuesFiled().at(-1)!
     expect(filed.path).toBe("/github/repos/acme/gateway-ops/issues")
     expect(filed.headers["authorization"]).toBe(`Bearer ${TRACKER_TOKEN}`)
@@ -273,12 +305,23 @@ describe("POST /v1/issues/report", () => {
     const res = await report({ kind: "quota", message: "out of credits" }, bare)
     expect(res.status).toBe(400)
     expect(res.body.error).toMatchObject({ code: "issues_not_configured", param: "repository" })
-    expect(res.body.error.message).toBe("issue reports are not configured: set the tracker's repository (GATEWAY_ISSUES_REPOSITORY) and token (GATEWAY_ISSUES_TOKEN)")
+    expect(res.body.error.message).toBe(
+      "issue reports are not configured: set the tracker's repository (GATEWAY_ISSUES_REPOSITORY) and token (GATEWAY_ISSUES_TOKEN)"
+    )
   })
 
   it("stored settings (token encrypted) apply without the environment", async () => {
-    const view = await bare.run(Effect.flatMap(IssueTracker, (t) => t.configure({ repository: "acme/stored", baseUrl: `${fake.origin}/github`, token: TRACKER_TOKEN })))
-    expect(view).toEqual({ repository: "acme/stored", baseUrl: `${fake.origin}/github`, tokenSet: true, source: { repository: "stored", token: "stored", baseUrl: "stored" } })
+    const view = await bare.run(
+      Effect.flatMap(IssueTracker, (t) =>
+        t.configure({ repository: "acme/stored", baseUrl: `${fake.origin}/github`, token: TRACKER_TOKEN })
+      )
+    )
+    expect(view).toEqual({
+      repository: "acme/stored",
+      baseUrl: `${fake.origin}/github`,
+      tokenSet: true,
+      source: { repository: "stored", token: "stored", baseUrl: "stored" }
+    })
     const res = await report({ kind: "key_issuance", message: "stored settings work" }, bare)
     expect(res.status, res.text).toBe(201)
     expect(fake.issuesFiled().at(-1)!.path).toBe("/github/repos/acme/stored/issues")

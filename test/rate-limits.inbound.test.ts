@@ -39,13 +39,17 @@ const createKey = async (body: Record<string, unknown>) => {
   return res.body as { id: string; secret: string; rpm: number | null; tpm: number | null }
 }
 const sdk = (apiKey: string) => new OpenAI({ baseURL: `${gw.url}/v1`, apiKey, maxRetries: 0 })
-const inboundOf = async (id: string) => ((await call(`${gw.url}/api/rate-limits`, { headers: admin })).body.inbound as Array<any>).find((k) => k.apiKeyId === id)
+const inboundOf = async (id: string) =>
+  ((await call(`${gw.url}/api/rate-limits`, { headers: admin })).body.inbound as Array<any>).find((k) => k.apiKeyId === id)
 
 beforeAll(async () => {
   up = await FakeOpenAI.start()
   gw = await startGateway()
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-  const res = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl, defaultModel: "m1" }, headers: admin })
+  const res = await call(`${gw.url}/api/providers`, {
+    body: { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl, defaultModel: "m1" },
+    headers: admin
+  })
   expect(res.status).toBe(201)
 })
 
@@ -70,7 +74,9 @@ describe("requests per minute", () => {
     expect(second.response.headers.get("ratelimit-remaining")).toBe("0")
 
     const upstreamCalls = up.requests.length
-    const refused = await client.chat.completions.create({ model: "up/m1", messages: [{ role: "user", content: "hi" }] }).catch((e: unknown) => e)
+    const refused = await client.chat.completions
+      .create({ model: "up/m1", messages: [{ role: "user", content: "hi" }] })
+      .catch((e: unknown) => e)
     expect(refused).toBeInstanceOf(OpenAI.RateLimitError)
     const e = refused as InstanceType<typeof OpenAI.RateLimitError>
     expect(e.status).toBe(429)
@@ -84,7 +90,9 @@ describe("requests per minute", () => {
 
     // Another key is not affected.
     const other = await createKey({ name: "rpm-other", rpm: 5 })
-    expect((await sdk(other.secret).chat.completions.create({ model: "up/m1", messages: [{ role: "user", content: "hi" }] })).choices.length).toBe(1)
+    expect(
+      (await sdk(other.secret).chat.completions.create({ model: "up/m1", messages: [{ role: "user", content: "hi" }] })).choices.length
+    ).toBe(1)
   })
 
   it("answers the 429 in the Anthropic format on /v1/messages", async () => {
@@ -124,7 +132,9 @@ describe("tokens per minute", () => {
     expect(status).toMatchObject({ name: "tpm", requests: null, tokens: { limit: 120, used: 18, remaining: 102, source: "key" } })
 
     // About 4 bytes a token: this body's estimate (~250 tokens) does not fit in what is left.
-    const refused = await client.chat.completions.create({ model: "up/m1", messages: [{ role: "user", content: "x".repeat(1000) }] }).catch((e: unknown) => e)
+    const refused = await client.chat.completions
+      .create({ model: "up/m1", messages: [{ role: "user", content: "x".repeat(1000) }] })
+      .catch((e: unknown) => e)
     expect(refused).toBeInstanceOf(OpenAI.RateLimitError)
     expect((refused as Error).message).toContain("120 tokens per minute")
     expect((await inboundOf(key.id)).tokens.used).toBe(18)
@@ -185,7 +195,10 @@ describe("/api/rate-limits and /api/rate-limit", () => {
     expect(limits.body.accounts[0]).toHaveProperty("rateLimitedUntil")
     expect(limits.body.inbound.find((k: any) => k.name === "rpm2")).toMatchObject({ requests: { limit: 2, source: "key" }, tokens: null })
     const config = await call(`${gw.url}/api/rate-limit`, { headers: admin })
-    expect(config.body).toMatchObject({ perKeyRequestLimit: null, inbound: { autoEnabled: false, defaultRpm: 60, defaultTpm: 100000, windowSeconds: 60 } })
+    expect(config.body).toMatchObject({
+      perKeyRequestLimit: null,
+      inbound: { autoEnabled: false, defaultRpm: 60, defaultTpm: 100000, windowSeconds: 60 }
+    })
     expect(config.body).toHaveProperty("connectionCooldown")
   })
 })
@@ -193,16 +206,26 @@ describe("/api/rate-limits and /api/rate-limit", () => {
 describe("RATE_LIMIT_AUTO_ENABLE", () => {
   it("gives keys without limits the default limits; a key's own limit wins", async () => {
     await freshWindow()
-    const auto = await startGateway({ env: { RATE_LIMIT_AUTO_ENABLE: "true", GATEWAY_RATE_LIMIT_DEFAULT_RPM: "1", GATEWAY_RATE_LIMIT_DEFAULT_TPM: "5000" } })
+    const auto = await startGateway({
+      env: { RATE_LIMIT_AUTO_ENABLE: "true", GATEWAY_RATE_LIMIT_DEFAULT_RPM: "1", GATEWAY_RATE_LIMIT_DEFAULT_TPM: "5000" }
+    })
     try {
       await auto.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
       expect(
-        (await call(`${auto.url}/api/providers`, { body: { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl, defaultModel: "m1" }, headers: admin })).status
+        (
+          await call(`${auto.url}/api/providers`, {
+            body: { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl, defaultModel: "m1" },
+            headers: admin
+          })
+        ).status
       ).toBe(201)
       const plain = (await call(`${auto.url}/api/keys`, { body: { name: "plain" }, headers: admin })).body
       const own = (await call(`${auto.url}/api/keys`, { body: { name: "own", rpm: 3 }, headers: admin })).body
       const ask = (secret: string) =>
-        call(`${auto.url}/v1/chat/completions`, { body: { model: "up/m1", messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${secret}` } })
+        call(`${auto.url}/v1/chat/completions`, {
+          body: { model: "up/m1", messages: [{ role: "user", content: "hi" }] },
+          headers: { authorization: `Bearer ${secret}` }
+        })
       const first = await ask(plain.secret)
       expect(first.status).toBe(200)
       expect(first.headers.get("ratelimit-limit")).toBe("1")
@@ -213,7 +236,10 @@ describe("RATE_LIMIT_AUTO_ENABLE", () => {
       const config = await call(`${auto.url}/api/rate-limit`, { headers: admin })
       expect(config.body).toMatchObject({ perKeyRequestLimit: { rpm: 1, tpm: 5000 }, inbound: { autoEnabled: true, defaultRpm: 1 } })
       const inbound = (await call(`${auto.url}/api/rate-limits`, { headers: admin })).body.inbound
-      expect(inbound.find((k: any) => k.name === "plain")).toMatchObject({ requests: { limit: 1, used: 1, source: "auto" }, tokens: { limit: 5000, source: "auto" } })
+      expect(inbound.find((k: any) => k.name === "plain")).toMatchObject({
+        requests: { limit: 1, used: 1, source: "auto" },
+        tokens: { limit: 5000, source: "auto" }
+      })
       expect(inbound.find((k: any) => k.name === "own")).toMatchObject({ requests: { limit: 3, used: 2, source: "key" } })
     } finally {
       await auto.close()

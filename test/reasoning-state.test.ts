@@ -42,7 +42,14 @@ beforeAll(async () => {
   await pair("resp-pair", "openai-responses", { provider: "openai-compatible", upstreamFormat: "openai-responses" }, "gpt-r")
   await pair("gem-pair", "gemini", { provider: "gemini", apiKey: "gemini-upstream-key" }, "gem-x")
   // Another family first: a Gemini account, then an Anthropic one.
-  await add({ provider: "anthropic", apiKey: "sk-ant-upstream", name: "cross-anth", priority: 2, baseUrl: b.baseUrl("anthropic"), models: ["claude-x"] })
+  await add({
+    provider: "anthropic",
+    apiKey: "sk-ant-upstream",
+    name: "cross-anth",
+    priority: 2,
+    baseUrl: b.baseUrl("anthropic"),
+    models: ["claude-x"]
+  })
   const res = await call(`${gw.url}/api/combos`, {
     body: { name: "cross", strategy: "priority", targets: [{ model: "gem-pair-a/gem-x" }, { model: "cross-anth/claude-x" }] },
     headers: admin
@@ -63,7 +70,13 @@ beforeEach(async () => {
   }
 })
 
-const TOOLS = [{ name: "read_file", description: "Reads a file", input_schema: { type: "object", properties: { path: { type: "string" } }, required: ["path"] } }]
+const TOOLS = [
+  {
+    name: "read_file",
+    description: "Reads a file",
+    input_schema: { type: "object", properties: { path: { type: "string" } }, required: ["path"] }
+  }
+]
 const THINKING = { type: "enabled", budget_tokens: 2048 }
 
 /** The data of each SSE event. */
@@ -79,7 +92,14 @@ describe("Anthropic thinking signatures (a messages client, passed through)", ()
   const turn1 = async (stream: boolean) => {
     a.next({ reasoning: { text: "I should read it." }, toolCalls: [{ name: "read_file", arguments: '{"path":"a.txt"}' }] })
     const res = await call(`${gw.url}/v1/messages`, {
-      body: { model: "claude-pair", max_tokens: 4096, thinking: THINKING, tools: TOOLS, stream, messages: [{ role: "user", content: "read a.txt" }] }
+      body: {
+        model: "claude-pair",
+        max_tokens: 4096,
+        thinking: THINKING,
+        tools: TOOLS,
+        stream,
+        messages: [{ role: "user", content: "read a.txt" }]
+      }
     })
     expect(res.status, res.text).toBe(200)
     const content: Array<any> = stream
@@ -89,9 +109,12 @@ describe("Anthropic thinking signatures (a messages client, passed through)", ()
             if (e.type === "content_block_start") blocks[e.index] = { ...e.content_block }
             if (e.type === "content_block_delta" && e.delta.type === "signature_delta") blocks[e.index].signature = e.delta.signature
             if (e.type === "content_block_delta" && e.delta.type === "thinking_delta") blocks[e.index].thinking += e.delta.thinking
-            if (e.type === "content_block_delta" && e.delta.type === "input_json_delta") blocks[e.index].json = (blocks[e.index].json ?? "") + e.delta.partial_json
+            if (e.type === "content_block_delta" && e.delta.type === "input_json_delta")
+              blocks[e.index].json = (blocks[e.index].json ?? "") + e.delta.partial_json
           }
-          return blocks.map((b) => (b.type === "tool_use" ? { type: "tool_use", id: b.id, name: b.name, input: JSON.parse(b.json ?? "{}") } : b))
+          return blocks.map((b) =>
+            b.type === "tool_use" ? { type: "tool_use", id: b.id, name: b.name, input: JSON.parse(b.json ?? "{}") } : b
+          )
         })()
       : res.body.content
     return content
@@ -131,7 +154,11 @@ describe("Anthropic thinking signatures (a messages client, passed through)", ()
       expect(a.violations).toEqual([])
       const atA = last(a, /messages$/)
       expect(atA.thinking).toEqual(THINKING)
-      expect(atA.messages[1].content[0]).toEqual({ type: "thinking", thinking: "I should read it.", signature: open(thinking.signature).signature })
+      expect(atA.messages[1].content[0]).toEqual({
+        type: "thinking",
+        thinking: "I should read it.",
+        signature: open(thinking.signature).signature
+      })
     })
   }
 
@@ -219,7 +246,14 @@ describe("OpenAI encrypted reasoning (a Responses client, passed through)", () =
     const reasoning = first.body.output.find((i: any) => i.type === "reasoning")
     expect(open(reasoning.encrypted_content)).toEqual({ issuer: expect.any(String), signature: expect.stringMatching(/^sig\.A\./) })
     const fc = first.body.output.find((i: any) => i.type === "function_call")
-    const next = { ...body, input: [{ role: "user", content: "read a.txt" }, ...first.body.output, { type: "function_call_output", call_id: fc.call_id, output: "hello" }] }
+    const next = {
+      ...body,
+      input: [
+        { role: "user", content: "read a.txt" },
+        ...first.body.output,
+        { type: "function_call_output", call_id: fc.call_id, output: "hello" }
+      ]
+    }
 
     a.next({ status: 503 })
     const moved = await call(`${gw.url}/v1/responses`, { body: next })
@@ -233,7 +267,9 @@ describe("OpenAI encrypted reasoning (a Responses client, passed through)", () =
     const back = await call(`${gw.url}/v1/responses`, { body: next })
     expect(back.status, back.text).toBe(200)
     expect(a.violations).toEqual([])
-    expect(last(a, /responses$/).input.find((i: any) => i.type === "reasoning").encrypted_content).toBe(open(reasoning.encrypted_content).signature)
+    expect(last(a, /responses$/).input.find((i: any) => i.type === "reasoning").encrypted_content).toBe(
+      open(reasoning.encrypted_content).signature
+    )
   })
 })
 
@@ -241,7 +277,9 @@ describe("Gemini thought signatures", () => {
   it("a chat client (translated, the signature in the tool call's id): the other account gets Google's bypass value, the issuer its own", async () => {
     a.next({ reasoning: { text: "need the file" }, toolCalls: [{ name: "read_file", arguments: '{"path":"a.txt"}' }] })
     const tools = [{ type: "function", function: { name: "read_file", parameters: TOOLS[0]!.input_schema } }]
-    const first = await call(`${gw.url}/v1/chat/completions`, { body: { model: "gem-pair", tools, messages: [{ role: "user", content: "read a.txt" }], stream: true } })
+    const first = await call(`${gw.url}/v1/chat/completions`, {
+      body: { model: "gem-pair", tools, messages: [{ role: "user", content: "read a.txt" }], stream: true }
+    })
     expect(first.status, first.text).toBe(200)
     const calls = events(first.text).flatMap((e) => e.choices?.[0]?.delta?.tool_calls ?? [])
     const id: string = calls.find((c: any) => c.id)!.id
@@ -251,7 +289,11 @@ describe("Gemini thought signatures", () => {
       tools,
       messages: [
         { role: "user", content: "read a.txt" },
-        { role: "assistant", content: null, tool_calls: [{ id, type: "function", function: { name: "read_file", arguments: '{"path":"a.txt"}' } }] },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [{ id, type: "function", function: { name: "read_file", arguments: '{"path":"a.txt"}' } }]
+        },
         { role: "tool", tool_call_id: id, content: "hello" }
       ]
     }
@@ -272,7 +314,9 @@ describe("Gemini thought signatures", () => {
   it("a Gemini client (passed through): sealed in the answer, the issuer's own sent back, the other account's dropped", async () => {
     a.next({ reasoning: { text: "need the file" }, toolCalls: [{ name: "read_file", arguments: '{"path":"a.txt"}' }] })
     const tools = [{ functionDeclarations: [{ name: "read_file", parametersJsonSchema: TOOLS[0]!.input_schema }] }]
-    const first = await call(`${gw.url}/v1beta/models/gem-pair:generateContent`, { body: { tools, contents: [{ role: "user", parts: [{ text: "read a.txt" }] }] } })
+    const first = await call(`${gw.url}/v1beta/models/gem-pair:generateContent`, {
+      body: { tools, contents: [{ role: "user", parts: [{ text: "read a.txt" }] }] }
+    })
     expect(first.status, first.text).toBe(200)
     const parts: Array<any> = first.body.candidates[0].content.parts
     const signed = parts.find((p) => p.thoughtSignature)

@@ -20,9 +20,23 @@ beforeAll(async () => {
   gw = await startGateway()
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   const add = (body: Record<string, unknown>) => call(`${gw.url}/api/providers`, { body, headers: admin })
-  expect((await add({ provider: "anthropic", name: "anth", apiKey: "sk-ant", baseUrl: up.baseUrl("anthropic"), defaultModel: "claude-sonnet-4-5" })).status).toBe(201)
-  expect((await add({ provider: "gemini", name: "gem", apiKey: "gk", baseUrl: up.baseUrl("gemini"), defaultModel: "gemini-2.5-pro" })).status).toBe(201)
-  expect((await add({ provider: "openai", name: "oai", apiKey: "sk-oai", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" })).status).toBe(201)
+  expect(
+    (
+      await add({
+        provider: "anthropic",
+        name: "anth",
+        apiKey: "sk-ant",
+        baseUrl: up.baseUrl("anthropic"),
+        defaultModel: "claude-sonnet-4-5"
+      })
+    ).status
+  ).toBe(201)
+  expect(
+    (await add({ provider: "gemini", name: "gem", apiKey: "gk", baseUrl: up.baseUrl("gemini"), defaultModel: "gemini-2.5-pro" })).status
+  ).toBe(201)
+  expect(
+    (await add({ provider: "openai", name: "oai", apiKey: "sk-oai", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" })).status
+  ).toBe(201)
 })
 afterAll(async () => {
   await gw?.close()
@@ -46,7 +60,8 @@ const expectRoomForAnswer = (body: Record<string, any>) => {
 
 describe("reasoning effort to a messages upstream", () => {
   const user = [{ role: "user", content: "think" }]
-  const chat = (extra: Record<string, unknown>) => call(`${gw.url}/v1/chat/completions`, { body: { model: "anth/claude-sonnet-4-5", messages: user, ...extra } })
+  const chat = (extra: Record<string, unknown>) =>
+    call(`${gw.url}/v1/chat/completions`, { body: { model: "anth/claude-sonnet-4-5", messages: user, ...extra } })
 
   it("chat reasoning_effort high without max_tokens: the full high budget and the answer allowance on top, within Opus 4's 32000", async () => {
     expect((await chat({ reasoning_effort: "high" })).status).toBe(200)
@@ -85,12 +100,16 @@ describe("reasoning effort to a messages upstream", () => {
   })
 
   it("responses reasoning.effort", async () => {
-    const res = await call(`${gw.url}/v1/responses`, { body: { model: "anth/claude-sonnet-4-5", input: "think", reasoning: { effort: "high" } } })
+    const res = await call(`${gw.url}/v1/responses`, {
+      body: { model: "anth/claude-sonnet-4-5", input: "think", reasoning: { effort: "high" } }
+    })
     expect(res.status).toBe(200)
     const body = lastMessages()
     expectRoomForAnswer(body)
     expect(body["thinking"].budget_tokens).toBe(24_000)
-    const capped = await call(`${gw.url}/v1/responses`, { body: { model: "anth/claude-sonnet-4-5", input: "think", reasoning: { effort: "medium" }, max_output_tokens: 4096 } })
+    const capped = await call(`${gw.url}/v1/responses`, {
+      body: { model: "anth/claude-sonnet-4-5", input: "think", reasoning: { effort: "medium" }, max_output_tokens: 4096 }
+    })
     expect(capped.status).toBe(200)
     expect(lastMessages()["max_tokens"]).toBe(4096)
     expectRoomForAnswer(lastMessages())
@@ -98,7 +117,9 @@ describe("reasoning effort to a messages upstream", () => {
 
   it("generative-language thinkingLevel and thinkingBudget", async () => {
     const gen = (generationConfig: Record<string, unknown>) =>
-      call(`${gw.url}/v1beta/models/anth/claude-sonnet-4-5:generateContent`, { body: { contents: [{ role: "user", parts: [{ text: "think" }] }], generationConfig } })
+      call(`${gw.url}/v1beta/models/anth/claude-sonnet-4-5:generateContent`, {
+        body: { contents: [{ role: "user", parts: [{ text: "think" }] }], generationConfig }
+      })
     expect((await gen({ thinkingConfig: { thinkingLevel: "high" } })).status).toBe(200)
     expectRoomForAnswer(lastMessages())
     expect(lastMessages()["thinking"].budget_tokens).toBe(24_000)
@@ -122,7 +143,9 @@ describe("reasoning effort to a generative-language upstream", () => {
       .filter((r) => /:(stream)?generateContent$/i.test(r.path))
       .at(-1)!.body as Record<string, any>
   const chat = (extra: Record<string, unknown>) =>
-    call(`${gw.url}/v1/chat/completions`, { body: { model: "gem/gemini-2.5-pro", messages: [{ role: "user", content: "think" }], ...extra } })
+    call(`${gw.url}/v1/chat/completions`, {
+      body: { model: "gem/gemini-2.5-pro", messages: [{ role: "user", content: "think" }], ...extra }
+    })
 
   it("a level's budget leaves room for the answer under the client's limit (thoughts count toward maxOutputTokens)", async () => {
     expect((await chat({ reasoning_effort: "high", max_tokens: 8192 })).status).toBe(200)

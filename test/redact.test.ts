@@ -3,7 +3,8 @@ import { redactText, scrubSecrets } from "../src/kernel/redact.js"
 
 const KEY = "sk-proj-Zq8vR2mN4pL7xK1wT5yB9cD3opaqueABCDEFGH"
 /** Every piece of 12 key characters of `secret`. */
-const piecesOf = (secret: string) => Array.from({ length: secret.length - 11 }, (_, i) => secret.slice(i, i + 12)).filter((p) => /^[A-Za-z0-9_-]{12}$/.test(p))
+const piecesOf = (secret: string) =>
+  Array.from({ length: secret.length - 11 }, (_, i) => secret.slice(i, i + 12)).filter((p) => /^[A-Za-z0-9_-]{12}$/.test(p))
 const expectNoPiece = (text: string, secret: string) => {
   for (const piece of piecesOf(secret)) expect(text, `${piece} in ${text}`).not.toContain(piece)
 }
@@ -91,7 +92,9 @@ describe("JSON stays JSON", () => {
       if (depth > 3 || r < 0.35) return text()
       if (r < 0.45) return pick([98765432109876, -1234567890123, 1.5e-7, 0, true, false, null])
       if (r < 0.65) return Array.from({ length: Math.floor(random() * 4) }, () => value(depth + 1))
-      return Object.fromEntries(Array.from({ length: Math.floor(random() * 4) }, () => [random() < 0.5 ? pick(words) : text(), value(depth + 1)]))
+      return Object.fromEntries(
+        Array.from({ length: Math.floor(random() * 4) }, () => [random() < 0.5 ? pick(words) : text(), value(depth + 1)])
+      )
     }
     for (let i = 0; i < 2000; i++) {
       const doc = { error: value(0) }
@@ -137,7 +140,10 @@ describe("pieces of the connection's key", () => {
     expect(scrubSecrets(`[quota] key was ${secret}, caller used it`, [secret])).toBe("[quota] key was ****, caller used it")
     expect(scrubSecrets(`{broken ${secret.slice(2, 20)} x`, [secret])).toBe("{broken **** x")
     // A document stays a document: strings masked as strings, numbers as numbers.
-    expect(JSON.parse(scrubSecrets(`{"k":"${secret}","n":123456789012345}`, [secret, "123456789012345"]))).toEqual({ k: "****", n: 111111111111111 })
+    expect(JSON.parse(scrubSecrets(`{"k":"${secret}","n":123456789012345}`, [secret, "123456789012345"]))).toEqual({
+      k: "****",
+      n: 111111111111111
+    })
   })
 
   it("are not looked for in a key too short to have them", () => {

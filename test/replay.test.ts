@@ -63,13 +63,19 @@ const recordSession = async () => {
   const started = await call(`${gw.url}${T}/sessions`, { body: { name: "team traffic" }, headers: admin })
   expect(started.status, started.text).toBe(201)
   const ids: Array<string> = []
-  const chat = await call(`${gw.url}/v1/chat/completions`, { body: { model: "prim/m1", messages: [{ role: "user", content: "two plus two?" }] } })
+  const chat = await call(`${gw.url}/v1/chat/completions`, {
+    body: { model: "prim/m1", messages: [{ role: "user", content: "two plus two?" }] }
+  })
   expect(chat.status, chat.text).toBe(200)
   ids.push(chat.headers.get("x-gateway-request-id")!)
-  const streamed = await call(`${gw.url}/v1/chat/completions`, { body: { model: "prim/m1", stream: true, messages: [{ role: "user", content: "three plus one?" }] } })
+  const streamed = await call(`${gw.url}/v1/chat/completions`, {
+    body: { model: "prim/m1", stream: true, messages: [{ role: "user", content: "three plus one?" }] }
+  })
   expect(streamed.status).toBe(200)
   ids.push(streamed.headers.get("x-gateway-request-id")!)
-  const messages = await call(`${gw.url}/v1/messages`, { body: { model: "prim/m1", max_tokens: 64, messages: [{ role: "user", content: "two plus two, in words?" }] } })
+  const messages = await call(`${gw.url}/v1/messages`, {
+    body: { model: "prim/m1", max_tokens: 64, messages: [{ role: "user", content: "two plus two, in words?" }] }
+  })
   expect(messages.status, messages.text).toBe(200)
   ids.push(messages.headers.get("x-gateway-request-id")!)
   expect((await call(`${gw.url}/v1/models`, { method: "GET" })).status).toBe(200)
@@ -87,7 +93,14 @@ describe("replay", () => {
     const before = up.requestsOf("anthropic").length
     const started = await replay({ source: { sessionId }, models: ["cand/claude-x"], concurrency: 2, budgetUsd: 1 })
     expect(started.status, started.text).toBe(202)
-    expect(started.body).toMatchObject({ state: "running", source: `session:${sessionId}`, models: ["cand/claude-x"], requests: 4, replayable: 3, baseline: "recorded" })
+    expect(started.body).toMatchObject({
+      state: "running",
+      source: `session:${sessionId}`,
+      models: ["cand/claude-x"],
+      requests: 4,
+      replayable: 3,
+      baseline: "recorded"
+    })
     expect(started.body.id).toMatch(/^rpl_[0-9a-f]{12}$/)
     const job = await finished(started.body.id)
     expect(job).toMatchObject({ state: "done", calls: { total: 3, done: 3, failed: 0 }, skipped: { not_replayable: 1 } })
@@ -103,7 +116,8 @@ describe("replay", () => {
     // The candidate got each request in its own format, with the recorded messages.
     const atCandidate = up.requestsOf("anthropic").slice(before).map(userText)
     expect(atCandidate).toHaveLength(3)
-    for (const q of ["two plus two?", "three plus one?", "two plus two, in words?"]) expect(atCandidate.some((m) => m.includes(q))).toBe(true)
+    for (const q of ["two plus two?", "three plus one?", "two plus two, in words?"])
+      expect(atCandidate.some((m) => m.includes(q))).toBe(true)
     // Each replay call is a request of its own: routed, priced, counted.
     let rows: Array<any> = []
     for (let i = 0; i < 50 && rows.length < 3; i++) {
@@ -117,12 +131,22 @@ describe("replay", () => {
   it("usage-log requests whose bodies were kept; an unknown id and a request whose body was not kept are left out, saying why", async () => {
     const { requestIds } = await recordSession()
     // Nobody looks and nothing records: this request's body is not kept.
-    const unkept = await call(`${gw.url}/v1/chat/completions`, { body: { model: "prim/m1", messages: [{ role: "user", content: "unseen?" }] } })
+    const unkept = await call(`${gw.url}/v1/chat/completions`, {
+      body: { model: "prim/m1", messages: [{ role: "user", content: "unseen?" }] }
+    })
     expect(unkept.status).toBe(200)
-    const started = await replay({ source: { usageIds: [...requestIds, unkept.headers.get("x-gateway-request-id"), "req_does_not_exist"] }, models: ["prim/m2"] })
+    const started = await replay({
+      source: { usageIds: [...requestIds, unkept.headers.get("x-gateway-request-id"), "req_does_not_exist"] },
+      models: ["prim/m2"]
+    })
     expect(started.status, started.text).toBe(202)
     const job = await finished(started.body.id)
-    expect(job).toMatchObject({ requests: 5, replayable: 3, calls: { total: 3, done: 3, failed: 0 }, skipped: { body_not_kept: 1, not_found: 1 } })
+    expect(job).toMatchObject({
+      requests: 5,
+      replayable: 3,
+      calls: { total: 3, done: 3, failed: 0 },
+      skipped: { body_not_kept: 1, not_found: 1 }
+    })
     expect(job.notes.join("\n")).toContain("req_does_not_exist")
     expect(job.report.targets[0]).toMatchObject({ shadowModel: "prim/m2", pairs: 3, normalizedAgreement: 0 })
   })
@@ -133,12 +157,20 @@ describe("replay", () => {
     expect(exported.status).toBe(200)
     const fromExport = await replay({ source: { jsonl: exported.text }, models: ["cand/claude-x"] })
     expect(fromExport.status, fromExport.text).toBe(202)
-    expect(await finished(fromExport.body.id)).toMatchObject({ source: "jsonl:4", replayable: 3, baseline: "recorded", calls: { done: 3, failed: 0 } })
+    expect(await finished(fromExport.body.id)).toMatchObject({
+      source: "jsonl:4",
+      replayable: 3,
+      baseline: "recorded",
+      calls: { done: 3, failed: 0 }
+    })
 
     const lines = [
       JSON.stringify({ model: "x", messages: [{ role: "user", content: "two plus two?" }] }),
       "",
-      JSON.stringify({ path: "/v1/messages", body: { model: "x", max_tokens: 32, messages: [{ role: "user", content: "and three plus one?" }] } })
+      JSON.stringify({
+        path: "/v1/messages",
+        body: { model: "x", max_tokens: 32, messages: [{ role: "user", content: "and three plus one?" }] }
+      })
     ].join("\n")
     const bare = await replay({ source: { jsonl: lines }, models: ["prim/m1", "prim/m2", "cand/claude-x"] })
     expect(bare.status, bare.text).toBe(202)

@@ -14,7 +14,10 @@ let gw: TestGateway
 let up: FakeUpstream
 
 const add = async (family: Family, body: Record<string, unknown>) => {
-  const res = await call(`${gw.url}/api/providers`, { body: { ...body, baseUrl: up.baseUrl(family) }, headers: { authorization: `Bearer ${ADMIN}` } })
+  const res = await call(`${gw.url}/api/providers`, {
+    body: { ...body, baseUrl: up.baseUrl(family) },
+    headers: { authorization: `Bearer ${ADMIN}` }
+  })
   expect(res.status, JSON.stringify(res.body)).toBe(201)
 }
 
@@ -97,7 +100,13 @@ describe("OpenAI routes check the parameters they know", () => {
     })
     expect(res.status, res.text).toBe(200)
     expect(up.requests[0]!.body.x_vendor_flag).toEqual({ a: 1 })
-    const r2 = await post("/v1/responses", { ...responses, temperature: null, max_output_tokens: 32000, store: false, include: ["reasoning.encrypted_content"] })
+    const r2 = await post("/v1/responses", {
+      ...responses,
+      temperature: null,
+      max_output_tokens: 32000,
+      store: false,
+      include: ["reasoning.encrypted_content"]
+    })
     expect(r2.status, r2.text).toBe(200)
   })
 })
@@ -112,7 +121,11 @@ describe("Anthropic routes answer in Anthropic's error shape", () => {
     ["/v1/messages", { ...messages, max_tokens: null }, /max_tokens: Field required/],
     ["/v1/messages", { ...messages, top_k: 1.5 }, /top_k: expected an integer of at least 0/],
     ["/v1/messages", { ...messages, stop_sequences: "END" }, /stop_sequences: expected an array of strings/],
-    ["/v1/messages", { ...messages, thinking: { type: "enabled", budget_tokens: "lots" } }, /thinking.budget_tokens: expected a positive integer/],
+    [
+      "/v1/messages",
+      { ...messages, thinking: { type: "enabled", budget_tokens: "lots" } },
+      /thinking.budget_tokens: expected a positive integer/
+    ],
     ["/v1/messages/count_tokens", { model: messages.model, messages: [user], top_p: 3 }, /top_p: expected a number between 0 and 1/]
   ]
   it.each(cases)("%s %j", async (path, body, message) => {
@@ -134,9 +147,21 @@ describe("Anthropic routes answer in Anthropic's error shape", () => {
 describe("Gemini routes answer in Gemini's error shape", () => {
   const cases: ReadonlyArray<readonly [string, Record<string, unknown>, RegExp]> = [
     [`${GEMINI}:generateContent`, { generationConfig: { temperature: "hot" } }, /contents: Field required/],
-    [`${GEMINI}:generateContent`, { contents, generationConfig: { temperature: "hot" } }, /generationConfig.temperature: expected a number between 0 and 2, got "hot"/],
-    [`${GEMINI}:generateContent`, { contents, generationConfig: { maxOutputTokens: -5 } }, /generationConfig.maxOutputTokens: expected a positive integer/],
-    [`${GEMINI}:generateContent`, { contents, generation_config: { top_p: 2 } }, /generation_config.top_p: expected a number between 0 and 1/],
+    [
+      `${GEMINI}:generateContent`,
+      { contents, generationConfig: { temperature: "hot" } },
+      /generationConfig.temperature: expected a number between 0 and 2, got "hot"/
+    ],
+    [
+      `${GEMINI}:generateContent`,
+      { contents, generationConfig: { maxOutputTokens: -5 } },
+      /generationConfig.maxOutputTokens: expected a positive integer/
+    ],
+    [
+      `${GEMINI}:generateContent`,
+      { contents, generation_config: { top_p: 2 } },
+      /generation_config.top_p: expected a number between 0 and 1/
+    ],
     [
       `${GEMINI}:generateContent`,
       { contents, generationConfig: { thinkingConfig: { thinkingBudget: "max" } } },
@@ -144,11 +169,23 @@ describe("Gemini routes answer in Gemini's error shape", () => {
     ],
     [`${GEMINI}:generateContent`, { contents, generationConfig: "hot" }, /generationConfig: expected an object/],
     [`${GEMINI}:generateContent`, { contents: "hi" }, /contents: expected an array/],
-    [`${GEMINI}:streamGenerateContent?alt=sse`, { contents, generationConfig: { stopSequences: "END" } }, /stopSequences: expected an array of strings/],
+    [
+      `${GEMINI}:streamGenerateContent?alt=sse`,
+      { contents, generationConfig: { stopSequences: "END" } },
+      /stopSequences: expected an array of strings/
+    ],
     [`${GEMINI}:countTokens`, {}, /contents: Field required/],
     [`${GEMINI}:embedContent`, { taskType: "RETRIEVAL_QUERY" }, /content: Field required/],
-    [`${GEMINI}:embedContent`, { content: { parts: [{ text: "a" }] }, outputDimensionality: 0 }, /outputDimensionality: expected a positive integer/],
-    [`${GEMINI}:batchEmbedContents`, { requests: [{ content: { parts: [{ text: "a" }] }, outputDimensionality: "x" }] }, /requests\[0\].outputDimensionality/]
+    [
+      `${GEMINI}:embedContent`,
+      { content: { parts: [{ text: "a" }] }, outputDimensionality: 0 },
+      /outputDimensionality: expected a positive integer/
+    ],
+    [
+      `${GEMINI}:batchEmbedContents`,
+      { requests: [{ content: { parts: [{ text: "a" }] }, outputDimensionality: "x" }] },
+      /requests\[0\].outputDimensionality/
+    ]
   ]
   it.each(cases)("%s %j", async (path, body, message) => {
     const res = await post(path, body)
@@ -161,7 +198,13 @@ describe("Gemini routes answer in Gemini's error shape", () => {
   it("accepts what @google/genai and Gemini CLI send", async () => {
     const res = await post(`${GEMINI}:generateContent`, {
       contents,
-      generationConfig: { temperature: 1, topP: 0.95, topK: 64, thinkingConfig: { includeThoughts: true, thinkingBudget: -1 }, maxOutputTokens: null }
+      generationConfig: {
+        temperature: 1,
+        topP: 0.95,
+        topK: 64,
+        thinkingConfig: { includeThoughts: true, thinkingBudget: -1 },
+        maxOutputTokens: null
+      }
     })
     expect(res.status, res.text).toBe(200)
   })
@@ -186,7 +229,12 @@ describe("Ollama routes answer {error}", () => {
   })
 
   it("accepts Ollama's own values (num_predict -1, keep_alive as a number, think as a level)", async () => {
-    const res = await post("/api/chat", { ...ollamaChat, think: "high", keep_alive: -1, options: { num_predict: -1, temperature: null, stop: ["\n"] } })
+    const res = await post("/api/chat", {
+      ...ollamaChat,
+      think: "high",
+      keep_alive: -1,
+      options: { num_predict: -1, temperature: null, stop: ["\n"] }
+    })
     expect(res.status, res.text).toBe(200)
   })
 })

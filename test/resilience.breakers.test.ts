@@ -17,7 +17,8 @@ const APIKEY: ProviderRef = { id: "openai", authClass: "apikey" }
 const OAUTH: ProviderRef = { id: "claude-oauth", authClass: "oauth" }
 const LOCAL: ProviderRef = { id: "ollama", authClass: "local" }
 
-const fail = (p: ProviderRef, n: number, status = 503) => Effect.flatMap(CircuitBreakers, (b) => Effect.repeatN(b.onFailure(p, status), n - 1))
+const fail = (p: ProviderRef, n: number, status = 503) =>
+  Effect.flatMap(CircuitBreakers, (b) => Effect.repeatN(b.onFailure(p, status), n - 1))
 
 const state = (p: ProviderRef) => Effect.flatMap(CircuitBreakers, (b) => Effect.map(Clock.currentTimeMillis, (now) => b.stateAt(p, now)))
 
@@ -147,7 +148,12 @@ describe("provider circuit breaker: profiles", () => {
     }).pipe(
       Effect.provide(
         CircuitBreakers.layer.pipe(
-          Layer.provideMerge(Layer.merge(ResilienceConfig.layerTest({ providerBreaker: { apikey: { degradationThreshold: 2, failureThreshold: 3 } } }), EventBus.layer))
+          Layer.provideMerge(
+            Layer.merge(
+              ResilienceConfig.layerTest({ providerBreaker: { apikey: { degradationThreshold: 2, failureThreshold: 3 } } }),
+              EventBus.layer
+            )
+          )
         )
       )
     )
@@ -250,8 +256,14 @@ describe("provider circuit breaker: events", () => {
       yield* fail(LOCAL, 1, 504)
       const errors = Chunk.toArray(yield* Queue.takeAll(events))
       expect(errors.map((e) => [e.event, e.data])).toEqual([
-        ["provider.error", { provider: "ollama", origin: null, breaker: "ollama", status: 500, consecutive_failures: 1, circuit_state: "DEGRADED" }],
-        ["provider.error", { provider: "ollama", origin: null, breaker: "ollama", status: 504, consecutive_failures: 2, circuit_state: "OPEN" }]
+        [
+          "provider.error",
+          { provider: "ollama", origin: null, breaker: "ollama", status: 500, consecutive_failures: 1, circuit_state: "DEGRADED" }
+        ],
+        [
+          "provider.error",
+          { provider: "ollama", origin: null, breaker: "ollama", status: 504, consecutive_failures: 2, circuit_state: "OPEN" }
+        ]
       ])
       yield* TestClock.adjust("15 seconds")
       yield* b.acquire(LOCAL)
@@ -259,7 +271,10 @@ describe("provider circuit breaker: events", () => {
       const now = yield* Clock.currentTimeMillis
       const recovered = Chunk.toArray(yield* Queue.takeAll(events))
       expect(recovered.map((e) => [e.event, e.data])).toEqual([
-        ["provider.recovered", { provider: "ollama", origin: null, breaker: "ollama", previous_state: "HALF_OPEN", recovered_at: new Date(now).toISOString() }]
+        [
+          "provider.recovered",
+          { provider: "ollama", origin: null, breaker: "ollama", previous_state: "HALF_OPEN", recovered_at: new Date(now).toISOString() }
+        ]
       ])
     }).pipe(Effect.provide(layer))
   )
@@ -321,7 +336,9 @@ describe("provider circuit breaker: one per provider and upstream origin", () =>
       expect(yield* state(HOST_B)).toBe("CLOSED")
       expect(yield* b.acquire(HOST_B)).toEqual({ allowed: true, probe: false, retryAfterMs: null })
       const views = yield* b.list
-      expect(views.map((v) => [v.key, v.provider, v.origin, v.state])).toEqual([["ollama@http://10.0.0.1:11434", "ollama", "http://10.0.0.1:11434", "OPEN"]])
+      expect(views.map((v) => [v.key, v.provider, v.origin, v.state])).toEqual([
+        ["ollama@http://10.0.0.1:11434", "ollama", "http://10.0.0.1:11434", "OPEN"]
+      ])
     }).pipe(Effect.provide(layer))
   )
 

@@ -4,7 +4,12 @@ import type { Classification, FailureInfo } from "../src/services/resilience/typ
 
 const NOW = Date.parse("2025-01-01T00:00:00Z")
 
-const http = (status: number, message = "error", extra: Partial<FailureInfo> = {}): FailureInfo => ({ status, kind: "http", message, ...extra })
+const http = (status: number, message = "error", extra: Partial<FailureInfo> = {}): FailureInfo => ({
+  status,
+  kind: "http",
+  message,
+  ...extra
+})
 
 type Expected = Partial<Classification>
 
@@ -23,11 +28,27 @@ const rows: ReadonlyArray<readonly [string, FailureInfo, Expected]> = [
   ["415 is a client error", http(415, "unsupported media type"), { ...CLIENT, reason: "unsupported_media_type" }],
   ["422 is a client error", http(422, "unprocessable"), { ...CLIENT, reason: "unprocessable_entity" }],
   ["another 4xx (409) is a client error", http(409, "conflict"), { ...CLIENT, reason: "client_error" }],
-  ["a 400 mentioning a rate limit stays a client error", http(400, "rate limit in request body is invalid"), { ...CLIENT, reason: "bad_request" }],
+  [
+    "a 400 mentioning a rate limit stays a client error",
+    http(400, "rate limit in request body is invalid"),
+    { ...CLIENT, reason: "bad_request" }
+  ],
   // context too long
-  ["400 context_length_exceeded code is model-scoped", http(400, "too long", { code: "context_length_exceeded" }), { ...MODEL, reason: "context_too_long" }],
-  ["400 'maximum context length' is model-scoped", http(400, "This model's maximum context length is 8192 tokens"), { ...MODEL, reason: "context_too_long" }],
-  ["400 'prompt is too long' is model-scoped", http(400, "prompt is too long: 210000 tokens > 200000 maximum"), { ...MODEL, reason: "context_too_long" }],
+  [
+    "400 context_length_exceeded code is model-scoped",
+    http(400, "too long", { code: "context_length_exceeded" }),
+    { ...MODEL, reason: "context_too_long" }
+  ],
+  [
+    "400 'maximum context length' is model-scoped",
+    http(400, "This model's maximum context length is 8192 tokens"),
+    { ...MODEL, reason: "context_too_long" }
+  ],
+  [
+    "400 'prompt is too long' is model-scoped",
+    http(400, "prompt is too long: 210000 tokens > 200000 maximum"),
+    { ...MODEL, reason: "context_too_long" }
+  ],
   ["413 'too many tokens' is model-scoped", http(413, "Too many tokens"), { ...MODEL, reason: "context_too_long" }],
   [
     "400 'input is too long' in the body is model-scoped",
@@ -40,16 +61,38 @@ const rows: ReadonlyArray<readonly [string, FailureInfo, Expected]> = [
     { ...MODEL, reason: "context_too_long" }
   ],
   // model not served or not supported by this upstream: the next target
-  ["400 model_not_found code is model-scoped", http(400, "no such model", { code: "model_not_found" }), { ...MODEL, reason: "model_unsupported" }],
-  ["400 'The model ... does not exist' is model-scoped", http(400, "The model `gpt-9` does not exist or you do not have access to it."), { ...MODEL, reason: "model_unsupported" }],
-  ["400 'model is not supported' is model-scoped", http(400, "The requested model is not supported."), { ...MODEL, reason: "model_unsupported" }],
+  [
+    "400 model_not_found code is model-scoped",
+    http(400, "no such model", { code: "model_not_found" }),
+    { ...MODEL, reason: "model_unsupported" }
+  ],
+  [
+    "400 'The model ... does not exist' is model-scoped",
+    http(400, "The model `gpt-9` does not exist or you do not have access to it."),
+    { ...MODEL, reason: "model_unsupported" }
+  ],
+  [
+    "400 'model is not supported' is model-scoped",
+    http(400, "The requested model is not supported."),
+    { ...MODEL, reason: "model_unsupported" }
+  ],
   ["400 Mistral 'Invalid model' is model-scoped", http(400, "Invalid model: mistral-huge"), { ...MODEL, reason: "model_unsupported" }],
-  ["400 Groq model_decommissioned is model-scoped", http(400, "The model has been decommissioned", { code: "model_decommissioned" }), { ...MODEL, reason: "model_unsupported" }],
-  ["400 Ollama 'does not support tools' is model-scoped", http(400, "registry.ollama.ai/library/gemma:2b does not support tools"), { ...MODEL, reason: "model_unsupported" }],
+  [
+    "400 Groq model_decommissioned is model-scoped",
+    http(400, "The model has been decommissioned", { code: "model_decommissioned" }),
+    { ...MODEL, reason: "model_unsupported" }
+  ],
+  [
+    "400 Ollama 'does not support tools' is model-scoped",
+    http(400, "registry.ollama.ai/library/gemma:2b does not support tools"),
+    { ...MODEL, reason: "model_unsupported" }
+  ],
   // unsupported parameter or value: the next target
   [
     "400 unsupported_parameter code is model-scoped",
-    http(400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", { code: "unsupported_parameter" }),
+    http(400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", {
+      code: "unsupported_parameter"
+    }),
     { ...MODEL, reason: "unsupported_parameter" }
   ],
   [
@@ -57,7 +100,11 @@ const rows: ReadonlyArray<readonly [string, FailureInfo, Expected]> = [
     http(400, "Unsupported value: 'temperature' does not support 0.2 with this model.", { code: "unsupported_value" }),
     { ...MODEL, reason: "unsupported_parameter" }
   ],
-  ["400 'unknown parameter' is model-scoped", http(400, "Unknown parameter: 'reasoning_effort'."), { ...MODEL, reason: "unsupported_parameter" }],
+  [
+    "400 'unknown parameter' is model-scoped",
+    http(400, "Unknown parameter: 'reasoning_effort'."),
+    { ...MODEL, reason: "unsupported_parameter" }
+  ],
   [
     "422 'Extra inputs are not permitted' is model-scoped",
     http(422, "bad request", { body: '{"detail":[{"type":"extra_forbidden","msg":"Extra inputs are not permitted"}]}' }),
@@ -69,11 +116,23 @@ const rows: ReadonlyArray<readonly [string, FailureInfo, Expected]> = [
     http(400, "Invalid value: 'robot'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'."),
     { ...CLIENT, reason: "bad_request" }
   ],
-  ["400 missing required field is the client's fault", http(400, "Missing required parameter: 'messages'."), { ...CLIENT, reason: "bad_request" }],
+  [
+    "400 missing required field is the client's fault",
+    http(400, "Missing required parameter: 'messages'."),
+    { ...CLIENT, reason: "bad_request" }
+  ],
   // 401
-  ["401 is an expired credential (terminal)", http(401, "invalid x-api-key"), { ...TERMINAL, terminal: "expired", quotaExhausted: false, reason: "auth" }],
+  [
+    "401 is an expired credential (terminal)",
+    http(401, "invalid x-api-key"),
+    { ...TERMINAL, terminal: "expired", quotaExhausted: false, reason: "auth" }
+  ],
   // credits
-  ["402 is credits exhausted (terminal)", http(402, "payment required"), { ...TERMINAL, terminal: "credits_exhausted", quotaExhausted: true, reason: "credits_exhausted" }],
+  [
+    "402 is credits exhausted (terminal)",
+    http(402, "payment required"),
+    { ...TERMINAL, terminal: "credits_exhausted", quotaExhausted: true, reason: "credits_exhausted" }
+  ],
   [
     "429 insufficient_quota is credits exhausted, not a cooldown",
     http(429, "You exceeded your current quota, please check your plan and billing details.", { code: "insufficient_quota" }),
@@ -90,7 +149,11 @@ const rows: ReadonlyArray<readonly [string, FailureInfo, Expected]> = [
     { ...TERMINAL, terminal: "credits_exhausted", quotaExhausted: true, reason: "credits_exhausted" }
   ],
   // 403
-  ["403 with ban wording is banned (terminal)", http(403, "Your account has been suspended"), { ...TERMINAL, terminal: "banned", quotaExhausted: false, reason: "banned" }],
+  [
+    "403 with ban wording is banned (terminal)",
+    http(403, "Your account has been suspended"),
+    { ...TERMINAL, terminal: "banned", quotaExhausted: false, reason: "banned" }
+  ],
   [
     "403 'account has been disabled' is banned",
     http(403, "forbidden", { body: '{"error":"This account has been disabled"}' }),
@@ -101,33 +164,71 @@ const rows: ReadonlyArray<readonly [string, FailureInfo, Expected]> = [
     http(403, "blocked by content safety (policy violation)"),
     { ...MODEL, reason: "forbidden" }
   ],
-  ["404 echoing a model name with account words is never terminal", http(404, "The model `billing-exceeded-your-current-quota` does not exist"), { ...MODEL, reason: "not_found" }],
+  [
+    "404 echoing a model name with account words is never terminal",
+    http(404, "The model `billing-exceeded-your-current-quota` does not exist"),
+    { ...MODEL, reason: "not_found" }
+  ],
   [
     "400 echoing a client field named billing is not credits exhausted (an unknown argument: the next target)",
     http(400, "Unrecognized request argument supplied: billing_tag"),
     { ...MODEL, reason: "unsupported_parameter" }
   ],
-  ["400 with a client's invalid billing value is the client's fault", http(400, "Invalid value for 'billing_tag': expected a string"), { ...CLIENT, reason: "bad_request" }],
+  [
+    "400 with a client's invalid billing value is the client's fault",
+    http(400, "Invalid value for 'billing_tag': expected a string"),
+    { ...CLIENT, reason: "bad_request" }
+  ],
   [
     "Anthropic's 400 'credit balance is too low' is credits exhausted",
     http(400, "Your credit balance is too low to access the Anthropic API."),
     { ...TERMINAL, terminal: "credits_exhausted", quotaExhausted: true, reason: "credits_exhausted" }
   ],
-  ["401 with ban wording (deactivated) is banned", http(401, "This key is associated with a deactivated account"), { ...TERMINAL, terminal: "banned", reason: "banned" }],
-  ["403 without ban wording is model-scoped (no access)", http(403, "You do not have access to this model"), { ...MODEL, reason: "forbidden" }],
+  [
+    "401 with ban wording (deactivated) is banned",
+    http(401, "This key is associated with a deactivated account"),
+    { ...TERMINAL, terminal: "banned", reason: "banned" }
+  ],
+  [
+    "403 without ban wording is model-scoped (no access)",
+    http(403, "You do not have access to this model"),
+    { ...MODEL, reason: "forbidden" }
+  ],
   // 404
   ["404 is model-scoped", http(404, "model not found"), { ...MODEL, reason: "not_found" }],
   // 408
   ["408 trips the breaker", http(408, "request timeout"), { ...TRIP, reason: "timeout" }],
   // 429
-  ["429 is a connection rate limit that cools down", http(429, "Rate limit reached for requests"), { ...RATE, quotaExhausted: false, reason: "rate_limited" }],
-  ["429 'quota exceeded' without a short wait is quota exhausted", http(429, "Quota exceeded for this project"), { ...RATE, quotaExhausted: true, reason: "quota_exhausted" }],
-  ["429 'daily limit' is quota exhausted", http(429, "You have reached your daily limit"), { ...RATE, quotaExhausted: true, reason: "quota_exhausted" }],
-  ["429 'usage limit' is quota exhausted", http(429, "Claude usage limit reached"), { ...RATE, quotaExhausted: true, reason: "quota_exhausted" }],
-  ["429 'resets at midnight' is quota exhausted", http(429, "limit hit, resets at midnight UTC"), { ...RATE, quotaExhausted: true, reason: "quota_exhausted" }],
+  [
+    "429 is a connection rate limit that cools down",
+    http(429, "Rate limit reached for requests"),
+    { ...RATE, quotaExhausted: false, reason: "rate_limited" }
+  ],
+  [
+    "429 'quota exceeded' without a short wait is quota exhausted",
+    http(429, "Quota exceeded for this project"),
+    { ...RATE, quotaExhausted: true, reason: "quota_exhausted" }
+  ],
+  [
+    "429 'daily limit' is quota exhausted",
+    http(429, "You have reached your daily limit"),
+    { ...RATE, quotaExhausted: true, reason: "quota_exhausted" }
+  ],
+  [
+    "429 'usage limit' is quota exhausted",
+    http(429, "Claude usage limit reached"),
+    { ...RATE, quotaExhausted: true, reason: "quota_exhausted" }
+  ],
+  [
+    "429 'resets at midnight' is quota exhausted",
+    http(429, "limit hit, resets at midnight UTC"),
+    { ...RATE, quotaExhausted: true, reason: "quota_exhausted" }
+  ],
   [
     "429 RESOURCE_EXHAUSTED with a QuotaFailure is quota exhausted",
-    http(429, "Resource has been exhausted", { body: '{"error":{"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure"}]}}' }),
+    http(429, "Resource has been exhausted", {
+      body: '{"error":{"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure"}]}}'
+    }),
     { ...RATE, quotaExhausted: true, reason: "quota_exhausted" }
   ],
   [
@@ -158,7 +259,11 @@ const rows: ReadonlyArray<readonly [string, FailureInfo, Expected]> = [
   // transport
   ["a timeout before headers trips the breaker", { status: 504, kind: "timeout", message: "no response" }, { ...TRIP, reason: "timeout" }],
   ["a stalled stream trips the breaker", { status: 504, kind: "stalled", message: "stalled" }, { ...TRIP, reason: "stalled" }],
-  ["an unreachable upstream trips the breaker", { status: 502, kind: "unreachable", message: "ECONNREFUSED" }, { ...TRIP, reason: "unreachable" }],
+  [
+    "an unreachable upstream trips the breaker",
+    { status: 502, kind: "unreachable", message: "ECONNREFUSED" },
+    { ...TRIP, reason: "unreachable" }
+  ],
   ["a cut stream trips the breaker", { status: 502, kind: "cut", message: "socket hang up" }, { ...TRIP, reason: "stream_cut" }]
 ]
 

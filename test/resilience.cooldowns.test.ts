@@ -30,7 +30,13 @@ const KEY: ConnectionRef = { id: "c-key", name: "openai-main", provider: { id: "
 const OAUTH: ConnectionRef = { id: "c-oauth", name: "claude-max", provider: { id: "claude", authClass: "oauth" } }
 const LOCAL: ConnectionRef = { id: "c-local", name: "ollama", provider: { id: "ollama", authClass: "local" } }
 
-const f429 = (headers: Record<string, string> = {}): FailureInfo => ({ status: 429, kind: "http", message: "rate limited", code: "rate_limit_error", headers })
+const f429 = (headers: Record<string, string> = {}): FailureInfo => ({
+  status: 429,
+  kind: "http",
+  message: "rate limited",
+  code: "rate_limit_error",
+  headers
+})
 const f401: FailureInfo = { status: 401, kind: "http", message: "invalid api key" }
 const f403ban: FailureInfo = { status: 403, kind: "http", message: "Your account has been suspended" }
 const f402: FailureInfo = { status: 402, kind: "http", message: "payment required" }
@@ -60,7 +66,10 @@ const cooldownSequence = (conn: ConnectionRef, n: number) =>
   })
 
 const insertConnection = (id: string, name: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => sql`INSERT INTO connections (id, provider, name, created_at, updated_at) VALUES (${id}, 'openai', ${name}, 0, 0)`)
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql`INSERT INTO connections (id, provider, name, created_at, updated_at) VALUES (${id}, 'openai', ${name}, 0, 0)`
+  )
 
 describe("connection cooldown: state table", () => {
   it.effect("available → cooldown on a transient failure: rateLimitedUntil in the future, testStatus unavailable", () =>
@@ -125,7 +134,13 @@ describe("connection cooldown: state table", () => {
       const now = yield* Clock.currentTimeMillis
       yield* failure(KEY, f429())
       const banned = yield* failure(KEY, f403ban)
-      expect(banned).toMatchObject({ testStatus: "banned", rateLimitedUntil: null, lastErrorType: "banned", errorCode: "403", lastError: "Your account has been suspended" })
+      expect(banned).toMatchObject({
+        testStatus: "banned",
+        rateLimitedUntil: null,
+        lastErrorType: "banned",
+        errorCode: "403",
+        lastError: "Your account has been suspended"
+      })
       expect(c.availability(KEY.id, now)).toEqual({ ok: false, state: "banned", until: null })
       expect((yield* failure(OAUTH, f401)).testStatus).toBe("expired")
       expect(c.availability(OAUTH.id, now)).toEqual({ ok: false, state: "expired", until: null })
@@ -289,10 +304,15 @@ describe("connection cooldown: lengths", () => {
       expect(c.availability(KEY.id, start)).toEqual({ ok: false, state: "cooldown", until: start + 3000 })
       yield* TestClock.adjust("3 seconds")
       const t1 = yield* Clock.currentTimeMillis
-      expect((yield* failure(KEY, { status: 504, kind: "timeout", message: "upstream timed out", code: "upstream_timeout" })).rateLimitedUntil).toBe(t1 + 6000)
+      expect(
+        (yield* failure(KEY, { status: 504, kind: "timeout", message: "upstream timed out", code: "upstream_timeout" })).rateLimitedUntil
+      ).toBe(t1 + 6000)
       yield* TestClock.adjust("6 seconds")
       const t2 = yield* Clock.currentTimeMillis
-      expect((yield* failure(KEY, { status: 502, kind: "unreachable", message: "connection refused", code: "upstream_unreachable" })).rateLimitedUntil).toBe(t2 + 12_000)
+      expect(
+        (yield* failure(KEY, { status: 502, kind: "unreachable", message: "connection refused", code: "upstream_unreachable" }))
+          .rateLimitedUntil
+      ).toBe(t2 + 12_000)
       // OAuth: 5 s base.
       const o = yield* failure(OAUTH, { status: 503, kind: "http", message: "overloaded" })
       expect(o.rateLimitedUntil).toBe(t2 + 5000)
@@ -302,8 +322,12 @@ describe("connection cooldown: lengths", () => {
   it.effect("a 503's Retry-After lengthens its cooldown but never shortens the backoff", () =>
     Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
-      expect((yield* failure(KEY, { status: 503, kind: "http", message: "busy", headers: { "retry-after": "1" } })).rateLimitedUntil).toBe(now + 3000)
-      expect((yield* failure(LOCAL, { status: 503, kind: "http", message: "busy", headers: { "retry-after": "20" } })).rateLimitedUntil).toBe(now + 20_000)
+      expect((yield* failure(KEY, { status: 503, kind: "http", message: "busy", headers: { "retry-after": "1" } })).rateLimitedUntil).toBe(
+        now + 3000
+      )
+      expect(
+        (yield* failure(LOCAL, { status: 503, kind: "http", message: "busy", headers: { "retry-after": "20" } })).rateLimitedUntil
+      ).toBe(now + 20_000)
     }).pipe(Effect.provide(layer()))
   )
 
@@ -340,7 +364,10 @@ describe("connection cooldown: persistence", () => {
       // The scope's finalizer writes what the background writer has not.
       yield* Scope.close(first, Exit.void)
 
-      const rows = queryDb(dir, "SELECT id, rate_limited_until, test_status, last_error, last_error_type, error_code, backoff_level FROM connections ORDER BY id")
+      const rows = queryDb(
+        dir,
+        "SELECT id, rate_limited_until, test_status, last_error, last_error_type, error_code, backoff_level FROM connections ORDER BY id"
+      )
       expect(rows).toEqual([
         {
           id: "c-key",
@@ -351,7 +378,15 @@ describe("connection cooldown: persistence", () => {
           error_code: "403",
           backoff_level: 0
         },
-        { id: "c-local", rate_limited_until: null, test_status: null, last_error: null, last_error_type: null, error_code: null, backoff_level: 0 },
+        {
+          id: "c-local",
+          rate_limited_until: null,
+          test_status: null,
+          last_error: null,
+          last_error_type: null,
+          error_code: null,
+          backoff_level: 0
+        },
         {
           id: "c-oauth",
           rate_limited_until: start + 5000,
@@ -361,7 +396,15 @@ describe("connection cooldown: persistence", () => {
           error_code: "rate_limit_error",
           backoff_level: 1
         },
-        { id: "c-quiet", rate_limited_until: null, test_status: null, last_error: null, last_error_type: null, error_code: null, backoff_level: 0 }
+        {
+          id: "c-quiet",
+          rate_limited_until: null,
+          test_status: null,
+          last_error: null,
+          last_error_type: null,
+          error_code: null,
+          backoff_level: 0
+        }
       ])
 
       yield* Effect.gen(function* () {

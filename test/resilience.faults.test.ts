@@ -39,7 +39,8 @@ const usageRows = async (requestId: string | null) => {
 }
 
 /** Lockouts are off by default; the matrix and the lockout endpoints turn them on. */
-const lockouts = (enabled: boolean) => call(`${gw.url}/api/resilience`, { method: "PATCH", body: { modelLockout: { enabled } }, headers: admin })
+const lockouts = (enabled: boolean) =>
+  call(`${gw.url}/api/resilience`, { method: "PATCH", body: { modelLockout: { enabled } }, headers: admin })
 
 /** The text of an answer, whole or streamed in chat-completion chunks. */
 const textOf = (res: { text: string; body: any }): string =>
@@ -50,7 +51,8 @@ const textOf = (res: { text: string; body: any }): string =>
     .map((l) => JSON.parse(l.slice(6)).choices?.[0]?.delta?.content ?? "")
     .join("")
 
-const chat = (model: string, stream = false) => call(`${gw.url}/v1/chat/completions`, { body: { model, stream, messages: [{ role: "user", content: "hi" }] } })
+const chat = (model: string, stream = false) =>
+  call(`${gw.url}/v1/chat/completions`, { body: { model, stream, messages: [{ role: "user", content: "hi" }] } })
 
 beforeAll(async () => {
   flaky = await FakeUpstream.start()
@@ -64,14 +66,29 @@ beforeAll(async () => {
   gw = await startGateway({ timeouts: TIMEOUTS })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   const add = (body: Record<string, unknown>) => call(`${gw.url}/api/providers`, { body, headers: admin })
-  expect((await add({ provider: "openai-compatible", name: "flaky", baseUrl: flaky.baseUrl("openai-chat"), defaultModel: "m1" })).status).toBe(201)
-  expect((await add({ provider: "anthropic", name: "steady", apiKey: "sk-ant", baseUrl: steady.baseUrl("anthropic"), defaultModel: "m1" })).status).toBe(201)
-  expect((await add({ provider: "ollama", name: "gone", baseUrl: refusedUrl.replace(/\/v1$/, ""), defaultModel: "m1" })).status).toBe(201)
   expect(
-    (await call(`${gw.url}/api/combos`, { body: { name: "pair", strategy: "priority", targets: [{ model: "flaky/m1" }, { model: "steady/m1" }] }, headers: admin })).status
+    (await add({ provider: "openai-compatible", name: "flaky", baseUrl: flaky.baseUrl("openai-chat"), defaultModel: "m1" })).status
   ).toBe(201)
   expect(
-    (await call(`${gw.url}/api/combos`, { body: { name: "gone-first", strategy: "priority", targets: [{ model: "gone/m1" }, { model: "steady/m1" }] }, headers: admin })).status
+    (await add({ provider: "anthropic", name: "steady", apiKey: "sk-ant", baseUrl: steady.baseUrl("anthropic"), defaultModel: "m1" }))
+      .status
+  ).toBe(201)
+  expect((await add({ provider: "ollama", name: "gone", baseUrl: refusedUrl.replace(/\/v1$/, ""), defaultModel: "m1" })).status).toBe(201)
+  expect(
+    (
+      await call(`${gw.url}/api/combos`, {
+        body: { name: "pair", strategy: "priority", targets: [{ model: "flaky/m1" }, { model: "steady/m1" }] },
+        headers: admin
+      })
+    ).status
+  ).toBe(201)
+  expect(
+    (
+      await call(`${gw.url}/api/combos`, {
+        body: { name: "gone-first", strategy: "priority", targets: [{ model: "gone/m1" }, { model: "steady/m1" }] },
+        headers: admin
+      })
+    ).status
   ).toBe(201)
   gw.runtime.runFork(
     Effect.scoped(
@@ -116,7 +133,14 @@ const MATRIX: ReadonlyArray<Row> = [
   { name: "503", reply: { status: 503 }, breakerFailures: 1, connection: "cooldown", cooldownMs: 3_000, locked: true },
   { name: "504", reply: { status: 504 }, breakerFailures: 1, connection: "cooldown", cooldownMs: 3_000, locked: true },
   { name: "408", reply: { status: 408 }, breakerFailures: 1, connection: "cooldown", cooldownMs: 3_000, locked: false },
-  { name: "429 Retry-After seconds", reply: { status: 429, headers: { "retry-after": "20" } }, breakerFailures: 0, connection: "cooldown", cooldownMs: 20_000, locked: true },
+  {
+    name: "429 Retry-After seconds",
+    reply: { status: 429, headers: { "retry-after": "20" } },
+    breakerFailures: 0,
+    connection: "cooldown",
+    cooldownMs: 20_000,
+    locked: true
+  },
   {
     name: "429 Retry-After HTTP date",
     reply: () => ({ status: 429, headers: { "retry-after": new Date(Date.now() + 40_000).toUTCString() } }),
@@ -125,7 +149,14 @@ const MATRIX: ReadonlyArray<Row> = [
     cooldownMs: 40_000,
     locked: true
   },
-  { name: "429 retry-after-ms", reply: { status: 429, headers: { "retry-after-ms": "15000" } }, breakerFailures: 0, connection: "cooldown", cooldownMs: 15_000, locked: true },
+  {
+    name: "429 retry-after-ms",
+    reply: { status: 429, headers: { "retry-after-ms": "15000" } },
+    breakerFailures: 0,
+    connection: "cooldown",
+    cooldownMs: 15_000,
+    locked: true
+  },
   {
     name: "429 x-ratelimit-reset-requests",
     reply: { status: 429, headers: { "x-ratelimit-reset-requests": "1m0s" } },
@@ -142,14 +173,60 @@ const MATRIX: ReadonlyArray<Row> = [
     cooldownMs: 25_000,
     locked: true
   },
-  { name: "429 without a hint (base 3 s)", reply: { status: 429 }, breakerFailures: 0, connection: "cooldown", cooldownMs: 3_000, locked: true },
-  { name: "401", reply: { status: 401, errorMessage: "Incorrect API key provided" }, breakerFailures: 0, connection: "expired", locked: false },
-  { name: "403 ban", reply: { status: 403, errorMessage: "Your account has been suspended for a policy violation" }, breakerFailures: 0, connection: "banned", locked: true },
-  { name: "403 no access to the model", reply: { status: 403, errorMessage: "You do not have access to this model" }, breakerFailures: 0, connection: "available", locked: true },
-  { name: "402 credits", reply: { status: 402, errorMessage: "Your credit balance is too low" }, breakerFailures: 0, connection: "credits_exhausted", locked: false },
+  {
+    name: "429 without a hint (base 3 s)",
+    reply: { status: 429 },
+    breakerFailures: 0,
+    connection: "cooldown",
+    cooldownMs: 3_000,
+    locked: true
+  },
+  {
+    name: "401",
+    reply: { status: 401, errorMessage: "Incorrect API key provided" },
+    breakerFailures: 0,
+    connection: "expired",
+    locked: false
+  },
+  {
+    name: "403 ban",
+    reply: { status: 403, errorMessage: "Your account has been suspended for a policy violation" },
+    breakerFailures: 0,
+    connection: "banned",
+    locked: true
+  },
+  {
+    name: "403 no access to the model",
+    reply: { status: 403, errorMessage: "You do not have access to this model" },
+    breakerFailures: 0,
+    connection: "available",
+    locked: true
+  },
+  {
+    name: "402 credits",
+    reply: { status: 402, errorMessage: "Your credit balance is too low" },
+    breakerFailures: 0,
+    connection: "credits_exhausted",
+    locked: false
+  },
   { name: "timeout before headers", reply: { delayMs: 1500 }, breakerFailures: 1, connection: "cooldown", cooldownMs: 3_000, locked: true },
-  { name: "stall before the first chunk (stream)", reply: { stallAfterChunks: 0 }, stream: true, breakerFailures: 1, connection: "cooldown", cooldownMs: 3_000, locked: true },
-  { name: "200 with an error body", reply: { errorIn200: true, errorMessage: "internal failure" }, breakerFailures: 1, connection: "cooldown", cooldownMs: 3_000, locked: true }
+  {
+    name: "stall before the first chunk (stream)",
+    reply: { stallAfterChunks: 0 },
+    stream: true,
+    breakerFailures: 1,
+    connection: "cooldown",
+    cooldownMs: 3_000,
+    locked: true
+  },
+  {
+    name: "200 with an error body",
+    reply: { errorIn200: true, errorMessage: "internal failure" },
+    breakerFailures: 1,
+    connection: "cooldown",
+    cooldownMs: 3_000,
+    locked: true
+  }
 ]
 
 describe("fault matrix: the first target fails, the second answers", () => {
@@ -287,7 +364,11 @@ describe("the provider breaker over HTTP", () => {
   afterAll(() => shortCooldowns(false))
 
   it("opens after 12 failures (API-key provider), skips the provider, then probes once the reset timeout passed", async () => {
-    await call(`${gw.url}/api/resilience`, { method: "PATCH", body: { providerBreaker: { apikey: { resetTimeoutMs: 300 } } }, headers: admin })
+    await call(`${gw.url}/api/resilience`, {
+      method: "PATCH",
+      body: { providerBreaker: { apikey: { resetTimeoutMs: 300 } } },
+      headers: admin
+    })
     try {
       flaky.always({ status: 503 })
       await failUpstream(flaky, "flaky/m1", 12)
@@ -304,7 +385,12 @@ describe("the provider breaker over HTTP", () => {
       expect(flaky.requests.length).toBe(seen)
       const errors = events.filter((e) => e.event === "provider.error")
       expect(errors).toHaveLength(12)
-      expect(errors[6]!.data).toMatchObject({ provider: "openai-compatible", status: 503, consecutive_failures: 7, circuit_state: "DEGRADED" })
+      expect(errors[6]!.data).toMatchObject({
+        provider: "openai-compatible",
+        status: 503,
+        consecutive_failures: 7,
+        circuit_state: "DEGRADED"
+      })
       expect(errors[11]!.data).toMatchObject({ consecutive_failures: 12, circuit_state: "OPEN" })
       // After the reset timeout the next request is the probe; success closes the breaker.
       await new Promise((r) => setTimeout(r, 350))
@@ -312,9 +398,16 @@ describe("the provider breaker over HTTP", () => {
       flaky.always({ content: "from flaky" })
       expect((await chat("flaky/m1")).status).toBe(200)
       expect((await breakerOf("openai-compatible")).state).toBe("CLOSED")
-      expect(events.find((e) => e.event === "provider.recovered")?.data).toMatchObject({ provider: "openai-compatible", previous_state: "HALF_OPEN" })
+      expect(events.find((e) => e.event === "provider.recovered")?.data).toMatchObject({
+        provider: "openai-compatible",
+        previous_state: "HALF_OPEN"
+      })
     } finally {
-      await call(`${gw.url}/api/resilience`, { method: "PATCH", body: { providerBreaker: { apikey: { resetTimeoutMs: 30_000 } } }, headers: admin })
+      await call(`${gw.url}/api/resilience`, {
+        method: "PATCH",
+        body: { providerBreaker: { apikey: { resetTimeoutMs: 30_000 } } },
+        headers: admin
+      })
     }
   })
 
@@ -354,7 +447,10 @@ describe("resilience endpoints", () => {
 
   it("PATCH validates settings: lockout cap below its base, local breaker profile, unknown keys", async () => {
     const cases: Array<[unknown, RegExp]> = [
-      [{ modelLockout: { baseCooldownMs: 600_000, maxCooldownMs: 60_000 } }, /maxCooldownMs \(60000\) must be at least baseCooldownMs \(600000\)/],
+      [
+        { modelLockout: { baseCooldownMs: 600_000, maxCooldownMs: 60_000 } },
+        /maxCooldownMs \(60000\) must be at least baseCooldownMs \(600000\)/
+      ],
       [{ providerBreaker: { local: { failureThreshold: 5 } } }, /local/],
       [{ providerBreaker: { apikey: { failureThreshold: 0 } } }, /failureThreshold must be a positive integer/],
       [{ modelLockout: { errorCodes: [200] } }, /errorCodes/],
@@ -365,7 +461,11 @@ describe("resilience endpoints", () => {
       expect(res.status, JSON.stringify(body)).toBe(400)
       expect(res.body.message).toMatch(message)
     }
-    const ok = await call(`${gw.url}/api/resilience`, { method: "PATCH", body: { connectionCooldown: { apiKeyBaseMs: 2000 } }, headers: admin })
+    const ok = await call(`${gw.url}/api/resilience`, {
+      method: "PATCH",
+      body: { connectionCooldown: { apiKeyBaseMs: 2000 } },
+      headers: admin
+    })
     expect(ok.body.settings.connectionCooldown.apiKeyBaseMs).toBe(2000)
     expect(ok.body.settings.providerBreaker.local).toEqual({ degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 15_000 })
     expect((await status()).settings.connectionCooldown.apiKeyBaseMs).toBe(2000)
@@ -384,7 +484,11 @@ describe("resilience endpoints", () => {
       expect(list.map((l: any) => `${l.connection}/${l.model}`).sort()).toEqual(["flaky/m1", "steady/m2"])
       expect(list[0]).toMatchObject({ reason: "not_found", status: 404, failures: 1 })
       expect(Date.parse(list[0].expiresAt) - Date.now()).toBeGreaterThan(100_000)
-      const one = await call(`${gw.url}/api/resilience/model-cooldowns`, { method: "DELETE", body: { provider: "openai-compatible", model: "m1" }, headers: admin })
+      const one = await call(`${gw.url}/api/resilience/model-cooldowns`, {
+        method: "DELETE",
+        body: { provider: "openai-compatible", model: "m1" },
+        headers: admin
+      })
       expect(one.body.cleared).toBe(1)
       expect((await lockoutsOf()).map((l: any) => l.connection)).toEqual(["steady"])
       const bad = await call(`${gw.url}/api/resilience/model-cooldowns`, { method: "DELETE", body: { provider: "x" }, headers: admin })
@@ -398,14 +502,20 @@ describe("resilience endpoints", () => {
   })
 
   it("GET /api/rate-limits shows each account's headroom from the upstream's rate-limit headers; /api/rate-limit the configuration", async () => {
-    flaky.always({ content: "ok", headers: { "x-ratelimit-limit-requests": "100", "x-ratelimit-remaining-requests": "25", "x-ratelimit-reset-requests": "30s" } })
+    flaky.always({
+      content: "ok",
+      headers: { "x-ratelimit-limit-requests": "100", "x-ratelimit-remaining-requests": "25", "x-ratelimit-reset-requests": "30s" }
+    })
     await chat("flaky/m1")
     const limits = await call(`${gw.url}/api/rate-limits`, { headers: admin })
     const account = limits.body.accounts.find((a: any) => a.name === "flaky")
     expect(account).toMatchObject({ state: "available", quota: { remaining: 0.25, limit: 100, remainingCount: 25, exhausted: false } })
     expect(Date.parse(account.quota.resetAt) - Date.now()).toBeGreaterThan(20_000)
     const config = await call(`${gw.url}/api/rate-limit`, { headers: admin })
-    expect(config.body).toMatchObject({ comboCooldownWait: { enabled: true, maxWaitMs: 5000, maxAttempts: 2, budgetMs: 8000 }, quotaShareConcurrencyLimit: { enabled: true } })
+    expect(config.body).toMatchObject({
+      comboCooldownWait: { enabled: true, maxWaitMs: 5000, maxAttempts: 2, budgetMs: 8000 },
+      quotaShareConcurrencyLimit: { enabled: true }
+    })
   })
 })
 
@@ -454,7 +564,9 @@ describe("usage rows under load", () => {
     const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "x", maxRetries: 0 })
     const ids = await Promise.all(
       Array.from({ length: 30 }, async (_, i) => {
-        const { response } = await client.chat.completions.create({ model: "pair", messages: [{ role: "user", content: `n${i}` }], stream: i % 2 === 0 }).withResponse()
+        const { response } = await client.chat.completions
+          .create({ model: "pair", messages: [{ role: "user", content: `n${i}` }], stream: i % 2 === 0 })
+          .withResponse()
         if (i % 2 === 0) await response.text()
         return response.headers.get("x-gateway-request-id")!
       })

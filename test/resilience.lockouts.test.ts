@@ -17,7 +17,8 @@ const MINI: LockoutRef = { ...GPT, model: "gpt-4o-mini" }
 const OTHER_CONN: LockoutRef = { ...GPT, connectionId: "c2", connectionName: "openai-backup" }
 const CLAUDE: LockoutRef = { provider: "anthropic", connectionId: "c3", connectionName: "claude", model: "claude-sonnet-4" }
 
-const locked = (ref: LockoutRef) => Effect.flatMap(Lockouts, (l) => Effect.map(Clock.currentTimeMillis, (now) => l.lockedAt(ref.provider, ref.connectionId, ref.model, now)))
+const locked = (ref: LockoutRef) =>
+  Effect.flatMap(Lockouts, (l) => Effect.map(Clock.currentTimeMillis, (now) => l.lockedAt(ref.provider, ref.connectionId, ref.model, now)))
 
 /** Fails `ref` `n` times back to back; answers the lockout durations. */
 const durations = (ref: LockoutRef, n: number, status = 503) =>
@@ -69,7 +70,8 @@ describe("model lockout: state table", () => {
       const l = yield* Lockouts
       for (const status of [400, 401, 408, 500, 529]) expect(yield* l.onFailure(GPT, status, "x")).toBeUndefined()
       expect((yield* locked(GPT)).locked).toBe(false)
-      for (const status of [403, 404, 429, 502, 503, 504]) expect(yield* l.onFailure({ ...GPT, model: `m${status}` }, status, "x")).toBeDefined()
+      for (const status of [403, 404, 429, 502, 503, 504])
+        expect(yield* l.onFailure({ ...GPT, model: `m${status}` }, status, "x")).toBeDefined()
     }).pipe(provided())
   )
 

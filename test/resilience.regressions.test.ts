@@ -42,8 +42,22 @@ beforeAll(async () => {
   gw = await startGateway({ timeouts: { firstContentMs: 1000, idleMs: 1000, headersMs: 3000, streamHeadersMs: 3000 } })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   const add = (body: Record<string, unknown>) => call(`${gw.url}/api/providers`, { body, headers: admin })
-  expect((await add({ provider: "openai-compatible", name: "ca", baseUrl: a.baseUrl("openai-chat"), defaultModel: "m1", models: ["m2"], priority: 1 })).status).toBe(201)
-  expect((await add({ provider: "anthropic", name: "cb", apiKey: "sk", baseUrl: b.baseUrl("anthropic"), defaultModel: "m1", priority: 2 })).status).toBe(201)
+  expect(
+    (
+      await add({
+        provider: "openai-compatible",
+        name: "ca",
+        baseUrl: a.baseUrl("openai-chat"),
+        defaultModel: "m1",
+        models: ["m2"],
+        priority: 1
+      })
+    ).status
+  ).toBe(201)
+  expect(
+    (await add({ provider: "anthropic", name: "cb", apiKey: "sk", baseUrl: b.baseUrl("anthropic"), defaultModel: "m1", priority: 2 }))
+      .status
+  ).toBe(201)
 })
 afterAll(async () => {
   await gw?.close()
@@ -85,7 +99,14 @@ describe("attempt resources are released on every path", () => {
 
   it("a candidate skipped as misconfigured gives back the half-open probe, so its healthy sibling is tried", async () => {
     const add = await call(`${gw.url}/api/providers`, {
-      body: { provider: "openai-compatible", name: "broken", baseUrl: a.baseUrl("openai-chat"), apiKey: "sk-1", defaultModel: "m1", priority: 0 },
+      body: {
+        provider: "openai-compatible",
+        name: "broken",
+        baseUrl: a.baseUrl("openai-chat"),
+        apiKey: "sk-1",
+        defaultModel: "m1",
+        priority: 0
+      },
       headers: admin
     })
     expect(add.status).toBe(201)
@@ -93,7 +114,10 @@ describe("attempt resources are released on every path", () => {
       // Each 503 also cools "ca" down: a 1 ms cooldown lets the second one reach the upstream.
       await call(`${gw.url}/api/resilience`, {
         method: "PATCH",
-        body: { providerBreaker: { apikey: { degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 300 } }, connectionCooldown: { apiKeyBaseMs: 1, maxCooldownMs: 1 } },
+        body: {
+          providerBreaker: { apikey: { degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 300 } },
+          connectionCooldown: { apiKeyBaseMs: 1, maxCooldownMs: 1 }
+        },
         headers: admin
       })
       a.always({ status: 503 })
@@ -128,7 +152,11 @@ describe("attempt resources are released on every path", () => {
 describe("one request never tries a target again after it failed", () => {
   it("skips repeated and newly cooling-down targets within the request", async () => {
     await call(`${gw.url}/api/combos`, {
-      body: { name: "rep", strategy: "priority", targets: [{ model: "ca/m1" }, { model: "ca/m2" }, { model: "ca/m1" }, { model: "cb/m1" }] },
+      body: {
+        name: "rep",
+        strategy: "priority",
+        targets: [{ model: "ca/m1" }, { model: "ca/m2" }, { model: "ca/m1" }, { model: "cb/m1" }]
+      },
       headers: admin
     })
     a.always({ status: 429, headers: { "retry-after": "30" } })
@@ -142,7 +170,10 @@ describe("one request never tries a target again after it failed", () => {
 
 describe("streams", () => {
   it("an Anthropic stream that errors after content_block_start but before any text falls back", async () => {
-    await call(`${gw.url}/api/combos`, { body: { name: "anth-first", strategy: "priority", targets: [{ model: "cb/m1" }, { model: "ca/m1" }] }, headers: admin })
+    await call(`${gw.url}/api/combos`, {
+      body: { name: "anth-first", strategy: "priority", targets: [{ model: "cb/m1" }, { model: "ca/m1" }] },
+      headers: admin
+    })
     b.always({ content: "never", streamErrorAfterChunks: 3, errorMessage: "Overloaded" })
     const res = await chat("anth-first", undefined, { stream: true })
     const text = (await res.text())
@@ -159,13 +190,16 @@ describe("streams", () => {
     a.always({ content: "x".repeat(8_000_000), chunks: 2000 })
     const u = new URL(gw.url)
     await new Promise<void>((resolve) => {
-      const req = http.request({ host: u.hostname, port: u.port, path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" } }, (res) => {
-        res.pause()
-        setTimeout(() => {
-          req.destroy()
-          resolve()
-        }, 2500)
-      })
+      const req = http.request(
+        { host: u.hostname, port: u.port, path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" } },
+        (res) => {
+          res.pause()
+          setTimeout(() => {
+            req.destroy()
+            resolve()
+          }, 2500)
+        }
+      )
       req.end(JSON.stringify({ model: "ca/m1", stream: true, messages: [{ role: "user", content: "hi" }] }))
     })
     await settle()
@@ -177,7 +211,10 @@ describe("streams", () => {
 
 describe("usage rows when the client leaves", () => {
   it("a client leaving during the fallback attempt records 499 on the target being tried", async () => {
-    await call(`${gw.url}/api/combos`, { body: { name: "pair", strategy: "priority", targets: [{ model: "ca/m1" }, { model: "cb/m1" }] }, headers: admin })
+    await call(`${gw.url}/api/combos`, {
+      body: { name: "pair", strategy: "priority", targets: [{ model: "ca/m1" }, { model: "cb/m1" }] },
+      headers: admin
+    })
     a.always({ status: 503, errorMessage: "a is overloaded" })
     b.always({ content: "slow", delayMs: 1500 })
     const ctl = new AbortController()
@@ -187,7 +224,10 @@ describe("usage rows when the client leaves", () => {
     ctl.abort()
     await pending
     await gw.usageWritten()
-    const last = queryDb(gw.dataDir, "SELECT status, connection_id, error FROM usage WHERE endpoint = 'chat.completions' ORDER BY id DESC LIMIT 1")[0]!
+    const last = queryDb(
+      gw.dataDir,
+      "SELECT status, connection_id, error FROM usage WHERE endpoint = 'chat.completions' ORDER BY id DESC LIMIT 1"
+    )[0]!
     const cb = (await call(`${gw.url}/api/providers/cb`, { headers: admin })).body.id
     expect(last).toMatchObject({ status: 499, connection_id: cb })
   })
@@ -231,12 +271,24 @@ describe("bounded memory and combo ids", () => {
   })
 
   it("a combo id may not be another combo's name, and a name may not be another combo's id", async () => {
-    expect((await call(`${gw.url}/api/combos`, { body: { name: "x1", strategy: "priority", targets: [{ model: "ca/m1" }] }, headers: admin })).status).toBe(201)
-    const clash = await call(`${gw.url}/api/combos`, { body: { id: "x1", name: "x7", strategy: "priority", targets: [{ model: "ca/m1" }] }, headers: admin })
+    expect(
+      (await call(`${gw.url}/api/combos`, { body: { name: "x1", strategy: "priority", targets: [{ model: "ca/m1" }] }, headers: admin }))
+        .status
+    ).toBe(201)
+    const clash = await call(`${gw.url}/api/combos`, {
+      body: { id: "x1", name: "x7", strategy: "priority", targets: [{ model: "ca/m1" }] },
+      headers: admin
+    })
     expect(clash.status).toBe(409)
-    const withId = await call(`${gw.url}/api/combos`, { body: { id: "cid9", name: "x8", strategy: "priority", targets: [{ model: "ca/m1" }] }, headers: admin })
+    const withId = await call(`${gw.url}/api/combos`, {
+      body: { id: "cid9", name: "x8", strategy: "priority", targets: [{ model: "ca/m1" }] },
+      headers: admin
+    })
     expect(withId.status).toBe(201)
-    const nameIsId = await call(`${gw.url}/api/combos`, { body: { name: "cid9", strategy: "priority", targets: [{ model: "ca/m1" }] }, headers: admin })
+    const nameIsId = await call(`${gw.url}/api/combos`, {
+      body: { name: "cid9", strategy: "priority", targets: [{ model: "ca/m1" }] },
+      headers: admin
+    })
     expect(nameIsId.status).toBe(409)
   })
 })

@@ -46,14 +46,22 @@ beforeAll(async () => {
 
   gw = await startGateway({ timeouts: { headersMs: 400, streamHeadersMs: 400, firstContentMs: 400, idleMs: 400 } })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-  const add = async (body: Record<string, unknown>) => expect((await call(`${gw.url}/api/providers`, { body, headers: admin })).status).toBe(201)
+  const add = async (body: Record<string, unknown>) =>
+    expect((await call(`${gw.url}/api/providers`, { body, headers: admin })).status).toBe(201)
   await add({ provider: "openai-compatible", name: "flaky", baseUrl: flaky.baseUrl("openai-chat"), defaultModel: "m1" })
   await add({ provider: "anthropic", name: "steady", apiKey: "sk-ant", baseUrl: steady.baseUrl("anthropic"), defaultModel: "m1" })
   await add({ provider: "openai-compatible", name: "refused", baseUrl: refusedUrl, defaultModel: "m1" })
   await add({ provider: "ollama", name: "ollama-a", baseUrl: ollamaA.baseUrl("ollama"), defaultModel: "m1" })
   await add({ provider: "ollama", name: "ollama-b", baseUrl: ollamaB.baseUrl("ollama"), defaultModel: "m1" })
   const combo = async (name: string, targets: Array<string>) =>
-    expect((await call(`${gw.url}/api/combos`, { body: { name, strategy: "priority", targets: targets.map((model) => ({ model })) }, headers: admin })).status).toBe(201)
+    expect(
+      (
+        await call(`${gw.url}/api/combos`, {
+          body: { name, strategy: "priority", targets: targets.map((model) => ({ model })) },
+          headers: admin
+        })
+      ).status
+    ).toBe(201)
   await combo("pair", ["flaky/m1", "steady/m1"])
   await combo("refused-first", ["refused/m1", "steady/m1"])
 })
@@ -155,7 +163,9 @@ describe("one breaker per provider and upstream origin", () => {
     expect((await chat("ollama-a/m1")).status).toBe(503)
     const { breakers } = await status()
     const keyA = `ollama@${new URL(ollamaA.url).origin}`
-    expect(breakers).toEqual([expect.objectContaining({ key: keyA, provider: "ollama", origin: new URL(ollamaA.url).origin, state: "OPEN" })])
+    expect(breakers).toEqual([
+      expect.objectContaining({ key: keyA, provider: "ollama", origin: new URL(ollamaA.url).origin, state: "OPEN" })
+    ])
     // Another Ollama server answers as usual.
     const b = await chat("ollama-b/m1")
     expect(b.status, b.text).toBe(200)
@@ -200,24 +210,54 @@ describe("a 400 that says this target cannot take the request falls back", () =>
   const FALLS_BACK: ReadonlyArray<readonly [string, Record<string, unknown>]> = [
     [
       "OpenAI context_length_exceeded",
-      { status: 400, body: { error: { message: "This model's maximum context length is 8192 tokens.", type: "invalid_request_error", code: "context_length_exceeded" } } }
+      {
+        status: 400,
+        body: {
+          error: {
+            message: "This model's maximum context length is 8192 tokens.",
+            type: "invalid_request_error",
+            code: "context_length_exceeded"
+          }
+        }
+      }
     ],
     [
       "Anthropic prompt is too long",
-      { status: 400, body: { type: "error", error: { type: "invalid_request_error", message: "prompt is too long: 210000 tokens > 200000 maximum" } } }
+      {
+        status: 400,
+        body: { type: "error", error: { type: "invalid_request_error", message: "prompt is too long: 210000 tokens > 200000 maximum" } }
+      }
     ],
     [
       "Gemini exceeds the maximum number of tokens",
       {
         status: 400,
-        body: { error: { code: 400, message: "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).", status: "INVALID_ARGUMENT" } }
+        body: {
+          error: {
+            code: 400,
+            message: "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+            status: "INVALID_ARGUMENT"
+          }
+        }
       }
     ],
     [
       "model_not_found",
-      { status: 400, body: { error: { message: "The model `m1` does not exist or you do not have access to it.", type: "invalid_request_error", code: "model_not_found" } } }
+      {
+        status: 400,
+        body: {
+          error: {
+            message: "The model `m1` does not exist or you do not have access to it.",
+            type: "invalid_request_error",
+            code: "model_not_found"
+          }
+        }
+      }
     ],
-    ["model not supported", { status: 400, body: { error: { message: "The requested model is not supported.", type: "invalid_request_error" } } }],
+    [
+      "model not supported",
+      { status: 400, body: { error: { message: "The requested model is not supported.", type: "invalid_request_error" } } }
+    ],
     [
       "unsupported_parameter",
       {
@@ -232,7 +272,10 @@ describe("a 400 that says this target cannot take the request falls back", () =>
         }
       }
     ],
-    ["unknown parameter", { status: 400, body: { error: { message: "Unknown parameter: 'reasoning_effort'.", type: "invalid_request_error" } } }]
+    [
+      "unknown parameter",
+      { status: 400, body: { error: { message: "Unknown parameter: 'reasoning_effort'.", type: "invalid_request_error" } } }
+    ]
   ]
   for (const [name, reply] of FALLS_BACK) {
     it(`${name}: the next target answers; no breaker, no cooldown`, async () => {
@@ -250,7 +293,13 @@ describe("a 400 that says this target cannot take the request falls back", () =>
   it("any other 400 is the client's: returned as it is, no fallback", async () => {
     flaky.always({
       status: 400,
-      body: { error: { message: "Invalid value: 'robot'. Supported values are: 'system', 'assistant', 'user'.", type: "invalid_request_error", param: "messages[0].role" } }
+      body: {
+        error: {
+          message: "Invalid value: 'robot'. Supported values are: 'system', 'assistant', 'user'.",
+          type: "invalid_request_error",
+          param: "messages[0].role"
+        }
+      }
     })
     const res = await chat("pair")
     expect(res.status).toBe(400)
@@ -259,8 +308,14 @@ describe("a 400 that says this target cannot take the request falls back", () =>
   })
 
   it("when every target says so, the client gets the last 400", async () => {
-    flaky.always({ status: 400, body: { error: { message: "This model's maximum context length is 8192 tokens.", code: "context_length_exceeded" } } })
-    steady.always({ status: 400, body: { type: "error", error: { type: "invalid_request_error", message: "prompt is too long: 210000 tokens > 200000 maximum" } } })
+    flaky.always({
+      status: 400,
+      body: { error: { message: "This model's maximum context length is 8192 tokens.", code: "context_length_exceeded" } }
+    })
+    steady.always({
+      status: 400,
+      body: { type: "error", error: { type: "invalid_request_error", message: "prompt is too long: 210000 tokens > 200000 maximum" } }
+    })
     const res = await chat("pair")
     expect(res.status).toBe(400)
     expect(res.body.error.message).toContain("prompt is too long")

@@ -78,7 +78,8 @@ const ask = (model: string, stream = false, format: ClientFormat = "chat") =>
   })
 
 const status = () => call(`${gw.url}/api/resilience`, { headers: admin }).then((r) => r.body)
-const breakerOf = async (provider: string, origin: string) => (await status()).breakers.find((b: any) => b.provider === provider && b.origin === origin)
+const breakerOf = async (provider: string, origin: string) =>
+  (await status()).breakers.find((b: any) => b.provider === provider && b.origin === origin)
 const connectionOf = async (name: string) => (await status()).connections.find((c: any) => c.name === name)
 
 /** The request's usage rows, once every request has written its own. */
@@ -154,7 +155,12 @@ beforeAll(async () => {
   await add({ provider: "anthropic", name: "flaky-anth", apiKey: "sk-ant-flaky", baseUrl: flaky.baseUrl("anthropic") })
   await add({ provider: "anthropic", name: "steady", apiKey: "sk-ant-steady", baseUrl: steady.baseUrl("anthropic") })
   await add({ provider: "openai-compatible", name: "nodns", baseUrl: `http://${NO_SUCH_HOST}:8080/v1` })
-  await add({ provider: "openai-compatible", name: "tls-untrusted", apiKey: TLS_KEY, baseUrl: `https://127.0.0.1:${(untrusted.address() as AddressInfo).port}/v1` })
+  await add({
+    provider: "openai-compatible",
+    name: "tls-untrusted",
+    apiKey: TLS_KEY,
+    baseUrl: `https://127.0.0.1:${(untrusted.address() as AddressInfo).port}/v1`
+  })
   await add({ provider: "openai-compatible", name: "silent", baseUrl: `http://127.0.0.1:${(silent.address() as AddressInfo).port}/v1` })
   for (const first of ["flaky", "flaky-whole", "flaky-resp", "flaky-anth", "nodns", "tls-untrusted", "silent"]) {
     const res = await call(`${gw.url}/api/combos`, {
@@ -460,22 +466,50 @@ describe("an upstream that stops sending without closing (half-open)", () => {
 
 describe("a 200 whose body is not the format it promised", () => {
   const html = { body: "<!doctype html><html><body><h1>502 Bad Gateway</h1></body></html>", headers: { "content-type": "text/html" } }
-  const truncated = { body: '{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assis', headers: { "content-type": "application/json" } }
+  const truncated = {
+    body: '{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assis',
+    headers: { "content-type": "application/json" }
+  }
   const empty = { body: "", headers: { "content-type": "application/json" } }
   const garbage = { body: 'data: this is not json\n\ndata: {"unexpected":true}\n\n', headers: { "content-type": "text/event-stream" } }
   const silentStream = { body: ": keep-alive\n\n", headers: { "content-type": "text/event-stream" } }
 
   /** The connection to reach with each body, and what its format's answer lacks. */
-  const CASES: ReadonlyArray<{ readonly name: string; readonly first: string; readonly reply: Reply; readonly modes: ReadonlyArray<"stream" | "collect" | "whole"> }> = [
+  const CASES: ReadonlyArray<{
+    readonly name: string
+    readonly first: string
+    readonly reply: Reply
+    readonly modes: ReadonlyArray<"stream" | "collect" | "whole">
+  }> = [
     { name: "an HTML page", first: "flaky", reply: html, modes: ["stream", "collect"] },
     { name: "an HTML page (whole)", first: "flaky-whole", reply: html, modes: ["whole"] },
     { name: "truncated JSON", first: "flaky", reply: truncated, modes: ["stream", "collect"] },
     { name: "truncated JSON (whole)", first: "flaky-whole", reply: truncated, modes: ["whole"] },
     { name: "an empty body", first: "flaky-whole", reply: empty, modes: ["whole"] },
-    { name: "chat JSON without choices", first: "flaky", reply: { body: { id: "chatcmpl-1", object: "chat.completion", model: "m1" } }, modes: ["stream", "collect"] },
-    { name: "chat JSON without choices (whole)", first: "flaky-whole", reply: { body: { id: "chatcmpl-1", object: "chat.completion", model: "m1" } }, modes: ["whole"] },
-    { name: "a Messages JSON without content", first: "flaky-anth", reply: { body: { id: "msg_1", type: "message", role: "assistant" } }, modes: ["stream", "collect"] },
-    { name: "a Responses JSON without output", first: "flaky-resp", reply: { body: { id: "resp_1", object: "response", status: "completed" } }, modes: ["stream", "collect"] },
+    {
+      name: "chat JSON without choices",
+      first: "flaky",
+      reply: { body: { id: "chatcmpl-1", object: "chat.completion", model: "m1" } },
+      modes: ["stream", "collect"]
+    },
+    {
+      name: "chat JSON without choices (whole)",
+      first: "flaky-whole",
+      reply: { body: { id: "chatcmpl-1", object: "chat.completion", model: "m1" } },
+      modes: ["whole"]
+    },
+    {
+      name: "a Messages JSON without content",
+      first: "flaky-anth",
+      reply: { body: { id: "msg_1", type: "message", role: "assistant" } },
+      modes: ["stream", "collect"]
+    },
+    {
+      name: "a Responses JSON without output",
+      first: "flaky-resp",
+      reply: { body: { id: "resp_1", object: "response", status: "completed" } },
+      modes: ["stream", "collect"]
+    },
     { name: "an SSE stream of no chat chunk", first: "flaky", reply: garbage, modes: ["stream", "collect"] },
     { name: "an SSE stream of no Messages event", first: "flaky-anth", reply: garbage, modes: ["stream", "collect"] },
     { name: "an SSE stream of no Responses event", first: "flaky-resp", reply: garbage, modes: ["stream", "collect"] },
@@ -498,7 +532,9 @@ describe("a 200 whose body is not the format it promised", () => {
           const error = errorOf(client, direct.body)
           if (client === "anthropic") expect(direct.body, what).toMatchObject({ type: "error", error: { type: "api_error" } })
           else expect(error, what).toMatchObject({ type: "upstream_error", code: "upstream_malformed" })
-          expect(error.message, what).toMatch(/upstream answered 200 with (a body that is not JSON|JSON that is not|a stream that carried no)/)
+          expect(error.message, what).toMatch(
+            /upstream answered 200 with (a body that is not JSON|JSON that is not|a stream that carried no)/
+          )
           expect(direct.ms).toBeLessThan(BOUNDED_MS)
           await expectCounted(c.first === "flaky-anth" ? "anthropic" : "openai-compatible", flaky.url, c.first, "malformed")
           const rows = await usageRows(direct)

@@ -36,7 +36,15 @@ const tlsServer = async (name: string, cert: { certPem: string; keyPem: string }
     req.on("end", () => {
       res.writeHead(200, { "content-type": "application/json" })
       const message = { role: "assistant", content: "over TLS" }
-      res.end(JSON.stringify({ id: "c1", object: "chat.completion", created: 1, model: "m1", choices: [{ index: 0, message, finish_reason: "stop" }] }))
+      res.end(
+        JSON.stringify({
+          id: "c1",
+          object: "chat.completion",
+          created: 1,
+          model: "m1",
+          choices: [{ index: 0, message, finish_reason: "stop" }]
+        })
+      )
     })
   })
   server.on("tlsClientError", () => seen[name]!.handshakeErrors++)
@@ -45,7 +53,8 @@ const tlsServer = async (name: string, cert: { certPem: string; keyPem: string }
   return `https://127.0.0.1:${(server.address() as AddressInfo).port}`
 }
 
-const chat = (model: string, stream = false) => child.call("/v1/chat/completions", { body: { model, stream, messages: [{ role: "user", content: "hi" }] } })
+const chat = (model: string, stream = false) =>
+  child.call("/v1/chat/completions", { body: { model, stream, messages: [{ role: "user", content: "hi" }] } })
 const status = () => child.call("/api/resilience", { headers: admin }).then((r) => r.body)
 
 beforeAll(async () => {
@@ -56,15 +65,22 @@ beforeAll(async () => {
   const urls = {
     good: await tlsServer("good", ca.issue(["127.0.0.1"])),
     "wrong-name": await tlsServer("wrong-name", ca.issue(["api.elsewhere.example"])),
-    expired: await tlsServer("expired", ca.issue(["127.0.0.1"], { notBefore: new Date("2020-01-01T00:00:00Z"), notAfter: new Date("2021-01-01T00:00:00Z") }))
+    expired: await tlsServer(
+      "expired",
+      ca.issue(["127.0.0.1"], { notBefore: new Date("2020-01-01T00:00:00Z"), notAfter: new Date("2021-01-01T00:00:00Z") })
+    )
   }
   steady = await FakeUpstream.start()
-  child = await startGatewayChild({ adminKey: ADMIN, timeouts: { headersMs: 2000, streamHeadersMs: 2000 } }, { env: { NODE_EXTRA_CA_CERTS: caFile } })
+  child = await startGatewayChild(
+    { adminKey: ADMIN, timeouts: { headersMs: 2000, streamHeadersMs: 2000 } },
+    { env: { NODE_EXTRA_CA_CERTS: caFile } }
+  )
   const add = async (body: Record<string, unknown>) => {
     const res = await child.call("/api/providers", { body: { defaultModel: "m1", ...body }, headers: admin })
     expect(res.status, res.text).toBe(201)
   }
-  for (const [name, url] of Object.entries(urls)) await add({ provider: "openai-compatible", name: `tls-${name}`, apiKey: KEY, baseUrl: `${url}/v1` })
+  for (const [name, url] of Object.entries(urls))
+    await add({ provider: "openai-compatible", name: `tls-${name}`, apiKey: KEY, baseUrl: `${url}/v1` })
   await add({ provider: "anthropic", name: "steady", apiKey: "sk-ant-steady", baseUrl: steady.baseUrl("anthropic") })
   for (const name of ["wrong-name", "expired"]) {
     const res = await child.call("/api/combos", {
@@ -116,7 +132,11 @@ describe("TLS certificates the gateway refuses, from a CA it trusts", () => {
         const s = await status()
         const origin = `https://127.0.0.1:${(servers[name]!.address() as AddressInfo).port}`
         expect(s.breakers.find((b: any) => b.provider === "openai-compatible" && b.origin === origin)?.consecutiveFailures).toBe(1)
-        expect(s.connections.find((c: any) => c.name === `tls-${name}`)).toMatchObject({ state: "cooldown", lastErrorType: "tls", errorCode: "upstream_tls_error" })
+        expect(s.connections.find((c: any) => c.name === `tls-${name}`)).toMatchObject({
+          state: "cooldown",
+          lastErrorType: "tls",
+          errorCode: "upstream_tls_error"
+        })
       }
       // The handshake was refused each time: the server never saw a request (nor the key).
       expect(seen[name]!.requests).toBe(before.requests)

@@ -23,7 +23,8 @@ let up: FakeUpstream
 type Client = WsClient
 
 /** A WebSocket client on /v1/responses with a key (test/support/wsClient.ts). */
-const connect = (key = KEY): Promise<Client> => connectWs(gw.url.replace(/^http/, "ws") + "/v1/responses", { authorization: `Bearer ${key}` })
+const connect = (key = KEY): Promise<Client> =>
+  connectWs(gw.url.replace(/^http/, "ws") + "/v1/responses", { authorization: `Bearer ${key}` })
 
 const user = (text: string) => ({ type: "message", role: "user", content: [{ type: "input_text", text }] })
 const create = (text: string) => ({ type: "response.create", model: "gpt-5", input: [user(text)], store: false })
@@ -35,7 +36,13 @@ const deltas = (c: Client) =>
     .join("")
 const received = (i = -1) => JSON.stringify(up.requests.at(i)?.body ?? null)
 
-const GUARDRAIL_FLAGS = ["INPUT_SANITIZER_ENABLED", "INJECTION_GUARD_MODE", "PII_REDACTION_ENABLED", "PII_RESPONSE_SANITIZATION", "PII_RESPONSE_SANITIZATION_MODE"] as const
+const GUARDRAIL_FLAGS = [
+  "INPUT_SANITIZER_ENABLED",
+  "INJECTION_GUARD_MODE",
+  "PII_REDACTION_ENABLED",
+  "PII_RESPONSE_SANITIZATION",
+  "PII_RESPONSE_SANITIZATION_MODE"
+] as const
 const setFlags = (values: Partial<Record<(typeof GUARDRAIL_FLAGS)[number], string>>) =>
   gw.run(
     Effect.gen(function* () {
@@ -50,7 +57,13 @@ beforeAll(async () => {
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" }, { secret: KEY })))
   const res = await call(`${gw.url}/api/providers`, {
-    body: { provider: "openai-compatible", name: "resp", upstreamFormat: "openai-responses", baseUrl: up.baseUrl("openai-responses"), models: ["gpt-5"] },
+    body: {
+      provider: "openai-compatible",
+      name: "resp",
+      upstreamFormat: "openai-responses",
+      baseUrl: up.baseUrl("openai-responses"),
+      models: ["gpt-5"]
+    },
     headers: admin
   })
   expect(res.status).toBe(201)
@@ -130,7 +143,9 @@ describe("guardrails on the WebSocket transport", () => {
 
 describe("policies and settings hooks on the WebSocket transport", () => {
   it("a policy's blocked term is refused with an error event naming the policy; nothing goes upstream", async () => {
-    expect((await call(`${gw.url}/api/policies`, { body: { name: "ws-terms", blockedTerms: ["Project Falcon"] }, headers: admin })).status).toBe(201)
+    expect(
+      (await call(`${gw.url}/api/policies`, { body: { name: "ws-terms", blockedTerms: ["Project Falcon"] }, headers: admin })).status
+    ).toBe(201)
     try {
       const c = await connect()
       c.send(create("tell me about project falcon"))

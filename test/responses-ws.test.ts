@@ -28,13 +28,24 @@ beforeAll(async () => {
   expect(
     (
       await call(`${gw.url}/api/providers`, {
-        body: { provider: "openai-compatible", name: "resp", upstreamFormat: "openai-responses", baseUrl: up.baseUrl("openai-responses"), models: ["gpt-5"] },
+        body: {
+          provider: "openai-compatible",
+          name: "resp",
+          upstreamFormat: "openai-responses",
+          baseUrl: up.baseUrl("openai-responses"),
+          models: ["gpt-5"]
+        },
         headers: admin
       })
     ).status
   ).toBe(201)
   expect(
-    (await call(`${gw.url}/api/providers`, { body: { provider: "anthropic", name: "anth", apiKey: "sk-ant", baseUrl: up.baseUrl("anthropic") }, headers: admin })).status
+    (
+      await call(`${gw.url}/api/providers`, {
+        body: { provider: "anthropic", name: "anth", apiKey: "sk-ant", baseUrl: up.baseUrl("anthropic") },
+        headers: admin
+      })
+    ).status
   ).toBe(201)
 })
 afterAll(async () => {
@@ -51,7 +62,16 @@ beforeEach(async () => {
 describe("Responses over WebSocket", () => {
   it("answers Codex's prewarm without calling upstream, then continues from previous_response_id with only the new input", async () => {
     const c = await connect(wsUrl())
-    c.send({ type: "response.create", model: "gpt-5", stream: true, input: [developer], tools: [], store: false, generate: false, client_metadata: { thread_id: "t" } })
+    c.send({
+      type: "response.create",
+      model: "gpt-5",
+      stream: true,
+      input: [developer],
+      tools: [],
+      store: false,
+      generate: false,
+      client_metadata: { thread_id: "t" }
+    })
     const prewarm = await c.until("response.completed")
     expect(prewarm.response.output).toEqual([])
     expect(up.requests).toHaveLength(0)
@@ -83,7 +103,9 @@ describe("Responses over WebSocket", () => {
   it("carries a tool round trip: the call's output comes back with previous_response_id", async () => {
     const c = await connect(wsUrl("/responses"))
     up.next({ toolCalls: [{ name: "exec_command", arguments: '{"cmd":"echo TOOL_OK"}' }] }, { content: "The command printed TOOL_OK" })
-    const tools = [{ type: "function", name: "exec_command", parameters: { type: "object", properties: { cmd: { type: "string" } } }, strict: false }]
+    const tools = [
+      { type: "function", name: "exec_command", parameters: { type: "object", properties: { cmd: { type: "string" } } }, strict: false }
+    ]
     c.send({ type: "response.create", model: "gpt-5", input: [developer, user("run echo")], tools })
     const first = await c.until("response.completed")
     const fc = first.response.output.find((o: any) => o.type === "function_call")
@@ -130,8 +152,16 @@ describe("Responses over WebSocket", () => {
     expect(up.requests.map((r) => [r.family, r.body.model])).toEqual([["anthropic", "claude-sonnet-4-5"]])
 
     up.next({ toolCalls: [{ name: "exec_command", arguments: '{"cmd":"ls"}' }] }, { content: "two files" })
-    const tools = [{ type: "function", name: "exec_command", parameters: { type: "object", properties: { cmd: { type: "string" } } }, strict: false }]
-    c.send({ type: "response.create", model: "anth/claude-sonnet-4-5", previous_response_id: done.response.id, input: [user("list files")], tools })
+    const tools = [
+      { type: "function", name: "exec_command", parameters: { type: "object", properties: { cmd: { type: "string" } } }, strict: false }
+    ]
+    c.send({
+      type: "response.create",
+      model: "anth/claude-sonnet-4-5",
+      previous_response_id: done.response.id,
+      input: [user("list files")],
+      tools
+    })
     const called = await c.until("response.completed", 2)
     const fc = called.response.output.find((o: any) => o.type === "function_call")
     expect(fc).toMatchObject({ name: "exec_command", arguments: '{"cmd":"ls"}' })
@@ -198,7 +228,11 @@ describe("Responses over WebSocket", () => {
 
   it("answers 426 when the transport is switched off, so clients fall back to HTTP", async () => {
     const set = (value?: string) =>
-      call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "GATEWAY_UPSTREAM_WS_ENABLED", value }, headers: { authorization: `Bearer ${ADMIN}` } })
+      call(`${gw.url}/api/settings/feature-flags`, {
+        method: "PUT",
+        body: { key: "GATEWAY_UPSTREAM_WS_ENABLED", value },
+        headers: { authorization: `Bearer ${ADMIN}` }
+      })
     await set("false")
     try {
       await expect(connect(wsUrl())).rejects.toMatchObject({ status: 426 })

@@ -14,7 +14,10 @@ let gw: TestGateway
 let up: FakeUpstream
 
 const add = async (family: Family, body: Record<string, unknown>) => {
-  const res = await call(`${gw.url}/api/providers`, { body: { ...body, baseUrl: up.baseUrl(family) }, headers: { authorization: `Bearer ${ADMIN}` } })
+  const res = await call(`${gw.url}/api/providers`, {
+    body: { ...body, baseUrl: up.baseUrl(family) },
+    headers: { authorization: `Bearer ${ADMIN}` }
+  })
   expect(res.status, JSON.stringify(res.body)).toBe(201)
 }
 
@@ -49,7 +52,8 @@ describe("legacy completions", () => {
     expect(up.requests[0]!.body.messages).toEqual([{ role: "user", content: [{ type: "text", text: "Tell a story" }] }])
     up.next({ content: "streamed story", chunks: 3 })
     let text = ""
-    for await (const chunk of await client.completions.create({ model: "up-chat/m1", prompt: "go", stream: true })) text += chunk.choices[0]!.text
+    for await (const chunk of await client.completions.create({ model: "up-chat/m1", prompt: "go", stream: true }))
+      text += chunk.choices[0]!.text
     expect(text).toBe("streamed story")
   })
 })
@@ -61,7 +65,12 @@ describe("token counting", () => {
     const upstream = await client.messages.countTokens({ model: "up-anth/claude-sonnet-4-5", ...params })
     expect(up.requests.map((r) => r.path)).toEqual(["/v1/messages/count_tokens"])
     expect(upstream.input_tokens).toBe(Math.ceil("Hello there, how are you today?".length / 4))
-    const local = await client.messages.countTokens({ model: "up-chat/m1", ...params, system: "be brief", tools: [{ name: "t", input_schema: { type: "object" } }] })
+    const local = await client.messages.countTokens({
+      model: "up-chat/m1",
+      ...params,
+      system: "be brief",
+      tools: [{ name: "t", input_schema: { type: "object" } }]
+    })
     expect(local.input_tokens).toBeGreaterThan(10)
     await expect(client.messages.countTokens({ model: "claude-opus-5-5", ...params })).rejects.toMatchObject({ status: 404 })
     expect(up.requests).toHaveLength(1)
@@ -70,7 +79,9 @@ describe("token counting", () => {
   it("answers 25 concurrent count_tokens (Claude Code's /context)", async () => {
     const results = await Promise.all(
       Array.from({ length: 25 }, (_, i) =>
-        call(`${gw.url}/v1/messages/count_tokens?beta=true`, { body: { model: "up-chat/m1", messages: [{ role: "user", content: `section ${i} `.repeat(20) }], tools: [] } })
+        call(`${gw.url}/v1/messages/count_tokens?beta=true`, {
+          body: { model: "up-chat/m1", messages: [{ role: "user", content: `section ${i} `.repeat(20) }], tools: [] }
+        })
       )
     )
     expect(results.every((r) => r.status === 200 && r.body.input_tokens > 0)).toBe(true)
@@ -186,15 +197,23 @@ describe("Ollama generate", () => {
 describe("dedicated provider routes", () => {
   it("add the provider prefix when missing, keep it when present, and refuse another provider's model with 400", async () => {
     up.always({ content: "via provider route" })
-    const plain = await call(`${gw.url}/v1/providers/up-chat/chat/completions`, { body: { model: "m1", messages: [{ role: "user", content: "hi" }] } })
+    const plain = await call(`${gw.url}/v1/providers/up-chat/chat/completions`, {
+      body: { model: "m1", messages: [{ role: "user", content: "hi" }] }
+    })
     expect(plain.status).toBe(200)
     expect(up.requests.at(-1)!.body.model).toBe("m1")
-    const prefixed = await call(`${gw.url}/v1/providers/up-chat/chat/completions`, { body: { model: "up-chat/m1", messages: [{ role: "user", content: "hi" }] } })
+    const prefixed = await call(`${gw.url}/v1/providers/up-chat/chat/completions`, {
+      body: { model: "up-chat/m1", messages: [{ role: "user", content: "hi" }] }
+    })
     expect(prefixed.status).toBe(200)
-    const mismatch = await call(`${gw.url}/v1/providers/up-chat/chat/completions`, { body: { model: "anthropic/claude-sonnet-4-5", messages: [{ role: "user", content: "hi" }] } })
+    const mismatch = await call(`${gw.url}/v1/providers/up-chat/chat/completions`, {
+      body: { model: "anthropic/claude-sonnet-4-5", messages: [{ role: "user", content: "hi" }] }
+    })
     expect(mismatch.status).toBe(400)
     expect(mismatch.body.error.code).toBe("model_provider_mismatch")
-    const unknown = await call(`${gw.url}/v1/providers/nobody/chat/completions`, { body: { model: "m1", messages: [{ role: "user", content: "hi" }] } })
+    const unknown = await call(`${gw.url}/v1/providers/nobody/chat/completions`, {
+      body: { model: "m1", messages: [{ role: "user", content: "hi" }] }
+    })
     expect(unknown.status).toBe(404)
     const images = await call(`${gw.url}/v1/providers/up-chat/images/generations`, { body: { model: "m1", prompt: "cat" } })
     // The images route is served (test/media.images.test.ts): the model pinned to the provider reaches its images API.
@@ -215,7 +234,9 @@ describe("tokenized editor aliases", () => {
       expect(chat.body.choices[0].message.content).toBe("editor answer")
       const responses = await call(`${base}/responses`, { body: { model: "up-chat/m1", input: "hi" } })
       expect(responses.body.output_text ?? responses.body.output[0].content[0].text).toBe("editor answer")
-      const ollamaChat = await call(`${base}/api/chat`, { body: { model: "up-chat/m1", messages: [{ role: "user", content: "hi" }], stream: false } })
+      const ollamaChat = await call(`${base}/api/chat`, {
+        body: { model: "up-chat/m1", messages: [{ role: "user", content: "hi" }], stream: false }
+      })
       expect(ollamaChat.body.message.content).toBe("editor answer")
       expect((await call(`${base}/api/tags`)).body.models.length).toBeGreaterThan(0)
       expect((await call(`${gate.url}/api/v1/editor/gwk_not_a_key/models`)).status).toBe(401)
@@ -242,7 +263,9 @@ describe("other client-facing endpoints", () => {
     const empty = await call(`${gw.url}/v1/responses`, { body: { model: "up-chat/m1", input: [] } })
     expect(empty.status).toBe(400)
     expect(empty.body.error.message).toContain("input must not be empty")
-    const unknown = await call(`${gw.url}/v1/responses`, { body: { model: "up-chat/m1", input: "more", previous_response_id: "resp_never" } })
+    const unknown = await call(`${gw.url}/v1/responses`, {
+      body: { model: "up-chat/m1", input: "more", previous_response_id: "resp_never" }
+    })
     expect(unknown.status).toBe(400)
     expect(unknown.body.error.code).toBe("previous_response_not_found")
   })
@@ -251,7 +274,11 @@ describe("other client-facing endpoints", () => {
     up.next({ content: "first answer" }, { content: "second answer" })
     const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: KEY, maxRetries: 0 })
     const first = await client.responses.create({ model: "up-anth/claude-haiku-4-5", input: "remember the number 7" })
-    const second = await client.responses.create({ model: "up-anth/claude-haiku-4-5", input: "which number?", previous_response_id: first.id })
+    const second = await client.responses.create({
+      model: "up-anth/claude-haiku-4-5",
+      input: "which number?",
+      previous_response_id: first.id
+    })
     expect(second.output_text).toBe("second answer")
     expect(up.violations).toEqual([])
     const messages = up.requests[1]!.body.messages

@@ -31,7 +31,14 @@ import {
   taskFit
 } from "../src/services/routing/auto/index.js"
 import { seededRandom } from "../src/services/routing/random.js"
-import { FACTORS, type PoolEntry, type RequestFeatures, type RouterStrategy, type RoutingContext, type Weights } from "../src/services/routing/types.js"
+import {
+  FACTORS,
+  type PoolEntry,
+  type RequestFeatures,
+  type RouterStrategy,
+  type RoutingContext,
+  type Weights
+} from "../src/services/routing/types.js"
 
 // ---------------------------------------------------------------- helpers
 
@@ -137,11 +144,51 @@ describe("weights", () => {
   })
 
   it("each mode pack equals its column of the spec table", () => {
-    expect(MODE_PACKS["ship-fast"]).toEqual({ quota: 0.14, health: 0.28, costInv: 0.05, latencyInv: 0.32, taskFit: 0.1, stability: 0, tierPriority: 0.05 })
-    expect(MODE_PACKS["cost-saver"]).toEqual({ quota: 0.14, health: 0.19, costInv: 0.37, latencyInv: 0.05, taskFit: 0.1, stability: 0.05, tierPriority: 0.05 })
-    expect(MODE_PACKS["quality-first"]).toEqual({ quota: 0.1, health: 0.18, costInv: 0.05, latencyInv: 0.05, taskFit: 0.37, stability: 0.15, tierPriority: 0.05 })
-    expect(MODE_PACKS["offline-friendly"]).toEqual({ quota: 0.37, health: 0.28, costInv: 0.1, latencyInv: 0.05, taskFit: 0, stability: 0.1, tierPriority: 0.05 })
-    expect(MODE_PACKS["reliability-first"]).toEqual({ health: 0.3, stability: 0.25, latencyInv: 0.15, quota: 0.15, costInv: 0.05, taskFit: 0.05, tierPriority: 0.05 })
+    expect(MODE_PACKS["ship-fast"]).toEqual({
+      quota: 0.14,
+      health: 0.28,
+      costInv: 0.05,
+      latencyInv: 0.32,
+      taskFit: 0.1,
+      stability: 0,
+      tierPriority: 0.05
+    })
+    expect(MODE_PACKS["cost-saver"]).toEqual({
+      quota: 0.14,
+      health: 0.19,
+      costInv: 0.37,
+      latencyInv: 0.05,
+      taskFit: 0.1,
+      stability: 0.05,
+      tierPriority: 0.05
+    })
+    expect(MODE_PACKS["quality-first"]).toEqual({
+      quota: 0.1,
+      health: 0.18,
+      costInv: 0.05,
+      latencyInv: 0.05,
+      taskFit: 0.37,
+      stability: 0.15,
+      tierPriority: 0.05
+    })
+    expect(MODE_PACKS["offline-friendly"]).toEqual({
+      quota: 0.37,
+      health: 0.28,
+      costInv: 0.1,
+      latencyInv: 0.05,
+      taskFit: 0,
+      stability: 0.1,
+      tierPriority: 0.05
+    })
+    expect(MODE_PACKS["reliability-first"]).toEqual({
+      health: 0.3,
+      stability: 0.25,
+      latencyInv: 0.15,
+      quota: 0.15,
+      costInv: 0.05,
+      taskFit: 0.05,
+      tierPriority: 0.05
+    })
   })
 
   it("packs sum to 1 once normalised (the spec's columns as printed sum to 0.94 / 0.95); reliability-first sums to 1 as is", () => {
@@ -152,7 +199,8 @@ describe("weights", () => {
     // the score divides by the weight sum, so a pack and its normalised form rank identically
     const pool = [entry("a/x", { costPer1MTokens: 1 }), entry("b/y", { costPer1MTokens: 9, p95LatencyMs: 300 })]
     for (const w of Object.values(MODE_PACKS))
-      for (const e of pool) expect(scoreEntry(e, pool, ctx({ weights: w }))).toBeCloseTo(scoreEntry(e, pool, ctx({ weights: normalizeWeights(w) })), 12)
+      for (const e of pool)
+        expect(scoreEntry(e, pool, ctx({ weights: w }))).toBeCloseTo(scoreEntry(e, pool, ctx({ weights: normalizeWeights(w) })), 12)
   })
 
   it("X-Gateway-Mode aliases and pack names, case-insensitive and trimmed; unknown ignored", () => {
@@ -161,7 +209,8 @@ describe("weights", () => {
     expect(modeFromHeader("quality")).toBe(MODE_PACKS["quality-first"])
     expect(modeFromHeader("reliable")).toBe(MODE_PACKS["reliability-first"])
     expect(modeFromHeader("offline")).toBe(MODE_PACKS["offline-friendly"])
-    for (const p of ["ship-fast", "cost-saver", "quality-first", "offline-friendly", "reliability-first"] as const) expect(modeFromHeader(p)).toBe(MODE_PACKS[p])
+    for (const p of ["ship-fast", "cost-saver", "quality-first", "offline-friendly", "reliability-first"] as const)
+      expect(modeFromHeader(p)).toBe(MODE_PACKS[p])
     expect(modeFromHeader("balanced")).toBe(DEFAULT_WEIGHTS)
     expect(modeFromHeader("default")).toBe(DEFAULT_WEIGHTS)
     expect(modeFromHeader("  Quality-First ")).toBe(MODE_PACKS["quality-first"])
@@ -187,7 +236,9 @@ describe("weights", () => {
     const odd = { bogus: 3, health: -1, quota: Number.NaN, costInv: Infinity, taskFit: 0.4 } as unknown as Weights
     expect(resolveWeights({ base, comboWeights: odd })).toEqual({ health: 1, taskFit: 0.4 })
     // a valid header replaces everything; balanced forces the defaults; an unknown header is ignored
-    expect(resolveWeights({ base, modePack: "cost-saver", comboWeights: { costInv: 0.9 }, header: "reliable" })).toBe(MODE_PACKS["reliability-first"])
+    expect(resolveWeights({ base, modePack: "cost-saver", comboWeights: { costInv: 0.9 }, header: "reliable" })).toBe(
+      MODE_PACKS["reliability-first"]
+    )
     expect(resolveWeights({ base, modePack: "cost-saver", comboWeights: { costInv: 0.9 }, header: "balanced" })).toBe(DEFAULT_WEIGHTS)
     expect(resolveWeights({ base, modePack: "cost-saver", header: "warp" })).toEqual(MODE_PACKS["cost-saver"])
   })
@@ -239,7 +290,8 @@ describe("request features", () => {
   })
 
   it("classifies the task type of the last user message", () => {
-    const t = (text: string, o: Partial<CanonicalRequest> = {}) => requestFeatures(req([user("earlier: review"), user(text)], o), undefined).taskType
+    const t = (text: string, o: Partial<CanonicalRequest> = {}) =>
+      requestFeatures(req([user("earlier: review"), user(text)], o), undefined).taskType
     expect(t("I get a TypeError exception in my function")).toBe("debugging")
     expect(t("please fix the failing test")).toBe("debugging")
     expect(t("Can you review this PR?")).toBe("review")
@@ -258,7 +310,10 @@ describe("request features", () => {
     expect(short).toBeLessThan(0.01)
     const long = requestFeatures(req([user("x".repeat(16_000))]), undefined).specificity
     expect(long).toBeCloseTo(0.4, 5)
-    const all = requestFeatures(req([user("x".repeat(16_000) + "\n```js\n```")], { tools: [{ name: "t", parameters: {} }], reasoning: { enabled: true } }), undefined).specificity
+    const all = requestFeatures(
+      req([user("x".repeat(16_000) + "\n```js\n```")], { tools: [{ name: "t", parameters: {} }], reasoning: { enabled: true } }),
+      undefined
+    ).specificity
     expect(all).toBe(1)
   })
 })
@@ -276,7 +331,8 @@ describe("task fitness map", () => {
   })
 
   it("falls back to 0.5 for unknown models; other Ollama models are not taken for llama", () => {
-    for (const task of ["coding", "review", "planning", "analysis", "debugging", "documentation", "chat"] as const) expect(taskFit("totally-unknown", "custom", task)).toBe(0.5)
+    for (const task of ["coding", "review", "planning", "analysis", "debugging", "documentation", "chat"] as const)
+      expect(taskFit("totally-unknown", "custom", task)).toBe(0.5)
     expect(taskFit("phi3", "ollama", "coding")).toBe(0.5)
     expect(taskFit("llama3.2", "ollama", "chat")).not.toBe(0.5)
   })
@@ -418,7 +474,11 @@ describe("router strategies", () => {
   })
 
   it("cost (eco) takes the lowest costPer1MTokens among non-OPEN", () => {
-    const pool = [entry("a/x", { costPer1MTokens: 5 }), entry("b/y", { costPer1MTokens: 1, breaker: "OPEN" }), entry("c/z", { costPer1MTokens: 2 })]
+    const pool = [
+      entry("a/x", { costPer1MTokens: 5 }),
+      entry("b/y", { costPer1MTokens: 1, breaker: "OPEN" }),
+      entry("c/z", { costPer1MTokens: 2 })
+    ]
     const d = costStrategy.select(pool, ctx())
     expect(d.key).toBe("c/z")
     expect(d.strategy).toBe("cost")
@@ -488,7 +548,15 @@ describe("router registry", () => {
     description: "always the last entry",
     select: (pool) => {
       const e = pool[pool.length - 1]!
-      return { provider: e.provider, model: e.model, key: e.candidate.key, strategy: "Last-One", reason: "last", candidatesConsidered: pool.length, score: 1 }
+      return {
+        provider: e.provider,
+        model: e.model,
+        key: e.candidate.key,
+        strategy: "Last-One",
+        reason: "last",
+        candidatesConsidered: pool.length,
+        score: 1
+      }
     }
   }
 
@@ -556,7 +624,18 @@ describe("auto ids", () => {
   })
 
   it("rejects anything else", () => {
-    for (const id of ["auto/foo", "auto/coding:bar", "auto/fast:cheap", "auto/smart:fast", "auto/", "auto/coding:", "autox", "gpt-4o", "auto/chat:free:pro", "openai/auto"])
+    for (const id of [
+      "auto/foo",
+      "auto/coding:bar",
+      "auto/fast:cheap",
+      "auto/smart:fast",
+      "auto/",
+      "auto/coding:",
+      "autox",
+      "gpt-4o",
+      "auto/chat:free:pro",
+      "openai/auto"
+    ])
       expect(parseAutoId(id)).toBeUndefined()
   })
 
@@ -594,13 +673,25 @@ describe("orderAuto", () => {
   })
 
   it("drops candidates above the budget", () => {
-    const out = orderAuto([dear, cheap, unpriced], { strategy: rulesStrategy, context: ctx({ request }), explorationRate: 0, budgetUsd: 0.01, healing: new SelfHealing() })
+    const out = orderAuto([dear, cheap, unpriced], {
+      strategy: rulesStrategy,
+      context: ctx({ request }),
+      explorationRate: 0,
+      budgetUsd: 0.01,
+      healing: new SelfHealing()
+    })
     expect(out.order.map((e) => e.candidate.key).sort()).toEqual(["a/x", "c/z"])
   })
 
   it("keeps only the cheapest non-OPEN candidate when all exceed the budget", () => {
     const openCheaper = entry("d/w", { pricing: { input: 0.1, output: 0.1 }, breaker: "OPEN" })
-    const out = orderAuto([dear, openCheaper, cheap], { strategy: rulesStrategy, context: ctx({ request }), explorationRate: 0, budgetUsd: 0.0001, healing: new SelfHealing() })
+    const out = orderAuto([dear, openCheaper, cheap], {
+      strategy: rulesStrategy,
+      context: ctx({ request }),
+      explorationRate: 0,
+      budgetUsd: 0.0001,
+      healing: new SelfHealing()
+    })
     expect(out.order.map((e) => e.candidate.key)).toEqual(["a/x"])
     expect(out.decision.key).toBe("a/x")
   })
@@ -616,7 +707,9 @@ describe("orderAuto", () => {
       { ...a, breaker: "OPEN" as const },
       { ...c, breaker: "OPEN" as const }
     ]
-    expect(orderAuto(allOpen, { strategy: costStrategy, context: ctx(), explorationRate: 0, healing: new SelfHealing() }).order).toHaveLength(2)
+    expect(
+      orderAuto(allOpen, { strategy: costStrategy, context: ctx(), explorationRate: 0, healing: new SelfHealing() }).order
+    ).toHaveLength(2)
     expect(() => orderAuto([], { strategy: costStrategy, context: ctx(), explorationRate: 0, healing: new SelfHealing() })).toThrow(/empty/)
   })
 
@@ -733,10 +826,19 @@ describe("self-healing", () => {
 // ---------------------------------------------------------------- exploration
 
 describe("exploration", () => {
-  const pool = [entry("a/x", { provider: "a", costPer1MTokens: 1 }), entry("b/y", { provider: "b", costPer1MTokens: 2 }), entry("c/z", { provider: "c", costPer1MTokens: 3 })]
+  const pool = [
+    entry("a/x", { provider: "a", costPer1MTokens: 1 }),
+    entry("b/y", { provider: "b", costPer1MTokens: 2 }),
+    entry("c/z", { provider: "c", costPer1MTokens: 3 })
+  ]
 
   it("rate 1.0 puts another candidate first outside incident mode, the router's choice second", () => {
-    const out = orderAuto(pool, { strategy: costStrategy, context: ctx({ random: seededRandom(7) }), explorationRate: 1, healing: new SelfHealing() })
+    const out = orderAuto(pool, {
+      strategy: costStrategy,
+      context: ctx({ random: seededRandom(7) }),
+      explorationRate: 1,
+      healing: new SelfHealing()
+    })
     expect(out.incident).toBe(false)
     expect(out.decision.reason).toBe("exploration")
     expect(out.order[0]!.candidate.key).not.toBe("a/x")
@@ -753,18 +855,40 @@ describe("exploration", () => {
       entry("f/o", { provider: "f", breaker: "OPEN" }),
       entry("g/o", { provider: "g", breaker: "OPEN" })
     ]
-    const out = orderAuto(incidentPool, { strategy: costStrategy, context: ctx({ random: seededRandom(7) }), explorationRate: 1, healing: new SelfHealing() })
+    const out = orderAuto(incidentPool, {
+      strategy: costStrategy,
+      context: ctx({ random: seededRandom(7) }),
+      explorationRate: 1,
+      healing: new SelfHealing()
+    })
     expect(out.incident).toBe(true)
     expect(out.order[0]!.candidate.key).toBe("a/x")
     expect(out.decision.reason).not.toBe("exploration")
 
     // rules under reliability-first: the stable candidate beats the cheap, flaky one
-    const flakyCheap = entry("a/x", { provider: "a", costPer1MTokens: 0.1, p95LatencyMs: 1000, latencyStdDevMs: 900, errorRate: 0.4, accountTier: "ultra" })
+    const flakyCheap = entry("a/x", {
+      provider: "a",
+      costPer1MTokens: 0.1,
+      p95LatencyMs: 1000,
+      latencyStdDevMs: 900,
+      errorRate: 0.4,
+      accountTier: "ultra"
+    })
     const stable = entry("b/y", { provider: "b", costPer1MTokens: 20, p95LatencyMs: 900, latencyStdDevMs: 10, errorRate: 0 })
     const opens = ["c", "d", "e"].map((p) => entry(`${p}/o`, { provider: p, breaker: "OPEN" }))
     const cheapWeights = ctx({ weights: MODE_PACKS["cost-saver"] })
-    expect(orderAuto([flakyCheap, stable], { strategy: rulesStrategy, context: cheapWeights, explorationRate: 0, healing: new SelfHealing() }).decision.key).toBe("a/x")
-    expect(orderAuto([flakyCheap, stable, ...opens], { strategy: rulesStrategy, context: cheapWeights, explorationRate: 0, healing: new SelfHealing() }).decision.key).toBe("b/y")
+    expect(
+      orderAuto([flakyCheap, stable], { strategy: rulesStrategy, context: cheapWeights, explorationRate: 0, healing: new SelfHealing() })
+        .decision.key
+    ).toBe("a/x")
+    expect(
+      orderAuto([flakyCheap, stable, ...opens], {
+        strategy: rulesStrategy,
+        context: cheapWeights,
+        explorationRate: 0,
+        healing: new SelfHealing()
+      }).decision.key
+    ).toBe("b/y")
   })
 
   it("no exploration with fewer than 2 candidates", () => {

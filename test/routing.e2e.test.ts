@@ -32,7 +32,13 @@ beforeAll(async () => {
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   for (const name of ["a", "b", "c"] as const) {
     const res = await call(`${gw.url}/api/providers`, {
-      body: { provider: "openai-compatible", name: `up-${name}`, baseUrl: ups[name].baseUrl("openai-chat"), defaultModel: "m1", models: ["m1", "m2"] },
+      body: {
+        provider: "openai-compatible",
+        name: `up-${name}`,
+        baseUrl: ups[name].baseUrl("openai-chat"),
+        defaultModel: "m1",
+        models: ["m1", "m2"]
+      },
       headers: admin
     })
     expect(res.status).toBe(201)
@@ -55,7 +61,9 @@ beforeEach(async () => {
 
 describe("a combo falls back on a retryable failure", () => {
   it("answers from the second target when the first answers 503, with X-Gateway-Fallback-Attempts: 1", async () => {
-    expect((await createCombo({ name: "pair", strategy: "priority", targets: [{ model: "up-a/m1" }, { model: "up-b/m1" }] })).status).toBe(201)
+    expect((await createCombo({ name: "pair", strategy: "priority", targets: [{ model: "up-a/m1" }, { model: "up-b/m1" }] })).status).toBe(
+      201
+    )
     ups.a.always({ status: 503, errorMessage: "overloaded" })
     const res = await chat("pair")
     expect(res.status).toBe(200)
@@ -69,7 +77,9 @@ describe("a combo falls back on a retryable failure", () => {
     await createCombo({ name: "pair", strategy: "priority", targets: [{ model: "up-a/m1" }, { model: "up-b/m1" }] })
     const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "x", maxRetries: 0 })
     ups.a.always({ status: 429, headers: { "retry-after": "30" } })
-    const { data, response } = await client.chat.completions.create({ model: "pair", messages: [{ role: "user", content: "hi" }], stream: true }).withResponse()
+    const { data, response } = await client.chat.completions
+      .create({ model: "pair", messages: [{ role: "user", content: "hi" }], stream: true })
+      .withResponse()
     let text = ""
     for await (const chunk of data) text += chunk.choices[0]?.delta?.content ?? ""
     expect(text).toBe("answer from b")
@@ -105,7 +115,9 @@ describe("a combo falls back on a retryable failure", () => {
     ups.a.always({ status: 503 })
     const res = await chat("pair")
     await gw.usageWritten()
-    const rows = queryDb(gw.dataDir, "SELECT model, status, connection_id FROM usage WHERE request_id = ?", [res.headers.get("x-gateway-request-id")])
+    const rows = queryDb(gw.dataDir, "SELECT model, status, connection_id FROM usage WHERE request_id = ?", [
+      res.headers.get("x-gateway-request-id")
+    ])
     expect(rows).toHaveLength(1)
     expect(rows[0]).toMatchObject({ model: "m1", status: 200 })
   })
@@ -113,7 +125,12 @@ describe("a combo falls back on a retryable failure", () => {
 
 describe("/api/combos", () => {
   it("creates, lists, reads, updates and deletes combos, and lists them in /v1/models", async () => {
-    const created = await createCombo({ name: "Team", strategy: "round-robin", targets: [{ model: "up-a/m1" }, { model: "up-b/m1", weight: 2 }], description: "two" })
+    const created = await createCombo({
+      name: "Team",
+      strategy: "round-robin",
+      targets: [{ model: "up-a/m1" }, { model: "up-b/m1", weight: 2 }],
+      description: "two"
+    })
     expect(created.status).toBe(201)
     expect(created.body).toMatchObject({ name: "Team", strategy: "round-robin", enabled: true, description: "two" })
     expect((await call(`${gw.url}/api/combos`, { headers: admin })).body.combos.map((c: any) => c.name)).toEqual(["Team"])
@@ -143,7 +160,10 @@ describe("/api/combos", () => {
       [{ name: "x", strategy: "auto", config: { routerStrategy: "nope" } }, /routerStrategy 'nope' is not registered/],
       [{ name: "x", strategy: "auto", config: { auto: { weights: { speed: 1 } } } }, /unknown factor 'speed'/],
       [{ name: "x", strategy: "auto", config: { modePack: "turbo" } }, /modePack 'turbo' is unknown/],
-      [{ name: "x", strategy: "priority", targets: [{ model: "up-a/m1" }], config: { routerStrategy: "cost" } }, /apply to strategy auto only/],
+      [
+        { name: "x", strategy: "priority", targets: [{ model: "up-a/m1" }], config: { routerStrategy: "cost" } },
+        /apply to strategy auto only/
+      ],
       [{ name: "x", strategy: "fusion", targets: [{ model: "up-a/m1" }], config: { fusionTuning: { minPanel: 0 } } }, /minPanel/],
       [{ name: "x", strategy: "priority", targets: [{ model: "up-a/m1" }], config: { judge: "y" } }, /judge/],
       [{ name: "x", strategy: "weighted", targets: [{ model: "up-a/m1", weight: -1 }] }, /weight/]
@@ -200,7 +220,9 @@ describe("auto models", () => {
       expect(answeredBy(res)).toBe("answer from c")
     }
     const models = (await call(`${gw.url}/v1/models`)).body.data.map((m: any) => m.id)
-    expect(models).toEqual(expect.arrayContaining(["auto", "auto/coding", "auto/fast", "auto/cheap", "auto/offline", "auto/smart", "auto/lkgp"]))
+    expect(models).toEqual(
+      expect.arrayContaining(["auto", "auto/coding", "auto/fast", "auto/cheap", "auto/offline", "auto/smart", "auto/lkgp"])
+    )
   })
 
   it("uses a registered custom router strategy named in a combo's config (and the legacy location)", async () => {
@@ -212,20 +234,33 @@ describe("auto models", () => {
             description: "Picks connection up-c",
             select: (pool) => {
               const e = pool.find((p) => p.candidate.connection.name === "up-c") ?? pool[0]!
-              return { provider: e.provider, model: e.model, key: e.candidate.key, strategy: "always-c", reason: "test", candidatesConsidered: pool.length, score: 1 }
+              return {
+                provider: e.provider,
+                model: e.model,
+                key: e.candidate.key,
+                strategy: "always-c",
+                reason: "test",
+                candidatesConsidered: pool.length,
+                score: 1
+              }
             }
           })
         )
       )
     )
-    expect((await createCombo({ name: "custom", strategy: "auto", config: { routerStrategy: "always-c", explorationRate: 0 } })).status).toBe(201)
-    expect((await createCombo({ name: "legacy", strategy: "auto", config: { auto: { routerStrategy: "always-c" }, explorationRate: 0 } })).status).toBe(201)
+    expect(
+      (await createCombo({ name: "custom", strategy: "auto", config: { routerStrategy: "always-c", explorationRate: 0 } })).status
+    ).toBe(201)
+    expect(
+      (await createCombo({ name: "legacy", strategy: "auto", config: { auto: { routerStrategy: "always-c" }, explorationRate: 0 } })).status
+    ).toBe(201)
     for (const name of ["custom", "legacy"]) for (let i = 0; i < 5; i++) expect(answeredBy(await chat(name))).toBe("answer from c")
   })
 
   it("filters by X-Gateway-Budget and restricts to the candidate pool", async () => {
     await createCombo({ name: "only-b", strategy: "auto", config: { auto: { candidatePool: ["up-b"] }, explorationRate: 0 } })
-    for (let i = 0; i < 3; i++) expect(answeredBy(await chat("only-b", { "x-gateway-budget": "0.5", "x-gateway-mode": "cheap" }))).toBe("answer from b")
+    for (let i = 0; i < 3; i++)
+      expect(answeredBy(await chat("only-b", { "x-gateway-budget": "0.5", "x-gateway-mode": "cheap" }))).toBe("answer from b")
     // Unknown header values are ignored, never rejected.
     expect((await chat("only-b", { "x-gateway-budget": "lots", "x-gateway-mode": "warp" })).status).toBe(200)
   })
@@ -301,9 +336,19 @@ describe("combo strategies end to end", () => {
 
 describe("fusion", () => {
   it("asks the panel in parallel without tools, then the judge with the client's tools and sources", async () => {
-    await createCombo({ name: "council", strategy: "fusion", targets: [{ model: "up-a/m1" }, { model: "up-b/m1" }], config: { judgeModel: "up-c/m1" } })
+    await createCombo({
+      name: "council",
+      strategy: "fusion",
+      targets: [{ model: "up-a/m1" }, { model: "up-b/m1" }],
+      config: { judgeModel: "up-c/m1" }
+    })
     ups.c.always({ content: "the synthesis" })
-    const tools = [{ type: "function", function: { name: "lookup", description: "Look up", parameters: { type: "object", properties: { q: { type: "string" } } } } }]
+    const tools = [
+      {
+        type: "function",
+        function: { name: "lookup", description: "Look up", parameters: { type: "object", properties: { q: { type: "string" } } } }
+      }
+    ]
     const res = await chat("council", {}, { tools })
     expect(res.status).toBe(200)
     expect(answeredBy(res)).toBe("the synthesis")
@@ -325,7 +370,12 @@ describe("fusion", () => {
   })
 
   it("keeps the client's stream flag for the judge", async () => {
-    await createCombo({ name: "council", strategy: "fusion", targets: [{ model: "up-a/m1" }, { model: "up-b/m1" }], config: { judgeModel: "up-c/m1" } })
+    await createCombo({
+      name: "council",
+      strategy: "fusion",
+      targets: [{ model: "up-a/m1" }, { model: "up-b/m1" }],
+      config: { judgeModel: "up-c/m1" }
+    })
     ups.c.always({ content: "streamed synthesis", chunks: 3 })
     const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "x", maxRetries: 0 })
     const stream = await client.chat.completions.create({ model: "council", messages: [{ role: "user", content: "hi" }], stream: true })
@@ -336,7 +386,12 @@ describe("fusion", () => {
   })
 
   it("returns the one survivor directly, and answers 503 when no panel member answers", async () => {
-    await createCombo({ name: "council", strategy: "fusion", targets: [{ model: "up-a/m1" }, { model: "up-b/m1" }], config: { judgeModel: "up-c/m1" } })
+    await createCombo({
+      name: "council",
+      strategy: "fusion",
+      targets: [{ model: "up-a/m1" }, { model: "up-b/m1" }],
+      config: { judgeModel: "up-c/m1" }
+    })
     ups.b.always({ status: 500 })
     const one = await chat("council")
     expect(answeredBy(one)).toBe("answer from a")
@@ -392,7 +447,11 @@ describe("quota share", () => {
       ids.push(res.headers.get("x-gateway-request-id")!)
     }
     await gw.usageWritten()
-    const rows = queryDb(gw.dataDir, `SELECT connection_id FROM usage WHERE request_id IN (${ids.map(() => "?").join(",")})`, ids) as Array<{ connection_id: string }>
+    const rows = queryDb(
+      gw.dataDir,
+      `SELECT connection_id FROM usage WHERE request_id IN (${ids.map(() => "?").join(",")})`,
+      ids
+    ) as Array<{ connection_id: string }>
     const counts = new Map<string, number>()
     for (const r of rows) counts.set(r.connection_id, (counts.get(r.connection_id) ?? 0) + 1)
     expect(counts.size).toBe(5)

@@ -3,7 +3,15 @@ import type { ModelSpec } from "../src/domain/catalog/catalog.js"
 import type { Connection } from "../src/upstream/providers/Connections.js"
 import { seededRandom } from "../src/services/routing/random.js"
 import { COMBO_STRATEGIES, quotaShare } from "../src/services/routing/strategies/index.js"
-import type { Candidate, ObservedStats, QuotaInfo, RandomSource, RoutingState, Strategy, StrategyContext } from "../src/services/routing/types.js"
+import type {
+  Candidate,
+  ObservedStats,
+  QuotaInfo,
+  RandomSource,
+  RoutingState,
+  Strategy,
+  StrategyContext
+} from "../src/services/routing/types.js"
 
 // ---------------------------------------------------------------- fixtures
 
@@ -17,7 +25,13 @@ interface CandOpts {
 
 const cand = (name: string, opts: CandOpts = {}): Candidate => {
   const model = opts.model ?? "m"
-  const connection = { id: `id-${name}`, name, provider: { id: "openai" }, maxConcurrent: opts.maxConcurrent ?? null, priority: 0 } as unknown as Connection
+  const connection = {
+    id: `id-${name}`,
+    name,
+    provider: { id: "openai" },
+    maxConcurrent: opts.maxConcurrent ?? null,
+    priority: 0
+  } as unknown as Connection
   const spec =
     opts.spec === undefined
       ? undefined
@@ -108,7 +122,15 @@ const scripted = (...values: ReadonlyArray<number>): RandomSource => {
 
 const names = (cs: ReadonlyArray<Candidate>): Array<string> => cs.map((c) => c.connection.name)
 
-const [A, B, C, D, E, F, G] = ["A", "B", "C", "D", "E", "F", "G"].map((n) => cand(n)) as [Candidate, Candidate, Candidate, Candidate, Candidate, Candidate, Candidate]
+const [A, B, C, D, E, F, G] = ["A", "B", "C", "D", "E", "F", "G"].map((n) => cand(n)) as [
+  Candidate,
+  Candidate,
+  Candidate,
+  Candidate,
+  Candidate,
+  Candidate,
+  Candidate
+]
 
 const ALL: ReadonlyArray<Strategy> = [...Object.values(COMBO_STRATEGIES), quotaShare]
 
@@ -459,7 +481,15 @@ describe("reset-aware", () => {
     fs.quota.set("G/m", { remaining: 0, windowMs: 24 * h }) // exhausted
     fs.quota.set("E/m", { remaining: 0.9, windowMs: 60_000, exhausted: true }) // exhausted, shortest window
     fs.quota.set("F/m", { remaining: 0.1, windowMs: h }) // ties with B
-    expect(names(COMBO_STRATEGIES["reset-aware"].order([A, B, C, D, G, E, F], ctxOf({ state: fs })))).toEqual(["B", "F", "A", "C", "D", "E", "G"])
+    expect(names(COMBO_STRATEGIES["reset-aware"].order([A, B, C, D, G, E, F], ctxOf({ state: fs })))).toEqual([
+      "B",
+      "F",
+      "A",
+      "C",
+      "D",
+      "E",
+      "G"
+    ])
   })
 })
 
@@ -512,7 +542,12 @@ describe("context-optimized", () => {
 
   it("drops windows that are too small; best fit first; unknown windows after known", () => {
     // need = 10,000 + 2,000
-    expect(names(s.order([small, unknown, huge, mid, exact], ctxOf({ tokenEstimate: 10_000, maxOutputTokens: 2_000 })))).toEqual(["X", "M", "H", "U"])
+    expect(names(s.order([small, unknown, huge, mid, exact], ctxOf({ tokenEstimate: 10_000, maxOutputTokens: 2_000 })))).toEqual([
+      "X",
+      "M",
+      "H",
+      "U"
+    ])
     // without max output tokens, need = 10,000: small still too small
     expect(names(s.order([small, huge], ctxOf({ tokenEstimate: 10_000 })))).toEqual(["H"])
   })

@@ -22,7 +22,11 @@ const search = (body: unknown, headers: Record<string, string> = {}) => call(`${
 
 const usageRow = async (requestId: string | null) => {
   await gw.usageWritten()
-  const [row] = queryDb(gw.dataDir, "SELECT endpoint, status, provider, model, cost_usd, fallback_attempts, cache_hit FROM usage WHERE request_id = ?", requestId)
+  const [row] = queryDb(
+    gw.dataDir,
+    "SELECT endpoint, status, provider, model, cost_usd, fallback_attempts, cache_hit FROM usage WHERE request_id = ?",
+    requestId
+  )
   return row as Record<string, any> | undefined
 }
 
@@ -75,12 +79,20 @@ describe("GET /v1/search", () => {
       provider: "tavily",
       model: "tav/search",
       enabled: true,
-      capabilities: { fields: expect.arrayContaining(["search_depth", "include_domains", "exclude_domains", "time_range"]), search_depth: ["basic", "advanced"], max_results: 20 },
+      capabilities: {
+        fields: expect.arrayContaining(["search_depth", "include_domains", "exclude_domains", "time_range"]),
+        search_depth: ["basic", "advanced"],
+        max_results: 20
+      },
       price_per_search_unit_usd: 0.008,
       units_per_search: { basic: 1, advanced: 2 }
     })
     expect(byName["brv"].capabilities.fields).toEqual(["query", "max_results", "time_range"])
-    expect(byName["sx"]).toMatchObject({ provider: "searxng", price_per_search_unit_usd: 0, capabilities: { fields: ["query", "time_range"] } })
+    expect(byName["sx"]).toMatchObject({
+      provider: "searxng",
+      price_per_search_unit_usd: 0,
+      capabilities: { fields: ["query", "time_range"] }
+    })
     expect(res.body.enforced_by_gateway).toEqual(["max_results", "include_domains", "exclude_domains"])
     expect(res.body.cache).toEqual({ ttl_seconds: 300, max_entries: 1000 })
   })
@@ -109,7 +121,13 @@ describe("POST /v1/search: each provider's wire shape, one normalised answer", (
       time_range: "month",
       include_domains: ["docs.example.com", "news.example.org"]
     })
-    expect(res.body).toMatchObject({ object: "search.result", provider: "tavily", connection: "tav", query: "effect typescript", cached: false })
+    expect(res.body).toMatchObject({
+      object: "search.result",
+      provider: "tavily",
+      connection: "tav",
+      query: "effect typescript",
+      cached: false
+    })
     expect(res.body.id).toMatch(/^search_/)
     expect(res.body.results.length).toBeGreaterThan(0)
     for (const r of res.body.results) {
@@ -186,7 +204,11 @@ describe("POST /v1/search: each provider's wire shape, one normalised answer", (
     expect(Math.abs(start - (before - 365 * 86_400_000))).toBeLessThan(60_000)
     // The fake ignores the domain filters: the gateway applies them to the result URLs.
     expect(res.body.results.map((r: any) => new URL(r.url).hostname)).toEqual(["news.example.org", "news.example.org"])
-    expect(res.body.results[0]).toMatchObject({ published_at: PUBLISHED, score: expect.any(Number), snippet: "About neural search: page 2." })
+    expect(res.body.results[0]).toMatchObject({
+      published_at: PUBLISHED,
+      score: expect.any(Number),
+      snippet: "About neural search: page 2."
+    })
     expect(res.headers.get("x-gateway-response-cost")).toBe("0.0050000000")
   })
 
@@ -206,7 +228,13 @@ describe("POST /v1/search: each provider's wire shape, one normalised answer", (
   })
 
   it("Serper: POST /search with X-API-KEY, {q, num, tbs}; relative dates are not dates; exclude_domains kept by the gateway", async () => {
-    const res = await search({ query: "google results", provider: "srp", max_results: 6, time_range: "day", exclude_domains: ["example.net"] })
+    const res = await search({
+      query: "google results",
+      provider: "srp",
+      max_results: 6,
+      time_range: "day",
+      exclude_domains: ["example.net"]
+    })
     expect(res.status, res.text).toBe(200)
     const sent = up.last("serper")!
     expect(sent.path).toBe("/search")
@@ -236,7 +264,13 @@ describe("fallback", () => {
     expect(res.headers.get("x-gateway-fallback-attempts")).toBe("1")
     expect(res.headers.get("x-gateway-provider")).toBe("serper")
     expectNoKey(res.text)
-    expect(await usageRow(res.headers.get("x-gateway-request-id"))).toMatchObject({ endpoint: "search", status: 200, provider: "serper", fallback_attempts: 1, cost_usd: 0.001 })
+    expect(await usageRow(res.headers.get("x-gateway-request-id"))).toMatchObject({
+      endpoint: "search",
+      status: 200,
+      provider: "serper",
+      fallback_attempts: 1,
+      cost_usd: 0.001
+    })
   })
 
   it("when every provider fails the error names the failure, never the key it echoed", async () => {
@@ -261,7 +295,13 @@ describe("cache and coalescing", () => {
     expect(second.body).toEqual({ ...first.body, query: "cache me", cached: true })
     expect(second.headers.get("x-gateway-cache-hit")).toBe("true")
     expect(second.headers.get("x-gateway-response-cost")).toBe("0.0000000000")
-    expect(await usageRow(second.headers.get("x-gateway-request-id"))).toMatchObject({ endpoint: "search", status: 200, provider: "serper", cost_usd: 0, cache_hit: 1 })
+    expect(await usageRow(second.headers.get("x-gateway-request-id"))).toMatchObject({
+      endpoint: "search",
+      status: 200,
+      provider: "serper",
+      cost_usd: 0,
+      cache_hit: 1
+    })
     // Another max_results is another request.
     const other = await search({ ...body, max_results: 3 })
     expect(other.body.cached).toBe(false)

@@ -33,7 +33,10 @@ beforeAll(async () => {
     })
     expect(res.status).toBe(201)
   }
-  const combo = await call(`${gw.url}/api/combos`, { body: { name: "pair", strategy: "round-robin", targets: [{ model: "up-a/m1" }, { model: "up-b/m1" }] }, headers: admin })
+  const combo = await call(`${gw.url}/api/combos`, {
+    body: { name: "pair", strategy: "round-robin", targets: [{ model: "up-a/m1" }, { model: "up-b/m1" }] },
+    headers: admin
+  })
   expect(combo.status).toBe(201)
 })
 afterAll(async () => {

@@ -33,10 +33,19 @@ const REQUESTS: Record<Family, { path: string; body: Record<string, unknown> }> 
       reasoning_effort: "high"
     }
   },
-  "openai-responses": { path: "/v1/responses", body: { model: "up-resp/m1", input: "hi", instructions: "own", reasoning: { effort: "high" } } },
+  "openai-responses": {
+    path: "/v1/responses",
+    body: { model: "up-resp/m1", input: "hi", instructions: "own", reasoning: { effort: "high" } }
+  },
   anthropic: {
     path: "/v1/messages",
-    body: { model: "up-anth/m1", max_tokens: 40000, system: "own", messages: [{ role: "user", content: "hi" }], thinking: { type: "enabled", budget_tokens: 32000 } }
+    body: {
+      model: "up-anth/m1",
+      max_tokens: 40000,
+      system: "own",
+      messages: [{ role: "user", content: "hi" }],
+      thinking: { type: "enabled", budget_tokens: 32000 }
+    }
   },
   gemini: {
     path: "/v1beta/models/up-gem/m1:generateContent",
@@ -157,7 +166,10 @@ describe("global system prompt", () => {
   it("reaches a translated request too (OpenAI client → Anthropic upstream)", async () => {
     await put("/api/settings/system-prompt", { enabled: true, text: "GLOBAL" })
     up.requests.length = 0
-    const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: "up-anth/m1", messages: [{ role: "user", content: "hi" }] }, headers: admin })
+    const res = await call(`${gw.url}/v1/chat/completions`, {
+      body: { model: "up-anth/m1", messages: [{ role: "user", content: "hi" }] },
+      headers: admin
+    })
     expect(res.status).toBe(200)
     expect(JSON.stringify(up.requests[0]!.body.system)).toContain("GLOBAL")
   })
@@ -187,7 +199,10 @@ describe("thinking budget", () => {
     expect((await send("gemini")).generationConfig.thinkingConfig.thinkingBudget).toBe(2048)
     expect((await send("ollama")).think).toBe("low")
     // Within the cap: left as sent.
-    expect((await send("anthropic", admin, { thinking: { type: "enabled", budget_tokens: 1500 } })).thinking).toEqual({ type: "enabled", budget_tokens: 1500 })
+    expect((await send("anthropic", admin, { thinking: { type: "enabled", budget_tokens: 1500 } })).thinking).toEqual({
+      type: "enabled",
+      budget_tokens: 1500
+    })
     expect((await send("openai-chat", admin, { reasoning_effort: "minimal" })).reasoning_effort).toBe("minimal")
   })
 

@@ -19,14 +19,21 @@ const api = (path: string, init: { method?: string; body?: unknown; headers?: Re
   call(`${gw.url}${path}`, { ...init, headers: { ...admin, ...init.headers } })
 const setFlag = (key: string, value: boolean) => api("/api/settings/feature-flags", { method: "PUT", body: { key, value: String(value) } })
 const chat = (headers: Record<string, string> = {}) =>
-  call(`${gw.url}/v1/chat/completions`, { body: { model: "local/m1", messages: [{ role: "user", content: "hi" }] }, headers: { ...admin, ...headers } })
+  call(`${gw.url}/v1/chat/completions`, {
+    body: { model: "local/m1", messages: [{ role: "user", content: "hi" }] },
+    headers: { ...admin, ...headers }
+  })
 
 beforeAll(async () => {
   up = await FakeUpstream.start()
   gw = await startGateway({ dataDir })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   expect(
-    (await api("/api/providers", { body: { provider: "openai-compatible", name: "local", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] } })).status
+    (
+      await api("/api/providers", {
+        body: { provider: "openai-compatible", name: "local", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] }
+      })
+    ).status
   ).toBe(201)
 })
 afterAll(async () => {
@@ -98,13 +105,23 @@ describe("the settings document", () => {
 
   it("bad input is a 400 naming the field", async () => {
     const cases: Array<[string, string, unknown, RegExp]> = [
-      ["PATCH", "/api/settings", { ipFilter: { allow: ["10.0.0.1", "192.168.0.0/16", "nope"] } }, /ipFilter\.allow\.2: not an IP address or CIDR \(got "nope"\)/],
+      [
+        "PATCH",
+        "/api/settings",
+        { ipFilter: { allow: ["10.0.0.1", "192.168.0.0/16", "nope"] } },
+        /ipFilter\.allow\.2: not an IP address or CIDR \(got "nope"\)/
+      ],
       ["PUT", "/api/settings", { ipFilter: { deny: ["10.0.0.0/33"] } }, /ipFilter\.deny\.0: not an IP address or CIDR/],
       ["PUT", "/api/settings/ip-filter", { allow: ["2001:db8::/129"] }, /allow\.0: not an IP address or CIDR/],
       ["PUT", "/api/settings/proxy", { url: "ftp://proxy:21" }, /url: scheme must be http, https, socks5 or socks5h/],
       ["PUT", "/api/settings/thinking-budget", { mode: "maximum" }, /mode: mode must be one of: passthrough, cap, force/],
       ["PUT", "/api/settings/thinking-budget", { mode: "cap", maxTokens: -5 }, /maxTokens: maxTokens must be a whole number of tokens/],
-      ["PATCH", "/api/settings", { systemPrompt: { position: "middle" } }, /systemPrompt\.position: position must be one of: prepend, append/],
+      [
+        "PATCH",
+        "/api/settings",
+        { systemPrompt: { position: "middle" } },
+        /systemPrompt\.position: position must be one of: prepend, append/
+      ],
       ["PATCH", "/api/settings", { backups: { keep: 1.5 } }, /backups\.keep: keep must be a whole number/],
       ["PATCH", "/api/settings", { shadow: [{ model: "x", sampleRate: 1.5 }] }, /sampleRate must be a fraction between 0 and 1/],
       ["PATCH", "/api/settings", { shadowOptions: { concurrency: 0 } }, /shadowOptions\.concurrency must be an integer between 1 and 64/],
@@ -112,8 +129,18 @@ describe("the settings document", () => {
       ["PUT", "/api/settings", { systemPrompt: { txt: "typo" } }, /systemPrompt\.txt: is unexpected/],
       ["PUT", "/api/settings/ip-filter", { allow: [], block: ["10.0.0.1"] }, /block: is unexpected/],
       ["PUT", "/api/settings/compression", { level: 5 }, /level: is unexpected/],
-      ["PUT", "/api/settings/compression", { autoTrigger: { windowShare: 2 } }, /autoTrigger\.windowShare: windowShare must be between 0\.05 and 1/],
-      ["PATCH", "/api/settings", { compression: { injectionMaxTokens: -1 } }, /compression\.injectionMaxTokens: injectionMaxTokens must be a whole number of tokens/],
+      [
+        "PUT",
+        "/api/settings/compression",
+        { autoTrigger: { windowShare: 2 } },
+        /autoTrigger\.windowShare: windowShare must be between 0\.05 and 1/
+      ],
+      [
+        "PATCH",
+        "/api/settings",
+        { compression: { injectionMaxTokens: -1 } },
+        /compression\.injectionMaxTokens: injectionMaxTokens must be a whole number of tokens/
+      ],
       ["PUT", "/api/settings/require-login", { requireLogin: "no" }, /requireLogin: expected boolean/],
       ["POST", "/api/settings/purge-request-history", { olderThanDays: -1 }, /olderThanDays: olderThanDays must be a number of days/]
     ]
@@ -127,16 +154,24 @@ describe("the settings document", () => {
   })
 
   it("each section has its own GET and PUT, answering the section", async () => {
-    expect((await api("/api/settings/compression", { method: "PUT", body: { activeProfile: "engine:rtk", compressByDefault: true } })).body).toMatchObject({
+    expect(
+      (await api("/api/settings/compression", { method: "PUT", body: { activeProfile: "engine:rtk", compressByDefault: true } })).body
+    ).toMatchObject({
       enabled: true,
       activeProfile: "engine:rtk",
       compressByDefault: true
     })
     expect((await api("/api/settings/compression")).body.activeProfile).toBe("engine:rtk")
     expect((await api("/api/settings/require-login")).body).toEqual({ requireLogin: true })
-    expect((await api("/api/settings/thinking-budget", { method: "PUT", body: { mode: "cap", maxTokens: 2048 } })).body).toMatchObject({ mode: "cap", maxTokens: 2048 })
+    expect((await api("/api/settings/thinking-budget", { method: "PUT", body: { mode: "cap", maxTokens: 2048 } })).body).toMatchObject({
+      mode: "cap",
+      maxTokens: 2048
+    })
     expect((await api("/api/settings/system-prompt")).body).toEqual({ enabled: false, text: "", position: "prepend", skipKeyIds: [] })
-    expect((await api("/api/settings/backups", { method: "PUT", body: { intervalHours: 6, keep: 3 } })).body).toEqual({ intervalHours: 6, keep: 3 })
+    expect((await api("/api/settings/backups", { method: "PUT", body: { intervalHours: 6, keep: 3 } })).body).toEqual({
+      intervalHours: 6,
+      keep: 3
+    })
     expect((await api("/api/settings")).body.info.backups).toEqual({ intervalHours: 6, keep: 3, source: "settings" })
     // The feature-flags route under /api/settings is still the flags group's.
     expect((await api("/api/settings/feature-flags")).body.summary).toMatchObject({ total: expect.any(Number) })
@@ -149,9 +184,15 @@ describe("the settings document", () => {
       body: { url: "http://alice:s3cret-pw@127.0.0.1:3128", noProxy: ["localhost", ".internal.example", "10.0.0.0/8"] }
     })
     expect(put.status).toBe(200)
-    expect(put.body).toEqual({ url: "http://alice:****@127.0.0.1:3128", family: "auto", noProxy: ["localhost", ".internal.example", "10.0.0.0/8"] })
+    expect(put.body).toEqual({
+      url: "http://alice:****@127.0.0.1:3128",
+      family: "auto",
+      noProxy: ["localhost", ".internal.example", "10.0.0.0/8"]
+    })
     expect((await api("/api/settings")).text).not.toContain("s3cret-pw")
-    const stored = await gw.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ value: string }>`SELECT value FROM kv WHERE namespace = 'settings'`))
+    const stored = await gw.run(
+      Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ value: string }>`SELECT value FROM kv WHERE namespace = 'settings'`)
+    )
     expect(stored[0]!.value).not.toContain("s3cret-pw")
     // Sending the masked URL back (GET → edit → PUT) keeps the password.
     await api("/api/settings/proxy", { method: "PUT", body: { url: "http://alice:****@127.0.0.1:3128", noProxy: [] } })
@@ -166,7 +207,11 @@ describe("persistence", () => {
   it("the document survives a restart on the same DATA_DIR", async () => {
     await api("/api/settings", {
       method: "PATCH",
-      body: { compression: { activeProfile: "engine:json" }, thinkingBudget: { mode: "force", effort: "low" }, proxy: { url: "socks5://bob:pw@127.0.0.1:1080" } }
+      body: {
+        compression: { activeProfile: "engine:json" },
+        thinkingBudget: { mode: "force", effort: "low" },
+        proxy: { url: "socks5://bob:pw@127.0.0.1:1080" }
+      }
     })
     const before = (await api("/api/settings")).body
     await gw.close()
@@ -187,7 +232,12 @@ describe("a document stored before compression was built", () => {
         compression: { enabled: false, engine: "rtk", level: 5, minTokens: 4000, toolResults: true }
       }
     }
-    await gw.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE kv SET value = ${JSON.stringify(legacy)} WHERE namespace = 'settings' AND key = 'document'`))
+    await gw.run(
+      Effect.flatMap(
+        SqlClient.SqlClient,
+        (sql) => sql`UPDATE kv SET value = ${JSON.stringify(legacy)} WHERE namespace = 'settings' AND key = 'document'`
+      )
+    )
     await gw.close()
     gw = await startGateway({ dataDir })
     const after = (await api("/api/settings")).body
@@ -229,7 +279,15 @@ describe("ip filter", () => {
 
   it("a non-empty allow list lets only its addresses in (deny wins); loopback always passes", async () => {
     await setFlag("GATEWAY_TRUST_PROXY_HEADERS", true)
-    expect((await api("/api/settings/ip-filter", { method: "PUT", body: { allow: ["198.51.100.0/24"], deny: ["198.51.100.66"] }, headers: xff("198.51.100.1") })).status).toBe(200)
+    expect(
+      (
+        await api("/api/settings/ip-filter", {
+          method: "PUT",
+          body: { allow: ["198.51.100.0/24"], deny: ["198.51.100.66"] },
+          headers: xff("198.51.100.1")
+        })
+      ).status
+    ).toBe(200)
     expect((await chat(xff("198.51.100.1"))).status).toBe(200)
     const outside = await chat(xff("192.0.2.1"))
     expect(outside.status).toBe(403)
@@ -256,12 +314,16 @@ describe("ip filter", () => {
 describe("require login", () => {
   it("off: a direct loopback caller without credentials may use management routes; forwarded or cross-origin requests still need login", async () => {
     expect((await call(`${gw.url}/api/settings/require-login`)).status).toBe(401)
-    expect((await api("/api/settings/require-login", { method: "PUT", body: { requireLogin: false } })).body).toEqual({ requireLogin: false })
+    expect((await api("/api/settings/require-login", { method: "PUT", body: { requireLogin: false } })).body).toEqual({
+      requireLogin: false
+    })
     const open = await call(`${gw.url}/api/settings/require-login`)
     expect(open.status).toBe(200)
     expect(open.body).toEqual({ requireLogin: false })
     expect((await call(`${gw.url}/api/settings`, { headers: { "x-forwarded-for": "198.51.100.4" } })).status).toBe(401)
-    expect((await call(`${gw.url}/api/settings/compression`, { method: "PUT", body: {}, headers: { origin: "https://evil.example" } })).status).toBe(401)
+    expect(
+      (await call(`${gw.url}/api/settings/compression`, { method: "PUT", body: {}, headers: { origin: "https://evil.example" } })).status
+    ).toBe(401)
     const u = new URL(gw.url)
     expect((await rawCall(gw.url, "GET", "/api/settings", { host: `attacker.example:${u.port}` })).status).toBe(401)
     // Turned back on without login, from the machine itself.
@@ -292,7 +354,11 @@ const startConnectProxy = async (credentials?: string) => {
     socket.on("error", () => upstream.destroy())
   })
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
-  return { url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, tunnels, close: () => new Promise<void>((r) => server.close(() => r())) }
+  return {
+    url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    tunnels,
+    close: () => new Promise<void>((r) => server.close(() => r()))
+  }
 }
 
 describe("proxy test", () => {
@@ -311,13 +377,22 @@ describe("proxy test", () => {
       await api("/api/settings/proxy", { method: "PUT", body: { url: withCreds } })
       const ok = await api("/api/settings/proxy/test", { body: { url: `${targetUrl}/health` } })
       expect(ok.status).toBe(200)
-      expect(ok.body).toEqual({ ok: true, status: 204, latencyMs: expect.any(Number), error: null, proxy: proxy.url.replace("http://", "http://carol:****@"), family: "ipv4" })
+      expect(ok.body).toEqual({
+        ok: true,
+        status: 204,
+        latencyMs: expect.any(Number),
+        error: null,
+        proxy: proxy.url.replace("http://", "http://carol:****@"),
+        family: "ipv4"
+      })
       expect(proxy.tunnels).toEqual([new URL(targetUrl).host])
 
       const missing = await api("/api/settings/proxy/test", { body: { url: `${targetUrl}/nothing` } })
       expect(missing.body).toMatchObject({ ok: false, status: 404, error: null })
 
-      const badCreds = await api("/api/settings/proxy/test", { body: { url: targetUrl, proxy: proxy.url.replace("http://", "http://carol:wrong@") } })
+      const badCreds = await api("/api/settings/proxy/test", {
+        body: { url: targetUrl, proxy: proxy.url.replace("http://", "http://carol:wrong@") }
+      })
       expect(badCreds.body).toMatchObject({ ok: false, status: null, error: expect.stringMatching(/407/) })
       expect(badCreds.text).not.toContain("wrong")
 
@@ -341,14 +416,18 @@ describe("proxy test", () => {
 
 describe("scheduled backups from settings", () => {
   it("a changed interval and count re-arm the schedule at once, without a restart", async () => {
-    const scheduled = async () => ((await api("/api/db-backups")).body.backups as Array<{ kind: string }>).filter((b) => b.kind === "scheduled").length
+    const scheduled = async () =>
+      ((await api("/api/db-backups")).body.backups as Array<{ kind: string }>).filter((b) => b.kind === "scheduled").length
     expect(await scheduled()).toBe(0)
     // About every 0.4 s, keeping 2.
     expect((await api("/api/settings/backups", { method: "PUT", body: { intervalHours: 0.0001, keep: 2 } })).status).toBe(200)
     expect((await api("/api/settings")).body.info.backups).toEqual({ intervalHours: 0.0001, keep: 2, source: "settings" })
     await expect.poll(scheduled, { timeout: 10_000, interval: 100 }).toBe(2)
     // Pruned to `keep` as more are taken.
-    const names = async () => ((await api("/api/db-backups")).body.backups as Array<{ id: string; kind: string }>).filter((b) => b.kind === "scheduled").map((b) => b.id)
+    const names = async () =>
+      ((await api("/api/db-backups")).body.backups as Array<{ id: string; kind: string }>)
+        .filter((b) => b.kind === "scheduled")
+        .map((b) => b.id)
     const first = await names()
     await expect.poll(async () => (await names()).some((id) => !first.includes(id)), { timeout: 10_000, interval: 100 }).toBe(true)
     expect(await scheduled()).toBeLessThanOrEqual(2)
@@ -363,9 +442,14 @@ describe("purge request history", () => {
     const day = 86_400_000
     await gw.run(
       Effect.flatMap(SqlClient.SqlClient, (sql) =>
-        Effect.forEach([400, 200, 100], (age, i) => sql`INSERT INTO usage (ts, request_id, endpoint, status) VALUES (${now - age * day}, ${`old-${i}`}, 'chat.completions', 200)`, {
-          discard: true
-        })
+        Effect.forEach(
+          [400, 200, 100],
+          (age, i) =>
+            sql`INSERT INTO usage (ts, request_id, endpoint, status) VALUES (${now - age * day}, ${`old-${i}`}, 'chat.completions', 200)`,
+          {
+            discard: true
+          }
+        )
       )
     )
     expect((await chat()).status).toBe(200)

@@ -33,7 +33,9 @@ const scriptedTerminal = (inputs: ReadonlyArray<Terminal.UserInput>, screen: Arr
     Effect.gen(function* () {
       const queue = yield* Queue.unbounded<Terminal.UserInput>()
       yield* Queue.offerAll(queue, inputs)
-      const take = Queue.take(queue).pipe(Effect.timeoutFail({ duration: "3 seconds", onTimeout: () => new Cause.NoSuchElementException("script ran out of keystrokes") }))
+      const take = Queue.take(queue).pipe(
+        Effect.timeoutFail({ duration: "3 seconds", onTimeout: () => new Cause.NoSuchElementException("script ran out of keystrokes") })
+      )
       return Terminal.Terminal.of({
         columns: Effect.succeed(100),
         rows: Effect.succeed(40),
@@ -127,7 +129,11 @@ describe("gateway setup (interactive wizard)", () => {
     expect(screen.join("")).toContain("at least 8 characters")
     const gw = await startGateway({ dataDir })
     try {
-      const res = await fetch(`${gw.url}/api/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ password: "long enough pw" }) })
+      const res = await fetch(`${gw.url}/api/auth/login`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ password: "long enough pw" })
+      })
       expect(res.status).toBe(200)
     } finally {
       await gw.close()

@@ -61,7 +61,12 @@ const newTeam = async () => {
   team = `team-${++teams}`
   const combo = await call(`${gw.url}/api/combos`, {
     headers: admin,
-    body: { name: team, strategy: "priority", targets: [{ model: "prim/m1" }], config: { shadow: [{ model: "cand/claude-x", sampleRate: 1 }] } }
+    body: {
+      name: team,
+      strategy: "priority",
+      targets: [{ model: "prim/m1" }],
+      config: { shadow: [{ model: "cand/claude-x", sampleRate: 1 }] }
+    }
   })
   expect(combo.status, combo.text).toBe(201)
 }
@@ -84,7 +89,8 @@ const reportWith = async (pairs: number) => {
   throw new Error("the shadow pairs did not arrive")
 }
 
-const ask = (text: string, stream = false) => call(`${gw.url}/v1/chat/completions`, { body: { model: team, stream, messages: [{ role: "user", content: text }] } })
+const ask = (text: string, stream = false) =>
+  call(`${gw.url}/v1/chat/completions`, { body: { model: team, stream, messages: [{ role: "user", content: text }] } })
 
 beforeEach(async () => {
   await newTeam()
@@ -192,14 +198,20 @@ describe("a combo's shadow target", () => {
   })
 
   it("a key's shadow field: its requests are shadowed (scope key:<id>) where no combo says otherwise; null removes it", async () => {
-    const created = await call(`${gw.url}/api/keys`, { body: { name: "team-a", shadow: [{ model: "cand/claude-x", sampleRate: 1 }] }, headers: admin })
+    const created = await call(`${gw.url}/api/keys`, {
+      body: { name: "team-a", shadow: [{ model: "cand/claude-x", sampleRate: 1 }] },
+      headers: admin
+    })
     expect(created.status, created.text).toBe(201)
     expect(created.body.shadow).toEqual([{ model: "cand/claude-x", sampleRate: 1 }])
     // The sampling is registered within a second of the first shadowed key.
     await new Promise((res) => setTimeout(res, 1500))
     const asKey = { authorization: `Bearer ${created.body.secret}` }
     for (const q of ["two plus two?", "three plus one?"]) {
-      const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: "prim/m1", messages: [{ role: "user", content: q }] }, headers: asKey })
+      const res = await call(`${gw.url}/v1/chat/completions`, {
+        body: { model: "prim/m1", messages: [{ role: "user", content: q }] },
+        headers: asKey
+      })
       expect(res.status, res.text).toBe(200)
     }
     const scope = `key:${created.body.id}`
@@ -211,7 +223,14 @@ describe("a combo's shadow target", () => {
     }
     expect(report.targets[0]).toMatchObject({ shadowModel: "cand/claude-x", pairs: 2, normalizedAgreement: 0.5 })
     // The combo's own shadow targets come first: a combo request of this key is reported under the combo.
-    expect((await call(`${gw.url}/v1/chat/completions`, { body: { model: team, messages: [{ role: "user", content: "two plus two?" }] }, headers: asKey })).status).toBe(200)
+    expect(
+      (
+        await call(`${gw.url}/v1/chat/completions`, {
+          body: { model: team, messages: [{ role: "user", content: "two plus two?" }] },
+          headers: asKey
+        })
+      ).status
+    ).toBe(200)
     await reportWith(1)
 
     const cleared = await call(`${gw.url}/api/keys/${created.body.id}`, { method: "PATCH", body: { shadow: null }, headers: admin })
@@ -219,7 +238,11 @@ describe("a combo's shadow target", () => {
     expect(cleared.body.shadow).toEqual([])
     const keys = (await call(`${gw.url}/api/keys`, { headers: admin })).body.keys
     expect(keys.find((k: any) => k.id === created.body.id).shadow).toEqual([])
-    const bad = await call(`${gw.url}/api/keys/${created.body.id}`, { method: "PATCH", body: { shadow: [{ model: "cand/claude-x", sampleRate: 3 }] }, headers: admin })
+    const bad = await call(`${gw.url}/api/keys/${created.body.id}`, {
+      method: "PATCH",
+      body: { shadow: [{ model: "cand/claude-x", sampleRate: 3 }] },
+      headers: admin
+    })
     expect(bad.status).toBe(400)
     expect(bad.text).toContain("sampleRate must be a fraction between 0 and 1")
   })
@@ -249,7 +272,12 @@ describe("a combo's shadow target", () => {
   it("refuses a bad shadow field on a combo with a clear message", async () => {
     const res = await call(`${gw.url}/api/combos`, {
       headers: admin,
-      body: { name: "bad-shadow", strategy: "priority", targets: [{ model: "prim/m1" }], config: { shadow: [{ model: "cand/claude-x", sampleRate: 2 }] } }
+      body: {
+        name: "bad-shadow",
+        strategy: "priority",
+        targets: [{ model: "prim/m1" }],
+        config: { shadow: [{ model: "cand/claude-x", sampleRate: 2 }] }
+      }
     })
     expect(res.status).toBe(400)
     expect(res.text).toContain("sampleRate must be a fraction between 0 and 1")

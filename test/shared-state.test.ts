@@ -86,7 +86,13 @@ describe("two gateway processes over one cluster", () => {
       const cluster = makeMemoryCluster()
       const breakers = (c: MemoryCluster) =>
         CircuitBreakers.layer.pipe(
-          Layer.provide(Layer.mergeAll(ResilienceConfig.layerTest({ providerBreaker: { apikey: { degradationThreshold: 2, failureThreshold: 3 } } }), EventBus.layer, node(c)))
+          Layer.provide(
+            Layer.mergeAll(
+              ResilienceConfig.layerTest({ providerBreaker: { apikey: { degradationThreshold: 2, failureThreshold: 3 } } }),
+              EventBus.layer,
+              node(c)
+            )
+          )
         )
       const a = yield* instance(CircuitBreakers, breakers(cluster))
       const b = yield* instance(CircuitBreakers, breakers(cluster))
@@ -111,7 +117,13 @@ describe("two gateway processes over one cluster", () => {
     Effect.gen(function* () {
       const cluster = makeMemoryCluster()
       const breakers = CircuitBreakers.layer.pipe(
-        Layer.provide(Layer.mergeAll(ResilienceConfig.layerTest({ providerBreaker: { apikey: { degradationThreshold: 2, failureThreshold: 4 } } }), EventBus.layer, node(cluster)))
+        Layer.provide(
+          Layer.mergeAll(
+            ResilienceConfig.layerTest({ providerBreaker: { apikey: { degradationThreshold: 2, failureThreshold: 4 } } }),
+            EventBus.layer,
+            node(cluster)
+          )
+        )
       )
       const a = yield* instance(CircuitBreakers, breakers)
       const b = yield* instance(CircuitBreakers, breakers)
@@ -140,7 +152,9 @@ describe("two gateway processes over one cluster", () => {
       const breakers = CircuitBreakers.layer.pipe(
         Layer.provide(
           Layer.mergeAll(
-            ResilienceConfig.layerTest({ providerBreaker: { apikey: { degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 60_000 } } }),
+            ResilienceConfig.layerTest({
+              providerBreaker: { apikey: { degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 60_000 } }
+            }),
             EventBus.layer,
             node(cluster)
           )
@@ -191,13 +205,20 @@ describe("two gateway processes over one cluster", () => {
   })
 
   const KEY: ConnectionRef = { id: "c-key", name: "openai-main", provider: { id: "openai", authClass: "apikey" } }
-  const f429: FailureInfo = { status: 429, kind: "http", message: "rate limited", code: "rate_limit_error", headers: { "retry-after": "30" } }
+  const f429: FailureInfo = {
+    status: 429,
+    kind: "http",
+    message: "rate limited",
+    code: "rate_limit_error",
+    headers: { "retry-after": "30" }
+  }
 
   it.scoped("a cooldown started by one process holds the connection in the other; a success in either ends it", () =>
     Effect.gen(function* () {
       const cluster = makeMemoryCluster()
       // Separate databases: what the second process knows came over the channel, not from a row.
-      const cooldowns = (c: MemoryCluster) => Cooldowns.layer.pipe(Layer.provide(Layer.mergeAll(ResilienceConfig.layerTest(), dbAt(tempDir()), node(c), quiet)))
+      const cooldowns = (c: MemoryCluster) =>
+        Cooldowns.layer.pipe(Layer.provide(Layer.mergeAll(ResilienceConfig.layerTest(), dbAt(tempDir()), node(c), quiet)))
       const a = yield* instance(Cooldowns, cooldowns(cluster))
       const b = yield* instance(Cooldowns, cooldowns(cluster))
       const now = yield* Clock.currentTimeMillis
@@ -220,7 +241,8 @@ describe("two gateway processes over one cluster", () => {
     Effect.gen(function* () {
       const cluster = makeMemoryCluster()
       const GPT: LockoutRef = { provider: "openai", connectionId: "c1", connectionName: "openai-main", model: "gpt-4o" }
-      const lockouts = (c: MemoryCluster) => Lockouts.layer.pipe(Layer.provide(Layer.merge(ResilienceConfig.layerTest({ modelLockout: { enabled: true } }), node(c))))
+      const lockouts = (c: MemoryCluster) =>
+        Lockouts.layer.pipe(Layer.provide(Layer.merge(ResilienceConfig.layerTest({ modelLockout: { enabled: true } }), node(c))))
       const a = yield* instance(Lockouts, lockouts(cluster))
       const b = yield* instance(Lockouts, lockouts(cluster))
       const now = yield* Clock.currentTimeMillis
@@ -242,7 +264,8 @@ describe("two gateway processes over one cluster", () => {
   const addKey = (id: string) =>
     Effect.flatMap(
       SqlClient.SqlClient,
-      (sql) => sql`INSERT INTO api_keys (id, name, key_hash, masked, scopes, created_at) VALUES (${id}, ${id}, ${"hash-" + id}, 'gwk_…', '["inference"]', 0)`
+      (sql) =>
+        sql`INSERT INTO api_keys (id, name, key_hash, masked, scopes, created_at) VALUES (${id}, ${id}, ${"hash-" + id}, 'gwk_…', '["inference"]', 0)`
     ).pipe(Effect.orDie)
 
   it.scoped("spend recorded by one process counts against the budget in the other (one database, as in a scale-out)", () =>
@@ -250,7 +273,11 @@ describe("two gateway processes over one cluster", () => {
       const cluster = makeMemoryCluster()
       const dir = tempDir()
       const budgets = (c: MemoryCluster) =>
-        Budgets.layer.pipe(Layer.provideMerge(Layer.mergeAll(EventBus.layer, StoreVersion.layer(0), node(c))), Layer.provideMerge(dbAt(dir)), Layer.provide(quiet))
+        Budgets.layer.pipe(
+          Layer.provideMerge(Layer.mergeAll(EventBus.layer, StoreVersion.layer(0), node(c))),
+          Layer.provideMerge(dbAt(dir)),
+          Layer.provide(quiet)
+        )
       const aCtx = yield* Layer.build(budgets(cluster))
       const a = Context.get(aCtx, Budgets)
       yield* addKey("k1").pipe(Effect.provide(aCtx))
@@ -274,7 +301,11 @@ describe("two gateway processes over one cluster", () => {
       const cluster = makeMemoryCluster()
       const dir = tempDir()
       const limits = (c: MemoryCluster) =>
-        TokenLimits.layer.pipe(Layer.provideMerge(Layer.mergeAll(EventBus.layer, StoreVersion.layer(0), node(c))), Layer.provideMerge(dbAt(dir)), Layer.provide(quiet))
+        TokenLimits.layer.pipe(
+          Layer.provideMerge(Layer.mergeAll(EventBus.layer, StoreVersion.layer(0), node(c))),
+          Layer.provideMerge(dbAt(dir)),
+          Layer.provide(quiet)
+        )
       const aCtx = yield* Layer.build(limits(cluster))
       const a = Context.get(aCtx, TokenLimits)
       yield* addKey("k1").pipe(Effect.provide(aCtx))
@@ -331,7 +362,9 @@ describe("two gateway processes over one cluster", () => {
     const output = [{ type: "message", role: "assistant", content: [{ type: "output_text", text: "hello" }] }]
     a.remember("resp_1", input, output, { connectionId: "c1", stored: false })
     socket.remember("resp_ws", input, output)
-    const expanded = await Effect.runPromise(b.expand({ model: "m", previous_response_id: "resp_1", input: "and then?" }, openAiResponses, true))
+    const expanded = await Effect.runPromise(
+      b.expand({ model: "m", previous_response_id: "resp_1", input: "and then?" }, openAiResponses, true)
+    )
     expect(expanded.expanded).toBe(true)
     expect(expanded.body).toEqual({ model: "m", input: [...input, ...output, { type: "message", role: "user", content: "and then?" }] })
     expect(b.get("resp_1")?.origin).toEqual({ connectionId: "c1", stored: false })
@@ -356,30 +389,47 @@ describe("two gateway processes over one cluster", () => {
     expectHealthy(cluster)
   })
 
-  it.scopedLive("an answer cached by one process is a hit in the other (exact and by similarity); a clear in either empties both memories", () =>
-    Effect.gen(function* () {
-      const cluster = makeMemoryCluster()
-      // Separate databases: the other process's hit can only come from the channel.
-      const cache = (c: MemoryCluster) =>
-        ResponseCache.layer.pipe(
-          Layer.provide(Layer.mergeAll(AccountingConfig.layerTest({ cacheSimilarity: 0.9 }), BatchWriter.layer, node(c))),
-          Layer.provide(dbAt(tempDir())),
-          Layer.provide(quiet)
-        )
-      const a = yield* instance(ResponseCache, cache(cluster))
-      const b = yield* instance(ResponseCache, cache(cluster))
-      const embedding = Float32Array.from([1, 0, 0.5])
-      yield* a.put({ key: "k1", model: "m", format: "openai-chat", body: '{"answer":1}', usage: { inputTokens: 3 }, costUsd: 0.01, provider: "openai", params: "p", embedding })
-      const exact = yield* b.get("k1")
-      expect(exact).toMatchObject({ key: "k1", body: '{"answer":1}', match: "exact", costUsd: 0.01 })
-      const similar = yield* b.get("other", { format: "openai-chat", model: "m", params: "p", embedding: Float32Array.from([1, 0, 0.45]) })
-      expect(similar).toMatchObject({ key: "k1", match: "similar" })
-      expect(similar!.embedding).toBeInstanceOf(Float32Array)
-      yield* a.clear
-      expect((yield* b.stats).memorySize).toBe(0)
-      expect(yield* b.get("k1")).toBeUndefined()
-      expectHealthy(cluster)
-    })
+  it.scopedLive(
+    "an answer cached by one process is a hit in the other (exact and by similarity); a clear in either empties both memories",
+    () =>
+      Effect.gen(function* () {
+        const cluster = makeMemoryCluster()
+        // Separate databases: the other process's hit can only come from the channel.
+        const cache = (c: MemoryCluster) =>
+          ResponseCache.layer.pipe(
+            Layer.provide(Layer.mergeAll(AccountingConfig.layerTest({ cacheSimilarity: 0.9 }), BatchWriter.layer, node(c))),
+            Layer.provide(dbAt(tempDir())),
+            Layer.provide(quiet)
+          )
+        const a = yield* instance(ResponseCache, cache(cluster))
+        const b = yield* instance(ResponseCache, cache(cluster))
+        const embedding = Float32Array.from([1, 0, 0.5])
+        yield* a.put({
+          key: "k1",
+          model: "m",
+          format: "openai-chat",
+          body: '{"answer":1}',
+          usage: { inputTokens: 3 },
+          costUsd: 0.01,
+          provider: "openai",
+          params: "p",
+          embedding
+        })
+        const exact = yield* b.get("k1")
+        expect(exact).toMatchObject({ key: "k1", body: '{"answer":1}', match: "exact", costUsd: 0.01 })
+        const similar = yield* b.get("other", {
+          format: "openai-chat",
+          model: "m",
+          params: "p",
+          embedding: Float32Array.from([1, 0, 0.45])
+        })
+        expect(similar).toMatchObject({ key: "k1", match: "similar" })
+        expect(similar!.embedding).toBeInstanceOf(Float32Array)
+        yield* a.clear
+        expect((yield* b.stats).memorySize).toBe(0)
+        expect(yield* b.get("k1")).toBeUndefined()
+        expectHealthy(cluster)
+      })
   )
 })
 
@@ -452,10 +502,15 @@ describe("two whole gateways on one database, linked by one cluster", () => {
     const first = await call(`${a.url}/v1/responses`, { body: { model: "ca/m1", input: "My name is Ada.", store: false } })
     expect(first.status).toBe(200)
     up.always({ content: "Your name is Ada." })
-    const next = await call(`${b.url}/v1/responses`, { body: { model: "ca/m1", previous_response_id: first.body.id, input: "What is my name?", store: false } })
+    const next = await call(`${b.url}/v1/responses`, {
+      body: { model: "ca/m1", previous_response_id: first.body.id, input: "What is my name?", store: false }
+    })
     expect(next.status).toBe(200)
     // The upstream (which stores nothing) got the whole conversation from the second gateway.
-    const messages = up.requests[1]!.body.messages.map((m: any) => [m.role, typeof m.content === "string" ? m.content : m.content.map((p: any) => p.text).join("")])
+    const messages = up.requests[1]!.body.messages.map((m: any) => [
+      m.role,
+      typeof m.content === "string" ? m.content : m.content.map((p: any) => p.text).join("")
+    ])
     expect(messages).toEqual([
       ["user", "My name is Ada."],
       ["assistant", "Nice to meet you, Ada."],

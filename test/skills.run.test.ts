@@ -45,7 +45,8 @@ const listen = (count: () => void) =>
   })
 const portOf = (s: http.Server) => (s.address() as AddressInfo).port
 
-const skillFile = (name: string, extra: string) => `---\nname: "${name}"\ndescription: "${name} for tests"\n${extra}---\n\n## Overview\n\n${name}.\n`
+const skillFile = (name: string, extra: string) =>
+  `---\nname: "${name}"\ndescription: "${name} for tests"\n${extra}---\n\n## Overview\n\n${name}.\n`
 
 const SCRIPTS: Record<string, string> = {
   "fetch.mjs": `const r = await fetch(process.argv[2]); console.log(r.status, await r.text())`,
@@ -84,7 +85,10 @@ beforeAll(async () => {
   skillsDir = tempDir("gw-skills-run-")
   target = await listen(() => hits.target++)
   other = await listen(() => hits.other++)
-  fs.writeFileSync(path.join(skillsDir, "gw-inference.md"), skillFile("Inference", `allowed-hosts: "127.0.0.1:${portOf(target)}, api.example.com"\n`))
+  fs.writeFileSync(
+    path.join(skillsDir, "gw-inference.md"),
+    skillFile("Inference", `allowed-hosts: "127.0.0.1:${portOf(target)}, api.example.com"\n`)
+  )
   fs.writeFileSync(path.join(skillsDir, "cli-chat.md"), skillFile("Chat", ""))
   fs.writeFileSync(path.join(skillsDir, "secret.txt"), "the skills folder's secret")
   fs.writeFileSync(path.join(skillsDir, "secret.mjs"), `export default "the secret module"`)
@@ -114,7 +118,9 @@ afterAll(async () => {
 
 const connect = async (secret = ADMIN) => {
   const client = new Client({ name: "skills-run-test", version: "1.0.0" })
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${gw.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${secret}` } } }))
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${gw.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${secret}` } } })
+  )
   clients.push(client)
   return client
 }
@@ -129,12 +135,19 @@ interface Run {
   readonly network: boolean
 }
 const run = async (client: Client, script: string, args: ReadonlyArray<string> = [], stdin?: string): Promise<Run> => {
-  const result = await client.callTool({ name: "skills_run", arguments: { skill: "gw-inference", script, arguments: args, ...(stdin === undefined ? {} : { stdin }) } })
+  const result = await client.callTool({
+    name: "skills_run",
+    arguments: { skill: "gw-inference", script, arguments: args, ...(stdin === undefined ? {} : { stdin }) }
+  })
   expect(result.isError, text(result)).toBeFalsy()
   return result.structuredContent as unknown as Run
 }
 const setFlag = async (value: string) => {
-  const r = await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", headers: admin, body: { key: "SKILLS_SANDBOX_NETWORK_ENABLED", value } })
+  const r = await call(`${gw.url}/api/settings/feature-flags`, {
+    method: "PUT",
+    headers: admin,
+    body: { key: "SKILLS_SANDBOX_NETWORK_ENABLED", value }
+  })
   expect(r.status).toBe(200)
 }
 
@@ -145,35 +158,41 @@ describe("skills_run", () => {
     expect((await call(`${gw.url}/api/agent-skills/cli-chat`)).body.scripts).toEqual([])
   })
 
-  it("a script's fetch of a local server is refused with SKILLS_SANDBOX_NETWORK_ENABLED off and reaches it with the flag on, only on a host its manifest names", SLOW, async () => {
-    const client = await connect()
-    const url = `http://127.0.0.1:${portOf(target)}/data`
-    const off = await run(client, "fetch.mjs", [url])
-    expect(off).toMatchObject({ exitCode: 1, network: false, stdout: "" })
-    expect(off.error).toMatch(/the skills sandbox has no network: SKILLS_SANDBOX_NETWORK_ENABLED is off/)
-    expect(hits.target).toBe(0)
+  it(
+    "a script's fetch of a local server is refused with SKILLS_SANDBOX_NETWORK_ENABLED off and reaches it with the flag on, only on a host its manifest names",
+    SLOW,
+    async () => {
+      const client = await connect()
+      const url = `http://127.0.0.1:${portOf(target)}/data`
+      const off = await run(client, "fetch.mjs", [url])
+      expect(off).toMatchObject({ exitCode: 1, network: false, stdout: "" })
+      expect(off.error).toMatch(/the skills sandbox has no network: SKILLS_SANDBOX_NETWORK_ENABLED is off/)
+      expect(hits.target).toBe(0)
 
-    await setFlag("true")
-    try {
-      const on = await run(client, "fetch.mjs", [url])
-      expect(on).toMatchObject({ exitCode: 0, network: true, error: null, stdout: "200 hello from the local server\n" })
-      expect(hits.target).toBe(1)
+      await setFlag("true")
+      try {
+        const on = await run(client, "fetch.mjs", [url])
+        expect(on).toMatchObject({ exitCode: 0, network: true, error: null, stdout: "200 hello from the local server\n" })
+        expect(hits.target).toBe(1)
 
-      // A redirect is the script's to follow: the 302 comes back, and the host it names is not asked.
-      const redirected = await run(client, "fetch.mjs", [`${url}?to=${encodeURIComponent(`http://127.0.0.1:${portOf(other)}/`)}`])
-      expect(redirected).toMatchObject({ exitCode: 0, stdout: "302 \n" })
-      expect(hits).toEqual({ target: 2, other: 0 })
+        // A redirect is the script's to follow: the 302 comes back, and the host it names is not asked.
+        const redirected = await run(client, "fetch.mjs", [`${url}?to=${encodeURIComponent(`http://127.0.0.1:${portOf(other)}/`)}`])
+        expect(redirected).toMatchObject({ exitCode: 0, stdout: "302 \n" })
+        expect(hits).toEqual({ target: 2, other: 0 })
 
-      const elsewhere = await run(client, "fetch.mjs", [`http://127.0.0.1:${portOf(other)}/`])
-      expect(elsewhere.exitCode).toBe(1)
-      expect(elsewhere.error).toMatch(
-        new RegExp(`127\\.0\\.0\\.1:${portOf(other)} is not one of the hosts this script may reach \\(127\\.0\\.0\\.1:${portOf(target)}, api\\.example\\.com\\)`)
-      )
-      expect(hits.other).toBe(0)
-    } finally {
-      await setFlag("false")
+        const elsewhere = await run(client, "fetch.mjs", [`http://127.0.0.1:${portOf(other)}/`])
+        expect(elsewhere.exitCode).toBe(1)
+        expect(elsewhere.error).toMatch(
+          new RegExp(
+            `127\\.0\\.0\\.1:${portOf(other)} is not one of the hosts this script may reach \\(127\\.0\\.0\\.1:${portOf(target)}, api\\.example\\.com\\)`
+          )
+        )
+        expect(hits.other).toBe(0)
+      } finally {
+        await setFlag("false")
+      }
     }
-  })
+  )
 
   it("passes arguments and standard input, and returns stdout, stderr, the exit status and the duration", SLOW, async () => {
     const client = await connect()
@@ -238,9 +257,13 @@ describe("skills_run", () => {
     }
     expect(await err({ skill: "gw-nothing", script: "fetch.mjs" })).toMatch(/no agent skill 'gw-nothing'/)
     expect(await err({ skill: "cli-chat", script: "fetch.mjs" })).toMatch(/skill cli-chat has no script 'fetch.mjs' \(it has none\)/)
-    expect(await err({ skill: "gw-inference", script: "../gw-inference.md" })).toMatch(/has no script '..\/gw-inference.md' \(its scripts: echo.mjs, escape.mjs/)
+    expect(await err({ skill: "gw-inference", script: "../gw-inference.md" })).toMatch(
+      /has no script '..\/gw-inference.md' \(its scripts: echo.mjs, escape.mjs/
+    )
     expect(await err({ skill: "gw-inference", script: "notes.py" })).toMatch(/only JavaScript modules \(.js, .mjs\) run/)
-    expect(await err({ skill: "gw-inference", script: "echo.mjs", arguments: [1, 2] })).toMatch(/invalid arguments for skills_run: .*arguments/)
+    expect(await err({ skill: "gw-inference", script: "echo.mjs", arguments: [1, 2] })).toMatch(
+      /invalid arguments for skills_run: .*arguments/
+    )
     expect(await err({ skill: "gw-inference", script: "echo.mjs", stdin: 5 })).toMatch(/invalid arguments for skills_run: .*stdin/)
   })
 
@@ -265,10 +288,15 @@ describe("skills_run", () => {
       })
     )
     const scoped = entries.find((e) => e.actor === `mcp:${runnerKeyId}`)
-    expect(scoped).toMatchObject({ target: "gw-inference/scripts/echo.mjs", detail: { arguments: ["scoped"], exitCode: 3, network: false } })
+    expect(scoped).toMatchObject({
+      target: "gw-inference/scripts/echo.mjs",
+      detail: { arguments: ["scoped"], exitCode: 3, network: false }
+    })
     const loop = entries.find((e) => e.target === "gw-inference/scripts/loop.mjs")
     expect(loop?.detail).toMatchObject({ stopped: "time", exitCode: null })
-    const fetches = entries.filter((e) => e.target === "gw-inference/scripts/fetch.mjs").map((e) => e.detail as { network: boolean; fetches: Array<{ allowed: boolean }> })
+    const fetches = entries
+      .filter((e) => e.target === "gw-inference/scripts/fetch.mjs")
+      .map((e) => e.detail as { network: boolean; fetches: Array<{ allowed: boolean }> })
     expect(fetches.map((d) => [d.network, d.fetches.map((f) => f.allowed)])).toEqual(
       expect.arrayContaining([
         [false, [false]],
@@ -281,10 +309,18 @@ describe("skills_run", () => {
   })
 
   it("regenerating the skill keeps its allowed-hosts and leaves its folder alone", SLOW, async () => {
-    const generated = await call(`${gw.url}/api/agent-skills/generate`, { method: "POST", headers: admin, body: { onlyIds: ["gw-inference"] } })
+    const generated = await call(`${gw.url}/api/agent-skills/generate`, {
+      method: "POST",
+      headers: admin,
+      body: { onlyIds: ["gw-inference"] }
+    })
     expect(generated.body).toMatchObject({ generated: ["gw-inference"], errors: [] })
     const raw = fs.readFileSync(path.join(skillsDir, "gw-inference.md"), "utf8")
-    expect(raw).toMatch(new RegExp(`^---\nname: "Inference endpoints"[^\n]*\ndescription: [^\n]*\nallowed-hosts: "127\.0\.0\.1:${portOf(target)}, api\.example\.com"\n---\n`))
+    expect(raw).toMatch(
+      new RegExp(
+        `^---\nname: "Inference endpoints"[^\n]*\ndescription: [^\n]*\nallowed-hosts: "127\.0\.0\.1:${portOf(target)}, api\.example\.com"\n---\n`
+      )
+    )
     expect((await call(`${gw.url}/api/agent-skills/gw-inference`)).body.scripts).toEqual(Object.keys(SCRIPTS).sort())
   })
 })

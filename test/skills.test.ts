@@ -149,8 +149,17 @@ describe("the committed catalog", () => {
   it("one entry, its raw file, 404 JSON for an unknown id, and the coverage object", async () => {
     const one = await call(`${gw.url}/api/agent-skills/gw-inference`)
     expect(one.status).toBe(200)
-    expect(one.body).toMatchObject({ id: "gw-inference", category: "api", area: "inference", rawUrl: `${gw.url}/api/agent-skills/gw-inference/raw` })
-    for (const url of [`${gw.url}/api/agent-skills/gw-nothing`, `${gw.url}/api/agent-skills/gw-nothing/raw`, `${gw.url}/api/agent-skills/..%2Fpackage/raw`]) {
+    expect(one.body).toMatchObject({
+      id: "gw-inference",
+      category: "api",
+      area: "inference",
+      rawUrl: `${gw.url}/api/agent-skills/gw-inference/raw`
+    })
+    for (const url of [
+      `${gw.url}/api/agent-skills/gw-nothing`,
+      `${gw.url}/api/agent-skills/gw-nothing/raw`,
+      `${gw.url}/api/agent-skills/..%2Fpackage/raw`
+    ]) {
       const r = await call(url)
       expect(r.status, url).toBe(404)
       expect(r.body._tag).toBe("NotFound")
@@ -188,7 +197,13 @@ describe("the committed catalog", () => {
   it("API skills hold the inference and management routes; CLI skills hold the commands with their options", async () => {
     const raw = async (id: string) => (await fetch(`${gw.url}/api/agent-skills/${id}/raw`)).text()
     const inference = await raw("gw-inference")
-    for (const route of ["POST /v1/chat/completions", "POST /v1/messages", "POST /v1beta/models/{model}:{method}", "POST /v1/models/{model}:{method}", "POST /api/chat"]) {
+    for (const route of [
+      "POST /v1/chat/completions",
+      "POST /v1/messages",
+      "POST /v1beta/models/{model}:{method}",
+      "POST /v1/models/{model}:{method}",
+      "POST /api/chat"
+    ]) {
       expect(inference).toContain(`### \`${route}\``)
     }
     const tunnels = await raw("gw-tunnels")
@@ -228,8 +243,13 @@ describe("regeneration in a skills directory of its own", () => {
       expect(r.status).toBe(200)
       expect(r.body).toMatchObject({ dir, dryRun: false, unchanged: [], pruned: [], orphansDetected: [], errors: [] })
       expect(r.body.generated).toEqual([...API_IDS, ...CLI_IDS])
-      for (const id of [...API_IDS, ...CLI_IDS]) expect(fs.readFileSync(file(id), "utf8")).toBe(fs.readFileSync(path.join(REPO_SKILLS, `${id}.md`), "utf8"))
-      expect((await call(`${gw.url}/api/agent-skills/coverage`)).body).toMatchObject({ api: { have: 22 }, cli: { have: 20 }, totalSkills: 42 })
+      for (const id of [...API_IDS, ...CLI_IDS])
+        expect(fs.readFileSync(file(id), "utf8")).toBe(fs.readFileSync(path.join(REPO_SKILLS, `${id}.md`), "utf8"))
+      expect((await call(`${gw.url}/api/agent-skills/coverage`)).body).toMatchObject({
+        api: { have: 22 },
+        cli: { have: 20 },
+        totalSkills: 42
+      })
     },
     GENERATE_TIMEOUT
   )
@@ -247,7 +267,13 @@ describe("regeneration in a skills directory of its own", () => {
       fs.writeFileSync(path.join(dir, "notes.txt"), "not a skill file")
 
       const dry = await generate(gw, { dryRun: true, prune: true })
-      expect(dry.body).toMatchObject({ dryRun: true, generated: ["gw-webhooks"], pruned: ["gw-old-skill"], orphansDetected: ["gw-old-skill"], errors: [] })
+      expect(dry.body).toMatchObject({
+        dryRun: true,
+        generated: ["gw-webhooks"],
+        pruned: ["gw-old-skill"],
+        orphansDetected: ["gw-old-skill"],
+        errors: []
+      })
       expect(fs.readFileSync(file("gw-webhooks"), "utf8")).toBe(edited)
       expect(fs.existsSync(path.join(dir, "gw-old-skill.md"))).toBe(true)
 

@@ -5,7 +5,8 @@ import { HELPER, HELPER_SOURCE, rewriteChunk, rewriteSpreads } from "../scripts/
 
 /** Evaluates an expression over `base` (and `calls`, a counter getters bump), as written and as rewritten. */
 const both = (expr: string, base: () => unknown) => {
-  const run = (code: string) => new Function("base", "calls", `${HELPER_SOURCE}\nreturn (${code})`)(base(), { n: 0 }) as Record<PropertyKey, unknown>
+  const run = (code: string) =>
+    new Function("base", "calls", `${HELPER_SOURCE}\nreturn (${code})`)(base(), { n: 0 }) as Record<PropertyKey, unknown>
   const rewritten = rewriteSpreads(`(${expr})`)
   return { original: run(expr), rewritten: run(rewritten.code), count: rewritten.count }
 }
@@ -75,7 +76,11 @@ describe("spread rewrite (scripts/spread-rewrite.mjs, run on the bundle by npm r
   it("keeps methods (with their `this`) and a trailing comma's absence", () => {
     const r = rewriteSpreads("const o = {\n  ...proto,\n  x: 1,\n  commit() {\n    return this.x;\n  },\n};")
     expect(r.count).toBe(1)
-    const o = new Function(`${HELPER_SOURCE}\nconst proto = { y: 2 };\n${r.code}\nreturn o`)() as { x: number; y: number; commit: () => number }
+    const o = new Function(`${HELPER_SOURCE}\nconst proto = { y: 2 };\n${r.code}\nreturn o`)() as {
+      x: number
+      y: number
+      commit: () => number
+    }
     expect([o.x, o.y, o.commit()]).toEqual([1, 2, 1])
   })
 
@@ -117,7 +122,10 @@ describe("spread rewrite (scripts/spread-rewrite.mjs, run on the bundle by npm r
     const chunks = fs.readdirSync(dir).filter((f) => f.endsWith(".mjs"))
     const withDeferred = chunks.map((f) => fs.readFileSync(path.join(dir, f), "utf8")).find((c) => c.includes("var deferredUnsafeMake = "))
     expect(withDeferred).toBeDefined()
-    const body = withDeferred!.slice(withDeferred!.indexOf("var deferredUnsafeMake = "), withDeferred!.indexOf("var deferredUnsafeMake = ") + 300)
+    const body = withDeferred!.slice(
+      withDeferred!.indexOf("var deferredUnsafeMake = "),
+      withDeferred!.indexOf("var deferredUnsafeMake = ") + 300
+    )
     expect(body).toContain(`${HELPER}(CommitPrototype, {`)
     expect(withDeferred).toContain(HELPER_SOURCE)
   })

@@ -68,11 +68,19 @@ const resolve = async (name: string): Promise<ReadonlyArray<ResolvedAddress>> =>
 let gw: TestGateway
 let local: Upstream
 
-const setFlags = (values: Partial<Record<"OUTBOUND_SSRF_GUARD_ENABLED" | "GATEWAY_ALLOW_LOCAL_PROVIDER_URLS" | "GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS", string>>) =>
+const setFlags = (
+  values: Partial<
+    Record<"OUTBOUND_SSRF_GUARD_ENABLED" | "GATEWAY_ALLOW_LOCAL_PROVIDER_URLS" | "GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS", string>
+  >
+) =>
   gw.run(
     Effect.gen(function* () {
       const flags = yield* FeatureFlags
-      for (const key of ["OUTBOUND_SSRF_GUARD_ENABLED", "GATEWAY_ALLOW_LOCAL_PROVIDER_URLS", "GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS"] as const) {
+      for (const key of [
+        "OUTBOUND_SSRF_GUARD_ENABLED",
+        "GATEWAY_ALLOW_LOCAL_PROVIDER_URLS",
+        "GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS"
+      ] as const) {
         yield* Effect.orDie(flags.set(key, values[key]))
       }
     })
@@ -80,11 +88,15 @@ const setFlags = (values: Partial<Record<"OUTBOUND_SSRF_GUARD_ENABLED" | "GATEWA
 
 /** A connection whose base URL is `http://<name>:<port>/v1`; answers its id. */
 const connect = async (name: string, port: number): Promise<string> => {
-  const res = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name, baseUrl: `http://${name}:${port}/v1`, defaultModel: "m1" }, headers: admin })
+  const res = await call(`${gw.url}/api/providers`, {
+    body: { provider: "openai-compatible", name, baseUrl: `http://${name}:${port}/v1`, defaultModel: "m1" },
+    headers: admin
+  })
   expect(res.status, res.text).toBe(201)
   return res.body.id
 }
-const chat = (connection: string) => call(`${gw.url}/v1/chat/completions`, { body: { model: `${connection}/m1`, messages: [{ role: "user", content: "hi" }] } })
+const chat = (connection: string) =>
+  call(`${gw.url}/v1/chat/completions`, { body: { model: `${connection}/m1`, messages: [{ role: "user", content: "hi" }] } })
 
 beforeAll(async () => {
   local = await upstreamOn("127.0.0.1")
@@ -156,14 +168,24 @@ describe("cloud metadata addresses", () => {
       await connect(name, 80)
       const res = await chat(name)
       expect(res.status, name).toBe(403)
-      expect(res.body.error.message, name).toContain(`${name} resolves to a cloud metadata address; cloud metadata addresses are always blocked`)
+      expect(res.body.error.message, name).toContain(
+        `${name} resolves to a cloud metadata address; cloud metadata addresses are always blocked`
+      )
     }
   })
 
   it("cannot be a connection's base URL, as an address or as a metadata name", async () => {
     await setFlags({ GATEWAY_ALLOW_LOCAL_PROVIDER_URLS: "true", GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS: "true" })
-    for (const baseUrl of ["http://169.254.169.254/v1", "http://metadata.google.internal/v1", "http://[fd00:ec2::254]/v1", "http://100.100.100.200/v1"]) {
-      const res = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: `m-${baseUrl.length}`, baseUrl }, headers: admin })
+    for (const baseUrl of [
+      "http://169.254.169.254/v1",
+      "http://metadata.google.internal/v1",
+      "http://[fd00:ec2::254]/v1",
+      "http://100.100.100.200/v1"
+    ]) {
+      const res = await call(`${gw.url}/api/providers`, {
+        body: { provider: "openai-compatible", name: `m-${baseUrl.length}`, baseUrl },
+        headers: admin
+      })
       expect(res.status, baseUrl).toBe(400)
       expect(res.body.message, baseUrl).toContain("metadata")
     }
@@ -225,13 +247,21 @@ describe("clients built on fetch (the sync server)", () => {
     answers.set("sync.test", [["127.0.0.1"]])
     await setFlags({ GATEWAY_ALLOW_LOCAL_PROVIDER_URLS: "false" })
     const before = local.seen.length
-    const error = await gw.run(Effect.flatMap(UpstreamHttp, (h) => Effect.flip(Effect.tryPromise(() => h.fetch(`http://sync.test:${local.port}/api/health/ping`)))))
-    expect(String((error.cause as Error & { cause?: Error })?.cause?.message ?? error)).toContain("sync.test resolves to a loopback address")
-    const literal = await gw.run(Effect.flatMap(UpstreamHttp, (h) => Effect.flip(Effect.tryPromise(() => h.fetch(`http://127.0.0.1:${local.port}/x`)))))
+    const error = await gw.run(
+      Effect.flatMap(UpstreamHttp, (h) => Effect.flip(Effect.tryPromise(() => h.fetch(`http://sync.test:${local.port}/api/health/ping`))))
+    )
+    expect(String((error.cause as Error & { cause?: Error })?.cause?.message ?? error)).toContain(
+      "sync.test resolves to a loopback address"
+    )
+    const literal = await gw.run(
+      Effect.flatMap(UpstreamHttp, (h) => Effect.flip(Effect.tryPromise(() => h.fetch(`http://127.0.0.1:${local.port}/x`))))
+    )
     expect(String((literal.cause as Error & { cause?: Error })?.cause?.message)).toContain("127.0.0.1 is a loopback address")
     expect(local.seen.length).toBe(before)
     await setFlags({})
-    const ok = await gw.run(Effect.flatMap(UpstreamHttp, (h) => Effect.promise(() => h.fetch(`http://sync.test:${local.port}/v1/models`).then((r) => r.status))))
+    const ok = await gw.run(
+      Effect.flatMap(UpstreamHttp, (h) => Effect.promise(() => h.fetch(`http://sync.test:${local.port}/v1/models`).then((r) => r.status)))
+    )
     expect(ok).toBe(200)
   })
 })

@@ -77,7 +77,9 @@ const withoutComments = (text: string) => text.replace(/\/\*[\s\S]*?\*\//g, "").
 
 const findings = (file: string): Array<string> => {
   const lines = withoutComments(fs.readFileSync(file, "utf8")).split("\n")
-  return lines.flatMap((line, i) => SQLITE_ONLY.filter(([, re]) => re.test(line)).map(([what]) => `${path.relative(SRC, file)}:${i + 1}: ${what}: ${line.trim()}`))
+  return lines.flatMap((line, i) =>
+    SQLITE_ONLY.filter(([, re]) => re.test(line)).map(([what]) => `${path.relative(SRC, file)}:${i + 1}: ${what}: ${line.trim()}`)
+  )
 }
 
 describe("the store dialect seam", () => {
@@ -148,10 +150,12 @@ describe("error classification", () => {
 })
 
 const quiet = Logger.replace(Logger.defaultLogger, Logger.none)
-const base = (dataDir: string) => Layer.mergeAll(AppConfig.layerTest({ dataDir }), Layer.setConfigProvider(ConfigProvider.fromMap(new Map())), quiet)
+const base = (dataDir: string) =>
+  Layer.mergeAll(AppConfig.layerTest({ dataDir }), Layer.setConfigProvider(ConfigProvider.fromMap(new Map())), quiet)
 
 /** A process's view of the file whose StoreVersion checks only every `intervalMs`. */
-const versionAt = (dataDir: string, intervalMs: number) => StoreVersion.layer(intervalMs).pipe(Layer.provideMerge(Db.layer), Layer.provide(base(dataDir)))
+const versionAt = (dataDir: string, intervalMs: number) =>
+  StoreVersion.layer(intervalMs).pipe(Layer.provideMerge(Db.layer), Layer.provide(base(dataDir)))
 
 describe("StoreVersion over SQLite", () => {
   it("changes after another process commits, and is read without I/O while fresh", async () => {
@@ -214,15 +218,22 @@ describe("names are unique regardless of case", () => {
   it("in the database itself: a fresh schema declares lower(name) unique, and refuses 'foo' beside 'Foo'", async () => {
     const dir = tempDir()
     await Effect.runPromise(Effect.provide(Effect.void, localCore(dir)))
-    const indexes = queryDb<{ name: string; sql: string }>(dir, "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND name LIKE '%_name_key'")
+    const indexes = queryDb<{ name: string; sql: string }>(
+      dir,
+      "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND name LIKE '%_name_key'"
+    )
     expect(indexes.map((i) => i.name).sort()).toEqual(["combos_name_key", "connections_name_key"])
     for (const i of indexes) expect(i.sql).toMatch(/\(lower\(name\)\)/)
     const db = new Database(path.join(dir, Db.DB_FILENAME))
     try {
       db.prepare("INSERT INTO combos (id, name, strategy, created_at, updated_at) VALUES ('c1', 'Foo', 'priority', 0, 0)").run()
-      expect(() => db.prepare("INSERT INTO combos (id, name, strategy, created_at, updated_at) VALUES ('c2', 'foo', 'priority', 0, 0)").run()).toThrow(/UNIQUE/)
+      expect(() =>
+        db.prepare("INSERT INTO combos (id, name, strategy, created_at, updated_at) VALUES ('c2', 'foo', 'priority', 0, 0)").run()
+      ).toThrow(/UNIQUE/)
       db.prepare("INSERT INTO connections (id, provider, name, created_at, updated_at) VALUES ('p1', 'openai', 'Foo', 0, 0)").run()
-      expect(() => db.prepare("INSERT INTO connections (id, provider, name, created_at, updated_at) VALUES ('p2', 'openai', 'FOO', 0, 0)").run()).toThrow(/UNIQUE/)
+      expect(() =>
+        db.prepare("INSERT INTO connections (id, provider, name, created_at, updated_at) VALUES ('p2', 'openai', 'FOO', 0, 0)").run()
+      ).toThrow(/UNIQUE/)
     } finally {
       db.close()
     }
@@ -243,7 +254,9 @@ describe("names are unique regardless of case", () => {
         }),
         localCore(dir)
       )
-      const connection = yield* Effect.flip(connections.create({ provider: "openai-compatible", name: "shared", baseUrl: "http://127.0.0.1:9/v1" }))
+      const connection = yield* Effect.flip(
+        connections.create({ provider: "openai-compatible", name: "shared", baseUrl: "http://127.0.0.1:9/v1" })
+      )
       const combo = yield* Effect.flip(combos.create({ name: "TEAM", strategy: "priority", targets: [{ model: "Shared/m1" }] }))
       return { connection, combo }
     })
@@ -267,8 +280,10 @@ describe("through the management API", () => {
   afterAll(() => gw.close())
 
   it("answers 409 for a connection or combo name taken in other case, by this process or another", async () => {
-    const provider = (name: string) => call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name, baseUrl: "http://127.0.0.1:9/v1" }, headers: admin })
-    const combo = (name: string) => call(`${gw.url}/api/combos`, { body: { name, strategy: "priority", targets: [{ model: "Mixed/m1" }] }, headers: admin })
+    const provider = (name: string) =>
+      call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name, baseUrl: "http://127.0.0.1:9/v1" }, headers: admin })
+    const combo = (name: string) =>
+      call(`${gw.url}/api/combos`, { body: { name, strategy: "priority", targets: [{ model: "Mixed/m1" }] }, headers: admin })
     expect((await provider("Mixed")).status).toBe(201)
     const dupProvider = await provider("mIXED")
     expect(dupProvider.status).toBe(409)
@@ -295,7 +310,10 @@ describe("through the management API", () => {
 
   it("lists combos in name order regardless of case", async () => {
     for (const name of ["b-order", "A-order", "c-order"]) {
-      expect((await call(`${gw.url}/api/combos`, { body: { name, strategy: "priority", targets: [{ model: "Mixed/m1" }] }, headers: admin })).status).toBe(201)
+      expect(
+        (await call(`${gw.url}/api/combos`, { body: { name, strategy: "priority", targets: [{ model: "Mixed/m1" }] }, headers: admin }))
+          .status
+      ).toBe(201)
     }
     const listed = (await call(`${gw.url}/api/combos`, { headers: admin })).body
     const names: Array<string> = listed.combos.map((c: { name: string }) => c.name).filter((n: string) => n.endsWith("-order"))
@@ -303,21 +321,28 @@ describe("through the management API", () => {
   })
 
   it("replaces a price override whole when it is set again", async () => {
-    const set = (body: Record<string, unknown>) => call(`${gw.url}/api/pricing`, { method: "PUT", body: { provider: "openai", model: "dialect-model", ...body }, headers: admin })
+    const set = (body: Record<string, unknown>) =>
+      call(`${gw.url}/api/pricing`, { method: "PUT", body: { provider: "openai", model: "dialect-model", ...body }, headers: admin })
     expect((await set({ input: 1, output: 2, cachedInput: 0.5, perImage: 0.01 })).status).toBe(200)
     const again = await set({ input: 3, output: 4 })
     expect(again.status).toBe(200)
     expect(again.body).toMatchObject({ input: 3, output: 4, cachedInput: null, perImage: null, source: "override" })
-    const listed = (await call(`${gw.url}/api/pricing`, { headers: admin })).body.prices.filter((p: { model: string }) => p.model === "dialect-model")
+    const listed = (await call(`${gw.url}/api/pricing`, { headers: admin })).body.prices.filter(
+      (p: { model: string }) => p.model === "dialect-model"
+    )
     expect(listed).toEqual([expect.objectContaining({ provider: "openai", input: 3, output: 4, cachedInput: null, perImage: null })])
-    expect(queryDb(gw.dataDir, "SELECT input, output, cached_input, per_image FROM pricing_overrides WHERE model = 'dialect-model'")).toEqual([
-      { input: 3, output: 4, cached_input: null, per_image: null }
-    ])
+    expect(
+      queryDb(gw.dataDir, "SELECT input, output, cached_input, per_image FROM pricing_overrides WHERE model = 'dialect-model'")
+    ).toEqual([{ input: 3, output: 4, cached_input: null, per_image: null }])
   })
 
   it("replaces a cache entry by key, whether the writes share a batch or not", async () => {
     const put = (body: string) =>
-      gw.run(Effect.flatMap(ResponseCache, (c) => c.put({ key: "dialect-key", model: "m", format: "openai-chat", body, usage: null, costUsd: 0, provider: "openai" })))
+      gw.run(
+        Effect.flatMap(ResponseCache, (c) =>
+          c.put({ key: "dialect-key", model: "m", format: "openai-chat", body, usage: null, costUsd: 0, provider: "openai" })
+        )
+      )
     const flush = () => gw.usageWritten()
     // Queued together: one batch, one statement with the key twice.
     await put("first")
@@ -345,7 +370,9 @@ describe("through the management API", () => {
       Effect.flatMap(BatchWriter, (w) =>
         Effect.zipRight(
           Effect.sync(() =>
-            times.forEach((ts, i) => w.append("usage", { ts, request_id: `dialect-${i}`, endpoint: "chat.completions", stream: 0, status: 200, tokens_in: i + 1 }))
+            times.forEach((ts, i) =>
+              w.append("usage", { ts, request_id: `dialect-${i}`, endpoint: "chat.completions", stream: 0, status: 200, tokens_in: i + 1 })
+            )
           ),
           w.flush
         )

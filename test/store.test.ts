@@ -39,7 +39,9 @@ describe("database", () => {
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const tables = (yield* sql<{ name: string }>`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`).map((r) => r.name)
-      expect(tables).toEqual(expect.arrayContaining(["kv", "api_keys", "admin_sessions", "connections", "usage", "audit_log", "combos", "schema_migrations"]))
+      expect(tables).toEqual(
+        expect.arrayContaining(["kv", "api_keys", "admin_sessions", "connections", "usage", "audit_log", "combos", "schema_migrations"])
+      )
       expect((yield* sql<{ journal_mode: string }>`PRAGMA journal_mode`)[0]!.journal_mode).toBe("wal")
       expect((yield* sql<{ timeout: number }>`PRAGMA busy_timeout`)[0]!.timeout).toBe(5000)
       const migrations = yield* sql<{ migration_id: number; name: string }>`SELECT migration_id, name FROM schema_migrations`
@@ -155,7 +157,9 @@ describe("BatchWriter", () => {
 })
 
 describe("BatchWriter on a SQLite file: the writer thread", () => {
-  const dataVersion = Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.map(sql<{ data_version: number }>`PRAGMA data_version`, (r) => r[0]!.data_version))
+  const dataVersion = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(sql<{ data_version: number }>`PRAGMA data_version`, (r) => r[0]!.data_version)
+  )
 
   // PRAGMA data_version moves on a connection only when another connection commits: rows the
   // main connection wrote would leave it where it was.

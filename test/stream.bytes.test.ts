@@ -34,7 +34,13 @@ const stream = async (body: Record<string, unknown> = {}) => {
   const res = await fetch(`${gw.url}/v1/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json", authorization: `Bearer ${ADMIN}` },
-    body: JSON.stringify({ model: "up/m1", stream: true, stream_options: { include_usage: true }, messages: [{ role: "user", content: "hi" }], ...body })
+    body: JSON.stringify({
+      model: "up/m1",
+      stream: true,
+      stream_options: { include_usage: true },
+      messages: [{ role: "user", content: "hi" }],
+      ...body
+    })
   })
   return { status: res.status, text: await res.text(), id: res.headers.get("x-request-id") }
 }
@@ -76,7 +82,11 @@ describe("a same-format stream's bytes", () => {
     expect(r.status).toBe(200)
     expect(r.text).toBe(script.join(""))
     await gw.usageWritten()
-    const rows = queryDb(gw.dataDir, "SELECT tokens_in, tokens_out, status, error FROM usage WHERE ts >= ? AND endpoint = 'chat.completions'", since)
+    const rows = queryDb(
+      gw.dataDir,
+      "SELECT tokens_in, tokens_out, status, error FROM usage WHERE ts >= ? AND endpoint = 'chat.completions'",
+      since
+    )
     expect(rows).toEqual([{ tokens_in: 11, tokens_out: 22, status: 200, error: null }])
   })
 
@@ -122,7 +132,11 @@ describe("a same-format stream's bytes", () => {
     expect(r.text).toContain("upstream broke")
     expect(r.text).not.toContain(UPSTREAM_KEY)
     await gw.usageWritten()
-    const rows = queryDb<{ error: string | null }>(gw.dataDir, "SELECT error FROM usage WHERE ts >= ? AND endpoint = 'chat.completions'", since)
+    const rows = queryDb<{ error: string | null }>(
+      gw.dataDir,
+      "SELECT error FROM usage WHERE ts >= ? AND endpoint = 'chat.completions'",
+      since
+    )
     expect(rows).toHaveLength(1)
     expect(rows[0]!.error).toContain("upstream broke")
     expect(rows[0]!.error).not.toContain(UPSTREAM_KEY)

@@ -39,7 +39,13 @@ beforeAll(async () => {
     expect(res.status, JSON.stringify(res.body)).toBe(201)
   }
   await add({ provider: "openai", name: "oai", apiKey: "sk-oai", baseUrl: up.baseUrl("openai-chat"), models: ["gpt-x"] })
-  await add({ provider: "openai-compatible", name: "resp", upstreamFormat: "openai-responses", baseUrl: up.baseUrl("openai-responses"), models: ["gpt-r"] })
+  await add({
+    provider: "openai-compatible",
+    name: "resp",
+    upstreamFormat: "openai-responses",
+    baseUrl: up.baseUrl("openai-responses"),
+    models: ["gpt-r"]
+  })
   await add({ provider: "anthropic", name: "anth", apiKey: "sk-ant-upstream", baseUrl: up.baseUrl("anthropic"), models: ["claude-x"] })
   await add({ provider: "gemini", name: "gem", apiKey: "gemini-upstream-key", baseUrl: up.baseUrl("gemini"), models: ["gem-x"] })
   await add({ provider: "ollama", name: "oll", baseUrl: up.baseUrl("ollama"), models: ["llama-x"] })
@@ -57,10 +63,21 @@ beforeEach(() => {
 const ask = (client: "chat" | "messages", model: string, schema: Record<string, unknown>, stream: boolean) =>
   client === "chat"
     ? call(`${gw.url}/v1/chat/completions`, {
-        body: { model, stream, messages: [{ role: "user", content: "extract" }], response_format: { type: "json_schema", json_schema: { name: "out", schema } } }
+        body: {
+          model,
+          stream,
+          messages: [{ role: "user", content: "extract" }],
+          response_format: { type: "json_schema", json_schema: { name: "out", schema } }
+        }
       })
     : call(`${gw.url}/v1/messages`, {
-        body: { model, stream, max_tokens: 1024, messages: [{ role: "user", content: "extract" }], output_config: { format: { type: "json_schema", schema } } }
+        body: {
+          model,
+          stream,
+          max_tokens: 1024,
+          messages: [{ role: "user", content: "extract" }],
+          output_config: { format: { type: "json_schema", schema } }
+        }
       })
 
 /** The SSE events' data, parsed. */
@@ -74,7 +91,13 @@ const events = (text: string): Array<any> =>
 const answerText = (client: "chat" | "messages", res: { body: any; text: string }, stream: boolean): string => {
   if (!stream) return client === "chat" ? res.body.choices[0].message.content : res.body.content.find((b: any) => b.type === "text").text
   return events(res.text)
-    .map((e) => (client === "chat" ? (e.choices?.[0]?.delta?.content ?? "") : e.type === "content_block_delta" && e.delta.type === "text_delta" ? e.delta.text : ""))
+    .map((e) =>
+      client === "chat"
+        ? (e.choices?.[0]?.delta?.content ?? "")
+        : e.type === "content_block_delta" && e.delta.type === "text_delta"
+          ? e.delta.text
+          : ""
+    )
     .join("")
 }
 
@@ -128,7 +151,10 @@ describe("an invalid answer", () => {
   const issue = SCHEMA_CORPUS[0]!
   for (const { family, model, client } of TARGETS) {
     it(`${family}: one repair attempt with the validation errors; valid then: repaired, and both calls counted`, async () => {
-      up.next({ content: JSON.stringify(issue.invalid), usage: { input: 10, output: 5 } }, { content: JSON.stringify(issue.valid), usage: { input: 30, output: 6 } })
+      up.next(
+        { content: JSON.stringify(issue.invalid), usage: { input: 10, output: 5 } },
+        { content: JSON.stringify(issue.valid), usage: { input: 30, output: 6 } }
+      )
       const res = await ask(client, model, issue.schema, false)
       expect(res.status, res.text).toBe(200)
       expect(res.headers.get("x-gateway-schema")).toBe("repaired")
@@ -156,7 +182,11 @@ describe("an invalid answer", () => {
   it("passed through (a chat client on a chat upstream): repaired too, the answer in the client's format", async () => {
     up.next({ content: "```json\n{}\n```" }, { content: JSON.stringify(issue.valid) })
     const res = await call(`${gw.url}/v1/chat/completions`, {
-      body: { model: "oai/gpt-x", messages: [{ role: "user", content: "extract" }], response_format: { type: "json_schema", json_schema: { name: "out", schema: issue.schema } } }
+      body: {
+        model: "oai/gpt-x",
+        messages: [{ role: "user", content: "extract" }],
+        response_format: { type: "json_schema", json_schema: { name: "out", schema: issue.schema } }
+      }
     })
     expect(res.status, res.text).toBe(200)
     expect(res.headers.get("x-gateway-schema")).toBe("repaired")
@@ -197,7 +227,11 @@ describe("OpenAI's strict mode", () => {
     const contact = SCHEMA_CORPUS.find((c) => c.name.startsWith("contact"))!
     up.next({ content: JSON.stringify(contact.valid) })
     const res = await call(`${gw.url}/v1/responses`, {
-      body: { model: "oai/gpt-x", input: "extract", text: { format: { type: "json_schema", name: "out", schema: contact.schema, strict: false } } }
+      body: {
+        model: "oai/gpt-x",
+        input: "extract",
+        text: { format: { type: "json_schema", name: "out", schema: contact.schema, strict: false } }
+      }
     })
     expect(res.status, res.text).toBe(200)
     const format = up.requests.at(-1)!.body.text.format
@@ -232,7 +266,12 @@ describe("the official SDKs read the verdict event without trouble", () => {
     up.next({ content: JSON.stringify(SCHEMA_CORPUS[0]!.valid), chunks: 3 })
     const client = new Anthropic({ baseURL: gw.url, apiKey: "x", maxRetries: 0 })
     const message = await client.messages
-      .stream({ model: "oai/gpt-x", max_tokens: 1024, messages: [{ role: "user", content: "extract" }], output_config: { format: { type: "json_schema", schema } } } as never)
+      .stream({
+        model: "oai/gpt-x",
+        max_tokens: 1024,
+        messages: [{ role: "user", content: "extract" }],
+        output_config: { format: { type: "json_schema", schema } }
+      } as never)
       .finalMessage()
     const block = message.content.find((b) => b.type === "text")
     expect(block?.type === "text" && JSON.parse(block.text)).toEqual(SCHEMA_CORPUS[0]!.valid)

@@ -25,19 +25,27 @@ let A: TestGateway
 let B: TestGateway
 let up: FakeUpstream
 
-const api = (gw: TestGateway, p: string, init: { method?: string; body?: unknown } = {}) => call(`${gw.url}${p}`, { ...init, headers: admin })
+const api = (gw: TestGateway, p: string, init: { method?: string; body?: unknown } = {}) =>
+  call(`${gw.url}${p}`, { ...init, headers: admin })
 
 /** Everything sync carries, as the management API shows it (traffic-driven fields left out). */
 const config = async (gw: TestGateway) => ({
-  providers: (await api(gw, "/api/providers")).body.connections.map(({ lastUsedAt: _a, updatedAt: _b, testStatus: _c, lastTestedAt: _d, ...c }: any) => c),
+  providers: (await api(gw, "/api/providers")).body.connections.map(
+    ({ lastUsedAt: _a, updatedAt: _b, testStatus: _c, lastTestedAt: _d, ...c }: any) => c
+  ),
   keys: (await api(gw, "/api/keys")).body.keys.map(({ lastUsedAt: _, ...k }: any) => k),
   combos: (await api(gw, "/api/combos")).body.combos,
-  flags: (await api(gw, "/api/settings/feature-flags")).body.flags.filter((f: any) => f.source === "db").map((f: any) => [f.key, f.effectiveValue]),
+  flags: (await api(gw, "/api/settings/feature-flags")).body.flags
+    .filter((f: any) => f.source === "db")
+    .map((f: any) => [f.key, f.effectiveValue]),
   aliases: (await api(gw, "/api/models/alias")).body.aliases.filter((a: any) => a.source === "user")
 })
 
 const chat = (gw: TestGateway, model: string, key: string) =>
-  call(`${gw.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${key}` } })
+  call(`${gw.url}/v1/chat/completions`, {
+    body: { model, messages: [{ role: "user", content: "hi" }] },
+    headers: { authorization: `Bearer ${key}` }
+  })
 
 const init = (gw: TestGateway, overrides: Record<string, unknown> = {}) =>
   api(gw, "/api/sync/initialize", { body: { serverUrl: S.url, apiKey: ADMIN, space: "team", passphrase: PASSPHRASE, ...overrides } })
@@ -47,7 +55,8 @@ beforeAll(async () => {
   up = await FakeUpstream.start()
   up.always({ content: "from the synced provider" })
   ;[S, A, B] = await Promise.all([startGateway(), startGateway(), startGateway()])
-  for (const gw of [S, A, B]) await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+  for (const gw of [S, A, B])
+    await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
 })
 afterAll(async () => {
   await Promise.all([S?.close(), A?.close(), B?.close()])
@@ -61,15 +70,26 @@ describe("cloud sync between two gateways through a third", () => {
     expect(
       (
         await api(B, "/api/providers", {
-          body: { provider: "openai-compatible", name: "shared", baseUrl: up.baseUrl("openai-chat"), apiKey: PROVIDER_SECRET, defaultModel: "m1", models: ["m1"] }
+          body: {
+            provider: "openai-compatible",
+            name: "shared",
+            baseUrl: up.baseUrl("openai-chat"),
+            apiKey: PROVIDER_SECRET,
+            defaultModel: "m1",
+            models: ["m1"]
+          }
         })
       ).status
     ).toBe(201)
     const key = await api(B, "/api/keys", { body: { name: "client" } })
     expect(key.status).toBe(201)
     clientKey = key.body.secret ?? key.body.key
-    expect((await api(B, "/api/combos", { body: { name: "pair", strategy: "priority", targets: [{ model: "shared/m1" }] } })).status).toBe(201)
-    expect((await api(B, "/api/settings/feature-flags", { method: "PUT", body: { key: "TOOL_POLICY_MODE", value: "block" } })).status).toBe(200)
+    expect((await api(B, "/api/combos", { body: { name: "pair", strategy: "priority", targets: [{ model: "shared/m1" }] } })).status).toBe(
+      201
+    )
+    expect((await api(B, "/api/settings/feature-flags", { method: "PUT", body: { key: "TOOL_POLICY_MODE", value: "block" } })).status).toBe(
+      200
+    )
     expect((await api(B, "/api/models/alias", { body: { alias: "fast", target: "pair" } })).status).toBe(200)
 
     const status = await init(B)
@@ -85,7 +105,8 @@ describe("cloud sync between two gateways through a third", () => {
     const stored = await api(S, "/api/cloud/bundles/team")
     expect(stored.status).toBe(200)
     expect(stored.body.version).toBe(1)
-    for (const plain of [PROVIDER_SECRET, "shared", "TOOL_POLICY_MODE", "pair", PASSPHRASE]) expect(stored.body.ciphertext).not.toContain(plain)
+    for (const plain of [PROVIDER_SECRET, "shared", "TOOL_POLICY_MODE", "pair", PASSPHRASE])
+      expect(stored.body.ciphertext).not.toContain(plain)
     expect(stored.body.ciphertext).toMatch(/^gwenc1\./)
     // Nor anywhere in the server's database file, nor in B's (key and passphrase encrypted at rest).
     expect(fs.readFileSync(path.join(S.dataDir, "gateway.db")).includes(PROVIDER_SECRET)).toBe(false)
@@ -121,8 +142,12 @@ describe("cloud sync between two gateways through a third", () => {
   })
 
   it("a change on B reaches A with sync (push on B, pull on A)", async () => {
-    expect((await api(B, "/api/combos", { body: { name: "second", strategy: "priority", targets: [{ model: "shared/m1" }] } })).status).toBe(201)
-    expect((await api(B, "/api/settings/feature-flags", { method: "PUT", body: { key: "MODEL_ALIAS_COMPAT_ENABLED", value: "true" } })).status).toBe(200)
+    expect(
+      (await api(B, "/api/combos", { body: { name: "second", strategy: "priority", targets: [{ model: "shared/m1" }] } })).status
+    ).toBe(201)
+    expect(
+      (await api(B, "/api/settings/feature-flags", { method: "PUT", body: { key: "MODEL_ALIAS_COMPAT_ENABLED", value: "true" } })).status
+    ).toBe(200)
     expect((await action(B, { action: "sync" })).body).toMatchObject({ result: "pushed", version: 2 })
     expect((await action(A, { action: "sync" })).body).toMatchObject({ result: "pulled", version: 2 })
     expect(await config(A)).toEqual(await config(B))
@@ -131,7 +156,9 @@ describe("cloud sync between two gateways through a third", () => {
 
   it("both sides changed: 409 with a report per section; a forced pull resolves it", async () => {
     expect((await api(A, "/api/models/alias", { body: { alias: "only-on-a", target: "pair" } })).status).toBe(200)
-    expect((await api(B, "/api/settings/feature-flags", { method: "PUT", body: { key: "TOOL_POLICY_MODE", value: "warn" } })).status).toBe(200)
+    expect((await api(B, "/api/settings/feature-flags", { method: "PUT", body: { key: "TOOL_POLICY_MODE", value: "warn" } })).status).toBe(
+      200
+    )
     expect((await action(B, { action: "push" })).body).toMatchObject({ result: "pushed", version: 3 })
 
     const refused = await action(A, { action: "sync" })
@@ -203,7 +230,12 @@ describe("cloud sync between two gateways through a third", () => {
 describe("exportAll archive and multipart import", () => {
   const download = async (gw: TestGateway, query = "", headers: Record<string, string> = {}) => {
     const res = await fetch(`${gw.url}/api/db-backups/exportAll${query}`, { headers: { ...admin, ...headers } })
-    return { status: res.status, type: res.headers.get("content-type"), disposition: res.headers.get("content-disposition"), bytes: Buffer.from(await res.arrayBuffer()) }
+    return {
+      status: res.status,
+      type: res.headers.get("content-type"),
+      disposition: res.headers.get("content-disposition"),
+      bytes: Buffer.from(await res.arrayBuffer())
+    }
   }
   const unpack = async (bytes: Buffer) => {
     const dir = fs.mkdtempSync(path.join(B.dataDir, "unpack-"))
@@ -257,7 +289,9 @@ describe("exportAll archive and multipart import", () => {
   it("an archive uploaded as multipart restores the state it was taken in", async () => {
     const before = await config(B)
     const got = await download(B)
-    expect((await api(B, "/api/combos", { body: { name: "after-export", strategy: "priority", targets: [{ model: "shared/m1" }] } })).status).toBe(201)
+    expect(
+      (await api(B, "/api/combos", { body: { name: "after-export", strategy: "priority", targets: [{ model: "shared/m1" }] } })).status
+    ).toBe(201)
     expect(await config(B)).not.toEqual(before)
     const restored = await importForm(B, got.bytes)
     expect(restored.status).toBe(200)
@@ -288,7 +322,9 @@ describe("exportAll archive and multipart import", () => {
 
 describe("gateway restore <archive>", () => {
   it("restores the database and, with --passphrase, the storage key into a fresh DATA_DIR, where the synced provider then serves", async () => {
-    const res = await fetch(`${B.url}/api/db-backups/exportAll?includeKey=true`, { headers: { ...admin, "x-export-passphrase": "export pass 123" } })
+    const res = await fetch(`${B.url}/api/db-backups/exportAll?includeKey=true`, {
+      headers: { ...admin, "x-export-passphrase": "export pass 123" }
+    })
     expect(res.status).toBe(200)
     const dataDir = tempDir()
     const archive = path.join(dataDir, "export.tar.gz")
@@ -302,7 +338,9 @@ describe("gateway restore <archive>", () => {
     const restored = await runCli(["restore", archive, "--passphrase", "export pass 123"], { DATA_DIR: dataDir })
     expect(restored.code).toBe(0)
     expect(restored.stdout).toMatch(/storage key restored/)
-    expect(fs.readFileSync(path.join(dataDir, "storage.key"), "utf8").trim()).toBe(fs.readFileSync(path.join(B.dataDir, "storage.key"), "utf8").trim())
+    expect(fs.readFileSync(path.join(dataDir, "storage.key"), "utf8").trim()).toBe(
+      fs.readFileSync(path.join(B.dataDir, "storage.key"), "utf8").trim()
+    )
 
     const C = await startGateway({ dataDir })
     try {
@@ -332,7 +370,8 @@ describe("compression and context configuration in the bundle (schema 2)", () =>
   )
   const MINIFIED = JSON.stringify(JSON.parse(PRETTY))
 
-  const initSpace = (gw: TestGateway) => api(gw, "/api/sync/initialize", { body: { serverUrl: S.url, apiKey: ADMIN, space: SPACE, passphrase: PASSPHRASE } })
+  const initSpace = (gw: TestGateway) =>
+    api(gw, "/api/sync/initialize", { body: { serverUrl: S.url, apiKey: ADMIN, space: SPACE, passphrase: PASSPHRASE } })
   /** The space's latest bundle, opened as a receiver would. */
   const latestBundle = async () => {
     const stored = await api(S, `/api/cloud/bundles/${SPACE}`)
@@ -353,7 +392,11 @@ describe("compression and context configuration in the bundle (schema 2)", () =>
         messages: [
           { role: "system", content: "You are a coding agent." },
           { role: "user", content: "List the files." },
-          { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "list_files", arguments: "{}" } }] },
+          {
+            role: "assistant",
+            content: null,
+            tool_calls: [{ id: "call_1", type: "function", function: { name: "list_files", arguments: "{}" } }]
+          },
           { role: "tool", tool_call_id: "call_1", content: PRETTY },
           { role: "user", content: "Which is larger?" }
         ]
@@ -382,13 +425,22 @@ describe("compression and context configuration in the bundle (schema 2)", () =>
 
   it("a bundle carries compression combos, assignments, memory and skills; a fresh gateway that pulls it serves with them at once", async () => {
     expect(
-      (await api(C, "/api/providers", { body: { provider: "openai-compatible", name: "ctx", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] } })).status
+      (
+        await api(C, "/api/providers", {
+          body: { provider: "openai-compatible", name: "ctx", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] }
+        })
+      ).status
     ).toBe(201)
     const combo = await api(C, "/api/context/combos", { body: { name: "tight", engines: [{ engine: "json" }] } })
     expect(combo.status, combo.text).toBe(201)
-    expect((await api(C, `/api/context/combos/${combo.body.id}/assignments`, { method: "PUT", body: { models: ["ctx/m1"] } })).status).toBe(200)
+    expect((await api(C, `/api/context/combos/${combo.body.id}/assignments`, { method: "PUT", body: { models: ["ctx/m1"] } })).status).toBe(
+      200
+    )
     expect((await api(C, "/api/context/memory", { body: { text: "The repository uses pnpm.", tags: ["repo"] } })).status).toBe(201)
-    expect((await api(C, "/api/context/skills", { body: { name: "style", text: "Answer in short sentences.", trigger: { always: true } } })).status).toBe(201)
+    expect(
+      (await api(C, "/api/context/skills", { body: { name: "style", text: "Answer in short sentences.", trigger: { always: true } } }))
+        .status
+    ).toBe(201)
     const onC = await chatVia(C)
     expect(onC).toMatchObject({ tool: MINIFIED, mode: "tight; source=routing-override" })
 
@@ -401,14 +453,20 @@ describe("compression and context configuration in the bundle (schema 2)", () =>
     const { content } = await latestBundle()
     expect(content.schema).toBe(2)
     expect(content.sections.compressionCombos).toEqual([expect.objectContaining({ id: combo.body.id, name: "tight" })])
-    expect(content.sections.compressionAssignments).toEqual([expect.objectContaining({ kind: "model", target: "ctx/m1", combo_id: combo.body.id })])
+    expect(content.sections.compressionAssignments).toEqual([
+      expect.objectContaining({ kind: "model", target: "ctx/m1", combo_id: combo.body.id })
+    ])
     expect(content.sections.memory).toEqual([expect.objectContaining({ text: "The repository uses pnpm.", scope: "global" })])
     expect(content.sections.skills).toEqual([expect.objectContaining({ name: "style", text: "Answer in short sentences." })])
 
     // D has read its (empty) context snapshot before the pull: the pull must make it reload.
     expect(await context(D)).toEqual({ combos: [], memory: [], skills: [] })
     expect((await initSpace(D)).status).toBe(200)
-    expect((await action(D, { action: "pull" })).body).toMatchObject({ result: "pulled", version: 1, counts: { compressionCombos: 1, memory: 1, skills: 1 } })
+    expect((await action(D, { action: "pull" })).body).toMatchObject({
+      result: "pulled",
+      version: 1,
+      counts: { compressionCombos: 1, memory: 1, skills: 1 }
+    })
     expect(await context(D)).toEqual(await context(C))
     expect((await context(D)).combos[0]).toMatchObject({ name: "tight", assignments: { models: ["ctx/m1"], routingCombos: [] } })
     // In effect on D's request path, no restart: the model's compression combo, the memory entry, the skill.
@@ -421,9 +479,13 @@ describe("compression and context configuration in the bundle (schema 2)", () =>
 
   it("a skill edited on both sides is reported as changed in the skills section", async () => {
     const skillOn = async (gw: TestGateway) => (await context(gw)).skills.find((s: any) => s.name === "style")
-    expect((await api(C, `/api/context/skills/${(await skillOn(C)).id}`, { method: "PUT", body: { text: "Answer in one sentence." } })).status).toBe(200)
+    expect(
+      (await api(C, `/api/context/skills/${(await skillOn(C)).id}`, { method: "PUT", body: { text: "Answer in one sentence." } })).status
+    ).toBe(200)
     expect((await action(C, { action: "sync" })).body).toMatchObject({ result: "pushed", version: 2 })
-    expect((await api(D, `/api/context/skills/${(await skillOn(D)).id}`, { method: "PUT", body: { text: "Answer at length." } })).status).toBe(200)
+    expect(
+      (await api(D, `/api/context/skills/${(await skillOn(D)).id}`, { method: "PUT", body: { text: "Answer at length." } })).status
+    ).toBe(200)
     expect((await api(D, "/api/sync/cloud")).body).toMatchObject({ localChanged: true })
 
     const refused = await action(D, { action: "sync" })
@@ -435,7 +497,9 @@ describe("compression and context configuration in the bundle (schema 2)", () =>
   })
 
   it("a schema-1 bundle (an older gateway's) is read, and leaves the receiver's compression and context as they were", async () => {
-    expect((await api(D, "/api/context/memory", { body: { text: "Only D knows this.", scope: "session", scopeId: "s-1" } })).status).toBe(201)
+    expect((await api(D, "/api/context/memory", { body: { text: "Only D knows this.", scope: "session", scopeId: "s-1" } })).status).toBe(
+      201
+    )
     const before = await context(D)
     expect(before.memory).toHaveLength(2)
 
@@ -448,7 +512,10 @@ describe("compression and context configuration in the bundle (schema 2)", () =>
       schema: 1,
       sections: { ...older, flags: [...older.flags, { namespace: "feature_flags", key: "TOOL_POLICY_MODE", value: "warn" }] }
     }
-    const put = await api(S, `/api/cloud/bundles/${SPACE}`, { method: "PUT", body: { baseVersion: version, ciphertext: sealBundle(schema1, PASSPHRASE) } })
+    const put = await api(S, `/api/cloud/bundles/${SPACE}`, {
+      method: "PUT",
+      body: { baseVersion: version, ciphertext: sealBundle(schema1, PASSPHRASE) }
+    })
     expect(put.status, put.text).toBe(201)
 
     // D changed (its own memory entry) and so did the space: a conflict, whose report compares only what both carry.
@@ -472,7 +539,11 @@ describe("compression and context configuration in the bundle (schema 2)", () =>
 
     // A section that is there but empty is a different thing: a schema-2 bundle without memory entries clears D's.
     for (const m of (await context(C)).memory) expect((await api(C, `/api/context/memory/${m.id}`, { method: "DELETE" })).status).toBe(200)
-    expect((await action(C, { action: "push", force: true })).body).toMatchObject({ result: "pushed", version: version + 2, counts: { memory: 0 } })
+    expect((await action(C, { action: "push", force: true })).body).toMatchObject({
+      result: "pushed",
+      version: version + 2,
+      counts: { memory: 0 }
+    })
     expect((await action(D, { action: "sync" })).body).toMatchObject({ result: "pulled", version: version + 2 })
     expect((await context(D)).memory).toEqual([])
     expect((await context(D)).skills).toEqual(before.skills)

@@ -15,7 +15,10 @@ const dir = tempDir("gw-system-")
 const envFile = path.join(dir, "gateway.env")
 
 beforeAll(async () => {
-  fs.writeFileSync(envFile, "# the gateway's env\nOPENAI_API_KEY=sk-openai-original-0123456789\nOPENAI_BASE_URL=http://127.0.0.1:9/v1\nLOG_LEVEL=info\n")
+  fs.writeFileSync(
+    envFile,
+    "# the gateway's env\nOPENAI_API_KEY=sk-openai-original-0123456789\nOPENAI_BASE_URL=http://127.0.0.1:9/v1\nLOG_LEVEL=info\n"
+  )
   process.env.GATEWAY_ENV_FILE = envFile
   gw = await startGateway({ dataDir: path.join(dir, "data") })
 })
@@ -28,7 +31,13 @@ describe("GET /api/init", () => {
   it("answers the first-run booleans without authentication and nothing more", async () => {
     const res = await call(`${gw.url}/api/init`)
     expect(res.status).toBe(200)
-    expect(res.body).toMatchObject({ authenticated: false, passwordSet: false, providersConfigured: false, keysConfigured: false, setupComplete: false })
+    expect(res.body).toMatchObject({
+      authenticated: false,
+      passwordSet: false,
+      providersConfigured: false,
+      keysConfigured: false,
+      setupComplete: false
+    })
     expect(res.body.dataDir).toBeUndefined()
     expect(res.body.providers).toBeUndefined()
   })
@@ -42,7 +51,13 @@ describe("GET /api/init", () => {
     })
     expect(created.status).toBe(201)
     const anon = await call(`${gw.url}/api/init`)
-    expect(anon.body).toMatchObject({ authenticated: false, passwordSet: true, providersConfigured: true, keysConfigured: true, setupComplete: true })
+    expect(anon.body).toMatchObject({
+      authenticated: false,
+      passwordSet: true,
+      providersConfigured: true,
+      keysConfigured: true,
+      setupComplete: true
+    })
     const res = await call(`${gw.url}/api/init`, { headers: admin })
     expect(res.body).toMatchObject({
       authenticated: true,
@@ -65,7 +80,13 @@ describe("POST /api/system/env/repair", () => {
     fs.writeFileSync(envFile, "LOG_LEVEL=debug\n")
     const res = await call(`${gw.url}/api/system/env/repair`, { body: { provider: "openai" }, headers: admin })
     expect(res.status).toBe(200)
-    expect(res.body).toMatchObject({ success: true, provider: "openai", repaired: ["OPENAI_API_KEY", "OPENAI_BASE_URL"], missing: [], restartRequired: true })
+    expect(res.body).toMatchObject({
+      success: true,
+      provider: "openai",
+      repaired: ["OPENAI_API_KEY", "OPENAI_BASE_URL"],
+      missing: [],
+      restartRequired: true
+    })
     expect(res.body.backupPath).toBe(path.join(gw.dataDir, "env-backups", backups[0]!))
     const text = fs.readFileSync(envFile, "utf8")
     expect(text).toContain("LOG_LEVEL=debug")

@@ -50,7 +50,10 @@ beforeAll(async () => {
   fs.symlinkSync(path.join(ROOT, "skills"), path.join(copy, "skills"))
   const dataDir = path.join(copy, "data")
   const env = { ...process.env, DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN_KEY }
-  execFileSync(process.execPath, [path.join(copy, "bin", "gateway"), "setup", "--non-interactive", "--password", "a long admin password"], { env, stdio: "ignore" })
+  execFileSync(process.execPath, [path.join(copy, "bin", "gateway"), "setup", "--non-interactive", "--password", "a long admin password"], {
+    env,
+    stdio: "ignore"
+  })
   const port = await freePort()
   base = `http://127.0.0.1:${port}`
   child = spawn(process.execPath, [path.join(copy, "bin", "gateway")], { env: { ...env, PORT: String(port) }, stdio: "ignore" })

@@ -21,7 +21,9 @@ const TLS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "fixt
 const addon = (): TproxyNative => {
   const load = loadTproxyNative()
   if (!load.available)
-    throw new Error(`the transparent-capture addon is unavailable (${load.reason}); build it with \`npm run build:native\` (node native/build.mjs), then run this file again`)
+    throw new Error(
+      `the transparent-capture addon is unavailable (${load.reason}); build it with \`npm run build:native\` (node native/build.mjs), then run this file again`
+    )
   return load.native
 }
 
@@ -93,31 +95,34 @@ describe("listenTransparent", () => {
   it.each([
     ["127.0.0.1", "IPv4", "IP_TRANSPARENT"],
     ["::1", "IPv6", "IPV6_TRANSPARENT"]
-  ] as const)("on %s: a non-blocking close-on-exec listening fd that net.Server takes and accepts a real connection on", async (host, family, option) => {
-    const native = addon()
-    if (!ROOT) return expectEperm(await failure(() => native.listenTransparent(host, 0, 16)), `setsockopt(${option})`)
-    const fd = native.listenTransparent(host, 0, 16)
-    expect(fd).toBeGreaterThan(2)
-    expect(fdFlags(fd) & O_NONBLOCK).toBe(O_NONBLOCK)
-    expect(fdFlags(fd) & O_CLOEXEC).toBe(O_CLOEXEC)
-    const accepted: Array<{ localAddress?: string; localPort?: number }> = []
-    const server = net.createServer((s) => {
-      accepted.push({ localAddress: s.localAddress, localPort: s.localPort })
-      s.once("data", (d) => s.end(`pong:${d}`))
-    })
-    try {
-      await listening(server, { fd })
-      const address = server.address() as net.AddressInfo
-      expect(address).toMatchObject({ address: host, family })
-      expect(address.port).toBeGreaterThan(0)
-      const client = net.connect({ host, port: address.port })
-      expect(await exchange(client, "hello")).toBe("pong:hello")
-      // The accepted socket's local address is where the client was going: for TPROXY, the original destination.
-      expect(accepted).toEqual([{ localAddress: host, localPort: address.port }])
-    } finally {
-      await closed(server)
+  ] as const)(
+    "on %s: a non-blocking close-on-exec listening fd that net.Server takes and accepts a real connection on",
+    async (host, family, option) => {
+      const native = addon()
+      if (!ROOT) return expectEperm(await failure(() => native.listenTransparent(host, 0, 16)), `setsockopt(${option})`)
+      const fd = native.listenTransparent(host, 0, 16)
+      expect(fd).toBeGreaterThan(2)
+      expect(fdFlags(fd) & O_NONBLOCK).toBe(O_NONBLOCK)
+      expect(fdFlags(fd) & O_CLOEXEC).toBe(O_CLOEXEC)
+      const accepted: Array<{ localAddress?: string; localPort?: number }> = []
+      const server = net.createServer((s) => {
+        accepted.push({ localAddress: s.localAddress, localPort: s.localPort })
+        s.once("data", (d) => s.end(`pong:${d}`))
+      })
+      try {
+        await listening(server, { fd })
+        const address = server.address() as net.AddressInfo
+        expect(address).toMatchObject({ address: host, family })
+        expect(address.port).toBeGreaterThan(0)
+        const client = net.connect({ host, port: address.port })
+        expect(await exchange(client, "hello")).toBe("pong:hello")
+        // The accepted socket's local address is where the client was going: for TPROXY, the original destination.
+        expect(accepted).toEqual([{ localAddress: host, localPort: address.port }])
+      } finally {
+        await closed(server)
+      }
     }
-  })
+  )
 
   it("a busy port gives EADDRINUSE (with code and syscall), a bad argument a TypeError or RangeError", async () => {
     const native = addon()
@@ -164,14 +169,19 @@ describe("connectMarked", () => {
 
   it("the socket it gives carries TLS: tls.connect({ socket }) over it (IPv6)", async () => {
     const native = addon()
-    const server = tls.createServer({ cert: fs.readFileSync(path.join(TLS_DIR, "loopback.crt")), key: fs.readFileSync(path.join(TLS_DIR, "loopback.key")) }, (s) =>
-      s.once("data", (d) => s.end(`tls:${d}`))
+    const server = tls.createServer(
+      { cert: fs.readFileSync(path.join(TLS_DIR, "loopback.crt")), key: fs.readFileSync(path.join(TLS_DIR, "loopback.key")) },
+      (s) => s.once("data", (d) => s.end(`tls:${d}`))
     )
     await listening(server, { host: "::1", port: 0 })
     const { port } = server.address() as net.AddressInfo
     try {
       if (!ROOT) return expectEperm(await failure(() => markedSocket(native, "::1", port, 1, 2000)), "setsockopt(SO_MARK)")
-      const socket = tls.connect({ socket: await markedSocket(native, "::1", port, 1, 2000), servername: "localhost", ca: fs.readFileSync(path.join(TLS_DIR, "loopback.crt")) })
+      const socket = tls.connect({
+        socket: await markedSocket(native, "::1", port, 1, 2000),
+        servername: "localhost",
+        ca: fs.readFileSync(path.join(TLS_DIR, "loopback.crt"))
+      })
       await new Promise<void>((resolve, reject) => socket.once("secureConnect", () => resolve()).once("error", reject))
       expect(socket.authorized).toBe(true)
       expect(await exchange(socket, "secret")).toBe("tls:secret")

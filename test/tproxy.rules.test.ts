@@ -27,7 +27,11 @@ type Call = readonly [string, ReadonlyArray<string>]
 const line = ([command, args]: Call) => [command, ...args].join(" ")
 
 /** A runner that records each command and answers with `answer` (success by default). */
-const recorder = (answer: (command: string, args: ReadonlyArray<string>, index: number) => { code: number; stdout?: string; stderr?: string } = () => ({ code: 0 })) => {
+const recorder = (
+  answer: (command: string, args: ReadonlyArray<string>, index: number) => { code: number; stdout?: string; stderr?: string } = () => ({
+    code: 0
+  })
+) => {
   const calls: Array<Call> = []
   const run: Run = async (command, args) => {
     calls.push([command, [...args]])
@@ -49,7 +53,10 @@ describe("validateTproxyConfig", () => {
     expect(validateTproxyConfig(undefined)).toEqual({ ok: true, config: TPROXY_DEFAULTS })
     expect(validateTproxyConfig(null)).toEqual({ ok: true, config: TPROXY_DEFAULTS })
     expect(validateTproxyConfig({})).toEqual({ ok: true, config: TPROXY_DEFAULTS })
-    expect(validateTproxyConfig({ dport: 8443, onPort: 9443 })).toEqual({ ok: true, config: { ...TPROXY_DEFAULTS, dport: 8443, onPort: 9443 } })
+    expect(validateTproxyConfig({ dport: 8443, onPort: 9443 })).toEqual({
+      ok: true,
+      config: { ...TPROXY_DEFAULTS, dport: 8443, onPort: 9443 }
+    })
     const all = { dport: 1, mark: 0xffffffff, onPort: 65535, routeTable: 100, bypassMark: 1 }
     expect(validateTproxyConfig(all)).toEqual({ ok: true, config: all })
   })
@@ -66,7 +73,8 @@ describe("validateTproxyConfig", () => {
   const ports = ["dport", "onPort"] as const
   const u32 = ["mark", "routeTable", "bypassMark"] as const
   it.each(ports)("%s: 1-65535 integers only", (field) => {
-    for (const value of [0, -1, 65536, 100000]) expect(bad({ [field]: value }), `${field}=${value}`).toMatchObject({ field, message: expect.stringMatching(/1 to 65535/) })
+    for (const value of [0, -1, 65536, 100000])
+      expect(bad({ [field]: value }), `${field}=${value}`).toMatchObject({ field, message: expect.stringMatching(/1 to 65535/) })
     for (const value of [1.5, Number.NaN, Number.POSITIVE_INFINITY])
       expect(bad({ [field]: value }), `${field}=${value}`).toMatchObject({ field, message: expect.stringMatching(/integer/) })
     for (const value of ["443", true, null, [443], { port: 443 }])
@@ -79,13 +87,16 @@ describe("validateTproxyConfig", () => {
   })
 
   it.each(u32)("%s: integers from 1 to 2^32-1 only", (field) => {
-    for (const value of [0, -5, 2 ** 32]) expect(bad({ [field]: value }), `${field}=${value}`).toMatchObject({ field, message: expect.stringMatching(/from 1 to 4294967295/) })
+    for (const value of [0, -5, 2 ** 32])
+      expect(bad({ [field]: value }), `${field}=${value}`).toMatchObject({ field, message: expect.stringMatching(/from 1 to 4294967295/) })
     for (const value of [2.5, Number.NaN]) expect(bad({ [field]: value }), `${field}=${value}`).toMatchObject({ field })
-    for (const value of ["0x2333", false, null, [1]]) expect(bad({ [field]: value }), `${field}=${JSON.stringify(value)}`).toMatchObject({ field })
+    for (const value of ["0x2333", false, null, [1]])
+      expect(bad({ [field]: value }), `${field}=${JSON.stringify(value)}`).toMatchObject({ field })
   })
 
   it("refuses the kernel's own routing tables", () => {
-    for (const routeTable of [253, 254, 255]) expect(bad({ routeTable })).toMatchObject({ field: "routeTable", message: expect.stringMatching(/main/) })
+    for (const routeTable of [253, 254, 255])
+      expect(bad({ routeTable })).toMatchObject({ field: "routeTable", message: expect.stringMatching(/main/) })
     expect(validateTproxyConfig({ routeTable: 252 }).ok).toBe(true)
     expect(validateTproxyConfig({ routeTable: 256 }).ok).toBe(true)
   })
@@ -173,7 +184,11 @@ describe("applyRules / revertRules", () => {
 
   it("a failure at the first command reverts nothing", async () => {
     const r = recorder(() => ({ code: 2, stderr: "RTNETLINK answers: Operation not permitted\n" }))
-    await expect(applyRules(config, r.run)).rejects.toMatchObject({ step: 1, family: 4, message: expect.stringContaining("Operation not permitted") })
+    await expect(applyRules(config, r.run)).rejects.toMatchObject({
+      step: 1,
+      family: 4,
+      message: expect.stringContaining("Operation not permitted")
+    })
     expect(r.calls).toHaveLength(1)
   })
 
@@ -197,7 +212,11 @@ describe("applyRules / revertRules", () => {
       message: expect.stringContaining("apt install iptables")
     })
     const noIp = recorder(() => ({ code: 127 }))
-    await expect(applyRules(config, noIp.run)).rejects.toMatchObject({ step: 1, missingTool: "ip", message: expect.stringContaining("apt install iproute2") })
+    await expect(applyRules(config, noIp.run)).rejects.toMatchObject({
+      step: 1,
+      missingTool: "ip",
+      message: expect.stringContaining("apt install iproute2")
+    })
     // A runner that rejects with ENOENT, as a bare execFile would.
     const rejecting: Run = async (command) => {
       throw Object.assign(new Error(`spawn ${command} ENOENT`), { code: "ENOENT" })
@@ -305,14 +324,27 @@ describe("removeLeftovers", () => {
 
 describe("splitSavedRule", () => {
   it("keeps quoted comments whole and unescapes them", () => {
-    expect(splitSavedRule(`-A OUTPUT -m comment --comment "a \\"b\\" c" -j ACCEPT`)).toEqual(["-A", "OUTPUT", "-m", "comment", "--comment", 'a "b" c', "-j", "ACCEPT"])
+    expect(splitSavedRule(`-A OUTPUT -m comment --comment "a \\"b\\" c" -j ACCEPT`)).toEqual([
+      "-A",
+      "OUTPUT",
+      "-m",
+      "comment",
+      "--comment",
+      'a "b" c',
+      "-j",
+      "ACCEPT"
+    ])
     expect(splitSavedRule(`-A X  -m comment --comment ""`)).toEqual(["-A", "X", "-m", "comment", "--comment", ""])
   })
 })
 
 describe("execRun", () => {
   it("resolves with the exit code, 127 for a command that is not installed, and never rejects", async () => {
-    expect(await execRun(process.execPath, ["-e", "process.stdout.write('out'); process.stderr.write('err'); process.exit(3)"])).toEqual({ code: 3, stdout: "out", stderr: "err" })
+    expect(await execRun(process.execPath, ["-e", "process.stdout.write('out'); process.stderr.write('err'); process.exit(3)"])).toEqual({
+      code: 3,
+      stdout: "out",
+      stderr: "err"
+    })
     expect(await execRun(process.execPath, ["-e", ""])).toEqual({ code: 0, stdout: "", stderr: "" })
     const missing = await execRun("gateway-no-such-command-xyz", [])
     expect(missing.code).toBe(127)

@@ -28,7 +28,9 @@ const store = () => {
 
 const realExec: Exec = (command, args, input) =>
   new Promise((resolve) => {
-    const child = execFile(command, [...args], (error, stdout, stderr) => resolve({ code: error ? Number((error as { code?: number }).code ?? 1) || 1 : 0, stdout, stderr }))
+    const child = execFile(command, [...args], (error, stdout, stderr) =>
+      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) || 1 : 0, stdout, stderr })
+    )
     if (input !== undefined) child.stdin?.end(input)
   })
 
@@ -73,7 +75,11 @@ describe("the transparent-capture CA in the trust store", () => {
     expect(error).toBeInstanceOf(TrustStoreError)
     expect(error).toMatchObject({ reason: "permission", message: expect.stringContaining("no sudoPassword") })
     expect(fs.existsSync(path.join(s.dir, TRUST_SLOT))).toBe(false)
-    const none = await installCa(PEM, { exec: realExec, root: true, stores: [{ dir: path.join(s.base, "missing"), update: "true" }] }).catch((e: unknown) => e)
+    const none = await installCa(PEM, {
+      exec: realExec,
+      root: true,
+      stores: [{ dir: path.join(s.base, "missing"), update: "true" }]
+    }).catch((e: unknown) => e)
     expect(none).toMatchObject({ reason: "unsupported", message: expect.stringContaining("trust the CA by hand") })
   })
 })

@@ -75,14 +75,28 @@ describe("the token tunnel", () => {
     const [run] = agent.runs()
     // The token goes in the environment, never in argv; the edge is asked to mark what it forwards.
     expect(run!.authtoken).toBe(token)
-    expect(run!.args).toEqual(["http", gw.url, "--log", "stdout", "--log-format", "json", "--inspect=false", "--request-header-add", "x-gateway-tunnel: token"])
+    expect(run!.args).toEqual([
+      "http",
+      gw.url,
+      "--log",
+      "stdout",
+      "--log-format",
+      "json",
+      "--inspect=false",
+      "--request-header-add",
+      "x-gateway-tunnel: token"
+    ])
     expect(JSON.stringify(running)).not.toContain(token)
     // Stored encrypted.
     const stored = await gw.run(Effect.flatMap(KeyValue, (kv) => kv.get("tunnels", "token.authtoken")))
     expect(Option.isSome(stored)).toBe(true)
     expect(Option.getOrThrow(stored)).not.toContain(token)
     // The public host is one of the gateway's names now (DNS-rebinding protection of /mcp).
-    const mcp = await fetch(`${gw.url}/mcp`, { method: "POST", headers: { host: "calm-otter-1.ngrok-free.app", "content-type": "application/json" }, body: "{}" })
+    const mcp = await fetch(`${gw.url}/mcp`, {
+      method: "POST",
+      headers: { host: "calm-otter-1.ngrok-free.app", "content-type": "application/json" },
+      body: "{}"
+    })
     expect(mcp.status === 403 && (await mcp.text()).includes("host_not_allowed")).toBe(false)
     expect((await api("GET", "/api/health/ping")).body.tunnelOpen).toBe(true)
 
@@ -226,7 +240,13 @@ echo "Installation complete! Log in to start using it."
       await new Promise((r) => setTimeout(r, 50))
       done = (await api("GET", "/api/tunnels/mesh/check")).body
     }
-    expect(done).toMatchObject({ loggedIn: true, backendState: "Running", hostname: "homebox", dnsName: "homebox.tail1234.ts.net", problem: null })
+    expect(done).toMatchObject({
+      loggedIn: true,
+      backendState: "Running",
+      hostname: "homebox",
+      dnsName: "homebox.tail1234.ts.net",
+      problem: null
+    })
     expect((await api("POST", "/api/tunnels/mesh/login", { hostname: "not a label" })).status).toBe(400)
   })
 
@@ -282,7 +302,11 @@ echo "Installation complete! Log in to start using it."
     for (const f of ["daemon", "login", "allowed"]) mesh.set(f)
     const { api } = await start({ MESH_TUNNEL_BIN: mesh.bin })
     const enabled = await api("POST", "/api/tunnels/mesh/enable", { hostname: "gw-home", port: 8080 })
-    expect(enabled.body).toMatchObject({ phase: "running", tunnelUrl: "https://gw-home.tail1234.ts.net/", targetUrl: "http://127.0.0.1:8080" })
+    expect(enabled.body).toMatchObject({
+      phase: "running",
+      tunnelUrl: "https://gw-home.tail1234.ts.net/",
+      targetUrl: "http://127.0.0.1:8080"
+    })
     expect(mesh.funnelRuns()[0]!.args).toEqual(["funnel", "http://127.0.0.1:8080"])
     await api("POST", "/api/tunnels/mesh/disable", {})
     mesh.set("bg", true, "http://127.0.0.1:8080")
@@ -345,9 +369,13 @@ describe("the mesh funnel on a gateway that does not run as root", () => {
     expect(made.code, made.stderr).toBe(0)
     const key: string = JSON.parse(made.stdout).secret
     execFileSync("chown", ["-R", "65534:65534", dataDir])
-    const server = await startServerProcess({ DATA_DIR: dataDir, MESH_TUNNEL_BIN: mesh.bin, PATH: `${sudo.binDir}:${process.env.PATH}`, HOME: dataDir }, [], {
-      prefix: ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-    })
+    const server = await startServerProcess(
+      { DATA_DIR: dataDir, MESH_TUNNEL_BIN: mesh.bin, PATH: `${sudo.binDir}:${process.env.PATH}`, HOME: dataDir },
+      [],
+      {
+        prefix: ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+      }
+    )
     try {
       const post = (route: string, body: unknown) => call(`${server.url}${route}`, { body, headers: { authorization: `Bearer ${key}` } })
       // Without a password the CLI refuses: the reason says what to do.
@@ -369,7 +397,8 @@ describe("the mesh funnel on a gateway that does not run as root", () => {
       const off = await post("/api/tunnels/mesh/disable", { sudoPassword: password })
       expect(off.body.phase).toBe("stopped")
       expect(alive(runs.at(-1)!.pid)).toBe(false)
-      for (const text of [JSON.stringify([denied.body, wrong.body, ok.body, off.body]), server.output()]) expect(text).not.toContain(password)
+      for (const text of [JSON.stringify([denied.body, wrong.body, ok.body, off.body]), server.output()])
+        expect(text).not.toContain(password)
       const files = (d: string): Array<string> =>
         fs.readdirSync(d, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(path.join(d, e.name)) : [path.join(d, e.name)]))
       await server.stop("SIGTERM")
@@ -383,14 +412,26 @@ describe("the mesh funnel on a gateway that does not run as root", () => {
 describe("requests through the token tunnel or the mesh funnel", () => {
   it("are remote: inference needs a key, the inspector and the feature flags refuse them; failed logins are counted per internet address, not against this machine", async () => {
     const { gw } = await start({ INITIAL_PASSWORD: "right-password-123" })
-    const viaToken = { host: "calm-otter-1.ngrok-free.app", "x-forwarded-for": "198.51.100.7", "x-forwarded-proto": "https", "x-gateway-tunnel": "token" }
-    const viaMesh = { host: "box.tail1234.ts.net", "x-forwarded-for": "198.51.100.8", "x-forwarded-host": "box.tail1234.ts.net", "tailscale-funnel-request": "?1" }
+    const viaToken = {
+      host: "calm-otter-1.ngrok-free.app",
+      "x-forwarded-for": "198.51.100.7",
+      "x-forwarded-proto": "https",
+      "x-gateway-tunnel": "token"
+    }
+    const viaMesh = {
+      host: "box.tail1234.ts.net",
+      "x-forwarded-for": "198.51.100.8",
+      "x-forwarded-host": "box.tail1234.ts.net",
+      "tailscale-funnel-request": "?1"
+    }
     for (const through of [viaToken, viaMesh]) {
       const models = await call(`${gw.url}/v1/models`, { headers: through })
       expect(models.status).toBe(401)
       expect(models.body.error.message).toMatch(/came through a tunnel from the internet/)
       expect((await call(`${gw.url}/api/tools/traffic-inspector/requests`, { headers: through })).status).toBe(403)
-      expect((await call(`${gw.url}/api/tools/traffic-inspector/requests`, { headers: { ...through, authorization: `Bearer ${ADMIN}` } })).status).toBe(403)
+      expect(
+        (await call(`${gw.url}/api/tools/traffic-inspector/requests`, { headers: { ...through, authorization: `Bearer ${ADMIN}` } })).status
+      ).toBe(403)
       expect((await call(`${gw.url}/api/settings/feature-flags`, { headers: through })).status).toBe(401)
       expect((await call(`${gw.url}/api/playground/presets`, { headers: through })).status).toBe(401)
       expect((await call(`${gw.url}/v1/models`, { headers: { ...through, authorization: `Bearer ${ADMIN}` } })).status).toBe(200)
@@ -408,7 +449,8 @@ describe("requests through the token tunnel or the mesh funnel", () => {
 })
 
 describe("the client address of a request", () => {
-  const req = (remoteAddress: string, headers: Record<string, string>) => ({ socket: { remoteAddress }, headers }) as unknown as import("node:http").IncomingMessage
+  const req = (remoteAddress: string, headers: Record<string, string>) =>
+    ({ socket: { remoteAddress }, headers }) as unknown as import("node:http").IncomingMessage
 
   it("through a tunnel (a marker on a loopback connection) is the one the edge appended; a marker from elsewhere changes nothing", () => {
     const marked = { "x-gateway-tunnel": "token", "x-forwarded-for": "10.9.9.9, 198.51.100.7" }

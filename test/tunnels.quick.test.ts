@@ -93,7 +93,14 @@ describe("the quick tunnel", () => {
   it("goes stopped → starting → running → stopped: the address is shown only once the helper says it is registered", async () => {
     const h = helper(tempDir("gw-tunnel-"), { urlDelayMs: 50, registerDelayMs: 700 })
     const { gw, api, statusUntil } = await start({ QUICK_TUNNEL_BIN: h.file })
-    expect((await api("GET")).body).toEqual({ phase: "stopped", running: false, publicUrl: null, apiUrl: null, targetUrl: gw.url, lastError: null })
+    expect((await api("GET")).body).toEqual({
+      phase: "stopped",
+      running: false,
+      publicUrl: null,
+      apiUrl: null,
+      targetUrl: gw.url,
+      lastError: null
+    })
     const enabled = await api("POST", { action: "enable" })
     expect(enabled.status).toBe(200)
     expect(enabled.body).toMatchObject({ phase: "starting", running: false, publicUrl: null })
@@ -202,7 +209,10 @@ describe("the quick tunnel and the gateway's process", () => {
     const key: string = JSON.parse(made.stdout).secret
     const server = await startServerProcess({ DATA_DIR: dataDir, QUICK_TUNNEL_BIN: h.file })
     try {
-      const post = await call(`${server.url}/api/tunnels/quick`, { body: { action: "enable" }, headers: { authorization: `Bearer ${key}` } })
+      const post = await call(`${server.url}/api/tunnels/quick`, {
+        body: { action: "enable" },
+        headers: { authorization: `Bearer ${key}` }
+      })
       expect(post.status).toBe(200)
       const end = Date.now() + 8000
       while (h.runs().length === 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 25))
@@ -247,7 +257,8 @@ describe("the quick tunnel after a crash of the gateway", () => {
       expect(alive(pid)).toBe(false)
       // The warning goes to stderr, which may arrive after the line saying it listens (stdout).
       const said = Date.now() + 3000
-      while (!second.output().includes("stopped 1 helper process left running") && Date.now() < said) await new Promise((r) => setTimeout(r, 25))
+      while (!second.output().includes("stopped 1 helper process left running") && Date.now() < said)
+        await new Promise((r) => setTimeout(r, 25))
       expect(second.output(), second.output()).toContain("stopped 1 helper process left running by a previous run of the gateway")
       const end = Date.now() + 8000
       while (h.runs().length < 2 && Date.now() < end) await new Promise((r) => setTimeout(r, 25))
@@ -265,7 +276,10 @@ describe("the quick tunnel stopped and started at once", () => {
     const { api, statusUntil } = await start({ QUICK_TUNNEL_BIN: h.file })
     await api("POST", { action: "enable" })
     await statusUntil((s) => s.phase === "running")
-    const [off, on] = await Promise.all([api("POST", { action: "disable" }), new Promise((r) => setTimeout(r, 5)).then(() => api("POST", { action: "enable" }))])
+    const [off, on] = await Promise.all([
+      api("POST", { action: "disable" }),
+      new Promise((r) => setTimeout(r, 5)).then(() => api("POST", { action: "enable" }))
+    ])
     expect(off.status).toBe(200)
     expect(on.status).toBe(200)
     const running = await statusUntil((s) => s.phase === "running")

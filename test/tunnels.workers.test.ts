@@ -15,7 +15,14 @@ const get = (url: string, agent: http.Agent, key: string, method = "GET", body?:
     const data = body === undefined ? undefined : JSON.stringify(body)
     const req = http.request(
       url,
-      { agent, method, headers: { authorization: `Bearer ${key}`, ...(data ? { "content-type": "application/json", "content-length": Buffer.byteLength(data) } : {}) } },
+      {
+        agent,
+        method,
+        headers: {
+          authorization: `Bearer ${key}`,
+          ...(data ? { "content-type": "application/json", "content-length": Buffer.byteLength(data) } : {})
+        }
+      },
       (res) => {
         let text = ""
         res.setEncoding("utf8")
@@ -69,7 +76,11 @@ describe("tunnels under --workers 2", () => {
       expect(alive(agent.runs()[0]!.pid)).toBe(false)
       expect((await get(`${server.url}/api/tunnels/token`, w1, key)).body.phase).toBe("stopped")
       await get(`${server.url}/api/tunnels/token`, w1, key, "POST", { action: "enable" })
-      await until("running again", async () => ((await get(`${server.url}/api/tunnels/token`, w2, key)).body.phase === "running" ? true : undefined), 10_000)
+      await until(
+        "running again",
+        async () => ((await get(`${server.url}/api/tunnels/token`, w2, key)).body.phase === "running" ? true : undefined),
+        10_000
+      )
       expect(agent.runs()).toHaveLength(2)
       w1.destroy()
       w2.destroy()

@@ -30,7 +30,8 @@ let opaque: FakeUpstream
 let steady: FakeUpstream
 const events: Array<GatewayEvent> = []
 
-const chat = (model: string, stream = false) => call(`${gw.url}/v1/chat/completions`, { body: { model, stream, messages: [{ role: "user", content: "hi" }] } })
+const chat = (model: string, stream = false) =>
+  call(`${gw.url}/v1/chat/completions`, { body: { model, stream, messages: [{ role: "user", content: "hi" }] } })
 
 /** The request's usage rows, once every request has written its own. */
 const usageRows = async (requestId: string | null) => {
@@ -47,7 +48,12 @@ const everywhere = async (res: { text: string; headers: Headers }) => {
   await gw.usageWritten()
   const stored = queryDb(gw.dataDir, "SELECT name, last_error FROM connections")
   const logs = gw.logs.map((l) => `${l.message} ${JSON.stringify(l.annotations)}`).join("\n")
-  return { rows, row, providers: providers.body, all: [res.text, JSON.stringify(rows), providers.text, JSON.stringify(stored), JSON.stringify(events), logs].join("\n") }
+  return {
+    rows,
+    row,
+    providers: providers.body,
+    all: [res.text, JSON.stringify(rows), providers.text, JSON.stringify(stored), JSON.stringify(events), logs].join("\n")
+  }
 }
 
 const expectNoSecret = (text: string) => {
@@ -64,11 +70,31 @@ beforeAll(async () => {
   gw = await startGateway({ timeouts: { headersMs: 2000, streamHeadersMs: 2000, firstContentMs: 2000, idleMs: 2000 } })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   const add = (body: Record<string, unknown>) => call(`${gw.url}/api/providers`, { body, headers: admin })
-  expect((await add({ provider: "openai-compatible", name: "leaky", apiKey: SHAPED, baseUrl: leaky.baseUrl("openai-chat"), defaultModel: "m1" })).status).toBe(201)
-  expect((await add({ provider: "anthropic", name: "opaque", apiKey: OPAQUE, baseUrl: opaque.baseUrl("anthropic"), defaultModel: "m1" })).status).toBe(201)
-  expect((await add({ provider: "anthropic", name: "steady", apiKey: "sk-ant-steady-0000", baseUrl: steady.baseUrl("anthropic"), defaultModel: "m1" })).status).toBe(201)
   expect(
-    (await call(`${gw.url}/api/combos`, { body: { name: "redirect-pair", strategy: "priority", targets: [{ model: "leaky/m1" }, { model: "steady/m1" }] }, headers: admin })).status
+    (await add({ provider: "openai-compatible", name: "leaky", apiKey: SHAPED, baseUrl: leaky.baseUrl("openai-chat"), defaultModel: "m1" }))
+      .status
+  ).toBe(201)
+  expect(
+    (await add({ provider: "anthropic", name: "opaque", apiKey: OPAQUE, baseUrl: opaque.baseUrl("anthropic"), defaultModel: "m1" })).status
+  ).toBe(201)
+  expect(
+    (
+      await add({
+        provider: "anthropic",
+        name: "steady",
+        apiKey: "sk-ant-steady-0000",
+        baseUrl: steady.baseUrl("anthropic"),
+        defaultModel: "m1"
+      })
+    ).status
+  ).toBe(201)
+  expect(
+    (
+      await call(`${gw.url}/api/combos`, {
+        body: { name: "redirect-pair", strategy: "priority", targets: [{ model: "leaky/m1" }, { model: "steady/m1" }] },
+        headers: admin
+      })
+    ).status
   ).toBe(201)
   gw.runtime.runFork(
     Effect.scoped(
@@ -102,10 +128,18 @@ describe("a provider key echoed in an upstream error", () => {
   ] as const
   const bodies = (secret: string) =>
     [
-      { kind: "JSON", body: { error: { message: `Incorrect API key provided: ${secret}`, type: "invalid_request_error", code: "invalid_api_key" } } },
+      {
+        kind: "JSON",
+        body: { error: { message: `Incorrect API key provided: ${secret}`, type: "invalid_request_error", code: "invalid_api_key" } }
+      },
       {
         kind: "JSON with the key elsewhere",
-        body: { type: "error", error: { type: "authentication_error", message: "invalid x-api-key" }, key: secret, echo: { headers: { authorization: `Bearer ${secret}` } } }
+        body: {
+          type: "error",
+          error: { type: "authentication_error", message: "invalid x-api-key" },
+          key: secret,
+          echo: { headers: { authorization: `Bearer ${secret}` } }
+        }
       },
       { kind: "text/plain", body: `bad key ${secret} (url-encoded: ${encodeURIComponent(secret)})` }
     ] as const
@@ -146,7 +180,12 @@ describe("a provider key echoed in an upstream error", () => {
 
     it(`a stream's error event mid-stream, ${target.how}`, async () => {
       const up = target.name === "leaky" ? leaky : opaque
-      up.always({ content: "one two three four", chunks: 4, streamErrorAfterChunks: 4, errorMessage: `Incorrect API key provided: ${target.secret}` })
+      up.always({
+        content: "one two three four",
+        chunks: 4,
+        streamErrorAfterChunks: 4,
+        errorMessage: `Incorrect API key provided: ${target.secret}`
+      })
       const res = await chat(`${target.name}/m1`, true)
       expect(res.status).toBe(200)
       expect(res.text).toContain("Incorrect API key provided")
@@ -169,7 +208,10 @@ describe("a provider key echoed in an upstream error", () => {
 
   it("provider validation answers no key either", async () => {
     opaque.next({ status: 401, body: `bad key ${OPAQUE}` })
-    const res = await call(`${gw.url}/api/providers/validate`, { body: { provider: "anthropic", apiKey: OPAQUE, baseUrl: opaque.baseUrl("anthropic") }, headers: admin })
+    const res = await call(`${gw.url}/api/providers/validate`, {
+      body: { provider: "anthropic", apiKey: OPAQUE, baseUrl: opaque.baseUrl("anthropic") },
+      headers: admin
+    })
     expect(res.body.ok).toBe(false)
     expect(res.body.error).toContain("bad key")
     expectNoSecret(res.text)
@@ -248,7 +290,11 @@ describe("error statuses and codes", () => {
 
   it("an error answer nested too deep is read as text: the client gets the upstream's status, not a reset or a 500", async () => {
     const deep = "[".repeat(5000) + "]".repeat(5000)
-    leaky.always({ status: 400, body: `{"error":{"message":"bad","type":"invalid_request_error","detail":${deep}}}`, headers: { "content-type": "application/json" } })
+    leaky.always({
+      status: 400,
+      body: `{"error":{"message":"bad","type":"invalid_request_error","detail":${deep}}}`,
+      headers: { "content-type": "application/json" }
+    })
     const res = await chat("leaky/m1")
     expect(res.status, res.text.slice(0, 300)).toBe(400)
     expect(res.body.error.type).toBe("invalid_request_error")
@@ -284,7 +330,14 @@ describe("scrubSecrets", () => {
   it("removes a secret in every form it may be echoed in, and pieces of it", () => {
     const secret = 'Zq8vR2mN4pL7"xK1wT5y/B9cD3'
     const plain = "Zq8vR2mN4pL7xK1wT5yB9cD3opaque"
-    const echoed = [secret, encodeURIComponent(secret), JSON.stringify(secret).slice(1, -1), Buffer.from(secret).toString("base64"), plain.slice(0, 14), plain.slice(-13)]
+    const echoed = [
+      secret,
+      encodeURIComponent(secret),
+      JSON.stringify(secret).slice(1, -1),
+      Buffer.from(secret).toString("base64"),
+      plain.slice(0, 14),
+      plain.slice(-13)
+    ]
     for (const form of echoed) {
       const out = scrubSecrets(`the key ${form} was refused`, [secret, plain])
       expect(out, form).not.toContain(form)
@@ -294,7 +347,9 @@ describe("scrubSecrets", () => {
   })
 
   it("leaves ordinary text alone, and ignores secrets too short to search for", () => {
-    expect(scrubSecrets("Incorrect API key provided; password: expected string", ["abc"])).toBe("Incorrect API key provided; password: expected string")
+    expect(scrubSecrets("Incorrect API key provided; password: expected string", ["abc"])).toBe(
+      "Incorrect API key provided; password: expected string"
+    )
     expect(redactText("messages: bad role")).toBe("messages: bad role")
   })
 

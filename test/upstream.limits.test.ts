@@ -132,7 +132,8 @@ let gw: TestGateway
 let raw: Raw
 let steady: FakeUpstream
 
-const chat = (model: string, stream = false) => call(`${gw.url}/v1/chat/completions`, { body: { model, stream, messages: [{ role: "user", content: "hi" }] } })
+const chat = (model: string, stream = false) =>
+  call(`${gw.url}/v1/chat/completions`, { body: { model, stream, messages: [{ role: "user", content: "hi" }] } })
 
 /** Waits until `check` holds, up to `deadlineMs` (a generous deadline, not a timing assertion). */
 const eventually = async (check: () => boolean, deadlineMs = 2000) => {
@@ -151,10 +152,28 @@ beforeAll(async () => {
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   const add = (body: Record<string, unknown>) => call(`${gw.url}/api/providers`, { body, headers: admin })
   expect((await add({ provider: "openai-compatible", name: "raw", baseUrl: raw.url, defaultModel: "m1" })).status).toBe(201)
-  expect((await add({ provider: "anthropic", name: "steady", apiKey: "sk-ant", baseUrl: steady.baseUrl("anthropic"), defaultModel: "m1" })).status).toBe(201)
-  expect((await add({ provider: "ollama", name: "rawollama", baseUrl: raw.url.replace(/\/v1$/, ""), defaultModel: "m1", timeouts: { idleMs: 10_000 } })).status).toBe(201)
   expect(
-    (await call(`${gw.url}/api/combos`, { body: { name: "pair", strategy: "priority", targets: [{ model: "raw/m1" }, { model: "steady/m1" }] }, headers: admin })).status
+    (await add({ provider: "anthropic", name: "steady", apiKey: "sk-ant", baseUrl: steady.baseUrl("anthropic"), defaultModel: "m1" }))
+      .status
+  ).toBe(201)
+  expect(
+    (
+      await add({
+        provider: "ollama",
+        name: "rawollama",
+        baseUrl: raw.url.replace(/\/v1$/, ""),
+        defaultModel: "m1",
+        timeouts: { idleMs: 10_000 }
+      })
+    ).status
+  ).toBe(201)
+  expect(
+    (
+      await call(`${gw.url}/api/combos`, {
+        body: { name: "pair", strategy: "priority", targets: [{ model: "raw/m1" }, { model: "steady/m1" }] },
+        headers: admin
+      })
+    ).status
   ).toBe(201)
 })
 afterAll(async () => {
@@ -175,7 +194,12 @@ describe("a client that goes away ends its upstream request at once", () => {
     patient = await startGateway()
     await patient.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
     expect(
-      (await call(`${patient.url}/api/providers`, { body: { provider: "openai-compatible", name: "raw", baseUrl: raw.url, defaultModel: "m1" }, headers: admin })).status
+      (
+        await call(`${patient.url}/api/providers`, {
+          body: { provider: "openai-compatible", name: "raw", baseUrl: raw.url, defaultModel: "m1" },
+          headers: admin
+        })
+      ).status
     ).toBe(201)
   })
   afterAll(() => patient?.close())
@@ -183,7 +207,9 @@ describe("a client that goes away ends its upstream request at once", () => {
   it("non-streamed, while the upstream has not answered yet", async () => {
     // A pooled (kept-alive) upstream connection first: its reuse must be cut as well.
     raw.set({ kind: "late", delayMs: 0 })
-    expect((await call(`${patient.url}/v1/chat/completions`, { body: { model: "raw/m1", messages: [{ role: "user", content: "hi" }] } })).status).toBe(200)
+    expect(
+      (await call(`${patient.url}/v1/chat/completions`, { body: { model: "raw/m1", messages: [{ role: "user", content: "hi" }] } })).status
+    ).toBe(200)
     raw.seen.length = 0
     raw.set({ kind: "late", delayMs: 20_000 })
     const ac = new AbortController()
@@ -303,7 +329,9 @@ describe("a whole answer larger than GATEWAY_MAX_UPSTREAM_RESPONSE_BYTES", () =>
     // One NDJSON line of 64 MB: the relay gives up at 16 MiB instead of buffering it whole (the
     // connection's own silence limit keeps the watchdog out of this: a line is not content yet).
     raw.set({ kind: "huge", bytes: 64 * 1024 * 1024, contentType: "application/x-ndjson" })
-    const res = await call(`${gw.url}/api/chat`, { body: { model: "rawollama/m1", stream: true, messages: [{ role: "user", content: "hi" }] } })
+    const res = await call(`${gw.url}/api/chat`, {
+      body: { model: "rawollama/m1", stream: true, messages: [{ role: "user", content: "hi" }] }
+    })
     expect(res.status, res.text.slice(0, 300)).toBe(502)
     expect(await eventually(() => raw.seen[0]?.closed === true)).toBe(true)
     expect(raw.seen[0]!.finished).toBe(false)
@@ -319,9 +347,18 @@ describe("a silent upstream of a non-streamed request is left within the timeout
 
   it("the environment overrides them", async () => {
     const read = (env: Record<string, string>) =>
-      Effect.runPromise(Effect.provide(StreamTimeouts, StreamTimeouts.layer).pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))), Effect.either))
+      Effect.runPromise(
+        Effect.provide(StreamTimeouts, StreamTimeouts.layer).pipe(
+          Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))),
+          Effect.either
+        )
+      )
     const t = await read({ GATEWAY_UPSTREAM_HEADERS_TIMEOUT_MS: "90000", GATEWAY_UPSTREAM_BODY_IDLE_TIMEOUT_MS: "15000" })
-    expect(t._tag === "Right" && t.right).toMatchObject({ headersMs: 90_000, bodyIdleMs: 15_000, streamHeadersMs: DEFAULT_STREAM_TIMEOUTS.streamHeadersMs })
+    expect(t._tag === "Right" && t.right).toMatchObject({
+      headersMs: 90_000,
+      bodyIdleMs: 15_000,
+      streamHeadersMs: DEFAULT_STREAM_TIMEOUTS.streamHeadersMs
+    })
     expect((await read({ GATEWAY_STREAM_IDLE_TIMEOUT_MS: "0" }))._tag).toBe("Left")
   })
 
@@ -351,14 +388,24 @@ describe("a silent upstream of a non-streamed request is left within the timeout
 describe("a connection's own timeouts", () => {
   beforeAll(async () => {
     const created = await call(`${gw.url}/api/providers`, {
-      body: { provider: "openai-compatible", name: "slowpoke", baseUrl: raw.url, defaultModel: "m1", timeouts: { headersMs: 5000, idleMs: 5000 } },
+      body: {
+        provider: "openai-compatible",
+        name: "slowpoke",
+        baseUrl: raw.url,
+        defaultModel: "m1",
+        timeouts: { headersMs: 5000, idleMs: 5000 }
+      },
       headers: admin
     })
     expect(created.status, created.text).toBe(201)
     expect(created.body.timeouts).toEqual({ headersMs: 5000, idleMs: 5000 })
     expect(
-      (await call(`${gw.url}/api/combos`, { body: { name: "slow-pair", strategy: "priority", targets: [{ model: "slowpoke/m1" }, { model: "steady/m1" }] }, headers: admin }))
-        .status
+      (
+        await call(`${gw.url}/api/combos`, {
+          body: { name: "slow-pair", strategy: "priority", targets: [{ model: "slowpoke/m1" }, { model: "steady/m1" }] },
+          headers: admin
+        })
+      ).status
     ).toBe(201)
   })
   const setTimeouts = (timeouts: unknown) => call(`${gw.url}/api/providers/slowpoke`, { method: "PUT", body: { timeouts }, headers: admin })

@@ -22,7 +22,9 @@ const insert = (ts: number, n: number) =>
     )
   )
 
-const count = Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT COUNT(*) AS n FROM usage`).pipe(Effect.map((r) => r[0]!.n))
+const count = Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT COUNT(*) AS n FROM usage`).pipe(
+  Effect.map((r) => r[0]!.n)
+)
 
 describe("usage retention", () => {
   it.scoped("deletes rows older than the retention period, then the oldest beyond the row cap, a minute after start and hourly", () =>

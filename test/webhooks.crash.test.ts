@@ -24,7 +24,9 @@ const pendingRows = (dir: string) => queryDb<{ n: number }>(dir, "SELECT count(*
 
 describe("pending deliveries and a crash", () => {
   // Three process starts (setup, the gateway, its restart): a generous limit for a loaded machine (nothing here asserts a time).
-  it("deliveries pending when the process is killed with SIGKILL are sent again after the restart, with the same webhook-id", { timeout: 90_000 }, async () => {
+  it("deliveries pending when the process is killed with SIGKILL are sent again after the restart, with the same webhook-id", {
+    timeout: 90_000
+  }, async () => {
     fake.upstream.always({ content: "hi" })
     const dataDir = tempDir()
     expect((await setupWithProvider(dataDir, fake.upstream.baseUrl)).code).toBe(0)
@@ -33,11 +35,17 @@ describe("pending deliveries and a crash", () => {
     let secret = ""
     const traces: Array<string> = []
     try {
-      const created = await call(`${first.url}/api/webhooks`, { body: { url: receiver.url, events: ["request.completed"] }, headers: admin })
+      const created = await call(`${first.url}/api/webhooks`, {
+        body: { url: receiver.url, events: ["request.completed"] },
+        headers: admin
+      })
       expect(created.status, created.text).toBe(201)
       secret = created.body.secret
       for (let i = 0; i < 3; i++) {
-        const res = await call(`${first.url}/v1/chat/completions`, { body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] }, headers: admin })
+        const res = await call(`${first.url}/v1/chat/completions`, {
+          body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] },
+          headers: admin
+        })
         expect(res.status).toBe(200)
         traces.push(res.headers.get("x-gateway-request-id")!)
       }

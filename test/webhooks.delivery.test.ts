@@ -22,7 +22,11 @@ import { Receiver, verifySpec, verifyStandardByHand, verifyWithLibrary } from ".
  * pending deliveries surviving a restart.
  */
 const SECRET = "whsec_00112233445566778899aabbccddeeff0011223344556677"
-const message = { id: "msg_test", event: "request.completed", body: JSON.stringify({ event: "request.completed", timestamp: "2020-01-01T00:00:00.000Z", data: {} }) }
+const message = {
+  id: "msg_test",
+  event: "request.completed",
+  body: JSON.stringify({ event: "request.completed", timestamp: "2020-01-01T00:00:00.000Z", data: {} })
+}
 
 /**
  * Waits (in real time, on the event loop: the receiver is a real server) until the delivery has
@@ -61,7 +65,10 @@ describe("the retry schedule (TestClock)", () => {
       const http = yield* UpstreamHttp
       const outcomes: Array<AttemptOutcome> = []
       const fiber = yield* Effect.fork(
-        deliver(http, () => ({ url: receiver.url, secret: SECRET }), message, { retryBase: "1 second", onAttempt: (o) => Effect.sync(() => outcomes.push(o)) })
+        deliver(http, () => ({ url: receiver.url, secret: SECRET }), message, {
+          retryBase: "1 second",
+          onAttempt: (o) => Effect.sync(() => outcomes.push(o))
+        })
       )
       const nextWait = makeWaits()
       for (const wait of [1000, 2000, 4000]) {
@@ -91,7 +98,10 @@ describe("the retry schedule (TestClock)", () => {
       for (const status of [404, 302]) {
         receiver.answer = () => status
         const before = receiver.deliveries.length
-        const out = yield* deliver(http, () => ({ url: receiver.url, secret: SECRET }), message, { retryBase: "1 second", onAttempt: () => Effect.void })
+        const out = yield* deliver(http, () => ({ url: receiver.url, secret: SECRET }), message, {
+          retryBase: "1 second",
+          onAttempt: () => Effect.void
+        })
         expect(out).toMatchObject({ ok: false, status, retryable: false })
         expect(receiver.deliveries.length - before).toBe(1)
         // Only the attempts' own 10 s limits, no retry wait.
@@ -108,7 +118,12 @@ describe("the retry schedule (TestClock)", () => {
       yield* Effect.promise(() => gone.close())
       const http = yield* UpstreamHttp
       const outcomes: Array<AttemptOutcome> = []
-      const fiber = yield* Effect.fork(deliver(http, () => ({ url, secret: SECRET }), message, { retryBase: "1 second", onAttempt: (o) => Effect.sync(() => outcomes.push(o)) }))
+      const fiber = yield* Effect.fork(
+        deliver(http, () => ({ url, secret: SECRET }), message, {
+          retryBase: "1 second",
+          onAttempt: (o) => Effect.sync(() => outcomes.push(o))
+        })
+      )
       const nextWait = makeWaits()
       for (const wait of [1000, 2000, 4000]) {
         expect(yield* nextWait).toBe(wait)
@@ -214,43 +229,49 @@ describe("delivery through the gateway", () => {
     }
   })
 
-  vit("a full queue (GATEWAY_WEBHOOK_QUEUE_SIZE) drops new deliveries, keeps the queued ones in order, warns once, and takes new ones once drained", async () => {
-    const gw = await setup({ GATEWAY_WEBHOOK_QUEUE_SIZE: "3" })
-    const receiver = await Receiver.start()
-    receiver.answer = () => "hang"
-    try {
-      const created = await hook(gw.url, { url: receiver.url, events: ["request.completed"] })
-      const chat = async () => {
-        const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: "up/m1", messages: [{ role: "user", content: "hi" }] } })
-        expect(res.status).toBe(200)
-        return res.headers.get("x-gateway-request-id")!
-      }
-      const dropping = () => gw.logs.filter((l) => l.message.includes(`webhook ${created.id}: 3 deliveries pending, dropping new 'request.completed' deliveries`))
-      // The first delivery hangs in flight and two wait behind it: the queue is full.
-      const traces = [await chat(), await chat(), await chat()]
-      await receiver.waitFor(1)
-      await waitUntil(() => queryDb(gw.dataDir, "SELECT count(*) AS n FROM webhook_deliveries")[0]?.n === 3)
-      expect(dropping()).toHaveLength(0)
-      // Three more requests: their deliveries are dropped, with one warning, and nothing is persisted for them.
-      for (let i = 0; i < 3; i++) await chat()
-      await waitUntil(() => dropping().length > 0)
-      expect(queryDb(gw.dataDir, "SELECT count(*) AS n FROM webhook_deliveries")[0]).toEqual({ n: 3 })
+  vit(
+    "a full queue (GATEWAY_WEBHOOK_QUEUE_SIZE) drops new deliveries, keeps the queued ones in order, warns once, and takes new ones once drained",
+    async () => {
+      const gw = await setup({ GATEWAY_WEBHOOK_QUEUE_SIZE: "3" })
+      const receiver = await Receiver.start()
+      receiver.answer = () => "hang"
+      try {
+        const created = await hook(gw.url, { url: receiver.url, events: ["request.completed"] })
+        const chat = async () => {
+          const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: "up/m1", messages: [{ role: "user", content: "hi" }] } })
+          expect(res.status).toBe(200)
+          return res.headers.get("x-gateway-request-id")!
+        }
+        const dropping = () =>
+          gw.logs.filter((l) =>
+            l.message.includes(`webhook ${created.id}: 3 deliveries pending, dropping new 'request.completed' deliveries`)
+          )
+        // The first delivery hangs in flight and two wait behind it: the queue is full.
+        const traces = [await chat(), await chat(), await chat()]
+        await receiver.waitFor(1)
+        await waitUntil(() => queryDb(gw.dataDir, "SELECT count(*) AS n FROM webhook_deliveries")[0]?.n === 3)
+        expect(dropping()).toHaveLength(0)
+        // Three more requests: their deliveries are dropped, with one warning, and nothing is persisted for them.
+        for (let i = 0; i < 3; i++) await chat()
+        await waitUntil(() => dropping().length > 0)
+        expect(queryDb(gw.dataDir, "SELECT count(*) AS n FROM webhook_deliveries")[0]).toEqual({ n: 3 })
 
-      // The receiver answers again: the queued three arrive in order; once drained, a new one is taken.
-      receiver.answer = () => 200
-      receiver.release()
-      await waitUntil(() => queryDb(gw.dataDir, "SELECT count(*) AS n FROM webhook_deliveries")[0]?.n === 0)
-      const after = await chat()
-      await receiver.waitFor(1, (d) => d.body.data.trace_id === after)
-      const delivered = new Map(receiver.deliveries.map((d) => [String(d.headers["webhook-id"]), d.body.data.trace_id as string]))
-      expect([...delivered.values()]).toEqual([...traces, after])
-      for (const d of receiver.deliveries) expect(verifyWithLibrary(created.secret, d)).toMatchObject({ event: "request.completed" })
-      expect(dropping()).toHaveLength(1)
-    } finally {
-      await gw.close()
-      await receiver.close()
+        // The receiver answers again: the queued three arrive in order; once drained, a new one is taken.
+        receiver.answer = () => 200
+        receiver.release()
+        await waitUntil(() => queryDb(gw.dataDir, "SELECT count(*) AS n FROM webhook_deliveries")[0]?.n === 0)
+        const after = await chat()
+        await receiver.waitFor(1, (d) => d.body.data.trace_id === after)
+        const delivered = new Map(receiver.deliveries.map((d) => [String(d.headers["webhook-id"]), d.body.data.trace_id as string]))
+        expect([...delivered.values()]).toEqual([...traces, after])
+        for (const d of receiver.deliveries) expect(verifyWithLibrary(created.secret, d)).toMatchObject({ event: "request.completed" })
+        expect(dropping()).toHaveLength(1)
+      } finally {
+        await gw.close()
+        await receiver.close()
+      }
     }
-  })
+  )
 
   vit("pending deliveries survive a restart and are delivered again with the same webhook-id", async () => {
     const receiver = await Receiver.start()
@@ -259,8 +280,16 @@ describe("delivery through the gateway", () => {
     const dir = gw1.dataDir
     try {
       const created = await hook(gw1.url, { url: receiver.url, events: ["provider.error"] })
-      await gw1.run(Effect.map(EventBus, (b) => b.publish("provider.error", { provider: "p", status: 503, consecutive_failures: 1, circuit_state: "CLOSED" })))
-      await gw1.run(Effect.map(EventBus, (b) => b.publish("provider.error", { provider: "p", status: 503, consecutive_failures: 2, circuit_state: "CLOSED" })))
+      await gw1.run(
+        Effect.map(EventBus, (b) =>
+          b.publish("provider.error", { provider: "p", status: 503, consecutive_failures: 1, circuit_state: "CLOSED" })
+        )
+      )
+      await gw1.run(
+        Effect.map(EventBus, (b) =>
+          b.publish("provider.error", { provider: "p", status: 503, consecutive_failures: 2, circuit_state: "CLOSED" })
+        )
+      )
       const [first] = await receiver.waitFor(1)
       await gw1.close()
       expect(queryDb(dir, "SELECT count(*) AS n FROM webhook_deliveries")[0]).toEqual({ n: 2 })

@@ -26,7 +26,10 @@ const names = new Map<string, ReadonlyArray<ResolvedAddress>>()
 
 const hooks = (body?: unknown, method?: string, suffix = "") => call(`${gw.url}/api/webhooks${suffix}`, { body, method, headers: admin })
 const chat = (model: string, key = USER) =>
-  call(`${gw.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${key}` } })
+  call(`${gw.url}/v1/chat/completions`, {
+    body: { model, messages: [{ role: "user", content: "hi" }] },
+    headers: { authorization: `Bearer ${key}` }
+  })
 const clearHooks = async () => {
   for (const h of (await hooks()).body.webhooks) expect((await hooks(undefined, "DELETE", `/${h.id}`)).status).toBe(200)
 }
@@ -57,8 +60,12 @@ beforeAll(async () => {
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   userKeyId = (await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "user", scopes: ["inference"] }, { secret: USER })))).id
   const add = (body: Record<string, unknown>) => call(`${gw.url}/api/providers`, { body, headers: admin })
-  expect((await add({ provider: "openai", name: "oai", apiKey: "sk-oai", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" })).status).toBe(201)
-  expect((await add({ provider: "openai-compatible", name: "alt", baseUrl: alt.baseUrl("openai-chat"), defaultModel: "m1" })).status).toBe(201)
+  expect(
+    (await add({ provider: "openai", name: "oai", apiKey: "sk-oai", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" })).status
+  ).toBe(201)
+  expect((await add({ provider: "openai-compatible", name: "alt", baseUrl: alt.baseUrl("openai-chat"), defaultModel: "m1" })).status).toBe(
+    201
+  )
 })
 afterAll(async () => {
   await gw?.close()
@@ -97,9 +104,18 @@ describe("/api/webhooks", () => {
     expect(list.body.webhooks).toEqual([{ ...created.body, secret: `${secret.slice(0, 10)}…` }])
     expect((await hooks(undefined, "GET", `/${id}`)).body).toEqual(created.body)
 
-    const put = await hooks({ events: ["request.completed", "quota.exceeded"], description: null, secret: "a-custom-secret-of-enough-length" }, "PUT", `/${id}`)
+    const put = await hooks(
+      { events: ["request.completed", "quota.exceeded"], description: null, secret: "a-custom-secret-of-enough-length" },
+      "PUT",
+      `/${id}`
+    )
     expect(put.status).toBe(200)
-    expect(put.body).toMatchObject({ id, events: ["request.completed", "quota.exceeded"], description: null, secret: "a-custom-secret-of-enough-length" })
+    expect(put.body).toMatchObject({
+      id,
+      events: ["request.completed", "quota.exceeded"],
+      description: null,
+      secret: "a-custom-secret-of-enough-length"
+    })
     expect((await hooks({ enabled: false }, "PUT", `/${id}`)).body.enabled).toBe(0)
     expect((await hooks({ enabled: 1 }, "PUT", `/${id}`)).body.enabled).toBe(1)
 
@@ -152,7 +168,12 @@ describe("/api/webhooks", () => {
   })
 
   it("refuses a metadata address at creation (SSRF policy), and an address a name comes to resolve to at delivery", async () => {
-    for (const url of ["http://169.254.169.254/hook", "http://metadata.google.internal/x", "http://[fd00:ec2::254]/x", "http://[::ffff:169.254.169.254]/x"]) {
+    for (const url of [
+      "http://169.254.169.254/hook",
+      "http://metadata.google.internal/x",
+      "http://[fd00:ec2::254]/x",
+      "http://[::ffff:169.254.169.254]/x"
+    ]) {
       const res = await hooks({ url })
       expect(res.status, url).toBe(400)
       expect(res.body.message).toMatch(/^url: .*metadata/)
@@ -197,7 +218,10 @@ describe("events from their sources", () => {
       const [d] = await receiver.waitFor(1)
       const body = verified(created.secret, d!)
       expect(body).toMatchObject({ event: "test.ping", data: { webhookId: created.id, message: expect.any(String) } })
-      expect((await hooks(undefined, "GET", `/${created.id}`)).body).toMatchObject({ last_status: 200, last_triggered_at: expect.any(String) })
+      expect((await hooks(undefined, "GET", `/${created.id}`)).body).toMatchObject({
+        last_status: 200,
+        last_triggered_at: expect.any(String)
+      })
     }
     receiver.deliveries.length = 0
     receiver.answer = () => 500
@@ -244,7 +268,13 @@ describe("events from their sources", () => {
       const error = verified(created.secret, receiver.of("provider.error")[0]!)
       expect(error.data).toMatchObject({ provider: "openai-compatible", status: 500, consecutive_failures: 1, circuit_state: "DEGRADED" })
       const failed = verified(created.secret, receiver.of("request.failed")[0]!)
-      expect(failed.data).toMatchObject({ trace_id: res.headers.get("x-gateway-request-id"), api_key_id: userKeyId, provider: "openai-compatible", model: "m1", status: 502 })
+      expect(failed.data).toMatchObject({
+        trace_id: res.headers.get("x-gateway-request-id"),
+        api_key_id: userKeyId,
+        provider: "openai-compatible",
+        model: "m1",
+        status: 502
+      })
       // The connection's own cooldown (not the breaker) would refuse the next request: forgotten.
       await gw.run(Effect.flatMap(Cooldowns, (c) => c.reset()))
       alt.always({})
@@ -261,7 +291,10 @@ describe("events from their sources", () => {
     // A key of its own: a budget counts what its key already spent today.
     const secret = "gwk_webhooks_budget_key_0123456789abcdef"
     const keyId = (await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "budgeted", scopes: ["inference"] }, { secret })))).id
-    const set = await call(`${gw.url}/api/usage/budget`, { body: { apiKeyId: keyId, dailyLimitUsd: 0.00015, warningThreshold: 0.5 }, headers: admin })
+    const set = await call(`${gw.url}/api/usage/budget`, {
+      body: { apiKeyId: keyId, dailyLimitUsd: 0.00015, warningThreshold: 0.5 },
+      headers: admin
+    })
     expect(set.status).toBe(200)
     // 11 + 7 tokens of gpt-4o cost $0.0000975: the first crosses the warning, the second the limit.
     expect((await chat("oai/gpt-4o", secret)).status).toBe(200)
@@ -276,7 +309,10 @@ describe("events from their sources", () => {
     const created = (await hooks({ url: receiver.url, events: ["quota.exceeded"] })).body
     const secret = "gwk_webhooks_tokens_key_0123456789abcdef"
     const keyId = (await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "token-limited", scopes: ["inference"] }, { secret })))).id
-    const limit = await call(`${gw.url}/api/usage/token-limits`, { body: { apiKeyId: keyId, scope: "model", model: "oai/gpt-4o", maxTokens: 30, window: "day" }, headers: admin })
+    const limit = await call(`${gw.url}/api/usage/token-limits`, {
+      body: { apiKeyId: keyId, scope: "model", model: "oai/gpt-4o", maxTokens: 30, window: "day" },
+      headers: admin
+    })
     expect(limit.status, limit.text).toBe(201)
     // 11 + 7 tokens a request: the first stays under 30, the second crosses it.
     expect((await chat("oai/gpt-4o", secret)).status).toBe(200)
@@ -304,7 +340,10 @@ describe("events from their sources", () => {
 
   it("a combo whose primary target fails over fires combo.switched", async () => {
     const created = (await hooks({ url: receiver.url, events: ["combo.switched"] })).body
-    const combo = await call(`${gw.url}/api/combos`, { body: { name: "hookpair", strategy: "priority", targets: [{ model: "alt/m1" }, { model: "oai/gpt-4o" }] }, headers: admin })
+    const combo = await call(`${gw.url}/api/combos`, {
+      body: { name: "hookpair", strategy: "priority", targets: [{ model: "alt/m1" }, { model: "oai/gpt-4o" }] },
+      headers: admin
+    })
     expect(combo.status).toBe(201)
     try {
       expect((await chat("hookpair")).status).toBe(200)

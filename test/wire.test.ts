@@ -17,7 +17,13 @@ const CONNECTIONS: ReadonlyArray<{ family: Family; body: Record<string, unknown>
   { family: "gemini", body: { provider: "gemini", name: "up-gem", apiKey: "gkey" } },
   { family: "ollama", body: { provider: "ollama", name: "up-oll" } }
 ]
-const MODEL: Record<Family, string> = { "openai-chat": "up-chat/m1", "openai-responses": "up-resp/m1", anthropic: "up-anth/m1", gemini: "up-gem/m1", ollama: "up-oll/m1" }
+const MODEL: Record<Family, string> = {
+  "openai-chat": "up-chat/m1",
+  "openai-responses": "up-resp/m1",
+  anthropic: "up-anth/m1",
+  gemini: "up-gem/m1",
+  ollama: "up-oll/m1"
+}
 
 let gw: TestGateway
 let up: FakeUpstream
@@ -27,7 +33,10 @@ beforeAll(async () => {
   gw = await startGateway({ timeouts: { firstContentMs: 300, idleMs: 300, streamHeadersMs: 2000 } })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   for (const { family, body } of CONNECTIONS) {
-    const res = await call(`${gw.url}/api/providers`, { body: { ...body, baseUrl: up.baseUrl(family), defaultModel: "m1" }, headers: { authorization: `Bearer ${ADMIN}` } })
+    const res = await call(`${gw.url}/api/providers`, {
+      body: { ...body, baseUrl: up.baseUrl(family), defaultModel: "m1" },
+      headers: { authorization: `Bearer ${ADMIN}` }
+    })
     expect(res.status).toBe(201)
   }
 })
@@ -62,7 +71,8 @@ const request = (client: Family, model: string, stream: boolean, extra: Record<s
 }
 
 /** The error message of a client-format error body. */
-const errorMessage = (client: Family, body: any): string | undefined => (client === "ollama" ? body?.error : client === "anthropic" ? body?.error?.message : body?.error?.message)
+const errorMessage = (client: Family, body: any): string | undefined =>
+  client === "ollama" ? body?.error : client === "anthropic" ? body?.error?.message : body?.error?.message
 
 const CLIENTS: ReadonlyArray<Family> = ["openai-chat", "openai-responses", "anthropic", "gemini", "ollama"]
 
@@ -88,7 +98,11 @@ describe("an error after streaming started", () => {
   it("reaches the openai SDK as an APIError (chat client, anthropic upstream)", async () => {
     up.next({ content: "partial answer", chunks: 4, streamErrorAfterChunks: 4, errorMessage: "Overloaded" })
     const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "x", maxRetries: 0 })
-    const stream = await client.chat.completions.create({ model: MODEL.anthropic, messages: [{ role: "user", content: "hi" }], stream: true })
+    const stream = await client.chat.completions.create({
+      model: MODEL.anthropic,
+      messages: [{ role: "user", content: "hi" }],
+      stream: true
+    })
     const err = await (async () => {
       for await (const _ of stream) {
         // read
@@ -111,7 +125,9 @@ describe("an error after streaming started", () => {
 
   it("is an Ollama error line for an Ollama client (responses upstream failing)", async () => {
     up.next({ content: "abc", failed: true, errorMessage: "model crashed" })
-    const res = await call(`${gw.url}/api/chat`, { body: { model: MODEL["openai-responses"], messages: [{ role: "user", content: "hi" }], stream: true } })
+    const res = await call(`${gw.url}/api/chat`, {
+      body: { model: MODEL["openai-responses"], messages: [{ role: "user", content: "hi" }], stream: true }
+    })
     const lines = res.text
       .trim()
       .split("\n")
@@ -159,7 +175,9 @@ describe("Responses pass-through", () => {
     expect(made.status).toBe(201)
     const first = await call(`${gw.url}/v1/responses`, { body: { model: "up-oai/m1", input: "hi" } })
     expect(first.status).toBe(200)
-    const second = await call(`${gw.url}/v1/responses`, { body: { model: "up-oai/m1", input: "and then?", previous_response_id: first.body.id } })
+    const second = await call(`${gw.url}/v1/responses`, {
+      body: { model: "up-oai/m1", input: "and then?", previous_response_id: first.body.id }
+    })
     expect(second.status, second.text).toBe(200)
     const sent = up.requests.at(-1)!.body
     expect(sent.previous_response_id).toBe(first.body.id)
@@ -167,7 +185,9 @@ describe("Responses pass-through", () => {
 
     // Answered with store: false, the id means nothing upstream: the gateway sends the history itself.
     const unstored = await call(`${gw.url}/v1/responses`, { body: { model: "up-oai/m1", input: "hi", store: false } })
-    const next = await call(`${gw.url}/v1/responses`, { body: { model: "up-oai/m1", input: "more", store: false, previous_response_id: unstored.body.id } })
+    const next = await call(`${gw.url}/v1/responses`, {
+      body: { model: "up-oai/m1", input: "more", store: false, previous_response_id: unstored.body.id }
+    })
     expect(next.status, next.text).toBe(200)
     const expanded = up.requests.at(-1)!.body
     expect(expanded).not.toHaveProperty("previous_response_id")
@@ -177,7 +197,9 @@ describe("Responses pass-through", () => {
 
   it("continues a conversation on another family from a response id made by a Responses upstream", async () => {
     const first = await call(`${gw.url}/v1/responses`, { body: { model: MODEL["openai-responses"], input: "remember 42" } })
-    const second = await call(`${gw.url}/v1/responses`, { body: { model: MODEL.anthropic, input: "what number?", previous_response_id: first.body.id } })
+    const second = await call(`${gw.url}/v1/responses`, {
+      body: { model: MODEL.anthropic, input: "what number?", previous_response_id: first.body.id }
+    })
     expect(second.status, second.text).toBe(200)
     const sent = up.requests.at(-1)!.body
     expect(sent.messages.map((m: any) => m.role)).toEqual(["user", "assistant", "user"])
@@ -189,7 +211,9 @@ describe("never an empty success", () => {
   it("a 200 whose body is an error is an error, in every upstream family", async () => {
     for (const upstream of ["openai-chat", "openai-responses", "anthropic", "gemini", "ollama"] as const) {
       up.next({ errorIn200: true, errorMessage: `broken ${upstream}` })
-      const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: MODEL[upstream], messages: [{ role: "user", content: "hi" }] } })
+      const res = await call(`${gw.url}/v1/chat/completions`, {
+        body: { model: MODEL[upstream], messages: [{ role: "user", content: "hi" }] }
+      })
       expect(res.status, upstream).toBeGreaterThanOrEqual(500)
       expect(res.body.error.message, upstream).toContain(`broken ${upstream}`)
     }
@@ -197,13 +221,17 @@ describe("never an empty success", () => {
 
   it("a response.failed is an error for a chat client, whole or streamed", async () => {
     up.next({ failed: true, errorMessage: "the model failed" })
-    const whole = await call(`${gw.url}/v1/chat/completions`, { body: { model: MODEL["openai-responses"], messages: [{ role: "user", content: "hi" }] } })
+    const whole = await call(`${gw.url}/v1/chat/completions`, {
+      body: { model: MODEL["openai-responses"], messages: [{ role: "user", content: "hi" }] }
+    })
     expect(whole.status).toBeGreaterThanOrEqual(400)
     expect(whole.body.error.message).toContain("the model failed")
     // A failed response is a transient failure: the connection cools down (docs/resilience.md).
     await gw.resetResilience()
     up.next({ failed: true, errorMessage: "the model failed" })
-    const streamed = await call(`${gw.url}/v1/chat/completions`, { body: { model: MODEL["openai-responses"], messages: [{ role: "user", content: "hi" }], stream: true } })
+    const streamed = await call(`${gw.url}/v1/chat/completions`, {
+      body: { model: MODEL["openai-responses"], messages: [{ role: "user", content: "hi" }], stream: true }
+    })
     expect(streamed.text).toContain("the model failed")
     expect(streamed.text).not.toContain("[DONE]")
   })
@@ -213,7 +241,9 @@ describe("stream watchdogs", () => {
   it("ends a stream that stalls after it started, with the client format's error event", async () => {
     up.next({ content: "a b c d", chunks: 4, stallAfterChunks: 2 })
     const started = Date.now()
-    const res = await call(`${gw.url}/v1/messages`, { body: { model: MODEL["openai-chat"], max_tokens: 50, messages: [{ role: "user", content: "hi" }], stream: true } })
+    const res = await call(`${gw.url}/v1/messages`, {
+      body: { model: MODEL["openai-chat"], max_tokens: 50, messages: [{ role: "user", content: "hi" }], stream: true }
+    })
     expect(Date.now() - started).toBeLessThan(5000)
     expect(res.text).toContain("event: error")
     expect(res.text).toMatch(/stalled|no content/)
@@ -221,14 +251,18 @@ describe("stream watchdogs", () => {
 
   it("ends a stream that sends headers but no content within the first-content timeout", async () => {
     up.next({ content: "late", stallAfterChunks: 0 })
-    const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: MODEL["openai-chat"], messages: [{ role: "user", content: "hi" }], stream: true } })
+    const res = await call(`${gw.url}/v1/chat/completions`, {
+      body: { model: MODEL["openai-chat"], messages: [{ role: "user", content: "hi" }], stream: true }
+    })
     expect(res.text).toContain("no content")
     expect(res.text).toContain("upstream_stalled")
   })
 
   it("answers 504 when the upstream sends no headers in time", async () => {
     up.next({ delayMs: 4000 })
-    const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: MODEL["openai-chat"], messages: [{ role: "user", content: "hi" }], stream: true } })
+    const res = await call(`${gw.url}/v1/chat/completions`, {
+      body: { model: MODEL["openai-chat"], messages: [{ role: "user", content: "hi" }], stream: true }
+    })
     expect(res.status).toBe(504)
     expect(res.body.error.code).toBe("upstream_timeout")
   })
@@ -239,7 +273,9 @@ describe("usage is recorded from every family, never 0/0", () => {
     for (const stream of [false, true]) {
       it(`${upstream}, ${stream ? "streamed" : "whole"}, translated to a chat client`, async () => {
         up.next({ content: "counted", usage: { input: 31, output: 17 } })
-        const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: MODEL[upstream], messages: [{ role: "user", content: "hi" }], stream } })
+        const res = await call(`${gw.url}/v1/chat/completions`, {
+          body: { model: MODEL[upstream], messages: [{ role: "user", content: "hi" }], stream }
+        })
         expect(res.status).toBe(200)
         await gw.usageWritten()
         const row = queryDb(gw.dataDir, "SELECT tokens_in, tokens_out, provider FROM usage ORDER BY id DESC LIMIT 1")[0]!
@@ -250,7 +286,9 @@ describe("usage is recorded from every family, never 0/0", () => {
 
   it("reads usage from a same-format stream it passes through (anthropic client and upstream)", async () => {
     up.next({ content: "passthrough", usage: { input: 44, output: 9 } })
-    const res = await call(`${gw.url}/v1/messages`, { body: { model: MODEL.anthropic, max_tokens: 50, messages: [{ role: "user", content: "hi" }], stream: true } })
+    const res = await call(`${gw.url}/v1/messages`, {
+      body: { model: MODEL.anthropic, max_tokens: 50, messages: [{ role: "user", content: "hi" }], stream: true }
+    })
     expect(res.text).toContain("message_stop")
     await gw.usageWritten()
     const row = queryDb(gw.dataDir, "SELECT tokens_in, tokens_out FROM usage ORDER BY id DESC LIMIT 1")[0]!
@@ -260,7 +298,13 @@ describe("usage is recorded from every family, never 0/0", () => {
 
 describe("reasoning signatures survive a round trip", () => {
   it("Anthropic thinking + signature, same format: sent back unchanged with thinking on", async () => {
-    up.next({ reasoning: { text: "plan", signature: "SIG-ANTHROPIC-1" }, toolCalls: [{ name: "get_weather", arguments: '{"location":"Paris"}' }] }, { content: "done" })
+    up.next(
+      {
+        reasoning: { text: "plan", signature: "SIG-ANTHROPIC-1" },
+        toolCalls: [{ name: "get_weather", arguments: '{"location":"Paris"}' }]
+      },
+      { content: "done" }
+    )
     const client = new Anthropic({ baseURL: gw.url, apiKey: "x", maxRetries: 0 })
     const tools = [{ name: "get_weather", input_schema: { type: "object" as const, properties: { location: { type: "string" } } } }]
     const base = { model: MODEL.anthropic, max_tokens: 4096, thinking: { type: "enabled" as const, budget_tokens: 2048 }, tools }
@@ -286,7 +330,12 @@ describe("reasoning signatures survive a round trip", () => {
     up.next({ reasoning: { text: "think", signature: "GEMINI-SIG-42" }, toolCalls: [{ name: "ls", arguments: "{}" }] }, { content: "done" })
     const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "x", maxRetries: 0 })
     const tools = [{ type: "function" as const, function: { name: "ls", parameters: { type: "object", properties: {} } } }]
-    const first = await client.chat.completions.create({ model: MODEL.gemini, messages: [{ role: "user", content: "list" }], tools, reasoning_effort: "low" })
+    const first = await client.chat.completions.create({
+      model: MODEL.gemini,
+      messages: [{ role: "user", content: "list" }],
+      tools,
+      reasoning_effort: "low"
+    })
     const message = first.choices[0]!.message
     expect((message as unknown as Record<string, unknown>)["reasoning_content"]).toBe("think")
     const callId = message.tool_calls![0]!.id
@@ -297,7 +346,10 @@ describe("reasoning signatures survive a round trip", () => {
     })
     expect(up.violations).toEqual([])
     const modelTurn = up.requests[1]!.body.contents[1]
-    expect(modelTurn.parts.find((p: any) => p.functionCall)).toMatchObject({ functionCall: { name: "ls" }, thoughtSignature: "GEMINI-SIG-42" })
+    expect(modelTurn.parts.find((p: any) => p.functionCall)).toMatchObject({
+      functionCall: { name: "ls" },
+      thoughtSignature: "GEMINI-SIG-42"
+    })
   })
 
   it("Anthropic thinking through a chat client: the round trip works (thinking off where the signature cannot return)", async () => {

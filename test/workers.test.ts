@@ -25,7 +25,11 @@ interface Answer {
 }
 
 /** One request on `agent`'s connection (`false`: a new connection). */
-const request = (url: string, agent: http.Agent | false, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<Answer> =>
+const request = (
+  url: string,
+  agent: http.Agent | false,
+  init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}
+): Promise<Answer> =>
   new Promise((resolve, reject) => {
     const data = init.body === undefined ? undefined : JSON.stringify(init.body)
     const req = http.request(
@@ -33,7 +37,10 @@ const request = (url: string, agent: http.Agent | false, init: { method?: string
       {
         agent,
         method: init.method ?? (data === undefined ? "GET" : "POST"),
-        headers: { ...(data === undefined ? {} : { "content-type": "application/json", "content-length": Buffer.byteLength(data) }), ...init.headers }
+        headers: {
+          ...(data === undefined ? {} : { "content-type": "application/json", "content-length": Buffer.byteLength(data) }),
+          ...init.headers
+        }
       },
       (res) => {
         let text = ""
@@ -170,14 +177,18 @@ describe("gateway --workers 2", () => {
     expect(total(after) - total(before) - averages, grew.join(", ")).toBeLessThan(5)
 
     // Read through worker 1, worker 2's requests are listed: gathered when asked.
-    const listed = (await request(`${gw.url}/api/tools/traffic-inspector/requests?source=agent-bridge&limit=1000`, a, { headers: admin })).body.requests as Array<any>
+    const listed = (await request(`${gw.url}/api/tools/traffic-inspector/requests?source=agent-bridge&limit=1000`, a, { headers: admin }))
+      .body.requests as Array<any>
     expect(listed.filter((e) => e.path === "/v1/chat/completions" && e.status === 200).length).toBeGreaterThanOrEqual(50)
   })
 
   it("a breaker opened by failures seen through worker 1 is open on worker 2 within 1 s; a reset through worker 2 closes it on worker 1", async () => {
     const patch = await request(`${gw.url}/api/resilience`, a, {
       method: "PATCH",
-      body: { providerBreaker: { apikey: { degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 60_000 } }, connectionCooldown: { apiKeyBaseMs: 1, maxCooldownMs: 1 } },
+      body: {
+        providerBreaker: { apikey: { degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 60_000 } },
+        connectionCooldown: { apiKeyBaseMs: 1, maxCooldownMs: 1 }
+      },
       headers: admin
     })
     expect(patch.status).toBe(200)
@@ -257,10 +268,15 @@ describe("gateway --workers 2", () => {
 
   it("the traffic inspector is one view: each worker lists the other's requests, a session spans both, the HTTP proxy started through worker 2 runs on worker 1", async () => {
     const T = "/api/tools/traffic-inspector"
-    const list = async (agent: http.Agent) => (await request(`${gw.url}${T}/requests?source=agent-bridge&limit=1000`, agent, { headers: admin })).body.requests as Array<any>
+    const list = async (agent: http.Agent) =>
+      (await request(`${gw.url}${T}/requests?source=agent-bridge&limit=1000`, agent, { headers: admin })).body.requests as Array<any>
     const before = new Set((await list(a)).map((e) => e.id))
     expect((await chat(gw.url, b)).status).toBe(200)
-    const served = await until("worker 1 lists the request worker 2 served", async () => (await list(a)).find((e) => !before.has(e.id) && e.status === 200), 5_000)
+    const served = await until(
+      "worker 1 lists the request worker 2 served",
+      async () => (await list(a)).find((e) => !before.has(e.id) && e.status === 200),
+      5_000
+    )
     expect(served).toMatchObject({ source: "agent-bridge", method: "POST", detectedKind: "llm" })
     expect((await list(b)).map((e) => e.id)).toContain(served.id)
 
@@ -269,17 +285,25 @@ describe("gateway --workers 2", () => {
     expect(started.status).toBe(201)
     await until(
       "worker 2 knows the session",
-      async () => ((await request(`${gw.url}${T}/sessions`, b, { headers: admin })).body.sessions as Array<any>).some((s) => s.id === started.body.id) || undefined,
+      async () =>
+        ((await request(`${gw.url}${T}/sessions`, b, { headers: admin })).body.sessions as Array<any>).some(
+          (s) => s.id === started.body.id
+        ) || undefined,
       5_000
     )
     expect((await chat(gw.url, b)).status).toBe(200)
     expect((await chat(gw.url, a)).status).toBe(200)
     await until(
       "the session holds both requests",
-      async () => ((await request(`${gw.url}${T}/sessions/${started.body.id}`, a, { headers: admin })).body.requests?.length ?? 0) >= 2 || undefined,
+      async () =>
+        ((await request(`${gw.url}${T}/sessions/${started.body.id}`, a, { headers: admin })).body.requests?.length ?? 0) >= 2 || undefined,
       5_000
     )
-    const stopped = await request(`${gw.url}${T}/sessions/${started.body.id}`, b, { method: "PATCH", body: { action: "stop" }, headers: admin })
+    const stopped = await request(`${gw.url}${T}/sessions/${started.body.id}`, b, {
+      method: "PATCH",
+      body: { action: "stop" },
+      headers: admin
+    })
     expect(stopped.status, JSON.stringify(stopped.body)).toBe(200)
     expect(stopped.body).toMatchObject({ state: "saved", count: 2 })
     const saved = await request(`${gw.url}${T}/sessions/${started.body.id}`, a, { headers: admin })
@@ -291,13 +315,20 @@ describe("gateway --workers 2", () => {
     expect(on.status, JSON.stringify(on.body)).toBe(200)
     const port = on.body.httpProxy.port as number
     expect(on.body.httpProxy).toMatchObject({ running: true })
-    for (const agent of [a, b]) expect((await request(`${gw.url}${T}/capture-modes`, agent, { headers: admin })).body.httpProxy).toMatchObject({ running: true, port })
+    for (const agent of [a, b])
+      expect((await request(`${gw.url}${T}/capture-modes`, agent, { headers: admin })).body.httpProxy).toMatchObject({
+        running: true,
+        port
+      })
     const target = new URL(up.baseUrl("openai-chat"))
     const viaProxy = await new Promise<number>((resolve, reject) => {
-      const req = http.request({ host: "127.0.0.1", port, method: "GET", path: `${target.origin}/proxied-through-worker-1`, headers: { host: target.host } }, (res) => {
-        res.resume()
-        res.on("end", () => resolve(res.statusCode ?? 0))
-      })
+      const req = http.request(
+        { host: "127.0.0.1", port, method: "GET", path: `${target.origin}/proxied-through-worker-1`, headers: { host: target.host } },
+        (res) => {
+          res.resume()
+          res.on("end", () => resolve(res.statusCode ?? 0))
+        }
+      )
       req.on("error", reject)
       req.end()
     })
@@ -305,7 +336,9 @@ describe("gateway --workers 2", () => {
     await until(
       "worker 2 lists the proxied request",
       async () =>
-        ((await request(`${gw.url}${T}/requests?source=http-proxy`, b, { headers: admin })).body.requests as Array<any>).find((e) => e.path === "/proxied-through-worker-1"),
+        ((await request(`${gw.url}${T}/requests?source=http-proxy`, b, { headers: admin })).body.requests as Array<any>).find(
+          (e) => e.path === "/proxied-through-worker-1"
+        ),
       5_000
     )
     const off = await request(`${gw.url}${T}/capture-modes/http-proxy`, a, { body: { action: "stop" }, headers: admin })
@@ -379,7 +412,9 @@ describe("gateway --workers 2: operator stop", () => {
       expect(stop.status).toBe(202)
       a.destroy()
       b.destroy()
-      const code = await new Promise<number | null>((r) => (gw.child.exitCode !== null ? r(gw.child.exitCode) : gw.child.once("exit", (c) => r(c))))
+      const code = await new Promise<number | null>((r) =>
+        gw.child.exitCode !== null ? r(gw.child.exitCode) : gw.child.once("exit", (c) => r(c))
+      )
       expect(code).toBe(0)
       for (const pid of pids) expect(alive(pid)).toBe(false)
     } finally {

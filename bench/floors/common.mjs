@@ -9,7 +9,8 @@ const rootRequire = createRequire(path.join(ROOT, "package.json"))
 
 export const { Agent } = rootRequire("undici")
 /** An ESM module of the gateway's `effect` package, e.g. `effect("Effect")`. */
-export const effect = (name) => import(pathToFileURL(path.join(path.dirname(rootRequire.resolve("effect/package.json")), "dist/esm", `${name}.js`)).href)
+export const effect = (name) =>
+  import(pathToFileURL(path.join(path.dirname(rootRequire.resolve("effect/package.json")), "dist/esm", `${name}.js`)).href)
 
 export const arg = (name, dflt) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : dflt)
 export const upstreamOrigin = () => new URL(arg("--upstream", "http://127.0.0.1:8000")).origin

@@ -59,7 +59,9 @@ Effect.runFork(
   Effect.scoped(
     Effect.gen(function* () {
       const fibers = yield* FiberSet.make()
-      const run = yield* FiberSet.runtime(fibers)().pipe(Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.disable(RuntimeFlags.RuntimeMetrics)))
+      const run = yield* FiberSet.runtime(fibers)().pipe(
+        Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.disable(RuntimeFlags.RuntimeMetrics))
+      )
       const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
         const fiber = run(program(req, res))
         res.once("close", () => {

@@ -18,24 +18,33 @@ const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
       res.writeHead(400, { "content-type": "application/json" })
       return res.end('{"error":{"message":"request body is not JSON"}}')
     }
-    agent.request({ origin, path: req.url, method: "POST", headers: { "content-type": "application/json", authorization: req.headers.authorization ?? "" }, body }, (err, up) => {
-      if (err) {
-        res.writeHead(502, { "content-type": "application/json" })
-        return res.end(JSON.stringify({ error: { message: err.message } }))
+    agent.request(
+      {
+        origin,
+        path: req.url,
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: req.headers.authorization ?? "" },
+        body
+      },
+      (err, up) => {
+        if (err) {
+          res.writeHead(502, { "content-type": "application/json" })
+          return res.end(JSON.stringify({ error: { message: err.message } }))
+        }
+        const type = String(up.headers["content-type"] ?? "")
+        if (type.includes("event-stream")) {
+          res.writeHead(up.statusCode, { "content-type": type, "cache-control": "no-cache" })
+          up.body.on("data", (c) => res.write(c))
+          up.body.on("end", () => res.end())
+          return
+        }
+        readAll(up.body, (buf) => {
+          JSON.parse(buf.toString("utf8"))
+          res.writeHead(up.statusCode, { "content-type": "application/json", "content-length": buf.length })
+          res.end(buf)
+        })
       }
-      const type = String(up.headers["content-type"] ?? "")
-      if (type.includes("event-stream")) {
-        res.writeHead(up.statusCode, { "content-type": type, "cache-control": "no-cache" })
-        up.body.on("data", (c) => res.write(c))
-        up.body.on("end", () => res.end())
-        return
-      }
-      readAll(up.body, (buf) => {
-        JSON.parse(buf.toString("utf8"))
-        res.writeHead(up.statusCode, { "content-type": "application/json", "content-length": buf.length })
-        res.end(buf)
-      })
-    })
+    )
   })
 })
 listen(server)

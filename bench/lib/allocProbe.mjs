@@ -25,7 +25,8 @@ const waitFor = async (file, ok, what, timeoutMs) => {
     const s = read(file)
     if (s?.state === "error" || s?.state === "unsupported") throw new Error(`alloc probe: ${s.error}`)
     if (s && ok(s)) return s
-    if (Date.now() > deadline) throw new Error(`alloc probe: ${what} not written to ${file} within ${timeoutMs} ms (last: ${JSON.stringify(s)})`)
+    if (Date.now() > deadline)
+      throw new Error(`alloc probe: ${what} not written to ${file} within ${timeoutMs} ms (last: ${JSON.stringify(s)})`)
     await sleep(5)
   }
 }

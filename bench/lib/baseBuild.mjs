@@ -7,7 +7,8 @@ import * as os from "node:os"
 import * as path from "node:path"
 
 const tsc = (rootDir) => path.join(rootDir, "node_modules/typescript/bin/tsc")
-const build = (rootDir, dir) => execFileSync(process.execPath, [tsc(rootDir), "-p", "tsconfig.build.json", "--incremental", "false"], { cwd: dir, stdio: "inherit" })
+const build = (rootDir, dir) =>
+  execFileSync(process.execPath, [tsc(rootDir), "-p", "tsconfig.build.json", "--incremental", "false"], { cwd: dir, stdio: "inherit" })
 
 /** The merge base with main: what "before this branch" means by default. */
 export const mergeBase = (rootDir) => execFileSync("git", ["merge-base", "HEAD", "main"], { cwd: rootDir }).toString().trim()

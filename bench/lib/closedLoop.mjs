@@ -15,7 +15,14 @@ export const makeClosedLoop = ({ seconds, concurrency }) => {
     new Promise((resolve, reject) => {
       const u = new URL(url)
       const req = http.request(
-        { host: u.hostname, port: u.port, path: u.pathname, method: "POST", headers: { ...headers, "content-length": Buffer.byteLength(body) }, agent },
+        {
+          host: u.hostname,
+          port: u.port,
+          path: u.pathname,
+          method: "POST",
+          headers: { ...headers, "content-length": Buffer.byteLength(body) },
+          agent
+        },
         (res) => {
           res.resume()
           res.on("end", () => resolve(res.statusCode))
@@ -26,7 +33,11 @@ export const makeClosedLoop = ({ seconds, concurrency }) => {
     })
   /** A management call with the target's admin headers: its JSON answer; anything but 2xx throws. */
   const admin = async (t, method, p, body) => {
-    const res = await fetch(`${t.baseUrl}${p}`, { method, headers: t.adminHeaders, body: body === undefined ? undefined : JSON.stringify(body) })
+    const res = await fetch(`${t.baseUrl}${p}`, {
+      method,
+      headers: t.adminHeaders,
+      body: body === undefined ? undefined : JSON.stringify(body)
+    })
     if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${await res.text()}`)
     return res.json().catch(() => undefined)
   }
@@ -45,7 +56,12 @@ export const makeClosedLoop = ({ seconds, concurrency }) => {
       })
     )
     latencies.sort((a, b) => a - b)
-    return { rps: latencies.length / seconds, p50: latencies[Math.floor(latencies.length * 0.5)], p99: latencies[Math.floor(latencies.length * 0.99)], errors }
+    return {
+      rps: latencies.length / seconds,
+      p50: latencies[Math.floor(latencies.length * 0.5)],
+      p99: latencies[Math.floor(latencies.length * 0.99)],
+      errors
+    }
   }
   return { agent, admin, load }
 }

@@ -63,5 +63,8 @@ process.on("SIGUSR1", () => {
   fibers = 0
 })
 process.on("SIGUSR2", () => {
-  writeFileSync(process.env.EFFECT_OPS_OUT ?? "effect-ops.json", JSON.stringify({ patched, ops: Object.values(counts).reduce((a, b) => a + b, 0), fibers, byOp: counts }))
+  writeFileSync(
+    process.env.EFFECT_OPS_OUT ?? "effect-ops.json",
+    JSON.stringify({ patched, ops: Object.values(counts).reduce((a, b) => a + b, 0), fibers, byOp: counts })
+  )
 })

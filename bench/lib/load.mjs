@@ -13,12 +13,18 @@ export const request = (url, { method = "POST", headers = {}, body, agent, timeo
   new Promise((resolve) => {
     const t0 = performance.now()
     const payload = body === undefined ? undefined : Buffer.from(body)
-    const req = http.request(url, { method, agent, headers: payload ? { ...headers, "content-length": payload.length } : headers }, (res) => {
-      const parts = []
-      res.on("data", (c) => parts.push(c))
-      res.on("end", () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(parts).toString("utf8"), ms: performance.now() - t0 }))
-      res.on("error", (error) => resolve({ error, ms: performance.now() - t0 }))
-    })
+    const req = http.request(
+      url,
+      { method, agent, headers: payload ? { ...headers, "content-length": payload.length } : headers },
+      (res) => {
+        const parts = []
+        res.on("data", (c) => parts.push(c))
+        res.on("end", () =>
+          resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(parts).toString("utf8"), ms: performance.now() - t0 })
+        )
+        res.on("error", (error) => resolve({ error, ms: performance.now() - t0 }))
+      }
+    )
     req.setTimeout(timeoutMs, () => req.destroy(new Error(`timeout after ${timeoutMs} ms`)))
     req.on("error", (error) => resolve({ error, ms: performance.now() - t0 }))
     req.end(payload)
@@ -84,21 +90,24 @@ export const latencyRun = async (url, { headers, body, durationMs, check }) => {
  */
 export const throughputRun = (url, { headers, body, connections, durationS, onResponse }) =>
   new Promise((resolve, reject) => {
-    const inst = autocannon({ url, method: "POST", headers, body, connections, duration: durationS, pipelining: 1, timeout: 20, sampleInt: 250 }, (err, r) => {
-      if (err) return reject(err)
-      const ok = r["2xx"] ?? 0
-      resolve({
-        rps: ok / r.duration,
-        ok,
-        non2xx: r.non2xx ?? 0,
-        errors: r.errors ?? 0,
-        timeouts: r.timeouts ?? 0,
-        durationS: r.duration,
-        latencyP50: r.latency?.p50 ?? null,
-        latencyP99: r.latency?.p99 ?? null,
-        statusCodeStats: r.statusCodeStats
-      })
-    })
+    const inst = autocannon(
+      { url, method: "POST", headers, body, connections, duration: durationS, pipelining: 1, timeout: 20, sampleInt: 250 },
+      (err, r) => {
+        if (err) return reject(err)
+        const ok = r["2xx"] ?? 0
+        resolve({
+          rps: ok / r.duration,
+          ok,
+          non2xx: r.non2xx ?? 0,
+          errors: r.errors ?? 0,
+          timeouts: r.timeouts ?? 0,
+          durationS: r.duration,
+          latencyP50: r.latency?.p50 ?? null,
+          latencyP99: r.latency?.p99 ?? null,
+          statusCodeStats: r.statusCodeStats
+        })
+      }
+    )
     if (onResponse) inst.on("response", onResponse)
   })
 

@@ -35,7 +35,9 @@ export const markdownTable = (rows) => {
     }
     const vals = TARGETS.map((t) => (r.text ? (r.text[t] ?? "–") : cell(r.values?.[t], r.digits)))
     const rt = r.ratios ?? {}
-    lines.push(`| ${r.label} | ${vals.join(" | ")} | ${x(rt.vsDirect)} | ${x(rt.vsFloor)} | ${x(rt.vsPeer)} | ${r.target ?? ""} | ${passCell(r.pass)} |`)
+    lines.push(
+      `| ${r.label} | ${vals.join(" | ")} | ${x(rt.vsDirect)} | ${x(rt.vsFloor)} | ${x(rt.vsPeer)} | ${r.target ?? ""} | ${passCell(r.pass)} |`
+    )
   }
   return lines.join("\n")
 }

@@ -68,7 +68,14 @@ const startupProbe = (t) => ({ headers: t.headers, body: chatBody(t.model("json-
 /** The mock upstream on core `core`; also the "direct" target (its process is the mock). */
 export const startMock = async ({ benchDir, core, pin }) => {
   const t = target("direct")
-  const proc = spawnChild({ name: "mock", cmd: process.execPath, args: [path.join(benchDir, "mock-upstream.mjs")], env: baseEnv({}), core, pin })
+  const proc = spawnChild({
+    name: "mock",
+    cmd: process.execPath,
+    args: [path.join(benchDir, "mock-upstream.mjs")],
+    env: baseEnv({}),
+    core,
+    pin
+  })
   t.proc = proc
   t.pid = proc.pid
   const m = await waitForLine(proc, /listening (\d+)/)
@@ -119,9 +126,17 @@ export const prepareGateway = async ({ rootDir, mock, core, pin }) => {
   registerTempDir(dataDir)
   const env = baseEnv({ DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN_KEY, LOG_LEVEL: "warning" })
   const cli = async (args) => {
-    const proc = spawnChild({ name: `gateway ${args[0]}`, cmd: process.execPath, args: [path.join(rootDir, "bin/gateway"), ...args], env, core, pin })
+    const proc = spawnChild({
+      name: `gateway ${args[0]}`,
+      cmd: process.execPath,
+      args: [path.join(rootDir, "bin/gateway"), ...args],
+      env,
+      core,
+      pin
+    })
     const info = await proc.exited
-    if (info.code !== 0) throw new Error(`gateway ${args.slice(0, 2).join(" ")} failed (${info.code ?? info.signal}):\n${proc.output().slice(-2000)}`)
+    if (info.code !== 0)
+      throw new Error(`gateway ${args.slice(0, 2).join(" ")} failed (${info.code ?? info.signal}):\n${proc.output().slice(-2000)}`)
     return proc.stdout()
   }
   await cli([
@@ -253,14 +268,23 @@ export const verifyTarget = async (t, { sseOnce, streamComplete, chunks }) => {
   out.json10k = { status: j10.status, bytes: j10.body?.length ?? 0 }
   const burst = await sseOnce(t.chatUrl, { headers: t.headers, body: streamBody(t.model("sse-burst")) })
   const paced = await pacedCheck
-  out.ssePaced = { status: paced.status, chunks: paced.chunks, done: paced.done, usage: paced.usage, ms: Math.round(paced.ms), maxGapMs: paced.maxGap }
+  out.ssePaced = {
+    status: paced.status,
+    chunks: paced.chunks,
+    done: paced.done,
+    usage: paced.usage,
+    ms: Math.round(paced.ms),
+    maxGapMs: paced.maxGap
+  }
   out.sseBurst = { status: burst.status, chunks: burst.chunks, done: burst.done, usage: burst.usage }
   const problems = []
   if (j1.status !== 200 || p1?.id !== "chatcmpl-bench0000000000000000000000" || !p1?.usage?.total_tokens)
     problems.push(`JSON 1 KB: ${j1.status} ${String(j1.body ?? j1.error?.message).slice(0, 200)}`)
   if (j10.status !== 200 || (j10.body?.length ?? 0) < 9000) problems.push(`JSON 10 KB: ${j10.status}, ${j10.body?.length ?? 0} bytes`)
-  if (!streamComplete(paced, chunks)) problems.push(`paced SSE: status ${paced.status}, ${paced.chunks} chunks, done ${paced.done} ${paced.error ?? ""}`)
-  if (!streamComplete(burst, chunks)) problems.push(`burst SSE: status ${burst.status}, ${burst.chunks} chunks, done ${burst.done} ${burst.error ?? ""}`)
+  if (!streamComplete(paced, chunks))
+    problems.push(`paced SSE: status ${paced.status}, ${paced.chunks} chunks, done ${paced.done} ${paced.error ?? ""}`)
+  if (!streamComplete(burst, chunks))
+    problems.push(`burst SSE: status ${burst.status}, ${burst.chunks} chunks, done ${burst.done} ${burst.error ?? ""}`)
   // A paced stream must arrive paced (not buffered to the end): 64 chunks 20 ms apart take ~1.26 s.
   if (paced.ttft !== null && paced.ttft > 500) problems.push(`paced SSE: first content after ${Math.round(paced.ttft)} ms (buffered?)`)
   out.problems = problems
@@ -288,8 +312,17 @@ export const translatedRequest = (t, pair) => {
       return gateway
         ? {
             url: `${t.baseUrl}/v1/messages`,
-            headers: { "content-type": "application/json", "x-api-key": t.headers.authorization.slice(7), "anthropic-version": "2023-06-01" },
-            body: JSON.stringify({ model: t.model("sse-burst"), max_tokens: 512, messages: [{ role: "user", content: PROMPT }], stream: true }),
+            headers: {
+              "content-type": "application/json",
+              "x-api-key": t.headers.authorization.slice(7),
+              "anthropic-version": "2023-06-01"
+            },
+            body: JSON.stringify({
+              model: t.model("sse-burst"),
+              max_tokens: 512,
+              messages: [{ role: "user", content: PROMPT }],
+              stream: true
+            }),
             count: count(/"type":"content_block_delta"/g)
           }
         : { url: t.chatUrl, headers: t.headers, body: streamBody("sse-burst"), count: count(/"content":"[^"]/g) }
@@ -329,7 +362,14 @@ export const addTranslationProviders = async (t, mock) => {
   ]) {
     const r = await request(`${t.baseUrl}/api/providers`, {
       headers: t.adminHeaders,
-      body: JSON.stringify({ provider, name, baseUrl: mock.baseUrl, apiKey: UPSTREAM_KEY, defaultModel: "sse-burst", models: ["sse-burst"] })
+      body: JSON.stringify({
+        provider,
+        name,
+        baseUrl: mock.baseUrl,
+        apiKey: UPSTREAM_KEY,
+        defaultModel: "sse-burst",
+        models: ["sse-burst"]
+      })
     })
     if (r.status >= 300) throw new Error(`POST /api/providers (${provider}): ${r.status} ${r.body}`)
   }

@@ -103,7 +103,8 @@ export const cli = (argv: ReadonlyArray<string>) => {
   const args = normaliseArgv(argv)
   const words = args.slice(2)
   const json = words.includes("--json")
-  const fail = (code: number, line: string) => Console.error(`${red("error:", colourOn(process.stderr, json))} ${line}`).pipe(Effect.zipRight(exitWith(code)))
+  const fail = (code: number, line: string) =>
+    Console.error(`${red("error:", colourOn(process.stderr, json))} ${line}`).pipe(Effect.zipRight(exitWith(code)))
   return withParserConsole(run(args), json).pipe(
     Effect.catchIf(ValidationError.isValidationError, (e) => fail(2, describeValidationError(e, words, command, subcommands))),
     Effect.catchAll((e) => {

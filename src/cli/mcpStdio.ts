@@ -40,7 +40,10 @@ export const serveStdio = (overrides: Partial<AppConfigShape>) => {
     const narrowed = yield* Config.string("GATEWAY_MCP_SCOPES").pipe(Config.option, Effect.orDie)
     // Skill raw URLs point at the HTTP server this configuration would run.
     const connectHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host
-    const caller = stdioCaller(Option.getOrUndefined(narrowed), `http://${connectHost.includes(":") ? `[${connectHost}]` : connectHost}:${port}`)
+    const caller = stdioCaller(
+      Option.getOrUndefined(narrowed),
+      `http://${connectHost.includes(":") ? `[${connectHost}]` : connectHost}:${port}`
+    )
     if (typeof caller === "string") return yield* new BadRequest({ message: caller })
     const runtime = yield* Effect.runtime<never>()
     const server = makeMcpServer(tools, Runtime.runPromise(runtime), () => caller)

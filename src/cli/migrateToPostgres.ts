@@ -53,7 +53,10 @@ const INTEGER_TYPES = new Set(["bigint", "integer", "smallint"])
  * inside the PostgreSQL transaction would otherwise be sent to PostgreSQL.
  */
 const onSource = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-  Effect.mapInputContext(effect, (ctx: Context.Context<never>) => Context.omit(SqlClient.TransactionConnection)(ctx) as Context.Context<never>)
+  Effect.mapInputContext(
+    effect,
+    (ctx: Context.Context<never>) => Context.omit(SqlClient.TransactionConnection)(ctx) as Context.Context<never>
+  )
 
 const quote = (name: string) => `"${name.replace(/"/g, '""')}"`
 
@@ -61,14 +64,21 @@ export const migrateToPostgres = (options: { readonly from: string; readonly to:
   Effect.scoped(
     Effect.gen(function* () {
       const display = maskUrl(Redacted.value(options.to))
-      if (!fs.existsSync(options.from)) return yield* new MigrateError({ message: `--from ${options.from}: no such file (the gateway's SQLite database is DATA_DIR/gateway.db)` })
+      if (!fs.existsSync(options.from))
+        return yield* new MigrateError({
+          message: `--from ${options.from}: no such file (the gateway's SQLite database is DATA_DIR/gateway.db)`
+        })
       const check = Sqlite.checkDatabaseFile(options.from)
       if (check._tag === "Invalid") return yield* new MigrateError({ message: `--from ${options.from}: ${check.reason}` })
 
-      const src = yield* SqliteClient.make({ filename: options.from }).pipe(Effect.mapError((e) => new MigrateError({ message: `--from ${options.from}: ${String(e)}` })))
+      const src = yield* SqliteClient.make({ filename: options.from }).pipe(
+        Effect.mapError((e) => new MigrateError({ message: `--from ${options.from}: ${String(e)}` }))
+      )
       yield* Effect.orDie(Sqlite.configure(src))
       yield* Effect.provideService(migrate, SqlClient.SqlClient, src).pipe(
-        Effect.mapError((e) => new MigrateError({ message: `--from ${options.from}: cannot bring it to this build's schema: ${e.message}` }))
+        Effect.mapError(
+          (e) => new MigrateError({ message: `--from ${options.from}: cannot bring it to this build's schema: ${e.message}` })
+        )
       )
 
       const dst = yield* PgClient.make({
@@ -100,7 +110,10 @@ export const migrateToPostgres = (options: { readonly from: string; readonly to:
         targetColumns.set(c.table_name, m)
       }
       const missing = tables.filter((t) => !targetColumns.has(t))
-      if (missing.length > 0) return yield* new MigrateError({ message: `the source has tables the PostgreSQL schema lacks: ${missing.join(", ")} (made by a newer gateway?)` })
+      if (missing.length > 0)
+        return yield* new MigrateError({
+          message: `the source has tables the PostgreSQL schema lacks: ${missing.join(", ")} (made by a newer gateway?)`
+        })
 
       // Refuse a target that holds anything, unless asked to replace it.
       const occupied: Array<string> = []
@@ -122,7 +135,8 @@ export const migrateToPostgres = (options: { readonly from: string; readonly to:
           const columns = yield* onSource(Sqlite.columnsOf(src, table))
           const types = targetColumns.get(table)!
           const unknown = columns.filter((c) => !types.has(c))
-          if (unknown.length > 0) return yield* new MigrateError({ message: `${table}: columns the PostgreSQL schema lacks: ${unknown.join(", ")}` })
+          if (unknown.length > 0)
+            return yield* new MigrateError({ message: `${table}: columns the PostgreSQL schema lacks: ${unknown.join(", ")}` })
           let after = 0
           let rows = 0
           for (;;) {
@@ -141,7 +155,9 @@ export const migrateToPostgres = (options: { readonly from: string; readonly to:
             yield* dst`INSERT INTO ${dst(table)} ${dst.insert(out)}`.pipe(
               Effect.mapError(
                 (e) =>
-                  new MigrateError({ message: `${table}: a row does not fit PostgreSQL (nothing was copied): ${String((e.cause as Error | undefined)?.message ?? e.message)}` })
+                  new MigrateError({
+                    message: `${table}: a row does not fit PostgreSQL (nothing was copied): ${String((e.cause as Error | undefined)?.message ?? e.message)}`
+                  })
               )
             )
             rows += batch.length
@@ -154,7 +170,9 @@ export const migrateToPostgres = (options: { readonly from: string; readonly to:
           ["audit_log", "id"]
         ] as const) {
           if (!tables.includes(table)) continue
-          yield* dst.unsafe(`SELECT setval(pg_get_serial_sequence('${table}', '${column}'), COALESCE((SELECT max(${column}) FROM ${table}), 0) + 1, false)`)
+          yield* dst.unsafe(
+            `SELECT setval(pg_get_serial_sequence('${table}', '${column}'), COALESCE((SELECT max(${column}) FROM ${table}), 0) + 1, false)`
+          )
         }
         // Every table holds what the source holds.
         for (const c of copied) {
@@ -171,7 +189,9 @@ export const migrateToPostgres = (options: { readonly from: string; readonly to:
         const runtime = yield* Effect.runtime<never>()
         const store = dbFileStore(dst, runtime)
         const stored = new Set((yield* onSource(src<{ id: string }>`SELECT id FROM file_objects`)).map((r) => r.id))
-        const fileIds = tables.includes("files") ? (yield* onSource(src<{ id: string }>`SELECT id FROM files ORDER BY id`)).map((r) => r.id) : []
+        const fileIds = tables.includes("files")
+          ? (yield* onSource(src<{ id: string }>`SELECT id FROM files ORDER BY id`)).map((r) => r.id)
+          : []
         const files = { copied: 0, bytes: 0, missing: [] as Array<string> }
         for (const id of fileIds) {
           if (stored.has(id)) continue
@@ -180,13 +200,14 @@ export const migrateToPostgres = (options: { readonly from: string; readonly to:
             files.missing.push(id)
             continue
           }
-          const put = yield* store
-            .put(id, fs.createReadStream(onDisk), Number.MAX_SAFE_INTEGER)
-            .pipe(
-              Effect.mapError(
-                (e) => new MigrateError({ message: `file ${id}: its bytes could not be copied (nothing was copied): ${e._tag === "FileNotStored" ? e.message : "too large"}` })
-              )
+          const put = yield* store.put(id, fs.createReadStream(onDisk), Number.MAX_SAFE_INTEGER).pipe(
+            Effect.mapError(
+              (e) =>
+                new MigrateError({
+                  message: `file ${id}: its bytes could not be copied (nothing was copied): ${e._tag === "FileNotStored" ? e.message : "too large"}`
+                })
             )
+          )
           files.copied++
           files.bytes += put.bytes
         }
@@ -194,13 +215,15 @@ export const migrateToPostgres = (options: { readonly from: string; readonly to:
       })
 
       // One write transaction on the target; the counts check catches a source that changed meanwhile.
-      const { copied, files } = yield* dst
-        .withTransaction(copyAll)
-        .pipe(
-          Effect.catchTag("SqlError", (e) =>
-            Effect.fail(new MigrateError({ message: `copy failed, nothing was copied: ${String((e.cause as Error | undefined)?.message ?? e.message)}` }))
+      const { copied, files } = yield* dst.withTransaction(copyAll).pipe(
+        Effect.catchTag("SqlError", (e) =>
+          Effect.fail(
+            new MigrateError({
+              message: `copy failed, nothing was copied: ${String((e.cause as Error | undefined)?.message ?? e.message)}`
+            })
           )
         )
+      )
       return {
         from: options.from,
         to: display,

@@ -28,7 +28,8 @@ export const orDash = (v: string | number | null | undefined): string => (v === 
  * Colours only on a terminal: never when the stream is a pipe or a file, with `NO_COLOR` set
  * (no-color.org), `TERM=dumb`, or JSON output.
  */
-export const colourOn = (stream: { readonly isTTY?: boolean }, json = false): boolean => stream.isTTY === true && !json && !process.env.NO_COLOR && process.env.TERM !== "dumb"
+export const colourOn = (stream: { readonly isTTY?: boolean }, json = false): boolean =>
+  stream.isTTY === true && !json && !process.env.NO_COLOR && process.env.TERM !== "dumb"
 
 const sgr = (code: number) => (text: string, on: boolean) => (on ? `\x1b[${code}m${text}\x1b[0m` : text)
 export const red = sgr(31)
@@ -40,4 +41,6 @@ export const bold = sgr(1)
 export const ANSI = /\x1b\[[0-9;]*m/g
 
 /** Logs of CLI commands go to stderr, warnings and above, so that stdout stays clean output. */
-export const cliLogger = Logging.layer(process.env.LOG_FORMAT === "json" ? "json" : "pretty", Logging.levelFromEnv(LogLevel.Warning), { stderr: true })
+export const cliLogger = Logging.layer(process.env.LOG_FORMAT === "json" ? "json" : "pretty", Logging.levelFromEnv(LogLevel.Warning), {
+  stderr: true
+})

@@ -30,7 +30,8 @@ export const localServerUrl = (port?: number) =>
   })
 
 /** `--api-key`, else GATEWAY_API_KEY. */
-export const adminKeyOf = (apiKey: Option.Option<string>): string | undefined => Option.getOrUndefined(apiKey) ?? (process.env.GATEWAY_API_KEY?.trim() || undefined)
+export const adminKeyOf = (apiKey: Option.Option<string>): string | undefined =>
+  Option.getOrUndefined(apiKey) ?? (process.env.GATEWAY_API_KEY?.trim() || undefined)
 
 /** The running server's management client, authenticated with the admin key. */
 export const remote = (opts: { readonly url: Option.Option<string>; readonly apiKey: Option.Option<string> }) =>

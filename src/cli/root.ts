@@ -14,17 +14,27 @@ export const Port = Schema.Int.pipe(Schema.between(0, 65535, { message: () => "m
  * status`). Its own action, with no subcommand, starts the server.
  */
 export const rootOptions = {
-  port: schemaOption("port", intFromText(Port)).pipe(Options.withDescription("Port to listen on (default 20128, or PORT)."), Options.optional),
+  port: schemaOption("port", intFromText(Port)).pipe(
+    Options.withDescription("Port to listen on (default 20128, or PORT)."),
+    Options.optional
+  ),
   host: Options.text("host").pipe(
     Options.withDescription(
       "Interface to bind (default 127.0.0.1, or HOST). A non-loopback address exposes the gateway to the network; inference there needs a gateway key unless GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=true."
     ),
     Options.optional
   ),
-  dataDir: Options.text("data-dir").pipe(Options.withDescription("Where the database lives (default ./data, or DATA_DIR)."), Options.optional),
-  noOpen: Options.boolean("no-open").pipe(Options.withDescription("Do not open a browser (accepted for compatibility; the gateway has no dashboard to open).")),
+  dataDir: Options.text("data-dir").pipe(
+    Options.withDescription("Where the database lives (default ./data, or DATA_DIR)."),
+    Options.optional
+  ),
+  noOpen: Options.boolean("no-open").pipe(
+    Options.withDescription("Do not open a browser (accepted for compatibility; the gateway has no dashboard to open).")
+  ),
   workers: Options.text("workers").pipe(
-    Options.withDescription("Server processes sharing the port: a whole number from 1 to 64, or `auto` (one per core). Default 1. See docs/scale-out.md."),
+    Options.withDescription(
+      "Server processes sharing the port: a whole number from 1 to 64, or `auto` (one per core). Default 1. See docs/scale-out.md."
+    ),
     Options.optional
   ),
   mcp: Options.boolean("mcp").pipe(Options.withDescription("Serve MCP over stdio instead of HTTP.")),

@@ -23,14 +23,22 @@ export class UsageError extends Data.TaggedError("UsageError")<{ readonly messag
 export const named = <A, I>(subject: string, schema: Schema.Schema<A, I>): Schema.Schema<A, I> =>
   Schema.declare([schema], {
     decode: (inner) => (input, options, ast) =>
-      Effect.mapError(ParseResult.decodeUnknown(inner)(input, options), (issue) => new ParseResult.Type(ast, input, `${subject}: ${describeIssue(issue)}`)),
+      Effect.mapError(
+        ParseResult.decodeUnknown(inner)(input, options),
+        (issue) => new ParseResult.Type(ast, input, `${subject}: ${describeIssue(issue)}`)
+      ),
     encode: (inner) => (input, options, ast) =>
-      Effect.mapError(ParseResult.encodeUnknown(inner)(input, options), (issue) => new ParseResult.Type(ast, input, `${subject}: ${describeIssue(issue)}`))
+      Effect.mapError(
+        ParseResult.encodeUnknown(inner)(input, options),
+        (issue) => new ParseResult.Type(ast, input, `${subject}: ${describeIssue(issue)}`)
+      )
   })
 
 /** The API's wording; a leading index (which of several `--target`s) is left out. */
 const describeIssue = (issue: ParseResult.ParseIssue): string =>
-  describeIssues(ParseResult.ArrayFormatter.formatIssueSync(issue).map((i) => (typeof i.path[0] === "number" ? { ...i, path: i.path.slice(1) } : i)))
+  describeIssues(
+    ParseResult.ArrayFormatter.formatIssueSync(issue).map((i) => (typeof i.path[0] === "number" ? { ...i, path: i.path.slice(1) } : i))
+  )
 
 /** `--name <value>` decoded by `schema` (whose encoded side is the text given). */
 export const schemaOption = <A, I extends string>(name: string, schema: Schema.Schema<A, I>): Options.Options<A> =>
@@ -41,10 +49,12 @@ export const schemaOptions = <A, I extends string>(name: string, schema: Schema.
   Options.text(name).pipe(Options.repeated, Options.withSchema(named(`--${name}`, Schema.mutable(Schema.Array(schema)))))
 
 /** A positional `<name>` decoded by `schema`. */
-export const schemaArg = <A, I extends string>(name: string, schema: Schema.Schema<A, I>): Args.Args<A> => Args.text({ name }).pipe(Args.withSchema(named(`<${name}>`, schema)))
+export const schemaArg = <A, I extends string>(name: string, schema: Schema.Schema<A, I>): Args.Args<A> =>
+  Args.text({ name }).pipe(Args.withSchema(named(`<${name}>`, schema)))
 
 /** A whole number given as text, then checked by `schema` (an API field's range). */
-export const intFromText = <A>(schema: Schema.Schema<A, number>): Schema.Schema<A, string> => Schema.compose(Schema.NumberFromString, schema)
+export const intFromText = <A>(schema: Schema.Schema<A, number>): Schema.Schema<A, string> =>
+  Schema.compose(Schema.NumberFromString, schema)
 
 /**
  * Decodes input assembled from several options against an API payload schema (rules that span

@@ -34,7 +34,9 @@ const ROOT_VALUE_OPTIONS = new Set(["--port", "--host", "--data-dir"])
 const unknownCommand = (args: ReadonlyArray<string>, root: AnyCommand, commands: ReadonlyArray<AnyCommand>): string => {
   const words = args.map((a, i) => ({ a, i })).filter(({ a, i }) => !a.startsWith("-") && !ROOT_VALUE_OPTIONS.has(args[i - 1] ?? ""))
   const group = commands.find((c) => nameOf(c) === words[0]?.a && childrenOf(c).length > 0)
-  const [subject, offered, word] = group ? [nameOf(group), childrenOf(group), args[words[0]!.i + 1]] : ["gateway", childrenOf(root), words[0]?.a]
+  const [subject, offered, word] = group
+    ? [nameOf(group), childrenOf(group), args[words[0]!.i + 1]]
+    : ["gateway", childrenOf(root), words[0]?.a]
   const problem = word !== undefined && !word.startsWith("-") ? `unknown command '${word}'` : "a command is missing"
   return `${subject}: ${problem} (one of: ${offered.join(", ")})`
 }
@@ -43,15 +45,22 @@ const unknownCommand = (args: ReadonlyArray<string>, root: AnyCommand, commands:
  * One line for a parse error of `args` (the words after `gateway`), in the `<subject>:
  * <problem>` shape; schema failures already read so (src/cli/schema.ts).
  */
-export const describeValidationError = (e: ValidationError.ValidationError, args: ReadonlyArray<string>, root: AnyCommand, commands: ReadonlyArray<AnyCommand>): string => {
+export const describeValidationError = (
+  e: ValidationError.ValidationError,
+  args: ReadonlyArray<string>,
+  root: AnyCommand,
+  commands: ReadonlyArray<AnyCommand>
+): string => {
   if (e._tag === "CommandMismatch" || e._tag === "MissingSubcommand") return unknownCommand(args, root, commands)
   if (e._tag === "MultipleValuesDetected") return `${e.values.join(" ")}: one value was expected`
   const message = text(e.error)
   let m: RegExpExecArray | null
   if ((m = /^Expected to find option: '(.+)'$/.exec(message))) return `${m[1]}: is missing`
   if ((m = /^Missing argument (<.+?>)/.exec(message))) return `${m[1]}: is missing`
-  if ((m = /^Received unknown argument: '(.+)'$/.exec(message))) return `${m[1]}: ${m[1]!.startsWith("-") ? "unknown option" : "unexpected argument"}`
-  if ((m = /^The flag '(.+)' is not recognized\. Did you mean '(.+)'\?$/.exec(message))) return `${m[1]}: unknown option (did you mean ${m[2]}?)`
+  if ((m = /^Received unknown argument: '(.+)'$/.exec(message)))
+    return `${m[1]}: ${m[1]!.startsWith("-") ? "unknown option" : "unexpected argument"}`
+  if ((m = /^The flag '(.+)' is not recognized\. Did you mean '(.+)'\?$/.exec(message)))
+    return `${m[1]}: unknown option (did you mean ${m[2]}?)`
   if ((m = /^More than one reference to option '(.+)' detected$/.exec(message))) return `${m[1]}: given more than once`
   return message
 }
@@ -65,7 +74,9 @@ export const parserConsole = (original: Console.Console, json: boolean): Console
   ...original,
   log: (...args: ReadonlyArray<any>) =>
     Effect.flatMap(FiberRef.get(inHandler), (own) =>
-      own || colourOn(process.stdout, json) ? original.log(...args) : original.log(...args.map((a) => (typeof a === "string" ? a.replace(ANSI, "") : a)))
+      own || colourOn(process.stdout, json)
+        ? original.log(...args)
+        : original.log(...args.map((a) => (typeof a === "string" ? a.replace(ANSI, "") : a)))
     ),
   error: (...args: ReadonlyArray<any>) => Effect.flatMap(FiberRef.get(inHandler), (own) => (own ? original.error(...args) : Effect.void))
 })

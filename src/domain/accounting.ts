@@ -14,13 +14,18 @@ import { decodeOrBadRequest, oneOf, strict } from "./parse.js"
 const opt = <S extends Schema.Schema.All>(schema: S) => Schema.optionalWith(schema, { exact: true })
 
 const NonEmpty = (name: string, max = 300) =>
-  Schema.Trim.pipe(Schema.minLength(1, { message: () => `${name} must not be empty` }), Schema.maxLength(max, { message: () => `${name} must be at most ${max} characters` }))
+  Schema.Trim.pipe(
+    Schema.minLength(1, { message: () => `${name} must not be empty` }),
+    Schema.maxLength(max, { message: () => `${name} must be at most ${max} characters` })
+  )
 
 const KNOWN_PROVIDERS = PROVIDERS.map((p) => p.id)
 
 /** A catalog provider id (case-insensitive on input, stored lowercase). */
 const ProviderId = (name: string) =>
-  NonEmpty(name, 100).pipe(Schema.filter((s) => (findProvider(s) ? true : `${name} '${s}' is not a known provider id; known: ${KNOWN_PROVIDERS.join(", ")}`)))
+  NonEmpty(name, 100).pipe(
+    Schema.filter((s) => (findProvider(s) ? true : `${name} '${s}' is not a known provider id; known: ${KNOWN_PROVIDERS.join(", ")}`))
+  )
 
 // ---------------------------------------------------------------- pricing
 
@@ -78,9 +83,12 @@ export const decodeSetPrice = (input: unknown): Effect.Effect<SetPrice, BadReque
 export const BUDGET_INTERVALS = ["daily", "weekly", "monthly"] as const
 export type BudgetInterval = (typeof BUDGET_INTERVALS)[number]
 
-const Usd = (name: string) => Schema.Number.pipe(Schema.filter((n) => (Number.isFinite(n) && n >= 0 ? true : `${name} must be a non-negative number of USD`)))
+const Usd = (name: string) =>
+  Schema.Number.pipe(Schema.filter((n) => (Number.isFinite(n) && n >= 0 ? true : `${name} must be a non-negative number of USD`)))
 
-export const ResetTime = Schema.String.pipe(Schema.pattern(/^([01]\d|2[0-3]):[0-5]\d$/, { message: () => "resetTime must be HH:MM (UTC), from 00:00 to 23:59" }))
+export const ResetTime = Schema.String.pipe(
+  Schema.pattern(/^([01]\d|2[0-3]):[0-5]\d$/, { message: () => "resetTime must be HH:MM (UTC), from 00:00 to 23:59" })
+)
 
 const LIMIT_FIELD: Record<BudgetInterval, "dailyLimitUsd" | "weeklyLimitUsd" | "monthlyLimitUsd"> = {
   daily: "dailyLimitUsd",
@@ -97,13 +105,17 @@ const SetBudgetFields = {
   dailyLimitUsd: opt(Usd("dailyLimitUsd")),
   weeklyLimitUsd: opt(Usd("weeklyLimitUsd")),
   monthlyLimitUsd: opt(Usd("monthlyLimitUsd")),
-  warningThreshold: opt(Schema.Number.pipe(Schema.filter((n) => (n >= 0 && n <= 1 ? true : "warningThreshold must be a fraction between 0 and 1")))),
+  warningThreshold: opt(
+    Schema.Number.pipe(Schema.filter((n) => (n >= 0 && n <= 1 ? true : "warningThreshold must be a fraction between 0 and 1")))
+  ),
   resetInterval: opt(oneOf(BUDGET_INTERVALS, "resetInterval")),
   resetTime: opt(ResetTime)
 }
 
 /** At least one positive limit, and a reset interval that is one of the limited windows. */
-const budgetLimits = (b: Partial<Record<(typeof LIMIT_FIELD)[BudgetInterval], number>> & { readonly resetInterval?: BudgetInterval | undefined }): string | true => {
+const budgetLimits = (
+  b: Partial<Record<(typeof LIMIT_FIELD)[BudgetInterval], number>> & { readonly resetInterval?: BudgetInterval | undefined }
+): string | true => {
   const limited = BUDGET_INTERVALS.filter((w) => (b[LIMIT_FIELD[w]] ?? 0) > 0)
   if (limited.length === 0) return "set at least one limit greater than 0: dailyLimitUsd, weeklyLimitUsd or monthlyLimitUsd"
   if (b.resetInterval !== undefined && !limited.includes(b.resetInterval)) {
@@ -131,7 +143,10 @@ export interface BudgetConfig {
 export const DEFAULT_WARNING_THRESHOLD = 0.8
 export const DEFAULT_RESET_TIME = "00:00"
 
-export const budgetLimit = (b: Pick<BudgetConfig, "dailyLimitUsd" | "weeklyLimitUsd" | "monthlyLimitUsd">, w: BudgetInterval): number | null => b[LIMIT_FIELD[w]]
+export const budgetLimit = (
+  b: Pick<BudgetConfig, "dailyLimitUsd" | "weeklyLimitUsd" | "monthlyLimitUsd">,
+  w: BudgetInterval
+): number | null => b[LIMIT_FIELD[w]]
 
 /** Applies the defaults: threshold 0.8, resetTime 00:00, resetInterval the shortest limited window. */
 export const budgetConfig = (input: SetBudget): BudgetConfig => {
@@ -261,7 +276,8 @@ export const CreateTokenLimit = Schema.Struct({
   )
 export type CreateTokenLimit = typeof CreateTokenLimit.Type
 
-export const decodeCreateTokenLimit = (input: unknown): Effect.Effect<CreateTokenLimit, BadRequest> => decodeOrBadRequest(CreateTokenLimit)(input)
+export const decodeCreateTokenLimit = (input: unknown): Effect.Effect<CreateTokenLimit, BadRequest> =>
+  decodeOrBadRequest(CreateTokenLimit)(input)
 
 export const TokenLimitView = Schema.Struct({
   id: Schema.String,

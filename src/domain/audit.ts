@@ -4,7 +4,8 @@ import * as Schema from "effect/Schema"
 export const AuditEntry = Schema.Struct({
   id: Schema.Number,
   ts: Schema.String,
-  /** `management` (a change through the management API), `guardrail` (a policy or guardrail acted on a request), `service` (an older row written by a service). */
+  /** `management` (a change through the management API), `guardrail` (a policy or guardrail acted on a request), `service` (an older row
+   * written by a service). */
   kind: Schema.String,
   /** The admin API key id, `admin-session`, the inference API key id (guardrail rows), `anonymous`, or a client address (login rows). */
   actor: Schema.String,
@@ -22,7 +23,9 @@ export const AuditEntry = Schema.Struct({
 })
 export type AuditEntry = typeof AuditEntry.Type
 
-const Time = Schema.String.pipe(Schema.filter((s) => (/^\d+$/.test(s) ? true : !Number.isNaN(Date.parse(s))) || "expected an ISO 8601 date or epoch milliseconds"))
+const Time = Schema.String.pipe(
+  Schema.filter((s) => (/^\d+$/.test(s) ? true : !Number.isNaN(Date.parse(s))) || "expected an ISO 8601 date or epoch milliseconds")
+)
 
 export const AuditQuery = Schema.Struct({
   actor: Schema.optional(Schema.String),

@@ -13,7 +13,9 @@ export type BackupKind = typeof BackupKind.Type
 export const BACKUP_ID_PATTERN = /^\d{8}T\d{9}Z-(manual|scheduled|pre-restore)(-\d{1,4})?$/
 
 export const BackupId = Schema.String.pipe(
-  Schema.filter((s) => BACKUP_ID_PATTERN.test(s), { message: () => "id must name a backup as listed by GET /api/db-backups (e.g. 20240501T130000123Z-manual)" })
+  Schema.filter((s) => BACKUP_ID_PATTERN.test(s), {
+    message: () => "id must name a backup as listed by GET /api/db-backups (e.g. 20240501T130000123Z-manual)"
+  })
 )
 
 export const BackupView = Schema.Struct({

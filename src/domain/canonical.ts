@@ -11,7 +11,9 @@ export interface TextBlock {
   readonly text: string
 }
 
-export type ImageSource = { readonly kind: "base64"; readonly mediaType: string; readonly data: string } | { readonly kind: "url"; readonly url: string }
+export type ImageSource =
+  | { readonly kind: "base64"; readonly mediaType: string; readonly data: string }
+  | { readonly kind: "url"; readonly url: string }
 
 export interface ImageBlock {
   readonly type: "image"
@@ -180,7 +182,17 @@ export interface CanonicalError {
   readonly param?: string | null
 }
 
-export type ErrorKind = "invalid_request" | "authentication" | "permission" | "not_found" | "too_large" | "rate_limit" | "timeout" | "overloaded" | "upstream" | "server"
+export type ErrorKind =
+  | "invalid_request"
+  | "authentication"
+  | "permission"
+  | "not_found"
+  | "too_large"
+  | "rate_limit"
+  | "timeout"
+  | "overloaded"
+  | "upstream"
+  | "server"
 
 export const errorKindForStatus = (status: number): ErrorKind => {
   switch (status) {
@@ -237,7 +249,8 @@ export const textOf = (blocks: ReadonlyArray<ContentBlock>): string =>
     .map((b) => b.text)
     .join("")
 
-export const newId = (prefix: string): string => prefix + Array.from({ length: 24 }, () => "abcdefghijklmnopqrstuvwxyz0123456789"[Math.floor(Math.random() * 36)]).join("")
+export const newId = (prefix: string): string =>
+  prefix + Array.from({ length: 24 }, () => "abcdefghijklmnopqrstuvwxyz0123456789"[Math.floor(Math.random() * 36)]).join("")
 
 /** Parses tool-call arguments; models sometimes stream invalid JSON, which becomes {} rather than a crash. */
 export const parseArguments = (raw: string): unknown => {

@@ -78,7 +78,9 @@ const HttpUrl = Schema.String.pipe(
     (s) => {
       try {
         const u = new URL(s)
-        return u.protocol === "http:" || u.protocol === "https:" ? true : `baseUrl must be http or https (got ${JSON.stringify(u.protocol)})`
+        return u.protocol === "http:" || u.protocol === "https:"
+          ? true
+          : `baseUrl must be http or https (got ${JSON.stringify(u.protocol)})`
       } catch {
         return `baseUrl must be an absolute http(s) URL (got ${JSON.stringify(s.slice(0, 100))})`
       }
@@ -87,8 +89,12 @@ const HttpUrl = Schema.String.pipe(
   )
 )
 
-const Secret = Schema.String.pipe(Schema.pattern(/^[\x21-\x7e]{8,512}$/, { message: () => "apiKey must be 8 to 512 printable characters without spaces" }))
-const ModelId = Schema.String.pipe(Schema.pattern(/^[\x21-\x7e]{1,300}$/, { message: () => "model must be 1 to 300 printable characters without spaces" }))
+const Secret = Schema.String.pipe(
+  Schema.pattern(/^[\x21-\x7e]{8,512}$/, { message: () => "apiKey must be 8 to 512 printable characters without spaces" })
+)
+const ModelId = Schema.String.pipe(
+  Schema.pattern(/^[\x21-\x7e]{1,300}$/, { message: () => "model must be 1 to 300 printable characters without spaces" })
+)
 
 /** `POST /api/cli-tools/{tool}-settings`. Missing fields keep what the tool has (baseUrl: this gateway). */
 export const SaveToolSettings = Schema.Struct({
@@ -132,22 +138,35 @@ export type AcpAgentView = typeof AcpAgentView.Type
 
 export const AcpAgentList = Schema.Struct({
   agents: Schema.Array(AcpAgentView),
-  summary: Schema.Struct({ total: Schema.Number, installed: Schema.Number, notFound: Schema.Number, builtIn: Schema.Number, custom: Schema.Number })
+  summary: Schema.Struct({
+    total: Schema.Number,
+    installed: Schema.Number,
+    notFound: Schema.Number,
+    builtIn: Schema.Number,
+    custom: Schema.Number
+  })
 })
 export type AcpAgentList = typeof AcpAgentList.Type
 
 const AgentId = Schema.String.pipe(
-  Schema.pattern(/^[a-z0-9][a-z0-9._-]{0,63}$/, { message: () => "id must be 1-64 lowercase letters, digits, '.', '_' or '-', starting with a letter or digit" })
+  Schema.pattern(/^[a-z0-9][a-z0-9._-]{0,63}$/, {
+    message: () => "id must be 1-64 lowercase letters, digits, '.', '_' or '-', starting with a letter or digit"
+  })
 )
 /** A command name on PATH or an absolute path; never a shell line. */
 const Binary = Schema.String.pipe(
-  Schema.pattern(/^(\/[^\0]{1,1023}|[A-Za-z0-9._+-]{1,128})$/, { message: () => "binary must be a command name (letters, digits, '.', '_', '+', '-') or an absolute path" })
+  Schema.pattern(/^(\/[^\0]{1,1023}|[A-Za-z0-9._+-]{1,128})$/, {
+    message: () => "binary must be a command name (letters, digits, '.', '_', '+', '-') or an absolute path"
+  })
 )
 const Arg = Schema.String.pipe(Schema.maxLength(1000, { message: () => "each arg must be at most 1000 characters" }))
 
 export const AddAcpAgent = Schema.Struct({
   id: AgentId,
-  name: Schema.String.pipe(Schema.minLength(1, { message: () => "name must not be empty" }), Schema.maxLength(200, { message: () => "name must be at most 200 characters" })),
+  name: Schema.String.pipe(
+    Schema.minLength(1, { message: () => "name must not be empty" }),
+    Schema.maxLength(200, { message: () => "name must be at most 200 characters" })
+  ),
   binary: Binary,
   args: Schema.optional(Schema.Array(Arg).pipe(Schema.maxItems(32, { message: () => "args may list at most 32 arguments" })))
 }).annotations(strict)

@@ -66,29 +66,44 @@ export const ComboTarget = Schema.Struct({
     Schema.maxLength(300, { message: () => "targets[].model must be at most 300 characters" })
   ),
   /** `weighted`, `p2c`, quota share: relative weight (default 1). */
-  weight: Schema.optional(Schema.Number.pipe(Schema.finite(), Schema.between(0, 1_000_000, { message: () => "targets[].weight must be a number between 0 and 1000000" })))
+  weight: Schema.optional(
+    Schema.Number.pipe(
+      Schema.finite(),
+      Schema.between(0, 1_000_000, { message: () => "targets[].weight must be a number between 0 and 1000000" })
+    )
+  )
 }).annotations(strict)
 export type ComboTarget = typeof ComboTarget.Type
 
 const FACTOR_SET: ReadonlySet<string> = new Set(FACTORS)
 const Weights = Schema.Record({
   key: Schema.String,
-  value: Schema.Number.pipe(Schema.finite(), Schema.between(0, 1000, { message: () => "auto.weights values must be numbers between 0 and 1000" }))
+  value: Schema.Number.pipe(
+    Schema.finite(),
+    Schema.between(0, 1000, { message: () => "auto.weights values must be numbers between 0 and 1000" })
+  )
 }).pipe(
   Schema.filter((w) => {
     const unknown = Object.keys(w).filter((k) => !FACTOR_SET.has(k))
-    return unknown.length === 0 ? true : `auto.weights: unknown factor ${unknown.map((k) => `'${k}'`).join(", ")}; factors are ${FACTORS.join(", ")}`
+    return unknown.length === 0
+      ? true
+      : `auto.weights: unknown factor ${unknown.map((k) => `'${k}'`).join(", ")}; factors are ${FACTORS.join(", ")}`
   })
 )
 
-const PositiveMs = (name: string) => Schema.Int.pipe(Schema.between(1, 3_600_000, { message: () => `${name} must be an integer number of milliseconds between 1 and 3600000` }))
+const PositiveMs = (name: string) =>
+  Schema.Int.pipe(
+    Schema.between(1, 3_600_000, { message: () => `${name} must be an integer number of milliseconds between 1 and 3600000` })
+  )
 
 export const ComboConfig = Schema.Struct({
   /** fusion: the synthesizing model; default the first panel model. */
   judgeModel: Schema.optional(Schema.Trim.pipe(Schema.minLength(1, { message: () => "judgeModel must not be empty" }))),
   fusionTuning: Schema.optional(
     Schema.Struct({
-      minPanel: Schema.optional(Schema.Int.pipe(Schema.between(1, 64, { message: () => "fusionTuning.minPanel must be an integer between 1 and 64" }))),
+      minPanel: Schema.optional(
+        Schema.Int.pipe(Schema.between(1, 64, { message: () => "fusionTuning.minPanel must be an integer between 1 and 64" }))
+      ),
       stragglerGraceMs: Schema.optional(PositiveMs("fusionTuning.stragglerGraceMs")),
       panelHardTimeoutMs: Schema.optional(PositiveMs("fusionTuning.panelHardTimeoutMs"))
     }).annotations(strict)
@@ -99,7 +114,9 @@ export const ComboConfig = Schema.Struct({
     Schema.Struct({
       weights: Schema.optional(Weights),
       /** Restricts auto candidates to these providers (provider ids or connection names). */
-      candidatePool: Schema.optional(Schema.Array(Schema.Trim.pipe(Schema.minLength(1, { message: () => "auto.candidatePool entries must not be empty" })))),
+      candidatePool: Schema.optional(
+        Schema.Array(Schema.Trim.pipe(Schema.minLength(1, { message: () => "auto.candidatePool entries must not be empty" })))
+      ),
       /** Legacy location of routerStrategy. */
       routerStrategy: Schema.optional(Schema.Trim.pipe(Schema.minLength(1, { message: () => "auto.routerStrategy must not be empty" })))
     }).annotations(strict)
@@ -107,12 +124,20 @@ export const ComboConfig = Schema.Struct({
   /** auto: a saved weight pack (ship-fast, cost-saver, quality-first, offline-friendly, reliability-first). */
   modePack: Schema.optional(Schema.Trim),
   /** auto: per-request cost ceiling in USD. */
-  budgetCap: Schema.optional(Schema.Number.pipe(Schema.finite(), Schema.positive({ message: () => "budgetCap must be a positive number of USD" }))),
+  budgetCap: Schema.optional(
+    Schema.Number.pipe(Schema.finite(), Schema.positive({ message: () => "budgetCap must be a positive number of USD" }))
+  ),
   /** auto: share of requests sent to a random candidate (default 0.05). */
   explorationRate: Schema.optional(Schema.Number.pipe(Schema.between(0, 1, { message: () => "explorationRate must be between 0 and 1" }))),
-  slaTargetP95Ms: Schema.optional(Schema.Number.pipe(Schema.finite(), Schema.positive({ message: () => "slaTargetP95Ms must be a positive number" }))),
-  slaMaxErrorRate: Schema.optional(Schema.Number.pipe(Schema.between(0, 1, { message: () => "slaMaxErrorRate must be a fraction between 0 and 1" }))),
-  slaMaxCostPer1MTokens: Schema.optional(Schema.Number.pipe(Schema.finite(), Schema.positive({ message: () => "slaMaxCostPer1MTokens must be a positive number" }))),
+  slaTargetP95Ms: Schema.optional(
+    Schema.Number.pipe(Schema.finite(), Schema.positive({ message: () => "slaTargetP95Ms must be a positive number" }))
+  ),
+  slaMaxErrorRate: Schema.optional(
+    Schema.Number.pipe(Schema.between(0, 1, { message: () => "slaMaxErrorRate must be a fraction between 0 and 1" }))
+  ),
+  slaMaxCostPer1MTokens: Schema.optional(
+    Schema.Number.pipe(Schema.finite(), Schema.positive({ message: () => "slaMaxCostPer1MTokens must be a positive number" }))
+  ),
   slaHardConstraints: Schema.optional(Schema.Boolean),
   /** Shadow traffic (docs/shadow.md): a sample of the combo's requests also sent to each target, after the answer went out. */
   shadow: Schema.optional(ShadowTargets)
@@ -128,7 +153,13 @@ const comboFields = {
 }
 
 export const CreateCombo = Schema.Struct({
-  id: Schema.optional(Schema.Trim.pipe(Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, { message: () => "id may hold letters, digits, '.', '_' and '-' only (at most 64)" }))),
+  id: Schema.optional(
+    Schema.Trim.pipe(
+      Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, {
+        message: () => "id may hold letters, digits, '.', '_' and '-' only (at most 64)"
+      })
+    )
+  ),
   name: ComboName,
   strategy: comboFields.strategy,
   targets: Schema.optional(comboFields.targets),

@@ -26,12 +26,18 @@ export const CompatRun = strictStruct({
   /** Only these cases (ids from `GET /api/compat`); default: all. */
   cases: Schema.optional(Schema.Array(Schema.String).pipe(Schema.minItems(1, { message: () => "cases must name at least one case" }))),
   /** No call starts once the run has cost this much (USD); what is left is `skipped`. */
-  budgetUsd: Schema.optionalWith(Schema.Number.pipe(Schema.finite(), Schema.between(0, 1000, { message: () => "budgetUsd must be between 0 and 1000" })), {
-    default: () => 0.25
-  }),
-  concurrency: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, 16, { message: () => "concurrency must be an integer between 1 and 16" })), {
-    default: () => 4
-  })
+  budgetUsd: Schema.optionalWith(
+    Schema.Number.pipe(Schema.finite(), Schema.between(0, 1000, { message: () => "budgetUsd must be between 0 and 1000" })),
+    {
+      default: () => 0.25
+    }
+  ),
+  concurrency: Schema.optionalWith(
+    Schema.Int.pipe(Schema.between(1, 16, { message: () => "concurrency must be an integer between 1 and 16" })),
+    {
+      default: () => 4
+    }
+  )
 })
 export type CompatRun = typeof CompatRun.Type
 
@@ -68,7 +74,8 @@ export type CompatCell = typeof CompatCell.Type
 export const CompatMatrix = Schema.Struct({
   cases: Schema.Array(CompatCase),
   models: Schema.Array(Schema.String),
-  /** What running every cell would cost at most (each answer at its output cap), per model and in all; models without a price are listed apart. */
+  /** What running every cell would cost at most (each answer at its output cap), per model and in all; models without a price are listed
+   * apart. */
   estimate: Schema.Struct({
     totalUsd: Schema.Number,
     perModel: Schema.Record({ key: Schema.String, value: Schema.NullOr(Schema.Number) }),

@@ -8,7 +8,11 @@ export const ConnectionName = Schema.Trim.pipe(
   Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, {
     message: () => "name may hold letters, digits, '.', '_' and '-' only (it is used as the model prefix <name>/<model>)"
   }),
-  Schema.filter((s) => (["auto", "qtsd", "claude-3-gateway-no-thinking"].includes(s.toLowerCase()) ? `name '${s}' is reserved (it starts model ids of the router)` : true))
+  Schema.filter((s) =>
+    ["auto", "qtsd", "claude-3-gateway-no-thinking"].includes(s.toLowerCase())
+      ? `name '${s}' is reserved (it starts model ids of the router)`
+      : true
+  )
 )
 
 export const BaseUrl = Schema.Trim.pipe(
@@ -34,11 +38,15 @@ export const ModelId = Schema.Trim.pipe(
   Schema.maxLength(256, { message: () => "model id must be at most 256 characters" })
 )
 
-export const MaxConcurrent = Schema.NullOr(Schema.Int.pipe(Schema.positive({ message: () => "max_concurrent must be a positive integer or null" })))
+export const MaxConcurrent = Schema.NullOr(
+  Schema.Int.pipe(Schema.positive({ message: () => "max_concurrent must be a positive integer or null" }))
+)
 
 const Priority = Schema.Int.pipe(Schema.between(0, 1_000_000, { message: () => "priority must be an integer between 0 and 1000000" }))
 
-const TimeoutMs = Schema.Int.pipe(Schema.between(100, 3_600_000, { message: () => "a timeout must be a whole number of milliseconds between 100 and 3600000" }))
+const TimeoutMs = Schema.Int.pipe(
+  Schema.between(100, 3_600_000, { message: () => "a timeout must be a whole number of milliseconds between 100 and 3600000" })
+)
 
 /**
  * A connection's own upstream timeouts, replacing the gateway's (docs/resilience.md, "Upstream timeouts and limits"), and how a
@@ -49,7 +57,8 @@ export const ConnectionTimeouts = Schema.Struct({
   idleMs: Schema.optional(TimeoutMs),
   nonStreamed: Schema.optional(
     Schema.Literal("auto", "stream", "whole").annotations({
-      message: () => 'nonStreamed must be "auto" (whole when short for this upstream, the default), "stream" (collect a stream) or "whole" (wait for the whole answer)'
+      message: () =>
+        'nonStreamed must be "auto" (whole when short for this upstream, the default), "stream" (collect a stream) or "whole" (wait for the whole answer)'
     })
   )
 }).annotations({ ...strict, identifier: "ConnectionTimeouts" })
@@ -64,7 +73,18 @@ export const UpstreamFormat = oneOf(["openai-chat", "openai-responses", "anthrop
  * groups, ALPN) this connection's upstream calls make while ENABLE_TLS_FINGERPRINT is on
  * (docs/egress.md, "TLS fingerprint"). Unset: `chrome151`.
  */
-export const TLS_PROFILES = ["chrome151", "chrome142", "chrome136", "chrome131", "chrome124", "firefox144", "firefox135", "firefox133", "firefox128", "ios18"] as const
+export const TLS_PROFILES = [
+  "chrome151",
+  "chrome142",
+  "chrome136",
+  "chrome131",
+  "chrome124",
+  "firefox144",
+  "firefox135",
+  "firefox133",
+  "firefox128",
+  "ios18"
+] as const
 export const TlsProfile = oneOf(TLS_PROFILES, "tlsProfile").annotations({
   description: "The browser TLS handshake of this connection's upstream calls while ENABLE_TLS_FINGERPRINT is on; null: chrome151."
 })
@@ -91,7 +111,9 @@ const connectionFields = {
   /** Upstream timeouts for this connection; null (or {}) uses the gateway's. */
   timeouts: Schema.optional(Schema.NullOr(ConnectionTimeouts)),
   /** The registry proxy this connection's upstream calls go through (docs/egress.md); null: the global default, if any. */
-  proxyId: Schema.optional(Schema.NullOr(Schema.Trim.pipe(Schema.minLength(1, { message: () => "proxyId must not be empty (null: no proxy of its own)" })))),
+  proxyId: Schema.optional(
+    Schema.NullOr(Schema.Trim.pipe(Schema.minLength(1, { message: () => "proxyId must not be empty (null: no proxy of its own)" })))
+  ),
   /** The browser handshake its upstream calls make while ENABLE_TLS_FINGERPRINT is on (docs/egress.md); null: the default, chrome151. */
   tlsProfile: Schema.optional(Schema.NullOr(TlsProfile))
 }

@@ -11,7 +11,10 @@ export type EngineId = (typeof ENGINE_IDS)[number]
  * src/management/api/context/Api.ts; the CLI builds its options from the same schemas.
  */
 
-const Name = Schema.Trim.pipe(Schema.minLength(1, { message: () => "name must not be empty" }), Schema.maxLength(100, { message: () => "name must be at most 100 characters" }))
+const Name = Schema.Trim.pipe(
+  Schema.minLength(1, { message: () => "name must not be empty" }),
+  Schema.maxLength(100, { message: () => "name must be at most 100 characters" })
+)
 const Text = (field: string, max: number) =>
   Schema.String.pipe(
     Schema.filter((s) => s.trim().length > 0, { message: () => `${field} must not be empty` }),
@@ -121,7 +124,8 @@ export const FormatIdSchema = oneOf(["openai-chat", "openai-responses", "anthrop
 export const PreviewPayload = strictStruct({
   /** The wire format of `body`; default openai-chat. */
   format: Schema.optionalWith(FormatIdSchema, { default: () => "openai-chat" as const }),
-  /** The usage label of the endpoint (`chat.completions`, `messages`, `responses`, `generateContent`, `api.chat`, `api.generate`, `completions`); default from the format. */
+  /** The usage label of the endpoint (`chat.completions`, `messages`, `responses`, `generateContent`, `api.chat`, `api.generate`,
+   * `completions`); default from the format. */
   endpoint: Schema.optional(Schema.String.pipe(Schema.maxLength(50))),
   body: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
   /** As `x-gateway-compression`: `default`, `engine:<id>`, a combo's name or id; default `default`. */
@@ -131,7 +135,12 @@ export const PreviewPayload = strictStruct({
 })
 export type PreviewPayload = typeof PreviewPayload.Type
 
-export const EngineSaving = Schema.Struct({ engine: Schema.String, tokensBefore: Schema.Number, tokensAfter: Schema.Number, tokensSaved: Schema.Number })
+export const EngineSaving = Schema.Struct({
+  engine: Schema.String,
+  tokensBefore: Schema.Number,
+  tokensAfter: Schema.Number,
+  tokensSaved: Schema.Number
+})
 
 export const PreviewResult = Schema.Struct({
   mode: Schema.String,
@@ -158,7 +167,13 @@ const Totals = Schema.Struct({
   savedUsd: Schema.Number,
   injectedTokens: Schema.Number
 })
-export const AnalyticsRow = Schema.Struct({ day: Schema.String, engine: Schema.String, combo: Schema.String, model: Schema.String, ...Totals.fields })
+export const AnalyticsRow = Schema.Struct({
+  day: Schema.String,
+  engine: Schema.String,
+  combo: Schema.String,
+  model: Schema.String,
+  ...Totals.fields
+})
 export const ContextAnalytics = Schema.Struct({
   from: Schema.String,
   to: Schema.String,
@@ -178,7 +193,8 @@ export type MemoryScope = (typeof MEMORY_SCOPES)[number]
 
 export const CreateMemory = strictStruct({
   text: Text("text", 20_000),
-  /** `global`: every request; `key`: requests of the API key `scopeId`; `session`: requests whose session id (X-Session-Id) is `scopeId`. */
+  /** `global`: every request; `key`: requests of the API key `scopeId`; `session`: requests whose session id (X-Session-Id) is `scopeId`.
+   * */
   scope: Schema.optionalWith(oneOf(MEMORY_SCOPES, "scope"), { default: () => "global" as const }),
   scopeId: Schema.optionalWith(Schema.NullOr(Schema.Trim.pipe(Schema.minLength(1), Schema.maxLength(200))), { default: () => null }),
   tags: Schema.optionalWith(Strings("tags", 50), { default: () => [] }),

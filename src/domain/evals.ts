@@ -6,7 +6,9 @@ import { strict } from "./parse.js"
 const Text = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100_000))
 
 export const Grader = Schema.Union(
-  Schema.Struct({ type: Schema.Literal("exact"), expected: Schema.String, caseSensitive: Schema.optional(Schema.Boolean) }).annotations(strict),
+  Schema.Struct({ type: Schema.Literal("exact"), expected: Schema.String, caseSensitive: Schema.optional(Schema.Boolean) }).annotations(
+    strict
+  ),
   Schema.Struct({ type: Schema.Literal("contains"), expected: Text, caseSensitive: Schema.optional(Schema.Boolean) }).annotations(strict),
   Schema.Struct({
     type: Schema.Literal("regex"),
@@ -14,7 +16,9 @@ export const Grader = Schema.Union(
     flags: Schema.optional(Schema.String.pipe(Schema.pattern(/^[imsu]*$/, { message: () => "flags may be i, m, s and u" })))
   }).annotations(strict),
   /** The answer must be JSON valid against `schema` (the subset in docs/guardrails.md). */
-  Schema.Struct({ type: Schema.Literal("json-schema"), schema: Schema.Record({ key: Schema.String, value: Schema.Unknown }) }).annotations(strict),
+  Schema.Struct({ type: Schema.Literal("json-schema"), schema: Schema.Record({ key: Schema.String, value: Schema.Unknown }) }).annotations(
+    strict
+  ),
   /** A model (through the gateway) scores the answer from 0 to 10 against the rubric. */
   Schema.Struct({ type: Schema.Literal("judge"), model: Text, rubric: Text }).annotations(strict)
 )
@@ -47,7 +51,10 @@ export const EvalSetView = Schema.Struct({
 export type EvalSetView = typeof EvalSetView.Type
 
 export const StartRun = Schema.Struct({
-  models: Schema.Array(Schema.String.pipe(Schema.minLength(1))).pipe(Schema.minItems(1, { message: () => "models: give at least one model id" }), Schema.maxItems(20))
+  models: Schema.Array(Schema.String.pipe(Schema.minLength(1))).pipe(
+    Schema.minItems(1, { message: () => "models: give at least one model id" }),
+    Schema.maxItems(20)
+  )
 }).annotations(strict)
 
 export const CaseResult = Schema.Struct({

@@ -59,7 +59,9 @@ const summaryFields = {
   requestId: Nullable(Schema.String)
 }
 
-export const InterceptedSummary = Schema.Struct({ ...summaryFields, hasBodies: Schema.Boolean }).annotations({ identifier: "InterceptedSummary" })
+export const InterceptedSummary = Schema.Struct({ ...summaryFields, hasBodies: Schema.Boolean }).annotations({
+  identifier: "InterceptedSummary"
+})
 
 const Headers = Schema.Record({ key: Schema.String, value: Schema.String })
 export const CapturedBodySchema = Schema.Struct({
@@ -85,7 +87,9 @@ export const InterceptedRequestView = Schema.Struct({
       rawEvents: Schema.optional(Schema.Array(Schema.Unknown))
     })
   ).annotations({ description: "The normalized conversation: turns of the request and of the answer (merged from a stream)" }),
-  upstream: Schema.Array(Schema.Unknown).annotations({ description: "agent-bridge: each upstream attempt, what was sent after translation and what came back" })
+  upstream: Schema.Array(Schema.Unknown).annotations({
+    description: "agent-bridge: each upstream attempt, what was sent after translation and what came back"
+  })
 }).annotations({ identifier: "InterceptedRequest" })
 
 export const RequestsQuery = Schema.Struct({
@@ -127,7 +131,9 @@ export const SessionViewSchema = Schema.Struct({
   dropped: Schema.Number
 }).annotations({ identifier: "InspectorSession" })
 
-export const StartSession = Schema.Struct({ name: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(200)))) }).annotations(strict)
+export const StartSession = Schema.Struct({ name: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(200)))) }).annotations(
+  strict
+)
 export const UpdateSession = Schema.Struct({
   action: Schema.Literal("stop", "rename"),
   name: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(200))))
@@ -168,7 +174,13 @@ export const CaptureModes = Schema.Struct({
     path: Schema.NullOr(Schema.String),
     trust: Schema.Array(Schema.String).annotations({ description: "How to trust the CA" })
   }),
-  buffer: Schema.Struct({ entries: Schema.Number, bufferSize: Schema.Number, bodyBytes: Schema.Number, maxBodyBytes: Schema.Number, maskSecrets: Schema.Boolean })
+  buffer: Schema.Struct({
+    entries: Schema.Number,
+    bufferSize: Schema.Number,
+    bodyBytes: Schema.Number,
+    maxBodyBytes: Schema.Number,
+    maskSecrets: Schema.Boolean
+  })
 }).annotations({ identifier: "InspectorCaptureModes" })
 
 export const IngestPayload = Schema.Struct({
@@ -186,9 +198,13 @@ export const IngestPayload = Schema.Struct({
 
 // ---------------------------------------------------------------- transparent capture (TPROXY)
 
-const port = (what: string) => Schema.Int.pipe(Schema.between(1, 65535)).annotations({ description: what, message: () => "must be an integer from 1 to 65535" })
+const port = (what: string) =>
+  Schema.Int.pipe(Schema.between(1, 65535)).annotations({ description: what, message: () => "must be an integer from 1 to 65535" })
 const positive32 = (what: string) =>
-  Schema.Int.pipe(Schema.between(1, 0xffffffff)).annotations({ description: what, message: () => "must be an integer from 1 to 4294967295 (32 bits)" })
+  Schema.Int.pipe(Schema.between(1, 0xffffffff)).annotations({
+    description: what,
+    message: () => "must be an integer from 1 to 4294967295 (32 bits)"
+  })
 
 /**
  * The start body of `POST /api/tools/agent-bridge/tproxy` (spec document 3, "Transparent capture
@@ -201,10 +217,13 @@ export const TproxyStartFields = Schema.Struct({
   mark: Schema.optional(positive32("Firewall mark of intercepted packets (default 0x2333 = 9011).")),
   onPort: Schema.optional(port("Port of the transparent listener (default 8443).")),
   routeTable: Schema.optional(positive32("Policy-routing table id (default 233).")),
-  bypassMark: Schema.optional(positive32("Socket mark of the gateway's own upstream connections, never intercepted (default 0x539 = 1337).")),
+  bypassMark: Schema.optional(
+    positive32("Socket mark of the gateway's own upstream connections, never intercepted (default 0x539 = 1337).")
+  ),
   sudoPassword: Schema.optional(
     Schema.String.pipe(Schema.maxLength(1024)).annotations({
-      description: "Only for a gateway not running as root: authorizes the trust-store install through sudo; never stored or logged. Ignored as root."
+      description:
+        "Only for a gateway not running as root: authorizes the trust-store install through sudo; never stored or logged. Ignored as root."
     })
   )
 }).annotations(strict)
@@ -215,7 +234,13 @@ export const TproxyStart = Schema.transform(Schema.NullOr(TproxyStartFields), Sc
   encode: (body) => body
 })
 
-export const TproxyConfigView = Schema.Struct({ dport: Schema.Number, mark: Schema.Number, onPort: Schema.Number, routeTable: Schema.Number, bypassMark: Schema.Number })
+export const TproxyConfigView = Schema.Struct({
+  dport: Schema.Number,
+  mark: Schema.Number,
+  onPort: Schema.Number,
+  routeTable: Schema.Number,
+  bypassMark: Schema.Number
+})
 
 /** `GET /api/tools/agent-bridge/tproxy`: whether the mode can run here (and why not), and what it does while it runs. */
 export const TproxyStatus = Schema.Struct({

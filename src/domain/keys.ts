@@ -17,7 +17,9 @@ export const ApiKeyName = Schema.Trim.pipe(
 )
 
 /** A per-minute rate: a positive integer. */
-export const PerMinute = Schema.Int.pipe(Schema.between(1, 1_000_000_000, { message: () => "a rate limit must be an integer from 1 to 1000000000, or null for none" }))
+export const PerMinute = Schema.Int.pipe(
+  Schema.between(1, 1_000_000_000, { message: () => "a rate limit must be an integer from 1 to 1000000000, or null for none" })
+)
 
 /** A per-minute limit: a positive integer, or null for none. */
 export const PerMinuteLimit = Schema.NullOr(PerMinute)

@@ -29,14 +29,21 @@ export const ANONYMOUS_SCOPES: ReadonlyArray<McpScope> = ["read:catalog"]
 
 const described = <A, I>(schema: Schema.Schema<A, I>, description: string): Schema.Schema<A, I> => schema.annotations({ description })
 
-/** A string with something in it besides spaces; the tools trim it. (No Trim transformation: it would hide the description from the JSON Schema.) */
-const NonBlank = (what: string, description: string) => described(Schema.String.pipe(Schema.filter((s) => s.trim() !== "" || `${what} must not be empty`)), description)
+/** A string with something in it besides spaces; the tools trim it. (No Trim transformation: it would hide the description from the JSON
+ * Schema.) */
+const NonBlank = (what: string, description: string) =>
+  described(Schema.String.pipe(Schema.filter((s) => s.trim() !== "" || `${what} must not be empty`)), description)
 
 export const SkillsListArgs = Schema.Struct({
   category: Schema.optional(
-    oneOf(["api", "cli"], "category").annotations({ description: "api: REST API skills; cli: command-line skills.", jsonSchema: { enum: ["api", "cli"] } })
+    oneOf(["api", "cli"], "category").annotations({
+      description: "api: REST API skills; cli: command-line skills.",
+      jsonSchema: { enum: ["api", "cli"] }
+    })
   ),
-  area: Schema.optional(described(Schema.String, "The skill's area: its id without the gw- prefix (providers, budget, ...), or the cli- id itself."))
+  area: Schema.optional(
+    described(Schema.String, "The skill's area: its id without the gw- prefix (providers, budget, ...), or the cli- id itself.")
+  )
 }).annotations(strict)
 
 export const SkillsGetArgs = Schema.Struct({
@@ -46,12 +53,18 @@ export const SkillsGetArgs = Schema.Struct({
 export const SkillsRunArgs = Schema.Struct({
   skill: NonBlank("skill", "The skill's id (gateway_agent_skills_list names them; an entry's scripts lists what it can run)."),
   script: NonBlank("script", "A file name from the skill's scripts, such as report.mjs."),
-  arguments: Schema.optionalWith(described(Schema.Array(Schema.String).pipe(Schema.maxItems(256)), "The script's arguments, strings (process.argv from index 2)."), {
-    default: () => []
-  }),
-  stdin: Schema.optionalWith(described(Schema.String.pipe(Schema.maxLength(1024 * 1024)), "Its standard input, as one string (process.stdin in the script)."), {
-    default: () => ""
-  })
+  arguments: Schema.optionalWith(
+    described(Schema.Array(Schema.String).pipe(Schema.maxItems(256)), "The script's arguments, strings (process.argv from index 2)."),
+    {
+      default: () => []
+    }
+  ),
+  stdin: Schema.optionalWith(
+    described(Schema.String.pipe(Schema.maxLength(1024 * 1024)), "Its standard input, as one string (process.stdin in the script)."),
+    {
+      default: () => ""
+    }
+  )
 }).annotations(strict)
 
 export const NoArgs = Schema.Struct({}).annotations(strict)

@@ -6,7 +6,18 @@ import { oneOf, strict } from "./parse.js"
  * "Providers"): `/api/models/catalog`, `/api/models/alias`, `/api/provider-models`.
  */
 
-export const MODEL_KINDS = ["chat", "embedding", "image", "video", "music", "speech", "transcription", "rerank", "moderation", "search"] as const
+export const MODEL_KINDS = [
+  "chat",
+  "embedding",
+  "image",
+  "video",
+  "music",
+  "speech",
+  "transcription",
+  "rerank",
+  "moderation",
+  "search"
+] as const
 export const CAPABILITIES = ["tools", "vision", "reasoning", "audio", "json"] as const
 export type CapabilityName = (typeof CAPABILITIES)[number]
 
@@ -18,7 +29,10 @@ const ModelIdText = (field: string) =>
   )
 
 const PerMillion = (field: string) =>
-  Schema.Number.pipe(Schema.finite(), Schema.between(0, 100_000, { message: () => `${field} must be a number of USD per 1M tokens between 0 and 100000` }))
+  Schema.Number.pipe(
+    Schema.finite(),
+    Schema.between(0, 100_000, { message: () => `${field} must be a number of USD per 1M tokens between 0 and 100000` })
+  )
 
 export const ModelPrice = Schema.Struct({
   input: Schema.optional(PerMillion("price.input")),
@@ -86,11 +100,18 @@ const ProviderRef = Schema.Trim.pipe(
 
 const ModelFields = {
   name: Schema.optional(
-    Schema.Trim.pipe(Schema.minLength(1, { message: () => "name must not be empty" }), Schema.maxLength(200, { message: () => "name must be at most 200 characters" }))
+    Schema.Trim.pipe(
+      Schema.minLength(1, { message: () => "name must not be empty" }),
+      Schema.maxLength(200, { message: () => "name must be at most 200 characters" })
+    )
   ),
   kind: Schema.optional(oneOf(MODEL_KINDS, "kind")),
-  contextLength: Schema.optional(Schema.Int.pipe(Schema.between(0, 100_000_000, { message: () => "contextLength must be an integer between 0 and 100000000" }))),
-  maxOutput: Schema.optional(Schema.Int.pipe(Schema.between(0, 100_000_000, { message: () => "maxOutput must be an integer between 0 and 100000000" }))),
+  contextLength: Schema.optional(
+    Schema.Int.pipe(Schema.between(0, 100_000_000, { message: () => "contextLength must be an integer between 0 and 100000000" }))
+  ),
+  maxOutput: Schema.optional(
+    Schema.Int.pipe(Schema.between(0, 100_000_000, { message: () => "maxOutput must be an integer between 0 and 100000000" }))
+  ),
   capabilities: Schema.optional(Schema.Array(oneOf(CAPABILITIES, "capabilities[]"))),
   price: Schema.optional(ModelPrice),
   tier: Schema.optional(oneOf(["free", "standard", "premium"] as const, "tier")),
@@ -121,7 +142,13 @@ export const ProviderModelView = Schema.Struct({
   contextLength: Schema.NullOr(Schema.Number),
   maxOutput: Schema.NullOr(Schema.Number),
   capabilities: Schema.NullOr(Schema.Array(Schema.String)),
-  price: Schema.NullOr(Schema.Struct({ input: Schema.optional(Schema.Number), output: Schema.optional(Schema.Number), cachedInput: Schema.optional(Schema.Number) })),
+  price: Schema.NullOr(
+    Schema.Struct({
+      input: Schema.optional(Schema.Number),
+      output: Schema.optional(Schema.Number),
+      cachedInput: Schema.optional(Schema.Number)
+    })
+  ),
   tier: Schema.NullOr(Schema.String),
   noThinkingAlias: Schema.NullOr(Schema.Boolean),
   hidden: Schema.Boolean,

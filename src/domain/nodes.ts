@@ -42,7 +42,18 @@ const Segment = (field: string) =>
 export const NodeId = Segment("id")
 export const NodePrefix = Segment("prefix")
 
-const RESERVED_HEADERS = ["host", "content-length", "content-type", "transfer-encoding", "connection", "accept-encoding", "upgrade", "te", "trailer", "keep-alive"]
+const RESERVED_HEADERS = [
+  "host",
+  "content-length",
+  "content-type",
+  "transfer-encoding",
+  "connection",
+  "accept-encoding",
+  "upgrade",
+  "te",
+  "trailer",
+  "keep-alive"
+]
 const headerNameProblem = (name: string): string | undefined =>
   !/^[A-Za-z0-9-]{1,100}$/.test(name)
     ? `headers: '${name}' is not a header name (letters, digits and '-' only)`
@@ -62,7 +73,8 @@ export const NodeHeaders = Schema.Record({ key: Schema.String, value: HeaderValu
   )
 )
 
-const Size = (field: string) => Schema.Int.pipe(Schema.between(0, 100_000_000, { message: () => `${field} must be an integer between 0 and 100000000` }))
+const Size = (field: string) =>
+  Schema.Int.pipe(Schema.between(0, 100_000_000, { message: () => `${field} must be an integer between 0 and 100000000` }))
 
 export const NodeModel = Schema.Struct({
   id: Schema.Trim.pipe(
@@ -78,7 +90,10 @@ export const NodeModel = Schema.Struct({
 }).annotations(strict)
 export type NodeModel = typeof NodeModel.Type
 
-const NodeName = Schema.Trim.pipe(Schema.minLength(1, { message: () => "name must not be empty" }), Schema.maxLength(100, { message: () => "name must be at most 100 characters" }))
+const NodeName = Schema.Trim.pipe(
+  Schema.minLength(1, { message: () => "name must not be empty" }),
+  Schema.maxLength(100, { message: () => "name must be at most 100 characters" })
+)
 
 const NodeFields = {
   name: Schema.optional(NodeName),

@@ -27,7 +27,10 @@ const HttpUrl = (field: string) =>
   )
 
 const NonEmpty = (field: string) =>
-  Schema.Trim.pipe(Schema.minLength(1, { message: () => `${field} must not be empty` }), Schema.maxLength(4096, { message: () => `${field} is too long` }))
+  Schema.Trim.pipe(
+    Schema.minLength(1, { message: () => `${field} must not be empty` }),
+    Schema.maxLength(4096, { message: () => `${field} is too long` })
+  )
 
 /**
  * Per-connection overrides of the catalog's OAuth endpoints (a self-hosted or test authorization
@@ -120,7 +123,9 @@ export const PollDevice = Schema.Struct({
   state: NonEmpty("state"),
   /** Keep polling (at the server's interval) until the user answers or `timeoutSeconds` pass. */
   wait: Schema.optional(Schema.Boolean),
-  timeoutSeconds: Schema.optional(Schema.Int.pipe(Schema.between(1, 900, { message: () => "timeoutSeconds must be an integer between 1 and 900" })))
+  timeoutSeconds: Schema.optional(
+    Schema.Int.pipe(Schema.between(1, 900, { message: () => "timeoutSeconds must be an integer between 1 and 900" }))
+  )
 }).annotations(strict)
 export type PollDevice = typeof PollDevice.Type
 

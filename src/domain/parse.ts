@@ -37,7 +37,8 @@ export const describeIssues = (issues: ReadonlyArray<ParseResult.ArrayFormatterI
   return parts.join("; ")
 }
 
-export const describeParseError = (error: ParseResult.ParseError): string => describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))
+export const describeParseError = (error: ParseResult.ParseError): string =>
+  describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))
 
 /** A payload that does not decode, as the management plane answers it: a 400 `BadRequest`. */
 export const badRequestOf = (error: ParseResult.ParseError): BadRequest => new BadRequest({ message: describeParseError(error) })
@@ -67,5 +68,12 @@ export const strictStruct = <F extends Schema.Struct.Fields>(fields: F): Schema.
   const ast = Schema.Struct(fields).ast
   const options = { [SchemaAST.ParseOptionsAnnotationId]: strict.parseOptions }
   if (ast._tag !== "Transformation") return Schema.make(SchemaAST.annotations(ast, options))
-  return Schema.make(new SchemaAST.Transformation(SchemaAST.annotations(ast.from, options), SchemaAST.annotations(ast.to, options), ast.transformation, options))
+  return Schema.make(
+    new SchemaAST.Transformation(
+      SchemaAST.annotations(ast.from, options),
+      SchemaAST.annotations(ast.to, options),
+      ast.transformation,
+      options
+    )
+  )
 }

@@ -8,13 +8,28 @@ import * as ParseResult from "effect/ParseResult"
 import { describeIssues, strict } from "./parse.js"
 
 /** The 10 playground endpoints. */
-export const PLAYGROUND_ENDPOINTS = ["chat-completions", "completions", "embeddings", "images", "audio", "speech", "transcriptions", "moderations", "rerank", "search"] as const
+export const PLAYGROUND_ENDPOINTS = [
+  "chat-completions",
+  "completions",
+  "embeddings",
+  "images",
+  "audio",
+  "speech",
+  "transcriptions",
+  "moderations",
+  "rerank",
+  "search"
+] as const
 export const PlaygroundEndpoint = Schema.Literal(...PLAYGROUND_ENDPOINTS)
 
 const range = (name: string, min: number, max: number) =>
-  Schema.Number.pipe(Schema.filter((n) => (Number.isFinite(n) && n >= min && n <= max ? true : `${name} must be a number from ${min} to ${max}`)))
+  Schema.Number.pipe(
+    Schema.filter((n) => (Number.isFinite(n) && n >= min && n <= max ? true : `${name} must be a number from ${min} to ${max}`))
+  )
 const whole = (name: string, min: number, max: number) =>
-  Schema.Number.pipe(Schema.filter((n) => (Number.isInteger(n) && n >= min && n <= max ? true : `${name} must be a whole number from ${min} to ${max}`)))
+  Schema.Number.pipe(
+    Schema.filter((n) => (Number.isInteger(n) && n >= min && n <= max ? true : `${name} must be a whole number from ${min} to ${max}`))
+  )
 
 /** What `params_json` holds: the sampling parameters, each range-checked; nothing else. */
 export const PresetParams = Schema.Struct({

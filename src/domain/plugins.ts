@@ -5,7 +5,10 @@
 import * as Schema from "effect/Schema"
 import { strict } from "./parse.js"
 
-export const PluginName = Schema.String.pipe(Schema.pattern(/^[a-z0-9]+(-[a-z0-9]+)*$/, { message: () => "a plugin's name is kebab-case, e.g. my-plugin" }), Schema.maxLength(100))
+export const PluginName = Schema.String.pipe(
+  Schema.pattern(/^[a-z0-9]+(-[a-z0-9]+)*$/, { message: () => "a plugin's name is kebab-case, e.g. my-plugin" }),
+  Schema.maxLength(100)
+)
 
 export const PluginState = Schema.Literal("running", "starting", "restarting", "stopped", "disabled", "failed", "missing")
 export type PluginState = typeof PluginState.Type

@@ -11,7 +11,9 @@ import { strict } from "./parse.js"
 const Pattern = Schema.Trim.pipe(Schema.minLength(1, { message: () => "a pattern must not be empty" }), Schema.maxLength(200))
 
 export const PolicyName = Schema.String.pipe(
-  Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, { message: () => "name must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit" })
+  Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, {
+    message: () => "name must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+  })
 )
 
 export const ToolRules = Schema.Struct({
@@ -26,11 +28,15 @@ export type ToolRules = typeof ToolRules.Type
 export const PolicyRules = {
   tools: Schema.optional(ToolRules),
   /** API key id (or `*` for every key without its own entry) → model ids or globs it may use. */
-  models: Schema.optional(Schema.Record({ key: Schema.String.pipe(Schema.minLength(1)), value: Schema.Array(Pattern).pipe(Schema.maxItems(500)) })),
+  models: Schema.optional(
+    Schema.Record({ key: Schema.String.pipe(Schema.minLength(1)), value: Schema.Array(Pattern).pipe(Schema.maxItems(500)) })
+  ),
   /** The most output tokens a request may ask for (max_tokens and its equivalents); a request that names none gets this cap. */
   maxTokens: Schema.optional(Schema.Int.pipe(Schema.positive({ message: () => "maxTokens must be a positive integer" }))),
   /** The most a request may cost by estimate, in USD (input estimate and the output cap at the first target's prices). */
-  maxCostUsd: Schema.optional(Schema.Number.pipe(Schema.finite(), Schema.positive({ message: () => "maxCostUsd must be a positive number" }))),
+  maxCostUsd: Schema.optional(
+    Schema.Number.pipe(Schema.finite(), Schema.positive({ message: () => "maxCostUsd must be a positive number" }))
+  ),
   /** Words or phrases no request may contain (case-insensitive, in any text of the body). */
   blockedTerms: Schema.optional(Schema.Array(Pattern).pipe(Schema.maxItems(1000)))
 }

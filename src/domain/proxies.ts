@@ -17,7 +17,10 @@ export const familyOf = (stored: unknown): ProxyFamily => (stored === "ipv4" || 
 
 export const ProxyFamilySchema = oneOf(PROXY_FAMILIES, "family")
 
-const Name = Schema.Trim.pipe(Schema.minLength(1, { message: () => "name must not be empty" }), Schema.maxLength(64, { message: () => "name must be at most 64 characters" }))
+const Name = Schema.Trim.pipe(
+  Schema.minLength(1, { message: () => "name must not be empty" }),
+  Schema.maxLength(64, { message: () => "name must be at most 64 characters" })
+)
 
 /** A host name or an IP literal (IPv6 with or without brackets); no scheme, port or path. */
 const Host = Schema.Trim.pipe(
@@ -29,9 +32,12 @@ const Host = Schema.Trim.pipe(
   })
 )
 
-const Port = Schema.Number.pipe(Schema.filter((n) => (Number.isInteger(n) && n >= 1 && n <= 65535 ? true : "port must be a whole number between 1 and 65535")))
+const Port = Schema.Number.pipe(
+  Schema.filter((n) => (Number.isInteger(n) && n >= 1 && n <= 65535 ? true : "port must be a whole number between 1 and 65535"))
+)
 
-const Credential = (field: string) => Schema.String.pipe(Schema.maxLength(255, { message: () => `${field} must be at most 255 characters` }))
+const Credential = (field: string) =>
+  Schema.String.pipe(Schema.maxLength(255, { message: () => `${field} must be at most 255 characters` }))
 
 const fields = {
   name: Name,

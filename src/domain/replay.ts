@@ -28,7 +28,13 @@ export const ReplaySource = Schema.Struct({
   )
 })
   .annotations(strict)
-  .pipe(Schema.filter((s) => [s.sessionId, s.usageIds, s.jsonl].filter((v) => v !== undefined).length === 1 || "source must name exactly one of sessionId, usageIds or jsonl"))
+  .pipe(
+    Schema.filter(
+      (s) =>
+        [s.sessionId, s.usageIds, s.jsonl].filter((v) => v !== undefined).length === 1 ||
+        "source must name exactly one of sessionId, usageIds or jsonl"
+    )
+  )
 export type ReplaySource = typeof ReplaySource.Type
 
 export const StartReplay = strictStruct({
@@ -39,13 +45,19 @@ export const StartReplay = strictStruct({
     Schema.maxItems(8, { message: () => "models holds at most 8 candidates" })
   ),
   /** Calls in flight at once. */
-  concurrency: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, 16, { message: () => "concurrency must be an integer between 1 and 16" })), {
-    default: () => 2
-  }),
+  concurrency: Schema.optionalWith(
+    Schema.Int.pipe(Schema.between(1, 16, { message: () => "concurrency must be an integer between 1 and 16" })),
+    {
+      default: () => 2
+    }
+  ),
   /** The replay stops starting calls once they cost this much (USD); what is left is skipped (`budget`). */
-  budgetUsd: Schema.optionalWith(Schema.Number.pipe(Schema.finite(), Schema.between(0, 100_000, { message: () => "budgetUsd must be between 0 and 100000" })), {
-    default: () => 1
-  }),
+  budgetUsd: Schema.optionalWith(
+    Schema.Number.pipe(Schema.finite(), Schema.between(0, 100_000, { message: () => "budgetUsd must be between 0 and 100000" })),
+    {
+      default: () => 1
+    }
+  ),
   /** A model that says which answer is better (priced and counted within the budget); none: no judge. */
   judgeModel: Schema.optional(Schema.NullOr(Model))
 })

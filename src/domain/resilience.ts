@@ -9,7 +9,9 @@ import { strict } from "./parse.js"
 
 const PositiveInt = (name: string) => Schema.Int.pipe(Schema.positive({ message: () => `${name} must be a positive integer` }))
 const Millis = (name: string) =>
-  Schema.Int.pipe(Schema.between(0, 24 * 60 * 60 * 1000, { message: () => `${name} must be an integer number of milliseconds between 0 and 86400000` }))
+  Schema.Int.pipe(
+    Schema.between(0, 24 * 60 * 60 * 1000, { message: () => `${name} must be an integer number of milliseconds between 0 and 86400000` })
+  )
 
 export const BreakerProfile = Schema.Struct({
   /** Consecutive provider-level failures that move CLOSED to DEGRADED. */
@@ -36,7 +38,9 @@ export const ResilienceSettings = Schema.Struct({
   }),
   modelLockout: Schema.Struct({
     enabled: Schema.Boolean,
-    errorCodes: Schema.Array(Schema.Int.pipe(Schema.between(400, 599, { message: () => "errorCodes must be HTTP statuses between 400 and 599" }))),
+    errorCodes: Schema.Array(
+      Schema.Int.pipe(Schema.between(400, 599, { message: () => "errorCodes must be HTTP statuses between 400 and 599" }))
+    ),
     baseCooldownMs: Millis("baseCooldownMs"),
     maxCooldownMs: Millis("maxCooldownMs"),
     maxBackoffSteps: Schema.Int.pipe(Schema.between(0, 30, { message: () => "maxBackoffSteps must be an integer between 0 and 30" })),
@@ -103,12 +107,16 @@ export type PatchResilience = typeof PatchResilience.Type
 export const resilienceProblems = (s: ResilienceSettings): Array<string> => {
   const out: Array<string> = []
   if (s.modelLockout.maxCooldownMs < s.modelLockout.baseCooldownMs) {
-    out.push(`modelLockout.maxCooldownMs (${s.modelLockout.maxCooldownMs}) must be at least baseCooldownMs (${s.modelLockout.baseCooldownMs})`)
+    out.push(
+      `modelLockout.maxCooldownMs (${s.modelLockout.maxCooldownMs}) must be at least baseCooldownMs (${s.modelLockout.baseCooldownMs})`
+    )
   }
   for (const cls of ["oauth", "apikey"] as const) {
     const p = s.providerBreaker[cls]
     if (p.degradationThreshold > p.failureThreshold) {
-      out.push(`providerBreaker.${cls}.degradationThreshold (${p.degradationThreshold}) must not exceed failureThreshold (${p.failureThreshold})`)
+      out.push(
+        `providerBreaker.${cls}.degradationThreshold (${p.degradationThreshold}) must not exceed failureThreshold (${p.failureThreshold})`
+      )
     }
   }
   return out
@@ -202,7 +210,11 @@ export const ResetResilience = Schema.Struct({
 }).annotations(strict)
 
 /** The reset request's body: none at all (read as `null`) is `{}`, every breaker. */
-export const ResetResilienceBody = Schema.transform(Schema.Unknown, ResetResilience, { strict: false, decode: (body) => body ?? {}, encode: (reset) => reset })
+export const ResetResilienceBody = Schema.transform(Schema.Unknown, ResetResilience, {
+  strict: false,
+  decode: (body) => body ?? {},
+  encode: (reset) => reset
+})
 
 export const ResetResult = Schema.Struct({
   breakersReset: Schema.Number,

@@ -10,7 +10,8 @@ import { ShadowOptions, ShadowTargets } from "./shadow.js"
  */
 
 /** A whole number in [min, max]; one message for both checks. */
-const whole = (min: number, max: number, message: string) => Schema.Number.pipe(Schema.int({ message: () => message }), Schema.between(min, max, { message: () => message }))
+const whole = (min: number, max: number, message: string) =>
+  Schema.Number.pipe(Schema.int({ message: () => message }), Schema.between(min, max, { message: () => message }))
 
 // ---------------------------------------------------------------- addresses
 
@@ -25,7 +26,9 @@ export const isAddressOrCidr = (s: string): boolean => {
   return Number(bits) <= (family === 4 ? 32 : 128)
 }
 
-const AddressOrCidr = Schema.Trim.pipe(Schema.filter((s) => isAddressOrCidr(s), { message: (issue) => `not an IP address or CIDR (got ${JSON.stringify(issue.actual)})` }))
+const AddressOrCidr = Schema.Trim.pipe(
+  Schema.filter((s) => isAddressOrCidr(s), { message: (issue) => `not an IP address or CIDR (got ${JSON.stringify(issue.actual)})` })
+)
 
 const AddressList = Schema.Array(AddressOrCidr).pipe(Schema.maxItems(1000, { message: () => "at most 1000 entries" }))
 
@@ -49,7 +52,8 @@ export const proxyUrlProblem = (s: string): string | undefined => {
   } catch {
     return "not a URL"
   }
-  if (!(PROXY_SCHEMES as ReadonlyArray<string>).includes(u.protocol)) return `scheme must be http, https, socks5 or socks5h (got ${u.protocol.slice(0, -1)})`
+  if (!(PROXY_SCHEMES as ReadonlyArray<string>).includes(u.protocol))
+    return `scheme must be http, https, socks5 or socks5h (got ${u.protocol.slice(0, -1)})`
   if (!u.hostname) return "has no host"
   if ((u.pathname && u.pathname !== "/") || u.search || u.hash) return "must not have a path, query or fragment"
   return undefined
@@ -67,7 +71,9 @@ const ProxyUrl = Schema.Trim.pipe(
 const NoProxyEntry = Schema.Trim.pipe(
   Schema.minLength(1, { message: () => "must not be empty" }),
   Schema.maxLength(253, { message: () => "at most 253 characters" }),
-  Schema.pattern(/^(\*|\.?[A-Za-z0-9*_-]+(\.[A-Za-z0-9_-]+)*(:\d{1,5})?|[0-9a-fA-F:.]+(\/\d{1,3})?)$/, { message: () => "not a host name, domain suffix, IP address or CIDR" })
+  Schema.pattern(/^(\*|\.?[A-Za-z0-9*_-]+(\.[A-Za-z0-9_-]+)*(:\d{1,5})?|[0-9a-fA-F:.]+(\/\d{1,3})?)$/, {
+    message: () => "not a host name, domain suffix, IP address or CIDR"
+  })
 )
 
 export const ProxySettings = strictStruct({
@@ -82,7 +88,9 @@ export const ProxySettings = strictStruct({
    */
   family: Schema.optionalWith(ProxyFamilySchema, { default: () => "auto" as const }),
   /** Hosts that go direct. */
-  noProxy: Schema.optionalWith(Schema.Array(NoProxyEntry).pipe(Schema.maxItems(500, { message: () => "at most 500 entries" })), { default: () => [] })
+  noProxy: Schema.optionalWith(Schema.Array(NoProxyEntry).pipe(Schema.maxItems(500, { message: () => "at most 500 entries" })), {
+    default: () => []
+  })
 })
 export type ProxySettings = typeof ProxySettings.Type
 
@@ -142,12 +150,16 @@ export type ThinkingBudgetSettings = typeof ThinkingBudgetSettings.Type
 
 export const SystemPromptSettings = strictStruct({
   enabled: Schema.optionalWith(Schema.Boolean, { default: () => false }),
-  text: Schema.optionalWith(Schema.String.pipe(Schema.maxLength(100_000, { message: () => "at most 100000 characters" })), { default: () => "" }),
+  text: Schema.optionalWith(Schema.String.pipe(Schema.maxLength(100_000, { message: () => "at most 100000 characters" })), {
+    default: () => ""
+  }),
   /** `prepend`: before the client's own system prompt; `append`: after it. */
   position: Schema.optionalWith(oneOf(["prepend", "append"] as const, "position"), { default: () => "prepend" as const }),
   /** Gateway API key ids whose requests do not get it (the per-key opt-out). */
   skipKeyIds: Schema.optionalWith(
-    Schema.Array(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }), Schema.maxLength(200))).pipe(Schema.maxItems(1000)),
+    Schema.Array(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }), Schema.maxLength(200))).pipe(
+      Schema.maxItems(1000)
+    ),
     { default: () => [] }
   )
 })
@@ -156,16 +168,26 @@ export type SystemPromptSettings = typeof SystemPromptSettings.Type
 // ---------------------------------------------------------------- compression and context
 
 /** A compression combo by id or name, or `engine:<id>` (one engine with its configured settings). */
-const ProfileRef = Schema.NullOr(Schema.Trim.pipe(Schema.minLength(1, { message: () => "must not be empty (null for none)" }), Schema.maxLength(200)))
+const ProfileRef = Schema.NullOr(
+  Schema.Trim.pipe(Schema.minLength(1, { message: () => "must not be empty (null for none)" }), Schema.maxLength(200))
+)
 
 export const CompressionAutoTrigger = strictStruct({
   enabled: Schema.optionalWith(Schema.Boolean, { default: () => false }),
   /** Compress when the prompt's estimated tokens reach this (null: this test is off). */
-  thresholdTokens: Schema.optionalWith(Schema.NullOr(whole(1, 10_000_000, "thresholdTokens must be a whole number of tokens from 1 to 10000000")), { default: () => 64_000 }),
+  thresholdTokens: Schema.optionalWith(
+    Schema.NullOr(whole(1, 10_000_000, "thresholdTokens must be a whole number of tokens from 1 to 10000000")),
+    { default: () => 64_000 }
+  ),
   /** Or when they reach this share of the target model's context window (null: off). */
-  windowShare: Schema.optionalWith(Schema.NullOr(Schema.Number.pipe(Schema.finite(), Schema.between(0.05, 1, { message: () => "windowShare must be between 0.05 and 1" }))), {
-    default: () => 0.75
-  })
+  windowShare: Schema.optionalWith(
+    Schema.NullOr(
+      Schema.Number.pipe(Schema.finite(), Schema.between(0.05, 1, { message: () => "windowShare must be between 0.05 and 1" }))
+    ),
+    {
+      default: () => 0.75
+    }
+  )
 })
 
 /** docs/compression.md, "Selection": what compresses a request, and the memory and skill injection budget. */
@@ -189,7 +211,9 @@ export type CompressionSettings = typeof CompressionSettings.Type
 export const BackupSettings = strictStruct({
   /** Hours between scheduled backups (fractions allowed, 0 off); null: GATEWAY_BACKUP_INTERVAL_HOURS (default 24). */
   intervalHours: Schema.optionalWith(
-    Schema.NullOr(Schema.Number.pipe(Schema.finite(), Schema.between(0, 24 * 365, { message: () => "intervalHours must be between 0 and 8760" }))),
+    Schema.NullOr(
+      Schema.Number.pipe(Schema.finite(), Schema.between(0, 24 * 365, { message: () => "intervalHours must be between 0 and 8760" }))
+    ),
     { default: () => null }
   ),
   /** Scheduled backups kept (0 off); null: GATEWAY_BACKUP_KEEP (default 7). */
@@ -279,7 +303,12 @@ export type SettingsView = typeof SettingsView.Type
 
 export const PurgeRequest = Schema.Struct({
   /** Only rows older than this many days; absent: all rows (still keeping open budget windows, see docs). */
-  olderThanDays: Schema.optional(Schema.Number.pipe(Schema.finite(), Schema.between(0, 36_500, { message: () => "olderThanDays must be a number of days between 0 and 36500" })))
+  olderThanDays: Schema.optional(
+    Schema.Number.pipe(
+      Schema.finite(),
+      Schema.between(0, 36_500, { message: () => "olderThanDays must be a number of days between 0 and 36500" })
+    )
+  )
 }).annotations(strict)
 export type PurgeRequest = typeof PurgeRequest.Type
 

@@ -22,23 +22,36 @@ export const ShadowTargets = Schema.Array(ShadowTarget).pipe(Schema.maxItems(8, 
 export const ShadowOptions = Schema.Struct({
   /** Shadow calls (and their judge calls) stop for the day once they cost this much (USD, UTC day). */
   budgetUsdPerDay: Schema.optionalWith(
-    Schema.Number.pipe(Schema.finite(), Schema.between(0, 1_000_000, { message: () => "shadowOptions.budgetUsdPerDay must be between 0 and 1000000" })),
+    Schema.Number.pipe(
+      Schema.finite(),
+      Schema.between(0, 1_000_000, { message: () => "shadowOptions.budgetUsdPerDay must be between 0 and 1000000" })
+    ),
     {
       default: () => 1
     }
   ),
   /** Shadow calls in flight at once; a sampled request finding none free is skipped. */
-  concurrency: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, 64, { message: () => "shadowOptions.concurrency must be an integer between 1 and 64" })), {
-    default: () => 2
-  }),
+  concurrency: Schema.optionalWith(
+    Schema.Int.pipe(Schema.between(1, 64, { message: () => "shadowOptions.concurrency must be an integer between 1 and 64" })),
+    {
+      default: () => 2
+    }
+  ),
   /** Pairs older than this are deleted. */
-  retentionDays: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, 3650, { message: () => "shadowOptions.retentionDays must be an integer between 1 and 3650" })), {
-    default: () => 30
-  }),
-  /** A model asked, through the gateway, which of the two answers is better (priced and budgeted like any request); none: no preference is taken. */
-  judgeModel: Schema.optionalWith(Schema.NullOr(Schema.Trim.pipe(Schema.minLength(1, { message: () => "shadowOptions.judgeModel must not be empty" }))), {
-    default: () => null
-  })
+  retentionDays: Schema.optionalWith(
+    Schema.Int.pipe(Schema.between(1, 3650, { message: () => "shadowOptions.retentionDays must be an integer between 1 and 3650" })),
+    {
+      default: () => 30
+    }
+  ),
+  /** A model asked, through the gateway, which of the two answers is better (priced and budgeted like any request); none: no preference is
+   * taken. */
+  judgeModel: Schema.optionalWith(
+    Schema.NullOr(Schema.Trim.pipe(Schema.minLength(1, { message: () => "shadowOptions.judgeModel must not be empty" }))),
+    {
+      default: () => null
+    }
+  )
 }).annotations(strict)
 export type ShadowOptions = typeof ShadowOptions.Type
 

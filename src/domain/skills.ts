@@ -57,7 +57,8 @@ export type SkillCategory = "api" | "cli"
 
 export const skillCategory = (id: string): SkillCategory => (id.startsWith("gw-") ? "api" : "cli")
 export const skillArea = (id: string): string => (id.startsWith("gw-") ? id.slice(3) : id)
-export const isSkillId = (id: string): id is SkillId => (API_SKILL_IDS as ReadonlyArray<string>).includes(id) || (CLI_SKILL_IDS as ReadonlyArray<string>).includes(id)
+export const isSkillId = (id: string): id is SkillId =>
+  (API_SKILL_IDS as ReadonlyArray<string>).includes(id) || (CLI_SKILL_IDS as ReadonlyArray<string>).includes(id)
 
 /** The 42 ids in catalog order: the API skills, then the CLI skills. */
 export const SKILL_IDS: ReadonlyArray<SkillId> = [...API_SKILL_IDS, ...CLI_SKILL_IDS]

@@ -15,7 +15,12 @@ export const BundleRow = Schema.Record({ key: Schema.String, value: Schema.Union
 export type BundleRow = typeof BundleRow.Type
 
 /** One `kv` entry; `secret` when the stored value was encrypted with the storage key (carried in plain inside the envelope). */
-export const BundleSetting = Schema.Struct({ namespace: Schema.String, key: Schema.String, value: Schema.String, secret: Schema.optional(Schema.Boolean) })
+export const BundleSetting = Schema.Struct({
+  namespace: Schema.String,
+  key: Schema.String,
+  value: Schema.String,
+  secret: Schema.optional(Schema.Boolean)
+})
 export type BundleSetting = typeof BundleSetting.Type
 
 /**
@@ -43,7 +48,12 @@ export const BUNDLE_SECTIONS = [
 export type BundleSection = (typeof BUNDLE_SECTIONS)[number]
 
 /** The sections schema 2 added: optional in a bundle (absent from one a schema-1 gateway made). */
-export const SCHEMA_2_SECTIONS = ["compressionCombos", "compressionAssignments", "memory", "skills"] as const satisfies ReadonlyArray<BundleSection>
+export const SCHEMA_2_SECTIONS = [
+  "compressionCombos",
+  "compressionAssignments",
+  "memory",
+  "skills"
+] as const satisfies ReadonlyArray<BundleSection>
 
 /** The layout this build writes; it reads `BUNDLE_SCHEMAS`. */
 export const BUNDLE_SCHEMA = 2
@@ -98,7 +108,9 @@ export const BundleCounts = Schema.Record({ key: Schema.String, value: Schema.Nu
 export const SPACE_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
 
 export const SpaceName = Schema.String.pipe(
-  Schema.filter((s) => SPACE_PATTERN.test(s), { message: () => "space must be 1 to 64 letters, digits, '.', '_' or '-' (starting with a letter or digit)" })
+  Schema.filter((s) => SPACE_PATTERN.test(s), {
+    message: () => "space must be 1 to 64 letters, digits, '.', '_' or '-' (starting with a letter or digit)"
+  })
 )
 
 export const SpacePath = Schema.Struct({ space: SpaceName })
@@ -113,7 +125,12 @@ export const PutBundle = Schema.Struct({
 }).annotations(strict)
 export type PutBundle = typeof PutBundle.Type
 
-export const CloudVersionView = Schema.Struct({ space: Schema.String, version: Schema.Number, size: Schema.Number, createdAt: Schema.String })
+export const CloudVersionView = Schema.Struct({
+  space: Schema.String,
+  version: Schema.Number,
+  size: Schema.Number,
+  createdAt: Schema.String
+})
 export type CloudVersionView = typeof CloudVersionView.Type
 
 export const CloudBundle = Schema.Struct({ ...CloudVersionView.fields, ciphertext: Schema.String })
@@ -137,7 +154,9 @@ export class VersionConflict extends Schema.TaggedError<VersionConflict>()(
 
 export const SyncInitialize = Schema.Struct({
   serverUrl: Schema.String.pipe(
-    Schema.filter((s) => /^https?:\/\/[^\s/]+/i.test(s) && URL.canParse(s), { message: () => "serverUrl must be an http:// or https:// address of the sync server gateway" })
+    Schema.filter((s) => /^https?:\/\/[^\s/]+/i.test(s) && URL.canParse(s), {
+      message: () => "serverUrl must be an http:// or https:// address of the sync server gateway"
+    })
   ),
   apiKey: Schema.String.pipe(Schema.minLength(1, { message: () => "apiKey must be an admin API key of the sync server" })),
   space: SpaceName,
@@ -172,7 +191,11 @@ export class SyncConflict extends Schema.TaggedError<SyncConflict>()(
 ) {}
 
 /** 502: the sync server did not answer, or answered something else than a sync server would. */
-export class SyncServerError extends Schema.TaggedError<SyncServerError>()("SyncServerError", { message: Schema.String }, HttpApiSchema.annotations({ status: 502 })) {}
+export class SyncServerError extends Schema.TaggedError<SyncServerError>()(
+  "SyncServerError",
+  { message: Schema.String },
+  HttpApiSchema.annotations({ status: 502 })
+) {}
 
 export const SyncStatus = Schema.Struct({
   configured: Schema.Boolean,

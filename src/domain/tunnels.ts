@@ -23,7 +23,8 @@ export const TunnelStatus = Schema.Struct({
 })
 export type TunnelStatus = typeof TunnelStatus.Type
 
-/** The mesh funnel's status: the common object, its address also as `tunnelUrl`, and when the network has not allowed the funnel yet, where to allow it. */
+/** The mesh funnel's status: the common object, its address also as `tunnelUrl`, and when the network has not allowed the funnel yet, where
+ * to allow it. */
 export const MeshStatus = Schema.Struct({
   ...TunnelStatus.fields,
   tunnelUrl: Schema.NullOr(Schema.String),
@@ -45,7 +46,9 @@ export const TunnelAction = Schema.Struct({
   authToken: Schema.optional(TunnelAuthToken)
 }).annotations(strict)
 
-export const MeshHostname = Schema.String.pipe(Schema.pattern(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/i, { message: () => "hostname must be one DNS label (letters, digits, '-')" }))
+export const MeshHostname = Schema.String.pipe(
+  Schema.pattern(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/i, { message: () => "hostname must be one DNS label (letters, digits, '-')" })
+)
 export const MeshPort = Schema.Int.pipe(Schema.between(1, 65535, { message: () => "port must be an integer from 1 to 65535" }))
 
 /** Given to sudo on stdin for one call only; never logged, never stored. */
@@ -56,9 +59,11 @@ export const SudoPassword = Schema.String.pipe(
 )
 
 /** `POST /api/tunnels/mesh/enable`: `port` is the local port the funnel forwards to (default the gateway's). */
-export const MeshEnable = Schema.Struct({ sudoPassword: Schema.optional(SudoPassword), hostname: Schema.optional(MeshHostname), port: Schema.optional(MeshPort) }).annotations(
-  strict
-)
+export const MeshEnable = Schema.Struct({
+  sudoPassword: Schema.optional(SudoPassword),
+  hostname: Schema.optional(MeshHostname),
+  port: Schema.optional(MeshPort)
+}).annotations(strict)
 /** `install`, `start-daemon`, `disable`. */
 export const MeshPrivileged = Schema.Struct({ sudoPassword: Schema.optional(SudoPassword) }).annotations(strict)
 /** `login`. */

@@ -22,7 +22,9 @@ const Instant = (name: string) =>
   Schema.String.pipe(
     Schema.filter((s) => {
       const ms = instantMs(s)
-      return Number.isFinite(ms) && Math.abs(ms) <= MAX_INSTANT ? true : `${name} must be an ISO 8601 date or epoch milliseconds (at most 8.64e15)`
+      return Number.isFinite(ms) && Math.abs(ms) <= MAX_INSTANT
+        ? true
+        : `${name} must be an ISO 8601 date or epoch milliseconds (at most 8.64e15)`
     })
   )
 
@@ -67,7 +69,11 @@ export const LogsQuery = Schema.Struct({
   model: Schema.optional(Schema.String),
   requestId: Schema.optional(Schema.String),
   /** `ok` (2xx), `error` (anything else), or one status. */
-  status: Schema.optional(Schema.String.pipe(Schema.filter((s) => (s === "ok" || s === "error" || /^\d{3}$/.test(s) ? true : "status must be ok, error or a 3-digit status"))))
+  status: Schema.optional(
+    Schema.String.pipe(
+      Schema.filter((s) => (s === "ok" || s === "error" || /^\d{3}$/.test(s) ? true : "status must be ok, error or a 3-digit status"))
+    )
+  )
 })
 
 export const UsageLogLine = Schema.Struct({
@@ -122,7 +128,15 @@ export const ConnectionUsage = Schema.Struct({
   last24h: WindowSummary,
   last7d: WindowSummary,
   last30d: WindowSummary,
-  models: Schema.Array(Schema.Struct({ model: Schema.NullOr(Schema.String), requests: Schema.Number, tokensIn: Schema.Number, tokensOut: Schema.Number, costUsd: Schema.Number }))
+  models: Schema.Array(
+    Schema.Struct({
+      model: Schema.NullOr(Schema.String),
+      requests: Schema.Number,
+      tokensIn: Schema.Number,
+      tokensOut: Schema.Number,
+      costUsd: Schema.Number
+    })
+  )
 })
 
 export const TelemetryQuery = Schema.Struct({ hours: Schema.optional(NumberFromQuery("hours", 1, 24 * 90)) })

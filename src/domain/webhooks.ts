@@ -7,11 +7,20 @@ import { strict } from "./parse.js"
  */
 
 /** The event names a webhook can receive; `*` in a webhook's `events` means all of these. */
-export const WEBHOOK_EVENTS = ["request.completed", "request.failed", "provider.error", "provider.recovered", "quota.exceeded", "combo.switched", "test.ping"] as const
+export const WEBHOOK_EVENTS = [
+  "request.completed",
+  "request.failed",
+  "provider.error",
+  "provider.recovered",
+  "quota.exceeded",
+  "combo.switched",
+  "test.ping"
+] as const
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number]
 
 /** Names in a webhook's `events` that no event carries: stored, never matched (answered as `warnings`). */
-export const unknownEvents = (events: ReadonlyArray<string>): ReadonlyArray<string> => events.filter((e) => e !== "*" && !(WEBHOOK_EVENTS as ReadonlyArray<string>).includes(e))
+export const unknownEvents = (events: ReadonlyArray<string>): ReadonlyArray<string> =>
+  events.filter((e) => e !== "*" && !(WEBHOOK_EVENTS as ReadonlyArray<string>).includes(e))
 
 const WebhookUrl = Schema.String.pipe(
   Schema.maxLength(2048, { message: () => "url must be at most 2048 characters" }),
@@ -32,10 +41,14 @@ const WebhookUrl = Schema.String.pipe(
  * A caller-chosen secret: 16 to 256 printable ASCII characters (the bytes are the characters, so
  * every receiver library reads the same key). `whsec_` + base64 is the Standard Webhooks form.
  */
-const WebhookSecret = Schema.String.pipe(Schema.pattern(/^[\x21-\x7e]{16,256}$/, { message: () => "secret must be 16 to 256 printable ASCII characters without spaces" }))
+const WebhookSecret = Schema.String.pipe(
+  Schema.pattern(/^[\x21-\x7e]{16,256}$/, { message: () => "secret must be 16 to 256 printable ASCII characters without spaces" })
+)
 
 const EventList = Schema.Array(
-  Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9*._-]{1,100}$/, { message: () => "each event must be 1-100 letters, digits, '.', '_', '-' or '*'" }))
+  Schema.String.pipe(
+    Schema.pattern(/^[A-Za-z0-9*._-]{1,100}$/, { message: () => "each event must be 1-100 letters, digits, '.', '_', '-' or '*'" })
+  )
 ).pipe(
   Schema.minItems(1, { message: () => 'events must not be empty (omit it for ["*"], every event)' }),
   Schema.maxItems(50, { message: () => "events may list at most 50 names" })

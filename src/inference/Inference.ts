@@ -74,7 +74,10 @@ const respondWith: FusionDeps["respondWith"] = (call, decoded, served) =>
   Effect.sync(() => {
     if (call.stream) return replayWhole(call, decoded)
     const { candidate, costUsd, tokens } = served
-    Object.assign(call.ctx.responseHeaders, costHeaders(call.ctx, candidate.connection.provider.id, candidate.model, undefined, costUsd, false, tokens))
+    Object.assign(
+      call.ctx.responseHeaders,
+      costHeaders(call.ctx, candidate.connection.provider.id, candidate.model, undefined, costUsd, false, tokens)
+    )
     sendWhole(call, JSON.stringify(encodeWhole(call, decoded)))
   })
 
@@ -134,7 +137,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const guarding = makeGuardedAttempt({ resilience, accounting, memory, router, slots, now, infoOn })
       const { guarded } = guarding
       /** Chat, messages, responses, generate: the guarded attempt with the pipeline's own try. */
-      const execute = (call: InferenceCall, plan: RoutePlan, track: Tracking): Effect.Effect<AttemptOutcome, InferenceError> => guarded(call, plan, track, attempt)
+      const execute = (call: InferenceCall, plan: RoutePlan, track: Tracking): Effect.Effect<AttemptOutcome, InferenceError> =>
+        guarded(call, plan, track, attempt)
       const { fuse } = makeFusion({ accounting, guarded, send, readFailure, wholeText, encodeFor, respondWith, execute })
       const { lookup, wanted: cacheWanted } = makeCacheLookup({ flags, cache, accounting, accountingConfig, inference: () => self })
 
@@ -162,7 +166,17 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const serve = makeServe({ guardrails, accounting, flags, cache, lookup, planFor, fuse, execute, cooldownWaits })
       const run = makeRun({ usage, accounting, writeAhead, serve })
 
-      const self: InferenceShape = { run, runNow, resolve, plan: (model, format) => planFor(model, format), guarded, send, readFailure, wholeText, track: writeAhead }
+      const self: InferenceShape = {
+        run,
+        runNow,
+        resolve,
+        plan: (model, format) => planFor(model, format),
+        guarded,
+        send,
+        readFailure,
+        wholeText,
+        track: writeAhead
+      }
       return self
     })
   )

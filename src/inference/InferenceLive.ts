@@ -117,6 +117,16 @@ export const InferenceLive: Layer.Layer<
   Layer.provideMerge(Layer.mergeAll(Quotas.layer, NativeBatches.layer)),
   Layer.provideMerge(Layer.mergeAll(Inference.layer, Files.layer)),
   Layer.provideMerge(
-    Layer.mergeAll(OAuth.layer, StreamWatchdog.layer, InternalCalls.layer, ResponseStore.layer, FileStore.layer, Batches.layer, Evals.layer, IssueTracker.layer, Compression.layer)
+    Layer.mergeAll(
+      OAuth.layer,
+      StreamWatchdog.layer,
+      InternalCalls.layer,
+      ResponseStore.layer,
+      FileStore.layer,
+      Batches.layer,
+      Evals.layer,
+      IssueTracker.layer,
+      Compression.layer
+    )
   )
 )

@@ -31,7 +31,8 @@ export interface Expanded {
   readonly expanded: boolean
 }
 
-const asItems = (input: unknown): Array<unknown> => (typeof input === "string" ? [{ type: "message", role: "user", content: input }] : Array.isArray(input) ? input : [])
+const asItems = (input: unknown): Array<unknown> =>
+  typeof input === "string" ? [{ type: "message", role: "user", content: input }] : Array.isArray(input) ? input : []
 
 export interface ResponseStoreShape {
   /** Keeps a response's input and output under its id (the newest entry; the oldest goes beyond the bound). */
@@ -83,8 +84,14 @@ export const HTTP_MAX_AGE_MS = 60 * 60 * 1000
  */
 export class ResponseStore extends Context.Tag("gateway/ResponseStore")<ResponseStore, ResponseStoreShape>() {
   /** A store of at most `maxEntries` responses, each kept `maxAgeMs`; `shared` links it to the other processes. */
-  static readonly make = (options: { readonly maxEntries?: number; readonly maxAgeMs?: number } = {}, shared: SharedStateShape = localSharedState): ResponseStoreShape => {
-    const entries = new BoundedMap<string, StoredResponse>({ maxEntries: options.maxEntries ?? HTTP_MAX_ENTRIES, ttlMs: options.maxAgeMs ?? HTTP_MAX_AGE_MS })
+  static readonly make = (
+    options: { readonly maxEntries?: number; readonly maxAgeMs?: number } = {},
+    shared: SharedStateShape = localSharedState
+  ): ResponseStoreShape => {
+    const entries = new BoundedMap<string, StoredResponse>({
+      maxEntries: options.maxEntries ?? HTTP_MAX_ENTRIES,
+      ttlMs: options.maxAgeMs ?? HTTP_MAX_AGE_MS
+    })
     const channel = shared.channel<RememberedResponse>("responses", (r) => {
       entries.set(r.id, { input: r.input, output: r.output, origin: r.origin, at: r.at }, r.at)
     })

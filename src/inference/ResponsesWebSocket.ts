@@ -34,7 +34,13 @@ const headerLines = (requestId: string): Array<string> => Object.entries(gateway
 /** An upgrade refused with an HTTP answer written to the socket itself. */
 const refuse = (socket: net.Socket, requestId: string, status: number, reason: string, message: string, code: string) => {
   const body = JSON.stringify({ error: { message, type: status === 401 ? "authentication_error" : "invalid_request_error", code } })
-  const head = [`HTTP/1.1 ${status} ${reason}`, ...headerLines(requestId), "content-type: application/json", `content-length: ${Buffer.byteLength(body)}`, "connection: close"]
+  const head = [
+    `HTTP/1.1 ${status} ${reason}`,
+    ...headerLines(requestId),
+    "content-type: application/json",
+    `content-length: ${Buffer.byteLength(body)}`,
+    "connection: close"
+  ]
   socket.end(`${head.join("\r\n")}\r\n\r\n${body}`)
 }
 
@@ -49,7 +55,8 @@ interface AcceptDeps {
   readonly session: SessionDeps
 }
 
-/** An upgrade on a Responses WebSocket path: refused with an HTTP answer, or its socket handed to a session (`openSession`); made once per layer. */
+/** An upgrade on a Responses WebSocket path: refused with an HTTP answer, or its socket handed to a session (`openSession`); made once per
+ * layer. */
 const makeAccept = ({ flags, keys, access, wss, upgradeIds, session }: AcceptDeps) =>
   Effect.fnUntraced(function* (req: http.IncomingMessage, socket: net.Socket, head: Buffer, query: URLSearchParams, requestId: string) {
     if (!(yield* flags.enabled("GATEWAY_UPSTREAM_WS_ENABLED"))) {
@@ -64,7 +71,14 @@ const makeAccept = ({ flags, keys, access, wss, upgradeIds, session }: AcceptDep
     }
     const auth = yield* authenticateInference(keys, flags, access, req, query).pipe(Effect.either)
     if (auth._tag === "Left")
-      return refuse(socket, requestId, auth.left.status, auth.left.status === 401 ? "Unauthorized" : "Forbidden", auth.left.message, auth.left.code ?? "unauthorized")
+      return refuse(
+        socket,
+        requestId,
+        auth.left.status,
+        auth.left.status === 401 ? "Unauthorized" : "Forbidden",
+        auth.left.message,
+        auth.left.code ?? "unauthorized"
+      )
     upgradeIds.set(req, requestId)
     wss.handleUpgrade(req, socket, head, (ws) => {
       session.sockets.add(ws)
@@ -120,7 +134,14 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
       )
 
       const tryResponse = makeResponseAttempt({ inference: deps.inference, accounting: deps.accounting, watchdog, timeouts })
-      const serve = makeServe({ inference: deps.inference, usage: deps.usage, accounting: deps.accounting, inboundLimits, guardrails, tryResponse })
+      const serve = makeServe({
+        inference: deps.inference,
+        usage: deps.usage,
+        accounting: deps.accounting,
+        inboundLimits,
+        guardrails,
+        tryResponse
+      })
       const accept = makeAccept({ flags, keys, access, wss, upgradeIds, session: { run, sockets, hooks, serve } })
 
       return {

@@ -53,35 +53,34 @@ export interface StreamWatchdogShape {
  * reading does not count); a connection's own `silenceMs` replaces both, checked at the same
  * sweep interval.
  */
-export const makeStreamWatchdog: (timeouts: StreamTimeoutsShape) => Effect.Effect<StreamWatchdogShape, never, Scope.Scope> = Effect.fnUntraced(function* (
-  timeouts: StreamTimeoutsShape
-) {
-  const open = new Set<Watched>()
-  const sweep = Effect.sync(() => {
-    if (open.size === 0) return
-    const now = Date.now()
-    for (const w of open) {
-      const stalled = stallOf(w.state, timeouts, now)
-      if (stalled) {
-        open.delete(w)
-        try {
-          w.stalled(stalled)
-        } catch {
-          // A stream's own handler reports its errors (see relayStream); the sweep goes on for the others.
+export const makeStreamWatchdog: (timeouts: StreamTimeoutsShape) => Effect.Effect<StreamWatchdogShape, never, Scope.Scope> =
+  Effect.fnUntraced(function* (timeouts: StreamTimeoutsShape) {
+    const open = new Set<Watched>()
+    const sweep = Effect.sync(() => {
+      if (open.size === 0) return
+      const now = Date.now()
+      for (const w of open) {
+        const stalled = stallOf(w.state, timeouts, now)
+        if (stalled) {
+          open.delete(w)
+          try {
+            w.stalled(stalled)
+          } catch {
+            // A stream's own handler reports its errors (see relayStream); the sweep goes on for the others.
+          }
+        }
+      }
+    })
+    yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(checkInterval(timeouts))))
+    return {
+      watch: (w) => {
+        open.add(w)
+        return () => {
+          open.delete(w)
         }
       }
     }
   })
-  yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(checkInterval(timeouts))))
-  return {
-    watch: (w) => {
-      open.add(w)
-      return () => {
-        open.delete(w)
-      }
-    }
-  }
-})
 
 /** The process's one stream watchdog, shared by the HTTP pipeline and the WebSocket transport. */
 export class StreamWatchdog extends Context.Tag("gateway/StreamWatchdog")<StreamWatchdog, StreamWatchdogShape>() {

@@ -29,13 +29,22 @@ export const responseEvents = (res: CanonicalResponse): Array<StreamEvent> => {
       events.push({
         type: "block_start",
         index,
-        block: { type: "reasoning", ...(b.redacted !== undefined ? { redacted: b.redacted } : {}), ...(b.itemId ? { itemId: b.itemId } : {}) }
+        block: {
+          type: "reasoning",
+          ...(b.redacted !== undefined ? { redacted: b.redacted } : {}),
+          ...(b.itemId ? { itemId: b.itemId } : {})
+        }
       })
       if (b.text) events.push({ type: "reasoning_delta", index, text: b.text })
-      if (b.signature || b.encrypted) events.push({ type: "signature", index, signature: (b.encrypted ?? b.signature)!, ...(b.encrypted ? { encrypted: true } : {}) })
+      if (b.signature || b.encrypted)
+        events.push({ type: "signature", index, signature: (b.encrypted ?? b.signature)!, ...(b.encrypted ? { encrypted: true } : {}) })
     } else if (b.type === "tool_use") {
       events.push(
-        { type: "block_start", index, block: { type: "tool_use", id: b.id, name: b.name, ...(b.signature ? { signature: b.signature } : {}) } },
+        {
+          type: "block_start",
+          index,
+          block: { type: "tool_use", id: b.id, name: b.name, ...(b.signature ? { signature: b.signature } : {}) }
+        },
         { type: "tool_args_delta", index, partialJson: JSON.stringify(b.input ?? {}) }
       )
     } else return
@@ -74,10 +83,16 @@ export const JSON_ARRAY_CONTENT_TYPE = "application/json; charset=UTF-8"
 /** A whole answer to a client that asked for a stream: its events, replayed in the client's stream format. */
 export const replayWhole = (call: InferenceCall, decoded: CanonicalResponse): void => {
   const { ctx, format: client } = call
-  const encoder = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
+  const encoder =
+    call.streamEncoder?.() ??
+    client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
   if (ctx.progress) ctx.progress.contentStarted = true
   if (!ctx.res.headersSent)
-    startStream(ctx, { ...responseHeaders(ctx), "content-type": call.jsonArrayStream ? JSON_ARRAY_CONTENT_TYPE : client.streamContentType, "cache-control": "no-cache" })
+    startStream(ctx, {
+      ...responseHeaders(ctx),
+      "content-type": call.jsonArrayStream ? JSON_ARRAY_CONTENT_TYPE : client.streamContentType,
+      "cache-control": "no-cache"
+    })
   endStream(
     ctx,
     responseEvents(decoded)
@@ -90,7 +105,11 @@ export const replayWhole = (call: InferenceCall, decoded: CanonicalResponse): vo
 export const encodeWhole = (call: InferenceCall, decoded: CanonicalResponse): unknown =>
   call.encodeResponse
     ? call.encodeResponse(decoded)
-    : call.format.encodeResponse(decoded, { model: call.model, requestId: call.ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
+    : call.format.encodeResponse(decoded, {
+        model: call.model,
+        requestId: call.ctx.requestId,
+        ...(call.encodeOptions ? { options: call.encodeOptions } : {})
+      })
 
 /** Sends a whole JSON answer (its cost headers already on the context); the response cache's hook may keep it (onResponse). */
 export const sendWhole = (call: InferenceCall, payload: string): void => {

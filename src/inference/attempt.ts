@@ -13,7 +13,15 @@ import type { UpstreamResponse } from "../upstream/client/UpstreamHttp.js"
 import type { AccountingShape } from "../services/accounting/Accounting.js"
 import { probeTimeoutMs } from "../services/routing/auto/selfHealing.js"
 import type { Candidate } from "../services/routing/types.js"
-import { AttemptFailed, type AttemptOutcome, attemptFailed, clientFacing, failureOfError, failureOfStream, headerValue } from "../kernel/attempts.js"
+import {
+  AttemptFailed,
+  type AttemptOutcome,
+  attemptFailed,
+  clientFacing,
+  failureOfError,
+  failureOfStream,
+  headerValue
+} from "../kernel/attempts.js"
 import { clientError, decodeFailure, type InferenceError } from "../kernel/errors.js"
 import { schemaEngines } from "../kernel/schemaCheck.js"
 import { costHeaders, encodeWhole, JSON_ARRAY_CONTENT_TYPE, replayWhole, sendWhole } from "./answers.js"
@@ -23,7 +31,15 @@ import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
 import { collectStream, type CollectedStream, DISCARD, makeRelay, streamEnded } from "./relays.js"
 import type { Origin } from "./ResponseStore.js"
 import { encodeFor, errorInAnswer, type makeSending } from "./sending.js"
-import { type RelayEnd, relayFrames, relayFramesNow, relayStream, relayStreamNow, type StreamOutcome, type StreamWatchdogShape } from "./stream.js"
+import {
+  type RelayEnd,
+  relayFrames,
+  relayFramesNow,
+  relayStream,
+  relayStreamNow,
+  type StreamOutcome,
+  type StreamWatchdogShape
+} from "./stream.js"
 import { type Conformed, plusUsage, schemaOf, type makeStructured } from "./structuredAnswers.js"
 import type { StreamTimeoutsShape } from "./StreamTimeouts.js"
 
@@ -84,7 +100,8 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
 
     const forward: Record<string, string> = {}
     const beta = ctx.req.headers["anthropic-beta"]
-    if (client.id === "anthropic" && upstream.id === "anthropic" && beta) forward["anthropic-beta"] = Array.isArray(beta) ? beta.join(",") : beta
+    if (client.id === "anthropic" && upstream.id === "anthropic" && beta)
+      forward["anthropic-beta"] = Array.isArray(beta) ? beta.join(",") : beta
 
     let body: Record<string, unknown>
     if (passthrough) {
@@ -97,12 +114,19 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
       } catch (e) {
         throw attemptFailed(decodeFailure(client, e), undefined)
       }
-      const req: CanonicalRequest = { ...canonical, model: target.model, stream: asStream, ...(call.noThinking ? { reasoning: { enabled: false } } : {}) }
+      const req: CanonicalRequest = {
+        ...canonical,
+        model: target.model,
+        stream: asStream,
+        ...(call.noThinking ? { reasoning: { enabled: false } } : {})
+      }
       body = encodeFor(connection, req).body
     }
 
     // Probes after an exclusion (or through a half-open breaker) wait less for headers.
-    const headersTimeoutMs = probe ? probeTimeoutMs(connection.timeouts?.headersMs ?? (asStream ? timeouts.streamHeadersMs : timeouts.headersMs)) : undefined
+    const headersTimeoutMs = probe
+      ? probeTimeoutMs(connection.timeouts?.headersMs ?? (asStream ? timeouts.streamHeadersMs : timeouts.headersMs))
+      : undefined
     // The traffic inspector's tap (src/services/inspector/agentBridge.ts), only while it records
     // bodies: what is recorded is what goes out, the endpoint's URL and the body once the model is set.
     const tap = ctx.tap
@@ -110,7 +134,10 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
       tap === undefined
         ? undefined
         : (prepared: { readonly url: string; readonly body: string }) =>
-            tap.sent({ provider: connection.provider.id, connection: connection.name, model: candidate.model, url: prepared.url }, prepared.body)
+            tap.sent(
+              { provider: connection.provider.id, connection: connection.name, model: candidate.model, url: prepared.url },
+              prepared.body
+            )
     const options: SendOptions = {
       stream: asStream,
       forward,
@@ -126,7 +153,11 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
 
   /** A send's failure as the attempt's: a misconfigured or refused connection is skipped, not failed. */
   const sendFailed = (e: InferenceError) =>
-    attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked" || e.code === "oauth_refresh_failed")
+    attemptFailed(
+      e,
+      failureOfError(e),
+      e.code === "provider_misconfigured" || e.code === "provider_url_blocked" || e.code === "oauth_refresh_failed"
+    )
 
   /** Whether the upstream's 2xx is a stream to relay (else a whole body, read as such). */
   const isStreamed = (p: Prepared, res: UpstreamResponse): boolean => {
@@ -140,7 +171,11 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
 
   /** The stream's content type for the client. */
   const streamType = (call: InferenceCall, p: Prepared, res: UpstreamResponse): string =>
-    call.jsonArrayStream ? JSON_ARRAY_CONTENT_TYPE : p.passthrough ? String(res.headers["content-type"] ?? call.format.streamContentType) : call.format.streamContentType
+    call.jsonArrayStream
+      ? JSON_ARRAY_CONTENT_TYPE
+      : p.passthrough
+        ? String(res.headers["content-type"] ?? call.format.streamContentType)
+        : call.format.streamContentType
 
   /**
    * A whole 2xx answer, first half: refused when it is an error or not the format's answer;
@@ -153,7 +188,10 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
     p: Prepared,
     res: UpstreamResponse,
     text: string
-  ): AttemptFailed | { readonly outcome: AttemptOutcome } | { readonly json: unknown; readonly usage: Usage | undefined; readonly costUsd: number; readonly resealed: boolean } => {
+  ):
+    | AttemptFailed
+    | { readonly outcome: AttemptOutcome }
+    | { readonly json: unknown; readonly usage: Usage | undefined; readonly costUsd: number; readonly resealed: boolean } => {
     const { format: client } = call
     const { connection, upstream, passthrough } = p
     const json = tryJson(text)
@@ -165,7 +203,9 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
     if (call.stream) {
       // The client asked for a stream but the upstream answered whole: replay it as events.
       replayWhole(call, sealResponse(upstream.decodeResponse(json), connection.id))
-      return { outcome: { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), costUsd } satisfies AttemptOutcome }
+      return {
+        outcome: { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), costUsd } satisfies AttemptOutcome
+      }
     }
     // Pass-through: the upstream's own bytes go to the client, parsed only for usage and errors,
     // and re-written only when reasoning state in them is sealed (docs/reasoning-state.md) or the
@@ -191,12 +231,19 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
       usage = plusUsage(usage, conformed.extraUsage)
       costUsd += conformed.extraCostUsd
     }
-    const answer = conformed?.changed || !passthrough ? encodeWhole(call, conformed?.decoded ?? sealResponse(upstream.decodeResponse(begun.json), connection.id)) : begun.json
+    const answer =
+      conformed?.changed || !passthrough
+        ? encodeWhole(call, conformed?.decoded ?? sealResponse(upstream.decodeResponse(begun.json), connection.id))
+        : begun.json
     const outcome: AttemptOutcome = { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), costUsd }
-    Object.assign(ctx.responseHeaders, costHeaders(ctx, connection.provider.id, candidate.model, usage, costUsd + (call.extraCostUsd ?? 0), false, call.extraTokens))
+    Object.assign(
+      ctx.responseHeaders,
+      costHeaders(ctx, connection.provider.id, candidate.model, usage, costUsd + (call.extraCostUsd ?? 0), false, call.extraTokens)
+    )
     sendWhole(call, passthrough && !begun.resealed && !conformed?.changed ? text : JSON.stringify(answer))
     const id = obj(answer)?.["id"]
-    if (call.onCompleted && typeof id === "string") call.onCompleted({ id, output: (obj(answer)?.["output"] as Array<unknown>) ?? [], ...(passthrough ? { origin } : {}) })
+    if (call.onCompleted && typeof id === "string")
+      call.onCompleted({ id, output: (obj(answer)?.["output"] as Array<unknown>) ?? [], ...(passthrough ? { origin } : {}) })
     return outcome
   }
 
@@ -232,7 +279,13 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
       }
     }
     const decoded = gather.collector.result(`${ctx.requestId}`)
-    return { decoded, answer: undefined, payload: "", usage: decoded.usage, costUsd: accounting.cost(connection.provider.id, candidate.model, decoded.usage) }
+    return {
+      decoded,
+      answer: undefined,
+      payload: "",
+      usage: decoded.usage,
+      costUsd: accounting.cost(connection.provider.id, candidate.model, decoded.usage)
+    }
   }
 
   /** A collected stream, second half: the whole answer written (encoded for the client unless it is the terminal object). */
@@ -259,10 +312,14 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
       answer = encodeWhole(passthrough && decoded.model ? { ...call, model: decoded.model } : call, decoded)
       payload = JSON.stringify(answer)
     }
-    Object.assign(ctx.responseHeaders, costHeaders(ctx, connection.provider.id, candidate.model, usage, costUsd + (call.extraCostUsd ?? 0), false, call.extraTokens))
+    Object.assign(
+      ctx.responseHeaders,
+      costHeaders(ctx, connection.provider.id, candidate.model, usage, costUsd + (call.extraCostUsd ?? 0), false, call.extraTokens)
+    )
     sendWhole(call, payload)
     const id = obj(answer)?.["id"]
-    if (call.onCompleted && typeof id === "string") call.onCompleted({ id, output: (obj(answer)?.["output"] as Array<unknown>) ?? [], ...(passthrough ? { origin } : {}) })
+    if (call.onCompleted && typeof id === "string")
+      call.onCompleted({ id, output: (obj(answer)?.["output"] as Array<unknown>) ?? [], ...(passthrough ? { origin } : {}) })
     return { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), costUsd } satisfies AttemptOutcome
   }
 
@@ -271,7 +328,11 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
   /** One attempt against one candidate: answers the client, or fails with nothing written. */
   // Created once and called per attempt, as every generator on the request path: a generator
   // function made per call keeps what it saw alive through young GCs (docs/performance.md).
-  const attempt: (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }) => Effect.Effect<AttemptOutcome, AttemptFailed> = Effect.fnUntraced(function* (
+  const attempt: (
+    call: InferenceCall,
+    candidate: Candidate,
+    options: { readonly probe: boolean }
+  ) => Effect.Effect<AttemptOutcome, AttemptFailed> = Effect.fnUntraced(function* (
     call: InferenceCall,
     candidate: Candidate,
     options: { readonly probe: boolean }
@@ -287,7 +348,9 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
     const { target, connection, upstream } = p
     const tap = ctx.tap
     const sent = sendAs(target, upstream.id, p.body, p.options, client, sendFailed)
-    const res = yield* tap === undefined ? sent : Effect.tapError(sent, (f) => Effect.sync(() => tap.failed(null, f.error.message, undefined)))
+    const res = yield* tap === undefined
+      ? sent
+      : Effect.tapError(sent, (f) => Effect.sync(() => tap.failed(null, f.error.message, undefined)))
     if (res.status < 200 || res.status >= 300) {
       const { error, info } = yield* readFailure(res, upstream, client, connection)
       if (tap !== undefined) tap.failed(res.status, info.message, info.body)
@@ -303,13 +366,24 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
       if (begun instanceof AttemptFailed) return yield* Effect.fail(begun)
       if ("outcome" in begun) return begun.outcome
       const conformed =
-        schemaOf(call) === undefined ? undefined : yield* conform(call, candidate, sealResponse(p.upstream.decodeResponse(begun.json), connection.id), p.passthrough)
+        schemaOf(call) === undefined
+          ? undefined
+          : yield* conform(call, candidate, sealResponse(p.upstream.decodeResponse(begun.json), connection.id), p.passthrough)
       return wholeEnd(call, candidate, p, res, text, begun, conformed)
     }
 
     if (p.collect) {
       const gather = collectStream(upstream, connection)
-      const result = yield* relayFrames(res, upstream.framing, gather.relay, DISCARD, watchdog, ctx.startedAt, connection.timeouts?.idleMs, ctx.tap?.chunk)
+      const result = yield* relayFrames(
+        res,
+        upstream.framing,
+        gather.relay,
+        DISCARD,
+        watchdog,
+        ctx.startedAt,
+        connection.timeouts?.idleMs,
+        ctx.tap?.chunk
+      )
       const begun = collectedBegin(call, candidate, p, gather, result)
       if (begun instanceof AttemptFailed) return yield* Effect.fail(begun)
       // Held to the schema the request asked for, if any (docs/structured-outputs.md).
@@ -319,7 +393,15 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
     // A stream held to a schema is checked at its end: the validator is loaded first.
     if (schemaOf(call) !== undefined) yield* Effect.promise(schemaEngines)
     const relayed = makeRelay(call, upstream, client, p.passthrough, p.origin, connection)
-    const result = yield* relayStream(ctx, res, upstream.framing, relayed.relay, streamType(call, p, res), watchdog, connection.timeouts?.idleMs)
+    const result = yield* relayStream(
+      ctx,
+      res,
+      upstream.framing,
+      relayed.relay,
+      streamType(call, p, res),
+      watchdog,
+      connection.timeouts?.idleMs
+    )
     const ended = streamEnded(result, relayed, res, client)
     return ended instanceof AttemptFailed ? yield* Effect.fail(ended) : ended
   })
@@ -327,13 +409,19 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
   // ------------------------------------------------------------ the common path's driver (callbacks)
 
   /** Whether `attemptNow` can try `candidate` for `call`: no OAuth token to refresh, no proxy, no schema to hold the answer to. */
-  const canAttemptNow = (call: InferenceCall, candidate: Candidate): boolean => schemaOf(call) === undefined && canSendNow(candidate.connection)
+  const canAttemptNow = (call: InferenceCall, candidate: Candidate): boolean =>
+    schemaOf(call) === undefined && canSendNow(candidate.connection)
 
   /**
    * `attempt` driven by the HTTP client's callbacks, without an effect: `done` once. Only where
    * `canAttemptNow`. The same steps as `attempt`, in the same order.
    */
-  const attemptNow = (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }, done: (result: AttemptResult) => void): void => {
+  const attemptNow = (
+    call: InferenceCall,
+    candidate: Candidate,
+    options: { readonly probe: boolean },
+    done: (result: AttemptResult) => void
+  ): void => {
     const { ctx, format: client } = call
     const failed = (f: AttemptFailed) => done({ _tag: "failed", failed: f })
     const served = (outcome: AttemptOutcome) => done({ _tag: "served", outcome })
@@ -381,24 +469,41 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
           }
           if (p.collect) {
             const gather = collectStream(upstream, connection)
-            relayFramesNow(res, upstream.framing, gather.relay, DISCARD, watchdog, ctx.startedAt, connection.timeouts?.idleMs, ctx.tap?.chunk, (ended) =>
-              guard(() => {
-                if (ended._tag !== "ended") return relayDone(ended, done)
-                const begun = collectedBegin(call, candidate, p, gather, ended.outcome)
-                if (begun instanceof AttemptFailed) return failed(begun)
-                served(collectedEnd(call, candidate, p, res, begun, undefined))
-              })
+            relayFramesNow(
+              res,
+              upstream.framing,
+              gather.relay,
+              DISCARD,
+              watchdog,
+              ctx.startedAt,
+              connection.timeouts?.idleMs,
+              ctx.tap?.chunk,
+              (ended) =>
+                guard(() => {
+                  if (ended._tag !== "ended") return relayDone(ended, done)
+                  const begun = collectedBegin(call, candidate, p, gather, ended.outcome)
+                  if (begun instanceof AttemptFailed) return failed(begun)
+                  served(collectedEnd(call, candidate, p, res, begun, undefined))
+                })
             )
             return
           }
           const relayed = makeRelay(call, upstream, client, p.passthrough, p.origin, connection)
-          relayStreamNow(ctx, res, upstream.framing, relayed.relay, streamType(call, p, res), watchdog, connection.timeouts?.idleMs, (ended) =>
-            guard(() => {
-              if (ended._tag !== "ended") return relayDone(ended, done)
-              const result = streamEnded(ended.outcome, relayed, res, client)
-              if (result instanceof AttemptFailed) return failed(result)
-              served(result)
-            })
+          relayStreamNow(
+            ctx,
+            res,
+            upstream.framing,
+            relayed.relay,
+            streamType(call, p, res),
+            watchdog,
+            connection.timeouts?.idleMs,
+            (ended) =>
+              guard(() => {
+                if (ended._tag !== "ended") return relayDone(ended, done)
+                const result = streamEnded(ended.outcome, relayed, res, client)
+                if (result instanceof AttemptFailed) return failed(result)
+                served(result)
+              })
           )
         })
       )
@@ -409,7 +514,11 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
    * The pipeline's attempt: the callbacks' driver when it can take the candidate (most attempts),
    * else the Effect's. Either way the same steps.
    */
-  const attemptEither = (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }): Effect.Effect<AttemptOutcome, AttemptFailed> =>
+  const attemptEither = (
+    call: InferenceCall,
+    candidate: Candidate,
+    options: { readonly probe: boolean }
+  ): Effect.Effect<AttemptOutcome, AttemptFailed> =>
     canAttemptNow(call, candidate)
       ? Effect.async<AttemptOutcome, AttemptFailed>((resume) =>
           attemptNow(call, candidate, options, (r) =>

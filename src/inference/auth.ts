@@ -43,7 +43,8 @@ export const authenticateInference = (
   const presented = presentedKey(req, query, preset)
   // Every request passes here: with the keys cached and fresh, the key is hashed and looked up once.
   if (!presented) return unrecognised(flags, access, req, presented)
-  const recognised = (record: Option.Option<{ readonly id: string }>) => (Option.isSome(record) ? Effect.succeed(record.value.id) : unrecognised(flags, access, req, presented))
+  const recognised = (record: Option.Option<{ readonly id: string }>) =>
+    Option.isSome(record) ? Effect.succeed(record.value.id) : unrecognised(flags, access, req, presented)
   const known = keys.peekVerify(presented)
   return known !== undefined ? recognised(known) : Effect.flatMap(keys.verify(presented), recognised)
 }
@@ -74,7 +75,12 @@ export const authenticateNow = (
   return access.keyRequiredByBind ? undefined : null
 }
 
-const unrecognised = Effect.fnUntraced(function* (flags: FeatureFlagsShape, access: InferenceAccess, req: http.IncomingMessage, presented: string | undefined) {
+const unrecognised = Effect.fnUntraced(function* (
+  flags: FeatureFlagsShape,
+  access: InferenceAccess,
+  req: http.IncomingMessage,
+  presented: string | undefined
+) {
   const origin = header(req, "origin")
   if (!originAllowed(origin, access.allowedOrigins)) {
     return yield* new InferenceError({

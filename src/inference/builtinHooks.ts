@@ -41,7 +41,13 @@ export const attachUsageRow = (usage: UsageShape, accounting: AccountingShape, c
  * Keeps a whole 200 answer in the response cache under the key its lookup gave (its cost computed
  * as the usage row's is), before the usage row is written.
  */
-export const attachCacheEntry = (cache: ResponseCacheShape, accounting: AccountingShape, call: InferenceCall, track: Tracking, lookup: Lookup & { readonly key: string }): void =>
+export const attachCacheEntry = (
+  cache: ResponseCacheShape,
+  accounting: AccountingShape,
+  call: InferenceCall,
+  track: Tracking,
+  lookup: Lookup & { readonly key: string }
+): void =>
   attach(call.ctx, {
     name: "gateway.response-cache",
     priority: BEFORE_FIRST,

@@ -36,7 +36,8 @@ export const makeCacheLookup = (deps: {
   const lookup = (call: InferenceCall): Effect.Effect<Lookup | undefined> => {
     const on = flags.peekEnabled("GATEWAY_SEMANTIC_CACHE_ENABLED")
     if (on === false) return Effect.succeed(undefined)
-    if (on === undefined) return Effect.flatMap(flags.enabled("GATEWAY_SEMANTIC_CACHE_ENABLED"), (on) => (on ? lookupKnown(call) : Effect.succeed(undefined)))
+    if (on === undefined)
+      return Effect.flatMap(flags.enabled("GATEWAY_SEMANTIC_CACHE_ENABLED"), (on) => (on ? lookupKnown(call) : Effect.succeed(undefined)))
     return lookupKnown(call)
   }
 
@@ -59,7 +60,18 @@ export const makeCacheLookup = (deps: {
     const { ctx, format: client } = call
     // Body fields outside the canonical form shape the answer too; the conversation itself
     // is in the canonical part (and left out of `extra`, so similarity can compare prompts).
-    const { stream: _s, stream_options: _so, user: _u, messages: _m, input: _i, contents: _c, prompt: _p, system: _sy, instructions: _in, ...rest } = call.body
+    const {
+      stream: _s,
+      stream_options: _so,
+      user: _u,
+      messages: _m,
+      input: _i,
+      contents: _c,
+      prompt: _p,
+      system: _sy,
+      instructions: _in,
+      ...rest
+    } = call.body
     const input = {
       format: client.id,
       model: call.model,
@@ -72,7 +84,14 @@ export const makeCacheLookup = (deps: {
     if (exact || !accountingConfig.cacheEmbeddingModel) return { key, hit: exact }
     // Similarity: the prompt's embedding, compared with cached answers of the same model and parameters.
     // A copy of the context: the embedding's own cost headers must not land on this answer.
-    const vector = yield* embed(deps.inference(), accounting, { ...ctx, responseHeaders: {} }, client, accountingConfig.cacheEmbeddingModel, [promptText(canonical)]).pipe(
+    const vector = yield* embed(
+      deps.inference(),
+      accounting,
+      { ...ctx, responseHeaders: {} },
+      client,
+      accountingConfig.cacheEmbeddingModel,
+      [promptText(canonical)]
+    ).pipe(
       Effect.map((r) => Float32Array.from(r.vectors[0] ?? [])),
       Effect.tapError((e) => Effect.logWarning(`cache embedding failed (${e.message}); exact match only`)),
       Effect.option

@@ -136,5 +136,9 @@ export interface InferenceShape {
    */
   readonly track: (ctx: HttpRequestContext, endpoint: string) => () => void
   /** A successful answer's body, read whole under the size limit; one that could not be is the target's failure. */
-  readonly wholeText: (res: UpstreamResponse, client: WireFormat, connection: Connection) => Effect.Effect<string, { readonly error: InferenceError; readonly info: FailureInfo }>
+  readonly wholeText: (
+    res: UpstreamResponse,
+    client: WireFormat,
+    connection: Connection
+  ) => Effect.Effect<string, { readonly error: InferenceError; readonly info: FailureInfo }>
 }

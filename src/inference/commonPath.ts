@@ -63,7 +63,8 @@ export type CommonPathRefusal =
  * (handing off when one changes anything), the write path's and the end's through the same
  * writers and `endRequest`, the failure events on the pipeline's side of a hand-off.
  */
-export const hooksInUse = (hooks: HookTable | undefined): boolean => hooks !== undefined && (hooks.onRequest.length !== 0 || hooks.onAttemptStart.length !== 0)
+export const hooksInUse = (hooks: HookTable | undefined): boolean =>
+  hooks !== undefined && (hooks.onRequest.length !== 0 || hooks.onAttemptStart.length !== 0)
 
 type Guarded = ReturnType<typeof makeGuardedAttempt>
 
@@ -80,10 +81,19 @@ export interface CommonPathDeps {
   readonly cacheWanted: (call: InferenceCall) => "off" | "miss" | "look" | undefined
   /** The plan the router knows for the request's model, without an effect (undefined: not in memory). */
   readonly peekPlan: (call: InferenceCall, sessionId: string | undefined) => Either.Either<RoutePlan, unknown> | undefined
-  readonly attempt: (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }) => Effect.Effect<AttemptOutcome, AttemptFailed>
+  readonly attempt: (
+    call: InferenceCall,
+    candidate: Candidate,
+    options: { readonly probe: boolean }
+  ) => Effect.Effect<AttemptOutcome, AttemptFailed>
   /** The pipeline's dispatch of a call over a plan (the guarded attempt with `attempt`). */
   readonly execute: (call: InferenceCall, plan: RoutePlan, track: Tracking) => Effect.Effect<AttemptOutcome, InferenceError>
-  readonly attemptNow: (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }, done: (result: AttemptResult) => void) => void
+  readonly attemptNow: (
+    call: InferenceCall,
+    candidate: Candidate,
+    options: { readonly probe: boolean },
+    done: (result: AttemptResult) => void
+  ) => void
   readonly canAttemptNow: (call: InferenceCall, candidate: Candidate) => boolean
   /** The router's `served` without an effect: what a combo remembers of the candidate that answered. */
   readonly servedNow: (plan: RoutePlan, candidate: Candidate) => void
@@ -98,7 +108,23 @@ export interface CommonPathEnds {
 }
 
 export const makeCommonPath = (deps: CommonPathDeps) => {
-  const { flags, accounting, guardrails, resilience, usage, guarded, writeAhead, cacheWanted, peekPlan, attempt, execute, attemptNow, canAttemptNow, servedNow, now } = deps
+  const {
+    flags,
+    accounting,
+    guardrails,
+    resilience,
+    usage,
+    guarded,
+    writeAhead,
+    cacheWanted,
+    peekPlan,
+    attempt,
+    execute,
+    attemptNow,
+    canAttemptNow,
+    servedNow,
+    now
+  } = deps
 
   /**
    * The rule, for a call a common route prepared: the refusal, or the plan and first candidate
@@ -169,7 +195,12 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
     const at = now()
     const limit = accounting.tokenLimit(
       ctx.apiKeyId,
-      { provider: candidate.connection.provider.id, model: candidate.model, requestedModel: call.model, connection: candidate.connection.name },
+      {
+        provider: candidate.connection.provider.id,
+        model: candidate.model,
+        requestedModel: call.model,
+        connection: candidate.connection.name
+      },
       track.hold
     )
     if (!resilience.admission(candidate, at).ok || !limit.ok) {
@@ -193,7 +224,11 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
       // The client went away before its answer was whole (the pipeline's fiber is interrupted
       // then, whatever the upstream does after): settled as an interrupted attempt, a 499.
       const gone = result._tag === "gone" || (ctx.res.closed && !ctx.res.writableFinished)
-      handoff(gone ? Effect.uninterruptible(guarded.continueAfter(d, 0, begun, Exit.interrupt(FiberId.none))) : guarded.continueAfter(d, 0, begun, exitOf(result)))
+      handoff(
+        gone
+          ? Effect.uninterruptible(guarded.continueAfter(d, 0, begun, Exit.interrupt(FiberId.none)))
+          : guarded.continueAfter(d, 0, begun, exitOf(result))
+      )
     })
     return undefined
   }

@@ -74,7 +74,10 @@ export const makeTryCommon = (deps: CommonRequestDeps) => {
     const on = flags.peekEnabled("GATEWAY_COMMON_PATH")
     if (on !== true) return (void counted("pipeline", on === false ? "off" : "cold"), false)
     if (req.headers[INTERNAL_HEADER] !== undefined) return (void counted("pipeline", "route"), false)
-    if ((header(req, "idempotency-key") ?? header(req, "x-request-id")) !== undefined && flags.peekEnabled("GATEWAY_IDEMPOTENCY_ENABLED") !== false)
+    if (
+      (header(req, "idempotency-key") ?? header(req, "x-request-id")) !== undefined &&
+      flags.peekEnabled("GATEWAY_IDEMPOTENCY_ENABLED") !== false
+    )
       return (void counted("pipeline", "idempotency"), false)
     const { ctx } = contextOf(req, res, path, rawQuery, route)
     fireBegin(ctx)
@@ -117,8 +120,14 @@ export const makeTryCommon = (deps: CommonRequestDeps) => {
     const line = () => {
       inflight.end(ctx.requestId)
       if (infoOn) {
-        const annotations: Record<string, string> = traceId === undefined ? { requestId: ctx.requestId } : { requestId: ctx.requestId, traceId }
-        runLog(Effect.annotateLogs(Effect.logInfo(`${ctx.req.method} ${path} ${ctx.res.statusCode} ${Date.now() - ctx.startedAt}ms`), annotations))
+        const annotations: Record<string, string> =
+          traceId === undefined ? { requestId: ctx.requestId } : { requestId: ctx.requestId, traceId }
+        runLog(
+          Effect.annotateLogs(
+            Effect.logInfo(`${ctx.req.method} ${path} ${ctx.res.statusCode} ${Date.now() - ctx.startedAt}ms`),
+            annotations
+          )
+        )
       }
     }
     if (ending === undefined) return line()

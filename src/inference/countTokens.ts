@@ -40,7 +40,9 @@ const tryCount: TryCandidate<CountRequest, Counted> = Effect.fnUntraced(function
   const { format, body } = request.prepare(c)
   const res = yield* inference
     .send({ connection, model: c.model }, format, body, { stream: false, op: "count_tokens", readWhole: true }, client)
-    .pipe(Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked")))
+    .pipe(
+      Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked"))
+    )
   if (res.status < 200 || res.status >= 300) {
     const { error, info } = yield* inference.readFailure(res, FORMATS[format], client, connection)
     return yield* Effect.fail(NOT_COUNTING.has(res.status) ? attemptFailed(error, undefined, true) : attemptFailed(error, info))
@@ -49,7 +51,11 @@ const tryCount: TryCandidate<CountRequest, Counted> = Effect.fnUntraced(function
   const count = request.read(tryJson(text))
   if (count === undefined) {
     return yield* Effect.fail(
-      attemptFailed(clientError(client, { status: 502, kind: "upstream", message: `${connection.name}: the upstream answered without a count` }), undefined, true)
+      attemptFailed(
+        clientError(client, { status: 502, kind: "upstream", message: `${connection.name}: the upstream answered without a count` }),
+        undefined,
+        true
+      )
     )
   }
   return { status: 200, usage: undefined, ttftMs: null, error: null, headers: headerValue(res.headers), count }
@@ -74,8 +80,10 @@ export const countUpstream = (
     const candidates = end === -1 ? plan.candidates : plan.candidates.slice(0, end)
     if (candidates.length === 0) return Effect.succeed(undefined)
     const { fusion: _fusion, ...rest } = plan
-    return inference.guarded({ ctx, format: client, model, inference, ...how }, { ...rest, candidates, blocked: [] }, newTracking(model), tryCount).pipe(
-      Effect.map((counted): number | undefined => counted.count),
-      Effect.orElseSucceed(() => undefined)
-    )
+    return inference
+      .guarded({ ctx, format: client, model, inference, ...how }, { ...rest, candidates, blocked: [] }, newTracking(model), tryCount)
+      .pipe(
+        Effect.map((counted): number | undefined => counted.count),
+        Effect.orElseSucceed(() => undefined)
+      )
   })

@@ -21,7 +21,12 @@ export interface EmbeddingResult {
   readonly model: string
 }
 
-const requestBody = (format: FormatId, model: string, inputs: ReadonlyArray<string>, dimensions: number | undefined): Record<string, unknown> => {
+const requestBody = (
+  format: FormatId,
+  model: string,
+  inputs: ReadonlyArray<string>,
+  dimensions: number | undefined
+): Record<string, unknown> => {
   switch (format) {
     case "gemini":
       return {
@@ -81,8 +86,16 @@ const tryEmbed: TryCandidate<EmbedRequest, Embedded> = Effect.fnUntraced(functio
   const format = connection.format
   // Read whole in the same wait, under the size limit and body idle timeout of every whole answer.
   const res = yield* inference
-    .send({ connection, model: c.model }, format, requestBody(format, c.model, request.inputs, request.dimensions), { stream: false, op: "embed", readWhole: true }, client)
-    .pipe(Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked")))
+    .send(
+      { connection, model: c.model },
+      format,
+      requestBody(format, c.model, request.inputs, request.dimensions),
+      { stream: false, op: "embed", readWhole: true },
+      client
+    )
+    .pipe(
+      Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked"))
+    )
   if (res.status < 200 || res.status >= 300) {
     const { error, info } = yield* inference.readFailure(res, FORMATS[format], client, connection)
     return yield* Effect.fail(attemptFailed(error, info))
@@ -106,7 +119,15 @@ const tryEmbed: TryCandidate<EmbedRequest, Embedded> = Effect.fnUntraced(functio
   }
   // Gemini reports no token count: the gateway counts the inputs itself (o200k estimate).
   const inputTokens = reported ?? (yield* Effect.promise(() => countTextTokens(request.inputs)))
-  return { status: 200, usage: { inputTokens, outputTokens: 0 }, ttftMs: null, error: null, headers: headerValue(res.headers), vectors, inputTokens }
+  return {
+    status: 200,
+    usage: { inputTokens, outputTokens: 0 },
+    ttftMs: null,
+    error: null,
+    headers: headerValue(res.headers),
+    vectors,
+    inputTokens
+  }
 })
 
 /**
@@ -131,7 +152,10 @@ export const embed = (
       endpoint: "embeddings",
       what: "embeddings",
       able: embeds,
-      unsupported: (first) => ({ message: `${first.connection.name} (${first.connection.provider.id}) offers no embeddings`, code: "embeddings_not_supported" }),
+      unsupported: (first) => ({
+        message: `${first.connection.name} (${first.connection.provider.id}) offers no embeddings`,
+        code: "embeddings_not_supported"
+      }),
       request: { ctx, format: client, model, passthrough: false, inputs, dimensions, inference },
       attempt: tryEmbed
     }),

@@ -18,7 +18,8 @@ import { fireAttemptEnd, fireAttemptStart, fireRouted, listensToAttemptStart } f
 import { committed, type HttpRequestContext } from "./io.js"
 
 /** Whether a request has onProviderError or onRateLimit handlers. */
-const failureHooks = (hooks: HookTable | undefined): boolean => hooks !== undefined && (hooks.onProviderError.length !== 0 || hooks.onRateLimit.length !== 0)
+const failureHooks = (hooks: HookTable | undefined): boolean =>
+  hooks !== undefined && (hooks.onProviderError.length !== 0 || hooks.onRateLimit.length !== 0)
 
 /** At most this many upstream attempts per request, fallbacks included. */
 export const MAX_ATTEMPTS = 10
@@ -103,7 +104,11 @@ export interface GuardedAttemptDeps {
 export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slots, now, infoOn }: GuardedAttemptDeps) => {
   // Made once here, not per request (docs/performance.md, "Generator functions on the request path").
   /** A candidate's try begins (synchronous): gate, in-flight count, tracking, listeners. `busy`: a probe is already out. */
-  const beginAttempt = <R extends AttemptRequest, A extends AttemptOutcome>(d: Dispatch<R, A>, candidate: Candidate, at: number): Begun | "busy" => {
+  const beginAttempt = <R extends AttemptRequest, A extends AttemptOutcome>(
+    d: Dispatch<R, A>,
+    candidate: Candidate,
+    at: number
+  ): Begun | "busy" => {
     const { request, plan, track } = d
     const { ctx } = request
     const gate = resilience.acquire(candidate, at)
@@ -118,7 +123,9 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
     d.attempts++
     const probe = gate.probe || plan.probes.has(candidate.key)
     // The lifecycle's listeners (observability's spans) hear of the attempt; what they answer comes back at its end.
-    const started = listensToAttemptStart(ctx) ? fireAttemptStart(ctx, { endpoint: ctx.endpoint, candidate, attempt: d.attempts, probe }) : undefined
+    const started = listensToAttemptStart(ctx)
+      ? fireAttemptStart(ctx, { endpoint: ctx.endpoint, candidate, attempt: d.attempts, probe })
+      : undefined
     return { gate, end, probe, started, startedAt: Date.now() }
   }
 
@@ -126,7 +133,12 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
    * A candidate's try, uninterruptible but for the attempt itself (`restore`): the gate, the
    * slot, the attempt, and what its outcome tells the resilience layer and the router.
    */
-  const tryCandidate = Effect.fnUntraced(function* <R extends AttemptRequest, A extends AttemptOutcome>(d: Dispatch<R, A>, candidate: Candidate, at: number, restore: Restore) {
+  const tryCandidate = Effect.fnUntraced(function* <R extends AttemptRequest, A extends AttemptOutcome>(
+    d: Dispatch<R, A>,
+    candidate: Candidate,
+    at: number,
+    restore: Restore
+  ) {
     const { request, plan, attempt } = d
     const { ctx, format: client } = request
     const begun = beginAttempt(d, candidate, at)
@@ -135,7 +147,9 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
     const releaseProbe = gate.probe ? Effect.sync(() => resilience.release(candidate)) : Effect.void
     const releaseSlot =
       plan.kind === "quota-share"
-        ? yield* restore(slots.acquire(candidate.connection)).pipe(Effect.onInterrupt(() => Effect.sync(end).pipe(Effect.zipRight(releaseProbe))))
+        ? yield* restore(slots.acquire(candidate.connection)).pipe(
+            Effect.onInterrupt(() => Effect.sync(end).pipe(Effect.zipRight(releaseProbe)))
+          )
         : undefined
     // onAttemptStart hooks run first, as part of the attempt: a block fails it with nothing sent.
     const starting = ctx.hooks?.onAttemptStart
@@ -155,7 +169,10 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
                 provider: candidate.connection.provider.id,
                 connection: candidate.connection.name,
                 model: candidate.model,
-                translation: (request.passthrough ?? true) && candidate.connection.formats.includes(client.id) ? "passthrough" : `${client.id}->${candidate.connection.format}`
+                translation:
+                  (request.passthrough ?? true) && candidate.connection.formats.includes(client.id)
+                    ? "passthrough"
+                    : `${client.id}->${candidate.connection.format}`
               })
             )
           : tryIt
@@ -170,7 +187,13 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
    * What a successful, unbroken attempt tells the routing memory, the listeners and the resilience
    * layer (synchronous: the common path's success, and the first part of `settleAttempt`'s).
    */
-  const servedNow = <R extends AttemptRequest, A extends AttemptOutcome>(d: Dispatch<R, A>, candidate: Candidate, begun: Begun, outcome: A, endedAt: number): void => {
+  const servedNow = <R extends AttemptRequest, A extends AttemptOutcome>(
+    d: Dispatch<R, A>,
+    candidate: Candidate,
+    begun: Begun,
+    outcome: A,
+    endedAt: number
+  ): void => {
     const { request, track } = d
     const { ctx } = request
     const latency = endedAt - begun.startedAt
@@ -213,7 +236,14 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
         const interrupted = Cause.isInterrupted(exit.cause)
         const latencyMs = Date.now() - startedAt
         ctx.upstreamMs = (ctx.upstreamMs ?? 0) + latencyMs
-        fireAttemptEnd(ctx, started, { endpoint: ctx.endpoint, candidate, latencyMs, errorType: interrupted ? "cancelled" : "internal_error", usage: undefined, ttftMs: null })
+        fireAttemptEnd(ctx, started, {
+          endpoint: ctx.endpoint,
+          candidate,
+          latencyMs,
+          errorType: interrupted ? "cancelled" : "internal_error",
+          usage: undefined,
+          ttftMs: null
+        })
         if (interrupted) yield* releaseProbe
         // Interrupted or a defect: no typed failure is in this cause.
         return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
@@ -227,7 +257,10 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
       const classification = broken ? yield* resilience.failed(candidate, broken, gate.probe) : undefined
       yield* router.served(plan, candidate)
       // The stream broke after it began: still the upstream's error (the client got it in-stream).
-      const hooked = broken && classification && failureHooks(ctx.hooks) ? upstreamFailed(ctx, d.attempts, candidate, broken, classification, true) : undefined
+      const hooked =
+        broken && classification && failureHooks(ctx.hooks)
+          ? upstreamFailed(ctx, d.attempts, candidate, broken, classification, true)
+          : undefined
       if (hooked) yield* restore(hooked)
       return { kind: "served" as const, outcome: result.right }
     }
@@ -252,15 +285,26 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
     yield* router.failed(plan, candidate)
     // The request's own faults say nothing about the candidate's health.
     if (classification.scope !== "client") memory.observe(candidate.key, latency, false, endedAt)
-    yield* Effect.logInfo(`attempt failed (${classification.reason}, ${classification.scope})${classification.retryable ? "" : ", not retried"}: ${failed.error.message}`)
-    ctx.progress?.emit("failed", { attempt: d.attempts, target: candidate.key, reason: classification.reason, retryable: classification.retryable })
+    yield* Effect.logInfo(
+      `attempt failed (${classification.reason}, ${classification.scope})${classification.retryable ? "" : ", not retried"}: ${failed.error.message}`
+    )
+    ctx.progress?.emit("failed", {
+      attempt: d.attempts,
+      target: candidate.key,
+      reason: classification.reason,
+      retryable: classification.retryable
+    })
     const hooked = failureHooks(ctx.hooks) ? upstreamFailed(ctx, d.attempts, candidate, failed.failure, classification, false) : undefined
     if (hooked) yield* restore(hooked)
     return { kind: !classification.retryable || isCommitted(request) ? ("final" as const) : ("next" as const), error: failed.error }
   })
 
   /** Tries the plan's candidates in order, falling back on retryable failures; answers the outcome of the one that served. */
-  const dispatch = Effect.fnUntraced(function* <R extends AttemptRequest, A extends AttemptOutcome>(d: Dispatch<R, A>, from = 0, after?: InferenceError) {
+  const dispatch = Effect.fnUntraced(function* <R extends AttemptRequest, A extends AttemptOutcome>(
+    d: Dispatch<R, A>,
+    from = 0,
+    after?: InferenceError
+  ) {
     const { request, plan, track } = d
     const { ctx, format: client } = request
     let lastError: InferenceError | undefined = after
@@ -279,9 +323,16 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
         skipped.push({ candidate, reason: admission.reason, retryAfterMs: admission.retryAfterMs })
         continue
       }
-      const limitTarget = { provider: candidate.connection.provider.id, model: candidate.model, requestedModel: request.model, connection: candidate.connection.name }
+      const limitTarget = {
+        provider: candidate.connection.provider.id,
+        model: candidate.model,
+        requestedModel: request.model,
+        connection: candidate.connection.name
+      }
       // Several processes (Redis): the check holds the request's expected tokens atomically across them.
-      const limit = accounting.exact ? yield* accounting.claimTokens(ctx.apiKeyId, limitTarget, track.hold) : accounting.tokenLimit(ctx.apiKeyId, limitTarget, track.hold)
+      const limit = accounting.exact
+        ? yield* accounting.claimTokens(ctx.apiKeyId, limitTarget, track.hold)
+        : accounting.tokenLimit(ctx.apiKeyId, limitTarget, track.hold)
       if (!limit.ok) {
         skipped.push({
           candidate,
@@ -319,18 +370,34 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
         if (fired) yield* fired
       }
     }
-    return yield* Effect.fail(d.attempts > 1 ? new InferenceError({ ...final, headers: { ...final.headers, "x-gateway-fallback-attempts": String(d.attempts - 1) } }) : final)
+    return yield* Effect.fail(
+      d.attempts > 1
+        ? new InferenceError({ ...final, headers: { ...final.headers, "x-gateway-fallback-attempts": String(d.attempts - 1) } })
+        : final
+    )
   })
 
   /** A dispatch begins: the plan told to the listeners (synchronous). */
-  const startDispatch = <R extends AttemptRequest, A extends AttemptOutcome>(request: R, plan: RoutePlan, track: Tracking, attempt: TryCandidate<R, A>): Dispatch<R, A> => {
+  const startDispatch = <R extends AttemptRequest, A extends AttemptOutcome>(
+    request: R,
+    plan: RoutePlan,
+    track: Tracking,
+    attempt: TryCandidate<R, A>
+  ): Dispatch<R, A> => {
     if (track.tried === undefined) track.tried = plan.candidates[0]
     fireRouted(request.ctx, plan)
     return { request, plan, track, attempt, attempts: 0, tried: new Set() }
   }
 
   const annotated = <R extends AttemptRequest, A extends AttemptOutcome, X>(d: Dispatch<R, A>, run: Effect.Effect<X, InferenceError>) =>
-    infoOn ? run.pipe(Effect.annotateLogs({ route: d.plan.kind === "direct" ? d.request.model : `${d.plan.kind}:${d.plan.scope}`, strategy: d.plan.strategy })) : run
+    infoOn
+      ? run.pipe(
+          Effect.annotateLogs({
+            route: d.plan.kind === "direct" ? d.request.model : `${d.plan.kind}:${d.plan.scope}`,
+            strategy: d.plan.strategy
+          })
+        )
+      : run
 
   const guarded = <R extends AttemptRequest, A extends AttemptOutcome>(
     request: R,
@@ -359,12 +426,19 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
       Effect.flatMap(
         Effect.uninterruptibleMask((restore) => settleAttempt(d, d.plan.candidates[index]!, begun, exit, restore)),
         (step): Effect.Effect<A, InferenceError> =>
-          step.kind === "served" ? Effect.succeed(step.outcome) : step.kind === "final" ? Effect.fail(step.error) : dispatch(d, index + 1, step.error)
+          step.kind === "served"
+            ? Effect.succeed(step.outcome)
+            : step.kind === "final"
+              ? Effect.fail(step.error)
+              : dispatch(d, index + 1, step.error)
       )
     )
 
   /** The dispatch from its candidate at `from` on, as `guarded` goes through it (the common path's hand-off before any attempt). */
-  const dispatchFrom = <R extends AttemptRequest, A extends AttemptOutcome>(d: Dispatch<R, A>, from: number): Effect.Effect<A, InferenceError> => annotated(d, dispatch(d, from))
+  const dispatchFrom = <R extends AttemptRequest, A extends AttemptOutcome>(
+    d: Dispatch<R, A>,
+    from: number
+  ): Effect.Effect<A, InferenceError> => annotated(d, dispatch(d, from))
 
   return { guarded, startDispatch, beginAttempt, servedNow, continueAfter, dispatchFrom }
 }

@@ -17,7 +17,15 @@ import type { FailureInfo } from "../services/resilience/types.js"
 import type { FusionPlan, RoutePlan } from "../services/routing/plan.js"
 import type { Candidate } from "../services/routing/types.js"
 import type { UpstreamResponse } from "../upstream/client/UpstreamHttp.js"
-import { type AttemptFailed, type AttemptOutcome, attemptFailed, failureOfError, headerValue, newTracking, type Tracking } from "../kernel/attempts.js"
+import {
+  type AttemptFailed,
+  type AttemptOutcome,
+  attemptFailed,
+  failureOfError,
+  headerValue,
+  newTracking,
+  type Tracking
+} from "../kernel/attempts.js"
 import type { ExtraTokens, InferenceCall, InferenceShape } from "./call.js"
 import { clientError, type InferenceError, tryDecode } from "../kernel/errors.js"
 import type { AttemptRequest } from "./fallback.js"
@@ -36,7 +44,12 @@ export const withoutTools = (req: CanonicalRequest): CanonicalRequest => ({
         b.type === "tool_use"
           ? [{ type: "text", text: `[called tool ${b.name} with ${JSON.stringify(b.input ?? {})}]` }]
           : b.type === "tool_result"
-            ? [{ type: "text", text: `[result of tool ${b.name ?? b.toolUseId}: ${b.content.map((c) => (c.type === "text" ? c.text : "[image]")).join("")}]` }]
+            ? [
+                {
+                  type: "text",
+                  text: `[result of tool ${b.name ?? b.toolUseId}: ${b.content.map((c) => (c.type === "text" ? c.text : "[image]")).join("")}]`
+                }
+              ]
             : b.type === "reasoning"
               ? []
               : [b]
@@ -64,8 +77,15 @@ export interface FusionDeps {
     client: WireFormat,
     connection: Connection
   ) => Effect.Effect<{ readonly error: InferenceError; readonly info: FailureInfo }>
-  readonly wholeText: (res: UpstreamResponse, client: WireFormat, connection: Connection) => Effect.Effect<string, { readonly error: InferenceError; readonly info: FailureInfo }>
-  readonly encodeFor: (connection: Connection, req: CanonicalRequest) => { readonly format: FormatId; readonly body: Record<string, unknown> }
+  readonly wholeText: (
+    res: UpstreamResponse,
+    client: WireFormat,
+    connection: Connection
+  ) => Effect.Effect<string, { readonly error: InferenceError; readonly info: FailureInfo }>
+  readonly encodeFor: (
+    connection: Connection,
+    req: CanonicalRequest
+  ) => { readonly format: FormatId; readonly body: Record<string, unknown> }
   /** A panel member's answer as the reply; `costUsd` and `tokens` are the whole panel's. */
   readonly respondWith: (
     call: InferenceCall,
@@ -89,7 +109,10 @@ const NO_PROBES: ReadonlySet<string> = new Set()
 
 export const makeFusion = ({ accounting, guarded, send, readFailure, wholeText, encodeFor, respondWith, execute }: FusionDeps) => {
   /** One try of a panel member against one of its candidates: the whole (non-streamed) answer. */
-  const tryMember: (member: PanelRequest, c: Candidate) => Effect.Effect<PanelAnswer, AttemptFailed> = Effect.fnUntraced(function* (member: PanelRequest, c: Candidate) {
+  const tryMember: (member: PanelRequest, c: Candidate) => Effect.Effect<PanelAnswer, AttemptFailed> = Effect.fnUntraced(function* (
+    member: PanelRequest,
+    c: Candidate
+  ) {
     const client = member.format
     const { format, body } = encodeFor(c.connection, { ...member.req, model: c.model, stream: false })
     const upstream = FORMATS[format]
@@ -122,7 +145,14 @@ export const makeFusion = ({ accounting, guarded, send, readFailure, wholeText, 
       if (hold) track.hold = hold
       // A member's own fallbacks are not the reply's: its fallback header goes on a copy of the context.
       const member: PanelRequest = { ctx: { ...ctx, responseHeaders: {} }, format: call.format, model: call.model, passthrough: false, req }
-      const plan: RoutePlan = { kind: "direct", scope: candidates[0]?.key ?? call.model, strategy: "fusion-panel", candidates, blocked: [], probes: NO_PROBES }
+      const plan: RoutePlan = {
+        kind: "direct",
+        scope: candidates[0]?.key ?? call.model,
+        strategy: "fusion-panel",
+        candidates,
+        blocked: [],
+        probes: NO_PROBES
+      }
       const row = (status: number, u: Partial<Usage> | undefined, error: string | null) => {
         const c = track.tried ?? candidates[0]
         return accounting.finish({
@@ -134,7 +164,12 @@ export const makeFusion = ({ accounting, guarded, send, readFailure, wholeText, 
           endpoint: `${call.endpoint}:fusion-panel`,
           stream: false,
           status,
-          usage: { input: u?.inputTokens ?? null, output: u?.outputTokens ?? null, cached: u?.cachedInputTokens ?? null, reasoning: u?.reasoningTokens ?? null },
+          usage: {
+            input: u?.inputTokens ?? null,
+            output: u?.outputTokens ?? null,
+            cached: u?.cachedInputTokens ?? null,
+            reasoning: u?.reasoningTokens ?? null
+          },
           latencyMs: Date.now() - startedAt,
           ttftMs: null,
           error,
@@ -186,7 +221,10 @@ export const makeFusion = ({ accounting, guarded, send, readFailure, wholeText, 
           Effect.suspend(() => {
             finished++
             const all = finished === f.panel.length
-            return Effect.all([answers.length >= f.minPanel || all ? Deferred.succeed(quorum, undefined) : Effect.void, all ? Deferred.succeed(everyone, undefined) : Effect.void])
+            return Effect.all([
+              answers.length >= f.minPanel || all ? Deferred.succeed(quorum, undefined) : Effect.void,
+              all ? Deferred.succeed(everyone, undefined) : Effect.void
+            ])
           })
         ),
         Effect.fork
@@ -204,7 +242,12 @@ export const makeFusion = ({ accounting, guarded, send, readFailure, wholeText, 
     if (got.length === 0) {
       track.outcome = { status: 503, usage: undefined, ttftMs: null, error: "fusion panel produced no answer" }
       return yield* Effect.fail(
-        clientError(client, { status: 503, kind: "overloaded", message: `the fusion panel of '${plan.scope}' produced no answer`, code: "fusion_no_answers" })
+        clientError(client, {
+          status: 503,
+          kind: "overloaded",
+          message: `the fusion panel of '${plan.scope}' produced no answer`,
+          code: "fusion_no_answers"
+        })
       )
     }
     track.panelCostUsd = panelCost
@@ -212,9 +255,16 @@ export const makeFusion = ({ accounting, guarded, send, readFailure, wholeText, 
       // The panel's row already counts its tokens; this request's row says how it ended.
       track.tried = f.panel[got[0]!.index]
       track.outcome = { status: 200, usage: undefined, ttftMs: null, error: null }
-      return yield* respondWith(call, { ...got[0]!.response, model: call.model }, { candidate: f.panel[got[0]!.index]!, costUsd: panelCost, tokens: panelTokens })
+      return yield* respondWith(
+        call,
+        { ...got[0]!.response, model: call.model },
+        { candidate: f.panel[got[0]!.index]!, costUsd: panelCost, tokens: panelTokens }
+      )
     }
-    const judged: CanonicalRequest = { ...canonical, system: [...canonical.system, { type: "text", text: fusionBrief(got.map((a) => textOf(a.response.content))) }] }
+    const judged: CanonicalRequest = {
+      ...canonical,
+      system: [...canonical.system, { type: "text", text: fusionBrief(got.map((a) => textOf(a.response.content))) }]
+    }
     track.tried = f.judge
     // A judge that fails before answering leaves the panel's first answer as the reply.
     return yield* execute(
@@ -231,7 +281,11 @@ export const makeFusion = ({ accounting, guarded, send, readFailure, wholeText, 
                 const best = got[0]!
                 track.tried = f.panel[best.index]
                 track.outcome = { status: 200, usage: undefined, ttftMs: null, error: null }
-                return respondWith(call, { ...best.response, model: call.model }, { candidate: f.panel[best.index]!, costUsd: panelCost, tokens: panelTokens })
+                return respondWith(
+                  call,
+                  { ...best.response, model: call.model },
+                  { candidate: f.panel[best.index]!, costUsd: panelCost, tokens: panelTokens }
+                )
               })
             )
       )

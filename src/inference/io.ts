@@ -34,7 +34,8 @@ export const HTTP_TRANSPORT: Transport = { readBody: (ctx) => readBody((ctx as H
  * longer go to another target or be answered with an HTTP error status. Progress events alone
  * (headers and comments) do not commit it.
  */
-export const committed = (ctx: HttpRequestContext): boolean => ctx.res.headersSent && (ctx.progress === undefined || ctx.progress.contentStarted)
+export const committed = (ctx: HttpRequestContext): boolean =>
+  ctx.res.headersSent && (ctx.progress === undefined || ctx.progress.contentStarted)
 
 /**
  * Opens an SSE answer early so progress events can flow while the gateway routes and waits;
@@ -64,7 +65,10 @@ export const gatewayHeaders = (requestId: string): Record<string, string> => ({
  * client's session id or prompt_cache_key, model names, an upstream's rate-limit headers), and
  * node throws on a bad one after the upstream was already called and billed.
  */
-export const responseHeaders = (ctx: RequestContext, extra?: Readonly<Record<string, string | number>>): Record<string, string | number> => {
+export const responseHeaders = (
+  ctx: RequestContext,
+  extra?: Readonly<Record<string, string | number>>
+): Record<string, string | number> => {
   const h: Record<string, string | number> = { "x-gateway-version": VERSION, "x-gateway-request-id": ctx.requestId }
   for (const k in ctx.responseHeaders) put(h, k, ctx.responseHeaders[k]!)
   if (extra) for (const k in extra) put(h, k, extra[k]!)
@@ -148,7 +152,11 @@ export const readBody = (req: http.IncomingMessage, limit = MAX_JSON_BODY_BYTES)
  * `readBody` without an effect (the common path): `done` once, with the body or the 413 / 400.
  * The client leaving while it sends is an `error` of the request (`aborted`): a 400 no one reads.
  */
-export const readBodyNow = (req: http.IncomingMessage, done: (read: { readonly body: Buffer } | { readonly error: InferenceError }) => void, limit = MAX_JSON_BODY_BYTES): void => {
+export const readBodyNow = (
+  req: http.IncomingMessage,
+  done: (read: { readonly body: Buffer } | { readonly error: InferenceError }) => void,
+  limit = MAX_JSON_BODY_BYTES
+): void => {
   const declared = Number(req.headers["content-length"] ?? NaN)
   if (declared > limit) {
     req.resume()
@@ -206,10 +214,14 @@ export const parseJsonObject = (buf: Buffer): Either.Either<Record<string, unkno
 }
 
 /** Parses a JSON object body; anything else is a 400 that says what was wrong. */
-export const readJsonObject = (ctx: HttpRequestContext): Effect.Effect<Record<string, unknown>, InferenceError> => withJsonObject(ctx, Effect.succeed)
+export const readJsonObject = (ctx: HttpRequestContext): Effect.Effect<Record<string, unknown>, InferenceError> =>
+  withJsonObject(ctx, Effect.succeed)
 
 /** The body as a JSON object, then `handle` with it, in one step after the read (the request path). */
-export const withJsonObject = <A, E>(ctx: HttpRequestContext, handle: (body: Record<string, unknown>) => Effect.Effect<A, E>): Effect.Effect<A, E | InferenceError> =>
+export const withJsonObject = <A, E>(
+  ctx: HttpRequestContext,
+  handle: (body: Record<string, unknown>) => Effect.Effect<A, E>
+): Effect.Effect<A, E | InferenceError> =>
   Effect.flatMap(ctx.body ? Effect.succeed(ctx.body) : readBody(ctx.req), (buf): Effect.Effect<A, E | InferenceError> => {
     const body = parseJsonObject(buf)
     return Either.isLeft(body) ? Effect.fail(body.left) : handle(body.right)
@@ -217,13 +229,23 @@ export const withJsonObject = <A, E>(ctx: HttpRequestContext, handle: (body: Rec
 
 export const sendJson = (ctx: HttpRequestContext, status: number, body: unknown, headers: Readonly<Record<string, string>> = {}): void => {
   const payload = typeof body === "string" || Buffer.isBuffer(body) ? body : JSON.stringify(body)
-  writeWhole(ctx, status, responseHeaders(ctx, { "content-type": "application/json", "content-length": Buffer.byteLength(payload), ...headers }), payload)
+  writeWhole(
+    ctx,
+    status,
+    responseHeaders(ctx, { "content-type": "application/json", "content-length": Buffer.byteLength(payload), ...headers }),
+    payload
+  )
 }
 
 // ---------------------------------------------------------------- the answer's writes (the lifecycle's sink)
 
 /** A whole answer: head and body in one go. Kept on the context for the request's end (onResponse / onError carry it). */
-export const writeWhole = (ctx: HttpRequestContext, status: number, headers: Readonly<Record<string, string | number>>, payload: string | Buffer): void => {
+export const writeWhole = (
+  ctx: HttpRequestContext,
+  status: number,
+  headers: Readonly<Record<string, string | number>>,
+  payload: string | Buffer
+): void => {
   const rewrite = ctx.rewrite
   if (rewrite?.whole !== undefined && typeof payload === "string") {
     const out = rewrite.whole({ status, headers, body: payload })
@@ -250,7 +272,8 @@ export const startStream = (ctx: HttpRequestContext, headers: Readonly<Record<st
   if (hooks !== undefined && hooks.onStreamStart.length !== 0) observe(ctx, "onStreamStart", hooks.onStreamStart, { status: 200, headers })
 }
 
-/** A piece of a streamed answer (text, or bytes of a binary answer such as media content); fires onFrame. Answers `res.write`'s verdict (false: wait for drain). */
+/** A piece of a streamed answer (text, or bytes of a binary answer such as media content); fires onFrame. Answers `res.write`'s verdict
+ * (false: wait for drain). */
 export const writeStream = (ctx: HttpRequestContext, text: string | Uint8Array): boolean => {
   if (ctx.rewrite?.frame !== undefined && typeof text === "string") {
     text = ctx.rewrite.frame(text)
@@ -258,7 +281,8 @@ export const writeStream = (ctx: HttpRequestContext, text: string | Uint8Array):
   }
   const ok = ctx.res.write(text)
   const hooks = ctx.hooks
-  if (hooks !== undefined && hooks.onFrame.length !== 0) observe(ctx, "onFrame", hooks.onFrame, typeof text === "string" ? { text } : { text: "", bytes: text })
+  if (hooks !== undefined && hooks.onFrame.length !== 0)
+    observe(ctx, "onFrame", hooks.onFrame, typeof text === "string" ? { text } : { text: "", bytes: text })
   return ok
 }
 
@@ -287,7 +311,12 @@ export const endStream = (ctx: HttpRequestContext, text: string, error: string |
  * connection (a byte answer has no error event: the client must not take it for a whole one);
  * the client leaving destroys the source. `what` names it in the stream-end error.
  */
-export const relayBytes = (ctx: HttpRequestContext, readable: Readable, headers: Readonly<Record<string, string | number>>, what: string): Effect.Effect<void> =>
+export const relayBytes = (
+  ctx: HttpRequestContext,
+  readable: Readable,
+  headers: Readonly<Record<string, string | number>>,
+  what: string
+): Effect.Effect<void> =>
   Effect.async<void>((resume) => {
     startStream(ctx, headers)
     const onDrain = () => readable.resume()

@@ -17,4 +17,5 @@ export const normalizePassthrough = (format: FormatId, body: Record<string, unkn
   FORMATS[format].passthroughBody(bindBody(format, body, connection.id), connection.provider.quirks ?? NO_QUIRKS)
 
 /** The no-thinking alias, applied to a body that passes through. */
-export const noThinkingBody = (format: FormatId, body: Record<string, unknown>): Record<string, unknown> => FORMATS[format].withoutThinking(body)
+export const noThinkingBody = (format: FormatId, body: Record<string, unknown>): Record<string, unknown> =>
+  FORMATS[format].withoutThinking(body)

@@ -35,7 +35,13 @@ interface PlanRequest {
 }
 
 const routeError = (format: WireFormat) => (e: RouteError) =>
-  clientError(format, { status: e.status, kind: e.status === 404 ? "not_found" : "invalid_request", message: e.message, code: e.code, param: "model" })
+  clientError(format, {
+    status: e.status,
+    kind: e.status === 404 ? "not_found" : "invalid_request",
+    message: e.message,
+    code: e.code,
+    param: "model"
+  })
 
 const planInputOf = (input: PlanRequest) => {
   const { ctx, sessionId } = input

@@ -86,7 +86,8 @@ export const quietUpTo = (text: string, from: number, markers: ReadonlyArray<str
 }
 
 /** Whether a frame may carry an error: an `error` event, or an `"error"` key with a value (Responses frames carry `"error":null`). */
-export const mayBeError = (frame: Frame): boolean => frame.event === "error" || (frame.data.includes('"error"') && /"error"\s*(?::\s*[{"]|[,}])/.test(frame.data))
+export const mayBeError = (frame: Frame): boolean =>
+  frame.event === "error" || (frame.data.includes('"error"') && /"error"\s*(?::\s*[{"]|[,}])/.test(frame.data))
 
 /** A stream read as one JSON array: each event's data an element, an error the last one. */
 const jsonArrayEvents = (client: WireFormat): EventFraming => {
@@ -102,7 +103,14 @@ const jsonArrayEvents = (client: WireFormat): EventFraming => {
  * `connection`: whose credentials an error the upstream reports in its stream is
  * scrubbed of them (and of anything key-shaped) before it goes on; other frames are not looked at.
  */
-export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: WireFormat, passthrough: boolean, origin: Origin, connection: Connection): StreamRelay => {
+export const makeRelay = (
+  call: InferenceCall,
+  upstream: WireFormat,
+  client: WireFormat,
+  passthrough: boolean,
+  origin: Origin,
+  connection: Connection
+): StreamRelay => {
   const { ctx } = call
   // Read only when an error is seen.
   const scrub = (text: string) => scrubSecrets(text, secretsOf(connection))
@@ -176,7 +184,8 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
         if (upstream.id === "openai-responses") {
           const seq = /"sequence_number"\s*:\s*(\d+)/.exec(frame.data)
           if (seq) relayed.seq = Math.max(relayed.seq, Number(seq[1]))
-          if (relayed.id === undefined && frame.data.includes('"response.created"')) relayed.id = str(obj(obj(tryJson(frame.data))?.["response"])?.["id"])
+          if (relayed.id === undefined && frame.data.includes('"response.created"'))
+            relayed.id = str(obj(obj(tryJson(frame.data))?.["response"])?.["id"])
         }
         if (completed && frame.data.includes('"response.completed"')) {
           const r = obj(obj(tryJson(frame.data))?.["response"])
@@ -195,7 +204,12 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
           for (const ev of preview.push(frame)) if (ev.type === "error") failed ??= scrub(ev.error.message)
         }
         return release(
-          before + (elements ? elements.element(data) : upstream.framing === "sse" ? (frame.event ? `event: ${frame.event}\n` : "") + `data: ${data}\n\n` : `${data}\n`)
+          before +
+            (elements
+              ? elements.element(data)
+              : upstream.framing === "sse"
+                ? (frame.event ? `event: ${frame.event}\n` : "") + `data: ${data}\n\n`
+                : `${data}\n`)
         )
       },
       end: () => {
@@ -208,7 +222,10 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
       // written back as they came: its bytes go on unparsed. Not for Responses (its sequence
       // numbers are followed) nor a stream checked against a schema or re-framed.
       ...(upstream.framing === "sse" && upstream.id !== "openai-responses" && whole === undefined && elements === undefined
-        ? { quietUpTo: (text: string, from: number) => (open && held === "" ? quietUpTo(text, from, LOOK_AT[upstream.id] ?? LOOK_AT_ANY) : from) }
+        ? {
+            quietUpTo: (text: string, from: number) =>
+              open && held === "" ? quietUpTo(text, from, LOOK_AT[upstream.id] ?? LOOK_AT_ANY) : from
+          }
         : {}),
       broken: (e) =>
         elements
@@ -220,7 +237,9 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
     }
   } else {
     const decoder = upstream.streamDecoder()
-    const enc = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
+    const enc =
+      call.streamEncoder?.() ??
+      client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
     encoder = enc
     const handle = (events: ReadonlyArray<StreamEvent>): string => {
       gate(events)
@@ -265,7 +284,12 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
  * reached the client, an `AttemptFailed` (another candidate may answer). A plain value: the
  * caller fails with it.
  */
-export const streamEnded = (result: StreamOutcome, relayed: StreamRelay, res: UpstreamResponse, client: WireFormat): AttemptOutcome | AttemptFailed => {
+export const streamEnded = (
+  result: StreamOutcome,
+  relayed: StreamRelay,
+  res: UpstreamResponse,
+  client: WireFormat
+): AttemptOutcome | AttemptFailed => {
   if (result.failedBeforeOutput) {
     const e = result.failedBeforeOutput
     return attemptFailed(clientError(client, clientFacing(e)), failureOfStream(e))
@@ -279,7 +303,14 @@ export const streamEnded = (result: StreamOutcome, relayed: StreamRelay, res: Up
     error,
     headers: headerValue(res.headers),
     ...(error
-      ? { streamFailure: failureOfStream({ status: 502, kind: "upstream", message: error, ...(/stalled|no content within/.test(error) ? { code: "upstream_stalled" } : {}) }) }
+      ? {
+          streamFailure: failureOfStream({
+            status: 502,
+            kind: "upstream",
+            message: error,
+            ...(/stalled|no content within/.test(error) ? { code: "upstream_stalled" } : {})
+          })
+        }
       : {})
   }
 }

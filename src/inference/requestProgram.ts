@@ -52,7 +52,11 @@ const respondError = (ctx: HttpRequestContext, e: InferenceError, route: RouteDe
   if (ctx.progress && !ctx.progress.contentStarted && !ctx.res.writableEnded) {
     // Progress events opened the stream: the error goes as the format's stream error event.
     ctx.progress.emit("error", { status: e.status })
-    endStream(ctx, route.format.streamEncoder({ model: "", requestId: ctx.requestId }).push({ type: "error", error: toCanonical(e) }), e.message)
+    endStream(
+      ctx,
+      route.format.streamEncoder({ model: "", requestId: ctx.requestId }).push({ type: "error", error: toCanonical(e) }),
+      e.message
+    )
     return
   }
   if (!ctx.res.headersSent) {
@@ -67,7 +71,14 @@ const respondError = (ctx: HttpRequestContext, e: InferenceError, route: RouteDe
  * Made once, called per such request (docs/performance.md, "Generator functions on the request path").
  */
 const makeIdempotentRun = ({ flags, idempotency }: { readonly flags: FeatureFlagsShape; readonly idempotency: IdempotencyShape }) =>
-  Effect.fnUntraced(function* (clientKey: string, ctx: HttpRequestContext, route: RouteDef, path: string, token: string | undefined, serve: Effect.Effect<unknown>) {
+  Effect.fnUntraced(function* (
+    clientKey: string,
+    ctx: HttpRequestContext,
+    route: RouteDef,
+    path: string,
+    token: string | undefined,
+    serve: Effect.Effect<unknown>
+  ) {
     const req = ctx.req
     if (!(yield* flags.enabled("GATEWAY_IDEMPOTENCY_ENABLED"))) return yield* serve
     // The same key with another body is another request (X-Request-Id is often a correlation id
@@ -91,13 +102,25 @@ const makeIdempotentRun = ({ flags, idempotency }: { readonly flags: FeatureFlag
     )
     if (outcome._tag === "Left") return
     const { response, duplicate } = outcome.right
-    if (duplicate) writeWhole(ctx, response.status, { ...response.headers, "x-gateway-request-id": ctx.requestId, "x-gateway-idempotent": "true" }, response.body)
+    if (duplicate)
+      writeWhole(
+        ctx,
+        response.status,
+        { ...response.headers, "x-gateway-request-id": ctx.requestId, "x-gateway-idempotent": "true" },
+        response.body
+      )
   })
 
 /** A request's context, before anything runs; `isInternal`: a batch line this process sends itself. */
 const makeRequestContext =
   ({ internal, hooks }: { readonly internal: InternalCallsShape; readonly hooks: RequestHooksShape }) =>
-  (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, route: RouteDef): { ctx: HttpRequestContext; isInternal: boolean } => {
+  (
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    path: string,
+    rawQuery: string,
+    route: RouteDef
+  ): { ctx: HttpRequestContext; isInternal: boolean } => {
     // A batch line this process sends itself (src/inference/batches/Batches.ts): its owner's identity and request id.
     const presented = req.headers[INTERNAL_HEADER]
     const isInternal = typeof presented === "string" && internal.check(presented)
@@ -141,14 +164,16 @@ const makeFinishing =
     const { req, res } = ctx
     return Effect.uninterruptibleMask((restore) =>
       Effect.flatMap(Effect.exit(restore(body)), (exit) => {
-        const done = () => (infoOn ? Effect.logInfo(`${req.method} ${path} ${res.statusCode} ${Date.now() - ctx.startedAt}ms`) : Effect.void)
+        const done = () =>
+          infoOn ? Effect.logInfo(`${req.method} ${path} ${res.statusCode} ${Date.now() - ctx.startedAt}ms`) : Effect.void
         let error: InferenceError | undefined
         let gone = false
         let after: () => Effect.Effect<void> = done
         if (Exit.isFailure(exit)) {
           if (Cause.isInterruptedOnly(exit.cause)) {
             gone = true
-            after = () => (infoOn ? Effect.logInfo(`${req.method} ${path} client closed after ${Date.now() - ctx.startedAt}ms`) : Effect.void)
+            after = () =>
+              infoOn ? Effect.logInfo(`${req.method} ${path} client closed after ${Date.now() - ctx.startedAt}ms`) : Effect.void
           } else {
             const failure = Cause.failureOption(exit.cause)
             // A route that must store (files, batches, stored responses) and found the store unavailable: a 503 that says so.
@@ -157,15 +182,27 @@ const makeFinishing =
               failure._tag === "Some"
                 ? failure.value
                 : unavailable !== undefined
-                  ? new InferenceError({ status: 503, kind: "server", code: "store_unavailable", message: `the gateway cannot store this request now: ${unavailable}` })
-                  : new InferenceError({ status: 500, kind: "server", code: "internal_error", message: `internal error (request ${ctx.requestId})` })
+                  ? new InferenceError({
+                      status: 503,
+                      kind: "server",
+                      code: "store_unavailable",
+                      message: `the gateway cannot store this request now: ${unavailable}`
+                    })
+                  : new InferenceError({
+                      status: 500,
+                      kind: "server",
+                      code: "internal_error",
+                      message: `internal error (request ${ctx.requestId})`
+                    })
             try {
               respondError(ctx, error, route)
-              if (failure._tag === "None" && unavailable === undefined) after = () => Effect.logError("request failed unexpectedly", Cause.pretty(exit.cause))
+              if (failure._tag === "None" && unavailable === undefined)
+                after = () => Effect.logError("request failed unexpectedly", Cause.pretty(exit.cause))
             } catch (e) {
               // The error answer itself could not be written: close the connection rather than leave it open.
               res.destroy()
-              after = () => Effect.logError("the error answer could not be written", Cause.pretty(Cause.sequential(exit.cause, Cause.die(e))))
+              after = () =>
+                Effect.logError("the error answer could not be written", Cause.pretty(Cause.sequential(exit.cause, Cause.die(e))))
             }
           }
         }
@@ -259,7 +296,8 @@ export const makeRequestPrograms = (deps: RequestProgramDeps) => {
     })
     const clientKey = route.method === "POST" ? (header(req, "idempotency-key") ?? header(req, "x-request-id")) : undefined
     // Without an idempotency key (the usual request) a failure is answered by the exit handler (`finishing`).
-    const serveIt = () => (!clientKey || flags.peekEnabled("GATEWAY_IDEMPOTENCY_ENABLED") === false ? handler(ctx, params) : idempotent(clientKey))
+    const serveIt = () =>
+      !clientKey || flags.peekEnabled("GATEWAY_IDEMPOTENCY_ENABLED") === false ? handler(ctx, params) : idempotent(clientKey)
     const body = route.public
       ? handle
       : isInternal

@@ -56,14 +56,24 @@ export const makeResponseAttempt = ({ inference, accounting, watchdog, timeouts 
    * A translated candidate that answered a stream request whole (some upstreams do): its answer
    * replayed as the Responses events it would have streamed, as over HTTP.
    */
-  const replayWholeTo = Effect.fnUntraced(function* (request: SocketRequest, call: InferenceCall, res: UpstreamResponse, upstream: WireFormat, c: Candidate) {
+  const replayWholeTo = Effect.fnUntraced(function* (
+    request: SocketRequest,
+    call: InferenceCall,
+    res: UpstreamResponse,
+    upstream: WireFormat,
+    c: Candidate
+  ) {
     const { connection } = c
     const text = yield* Effect.mapError(inference.wholeText(res, openAiResponses, connection), (f) => attemptFailed(f.error, f.info))
     const json = tryJson(text)
     const bad = errorInAnswer(upstream.id, json, text, openAiResponses, connection, "answer")
     if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
     const decoded = sealResponse(upstream.decodeResponse(json), connection.id)
-    const encoder = openAiResponses.streamEncoder({ model: call.model, requestId: call.ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
+    const encoder = openAiResponses.streamEncoder({
+      model: call.model,
+      requestId: call.ctx.requestId,
+      ...(call.encodeOptions ? { options: call.encodeOptions } : {})
+    })
     request.sink.end(
       fromSse(
         responseEvents(decoded)
@@ -90,7 +100,11 @@ export const makeResponseAttempt = ({ inference, accounting, watchdog, timeouts 
    * relayed by the HTTP pipeline's relay and watchdog (its sink the socket); a failure before
    * any message went out leaves the frame free to go to the next candidate.
    */
-  const tryResponse: (request: SocketRequest, c: Candidate, options: { readonly probe: boolean }) => Effect.Effect<AttemptOutcome, AttemptFailed> = Effect.fnUntraced(function* (
+  const tryResponse: (
+    request: SocketRequest,
+    c: Candidate,
+    options: { readonly probe: boolean }
+  ) => Effect.Effect<AttemptOutcome, AttemptFailed> = Effect.fnUntraced(function* (
     request: SocketRequest,
     c: Candidate,
     options: { readonly probe: boolean }
@@ -105,17 +119,41 @@ export const makeResponseAttempt = ({ inference, accounting, watchdog, timeouts 
     let upstreamBody: Record<string, unknown>
     if (native) {
       const body = { ...expanded.body, stream: true }
-      upstreamBody = normalizePassthrough("openai-responses", request.noThinking ? noThinkingBody("openai-responses", body) : body, connection)
+      upstreamBody = normalizePassthrough(
+        "openai-responses",
+        request.noThinking ? noThinkingBody("openai-responses", body) : body,
+        connection
+      )
     } else {
-      const canonical = yield* Effect.try({ try: () => client.decodeRequest(expanded.body), catch: (e) => attemptFailed(decodeFailure(client, e), undefined) })
-      upstreamBody = encodeFor(connection, { ...canonical, model: c.model, stream: true, ...(request.noThinking ? { reasoning: { enabled: false } } : {}) }).body
+      const canonical = yield* Effect.try({
+        try: () => client.decodeRequest(expanded.body),
+        catch: (e) => attemptFailed(decodeFailure(client, e), undefined)
+      })
+      upstreamBody = encodeFor(connection, {
+        ...canonical,
+        model: c.model,
+        stream: true,
+        ...(request.noThinking ? { reasoning: { enabled: false } } : {})
+      }).body
     }
     // Probes through a half-open breaker wait less for headers, as over HTTP.
     const headersTimeoutMs = options.probe ? probeTimeoutMs(connection.timeouts?.headersMs ?? timeouts.streamHeadersMs) : undefined
     const res = yield* inference
-      .send({ connection, model: c.model }, upstream.id, upstreamBody, { stream: true, ...(headersTimeoutMs ? { headersTimeoutMs } : {}) }, client)
+      .send(
+        { connection, model: c.model },
+        upstream.id,
+        upstreamBody,
+        { stream: true, ...(headersTimeoutMs ? { headersTimeoutMs } : {}) },
+        client
+      )
       .pipe(
-        Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked" || e.code === "oauth_refresh_failed"))
+        Effect.mapError((e) =>
+          attemptFailed(
+            e,
+            failureOfError(e),
+            e.code === "provider_misconfigured" || e.code === "provider_url_blocked" || e.code === "oauth_refresh_failed"
+          )
+        )
       )
     if (res.status < 200 || res.status >= 300) {
       const { error, info } = yield* inference.readFailure(res, upstream, client, connection)
@@ -134,11 +172,20 @@ export const makeResponseAttempt = ({ inference, accounting, watchdog, timeouts 
       onCompleted: (r) => request.remember(r.id, expanded.input, r.output, r.origin)
     }
     const origin: Origin = { connectionId: connection.id, stored: request.body["store"] !== false }
-    if (!native && String(res.headers["content-type"] ?? "").includes("application/json")) return yield* replayWholeTo(request, call, res, upstream, c)
+    if (!native && String(res.headers["content-type"] ?? "").includes("application/json"))
+      return yield* replayWholeTo(request, call, res, upstream, c)
     const relayed = makeRelay(call, upstream, client, native, origin, connection)
     const relay = native ? relayed.relay : asMessages(relayed.relay)
     // The connection's own silence limit, as over HTTP.
-    const result = yield* relayFrames(res, upstream.framing, relay, request.sink, watchdog, request.ctx.startedAt, connection.timeouts?.idleMs)
+    const result = yield* relayFrames(
+      res,
+      upstream.framing,
+      relay,
+      request.sink,
+      watchdog,
+      request.ctx.startedAt,
+      connection.timeouts?.idleMs
+    )
     const ended = streamEnded(result, relayed, res, client)
     return ended instanceof AttemptFailed ? yield* Effect.fail(ended) : ended
   })

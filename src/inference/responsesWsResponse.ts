@@ -60,7 +60,8 @@ const WS_TRANSPORT: Transport = { readBody: (ctx) => Effect.succeed(ctx.body ?? 
 const generates = (c: Candidate): boolean => modelDoes(c.connection.provider, c.model, "chat")
 
 /** A hook blocked the response: its usage row says so. */
-const refused = (track: Tracking, e: InferenceError) => Effect.sync(() => (track.outcome = { status: e.status, usage: undefined, ttftMs: null, error: e.message }))
+const refused = (track: Tracking, e: InferenceError) =>
+  Effect.sync(() => (track.outcome = { status: e.status, usage: undefined, ttftMs: null, error: e.message }))
 
 /** A prewarm frame: its input remembered, an empty completed response sent (see `handle` in responsesWsSession.ts). */
 export const prewarm = Effect.fnUntraced(
@@ -95,7 +96,8 @@ type Serve = (
   state: ServeState
 ) => Effect.Effect<void, InferenceError>
 
-/** What a response needs of the gateway: the inference plane, usage rows and budgets, the key's limits, the guardrails, the try on a candidate. */
+/** What a response needs of the gateway: the inference plane, usage rows and budgets, the key's limits, the guardrails, the try on a
+ * candidate. */
 export interface ServeDeps {
   readonly inference: InferenceShape
   readonly usage: UsageShape
@@ -107,7 +109,14 @@ export interface ServeDeps {
 
 /** A response's work (`serve`): admission, the plan, the conversation, the hooks, the budget, the guarded attempt; made once per layer. */
 export const makeServe = ({ inference, usage, accounting, inboundLimits, guardrails, tryResponse }: ServeDeps): Serve =>
-  Effect.fnUntraced(function* (conn: SocketConn, ctx: HttpRequestContext, answer: SocketAnswer, body: Record<string, unknown>, model: string, state: ServeState) {
+  Effect.fnUntraced(function* (
+    conn: SocketConn,
+    ctx: HttpRequestContext,
+    answer: SocketAnswer,
+    body: Record<string, unknown>,
+    model: string,
+    state: ServeState
+  ) {
     const { ws, apiKeyId, store, send } = conn
     // The key's inbound limits, per message as HTTP checks them per request.
     const admission = apiKeyId === null ? undefined : inboundLimits.admit(ctx, apiKeyId)
@@ -129,7 +138,8 @@ export const makeServe = ({ inference, usage, accounting, inboundLimits, guardra
       })
     }
     // Always expanded here (the connection's own store), but the answering server's own stored items are kept.
-    const expandFor = (c: Candidate | undefined) => store.expand(body, openAiResponses, true, c && { id: c.connection.id, storesResponses: false })
+    const expandFor = (c: Candidate | undefined) =>
+      store.expand(body, openAiResponses, true, c && { id: c.connection.id, storesResponses: false })
     const first = able.candidates[0]
     const expanded = yield* expandFor(first)
     // Refused as POST /v1/responses refuses it, with the same message.
@@ -165,7 +175,9 @@ export const makeServe = ({ inference, usage, accounting, inboundLimits, guardra
     track.hold = accounting.reserve(apiKeyId)
     const table = ctx.hooks!
     if (table.onModelSelect.length !== 0 || (table.onComboResolve.length !== 0 && able.kind !== "direct")) {
-      const selected = yield* Effect.tapError(routeResolved(ctx, openAiResponses, model, able, hooked ?? expanded.body, "responses"), (e) => refused(track, e))
+      const selected = yield* Effect.tapError(routeResolved(ctx, openAiResponses, model, able, hooked ?? expanded.body, "responses"), (e) =>
+        refused(track, e)
+      )
       if (selected) hooked = selected
     }
     const sink = new SocketSink(ctx, answer, send, () => ws.readyState === ws.OPEN)
@@ -198,7 +210,14 @@ export interface RespondDeps {
  * onProviderError), the answer's rewrite and stream events through the socket's sink, and
  * its end (onResponse or onError, with the usage row). A failure is the error event.
  */
-export const respond = ({ hooks, serve }: RespondDeps, conn: SocketConn, answer: SocketAnswer, raw: string, body: Record<string, unknown>, model: string): Effect.Effect<void> => {
+export const respond = (
+  { hooks, serve }: RespondDeps,
+  conn: SocketConn,
+  answer: SocketAnswer,
+  raw: string,
+  body: Record<string, unknown>,
+  model: string
+): Effect.Effect<void> => {
   const { req, apiKeyId, send } = conn
   const ctx: HttpRequestContext = {
     requestId: newRequestId(),
@@ -237,7 +256,12 @@ export const respond = ({ hooks, serve }: RespondDeps, conn: SocketConn, answer:
           error =
             failure._tag === "Some"
               ? failure.value
-              : new InferenceError({ status: 500, kind: "server", code: "internal_error", message: `internal error (request ${ctx.requestId})` })
+              : new InferenceError({
+                  status: 500,
+                  kind: "server",
+                  code: "internal_error",
+                  message: `internal error (request ${ctx.requestId})`
+                })
           if (failure._tag === "None") after = Effect.logError("websocket response failed unexpectedly", Cause.pretty(exit.cause))
           if (!answer.headersSent) answer.statusCode = error.status
           const text = errorFrame(error, errorHeaders(ctx, error))

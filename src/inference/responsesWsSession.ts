@@ -34,14 +34,16 @@ export const openSession = (deps: SessionDeps, ws: WebSocket, req: http.Incoming
   const conn: SocketConn = { ws, req, apiKeyId, store, send }
 
   /** A frame the gateway cannot take (not a request: no lifecycle), answered with an error event. */
-  const invalid = (code: string, message: string) => send(JSON.stringify({ type: "error", status: 400, error: { type: "invalid_request_error", code, message } }))
+  const invalid = (code: string, message: string) =>
+    send(JSON.stringify({ type: "error", status: 400, error: { type: "invalid_request_error", code, message } }))
 
   const handle = (raw: string): Effect.Effect<void> =>
     Effect.suspend(() => {
       if (jsonTooDeep(raw)) return Effect.sync(() => invalid("json_too_deep", `frame is ${TOO_DEEP_MESSAGE}`))
       const frame = obj(tryJson(raw))
       if (!frame) return Effect.sync(() => invalid("invalid_json", "frames must be JSON objects"))
-      if (frame["type"] !== "response.create") return Effect.sync(() => invalid("unsupported_frame", `expected type response.create, got ${String(frame["type"])}`))
+      if (frame["type"] !== "response.create")
+        return Effect.sync(() => invalid("unsupported_frame", `expected type response.create, got ${String(frame["type"])}`))
       const { type: _t, generate, ...body } = frame
       const model = str(body["model"])
       if (!model) return Effect.sync(() => invalid("missing_model", "response.create needs a model"))
@@ -53,7 +55,11 @@ export const openSession = (deps: SessionDeps, ws: WebSocket, req: http.Incoming
     }).pipe(
       Effect.catchAllDefect((d) =>
         Effect.logError("websocket frame failed", d).pipe(
-          Effect.zipRight(Effect.sync(() => send(JSON.stringify({ type: "error", status: 500, error: { type: "server_error", message: "internal error" } }))))
+          Effect.zipRight(
+            Effect.sync(() =>
+              send(JSON.stringify({ type: "error", status: 500, error: { type: "server_error", message: "internal error" } }))
+            )
+          )
         )
       ),
       Effect.annotateLogs({ transport: "websocket" })

@@ -23,7 +23,8 @@ export const errorFrame = (e: InferenceError, headers?: Readonly<Record<string, 
 /** The head fields of an error answer: the rate-limit fields the request got, then the error's own. */
 export const errorHeaders = (ctx: HttpRequestContext, e: InferenceError): Record<string, string> | undefined => {
   let out: Record<string, string> | undefined
-  for (const k in ctx.responseHeaders) if (k.startsWith("ratelimit-") || k.startsWith("x-ratelimit-")) (out ??= {})[k] = ctx.responseHeaders[k]!
+  for (const k in ctx.responseHeaders)
+    if (k.startsWith("ratelimit-") || k.startsWith("x-ratelimit-")) (out ??= {})[k] = ctx.responseHeaders[k]!
   if (e.headers) for (const k in e.headers) (out ??= {})[k.toLowerCase()] = e.headers[k]!
   return out
 }
@@ -40,7 +41,11 @@ export const socketEvents = (): EventFraming => ({
   element: (data) => (data === "[DONE]" ? "" : data + RS),
   close: () => "",
   broken: (e: CanonicalError) =>
-    JSON.stringify({ type: "error", status: e.status, error: { type: e.kind === "timeout" ? "timeout_error" : "upstream_error", code: e.code ?? null, message: e.message } }) + RS
+    JSON.stringify({
+      type: "error",
+      status: e.status,
+      error: { type: e.kind === "timeout" ? "timeout_error" : "upstream_error", code: e.code ?? null, message: e.message }
+    }) + RS
 })
 
 /** A Responses stream's last event (the response done, failed or cut short). */

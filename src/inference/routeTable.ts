@@ -72,7 +72,12 @@ const noRoute = (method: string, path: string, allowed: ReadonlyArray<string>): 
   handle: () =>
     Effect.fail(
       allowed.length === 0
-        ? new InferenceError({ status: 404, kind: "invalid_request", code: "not_found", message: `no route for ${method} ${quotedPath(path)}` })
+        ? new InferenceError({
+            status: 404,
+            kind: "invalid_request",
+            code: "not_found",
+            message: `no route for ${method} ${quotedPath(path)}`
+          })
         : new InferenceError({
             status: 405,
             kind: "invalid_request",
@@ -87,7 +92,11 @@ const noRoute = (method: string, path: string, allowed: ReadonlyArray<string>): 
  * The route for a request and its path parameters, percent-decoded here once (handlers get
  * text); `malformed` names the first parameter whose escapes cannot be decoded (`%ZZ`).
  */
-const match = (table: RouteTable, method: string, path: string): { route: RouteDef; params: Record<string, string>; malformed?: string } | undefined => {
+const match = (
+  table: RouteTable,
+  method: string,
+  path: string
+): { route: RouteDef; params: Record<string, string>; malformed?: string } | undefined => {
   const exact = table.exact.get(`${method} ${path}`)
   if (exact) return { route: exact, params: {} }
   for (const r of table.patterns) {
@@ -109,7 +118,8 @@ const match = (table: RouteTable, method: string, path: string): { route: RouteD
 const malformedParam = (route: RouteDef, name: string, path: string): RouteDef => ({
   ...route,
   public: true,
-  handle: () => Effect.fail(badRequest(`path parameter '${name}' is not valid percent-encoding: ${quotedPath(path)}`, name, "invalid_path_encoding"))
+  handle: () =>
+    Effect.fail(badRequest(`path parameter '${name}' is not valid percent-encoding: ${quotedPath(path)}`, name, "invalid_path_encoding"))
 })
 
 /** `/api/v1/editor/{token}/...` → the route behind it, authenticated by the token. */
@@ -157,7 +167,13 @@ export const makeRouteLookup = ({ table, program, tryCommon }: RouteLookupDeps) 
     path: "/",
     format: openAiChat,
     handle: (ctx) =>
-      Effect.sync(() => sendJson(ctx, 200, { ok: true, note: "OpenAI-compatible base URL for clients that cannot send headers", endpoints: Object.keys(EDITOR_PATHS) }))
+      Effect.sync(() =>
+        sendJson(ctx, 200, {
+          ok: true,
+          note: "OpenAI-compatible base URL for clients that cannot send headers",
+          endpoints: Object.keys(EDITOR_PATHS)
+        })
+      )
   }
 
   return (
@@ -172,8 +188,14 @@ export const makeRouteLookup = ({ table, program, tryCommon }: RouteLookupDeps) 
     const editor = EDITOR.exec(path)
     if (editor) {
       const rest = editor.groups!["rest"] ?? "/"
-      const inner = rest === "/" && method === "GET" ? { route: editorInfo, params: {} } : EDITOR_PATHS[rest] ? match(table, method, EDITOR_PATHS[rest]!) : undefined
-      if (!inner && EDITOR_PATHS[rest]) return program(req, res, path, query, noRoute(method, path, methodsOf(table, EDITOR_PATHS[rest]!)), {})
+      const inner =
+        rest === "/" && method === "GET"
+          ? { route: editorInfo, params: {} }
+          : EDITOR_PATHS[rest]
+            ? match(table, method, EDITOR_PATHS[rest]!)
+            : undefined
+      if (!inner && EDITOR_PATHS[rest])
+        return program(req, res, path, query, noRoute(method, path, methodsOf(table, EDITOR_PATHS[rest]!)), {})
       if (inner) {
         const token = decodePathSegment(editor.groups!["token"]!)
         return token === undefined
@@ -184,7 +206,8 @@ export const makeRouteLookup = ({ table, program, tryCommon }: RouteLookupDeps) 
     const found = match(table, method, path)
     if (found) {
       if (found.malformed !== undefined) return program(req, res, path, query, malformedParam(found.route, found.malformed, path), {})
-      if (fork !== undefined && found.route.common !== undefined && tryCommon(req, res, path, query, found.route, found.params, fork)) return "common"
+      if (fork !== undefined && found.route.common !== undefined && tryCommon(req, res, path, query, found.route, found.params, fork))
+        return "common"
       return program(req, res, path, query, found.route, found.params)
     }
     const planned = findPlanned(PLANNED_INFERENCE, path)
@@ -193,7 +216,10 @@ export const makeRouteLookup = ({ table, program, tryCommon }: RouteLookupDeps) 
         method: "POST",
         path,
         format: openAiChat,
-        handle: () => Effect.fail(new InferenceError({ status: 501, kind: "invalid_request", code: "not_implemented", message: plannedMessage(planned) }))
+        handle: () =>
+          Effect.fail(
+            new InferenceError({ status: 501, kind: "invalid_request", code: "not_implemented", message: plannedMessage(planned) })
+          )
       }
       return program(req, res, path, query, notBuilt, {})
     }

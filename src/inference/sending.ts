@@ -41,11 +41,17 @@ import { bindMessages } from "../upstream/formats/signatures.js"
 /** On an error answer from an upstream: the status that upstream answered (the client's may differ: a 500 is passed on as 502). */
 export const UPSTREAM_STATUS_HEADER = "x-gateway-upstream-status"
 
-export const encodeFor = (connection: Connection, req: CanonicalRequest): { readonly format: FormatId; readonly body: Record<string, unknown> } => {
+export const encodeFor = (
+  connection: Connection,
+  req: CanonicalRequest
+): { readonly format: FormatId; readonly body: Record<string, unknown> } => {
   const upstream = FORMATS[connection.format]
   // Reasoning state another connection issued is dropped, this one's unsealed (docs/reasoning-state.md).
   const messages = bindMessages(req.messages, connection.id)
-  return { format: upstream.id, body: upstream.encodeRequest(messages === req.messages ? req : { ...req, messages }, connection.provider.quirks) }
+  return {
+    format: upstream.id,
+    body: upstream.encodeRequest(messages === req.messages ? req : { ...req, messages }, connection.provider.quirks)
+  }
 }
 
 const hostOf = (url: string): string => {
@@ -58,10 +64,20 @@ const hostOf = (url: string): string => {
 
 const transportError = (clientFormat: WireFormat, connection: Connection) => (e: UpstreamTransportError) =>
   e.kind === "proxy_family"
-    ? clientError(clientFormat, { status: 503, kind: "overloaded", message: `${PROXY_FAMILY_UNAVAILABLE}: ${connection.name}: ${e.message}`, code: PROXY_FAMILY_UNAVAILABLE })
+    ? clientError(clientFormat, {
+        status: 503,
+        kind: "overloaded",
+        message: `${PROXY_FAMILY_UNAVAILABLE}: ${connection.name}: ${e.message}`,
+        code: PROXY_FAMILY_UNAVAILABLE
+      })
     : e.kind === "blocked"
       ? // The SSRF guard refused what the connection's host resolved to: the same answer as a refused base URL.
-        clientError(clientFormat, { status: 403, kind: "permission", message: `${connection.name}: ${e.message}`, code: "provider_url_blocked" })
+        clientError(clientFormat, {
+          status: 403,
+          kind: "permission",
+          message: `${connection.name}: ${e.message}`,
+          code: "provider_url_blocked"
+        })
       : e.kind === "tls"
         ? // Nothing was sent (the request and the key never left); the message names the check
           // that failed (expired, another name, untrusted). Never retried over plain HTTP.
@@ -93,7 +109,11 @@ const scrubbedBody = (raw: string, secrets: ReadonlyArray<string>): { readonly t
  * that target, which the request may fall back from. One mapping for every whole answer (chat,
  * embeddings, fusion panels).
  */
-export const unreadableAnswer = (client: WireFormat, connection: Connection, e: Error): { readonly error: InferenceError; readonly info: FailureInfo } => {
+export const unreadableAnswer = (
+  client: WireFormat,
+  connection: Connection,
+  e: Error
+): { readonly error: InferenceError; readonly info: FailureInfo } => {
   const reason = e instanceof UpstreamBodyError ? e.reason : "broken"
   const stalled = reason === "stalled"
   const status = stalled ? 504 : 502
@@ -154,7 +174,12 @@ export const errorInAnswer = (
       info: { status: 502, kind: "http", message, code: null, body: body() }
     }
   }
-  const problem = json === undefined ? `upstream answered 200 with a body that is not JSON: ${body().slice(0, 200)}` : expect === "answer" ? format.answerProblem(json) : undefined
+  const problem =
+    json === undefined
+      ? `upstream answered 200 with a body that is not JSON: ${body().slice(0, 200)}`
+      : expect === "answer"
+        ? format.answerProblem(json)
+        : undefined
   if (problem === undefined) return undefined
   const message = `${connection.name}: ${json === undefined ? problem : scrubSecrets(problem, secrets)}`
   return {
@@ -164,7 +189,9 @@ export const errorInAnswer = (
 }
 
 /** OAuth connections: the connection with a token good for the request (refreshed first when about to expire). */
-export type FreshCredentials = (connection: Connection) => Effect.Effect<Connection, { readonly message: string; readonly permanent: boolean }>
+export type FreshCredentials = (
+  connection: Connection
+) => Effect.Effect<Connection, { readonly message: string; readonly permanent: boolean }>
 
 /** OAuth connections: after the upstream refused the connection's token, the connection with another (refreshed) token. */
 export type RenewCredentials = FreshCredentials
@@ -229,9 +256,20 @@ export const makeSending = (deps: {
   ): UpstreamRequest | InferenceError => {
     const { connection } = target
     if (connection.keyError)
-      return clientError(clientFormat, { status: 503, kind: "overloaded", message: `${connection.name}: ${connection.keyError}`, code: "provider_misconfigured" })
+      return clientError(clientFormat, {
+        status: 503,
+        kind: "overloaded",
+        message: `${connection.name}: ${connection.keyError}`,
+        code: "provider_misconfigured"
+      })
     const verdict = checkProviderUrl(options.custom?.url ?? connection.effectiveBaseUrl ?? "", policy)
-    if (!verdict.ok) return clientError(clientFormat, { status: 403, kind: "permission", message: `${connection.name}: ${verdict.reason}`, code: "provider_url_blocked" })
+    if (!verdict.ok)
+      return clientError(clientFormat, {
+        status: 403,
+        kind: "permission",
+        message: `${connection.name}: ${verdict.reason}`,
+        code: "provider_url_blocked"
+      })
     const prepared = options.custom
       ? customRequest(connection, options.custom, http.userAgent)
       : upstreamRequest(connection, format, body, {
@@ -242,7 +280,10 @@ export const makeSending = (deps: {
           ...(options.forward ? { forward: options.forward } : {})
         })
     if (options.onPrepared !== undefined)
-      options.onPrepared({ url: prepared.url, body: typeof prepared.body === "string" ? prepared.body : Buffer.isBuffer(prepared.body) ? prepared.body.toString("utf8") : "" })
+      options.onPrepared({
+        url: prepared.url,
+        body: typeof prepared.body === "string" ? prepared.body : Buffer.isBuffer(prepared.body) ? prepared.body.toString("utf8") : ""
+      })
     // The connection's own limits first; a stream's body is watched by the stream watchdog instead.
     const own = connection.timeouts
     const headersTimeout = options.headersTimeoutMs ?? own?.headersMs ?? (options.stream ? timeouts.streamHeadersMs : timeouts.headersMs)
@@ -274,12 +315,20 @@ export const makeSending = (deps: {
     }
     if (connection.keyError)
       return Effect.fail(
-        fail(clientError(clientFormat, { status: 503, kind: "overloaded", message: `${connection.name}: ${connection.keyError}`, code: "provider_misconfigured" }))
+        fail(
+          clientError(clientFormat, {
+            status: 503,
+            kind: "overloaded",
+            message: `${connection.name}: ${connection.keyError}`,
+            code: "provider_misconfigured"
+          })
+        )
       )
     // The flags are almost always fresh: no effect to read them.
     const known = connections.peekUrlPolicy()
     // A connection without a proxy (and no global default, no auto-select) is decided here, synchronously.
-    if (egress === undefined || egress.isDirect(connection.proxyId)) return known ? request(known) : Effect.flatMap(connections.urlPolicy, (p) => request(p))
+    if (egress === undefined || egress.isDirect(connection.proxyId))
+      return known ? request(known) : Effect.flatMap(connections.urlPolicy, (p) => request(p))
     // Through a proxy: inference never falls back to a direct call (the egress address would change).
     const targetHost = hostOf(options.custom?.url ?? connection.effectiveBaseUrl ?? "")
     return Effect.flatMap(
@@ -302,7 +351,9 @@ export const makeSending = (deps: {
    * fresh, no proxy, the outbound policy's flags known fresh.
    */
   const canSendNow = (connection: Connection): boolean =>
-    !(credentials !== undefined && connection.oauth !== undefined) && (egress === undefined || egress.isDirect(connection.proxyId)) && connections.peekUrlPolicy() !== undefined
+    !(credentials !== undefined && connection.oauth !== undefined) &&
+    (egress === undefined || egress.isDirect(connection.proxyId)) &&
+    connections.peekUrlPolicy() !== undefined
 
   /**
    * The pipeline's send without an effect (the common path): `done` once, with the response, the
@@ -315,7 +366,10 @@ export const makeSending = (deps: {
     options: SendOptions,
     clientFormat: WireFormat,
     done: (
-      outcome: { readonly _tag: "answered"; readonly response: UpstreamResponse } | { readonly _tag: "failed"; readonly error: InferenceError } | { readonly _tag: "gone" }
+      outcome:
+        | { readonly _tag: "answered"; readonly response: UpstreamResponse }
+        | { readonly _tag: "failed"; readonly error: InferenceError }
+        | { readonly _tag: "gone" }
     ) => void
   ): void => {
     const go = (policy: UrlPolicyFlags) => {
@@ -330,7 +384,12 @@ export const makeSending = (deps: {
     Effect.runPromise(connections.urlPolicy).then(go, (e: unknown) =>
       done({
         _tag: "failed",
-        error: clientError(clientFormat, { status: 503, kind: "overloaded", message: `the outbound policy could not be read: ${String(e)}`, code: "provider_misconfigured" })
+        error: clientError(clientFormat, {
+          status: 503,
+          kind: "overloaded",
+          message: `the outbound policy could not be read: ${String(e)}`,
+          code: "provider_misconfigured"
+        })
       })
     )
   }
@@ -366,8 +425,11 @@ export const makeSending = (deps: {
     connection: Connection,
     done: (failure: { readonly error: InferenceError; readonly info: FailureInfo }) => void
   ): void => {
-    if (res.bytes !== undefined || res.bodyError !== undefined) return done(failureOf(res, res.bytes?.toString("utf8") ?? "", upstream, client, connection))
-    collect(res.body, ERROR_BODY_MAX_BYTES, "cut", (error, bytes) => done(failureOf(res, error ? "" : bytes!.toString("utf8"), upstream, client, connection)))
+    if (res.bytes !== undefined || res.bodyError !== undefined)
+      return done(failureOf(res, res.bytes?.toString("utf8") ?? "", upstream, client, connection))
+    collect(res.body, ERROR_BODY_MAX_BYTES, "cut", (error, bytes) =>
+      done(failureOf(res, error ? "" : bytes!.toString("utf8"), upstream, client, connection))
+    )
   }
 
   /** An error answer's body, read: the client's rendering and the resilience layer's description. */
@@ -407,7 +469,11 @@ export const makeSending = (deps: {
    * now, under the same size limit (a stream asked for, answered whole). A body that could not
    * be read whole is the target's failure.
    */
-  const wholeText = (res: UpstreamResponse, client: WireFormat, connection: Connection): Effect.Effect<string, { readonly error: InferenceError; readonly info: FailureInfo }> =>
+  const wholeText = (
+    res: UpstreamResponse,
+    client: WireFormat,
+    connection: Connection
+  ): Effect.Effect<string, { readonly error: InferenceError; readonly info: FailureInfo }> =>
     res.bodyError
       ? Effect.fail(unreadableAnswer(client, connection, res.bodyError))
       : res.bytes

@@ -44,7 +44,8 @@ interface Serving {
 }
 
 /** A hook blocked the request: its usage row says so. */
-const refused = (track: Tracking, e: InferenceError) => Effect.sync(() => (track.outcome = { status: e.status, usage: undefined, ttftMs: null, error: e.message }))
+const refused = (track: Tracking, e: InferenceError) =>
+  Effect.sync(() => (track.outcome = { status: e.status, usage: undefined, ttftMs: null, error: e.message }))
 
 export interface CooldownWaitsDeps {
   readonly resilienceConfig: ResilienceConfigShape
@@ -88,7 +89,9 @@ export const makeCooldownWaits =
         waited += wait!
         ctx.progress?.emit("waiting", { ms: wait!, reason: "cooldown" })
         return Effect.as(
-          Effect.logInfo(`quota share ${latest().scope}: waiting ${wait} ms for a cooldown to end (wait ${n + 1} of ${settings.maxAttempts})`),
+          Effect.logInfo(
+            `quota share ${latest().scope}: waiting ${wait} ms for a cooldown to end (wait ${n + 1} of ${settings.maxAttempts})`
+          ),
           Duration.millis(wait! + 5)
         )
       })
@@ -175,7 +178,8 @@ export const makeServe = ({ guardrails, accounting, flags, cache, lookup, planFo
     if (!accounting.exact) track.hold = accounting.reserve(ctx.apiKeyId)
 
     // Progress events need the answer open early: SSE streams only (NDJSON and JSON arrays have no comments).
-    if (wantsProgress && routed.stream && client.framing === "sse" && !routed.jsonArrayStream && !ctx.res.headersSent) openProgress(ctx, client.streamContentType)
+    if (wantsProgress && routed.stream && client.framing === "sse" && !routed.jsonArrayStream && !ctx.res.headersSent)
+      openProgress(ctx, client.streamContentType)
 
     // Response cache (non-streamed, deterministic requests only).
     // The usual case (streamed, or the cache off) does not enter the lookup.
@@ -186,9 +190,13 @@ export const makeServe = ({ guardrails, accounting, flags, cache, lookup, planFo
       track.cacheHit = true
       track.outcome = { status: 200, usage: hit.usage ?? undefined, ttftMs: null, error: null }
       track.cachedProvider = hit.provider
-      Object.assign(ctx.responseHeaders, costHeaders(ctx, hit.provider ?? "cache", hit.servedModel ?? hit.model, hit.usage ?? undefined, 0, true), {
-        "x-gateway-cost-saved": formatCost(hit.costUsd)
-      })
+      Object.assign(
+        ctx.responseHeaders,
+        costHeaders(ctx, hit.provider ?? "cache", hit.servedModel ?? hit.model, hit.usage ?? undefined, 0, true),
+        {
+          "x-gateway-cost-saved": formatCost(hit.costUsd)
+        }
+      )
       // `routed` captures nothing: a hit is not stored again.
       sendWhole(routed, hit.body)
       return
@@ -201,7 +209,9 @@ export const makeServe = ({ guardrails, accounting, flags, cache, lookup, planFo
     ctx.progress?.emit("routed", { route: first.kind, strategy: first.strategy, candidates: first.candidates.map((c) => c.key) })
     const hooks = ctx.hooks!
     if (hooks.onModelSelect.length !== 0 || (hooks.onComboResolve.length !== 0 && first.kind !== "direct")) {
-      const body = yield* Effect.tapError(routeResolved(ctx, client, served.model, first, served.body, served.endpoint), (e) => refused(track, e))
+      const body = yield* Effect.tapError(routeResolved(ctx, client, served.model, first, served.body, served.endpoint), (e) =>
+        refused(track, e)
+      )
       if (body) served = { ...served, body }
     }
     if (first.fusion) yield* fuse(served, first, first.fusion, track)
@@ -211,9 +221,9 @@ export const makeServe = ({ guardrails, accounting, flags, cache, lookup, planFo
       // request planned and dispatched again.
       let plan = first
       let attempts = 0
-      const attempt = Effect.suspend(() => (attempts++ === 0 ? Effect.succeed(first) : planFor(served.model, client, { features, ctx, sessionId }))).pipe(
-        Effect.flatMap((next) => execute(served, (plan = next), track))
-      )
+      const attempt = Effect.suspend(() =>
+        attempts++ === 0 ? Effect.succeed(first) : planFor(served.model, client, { features, ctx, sessionId })
+      ).pipe(Effect.flatMap((next) => execute(served, (plan = next), track)))
       yield* Effect.retry(
         attempt,
         cooldownWaits(() => plan, ctx)

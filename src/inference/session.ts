@@ -5,7 +5,14 @@ import type * as http from "node:http"
  * Headers that carry a client's own conversation id: the gateway's `X-Session-Id` (and its
  * underscore form), Claude Code's, Codex's, and a session-affinity header some agents send.
  */
-const SESSION_HEADERS = ["x-session-id", "x_session_id", "x-claude-code-session-id", "session-id", "session_id", "x-session-affinity"] as const
+const SESSION_HEADERS = [
+  "x-session-id",
+  "x_session_id",
+  "x-claude-code-session-id",
+  "session-id",
+  "session_id",
+  "x-session-affinity"
+] as const
 
 /** Longest session id kept (longer ones are hashed). */
 const MAX_LENGTH = 128

@@ -5,7 +5,14 @@ import type { UpstreamResponse } from "../upstream/client/UpstreamHttp.js"
 import { committed, endStream, type HttpRequestContext, responseHeaders, startStream, writeStream } from "./io.js"
 import type { StreamProgress, StreamWatchdogShape } from "./StreamWatchdog.js"
 
-export { makeStreamWatchdog, type StreamProgress, StreamStalled, StreamWatchdog, type StreamWatchdogShape, type Watched } from "./StreamWatchdog.js"
+export {
+  makeStreamWatchdog,
+  type StreamProgress,
+  StreamStalled,
+  StreamWatchdog,
+  type StreamWatchdogShape,
+  type Watched
+} from "./StreamWatchdog.js"
 
 /** How one upstream stream is turned into what the client receives, frame by frame. */
 export interface FrameRelay {
@@ -178,7 +185,8 @@ export const relayStream = (
   contentType: string,
   watchdog: StreamWatchdogShape,
   silenceMs?: number
-): Effect.Effect<StreamOutcome> => relayFrames(res, framing, relay, new HttpSink(ctx, contentType), watchdog, ctx.startedAt, silenceMs, ctx.tap?.chunk)
+): Effect.Effect<StreamOutcome> =>
+  relayFrames(res, framing, relay, new HttpSink(ctx, contentType), watchdog, ctx.startedAt, silenceMs, ctx.tap?.chunk)
 
 /**
  * Relays an upstream stream to a sink: chunks are parsed into frames as they arrive (nothing is
@@ -233,7 +241,12 @@ export const relayFramesNow = (
   done: (ended: RelayEnd) => void
 ): (() => void) => {
   const parser = framing === "sse" ? new SseParser() : new NdjsonParser()
-  const state: StreamProgress = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0, ...(silenceMs !== undefined ? { silenceMs } : {}) }
+  const state: StreamProgress = {
+    headersAt: Date.now(),
+    lastChunkAt: Date.now(),
+    firstContentAt: 0,
+    ...(silenceMs !== undefined ? { silenceMs } : {})
+  }
   let ttftMs: number | null = null
 
   /** The first content is going out now: time to first token, and the watchdog's first content. */
@@ -344,7 +357,12 @@ export const relayFramesNow = (
       return finish(
         e instanceof StreamFailure
           ? e.error
-          : { status: 502, kind: "upstream", message: `upstream stream could not be parsed: ${(e as Error).message}`, code: "stream_interrupted" }
+          : {
+              status: 502,
+              kind: "upstream",
+              message: `upstream stream could not be parsed: ${(e as Error).message}`,
+              code: "stream_interrupted"
+            }
       )
     }
     if (!writeOut(text)) {
@@ -364,13 +382,20 @@ export const relayFramesNow = (
       return finish(
         e instanceof StreamFailure
           ? e.error
-          : { status: 502, kind: "upstream", message: `upstream stream could not be parsed: ${(e as Error).message}`, code: "stream_interrupted" }
+          : {
+              status: 502,
+              kind: "upstream",
+              message: `upstream stream could not be parsed: ${(e as Error).message}`,
+              code: "stream_interrupted"
+            }
       )
     }
     write(text)
     finish(undefined, "")
   })
-  body.once("error", (err: Error) => finish({ status: 502, kind: "upstream", message: `upstream stream ended unexpectedly: ${err.message}`, code: "stream_interrupted" }))
+  body.once("error", (err: Error) =>
+    finish({ status: 502, kind: "upstream", message: `upstream stream ended unexpectedly: ${err.message}`, code: "stream_interrupted" })
+  )
   // The client went away: the upstream body is destroyed, which aborts the upstream request.
   // Tied to the sink's own event (an HTTP response's close) rather than to interruption: no
   // interruptible region per stream.

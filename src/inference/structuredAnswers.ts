@@ -30,7 +30,10 @@ export interface Conformed {
 }
 
 export interface StructuredDeps extends Pick<InferenceShape, "send" | "wholeText"> {
-  readonly encodeFor: (connection: Connection, req: CanonicalRequest) => { readonly format: FormatId; readonly body: Record<string, unknown> }
+  readonly encodeFor: (
+    connection: Connection,
+    req: CanonicalRequest
+  ) => { readonly format: FormatId; readonly body: Record<string, unknown> }
   readonly cost: (provider: string, model: string, usage: Partial<Usage> | undefined) => number
 }
 
@@ -56,7 +59,12 @@ export const schemaOf = (call: InferenceCall): Record<string, unknown> | undefin
  * provider takes them, the client left `strict` unset): its answer may carry added nulls.
  */
 const compiledStrict = (call: InferenceCall, connection: Connection, passthrough: boolean, schema: Record<string, unknown>): boolean => {
-  if (passthrough || !connection.provider.quirks?.strictSchemas || (connection.format !== "openai-chat" && connection.format !== "openai-responses")) return false
+  if (
+    passthrough ||
+    !connection.provider.quirks?.strictSchemas ||
+    (connection.format !== "openai-chat" && connection.format !== "openai-responses")
+  )
+    return false
   if (strictSchema(schema) === undefined) return false
   try {
     const rf = (call.decode ?? call.format.decodeRequest)(call.body).responseFormat
@@ -76,7 +84,11 @@ export const makeStructured = (deps: StructuredDeps) => {
       ...canonical,
       model: candidate.model,
       stream: false,
-      messages: [...canonical.messages, { role: "assistant", content: [{ type: "text", text }] }, { role: "user", content: [{ type: "text", text: repairPrompt(errors) }] }]
+      messages: [
+        ...canonical.messages,
+        { role: "assistant", content: [{ type: "text", text }] },
+        { role: "user", content: [{ type: "text", text: repairPrompt(errors) }] }
+      ]
     }
     const { format, body } = deps.encodeFor(connection, req)
     const res = yield* deps.send({ connection, model: candidate.model }, format, body, { stream: false, readWhole: true }, call.format)
@@ -95,43 +107,39 @@ export const makeStructured = (deps: StructuredDeps) => {
    * The verdict on a whole answer, and the answer to send. `passthrough`: the request went as the
    * client sent it (no schema compiled). Streamed clients are not repaired (their text has gone).
    */
-  const conform: (call: InferenceCall, candidate: Candidate, decoded: CanonicalResponse, passthrough: boolean) => Effect.Effect<Conformed> = Effect.fnUntraced(function* (
-    call: InferenceCall,
-    candidate: Candidate,
-    decoded: CanonicalResponse,
-    passthrough: boolean
-  ) {
-    const schema = schemaOf(call)
-    if (schema === undefined) return { decoded, changed: false, extraCostUsd: 0 }
-    const engines = yield* Effect.promise(schemaEngines)
-    let text = textOf(decoded.content)
-    let changed = false
-    if (compiledStrict(call, candidate.connection, passthrough, schema)) {
-      const value = tryJson(text)
-      if (value !== undefined) {
-        const cleaned = JSON.stringify(withoutAddedNulls(schema, value))
-        if (cleaned !== JSON.stringify(value)) {
-          text = cleaned
-          decoded = withText(decoded, text)
-          changed = true
+  const conform: (call: InferenceCall, candidate: Candidate, decoded: CanonicalResponse, passthrough: boolean) => Effect.Effect<Conformed> =
+    Effect.fnUntraced(function* (call: InferenceCall, candidate: Candidate, decoded: CanonicalResponse, passthrough: boolean) {
+      const schema = schemaOf(call)
+      if (schema === undefined) return { decoded, changed: false, extraCostUsd: 0 }
+      const engines = yield* Effect.promise(schemaEngines)
+      let text = textOf(decoded.content)
+      let changed = false
+      if (compiledStrict(call, candidate.connection, passthrough, schema)) {
+        const value = tryJson(text)
+        if (value !== undefined) {
+          const cleaned = JSON.stringify(withoutAddedNulls(schema, value))
+          if (cleaned !== JSON.stringify(value)) {
+            text = cleaned
+            decoded = withText(decoded, text)
+            changed = true
+          }
         }
       }
-    }
-    const verdict = checkAnswer(engines, schema, text)
-    if (verdict === undefined) return { decoded, changed, extraCostUsd: 0 }
-    const set = (status: SchemaStatus) => {
-      call.ctx.responseHeaders[SCHEMA_HEADER] = status
-      return status
-    }
-    if (verdict.valid) return { decoded, changed, status: set("valid"), extraCostUsd: 0 }
-    const repaired = yield* repair(call, candidate, text, verdict.errors)
-    if (repaired === undefined) return { decoded, changed, status: set("invalid"), extraCostUsd: 0 }
-    const extraCostUsd = deps.cost(candidate.connection.provider.id, candidate.model, repaired.usage)
-    const again = checkAnswer(engines, schema, textOf(repaired.decoded.content))
-    const usage = repaired.usage ? { extraUsage: repaired.usage } : {}
-    if (again?.valid) return { decoded: repaired.decoded, changed: true, status: set("repaired"), extraCostUsd, ...usage }
-    return { decoded, changed, status: set("invalid"), extraCostUsd, ...usage }
-  })
+      const verdict = checkAnswer(engines, schema, text)
+      if (verdict === undefined) return { decoded, changed, extraCostUsd: 0 }
+      const set = (status: SchemaStatus) => {
+        call.ctx.responseHeaders[SCHEMA_HEADER] = status
+        return status
+      }
+      if (verdict.valid) return { decoded, changed, status: set("valid"), extraCostUsd: 0 }
+      const repaired = yield* repair(call, candidate, text, verdict.errors)
+      if (repaired === undefined) return { decoded, changed, status: set("invalid"), extraCostUsd: 0 }
+      const extraCostUsd = deps.cost(candidate.connection.provider.id, candidate.model, repaired.usage)
+      const again = checkAnswer(engines, schema, textOf(repaired.decoded.content))
+      const usage = repaired.usage ? { extraUsage: repaired.usage } : {}
+      if (again?.valid) return { decoded: repaired.decoded, changed: true, status: set("repaired"), extraCostUsd, ...usage }
+      return { decoded, changed, status: set("invalid"), extraCostUsd, ...usage }
+    })
 
   return { conform }
 }

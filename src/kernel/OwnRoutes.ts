@@ -27,7 +27,8 @@ export interface OwnRoutesShape {
 }
 
 /** The loopback host to reach a server bound to `host` (an unspecified address answers on 127.0.0.1). */
-export const loopbackHost = (host: string): string => (host === "0.0.0.0" || host === "::" || host === "" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host)
+export const loopbackHost = (host: string): string =>
+  host === "0.0.0.0" || host === "::" || host === "" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host
 
 export class OwnRoutes extends Context.Tag("gateway/OwnRoutes")<OwnRoutes, OwnRoutesShape>() {
   static readonly layer = Layer.effect(

@@ -40,14 +40,20 @@ export const outcomeCost = (accounting: AccountingShape, tried: Candidate, outco
  * failure for the resilience layer; without it the error is the request's own (not retried)
  * unless `skip` says the target could not be used at all (misconfigured, URL blocked).
  */
-export class AttemptFailed extends Data.Error<{ readonly error: InferenceError; readonly failure: FailureInfo | undefined; readonly skip: boolean }> {
+export class AttemptFailed extends Data.Error<{
+  readonly error: InferenceError
+  readonly failure: FailureInfo | undefined
+  readonly skip: boolean
+}> {
   readonly _tag = "AttemptFailed"
 }
-export const attemptFailed = (error: InferenceError, failure: FailureInfo | undefined, skip = false) => new AttemptFailed({ error, failure, skip })
+export const attemptFailed = (error: InferenceError, failure: FailureInfo | undefined, skip = false) =>
+  new AttemptFailed({ error, failure, skip })
 
 export const headerValue = (headers: UpstreamResponse["headers"]): Record<string, string> => {
   const out: Record<string, string> = {}
-  for (const [name, value] of Object.entries(headers)) if (value !== undefined) out[name.toLowerCase()] = Array.isArray(value) ? value.join(", ") : String(value)
+  for (const [name, value] of Object.entries(headers))
+    if (value !== undefined) out[name.toLowerCase()] = Array.isArray(value) ? value.join(", ") : String(value)
   return out
 }
 
@@ -74,7 +80,8 @@ export const failureOfStream = (e: CanonicalError): FailureInfo =>
     ? { status: 504, kind: "stalled", message: e.message, code: e.code }
     : e.code === "upstream_malformed"
       ? { status: 502, kind: "malformed", message: e.message, code: e.code }
-      : e.code === "stream_interrupted" || (e.status === 502 && e.kind === "upstream" && /ended unexpectedly|could not be parsed/.test(e.message))
+      : e.code === "stream_interrupted" ||
+          (e.status === 502 && e.kind === "upstream" && /ended unexpectedly|could not be parsed/.test(e.message))
         ? { status: 502, kind: "cut", message: e.message, code: e.code ?? null }
         : { status: e.status, kind: "http", message: e.message, code: e.code ?? null }
 
@@ -85,12 +92,16 @@ export const failureOfStream = (e: CanonicalError): FailureInfo =>
  * (the resilience layer still hears the status the upstream reported).
  */
 export const clientFacing = (e: CanonicalError): CanonicalError =>
-  e.code === "upstream_stalled" || e.code === "stream_interrupted" ? e : { ...e, status: 502, kind: "upstream", code: e.code ?? "upstream_error" }
+  e.code === "upstream_stalled" || e.code === "stream_interrupted"
+    ? e
+    : { ...e, status: 502, kind: "upstream", code: e.code ?? "upstream_error" }
 
 /** What one request's usage row will say: the last candidate tried, how it went, how many fallbacks. */
 export interface Tracking {
   tried: Candidate | undefined
-  outcome: AttemptOutcome | { readonly status: number; readonly usage: Partial<Usage> | undefined; readonly ttftMs: null; readonly error: string | null }
+  outcome:
+    | AttemptOutcome
+    | { readonly status: number; readonly usage: Partial<Usage> | undefined; readonly ttftMs: null; readonly error: string | null }
   fallbacks: number
   /** Answered from the response cache. */
   cacheHit: boolean
@@ -126,13 +137,21 @@ export interface RecordedRequest {
 /** Nothing could be tried: every candidate is blocked (breaker open, cooling down, locked, terminal). */
 export const allBlocked = (format: WireFormat, plan: RoutePlan): InferenceError => {
   if (plan.blocked.length === 0) {
-    return clientError(format, { status: 503, kind: "overloaded", message: `no target of '${plan.scope}' is available`, code: "no_available_target" })
+    return clientError(format, {
+      status: 503,
+      kind: "overloaded",
+      message: `no target of '${plan.scope}' is available`,
+      code: "no_available_target"
+    })
   }
   const waits = plan.blocked.map((b) => b.retryAfterMs).filter((w): w is number => w !== null)
   const retryAfter = waits.length > 0 ? Math.max(1, Math.ceil(Math.min(...waits) / 1000)) : undefined
   const onlyCooldown = plan.blocked.every((b) => b.reason === "cooldown")
   const why = plan.blocked.map((b) => `${b.candidate.key}: ${b.reason.replace(/_/g, " ")}${b.detail ? ` (${b.detail})` : ""}`).join("; ")
-  if (plan.blocked.every((b) => b.reason === "token_limit" || b.reason === "cooldown") && plan.blocked.some((b) => b.reason === "token_limit")) {
+  if (
+    plan.blocked.every((b) => b.reason === "token_limit" || b.reason === "cooldown") &&
+    plan.blocked.some((b) => b.reason === "token_limit")
+  ) {
     return clientError(
       format,
       { status: 429, kind: "rate_limit", message: `token limit reached for this API key: ${why}`, code: "token_limit_exceeded" },
@@ -142,8 +161,18 @@ export const allBlocked = (format: WireFormat, plan: RoutePlan): InferenceError 
   return clientError(
     format,
     onlyCooldown
-      ? { status: 429, kind: "rate_limit", message: `every target of '${plan.scope}' is cooling down after rate limits (${why})`, code: "all_targets_cooling_down" }
-      : { status: 503, kind: "overloaded", message: `every target of '${plan.scope}' is unavailable (${why})`, code: "no_available_target" },
+      ? {
+          status: 429,
+          kind: "rate_limit",
+          message: `every target of '${plan.scope}' is cooling down after rate limits (${why})`,
+          code: "all_targets_cooling_down"
+        }
+      : {
+          status: 503,
+          kind: "overloaded",
+          message: `every target of '${plan.scope}' is unavailable (${why})`,
+          code: "no_available_target"
+        },
     retryAfter !== undefined ? { "retry-after": String(retryAfter) } : undefined
   )
 }
@@ -154,7 +183,13 @@ export const allBlocked = (format: WireFormat, plan: RoutePlan): InferenceError 
  * without an outcome (the client left) is recorded as 499. `seen` gets the row as it is queued
  * (the lifecycle's end hooks read it).
  */
-export const recordRequest = (usage: UsageShape, accounting: AccountingShape, call: RecordedRequest, track: Tracking, seen?: (row: UsageRecord) => void): Effect.Effect<void> => {
+export const recordRequest = (
+  usage: UsageShape,
+  accounting: AccountingShape,
+  call: RecordedRequest,
+  track: Tracking,
+  seen?: (row: UsageRecord) => void
+): Effect.Effect<void> => {
   const record = usageRecordOf(accounting, call, track)
   seen?.(record)
   const row = usage.record(record)
@@ -173,7 +208,13 @@ export const recordRequest = (usage: UsageShape, accounting: AccountingShape, ca
  * its end, no hook attached): false, and nothing done, when usage logging's flag is not known
  * fresh (the caller records through `recordRequest` then).
  */
-export const recordRequestNow = (usage: UsageShape, accounting: AccountingShape, call: RecordedRequest, track: Tracking, seen?: (row: UsageRecord) => void): boolean => {
+export const recordRequestNow = (
+  usage: UsageShape,
+  accounting: AccountingShape,
+  call: RecordedRequest,
+  track: Tracking,
+  seen?: (row: UsageRecord) => void
+): boolean => {
   const record = usageRecordOf(accounting, call, track)
   if (!usage.recordNow(record)) return false
   seen?.(record)

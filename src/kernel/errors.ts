@@ -31,7 +31,13 @@ export class InferenceError extends Data.TaggedError("InferenceError")<{
 export const badRequest = (message: string, param: string | null = null, code: string | null = null) =>
   new InferenceError({ status: 400, kind: "invalid_request", code, message, param })
 
-export const toCanonical = (e: InferenceError): CanonicalError => ({ status: e.status, kind: e.kind, message: e.message, code: e.code, param: e.param ?? null })
+export const toCanonical = (e: InferenceError): CanonicalError => ({
+  status: e.status,
+  kind: e.kind,
+  message: e.message,
+  code: e.code,
+  param: e.param ?? null
+})
 
 /** The error body for a client of `format`. */
 export const errorBody = (e: InferenceError, format: WireFormat): unknown => e.body ?? format.encodeError(toCanonical(e))
@@ -57,8 +63,14 @@ export const decodeFailure = (format: WireFormat, e: unknown): InferenceError =>
     format,
     e instanceof RequestDecodeError
       ? { status: 400, kind: "invalid_request", message: e.message, param: e.param }
-      : { status: 400, kind: "invalid_request", message: `the request could not be read: ${e instanceof Error ? e.message : String(e)}`, param: null }
+      : {
+          status: 400,
+          kind: "invalid_request",
+          message: `the request could not be read: ${e instanceof Error ? e.message : String(e)}`,
+          param: null
+        }
   )
 
 /** Runs a decoder of `format`'s requests; what it throws fails as `decodeFailure`. */
-export const tryDecode = <A>(format: WireFormat, decode: () => A): Effect.Effect<A, InferenceError> => Effect.try({ try: decode, catch: (e) => decodeFailure(format, e) })
+export const tryDecode = <A>(format: WireFormat, decode: () => A): Effect.Effect<A, InferenceError> =>
+  Effect.try({ try: decode, catch: (e) => decodeFailure(format, e) })

@@ -47,7 +47,8 @@ export interface HookTarget {
   readonly model: string
 }
 
-/** A request the pipeline takes (chat completions, completions, responses, messages, generateContent, api/chat, api/generate), before anything else. */
+/** A request the pipeline takes (chat completions, completions, responses, messages, generateContent, api/chat, api/generate), before
+ * anything else. */
 export interface RequestEvent {
   /** Usage label: `chat.completions`, `messages`, `responses`, `generateContent`, `api.chat`, ... */
   readonly endpoint: string
@@ -226,7 +227,11 @@ export interface BlockAnswer {
  */
 export interface AnswerRewrite {
   /** A whole text answer (JSON, error answers included): what the client gets instead. */
-  readonly whole?: (answer: { readonly status: number; readonly headers: Readonly<Record<string, string | number>>; readonly body: string }) => {
+  readonly whole?: (answer: {
+    readonly status: number
+    readonly headers: Readonly<Record<string, string | number>>
+    readonly body: string
+  }) => {
     readonly status: number
     readonly headers: Readonly<Record<string, string | number>>
     readonly body: string

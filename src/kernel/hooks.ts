@@ -110,7 +110,8 @@ const insert = <E>(list: ReadonlyArray<Entry<E>>, entry: Entry<E>): ReadonlyArra
 const validated = (hook: RequestHook): void => {
   if (typeof hook !== "object" || hook === null) throw new TypeError("a hook must be an object")
   if (typeof hook.name !== "string" || hook.name.trim() === "") throw new TypeError("a hook needs a non-empty name")
-  if (hook.priority !== undefined && (typeof hook.priority !== "number" || Number.isNaN(hook.priority))) throw new TypeError(`hook ${hook.name}: priority must be a number`)
+  if (hook.priority !== undefined && (typeof hook.priority !== "number" || Number.isNaN(hook.priority)))
+    throw new TypeError(`hook ${hook.name}: priority must be a number`)
   for (const event of HOOK_EVENTS) {
     const h = hook[event]
     if (h !== undefined && typeof h !== "function") throw new TypeError(`hook ${hook.name}: ${event} must be a function`)
@@ -124,7 +125,14 @@ const withHook = (table: HookTable, hook: RequestHook, seq: number, builtin: boo
   for (const event of HOOK_EVENTS) {
     const handler = hook[event]
     if (handler !== undefined) {
-      const entry = { name: hook.name, priority, seq, handler: handler as HookHandler<unknown>, builtin, failClosed: hook.failClosed === true }
+      const entry = {
+        name: hook.name,
+        priority,
+        seq,
+        handler: handler as HookHandler<unknown>,
+        builtin,
+        failClosed: hook.failClosed === true
+      }
       out[event] = insert(table[event] as ReadonlyArray<Entry<unknown>>, entry)
     }
   }
@@ -195,7 +203,9 @@ const describe = (e: unknown): string => (e instanceof Error ? e.message : Strin
 
 /** A handler that threw: logged (through the gateway's runtime), and the request goes on. */
 const report = (host: HookHost, entry: Entry<never>, event: HookEvent, e: unknown): void => {
-  const log = Effect.logWarning(`hook ${entry.name} failed in ${event} (skipped): ${describe(e)}`).pipe(Effect.annotateLogs({ requestId: host.requestId }))
+  const log = Effect.logWarning(`hook ${entry.name} failed in ${event} (skipped): ${describe(e)}`).pipe(
+    Effect.annotateLogs({ requestId: host.requestId })
+  )
   const runtime = host.hooks?.runtime
   if (runtime) Runtime.runFork(runtime)(log)
   else Effect.runFork(log)
@@ -227,11 +237,19 @@ const guardFailed = (host: HookHost, entry: Entry<never>, event: HookEvent, e: u
   }
 }
 
-/** A handler's Effect, its failures logged and skipped (a guard's refuse the request); an interruption (the client left) goes on as it is. */
-const guarded = (host: HookHost, entry: Entry<never>, event: HookEvent, effect: Effect.Effect<HookReturn, unknown>): Effect.Effect<HookReturn> =>
+/** A handler's Effect, its failures logged and skipped (a guard's refuse the request); an interruption (the client left) goes on as it is.
+ * */
+const guarded = (
+  host: HookHost,
+  entry: Entry<never>,
+  event: HookEvent,
+  effect: Effect.Effect<HookReturn, unknown>
+): Effect.Effect<HookReturn> =>
   entry.failClosed
     ? Effect.catchAllCause(effect, (cause) =>
-        Cause.isInterruptedOnly(cause) ? Effect.failCause(cause as Cause.Cause<never>) : Effect.succeed(guardFailed(host, entry, event, Cause.squash(cause)))
+        Cause.isInterruptedOnly(cause)
+          ? Effect.failCause(cause as Cause.Cause<never>)
+          : Effect.succeed(guardFailed(host, entry, event, Cause.squash(cause)))
       )
     : entry.builtin
       ? (effect as Effect.Effect<HookReturn>)
@@ -312,7 +330,8 @@ const apply = (
     if (isObject(out.headers)) for (const k in out.headers) host.responseHeaders[k.toLowerCase()] = String(out.headers[k])
     else report(host, entry, name, new TypeError("headers must be an object"))
   }
-  if (out.block !== undefined && (allows & BLOCK) !== 0) decision = { ...decision, block: { hook: entry.name, answer: isObject(out.block) ? out.block : {} } }
+  if (out.block !== undefined && (allows & BLOCK) !== 0)
+    decision = { ...decision, block: { hook: entry.name, answer: isObject(out.block) ? out.block : {} } }
   return decision
 }
 
@@ -322,7 +341,15 @@ const NO_BODY: { body?: unknown } = Object.freeze({})
 export type Fired = Decision | undefined | Effect.Effect<Decision | undefined>
 
 /** Runs `list` from `i` in order: synchronously while handlers answer synchronously, as an Effect from the first one that does not. */
-const runFrom = (list: ReadonlyArray<Entry<never>>, i: number, name: HookEvent, event: object, host: HookHost, allows: number, decision: Decision | undefined): Fired => {
+const runFrom = (
+  list: ReadonlyArray<Entry<never>>,
+  i: number,
+  name: HookEvent,
+  event: object,
+  host: HookHost,
+  allows: number,
+  decision: Decision | undefined
+): Fired => {
   for (; i < list.length; i++) {
     const entry = list[i]!
     let out: HookReturn | Effect.Effect<HookReturn, unknown>
@@ -339,7 +366,8 @@ const runFrom = (list: ReadonlyArray<Entry<never>>, i: number, name: HookEvent, 
     if (Effect.isEffect(out)) {
       const next = i + 1
       // The last handler (the usual case: a built-in on the request's end) needs no continuation.
-      if (next === list.length) return Effect.map(guarded(host, entry, name, out), (verdict) => apply(host, entry, name, event, allows, verdict, decision))
+      if (next === list.length)
+        return Effect.map(guarded(host, entry, name, out), (verdict) => apply(host, entry, name, event, allows, verdict, decision))
       return Effect.flatMap(guarded(host, entry, name, out), (verdict) => {
         const d = apply(host, entry, name, event, allows, verdict, decision)
         if (d?.block) return Effect.succeed(d)
@@ -359,12 +387,19 @@ const asEffect = (fired: Fired): Effect.Effect<Decision | undefined> => (Effect.
  * Fires an event from the write path (stream start, frame, stream end): synchronously, in order;
  * an Effect a handler answers is run detached (not awaited), on the gateway's runtime.
  */
-export const observe = <K extends "onStreamStart" | "onFrame" | "onStreamEnd">(host: HookHost, name: K, list: ReadonlyArray<Entry<HookEvents[K]>>, event: HookEvents[K]): void => {
+export const observe = <K extends "onStreamStart" | "onFrame" | "onStreamEnd">(
+  host: HookHost,
+  name: K,
+  list: ReadonlyArray<Entry<HookEvents[K]>>,
+  event: HookEvents[K]
+): void => {
   for (const entry of list as ReadonlyArray<Entry<never>>) {
     try {
       const out = (entry.handler as HookHandler<object>)(event, entry.builtin ? NO_REQUEST : requestOf(host))
       if (Effect.isEffect(out)) {
-        const run = Effect.flatMap(guarded(host, entry, name, out), (verdict) => Effect.sync(() => apply(host, entry, name, NO_BODY, 0, verdict, undefined)))
+        const run = Effect.flatMap(guarded(host, entry, name, out), (verdict) =>
+          Effect.sync(() => apply(host, entry, name, NO_BODY, 0, verdict, undefined))
+        )
         const runtime = host.hooks?.runtime
         if (runtime) Runtime.runFork(runtime)(run)
         else Effect.runFork(run)
@@ -378,7 +413,10 @@ export const observe = <K extends "onStreamStart" | "onFrame" | "onStreamEnd">(h
 
 /** A hook's block as the client's answer: its own body as it is, or an error in the client's format. */
 export const blockedAnswer = (format: WireFormat, hook: string, answer: BlockAnswer): InferenceError => {
-  const status = typeof answer.status === "number" && Number.isInteger(answer.status) && answer.status >= 200 && answer.status <= 599 ? answer.status : 403
+  const status =
+    typeof answer.status === "number" && Number.isInteger(answer.status) && answer.status >= 200 && answer.status <= 599
+      ? answer.status
+      : 403
   const message = typeof answer.message === "string" && answer.message !== "" ? answer.message : `the request was blocked by ${hook}`
   const headers = isObject(answer.headers) ? (answer.headers as Readonly<Record<string, string>>) : undefined
   const code = typeof answer.code === "string" && answer.code !== "" ? answer.code : "request_blocked"
@@ -397,7 +435,12 @@ const settle = (host: HookHost, format: WireFormat, fired: Fired): Effect.Effect
     return Effect.succeed(d?.body)
   })
 
-export const targetOf = (c: Candidate): HookTarget => ({ key: c.key, provider: c.connection.provider.id, connection: c.connection.name, model: c.model })
+export const targetOf = (c: Candidate): HookTarget => ({
+  key: c.key,
+  provider: c.connection.provider.id,
+  connection: c.connection.name,
+  model: c.model
+})
 
 /** onRequest. Call only when there are handlers. */
 export const requestReceived = (
@@ -406,7 +449,11 @@ export const requestReceived = (
   call: { readonly endpoint: string; readonly model: string; readonly stream: boolean; readonly body: Record<string, unknown> }
 ): Effect.Effect<Record<string, unknown> | undefined, InferenceError> => {
   const event = { endpoint: call.endpoint, format: format.id, model: call.model, stream: call.stream, body: call.body }
-  return settle(host, format, runFrom(host.hooks!.onRequest as ReadonlyArray<Entry<never>>, 0, "onRequest", event, host, BODY | BLOCK | REWRITE, undefined))
+  return settle(
+    host,
+    format,
+    runFrom(host.hooks!.onRequest as ReadonlyArray<Entry<never>>, 0, "onRequest", event, host, BODY | BLOCK | REWRITE, undefined)
+  )
 }
 
 /** onComboResolve (for combo, auto and quota-share plans), then onModelSelect. Call only when either has handlers. */
@@ -423,8 +470,21 @@ export const routeResolved = (
   const select = (): Effect.Effect<Record<string, unknown> | undefined, InferenceError> => {
     if (table.onModelSelect.length === 0) return Effect.succeed(undefined)
     const first = plan.candidates[0] ?? plan.fusion?.judge
-    const event = { model, format: format.id, endpoint, route: plan.kind, strategy: plan.strategy, target: first ? targetOf(first) : undefined, candidates, body }
-    return settle(host, format, runFrom(table.onModelSelect as ReadonlyArray<Entry<never>>, 0, "onModelSelect", event, host, BODY | BLOCK, undefined))
+    const event = {
+      model,
+      format: format.id,
+      endpoint,
+      route: plan.kind,
+      strategy: plan.strategy,
+      target: first ? targetOf(first) : undefined,
+      candidates,
+      body
+    }
+    return settle(
+      host,
+      format,
+      runFrom(table.onModelSelect as ReadonlyArray<Entry<never>>, 0, "onModelSelect", event, host, BODY | BLOCK, undefined)
+    )
   }
   if (plan.kind === "direct" || table.onComboResolve.length === 0) return select()
   const event: ComboResolveEvent = {
@@ -436,7 +496,10 @@ export const routeResolved = (
     blocked: plan.blocked.map((b) => ({ target: targetOf(b.candidate), reason: b.reason })),
     fusion: plan.fusion !== undefined
   }
-  return Effect.flatMap(settle(host, format, runFrom(table.onComboResolve as ReadonlyArray<Entry<never>>, 0, "onComboResolve", event, host, BLOCK, undefined)), select)
+  return Effect.flatMap(
+    settle(host, format, runFrom(table.onComboResolve as ReadonlyArray<Entry<never>>, 0, "onComboResolve", event, host, BLOCK, undefined)),
+    select
+  )
 }
 
 /**
@@ -446,7 +509,14 @@ export const routeResolved = (
  * them; `settleModelSelect` turns what this answers into what `routeResolved` would have answered.
  * Call only when there are handlers.
  */
-export const modelSelectNow = (host: HookHost, format: WireFormat, model: string, plan: RoutePlan, body: Record<string, unknown>, endpoint: string): Fired => {
+export const modelSelectNow = (
+  host: HookHost,
+  format: WireFormat,
+  model: string,
+  plan: RoutePlan,
+  body: Record<string, unknown>,
+  endpoint: string
+): Fired => {
   const first = plan.candidates[0] ?? plan.fusion?.judge
   const event = {
     model,
@@ -462,16 +532,36 @@ export const modelSelectNow = (host: HookHost, format: WireFormat, model: string
 }
 
 /** What `modelSelectNow` answered, as `routeResolved`'s answer: the body to send instead, or the block. */
-export const settleModelSelect = (host: HookHost, format: WireFormat, fired: Fired): Effect.Effect<Record<string, unknown> | undefined, InferenceError> =>
-  settle(host, format, fired)
+export const settleModelSelect = (
+  host: HookHost,
+  format: WireFormat,
+  fired: Fired
+): Effect.Effect<Record<string, unknown> | undefined, InferenceError> => settle(host, format, fired)
 
 /** Whether what `modelSelectNow` answered changes nothing: decided at once, no block, no other body. */
-export const modelSelectLeftAlone = (fired: Fired): boolean => !Effect.isEffect(fired) && fired?.block === undefined && fired?.body === undefined
+export const modelSelectLeftAlone = (fired: Fired): boolean =>
+  !Effect.isEffect(fired) && fired?.block === undefined && fired?.body === undefined
 
 /** onAttemptStart: the block (the attempt must not go out), or undefined. Call only when there are handlers. */
-export const attemptStarted = (host: HookHost, format: WireFormat, attempt: number, candidate: Candidate, probe: boolean): Effect.Effect<InferenceError | undefined> =>
+export const attemptStarted = (
+  host: HookHost,
+  format: WireFormat,
+  attempt: number,
+  candidate: Candidate,
+  probe: boolean
+): Effect.Effect<InferenceError | undefined> =>
   Effect.map(
-    asEffect(runFrom(host.hooks!.onAttemptStart as ReadonlyArray<Entry<never>>, 0, "onAttemptStart", { attempt, target: targetOf(candidate), probe }, host, BLOCK, undefined)),
+    asEffect(
+      runFrom(
+        host.hooks!.onAttemptStart as ReadonlyArray<Entry<never>>,
+        0,
+        "onAttemptStart",
+        { attempt, target: targetOf(candidate), probe },
+        host,
+        BLOCK,
+        undefined
+      )
+    ),
     (d) => {
       if (!d?.block) return undefined
       host.blockedBy = d.block.hook
@@ -537,7 +627,9 @@ export const endRequest = (host: HookHost, error?: InferenceError, gone = false)
     streamed: body === undefined && host.answer.headersSent,
     usage: undefined as UsageRecord | undefined
   }
-  const event = failed ? { ...ending, error: error && { status: error.status, code: error.code, message: error.message }, blockedBy: host.blockedBy } : ending
+  const event = failed
+    ? { ...ending, error: error && { status: error.status, code: error.code, message: error.message }, blockedBy: host.blockedBy }
+    : ending
   const fired = runFrom(list as ReadonlyArray<Entry<never>>, 0, failed ? "onError" : "onResponse", event, host, 0, undefined)
   return Effect.isEffect(fired) ? fired : undefined
 }
@@ -605,7 +697,11 @@ export const makeRequestHooks = (runtime?: Runtime.Runtime<never>): RequestHooks
     registered: () =>
       [...hooks]
         .sort((a, b) => (a.hook.priority ?? DEFAULT_PRIORITY) - (b.hook.priority ?? DEFAULT_PRIORITY) || a.seq - b.seq)
-        .map(({ hook }) => ({ name: hook.name, priority: hook.priority ?? DEFAULT_PRIORITY, events: HOOK_EVENTS.filter((e) => hook[e] !== undefined) }))
+        .map(({ hook }) => ({
+          name: hook.name,
+          priority: hook.priority ?? DEFAULT_PRIORITY,
+          events: HOOK_EVENTS.filter((e) => hook[e] !== undefined)
+        }))
   }
 }
 

@@ -63,7 +63,10 @@ const KEY_VALUE = new RegExp(
  * has none of these and is returned as is. Keep it a superset of the patterns: every key name
  * ends with one of the words here, followed by `:` or `=` (after a closing quote, maybe escaped).
  */
-const MAY_HOLD_SECRET = new RegExp(`(?:bearer|basic)\\s|(?:${KEY_PREFIXES})[-_]|aiza|ya29\\.|akia|eyj|(?:key|token|secret|passw(?:or)?d|authorization)\\\\?["']?\\s*[:=]`, "i")
+const MAY_HOLD_SECRET = new RegExp(
+  `(?:bearer|basic)\\s|(?:${KEY_PREFIXES})[-_]|aiza|ya29\\.|akia|eyj|(?:key|token|secret|passw(?:or)?d|authorization)\\\\?["']?\\s*[:=]`,
+  "i"
+)
 
 /**
  * Unquoted words after `name:` that describe the field instead of being its value
@@ -88,7 +91,8 @@ const SCHEMA_WORDS = new Set([
   "received"
 ])
 /** Whether an unquoted value after `name:` (not `name=`) is masked: not a bare word of prose. */
-const maskAfterColon = (value: string): boolean => (/^[A-Za-z]+$/.test(value) ? value.length >= 8 && !SCHEMA_WORDS.has(value.toLowerCase()) : value.length >= 4)
+const maskAfterColon = (value: string): boolean =>
+  /^[A-Za-z]+$/.test(value) ? value.length >= 8 && !SCHEMA_WORDS.has(value.toLowerCase()) : value.length >= 4
 /** A JSON number (or its start) at the beginning of an unquoted value; a literal or a nested value. */
 const JSON_NUMBER = /^-?\d[\d.eE+-]*/
 const JSON_OTHER = /^(?:true|false|null|[{[])/
@@ -250,7 +254,12 @@ const KEY_RUN = /[A-Za-z0-9_-]{12,}/g
 const KEY_PIECE = /^[A-Za-z0-9_-]{12}$/
 
 /** How a secret may appear in an answer: as is, URL-encoded, JSON-escaped, base64 (a Basic header echoed). */
-const formsOf = (secret: string): ReadonlyArray<string> => [secret, encodeComponent(secret), JSON.stringify(secret).slice(1, -1), Buffer.from(secret).toString("base64")]
+const formsOf = (secret: string): ReadonlyArray<string> => [
+  secret,
+  encodeComponent(secret),
+  JSON.stringify(secret).slice(1, -1),
+  Buffer.from(secret).toString("base64")
+]
 
 /** Where `form` occurs in `text`. */
 const occurrences = (text: string, form: string): Array<readonly [number, number]> => {

@@ -47,7 +47,10 @@ export interface RequestContext extends HookHost {
  */
 export interface ExchangeTap {
   /** An attempt's request goes upstream: its target (the endpoint's URL) and its body's text, exactly as sent. */
-  readonly sent: (target: { readonly provider: string; readonly connection: string; readonly model: string; readonly url: string | null }, body: string) => void
+  readonly sent: (
+    target: { readonly provider: string; readonly connection: string; readonly model: string; readonly url: string | null },
+    body: string
+  ) => void
   /** The upstream answered: its status and head; a whole answer's text (undefined for a stream: `chunk` follows). */
   readonly answered: (status: number, headers: Readonly<Record<string, string>>, body: string | undefined) => void
   /** A piece of a streamed answer, as received. */

@@ -34,7 +34,10 @@ const load = (): Promise<Engines> =>
     const [ajv, ajv2020, formats] = await Promise.all([import("ajv"), import("ajv/dist/2020.js"), import("ajv-formats")])
     const addFormats = classOf(formats) as (ajv: AjvShape) => AjvShape
     const options = { strict: false, allErrors: true, validateFormats: true }
-    ready = { draft07: addFormats(new (classOf(ajv) as AjvClass)(options)), draft2020: addFormats(new (classOf(ajv2020) as AjvClass)(options)) }
+    ready = {
+      draft07: addFormats(new (classOf(ajv) as AjvClass)(options)),
+      draft2020: addFormats(new (classOf(ajv2020) as AjvClass)(options))
+    }
     return ready
   })())
 

@@ -63,5 +63,7 @@ export const ExtensionsLive: Layer.Layer<
   | Router
 > = Layer.mergeAll(McpHttp.layer, Plugins.layer, Playground.layer, Tunnels.layer.pipe(Layer.provide(TokenTunnelConnector.layer))).pipe(
   Layer.provideMerge(Layer.mergeAll(McpTools.layer.pipe(Layer.provide(SkillRunner.layer)), HostPolicy.layer)),
-  Layer.provideMerge(Layer.mergeAll(SkillCatalog.layer, Layer.mergeAll(CliTools.layer, AcpAgents.layer).pipe(Layer.provideMerge(CliToolsConfig.layer))))
+  Layer.provideMerge(
+    Layer.mergeAll(SkillCatalog.layer, Layer.mergeAll(CliTools.layer, AcpAgents.layer).pipe(Layer.provideMerge(CliToolsConfig.layer)))
+  )
 )

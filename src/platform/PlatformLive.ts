@@ -15,5 +15,8 @@ import type { StoreVersion } from "./store/StoreVersion.js"
  * the backups. Part of the core (src/server/CoreLayer.ts). Reads the store (StoreLive; Backups
  * asks which kind it is).
  */
-export const PlatformLive: Layer.Layer<FeatureFlags | Settings | Backups, never, AppConfig | SqlClient | StoreKind | BatchWriter | KeyValue | StoreVersion | Secrets> =
-  Layer.mergeAll(FeatureFlags.layer, Settings.layer, Backups.layer)
+export const PlatformLive: Layer.Layer<
+  FeatureFlags | Settings | Backups,
+  never,
+  AppConfig | SqlClient | StoreKind | BatchWriter | KeyValue | StoreVersion | Secrets
+> = Layer.mergeAll(FeatureFlags.layer, Settings.layer, Backups.layer)

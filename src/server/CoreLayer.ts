@@ -23,7 +23,15 @@ import { UpstreamLive } from "../upstream/UpstreamLive.js"
  * API keys and the admin login, combos (over the auto engine) and aliases, the context store, the
  * usage rows' writer, the config bundle. Needs AppConfig.
  */
-export const CoreLayer = Layer.mergeAll(ApiKeys.layer, AdminAuth.layer, Usage.layer, Combos.layer, Aliases.layer, ContextStore.layer, ConfigBundle.layer).pipe(
+export const CoreLayer = Layer.mergeAll(
+  ApiKeys.layer,
+  AdminAuth.layer,
+  Usage.layer,
+  Combos.layer,
+  Aliases.layer,
+  ContextStore.layer,
+  ConfigBundle.layer
+).pipe(
   Layer.provideMerge(AutoEngine.layer),
   Layer.provideMerge(UpstreamLive),
   Layer.provideMerge(PlatformLive),

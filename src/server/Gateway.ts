@@ -43,7 +43,9 @@ const sharedState = Layer.unwrapEffect(
   Effect.flatMap(AppConfig, (c) =>
     c.redisUrl === undefined
       ? Effect.succeed(SharedState.layer)
-      : Effect.promise(() => import("../platform/state/redis.js")).pipe(Effect.map((r) => r.layerRedis(c.redisUrl!, { prefix: c.redisPrefix })))
+      : Effect.promise(() => import("../platform/state/redis.js")).pipe(
+          Effect.map((r) => r.layerRedis(c.redisUrl!, { prefix: c.redisPrefix }))
+        )
   )
 )
 

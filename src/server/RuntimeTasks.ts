@@ -50,7 +50,8 @@ export const RuntimeTasks = Layer.scopedDiscard(
       yield* cloud.run("sync", false).pipe(
         Effect.tap((r) => Effect.logInfo(`cloud sync (scheduled): ${r.result}`)),
         Effect.catchTags({
-          SyncConflict: (e) => Effect.logWarning(`cloud sync (scheduled): conflict left for an operator (GET /api/sync/cloud lastConflict): ${e.message}`),
+          SyncConflict: (e) =>
+            Effect.logWarning(`cloud sync (scheduled): conflict left for an operator (GET /api/sync/cloud lastConflict): ${e.message}`),
           BadRequest: (e) => Effect.logWarning(`cloud sync (scheduled): ${e.message}`),
           SyncServerError: (e) => Effect.logWarning(`cloud sync (scheduled): ${e.message}`)
         })

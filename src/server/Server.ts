@@ -52,7 +52,8 @@ const listen = (server: http.Server, port: number, host: string) =>
     server.listen(port, host)
   })
 
-/** The start's log lines: where the gateway listens, and what is unsafe or not usable yet (a remote address without required keys, no admin credentials). */
+/** The start's log lines: where the gateway listens, and what is unsafe or not usable yet (a remote address without required keys, no admin
+ * credentials). */
 const announce = (deps: {
   readonly config: AppConfigShape
   readonly flags: FeatureFlagsShape
@@ -71,7 +72,9 @@ const announce = (deps: {
       )
     }
     if (!(yield* admin.hasPassword) && !(yield* keys.hasAdminKey)) {
-      yield* Effect.logWarning("no admin password or admin API key is set, so the management API cannot be used yet: run `gateway setup` (or start with INITIAL_PASSWORD)")
+      yield* Effect.logWarning(
+        "no admin password or admin API key is set, so the management API cannot be used yet: run `gateway setup` (or start with INITIAL_PASSWORD)"
+      )
     }
   })
 
@@ -101,7 +104,9 @@ export const GatewayServerLive = Layer.scoped(
     const fibers = yield* FiberSet.make<void, never>()
     // Request fibers run without Effect's built-in fiber metrics (a counter and a histogram
     // updated per fiber, which nothing reads): one fiber per request.
-    const run: Run = yield* FiberSet.runtime(fibers)<never>().pipe(Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.disable(RuntimeFlags.RuntimeMetrics)))
+    const run: Run = yield* FiberSet.runtime(fibers)<never>().pipe(
+      Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.disable(RuntimeFlags.RuntimeMetrics))
+    )
     const trustProxy = yield* flags.enabled(TRUST_PROXY_FLAG)
 
     const traffic = newTraffic()

@@ -70,6 +70,7 @@ export const makeIpScreen = (deps: IpScreenDeps): IpScreen => {
       })
     )
   }
-  const upgradeRefusal = (req: http.IncomingMessage) => (settings.ipFilter().active ? refusal(req, flags.peekEnabled(TRUST_PROXY_FLAG) ?? trustProxy) : undefined)
+  const upgradeRefusal = (req: http.IncomingMessage) =>
+    settings.ipFilter().active ? refusal(req, flags.peekEnabled(TRUST_PROXY_FLAG) ?? trustProxy) : undefined
   return { screened, upgradeRefusal }
 }

@@ -52,7 +52,14 @@ export interface ServerTraffic {
 }
 
 /** A server's traffic before its first connection. */
-export const newTraffic = (): ServerTraffic => ({ closing: false, open: new Set(), fresh: new Set(), sockets: new Set(), management: 0, common: 0 })
+export const newTraffic = (): ServerTraffic => ({
+  closing: false,
+  open: new Set(),
+  fresh: new Set(),
+  sockets: new Set(),
+  management: 0,
+  common: 0
+})
 
 /** A request's answer, once screened: `serve` sends it to its plane, `failed` is the last resort for a handler that threw. */
 export interface Planes {
@@ -60,8 +67,13 @@ export interface Planes {
   readonly failed: (req: http.IncomingMessage, res: http.ServerResponse, error: unknown) => void
 }
 
-/** The node:http request listener: counts the answer in flight (or marks it `Connection: close` during shutdown), then screens and serves it. */
-export const makeRequestListener = (deps: { readonly traffic: ServerTraffic; readonly screen: IpScreen; readonly failed: Planes["failed"] }) => {
+/** The node:http request listener: counts the answer in flight (or marks it `Connection: close` during shutdown), then screens and serves
+ * it. */
+export const makeRequestListener = (deps: {
+  readonly traffic: ServerTraffic
+  readonly screen: IpScreen
+  readonly failed: Planes["failed"]
+}) => {
   const { traffic, failed } = deps
   const { open, fresh } = traffic
   const { screened } = deps.screen
@@ -90,7 +102,8 @@ export interface PlanesDeps {
   readonly dashboard: DashboardShape
 }
 
-/** The planes a screened request goes to (the dashboard, MCP, the inspector routes, inference, management), and the 500 of a handler that threw. */
+/** The planes a screened request goes to (the dashboard, MCP, the inspector routes, inference, management), and the 500 of a handler that
+ * threw. */
 export const makePlanes = (deps: PlanesDeps): Planes => {
   const { traffic, run, inference, management, mcp, dashboard } = deps
   const { open } = traffic
@@ -101,7 +114,8 @@ export const makePlanes = (deps: PlanesDeps): Planes => {
     const path = q === -1 ? url : url.slice(0, q)
     // The dashboard's files, and a browser at `/` sent there (src/management/dashboard/Dashboard.ts): one
     // character test for every other path.
-    if ((path.length === 1 || path.charCodeAt(1) === 100) /* "/" or "/d…" */ && dashboard.handle(req, res, path)) return void open.delete(res)
+    if ((path.length === 1 || path.charCodeAt(1) === 100) /* "/" or "/d…" */ && dashboard.handle(req, res, path))
+      return void open.delete(res)
     // MCP over streamable HTTP (src/management/mcp/McpHttp.ts): its own sessions and long-lived streams.
     if (path === MCP_PATH) {
       res.once("close", () => open.delete(res))
@@ -139,7 +153,11 @@ export const makePlanes = (deps: PlanesDeps): Planes => {
     // one) are set when it is forked, at no cost of effects.
     const fiber = run(taken.program, {
       updateRefs: (refs, id) => {
-        const annotations = HashMap.set(FiberRefs.getOrDefault(refs, FiberRef.currentLogAnnotations), "requestId", taken.requestId as unknown)
+        const annotations = HashMap.set(
+          FiberRefs.getOrDefault(refs, FiberRef.currentLogAnnotations),
+          "requestId",
+          taken.requestId as unknown
+        )
         return FiberRefs.updateAs(refs, {
           fiberId: id,
           fiberRef: FiberRef.currentLogAnnotations,
@@ -161,7 +179,8 @@ export const makePlanes = (deps: PlanesDeps): Planes => {
     open.delete(res)
     const body = JSON.stringify({
       _tag: "Forbidden",
-      message: "the traffic inspector and capture routes are loopback-only: call them from this machine, directly (not through a tunnel, a proxy or a forwarded header)"
+      message:
+        "the traffic inspector and capture routes are loopback-only: call them from this machine, directly (not through a tunnel, a proxy or a forwarded header)"
     })
     res.writeHead(403, { ...gatewayHeaders(newRequestId()), "content-type": "application/json", "content-length": Buffer.byteLength(body) })
     res.end(body)
@@ -173,13 +192,16 @@ export const makePlanes = (deps: PlanesDeps): Planes => {
     open.delete(res)
     const requestId = newRequestId()
     run(
-      Effect.logError(`${req.method} ${(req.url ?? "/").split("?")[0]} failed unexpectedly; answered 500`, Cause.pretty(Cause.die(error))).pipe(
-        Effect.annotateLogs("requestId", requestId)
-      )
+      Effect.logError(
+        `${req.method} ${(req.url ?? "/").split("?")[0]} failed unexpectedly; answered 500`,
+        Cause.pretty(Cause.die(error))
+      ).pipe(Effect.annotateLogs("requestId", requestId))
     )
     try {
       if (res.headersSent) return void res.destroy()
-      const body = JSON.stringify({ error: { message: `internal error (request ${requestId})`, type: "server_error", code: "internal_error", param: null } })
+      const body = JSON.stringify({
+        error: { message: `internal error (request ${requestId})`, type: "server_error", code: "internal_error", param: null }
+      })
       res.writeHead(500, { ...gatewayHeaders(requestId), "content-type": "application/json", "content-length": Buffer.byteLength(body) })
       res.end(body)
     } catch {
@@ -199,7 +221,8 @@ export interface UpgradeDeps {
   readonly websocket: ResponsesWebSocketShape
 }
 
-/** The `upgrade` listener: WebSocket upgrades go to the dashboard's live feed, the inspector feed and the Responses transport; any other path is not upgradable. */
+/** The `upgrade` listener: WebSocket upgrades go to the dashboard's live feed, the inspector feed and the Responses transport; any other
+ * path is not upgradable. */
 export const makeUpgradeListener = (deps: UpgradeDeps) => {
   const { run, screen, live, inspectorFeed, websocket } = deps
   const { fresh } = deps.traffic
@@ -210,7 +233,9 @@ export const makeUpgradeListener = (deps: UpgradeDeps) => {
       const refused = screen.upgradeRefusal(req)
       if (refused) {
         const body = JSON.stringify({ error: { message: refused, type: "forbidden", code: "ip_not_allowed", param: null } })
-        socket.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+        socket.end(
+          `HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`
+        )
         return
       }
       if (!live.upgrade(req, socket, head) && !inspectorFeed.upgrade(req, socket, head) && !websocket.upgrade(req, socket, head)) {

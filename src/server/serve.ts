@@ -22,7 +22,9 @@ export const serve = (overrides: Partial<AppConfigShape>) => {
   const program = Effect.gen(function* () {
     const intent = yield* Effect.scoped(
       Effect.flatMap(Layer.build(live(overrides)), (context) =>
-        Effect.tap(Context.get(context, Lifecycle).stopped, (intent) => (worker ? Effect.sync(() => toPrimary({ gw: "stop", intent })) : Effect.void))
+        Effect.tap(Context.get(context, Lifecycle).stopped, (intent) =>
+          worker ? Effect.sync(() => toPrimary({ gw: "stop", intent })) : Effect.void
+        )
       )
     )
     if (intent === "shutdown" || worker) return yield* Effect.sync(() => process.exit(0))

@@ -39,7 +39,11 @@ export const trackConnections = (server: http.Server, traffic: ServerTraffic): v
  * SHUTDOWN_GRACE; then every connection left is closed. Only after that do the layers below
  * (the batched writer) close.
  */
-export const shutdownServer = (deps: { readonly server: http.Server; readonly traffic: ServerTraffic; readonly fibers: FiberSet.FiberSet<void, never> }) =>
+export const shutdownServer = (deps: {
+  readonly server: http.Server
+  readonly traffic: ServerTraffic
+  readonly fibers: FiberSet.FiberSet<void, never>
+}) =>
   Effect.fnUntraced(function* () {
     const { server, traffic, fibers } = deps
     const { open, sockets, fresh } = traffic
@@ -69,7 +73,10 @@ export const shutdownServer = (deps: { readonly server: http.Server; readonly tr
       { until: (n) => n === 0, schedule: Schedule.spaced("10 millis") }
     )
     // Interruptible, or the timeout could not end the wait (a finalizer is uninterruptible).
-    const drained = yield* Effect.interruptible(Effect.zipRight(FiberSet.awaitEmpty(fibers), managementDone)).pipe(Effect.timeout(SHUTDOWN_GRACE), Effect.option)
+    const drained = yield* Effect.interruptible(Effect.zipRight(FiberSet.awaitEmpty(fibers), managementDone)).pipe(
+      Effect.timeout(SHUTDOWN_GRACE),
+      Effect.option
+    )
     if (drained._tag === "None") yield* Effect.logWarning("shutdown grace elapsed; closing remaining connections")
     // Sockets whose answers went out before shutdown (as keep-alive) are idle now: closed cleanly first.
     server.closeIdleConnections()

@@ -49,7 +49,11 @@ const HEALTHY_AFTER_MS = 30_000
 const STOP_GRACE = Duration.seconds(15)
 
 /** What the primary says at start about what the workers share, and what stays per worker. */
-export const sharingReport = (n: number, config: Pick<AppConfigShape, "dataDir">, env: NodeJS.ProcessEnv = process.env): ReadonlyArray<string> => {
+export const sharingReport = (
+  n: number,
+  config: Pick<AppConfigShape, "dataDir">,
+  env: NodeJS.ProcessEnv = process.env
+): ReadonlyArray<string> => {
   const store = env.DATABASE_URL ? "the database of DATABASE_URL" : `the SQLite file ${path.join(config.dataDir, "gateway.db")}`
   const stateVia = env.REDIS_URL ? "Redis (REDIS_URL)" : "the primary over IPC (no REDIS_URL)"
   return [
@@ -139,7 +143,9 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
             if (stopping !== undefined) return
             if (Date.now() - ended.startedAt >= HEALTHY_AFTER_MS) yield* backoff.reset
             const delay = yield* Effect.orDie(backoff.next(undefined))
-            yield* Effect.logWarning(`worker ${slot.id} exited (${ended.signal ?? `code ${ended.code}`}); starting it again in ${Duration.format(delay)}`)
+            yield* Effect.logWarning(
+              `worker ${slot.id} exited (${ended.signal ?? `code ${ended.code}`}); starting it again in ${Duration.format(delay)}`
+            )
             if (stopping !== undefined) return
           }
           ended = yield* fork(slot)
@@ -157,16 +163,23 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
       yield* Effect.logError(`worker 1 exited before it listened (${started.exit.signal ?? `code ${started.exit.code}`}); not starting`)
       return yield* Effect.sync(() => process.exit(1))
     }
-    const keepers = yield* Effect.forkAll([Effect.flatMap(Fiber.join(firstExit), (exit) => keep(slots[0]!, exit)), ...slots.slice(1).map((s) => keep(s, undefined))])
+    const keepers = yield* Effect.forkAll([
+      Effect.flatMap(Fiber.join(firstExit), (exit) => keep(slots[0]!, exit)),
+      ...slots.slice(1).map((s) => keep(s, undefined))
+    ])
     yield* Effect.logInfo(`workers: ${n} workers listening on ${started.url}`)
 
     /** Asks every worker to stop (SIGTERM: each closes gracefully), kills what is left after the grace. */
     const stopAll = Effect.gen(function* () {
       const workers = live()
       for (const w of workers) if (!w.isDead()) w.process.kill("SIGTERM")
-      const exited = Effect.forEach(workers, (w) => Effect.async<void>((done) => (w.isDead() ? done(Effect.void) : void w.once("exit", () => done(Effect.void)))), {
-        discard: true
-      })
+      const exited = Effect.forEach(
+        workers,
+        (w) => Effect.async<void>((done) => (w.isDead() ? done(Effect.void) : void w.once("exit", () => done(Effect.void)))),
+        {
+          discard: true
+        }
+      )
       const done = yield* Effect.timeout(exited, STOP_GRACE).pipe(Effect.option)
       if (done._tag === "None") {
         yield* Effect.logWarning("workers did not stop within the grace; killing them")
@@ -185,7 +198,9 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
       )
     )
     stopping = intent
-    yield* Effect.logInfo(intent === "restart" ? "workers: restart asked for; stopping every worker" : "workers: shutdown asked for; stopping every worker")
+    yield* Effect.logInfo(
+      intent === "restart" ? "workers: restart asked for; stopping every worker" : "workers: shutdown asked for; stopping every worker"
+    )
     yield* stopAll
     if (intent === "shutdown") return yield* Effect.sync(() => process.exit(0))
     if (restartMode() === "exit") return yield* Effect.sync(() => process.exit(RESTART_EXIT_CODE))

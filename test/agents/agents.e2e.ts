@@ -35,7 +35,11 @@ interface Run {
 
 const run = (command: string, args: ReadonlyArray<string>, env: Record<string, string>, cwd: string, timeoutMs = 150_000) =>
   new Promise<Run>((resolve) => {
-    const child = spawn(command, args, { cwd, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", NO_COLOR: "1", TERM: "dumb", ...env }, stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(command, args, {
+      cwd,
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", NO_COLOR: "1", TERM: "dumb", ...env },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
     let stdout = ""
     let stderr = ""
     child.stdout.on("data", (c: Buffer) => (stdout += c))
@@ -68,7 +72,12 @@ interface Agent {
 const tools = (prompt: string, ...flags: ReadonlyArray<string>) => (prompt.includes("USE_TOOL") ? flags : [])
 
 const AGENTS: ReadonlyArray<Agent> = [
-  { name: "codex", upstream: "anthropic", model: "up-anthropic/claude-sonnet-4-5", command: (prompt) => ({ cmd: bin("codex"), args: ["exec", "--skip-git-repo-check", prompt] }) },
+  {
+    name: "codex",
+    upstream: "anthropic",
+    model: "up-anthropic/claude-sonnet-4-5",
+    command: (prompt) => ({ cmd: bin("codex"), args: ["exec", "--skip-git-repo-check", prompt] })
+  },
   {
     name: "claude",
     upstream: "gemini",
@@ -81,16 +90,38 @@ const AGENTS: ReadonlyArray<Agent> = [
     name: "gemini",
     upstream: "openai-chat",
     model: "up-openai-chat/m1",
-    command: (prompt) => ({ cmd: bin("gemini"), args: [...tools(prompt, "--yolo"), "-p", prompt], env: { GEMINI_CLI_TRUST_WORKSPACE: "true" } })
+    command: (prompt) => ({
+      cmd: bin("gemini"),
+      args: [...tools(prompt, "--yolo"), "-p", prompt],
+      env: { GEMINI_CLI_TRUST_WORKSPACE: "true" }
+    })
   },
-  { name: "opencode", upstream: "ollama", model: "up-ollama/llama3.2", command: (prompt) => ({ cmd: bin("opencode"), args: ["run", prompt] }) },
-  { name: "qwen", upstream: "openai-responses", model: "up-openai-responses/m1", command: (prompt) => ({ cmd: bin("qwen"), args: [...tools(prompt, "--yolo"), "-p", prompt] }) },
-  { name: "kilo", upstream: "anthropic", model: "up-anthropic/claude-haiku-4-5", command: (prompt) => ({ cmd: bin("kilo"), args: ["run", prompt] }) }
+  {
+    name: "opencode",
+    upstream: "ollama",
+    model: "up-ollama/llama3.2",
+    command: (prompt) => ({ cmd: bin("opencode"), args: ["run", prompt] })
+  },
+  {
+    name: "qwen",
+    upstream: "openai-responses",
+    model: "up-openai-responses/m1",
+    command: (prompt) => ({ cmd: bin("qwen"), args: [...tools(prompt, "--yolo"), "-p", prompt] })
+  },
+  {
+    name: "kilo",
+    upstream: "anthropic",
+    model: "up-anthropic/claude-haiku-4-5",
+    command: (prompt) => ({ cmd: bin("kilo"), args: ["run", prompt] })
+  }
 ]
 
 /** `gateway setup-<agent>` for real into `home`; the environment it says to set (the key it shows masked is the one we passed). */
 const setUp = async (agent: Agent, home: string): Promise<Record<string, string>> => {
-  const r = await runCli([`setup-${agent.name}`, "--remote", gw.url, "--api-key", KEY, "--model", agent.model, "--offline", "--yes", "--json"], { HOME: home })
+  const r = await runCli(
+    [`setup-${agent.name}`, "--remote", gw.url, "--api-key", KEY, "--model", agent.model, "--offline", "--yes", "--json"],
+    { HOME: home }
+  )
   expect(r.code, r.stderr).toBe(0)
   const out = JSON.parse(r.stdout) as { env: Record<string, string> }
   const env = Object.fromEntries(Object.entries(out.env).map(([k, v]) => [k, v === maskSecret(KEY) ? KEY : v]))
@@ -130,7 +161,10 @@ beforeAll(async () => {
     ["ollama", { provider: "ollama", name: "up-ollama" }]
   ]
   for (const [family, body] of connections) {
-    const res = await call(`${gw.url}/api/providers`, { body: { ...body, baseUrl: up.baseUrl(family), defaultModel: "m1" }, headers: { authorization: `Bearer ${ADMIN}` } })
+    const res = await call(`${gw.url}/api/providers`, {
+      body: { ...body, baseUrl: up.baseUrl(family), defaultModel: "m1" },
+      headers: { authorization: `Bearer ${ADMIN}` }
+    })
     expect(res.status).toBe(201)
   }
 })
@@ -143,7 +177,11 @@ afterAll(async () => {
 /** The system prompt texts of an upstream request, in its family's field. */
 const systemText = (family: Family | "other", body: any): string => {
   const texts = (v: unknown): string =>
-    typeof v === "string" ? v : Array.isArray(v) ? v.map((p: any) => (typeof p === "string" ? p : (p?.text ?? texts(p?.content)))).join("\n") : ""
+    typeof v === "string"
+      ? v
+      : Array.isArray(v)
+        ? v.map((p: any) => (typeof p === "string" ? p : (p?.text ?? texts(p?.content)))).join("\n")
+        : ""
   switch (family) {
     case "openai-chat":
     case "ollama":
@@ -154,7 +192,9 @@ const systemText = (family: Family | "other", body: any): string => {
     case "openai-responses":
       return [
         texts(body.instructions),
-        ...(Array.isArray(body.input) ? body.input : []).filter((i: any) => i.role === "system" || i.role === "developer").map((i: any) => texts(i.content))
+        ...(Array.isArray(body.input) ? body.input : [])
+          .filter((i: any) => i.role === "system" || i.role === "developer")
+          .map((i: any) => texts(i.content))
       ].join("\n")
     case "anthropic":
       return texts(body.system)
@@ -170,11 +210,18 @@ const admin = { authorization: `Bearer ${ADMIN}` }
 /** Compression on for every request: the panel default, with a combo of all four engines. */
 const compressEverything = async () => {
   const combo = await call(`${gw.url}/api/context/combos`, {
-    body: { name: `agents-all-${Date.now()}`, engines: [{ engine: "rtk" }, { engine: "json" }, { engine: "whitespace" }, { engine: "caveman" }] },
+    body: {
+      name: `agents-all-${Date.now()}`,
+      engines: [{ engine: "rtk" }, { engine: "json" }, { engine: "whitespace" }, { engine: "caveman" }]
+    },
     headers: admin
   })
   expect(combo.status, combo.text).toBe(201)
-  const on = await call(`${gw.url}/api/settings/compression`, { method: "PUT", body: { compressByDefault: true, defaultCombo: combo.body.id }, headers: admin })
+  const on = await call(`${gw.url}/api/settings/compression`, {
+    method: "PUT",
+    body: { compressByDefault: true, defaultCombo: combo.body.id },
+    headers: admin
+  })
   expect(on.status, on.text).toBe(200)
   return combo.body as { id: string; name: string }
 }
@@ -215,46 +262,51 @@ for (const agent of AGENTS) {
       uncompressed.set(agent.name, up.requests.find((q) => q.family === agent.upstream)?.body)
     })
 
-    it.skipIf(!fs.existsSync(bin(agent.name)))("completes a tool call round trip with every request compressed (rtk, json, whitespace, caveman)", async () => {
-      const home = tempDir(`gw-agent-${agent.name}-`)
-      const work = tempDir(`gw-agent-${agent.name}-work-`)
-      const env = await setUp(agent, home)
-      const combo = await compressEverything()
-      try {
-        up.requests.length = 0
-        const violations = up.violations.length
-        const { cmd, args, env: runEnv } = agent.command("USE_TOOL run echo")
-        const r = await run(cmd, args, { ...env, ...runEnv }, work)
-        expect(r.stdout, r.stderr.slice(-2000)).toContain(SEEN)
-        expect(r.stdout).toContain("TOOL_OK")
-        expect(r.code).toBe(0)
-        expect(up.violations.slice(violations)).toEqual([])
-        const sent = up.requests.filter((q) => q.family === agent.upstream)
-        // The model saw the command's output in the tool result: rtk kept `TOOL_OK` (the responder quotes the
-        // tool result it got after SEEN, and the agent printed that).
-        expect(r.stdout).toMatch(new RegExp(`${SEEN}[^\\n]*TOOL_OK`))
-        expect(sent.some((q) => JSON.stringify(q.body).includes("TOOL_OK"))).toBe(true)
-        // The requests were compressed: the system prompt the upstream got is shorter than without compression.
-        const plain = uncompressed.get(agent.name)
-        if (plain !== undefined) {
-          const before = systemText(agent.upstream, plain)
-          const after = systemText(agent.upstream, sent[0]!.body)
-          console.log(`${agent.name}: system prompt upstream ${before.length} chars without compression, ${after.length} with`)
-          expect(before.length).toBeGreaterThan(0)
-          expect(after.length, `system prompt ${before.length} chars without compression, ${after.length} with`).toBeLessThan(before.length)
+    it.skipIf(!fs.existsSync(bin(agent.name)))(
+      "completes a tool call round trip with every request compressed (rtk, json, whitespace, caveman)",
+      async () => {
+        const home = tempDir(`gw-agent-${agent.name}-`)
+        const work = tempDir(`gw-agent-${agent.name}-work-`)
+        const env = await setUp(agent, home)
+        const combo = await compressEverything()
+        try {
+          up.requests.length = 0
+          const violations = up.violations.length
+          const { cmd, args, env: runEnv } = agent.command("USE_TOOL run echo")
+          const r = await run(cmd, args, { ...env, ...runEnv }, work)
+          expect(r.stdout, r.stderr.slice(-2000)).toContain(SEEN)
+          expect(r.stdout).toContain("TOOL_OK")
+          expect(r.code).toBe(0)
+          expect(up.violations.slice(violations)).toEqual([])
+          const sent = up.requests.filter((q) => q.family === agent.upstream)
+          // The model saw the command's output in the tool result: rtk kept `TOOL_OK` (the responder quotes the
+          // tool result it got after SEEN, and the agent printed that).
+          expect(r.stdout).toMatch(new RegExp(`${SEEN}[^\\n]*TOOL_OK`))
+          expect(sent.some((q) => JSON.stringify(q.body).includes("TOOL_OK"))).toBe(true)
+          // The requests were compressed: the system prompt the upstream got is shorter than without compression.
+          const plain = uncompressed.get(agent.name)
+          if (plain !== undefined) {
+            const before = systemText(agent.upstream, plain)
+            const after = systemText(agent.upstream, sent[0]!.body)
+            console.log(`${agent.name}: system prompt upstream ${before.length} chars without compression, ${after.length} with`)
+            expect(before.length).toBeGreaterThan(0)
+            expect(after.length, `system prompt ${before.length} chars without compression, ${after.length} with`).toBeLessThan(
+              before.length
+            )
+          }
+          // And the gateway counted savings for this agent's model under the combo.
+          const analytics = await call(`${gw.url}/api/context/analytics`, { headers: admin })
+          expect(analytics.status, analytics.text).toBe(200)
+          const rows = analytics.body.rows.filter((x: any) => x.combo === combo.name && x.model === agent.model)
+          expect(
+            rows.some((x: any) => x.engine === "caveman" && x.tokensSaved > 0),
+            JSON.stringify(analytics.body.rows)
+          ).toBe(true)
+        } finally {
+          await compressNothing()
         }
-        // And the gateway counted savings for this agent's model under the combo.
-        const analytics = await call(`${gw.url}/api/context/analytics`, { headers: admin })
-        expect(analytics.status, analytics.text).toBe(200)
-        const rows = analytics.body.rows.filter((x: any) => x.combo === combo.name && x.model === agent.model)
-        expect(
-          rows.some((x: any) => x.engine === "caveman" && x.tokensSaved > 0),
-          JSON.stringify(analytics.body.rows)
-        ).toBe(true)
-      } finally {
-        await compressNothing()
       }
-    })
+    )
   })
 }
 

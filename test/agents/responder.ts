@@ -14,7 +14,12 @@ interface Inspected {
   readonly tools: ReadonlyArray<{ readonly name: string; readonly schema: any }>
 }
 
-const text = (v: unknown): string => (typeof v === "string" ? v : Array.isArray(v) ? v.map((p: any) => (typeof p === "string" ? p : (p?.text ?? p?.output ?? ""))).join("\n") : "")
+const text = (v: unknown): string =>
+  typeof v === "string"
+    ? v
+    : Array.isArray(v)
+      ? v.map((p: any) => (typeof p === "string" ? p : (p?.text ?? p?.output ?? ""))).join("\n")
+      : ""
 
 const inspect = (r: Recorded): Inspected => {
   const b = r.body ?? {}
@@ -44,7 +49,9 @@ const inspect = (r: Recorded): Inspected => {
       const messages: Array<any> = b.messages ?? []
       const last = messages[messages.length - 1]
       const results = Array.isArray(last?.content) ? last.content.filter((c: any) => c.type === "tool_result") : []
-      const user = [...messages].reverse().find((m) => m.role === "user" && (typeof m.content === "string" || m.content.some((c: any) => c.type === "text")))
+      const user = [...messages]
+        .reverse()
+        .find((m) => m.role === "user" && (typeof m.content === "string" || m.content.some((c: any) => c.type === "text")))
       return {
         userText: text(typeof user?.content === "string" ? user.content : user?.content.filter((c: any) => c.type === "text")),
         toolResult: results.length ? text(typeof results[0].content === "string" ? results[0].content : results[0].content) : undefined,
@@ -59,7 +66,9 @@ const inspect = (r: Recorded): Inspected => {
       return {
         userText: text(user?.parts),
         toolResult: response ? JSON.stringify(response.functionResponse.response) : undefined,
-        tools: (b.tools ?? []).flatMap((t: any) => (t.functionDeclarations ?? []).map((d: any) => ({ name: d.name, schema: d.parameters ?? d.parametersJsonSchema })))
+        tools: (b.tools ?? []).flatMap((t: any) =>
+          (t.functionDeclarations ?? []).map((d: any) => ({ name: d.name, schema: d.parameters ?? d.parametersJsonSchema }))
+        )
       }
     }
     default:

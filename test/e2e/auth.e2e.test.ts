@@ -1,6 +1,16 @@
 import type { Browser } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type DashboardGateway, expectAccessible, expectNoProblems, launchBrowser, login, openPage, PASSWORD, screenshot, startDashboardGateway } from "./harness.js"
+import {
+  type DashboardGateway,
+  expectAccessible,
+  expectNoProblems,
+  launchBrowser,
+  login,
+  openPage,
+  PASSWORD,
+  screenshot,
+  startDashboardGateway
+} from "./harness.js"
 
 describe("dashboard: first run, login, logout", () => {
   let browser: Browser

@@ -19,7 +19,10 @@ export const PASSWORD = "dashboard-e2e-password"
 export const chromiumPath = (): string => {
   const candidates = [process.env.CHROMIUM_PATH, "/usr/bin/chromium", "/usr/bin/chromium-browser"].filter((p): p is string => !!p)
   const found = candidates.find((p) => existsSync(p))
-  if (!found) throw new Error("Chromium is not installed: the dashboard's end-to-end tests need it (Debian: `apt-get install chromium`, or set CHROMIUM_PATH)")
+  if (!found)
+    throw new Error(
+      "Chromium is not installed: the dashboard's end-to-end tests need it (Debian: `apt-get install chromium`, or set CHROMIUM_PATH)"
+    )
   return found
 }
 
@@ -60,7 +63,9 @@ export interface DashboardGateway {
  * arranging and checking, requireLogin on, and no admin password, so the dashboard starts with
  * first-run setup; `password` sets one at start (INITIAL_PASSWORD). The live port is a free one.
  */
-export const startDashboardGateway = async (options: { readonly env?: Record<string, string>; readonly password?: string } = {}): Promise<DashboardGateway> => {
+export const startDashboardGateway = async (
+  options: { readonly env?: Record<string, string>; readonly password?: string } = {}
+): Promise<DashboardGateway> => {
   const dataDir = tempDir("gw-e2e-")
   // The test's own admin key, made on the database before the server starts (`gateway keys add`).
   const made = await runCli(["keys", "add", "--scope", "admin", "--name", "e2e-checks", "--json"], { DATA_DIR: dataDir })

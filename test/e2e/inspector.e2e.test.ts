@@ -5,7 +5,18 @@ import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FakeUpstream } from "../support/fakeUpstream.js"
 import { tempDir } from "../support/gateway.js"
-import { type DashboardGateway, expectAccessible, expectNoProblems, goTo, launchBrowser, login, openPage, PASSWORD, screenshot, startDashboardGateway } from "./harness.js"
+import {
+  type DashboardGateway,
+  expectAccessible,
+  expectNoProblems,
+  goTo,
+  launchBrowser,
+  login,
+  openPage,
+  PASSWORD,
+  screenshot,
+  startDashboardGateway
+} from "./harness.js"
 
 // The traffic inspector's page (docs/inspector.md) through the browser: a chat completion through
 // the gateway shows up live in the list, its detail shows the conversation as chat bubbles, the
@@ -225,8 +236,12 @@ describe("dashboard: the traffic inspector", () => {
     const api = await gw.admin("GET", "/api/tools/traffic-inspector/sessions")
     expect(api.body.sessions).toMatchObject([{ name: "e2e session", state: "saved", count: 1 }])
     const id = api.body.sessions[0].id as string
-    expect(await page.getByRole("link", { name: "HAR of e2e session" }).getAttribute("href")).toBe(`/api/tools/traffic-inspector/sessions/${id}/export.har`)
-    expect(await page.getByRole("link", { name: "JSONL of e2e session" }).getAttribute("href")).toBe(`/api/tools/traffic-inspector/sessions/${id}/export?format=jsonl`)
+    expect(await page.getByRole("link", { name: "HAR of e2e session" }).getAttribute("href")).toBe(
+      `/api/tools/traffic-inspector/sessions/${id}/export.har`
+    )
+    expect(await page.getByRole("link", { name: "JSONL of e2e session" }).getAttribute("href")).toBe(
+      `/api/tools/traffic-inspector/sessions/${id}/export?format=jsonl`
+    )
     // Its view: only what it recorded; "Back to live" returns to the buffer.
     await page.getByRole("button", { name: "View e2e session" }).click()
     const recorded = page.getByRole("table", { name: "Requests of session e2e session" })
@@ -283,7 +298,13 @@ describe("dashboard: the traffic inspector", () => {
     const proxied = await new Promise<number>((resolve, reject) => {
       const { port } = new URL(url)
       const req = http.request(
-        { host: "127.0.0.1", port: Number(port), method: "GET", path: `${upstream.url}/proxied-by-e2e`, headers: { host: new URL(upstream.url).host } },
+        {
+          host: "127.0.0.1",
+          port: Number(port),
+          method: "GET",
+          path: `${upstream.url}/proxied-by-e2e`,
+          headers: { host: new URL(upstream.url).host }
+        },
         (res) => {
           res.resume()
           res.on("end", () => resolve(res.statusCode ?? 0))
@@ -299,9 +320,13 @@ describe("dashboard: the traffic inspector", () => {
       .waitFor()
 
     await proxy.getByLabel("TLS interception").check()
-    await expect.poll(async () => (await gw.admin("GET", "/api/tools/traffic-inspector/capture-modes")).body.tlsIntercept.enabled).toBe(true)
+    await expect
+      .poll(async () => (await gw.admin("GET", "/api/tools/traffic-inspector/capture-modes")).body.tlsIntercept.enabled)
+      .toBe(true)
     await proxy.getByLabel("TLS interception").uncheck()
-    await expect.poll(async () => (await gw.admin("GET", "/api/tools/traffic-inspector/capture-modes")).body.tlsIntercept.enabled).toBe(false)
+    await expect
+      .poll(async () => (await gw.admin("GET", "/api/tools/traffic-inspector/capture-modes")).body.tlsIntercept.enabled)
+      .toBe(false)
 
     const hosts = page.getByRole("group", { name: "Custom hosts" })
     await hosts.getByLabel("Host name").fill("api.inspector-e2e.test")
@@ -329,7 +354,11 @@ describe("dashboard: the traffic inspector", () => {
     // Batches arrive in any order inside themselves: the newest is ingested alone, last.
     for (let i = 0; i < 999; i += 50) {
       const size = Math.min(50, 999 - i)
-      await Promise.all(Array.from({ length: size }, (_, j) => ingest({ source: "http-proxy", method: "GET", url: `http://bulk.example.com/item/${i + j}`, status: 200 })))
+      await Promise.all(
+        Array.from({ length: size }, (_, j) =>
+          ingest({ source: "http-proxy", method: "GET", url: `http://bulk.example.com/item/${i + j}`, status: 200 })
+        )
+      )
     }
     await ingest({ source: "http-proxy", method: "GET", url: "http://bulk.example.com/item/999", status: 200 })
     await page.getByText("1,000 requests (buffer of 1,000)").waitFor()

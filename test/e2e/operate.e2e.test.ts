@@ -3,7 +3,18 @@ import { gunzipSync } from "node:zlib"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Receiver, verifyWithLibrary } from "../support/webhookReceiver.js"
-import { type DashboardGateway, expectAccessible, expectNoProblems, goTo, launchBrowser, login, openPage, PASSWORD, screenshot, startDashboardGateway } from "./harness.js"
+import {
+  type DashboardGateway,
+  expectAccessible,
+  expectNoProblems,
+  goTo,
+  launchBrowser,
+  login,
+  openPage,
+  PASSWORD,
+  screenshot,
+  startDashboardGateway
+} from "./harness.js"
 
 // The Operate pages (Settings, Feature flags, Webhooks, Backups), driven through the browser only;
 // gw.admin arranges and checks, never does what a test proves.
@@ -120,7 +131,9 @@ describe("dashboard: settings, feature flags, webhooks, backups", () => {
     await page.getByRole("button", { name: `Test ${bad.url}` }).waitFor()
     await page.getByRole("button", { name: "I have copied it" }).click()
     await page.getByRole("button", { name: `Test ${bad.url}` }).click()
-    const badId = ((await gw.admin("GET", "/api/webhooks")).body.webhooks as Array<{ id: string; url: string }>).find((h) => h.url === bad.url)!.id
+    const badId = ((await gw.admin("GET", "/api/webhooks")).body.webhooks as Array<{ id: string; url: string }>).find(
+      (h) => h.url === bad.url
+    )!.id
     const badResult = page.locator(`[data-test-result="${badId}"]`)
     await badResult.waitFor({ timeout: 60_000 })
     expect(await badResult.textContent()).toContain("not delivered HTTP 500")
@@ -170,7 +183,10 @@ describe("dashboard: settings, feature flags, webhooks, backups", () => {
     await page.getByRole("cell", { name: "pre-restore", exact: true }).waitFor()
 
     // The whole-gateway archive: a gzipped tar.
-    const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download archive (.tar.gz)" }).click()])
+    const [download] = await Promise.all([
+      page.waitForEvent("download"),
+      page.getByRole("button", { name: "Download archive (.tar.gz)" }).click()
+    ])
     const tar = gunzipSync(readFileSync((await download.path())!))
     expect(tar.subarray(257, 262).toString("latin1")).toBe("ustar")
     expect(download.suggestedFilename()).toMatch(/\.tar\.gz$|\.tgz$/)
@@ -234,12 +250,17 @@ describe("dashboard: settings, feature flags, webhooks, backups", () => {
     await page.getByRole("form", { name: "Add a proxy" }).getByLabel("Port").fill("3128")
     await page.getByRole("button", { name: "Add proxy" }).click()
     await page.getByRole("cell", { name: "office", exact: true }).waitFor()
-    expect(((await gw.admin("GET", "/api/v1/management/proxies")).body.proxies as Array<{ name: string }>).map((p) => p.name)).toEqual(["office"])
+    expect(((await gw.admin("GET", "/api/v1/management/proxies")).body.proxies as Array<{ name: string }>).map((p) => p.name)).toEqual([
+      "office"
+    ])
 
     await expectAccessible(page, "settings (with data)")
     await screenshot(page, "settings")
     // The one deliberate failure: the refused IP filter (its response, and Chromium's console line for it, which names no path).
-    const expected = ["HTTP 400: PUT /api/settings/ip-filter", "console error: Failed to load resource: the server responded with a status of 400 (Bad Request)"]
+    const expected = [
+      "HTTP 400: PUT /api/settings/ip-filter",
+      "console error: Failed to load resource: the server responded with a status of 400 (Bad Request)"
+    ]
     expect(problems.filter((p) => expected.includes(p)).sort()).toEqual([...expected].sort())
     expectNoProblems(problems.filter((p) => !expected.includes(p)))
     await context.close()

@@ -1,14 +1,26 @@
 import { readFileSync } from "node:fs"
 import type { Browser } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type DashboardGateway, expectAccessible, expectNoProblems, launchBrowser, login, openPage, PASSWORD, screenshot, startDashboardGateway } from "./harness.js"
+import {
+  type DashboardGateway,
+  expectAccessible,
+  expectNoProblems,
+  launchBrowser,
+  login,
+  openPage,
+  PASSWORD,
+  screenshot,
+  startDashboardGateway
+} from "./harness.js"
 
 // Every page of the navigation on a fresh gateway (the empty states a new user sees first), on
 // a wide screen and a phone: it opens by its own URL and from the menu, has its heading, passes
 // the accessibility check, and nothing fails in the browser. The page list is the app's own
 // registry (web/src/pages.ts), so a new page is covered without touching this test.
 
-const PAGES = [...readFileSync(new URL("../../web/src/pages.ts", import.meta.url), "utf8").matchAll(/\{ path: "([^"]+)", title: "([^"]+)"/g)].map((m) => ({
+const PAGES = [
+  ...readFileSync(new URL("../../web/src/pages.ts", import.meta.url), "utf8").matchAll(/\{ path: "([^"]+)", title: "([^"]+)"/g)
+].map((m) => ({
   path: m[1]!,
   title: m[2]!
 }))

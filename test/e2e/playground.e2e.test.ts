@@ -8,7 +8,18 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FakeImages, makePng } from "../support/fakeImages.js"
 import { FakeUpstream } from "../support/fakeUpstream.js"
 import { tempDir } from "../support/gateway.js"
-import { type DashboardGateway, expectAccessible, expectNoProblems, goTo, launchBrowser, login, openPage, PASSWORD, screenshot, startDashboardGateway } from "./harness.js"
+import {
+  type DashboardGateway,
+  expectAccessible,
+  expectNoProblems,
+  goTo,
+  launchBrowser,
+  login,
+  openPage,
+  PASSWORD,
+  screenshot,
+  startDashboardGateway
+} from "./harness.js"
 
 // The Playground page, driven through the browser: a streamed chat answer with its metrics, three
 // models compared with one failing, a preset saved and loaded again, prompt improvement with its
@@ -39,11 +50,21 @@ describe("dashboard: playground", () => {
     alpha.always({ content: "alpha answer streamed in pieces", chunks: 6, chunkDelayMs: 40, usage: { input: 12, output: 6 } })
     beta.always({ content: "beta answer" })
     gw = await startDashboardGateway({ password: PASSWORD })
-    const add = (name: string, baseUrl: string) => gw.admin("POST", "/api/providers", { provider: "openai-compatible", name, baseUrl, models: ["m1"] })
+    const add = (name: string, baseUrl: string) =>
+      gw.admin("POST", "/api/providers", { provider: "openai-compatible", name, baseUrl, models: ["m1"] })
     expect((await add("alpha", alpha.baseUrl("openai-chat"))).status).toBe(201)
     expect((await add("beta", beta.baseUrl("openai-chat"))).status).toBe(201)
     expect((await add("broken", `http://127.0.0.1:${await closedPort()}/v1`)).status).toBe(201)
-    expect((await gw.admin("POST", "/api/providers", { provider: "openai", name: "oai", apiKey: "sk-images-upstream", baseUrl: `${images.url}/v1` })).status).toBe(201)
+    expect(
+      (
+        await gw.admin("POST", "/api/providers", {
+          provider: "openai",
+          name: "oai",
+          apiKey: "sk-images-upstream",
+          baseUrl: `${images.url}/v1`
+        })
+      ).status
+    ).toBe(201)
   })
   afterAll(async () => {
     await browser?.close()
@@ -97,7 +118,12 @@ describe("dashboard: playground", () => {
     await screenshot(page, "playground-compare")
     // The failing column's answer is an HTTP error on purpose.
     expect(
-      problems.filter((p) => !/^HTTP 5\d\d: POST \/v1\/chat\/completions$|^console error: Failed to load resource: the server responded with a status of 5\d\d/.test(p))
+      problems.filter(
+        (p) =>
+          !/^HTTP 5\d\d: POST \/v1\/chat\/completions$|^console error: Failed to load resource: the server responded with a status of 5\d\d/.test(
+            p
+          )
+      )
     ).toEqual([])
     await context.close()
   })
@@ -111,7 +137,9 @@ describe("dashboard: playground", () => {
     await page.getByRole("button", { name: "Save as preset" }).click()
     await page.getByText("Preset Terse beta saved").waitFor()
     const stored = (await gw.admin("GET", "/api/playground/presets")).body.presets
-    expect(stored).toMatchObject([{ name: "Terse beta", endpoint: "chat-completions", model: "beta/m1", system: "You are terse.", params_json: '{"temperature":0.3}' }])
+    expect(stored).toMatchObject([
+      { name: "Terse beta", endpoint: "chat-completions", model: "beta/m1", system: "You are terse.", params_json: '{"temperature":0.3}' }
+    ])
     await page.reload()
     await page.getByRole("heading", { level: 1, name: "Playground" }).waitFor()
     expect(await page.getByLabel("Model", { exact: true }).inputValue()).toBe("")
@@ -163,7 +191,11 @@ describe("dashboard: playground", () => {
     const img = page.locator(".pg-images img")
     await img.waitFor()
     expect(
-      await img.evaluate((el) => (el as unknown as { naturalWidth: number; complete: boolean }).complete && (el as unknown as { naturalWidth: number }).naturalWidth > 0)
+      await img.evaluate(
+        (el) =>
+          (el as unknown as { naturalWidth: number; complete: boolean }).complete &&
+          (el as unknown as { naturalWidth: number }).naturalWidth > 0
+      )
     ).toBe(true)
     expect(images.requests.at(-1)!.json.prompt).toBe("a red pixel")
     expectNoProblems(problems)

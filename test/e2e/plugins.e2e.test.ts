@@ -1,7 +1,18 @@
 import * as path from "node:path"
 import type { Browser } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type DashboardGateway, expectAccessible, expectNoProblems, goTo, launchBrowser, login, openPage, PASSWORD, screenshot, startDashboardGateway } from "./harness.js"
+import {
+  type DashboardGateway,
+  expectAccessible,
+  expectNoProblems,
+  goTo,
+  launchBrowser,
+  login,
+  openPage,
+  PASSWORD,
+  screenshot,
+  startDashboardGateway
+} from "./harness.js"
 
 // The Plugins page, driven through the browser only: install an example plugin from its folder,
 // edit its settings in the form generated from its configSchema (a value out of its range is
@@ -50,7 +61,9 @@ describe("dashboard: plugins", () => {
     // A value below the field's min: the form (min/max from configSchema) refuses it, nothing is sent.
     await perMinute.fill("-3")
     await card.getByRole("button", { name: "Save settings" }).click()
-    expect(await perMinute.evaluate((el) => (el as unknown as { validity: { rangeUnderflow: boolean } }).validity.rangeUnderflow)).toBe(true)
+    expect(await perMinute.evaluate((el) => (el as unknown as { validity: { rangeUnderflow: boolean } }).validity.rangeUnderflow)).toBe(
+      true
+    )
     expect((await gw.admin("GET", "/api/plugins/rate-rule-blocker")).body.config.perMinute).toBe(5)
     await perMinute.fill("5")
 

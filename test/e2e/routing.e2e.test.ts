@@ -2,7 +2,18 @@ import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FakeOAuth } from "../support/fakeOAuth.js"
 import { FakeUpstream } from "../support/fakeUpstream.js"
-import { type DashboardGateway, expectAccessible, expectNoProblems, goTo, launchBrowser, login, openPage, PASSWORD, screenshot, startDashboardGateway } from "./harness.js"
+import {
+  type DashboardGateway,
+  expectAccessible,
+  expectNoProblems,
+  goTo,
+  launchBrowser,
+  login,
+  openPage,
+  PASSWORD,
+  screenshot,
+  startDashboardGateway
+} from "./harness.js"
 
 // The routing pages of the dashboard (Providers, Models & aliases, Resilience, Cache), driven
 // through the browser only; the admin key arranges traffic and checks what the API holds.
@@ -177,7 +188,12 @@ describe("dashboard: providers, models, resilience, cache", () => {
     const oauthRow = page.getByRole("table", { name: "OAuth connections of qwen" }).getByRole("row").filter({ hasText: "qwen1" })
     await oauthRow.getByText("active").waitFor()
     expect(await oauthRow.textContent()).toContain("dev@example.test")
-    await page.getByRole("table", { name: "Provider connections" }).getByRole("row").filter({ hasText: "qwen1" }).getByText("OAuth").waitFor()
+    await page
+      .getByRole("table", { name: "Provider connections" })
+      .getByRole("row")
+      .filter({ hasText: "qwen1" })
+      .getByText("OAuth")
+      .waitFor()
     expect(oauth.deviceScript).toEqual([])
 
     await page.getByRole("button", { name: "Revoke qwen1" }).click()
@@ -254,7 +270,9 @@ describe("dashboard: providers, models, resilience, cache", () => {
     await page.getByLabel("Context window (tokens)").fill("32000")
     await page.getByRole("button", { name: "Add model" }).click()
     await page.getByRole("table", { name: "Custom models" }).getByRole("row").filter({ hasText: "fakeup/m3" }).waitFor()
-    expect((await gw.admin("GET", "/api/provider-models")).body.models).toContainEqual(expect.objectContaining({ provider: "fakeup", model: "m3", contextLength: 32000 }))
+    expect((await gw.admin("GET", "/api/provider-models")).body.models).toContainEqual(
+      expect.objectContaining({ provider: "fakeup", model: "m3", contextLength: 32000 })
+    )
     await expectAccessible(page, "models (custom)")
 
     // A price override: set, listed as an override, removed.
@@ -267,7 +285,9 @@ describe("dashboard: providers, models, resilience, cache", () => {
     await page.getByRole("button", { name: "Save price" }).click()
     const priceRow = page.getByRole("table", { name: "Prices" }).getByRole("row").filter({ hasText: "openai/gpt-4o-mini" })
     await priceRow.getByText("$1.50").waitFor()
-    const price = ((await gw.admin("GET", "/api/pricing")).body.prices as any[]).find((p) => p.provider === "openai" && p.model === "gpt-4o-mini")
+    const price = ((await gw.admin("GET", "/api/pricing")).body.prices as any[]).find(
+      (p) => p.provider === "openai" && p.model === "gpt-4o-mini"
+    )
     expect(price).toMatchObject({ input: 1.5, output: 3 })
     expect(price.source).toContain("override")
     await expectAccessible(page, "models (prices)")
@@ -290,7 +310,10 @@ describe("dashboard: providers, models, resilience, cache", () => {
     await page.getByLabel("Failures to degrade (API key)").fill("1")
     await page.getByRole("button", { name: "Save settings" }).click()
     await page.getByText("Resilience settings saved").waitFor()
-    expect((await gw.admin("GET", "/api/resilience")).body.settings.providerBreaker.apikey).toMatchObject({ failureThreshold: 1, degradationThreshold: 1 })
+    expect((await gw.admin("GET", "/api/resilience")).body.settings.providerBreaker.apikey).toMatchObject({
+      failureThreshold: 1,
+      degradationThreshold: 1
+    })
 
     // Arrange failing traffic: a connection whose upstream answers 500, called with the admin key.
     const made = await gw.admin("POST", "/api/providers", {
@@ -302,7 +325,8 @@ describe("dashboard: providers, models, resilience, cache", () => {
     })
     expect(made.status).toBe(201)
     const origin = new URL(failing.url).host
-    const breakerOf = async () => ((await gw.admin("GET", "/api/resilience")).body.breakers as any[]).find((b) => String(b.origin ?? "").includes(origin))
+    const breakerOf = async () =>
+      ((await gw.admin("GET", "/api/resilience")).body.breakers as any[]).find((b) => String(b.origin ?? "").includes(origin))
     const r = await fetch(`${gw.url}/v1/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${gw.adminKey}`, "content-type": "application/json" },
@@ -318,7 +342,12 @@ describe("dashboard: providers, models, resilience, cache", () => {
     const bRow = page.getByRole("table", { name: "Circuit breakers" }).getByRole("row").filter({ hasText: origin })
     await bRow.getByText("OPEN", { exact: true }).waitFor({ timeout: 15_000 })
     expect(await bRow.textContent()).toContain("500")
-    await page.getByRole("table", { name: "Connection states" }).getByRole("row").filter({ hasText: "flaky" }).getByText("fake upstream is broken").waitFor()
+    await page
+      .getByRole("table", { name: "Connection states" })
+      .getByRole("row")
+      .filter({ hasText: "flaky" })
+      .getByText("fake upstream is broken")
+      .waitFor()
     await expectAccessible(page, "resilience")
     await screenshot(page, "resilience")
 

@@ -1,7 +1,18 @@
 import type { Browser } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FakeUpstream, type Recorded } from "../support/fakeUpstream.js"
-import { type DashboardGateway, expectAccessible, expectNoProblems, goTo, launchBrowser, login, openPage, PASSWORD, screenshot, startDashboardGateway } from "./harness.js"
+import {
+  type DashboardGateway,
+  expectAccessible,
+  expectNoProblems,
+  goTo,
+  launchBrowser,
+  login,
+  openPage,
+  PASSWORD,
+  screenshot,
+  startDashboardGateway
+} from "./harness.js"
 
 // The Shadow traffic page (docs/shadow.md), read in the browser: a combo whose shadow target
 // answered a sample of its requests, the charts of how it compares, the worst disagreements.
@@ -19,7 +30,9 @@ describe("dashboard: switching models with evidence (shadow traffic, replay, com
     gw = await startDashboardGateway({ password: PASSWORD })
     up = await FakeUpstream.start()
     const said = (r: Recorded) => JSON.stringify(r.body?.messages ?? "")
-    up.script((r) => (r.family === "anthropic" ? { content: said(r).includes("capital") ? "paris." : "I would rather not say." } : { content: "Paris." }))
+    up.script((r) =>
+      r.family === "anthropic" ? { content: said(r).includes("capital") ? "paris." : "I would rather not say." } : { content: "Paris." }
+    )
     for (const body of [
       { provider: "openai-compatible", name: "prim", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] },
       { provider: "anthropic", name: "cand", apiKey: "sk-ant-upstream", baseUrl: up.baseUrl("anthropic"), models: ["claude-x"] }
@@ -149,7 +162,16 @@ describe("dashboard: switching models with evidence (shadow traffic, replay, com
   })
 
   it("the inspector shows a structured-output answer's verdict: the stand-in's prose against a JSON Schema is invalid, after its one repair", async () => {
-    expect((await gw.admin("POST", "/api/providers", { provider: "openai-compatible", name: "schema", baseUrl: up.baseUrl("openai-chat"), models: ["s1"] })).status).toBe(201)
+    expect(
+      (
+        await gw.admin("POST", "/api/providers", {
+          provider: "openai-compatible",
+          name: "schema",
+          baseUrl: up.baseUrl("openai-chat"),
+          models: ["s1"]
+        })
+      ).status
+    ).toBe(201)
     const { page, problems, context } = await openPage(browser)
     await login(page, gw.url)
     await goTo(page, "Inspector")
@@ -159,7 +181,10 @@ describe("dashboard: switching models with evidence (shadow traffic, replay, com
       body: JSON.stringify({
         model: "schema/s1",
         messages: [{ role: "user", content: "the capital of France, as JSON" }],
-        response_format: { type: "json_schema", json_schema: { name: "city", schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } }
+        response_format: {
+          type: "json_schema",
+          json_schema: { name: "city", schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } }
+        }
       })
     })
     expect(res.status).toBe(200)
@@ -189,7 +214,13 @@ describe("dashboard: switching models with evidence (shadow traffic, replay, com
         model: "cand/claude-x",
         max_tokens: 4096,
         thinking: { type: "enabled", budget_tokens: 2048 },
-        tools: [{ name: "read_file", description: "Reads a file", input_schema: { type: "object", properties: { path: { type: "string" } }, required: ["path"] } }],
+        tools: [
+          {
+            name: "read_file",
+            description: "Reads a file",
+            input_schema: { type: "object", properties: { path: { type: "string" } }, required: ["path"] }
+          }
+        ],
         messages: [
           { role: "user", content: "read a.txt" },
           { role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "read_file", input: { path: "a.txt" } }] },

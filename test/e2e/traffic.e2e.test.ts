@@ -1,7 +1,18 @@
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FakeUpstream } from "../support/fakeUpstream.js"
-import { type DashboardGateway, expectAccessible, expectNoProblems, goTo, launchBrowser, login, openPage, PASSWORD, screenshot, startDashboardGateway } from "./harness.js"
+import {
+  type DashboardGateway,
+  expectAccessible,
+  expectNoProblems,
+  goTo,
+  launchBrowser,
+  login,
+  openPage,
+  PASSWORD,
+  screenshot,
+  startDashboardGateway
+} from "./harness.js"
 
 // The traffic pages (Combos, API keys, Usage & cost, Request log) through the browser: a key and
 // a weighted combo are made in the UI, one chat completion goes through the gateway with them, and
@@ -120,7 +131,10 @@ describe("dashboard: combos, keys, usage and the request log", () => {
       body: JSON.stringify({ model: COMBO, messages: [{ role: "user", content: "hi" }] })
     })
     expect(res.status).toBe(200)
-    const body = (await res.json()) as { choices: Array<{ message: { content: string } }>; usage: { prompt_tokens: number; completion_tokens: number } }
+    const body = (await res.json()) as {
+      choices: Array<{ message: { content: string } }>
+      usage: { prompt_tokens: number; completion_tokens: number }
+    }
     expect(body.choices[0]!.message.content).toBe("hello through the combo")
     expect(body.usage).toMatchObject({ prompt_tokens: 11, completion_tokens: 7 })
     const feed = page.getByRole("list", { name: "Live events" })

@@ -5,7 +5,18 @@ import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { tempDir } from "../support/gateway.js"
 import { meshCli, tokenAgent } from "../support/tunnelStandins.js"
-import { type DashboardGateway, expectAccessible, expectNoProblems, goTo, launchBrowser, login, openPage, PASSWORD, screenshot, startDashboardGateway } from "./harness.js"
+import {
+  type DashboardGateway,
+  expectAccessible,
+  expectNoProblems,
+  goTo,
+  launchBrowser,
+  login,
+  openPage,
+  PASSWORD,
+  screenshot,
+  startDashboardGateway
+} from "./harness.js"
 
 // The Tunnels page, driven through the browser only, against stand-ins of the vendors' programs
 // (test/support/tunnelStandins.ts; a quick-tunnel helper written here): start the quick tunnel and
@@ -68,7 +79,10 @@ describe("dashboard: tunnels", () => {
     mesh.set("login")
     agent = tokenAgent(dir)
     browser = await launchBrowser()
-    gw = await startDashboardGateway({ password: PASSWORD, env: { QUICK_TUNNEL_BIN: quickHelper(dir), TOKEN_TUNNEL_BIN: agent.file, MESH_TUNNEL_BIN: mesh.bin } })
+    gw = await startDashboardGateway({
+      password: PASSWORD,
+      env: { QUICK_TUNNEL_BIN: quickHelper(dir), TOKEN_TUNNEL_BIN: agent.file, MESH_TUNNEL_BIN: mesh.bin }
+    })
   })
   afterAll(async () => {
     await browser?.close()
@@ -95,7 +109,10 @@ describe("dashboard: tunnels", () => {
     expect(await page.evaluate("navigator.clipboard.readText()")).toBe("https://bright-meadow-lake.trycloudflare.com/v1")
     expect(await readQr(page)).toBe("https://bright-meadow-lake.trycloudflare.com/v1")
     await page.locator(".tunnel-open", { hasText: "Tunnel open" }).waitFor({ timeout: 15_000 })
-    expect((await gw.admin("GET", "/api/tunnels/quick")).body).toMatchObject({ phase: "running", publicUrl: "https://bright-meadow-lake.trycloudflare.com" })
+    expect((await gw.admin("GET", "/api/tunnels/quick")).body).toMatchObject({
+      phase: "running",
+      publicUrl: "https://bright-meadow-lake.trycloudflare.com"
+    })
     await expectAccessible(page, "tunnels")
     await screenshot(page, "tunnels")
 

@@ -20,21 +20,35 @@ beforeAll(async () => {
   up = await FakeUpstream.start()
   gw = await startGateway()
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-  const add = async (body: Record<string, unknown>) => expect((await call(`${gw.url}/api/providers`, { body, headers: admin })).status).toBe(201)
+  const add = async (body: Record<string, unknown>) =>
+    expect((await call(`${gw.url}/api/providers`, { body, headers: admin })).status).toBe(201)
   await add({ provider: "anthropic", name: "thinker", apiKey: "sk-ant-long", baseUrl: up.baseUrl("anthropic"), defaultModel: "m1" })
   await add({ provider: "anthropic", name: "silent", apiKey: "sk-ant-long", baseUrl: up.baseUrl("anthropic"), defaultModel: "m1" })
-  await add({ provider: "anthropic", name: "whole", apiKey: "sk-ant-long", baseUrl: up.baseUrl("anthropic"), defaultModel: "m1", timeouts: { nonStreamed: "whole" } })
+  await add({
+    provider: "anthropic",
+    name: "whole",
+    apiKey: "sk-ant-long",
+    baseUrl: up.baseUrl("anthropic"),
+    defaultModel: "m1",
+    timeouts: { nonStreamed: "whole" }
+  })
   await add({ provider: "openai-compatible", name: "steady", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" })
   expect(
-    (await call(`${gw.url}/api/combos`, { body: { name: "silent-then-steady", strategy: "priority", targets: [{ model: "silent/m1" }, { model: "steady/m1" }] }, headers: admin }))
-      .status
+    (
+      await call(`${gw.url}/api/combos`, {
+        body: { name: "silent-then-steady", strategy: "priority", targets: [{ model: "silent/m1" }, { model: "steady/m1" }] },
+        headers: admin
+      })
+    ).status
   ).toBe(201)
   // The cases run at once; each one's request says what it wants of the upstream.
   up.script((r) => {
     const asked = JSON.stringify(r.body)
     if (asked.includes("think for a while")) return { content: LONG, chunks: 36, chunkDelayMs: 5000 }
     if (asked.includes("silent, please"))
-      return r.family === "anthropic" ? { content: "one two three four", chunks: 4, chunkDelayMs: 100, stallAfterChunks: 5 } : { content: "from steady" }
+      return r.family === "anthropic"
+        ? { content: "one two three four", chunks: 4, chunkDelayMs: 100, stallAfterChunks: 5 }
+        : { content: "from steady" }
     if (asked.includes("whole, please")) return { content: "too late", delayMs: 70_000 }
     return {}
   })
@@ -46,7 +60,8 @@ afterAll(async () => {
   await up?.close()
 })
 
-const chat = (model: string) => call(`${gw.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "think for a while" }] } })
+const chat = (model: string) =>
+  call(`${gw.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "think for a while" }] } })
 
 describe("non-streamed generations of minutes, with the default limits", () => {
   it("the limits are the defaults this file is about", () => {
@@ -62,9 +77,13 @@ describe("non-streamed generations of minutes, with the default limits", () => {
     expect(Date.now() - started).toBeGreaterThan(3 * MINUTE)
   })
 
-  it.concurrent("one that goes silent after its first tokens is cut by the 120 s idle limit and falls back", { timeout: 5 * MINUTE }, async () => {
+  it.concurrent("one that goes silent after its first tokens is cut by the 120 s idle limit and falls back", {
+    timeout: 5 * MINUTE
+  }, async () => {
     const started = Date.now()
-    const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: "silent-then-steady", messages: [{ role: "user", content: "silent, please" }] } })
+    const res = await call(`${gw.url}/v1/chat/completions`, {
+      body: { model: "silent-then-steady", messages: [{ role: "user", content: "silent, please" }] }
+    })
     expect(res.status, res.text).toBe(200)
     expect(res.body.choices[0].message.content).toBe("from steady")
     expect(res.headers.get("x-gateway-fallback-attempts")).toBe("1")
@@ -73,7 +92,9 @@ describe("non-streamed generations of minutes, with the default limits", () => {
   })
 
   it.concurrent("a connection set to whole answers still stops at the 60 s headers limit", { timeout: 5 * MINUTE }, async () => {
-    const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: "whole/m1", messages: [{ role: "user", content: "whole, please" }] } })
+    const res = await call(`${gw.url}/v1/chat/completions`, {
+      body: { model: "whole/m1", messages: [{ role: "user", content: "whole, please" }] }
+    })
     expect(res.status, res.text).toBe(504)
     expect(res.body.error.code).toBe("upstream_timeout")
   })

@@ -23,7 +23,8 @@ const SOCKET = path.join(os.tmpdir(), `gw-dns-${process.pid}.sock`)
 let gw: GatewayChild
 
 const ip = (...args: Array<string>) => execFileSync("ip", args, { stdio: ["ignore", "ignore", "pipe"] })
-const chat = (model: string, stream = false) => gw.call("/v1/chat/completions", { body: { model, stream, messages: [{ role: "user", content: "hi" }] } })
+const chat = (model: string, stream = false) =>
+  gw.call("/v1/chat/completions", { body: { model, stream, messages: [{ role: "user", content: "hi" }] } })
 const status = () => gw.call("/api/resilience", { headers: admin }).then((r) => r.body)
 
 beforeAll(async () => {

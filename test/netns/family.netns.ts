@@ -50,7 +50,10 @@ afterAll(async () => {
 let n = 0
 /** A registry proxy on `host`:3128 pinned to `family`, and a connection through it to the host's own upstream. */
 const through = async (host: string, family: "auto" | "ipv4" | "ipv6") => {
-  const p = await call(`${gw.url}/api/v1/management/proxies`, { body: { name: `ns${++n}`, type: "http", host, port: 3128, family }, headers: admin })
+  const p = await call(`${gw.url}/api/v1/management/proxies`, {
+    body: { name: `ns${++n}`, type: "http", host, port: 3128, family },
+    headers: admin
+  })
   expect(p.status, p.text).toBe(201)
   const c = await call(`${gw.url}/api/providers`, {
     body: { provider: "openai-compatible", name: `ns-${n}`, baseUrl: "http://127.0.0.1:8080/v1", defaultModel: "m1", proxyId: p.body.id },
@@ -59,7 +62,8 @@ const through = async (host: string, family: "auto" | "ipv4" | "ipv6") => {
   expect(c.status, c.text).toBe(201)
   return c.body.name as string
 }
-const chat = (name: string) => call(`${gw.url}/v1/chat/completions`, { body: { model: `${name}/m1`, messages: [{ role: "user", content: "hi" }] }, headers: admin })
+const chat = (name: string) =>
+  call(`${gw.url}/v1/chat/completions`, { body: { model: `${name}/m1`, messages: [{ role: "user", content: "hi" }] }, headers: admin })
 const streamed = async (name: string) => {
   const s = await openai.chat.completions.create({ model: `${name}/m1`, messages: [{ role: "user", content: "hi" }], stream: true })
   let text = ""

@@ -17,7 +17,12 @@ const ADMIN = "gwk_netns_inspector_admin_key_0123456789abc"
 const admin = { authorization: `Bearer ${ADMIN}` }
 const INSPECTOR = "/api/tools/traffic-inspector"
 /** What a WebSocket client sends to open the inspector's feed. */
-const upgrade = { connection: "Upgrade", upgrade: "websocket", "sec-websocket-version": "13", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==" }
+const upgrade = {
+  connection: "Upgrade",
+  upgrade: "websocket",
+  "sec-websocket-version": "13",
+  "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ=="
+}
 
 const hosts = makeHosts()
 const peers: Record<"IPv4" | "IPv6", NsPeer> = {} as never
@@ -110,14 +115,17 @@ describe.each(["IPv4", "IPv6"] as const)("a caller at a real non-loopback %s add
 })
 
 describe("a caller on this machine", () => {
-  it.each(["127.0.0.1", "::1"])("at %s gets the inspector list with the admin key (200); a wrong key is 401: authentication comes after the loopback check", async (address) => {
-    const list = await nsRequest(undefined, `${at(address)}${INSPECTOR}/requests`, admin)
-    expect(list.localAddress).toBe(address)
-    expect(list.status, list.text).toBe(200)
-    expect(list.body).toMatchObject({ requests: expect.any(Array), total: expect.any(Number), bufferSize: expect.any(Number) })
-    const wrong = await nsRequest(undefined, `${at(address)}${INSPECTOR}/requests`, { authorization: "Bearer nope" })
-    expect(wrong.status, wrong.text).toBe(401)
-  })
+  it.each(["127.0.0.1", "::1"])(
+    "at %s gets the inspector list with the admin key (200); a wrong key is 401: authentication comes after the loopback check",
+    async (address) => {
+      const list = await nsRequest(undefined, `${at(address)}${INSPECTOR}/requests`, admin)
+      expect(list.localAddress).toBe(address)
+      expect(list.status, list.text).toBe(200)
+      expect(list.body).toMatchObject({ requests: expect.any(Array), total: expect.any(Number), bufferSize: expect.any(Number) })
+      const wrong = await nsRequest(undefined, `${at(address)}${INSPECTOR}/requests`, { authorization: "Bearer nope" })
+      expect(wrong.status, wrong.text).toBe(401)
+    }
+  )
 
   it("at 127.0.0.1 gets the CA certificate and opens the live feed with the admin key (101)", async () => {
     const ca = await nsRequest(undefined, `${at("127.0.0.1")}${INSPECTOR}/ca.pem`, admin)

@@ -97,7 +97,9 @@ export const makeHosts = () => {
   const host = async (family: 4 | 6): Promise<NsHost> => {
     const name = `gwt${family}-${process.pid}`
     const { address } = veth(family, name, `g${family}h${process.pid}`, `g${family}n${process.pid}`, 200)
-    const child = spawn("ip", ["netns", "exec", name, process.execPath, SERVER, address, `ipv${family}-only host`], { stdio: ["ignore", "pipe", "inherit"] })
+    const child = spawn("ip", ["netns", "exec", name, process.execPath, SERVER, address, `ipv${family}-only host`], {
+      stdio: ["ignore", "pipe", "inherit"]
+    })
     children.push(child)
     const tunnels: Array<Tunnel> = []
     await new Promise<void>((resolve, reject) => {

@@ -31,7 +31,13 @@ const upstream = http.createServer((req, res) => {
       )
     }
     res.writeHead(200, { "content-type": "text/event-stream" })
-    const chunk = (delta, finish) => ({ id: "c1", object: "chat.completion.chunk", created: 1, model: body.model, choices: [{ index: 0, delta, finish_reason: finish }] })
+    const chunk = (delta, finish) => ({
+      id: "c1",
+      object: "chat.completion.chunk",
+      created: 1,
+      model: body.model,
+      choices: [{ index: 0, delta, finish_reason: finish }]
+    })
     res.write(`data: ${JSON.stringify(chunk({ role: "assistant", content }, null))}\n\n`)
     res.write(`data: ${JSON.stringify({ ...chunk({}, "stop"), usage })}\n\n`)
     res.end("data: [DONE]\n\n")

@@ -30,7 +30,10 @@ const cleanups: Array<() => void> = []
 /** Runs `command` in the gateway's mount namespace (it sees the namespace's mounts). */
 const inside = (gw: ServerProcess, command: ReadonlyArray<string>, options: { readonly allowFailure?: boolean } = {}): string => {
   try {
-    return execFileSync("nsenter", ["-t", String(gw.child.pid), "-m", "--", ...command], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] })
+    return execFileSync("nsenter", ["-t", String(gw.child.pid), "-m", "--", ...command], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"]
+    })
   } catch (e) {
     if (options.allowFailure) return ""
     throw e
@@ -110,7 +113,13 @@ describe("SQLite on a filesystem that fills up", () => {
     // A route that must store: a file upload.
     const form = new FormData()
     form.append("purpose", "batch")
-    form.append("file", new Blob([`${JSON.stringify({ custom_id: "a", method: "POST", url: "/v1/chat/completions", body: { model: "oai/gpt-4o", messages: [] } })}\n`]), "in.jsonl")
+    form.append(
+      "file",
+      new Blob([
+        `${JSON.stringify({ custom_id: "a", method: "POST", url: "/v1/chat/completions", body: { model: "oai/gpt-4o", messages: [] } })}\n`
+      ]),
+      "in.jsonl"
+    )
     const upload = await fetch(`${gw.url}/v1/files`, { method: "POST", headers: admin, body: form })
     const uploadBody = (await upload.json()) as { error?: { code?: string; message?: string } }
     expect(upload.status, JSON.stringify(uploadBody)).toBe(503)
@@ -165,7 +174,9 @@ describe("SQLite on a disk the kernel turns read-only", () => {
     }
     const key = await call(`${gw.url}/api/keys`, { body: { name: "while read-only", scopes: ["inference"] }, headers: admin })
     expect(key.status, JSON.stringify(key.body)).toBe(503)
-    expect(key.body.message).toMatch(/^store_unavailable: the (database is read-only|database's disk failed|data directory is on a read-only file system)/)
+    expect(key.body.message).toMatch(
+      /^store_unavailable: the (database is read-only|database's disk failed|data directory is on a read-only file system)/
+    )
     expect(sample(await metrics(gw), "gateway_store_backlog")).toBeGreaterThan(0)
     expect(gw.child.exitCode).toBe(null)
     // A graceful stop with the disk still read-only: the rows held are counted as lost and said so; the process exits 0.

@@ -12,7 +12,9 @@ const addon = (): TproxyNative => {
   if (why !== undefined) throw new Error(why)
   const load = loadTproxyNative()
   if (!load.available)
-    throw new Error(`the transparent-capture addon is unavailable (${load.reason}); build it with \`npm run build:native\` (node native/build.mjs), then run this file again`)
+    throw new Error(
+      `the transparent-capture addon is unavailable (${load.reason}); build it with \`npm run build:native\` (node native/build.mjs), then run this file again`
+    )
   return load.native
 }
 
@@ -74,7 +76,8 @@ const roundTrip = async (host, mark) => {
 })
 `
 
-const run = (file: string, args: Array<string>) => execFileSync(file, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 20_000 })
+const run = (file: string, args: Array<string>) =>
+  execFileSync(file, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 20_000 })
 const inNs = (...args: Array<string>) => run("ip", ["netns", "exec", NS, ...args])
 
 /** Packets counted per rule of the namespace's mangle OUTPUT chain: `all:<mark>` and `syn:<mark>` (hex, as iptables prints it). */

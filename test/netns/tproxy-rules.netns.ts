@@ -90,7 +90,8 @@ const snapshot = (ns: string) => ({
 })
 
 /** Tagged rules as iptables-save prints them. */
-const tagged = (ns: string, family: 4 | 6) => taggedRules(inNs(ns, family === 4 ? "iptables-save" : "ip6tables-save", "-t", "mangle")).map((r) => r.join(" "))
+const tagged = (ns: string, family: 4 | 6) =>
+  taggedRules(inNs(ns, family === 4 ? "iptables-save" : "ip6tables-save", "-t", "mangle")).map((r) => r.join(" "))
 
 /** What iptables-save prints for the rules of `c`: what `apply` must have put in place, in chain order. */
 const expectedRules = (c: TproxyConfig, family: 4 | 6) => {
@@ -104,7 +105,8 @@ const expectedRules = (c: TproxyConfig, family: 4 | 6) => {
   ]
 }
 
-/** The rules, the policy rules and the routes of `configs` (in the order applied) are all in place in `ns`, for both families, and no other tagged rule. */
+/** The rules, the policy rules and the routes of `configs` (in the order applied) are all in place in `ns`, for both families, and no other
+ * tagged rule. */
 const expectApplied = (ns: string, ...configs: ReadonlyArray<TproxyConfig>) => {
   for (const family of [4, 6] as const) {
     // iptables-save lists a chain's rules in order, PREROUTING's before OUTPUT's.
@@ -120,7 +122,9 @@ const expectApplied = (ns: string, ...configs: ReadonlyArray<TproxyConfig>) => {
 }
 
 beforeAll(() => {
-  const missing = [requirements(), ...missingTools().map((t) => `npm run test:netns needs ${t}; it never skips.`)].filter((m) => m !== undefined)
+  const missing = [requirements(), ...missingTools().map((t) => `npm run test:netns needs ${t}; it never skips.`)].filter(
+    (m) => m !== undefined
+  )
   if (missing.length > 0) throw new Error(missing.join("\n"))
   p4 = hosts.peer(4)
   p6 = hosts.peer(6)
@@ -130,7 +134,26 @@ beforeAll(() => {
   for (const peer of [p4, p6])
     for (const family of [4, 6] as const) {
       const ipt = family === 4 ? "iptables" : "ip6tables"
-      inNs(peer.name, ipt, "-t", "mangle", "-A", "OUTPUT", "-p", "udp", "--dport", "9", "-m", "comment", "--comment", "not-the-gateway", "-j", "MARK", "--set-mark", "0x7")
+      inNs(
+        peer.name,
+        ipt,
+        "-t",
+        "mangle",
+        "-A",
+        "OUTPUT",
+        "-p",
+        "udp",
+        "--dport",
+        "9",
+        "-m",
+        "comment",
+        "--comment",
+        "not-the-gateway",
+        "-j",
+        "MARK",
+        "--set-mark",
+        "0x7"
+      )
       inNs(
         peer.name,
         ipt,
@@ -200,7 +223,8 @@ describe("the rules in a namespace: applied, reverted, cleaned up", () => {
     const ns = p4.name
     const before = snapshot(ns)
     const real = nsRun(ns)
-    const failing: Run = (command, args) => (fails(command, args) ? Promise.resolve({ code: 1, stdout: "", stderr: "iptables: injected failure.\n" }) : real(command, args))
+    const failing: Run = (command, args) =>
+      fails(command, args) ? Promise.resolve({ code: 1, stdout: "", stderr: "iptables: injected failure.\n" }) : real(command, args)
     const error = await applyRules(TPROXY_DEFAULTS, failing).then(
       () => undefined,
       (e: unknown) => e
@@ -215,7 +239,11 @@ describe("the rules in a namespace: applied, reverted, cleaned up", () => {
     const before = snapshot(ns)
     await applyRules(TPROXY_DEFAULTS, nsRun(ns))
     const applied = snapshot(ns)
-    await expect(applyRules(TPROXY_DEFAULTS, nsRun(ns))).rejects.toMatchObject({ step: 2, family: 4, stderr: expect.stringContaining("File exists") })
+    await expect(applyRules(TPROXY_DEFAULTS, nsRun(ns))).rejects.toMatchObject({
+      step: 2,
+      family: 4,
+      stderr: expect.stringContaining("File exists")
+    })
     expect(snapshot(ns)).toEqual(applied)
     await revertRules(TPROXY_DEFAULTS, nsRun(ns))
     expect(snapshot(ns)).toEqual(before)
@@ -253,7 +281,8 @@ describe("the rules in a namespace: applied, reverted, cleaned up", () => {
 
 // ---- the functional check ----
 
-/** A transparent listener on port P (IP_TRANSPARENT / IPV6_TRANSPARENT) and a plain one on loopback:D, each answering its label, its own address and the line read. */
+/** A transparent listener on port P (IP_TRANSPARENT / IPV6_TRANSPARENT) and a plain one on loopback:D, each answering its label, its own
+ * address and the line read. */
 const LISTENER = `
 import socket, sys, threading
 family, port, dport = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -292,7 +321,8 @@ print("listening", flush=True)
 sys.stdin.read()
 `
 
-/** A TCP client: connects, sends "hello" (after a line on stdin when told to wait), prints the answer as JSON. Optionally as another uid. */
+/** A TCP client: connects, sends "hello" (after a line on stdin when told to wait), prints the answer as JSON. Optionally as another uid.
+ * */
 const CLIENT = `
 const net = require("node:net")
 const [host, port, uid, wait] = process.argv.slice(1)
@@ -340,11 +370,14 @@ const runIn = (ns: string, argv: ReadonlyArray<string>): Promise<Reply> =>
   )
 
 /** One connection from inside `ns` to host:D, as root or as `uid`. */
-const connectFrom = (ns: string, host: string, port: number, uid?: number) => runIn(ns, [process.execPath, "-e", CLIENT, host, String(port), uid === undefined ? "" : String(uid)])
+const connectFrom = (ns: string, host: string, port: number, uid?: number) =>
+  runIn(ns, [process.execPath, "-e", CLIENT, host, String(port), uid === undefined ? "" : String(uid)])
 
 /** A connection from inside `ns` opened now; `send()` sends its line later and gives the answer. */
 const openFrom = async (ns: string, host: string, port: number) => {
-  const child = spawn("ip", ["netns", "exec", ns, process.execPath, "-e", CLIENT, host, String(port), "", "wait"], { stdio: ["pipe", "pipe", "inherit"] })
+  const child = spawn("ip", ["netns", "exec", ns, process.execPath, "-e", CLIENT, host, String(port), "", "wait"], {
+    stdio: ["pipe", "pipe", "inherit"]
+  })
   children.push(child)
   const lines = readline.createInterface({ input: child.stdout! })[Symbol.asyncIterator]()
   const first = JSON.parse(String((await lines.next()).value)) as Reply & { connected?: boolean }
@@ -378,11 +411,15 @@ const startServer = (address: string): Promise<void> =>
   })
 
 const startListener = async (ns: string, family: 4 | 6) => {
-  const child = spawn("ip", ["netns", "exec", ns, "python3", "-c", LISTENER, String(family), String(P), String(D)], { stdio: ["pipe", "pipe", "inherit"] })
+  const child = spawn("ip", ["netns", "exec", ns, "python3", "-c", LISTENER, String(family), String(P), String(D)], {
+    stdio: ["pipe", "pipe", "inherit"]
+  })
   children.push(child)
   await new Promise<void>((resolve, reject) => {
     child.once("exit", (code) => reject(new Error(`the transparent listener in ${ns} exited (${code}) before listening`)))
-    readline.createInterface({ input: child.stdout! }).once("line", (l) => (l === "listening" ? resolve() : reject(new Error(`listener: ${l}`))))
+    readline
+      .createInterface({ input: child.stdout! })
+      .once("line", (l) => (l === "listening" ? resolve() : reject(new Error(`listener: ${l}`))))
   })
 }
 
@@ -468,7 +505,9 @@ describe.each([4, 6] as const)("IPv%s: a connection from inside the namespace", 
 
       // A socket with SO_MARK = the bypass mark, as the listener's own upstream connections.
       c0 = counters(ns, family)
-      expect(await runIn(ns, ["python3", "-c", MARKED_CLIENT, server, String(D), String(FUNCTIONAL.bypassMark)])).toEqual({ answer: "direct hello" })
+      expect(await runIn(ns, ["python3", "-c", MARKED_CLIENT, server, String(D), String(FUNCTIONAL.bypassMark)])).toEqual({
+        answer: "direct hello"
+      })
       expect(delta(c0, counters(ns, family))).toEqual({ connmark: 0, mark: 0, tproxy: 0, bypass: 0 })
       // ...while any other socket mark is diverted.
       expect(await runIn(ns, ["python3", "-c", MARKED_CLIENT, server, String(D), "1"])).toEqual({ answer: `tproxied ${server} ${D} hello` })

@@ -69,7 +69,10 @@ let upstream: net.Server
 const inNs = (command: string, ...args: Array<string>): string =>
   execFileSync("ip", ["netns", "exec", peer.name, command, ...args], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] })
 
-const runInNs = (argv: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<{ stdout: string; stderr: string; code: number }> =>
+const runInNs = (
+  argv: ReadonlyArray<string>,
+  env: Record<string, string> = {}
+): Promise<{ stdout: string; stderr: string; code: number }> =>
   new Promise((resolve) =>
     execFile("ip", ["netns", "exec", peer.name, ...argv], { timeout: 20_000, env: { ...process.env, ...env } }, (error, stdout, stderr) =>
       resolve({ stdout, stderr, code: error === null ? 0 : typeof error.code === "number" ? error.code : 1 })
@@ -78,7 +81,19 @@ const runInNs = (argv: ReadonlyArray<string>, env: Record<string, string> = {}):
 
 /** The management API, called from inside the namespace (loopback-only routes). */
 const api = async (method: string, route: string, body?: string): Promise<{ status: number; json: any }> => {
-  const args = ["curl", "-s", "-m", "20", "-X", method, "-H", `authorization: Bearer ${ADMIN_KEY}`, "-w", "\n%{http_code}", `http://127.0.0.1:${GW_PORT}${route}`]
+  const args = [
+    "curl",
+    "-s",
+    "-m",
+    "20",
+    "-X",
+    method,
+    "-H",
+    `authorization: Bearer ${ADMIN_KEY}`,
+    "-w",
+    "\n%{http_code}",
+    `http://127.0.0.1:${GW_PORT}${route}`
+  ]
   if (body !== undefined) args.push("-H", "content-type: application/json", "--data-raw", body)
   const r = await runInNs(args)
   const i = r.stdout.lastIndexOf("\n")
@@ -165,7 +180,8 @@ const stopGateway = async (g: Gw, signal: NodeJS.Signals) => {
 /** The CA slot as the gateway's mount namespace sees it (its root through /proc). */
 const slotOf = (g: Gw, rel = `usr/local/share/ca-certificates/${TRUST_SLOT}`) => path.join(`/proc/${g.child.pid}/root`, rel)
 
-/** A fake OpenAI upstream on this side of the veth: TLS (the test CA's leaf for api.openai.com) and, for any other first byte, a plain echo. */
+/** A fake OpenAI upstream on this side of the veth: TLS (the test CA's leaf for api.openai.com) and, for any other first byte, a plain
+ * echo. */
 const startUpstream = async (leaf: { keyPem: string; certPem: string }) => {
   const tlsServer = https.createServer({ key: leaf.keyPem, cert: leaf.certPem }, (req, res) => {
     let body = ""
@@ -174,7 +190,14 @@ const startUpstream = async (leaf: { keyPem: string; certPem: string }) => {
     // An LLM takes its time to answer (and a client like curl lives no longer than its answer).
     req.on("end", () => setTimeout(() => answer(), 200))
     const answer = () => {
-      seen.push({ method: req.method ?? "", url: req.url ?? "", authorization: req.headers.authorization, host: req.headers.host, body, from: req.socket.remoteAddress })
+      seen.push({
+        method: req.method ?? "",
+        url: req.url ?? "",
+        authorization: req.headers.authorization,
+        host: req.headers.host,
+        body,
+        from: req.socket.remoteAddress
+      })
       const parsed = body === "" ? {} : (JSON.parse(body) as { model?: string; stream?: boolean })
       const model = parsed.model ?? "gpt-4o-mini"
       if (parsed.stream) {
@@ -390,7 +413,13 @@ describe("transparent capture (TPROXY) in a network namespace", () => {
   it("starts: rules, the listener and the CA slot in the gateway's trust store (not the machine's); a second start is refused", async () => {
     const r = await api("POST", TPROXY, JSON.stringify({ dport: D, onPort: P }))
     expect(r.status, JSON.stringify(r.json)).toBe(200)
-    expect(r.json).toMatchObject({ running: true, available: true, port: P, interceptCount: 0, config: { dport: D, onPort: P, mark: 0x2333, bypassMark: 0x539, routeTable: 233 } })
+    expect(r.json).toMatchObject({
+      running: true,
+      available: true,
+      port: P,
+      interceptCount: 0,
+      config: { dport: D, onPort: P, mark: 0x2333, bypassMark: 0x539, routeTable: 233 }
+    })
     expect(r.json.trustStore).toMatchObject({ installed: true, path: `/usr/local/share/ca-certificates/${TRUST_SLOT}` })
     expect(r.json.commands.applied).toHaveLength(10)
     expect(tagged()).toHaveLength(3)
@@ -424,8 +453,16 @@ describe("transparent capture (TPROXY) in a network namespace", () => {
 
     // The upstream got the request as the client sent it (the key too: the gateway forwards, it does not replace).
     expect(seen).toHaveLength(2)
-    expect(seen[0]).toMatchObject({ method: "POST", url: "/v1/chat/completions", authorization: `Bearer ${CLIENT_KEY}`, host: `${HOST}:${D}` })
-    expect(JSON.parse(seen[0]!.body)).toMatchObject({ model: "gpt-4o-mini", messages: [{ role: "system" }, { role: "user", content: "say hi" }] })
+    expect(seen[0]).toMatchObject({
+      method: "POST",
+      url: "/v1/chat/completions",
+      authorization: `Bearer ${CLIENT_KEY}`,
+      host: `${HOST}:${D}`
+    })
+    expect(JSON.parse(seen[0]!.body)).toMatchObject({
+      model: "gpt-4o-mini",
+      messages: [{ role: "system" }, { role: "user", content: "say hi" }]
+    })
 
     // Two connections diverted, no more: the gateway's own connections to the upstream carried the bypass mark.
     const status = await api("GET", TPROXY)
@@ -456,9 +493,14 @@ describe("transparent capture (TPROXY) in a network namespace", () => {
     expect(detail.json.conversation.response).toEqual([{ role: "assistant", blocks: [{ type: "text", text: "Hello from upstream" }] }])
 
     // The session exports to HAR with both calls.
-    expect((await api("PATCH", `/api/tools/traffic-inspector/sessions/${session.json.id}`, JSON.stringify({ action: "stop" }))).status).toBe(200)
+    expect(
+      (await api("PATCH", `/api/tools/traffic-inspector/sessions/${session.json.id}`, JSON.stringify({ action: "stop" }))).status
+    ).toBe(200)
     const har = await api("GET", `/api/tools/traffic-inspector/sessions/${session.json.id}/export.har`)
-    expect(har.json.log.entries.map((e: any) => e.request.url)).toEqual([`https://${HOST}:${D}/v1/chat/completions`, `https://${HOST}:${D}/v1/chat/completions`])
+    expect(har.json.log.entries.map((e: any) => e.request.url)).toEqual([
+      `https://${HOST}:${D}/v1/chat/completions`,
+      `https://${HOST}:${D}/v1/chat/completions`
+    ])
   })
 
   it("the official OpenAI SDK (trusting the gateway CA through NODE_EXTRA_CA_CERTS) gets its answer through it", async () => {

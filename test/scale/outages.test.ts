@@ -37,7 +37,13 @@ let completed = 0
 
 const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), "gw-outages-"))
 const startOne = (extra: Record<string, string> = {}) =>
-  startServerProcess({ DATA_DIR: tmp(), GATEWAY_ENV_FILE: path.join(tmp(), ".env"), GATEWAY_WEBHOOK_QUEUE_SIZE: "100000", ...env, ...extra })
+  startServerProcess({
+    DATA_DIR: tmp(),
+    GATEWAY_ENV_FILE: path.join(tmp(), ".env"),
+    GATEWAY_WEBHOOK_QUEUE_SIZE: "100000",
+    ...env,
+    ...extra
+  })
 const metrics = async (gw: ServerProcess) => {
   const res = await fetch(`${gw.url}/metrics`, { headers: admin })
   expect(res.status).toBe(200)
@@ -61,7 +67,12 @@ beforeAll(async () => {
   // Deliveries stay pending (the receiver never answers): each one is a row of webhook_deliveries.
   receiver.answer = () => "hang"
   env = { DATABASE_URL: database.url, REDIS_URL: `${redis.url}/0`, STORAGE_ENCRYPTION_KEY: STORAGE_KEY }
-  const setup = await runCli(["setup", "--non-interactive"], { ...env, DATA_DIR: tmp(), GATEWAY_ENV_FILE: path.join(tmp(), ".env"), GATEWAY_API_KEY: ADMIN_KEY })
+  const setup = await runCli(["setup", "--non-interactive"], {
+    ...env,
+    DATA_DIR: tmp(),
+    GATEWAY_ENV_FILE: path.join(tmp(), ".env"),
+    GATEWAY_API_KEY: ADMIN_KEY
+  })
   expect(setup.code, setup.stderr).toBe(0)
   a = await startOne()
   const provider = await call(`${a.url}/api/providers`, {
@@ -95,11 +106,13 @@ describe("Redis stopped for 15 s under load", () => {
     await new Promise((r) => setTimeout(r, 1_000))
     await redis.halt()
     const haltedAt = Date.now()
-    for (const gw of [a, b]) await until("the gauge says Redis is down", async () => sample(await metrics(gw), "gateway_shared_state_up") === 0, 5_000)
+    for (const gw of [a, b])
+      await until("the gauge says Redis is down", async () => sample(await metrics(gw), "gateway_shared_state_up") === 0, 5_000)
     await new Promise((r) => setTimeout(r, OUTAGE_MS - (Date.now() - haltedAt)))
     await redis.resume()
     const back = Date.now()
-    for (const gw of [a, b]) await until("the gauge says Redis is back", async () => sample(await metrics(gw), "gateway_shared_state_up") === 1, 5_000)
+    for (const gw of [a, b])
+      await until("the gauge says Redis is back", async () => sample(await metrics(gw), "gateway_shared_state_up") === 1, 5_000)
     const outcomes = await load.stop()
     completed += outcomes.filter((o) => o.status === 200).length
     expect(failures(outcomes), `requests not answered whole while Redis was down`).toEqual([])
@@ -113,7 +126,10 @@ describe("Redis stopped for 15 s under load", () => {
     // Shared again: a breaker opened by failures through A is open on B (opening at 2 failures for this check).
     const patched = await call(`${a.url}/api/resilience`, {
       method: "PATCH",
-      body: { providerBreaker: { apikey: { degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 60_000 } }, connectionCooldown: { apiKeyBaseMs: 1, maxCooldownMs: 1 } },
+      body: {
+        providerBreaker: { apikey: { degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 60_000 } },
+        connectionCooldown: { apiKeyBaseMs: 1, maxCooldownMs: 1 }
+      },
       headers: admin
     })
     expect(patched.status, JSON.stringify(patched.body)).toBe(200)
@@ -132,11 +148,14 @@ describe("Redis stopped for 15 s under load", () => {
       expect(added.status, JSON.stringify(added.body)).toBe(201)
       await until(
         "B knows the new connection",
-        async () => (await call(`${b.url}/api/providers`, { headers: admin })).body.connections.some((c: { name: string }) => c.name === "broken"),
+        async () =>
+          (await call(`${b.url}/api/providers`, { headers: admin })).body.connections.some((c: { name: string }) => c.name === "broken"),
         2_000
       )
       const state = async (gw: ServerProcess) =>
-        (await call(`${gw.url}/api/resilience`, { headers: admin })).body.breakers.find((x: { provider: string }) => x.provider === "openai-compatible")?.state
+        (await call(`${gw.url}/api/resilience`, { headers: admin })).body.breakers.find(
+          (x: { provider: string }) => x.provider === "openai-compatible"
+        )?.state
       for (let i = 0; i < 2; i++) {
         expect((await chatOnce(a.url, { ...LOAD, model: "broken/m1" }, false)).status).toBeGreaterThanOrEqual(500)
         // Past the connection's 1 ms cooldown: the second request reaches the upstream too.
@@ -197,8 +216,12 @@ describe("PostgreSQL stopped for 15 s under load", () => {
           .join("\n")
           .slice(-4000)
       const ids = new Set(psql(database.url, "SELECT request_id FROM usage").split("\n"))
-      const missing = outcomes.filter((o) => !ids.has(o.requestId ?? "")).map((o) => `${o.requestId} ${o.startedAt - haltedAt} ms after the stop`)
-      throw new Error(`${e.message}: ${count("usage") - usageBefore} rows of ${outcomes.length} requests; missing ${missing.join(", ")}\n${notable(a)}\n${notable(b)}`)
+      const missing = outcomes
+        .filter((o) => !ids.has(o.requestId ?? ""))
+        .map((o) => `${o.requestId} ${o.startedAt - haltedAt} ms after the stop`)
+      throw new Error(
+        `${e.message}: ${count("usage") - usageBefore} rows of ${outcomes.length} requests; missing ${missing.join(", ")}\n${notable(a)}\n${notable(b)}`
+      )
     })
     expect(count("usage") - usageBefore).toBe(outcomes.length)
     for (const gw of [a, b]) {
@@ -208,9 +231,12 @@ describe("PostgreSQL stopped for 15 s under load", () => {
       expect(warnings(gw, /store: the database server is unreachable/)).toBe(1)
     }
     expect(count("audit_log")).toBeGreaterThan(auditBefore)
-    expect(Number(psql(database.url, "SELECT count(*) FROM audit_log WHERE action LIKE '%resilience%' OR target LIKE '%resilience%'"))).toBeGreaterThan(0)
+    expect(
+      Number(psql(database.url, "SELECT count(*) FROM audit_log WHERE action LIKE '%resilience%' OR target LIKE '%resilience%'"))
+    ).toBeGreaterThan(0)
     // Each request's event is a pending delivery (the receiver never answers), or one that finally failed.
-    const deliveries = () => count("webhook_deliveries") + Number(psql(database.url, "SELECT COALESCE(sum(failure_count), 0) FROM webhooks"))
+    const deliveries = () =>
+      count("webhook_deliveries") + Number(psql(database.url, "SELECT COALESCE(sum(failure_count), 0) FROM webhooks"))
     await until("every webhook delivery is on disk", () => deliveries() >= completed, 15_000)
     expect(deliveries()).toBe(completed)
   }, 120_000)
@@ -218,9 +244,19 @@ describe("PostgreSQL stopped for 15 s under load", () => {
   it("past GATEWAY_STORE_BACKLOG_MAX_ROWS, rows are dropped, counted per table and logged", async () => {
     const own = createDatabase(pg.url, "outages_bound")
     const ownEnv = { DATABASE_URL: own.url, STORAGE_ENCRYPTION_KEY: STORAGE_KEY }
-    const setup = await runCli(["setup", "--non-interactive"], { ...ownEnv, DATA_DIR: tmp(), GATEWAY_ENV_FILE: path.join(tmp(), ".env"), GATEWAY_API_KEY: ADMIN_KEY })
+    const setup = await runCli(["setup", "--non-interactive"], {
+      ...ownEnv,
+      DATA_DIR: tmp(),
+      GATEWAY_ENV_FILE: path.join(tmp(), ".env"),
+      GATEWAY_API_KEY: ADMIN_KEY
+    })
     expect(setup.code, setup.stderr).toBe(0)
-    const small = await startServerProcess({ DATA_DIR: tmp(), GATEWAY_ENV_FILE: path.join(tmp(), ".env"), ...ownEnv, GATEWAY_STORE_BACKLOG_MAX_ROWS: "5" })
+    const small = await startServerProcess({
+      DATA_DIR: tmp(),
+      GATEWAY_ENV_FILE: path.join(tmp(), ".env"),
+      ...ownEnv,
+      GATEWAY_STORE_BACKLOG_MAX_ROWS: "5"
+    })
     try {
       const added = await call(`${small.url}/api/providers`, {
         body: { provider: "openai", name: "oai", apiKey: "sk-upstream", baseUrl: up.baseUrl("openai-chat"), models: ["gpt-4o"] },

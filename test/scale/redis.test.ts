@@ -34,7 +34,8 @@ import { call, startGateway, tempDir, type TestGateway } from "../support/gatewa
  */
 
 const REDIS = process.env.GATEWAY_TEST_REDIS_URL
-if (!REDIS) throw new Error("GATEWAY_TEST_REDIS_URL is not set: the Redis scale-out tests need a Redis server (e.g. redis://127.0.0.1:56379)")
+if (!REDIS)
+  throw new Error("GATEWAY_TEST_REDIS_URL is not set: the Redis scale-out tests need a Redis server (e.g. redis://127.0.0.1:56379)")
 const url = (() => {
   const u = new URL(REDIS)
   if (u.pathname === "" || u.pathname === "/") u.pathname = "/3"
@@ -67,7 +68,9 @@ const node = async (p: string, target = url) => {
     Logger.make(({ message }) => logs.push(Array.isArray(message) ? message.join(" ") : String(message)))
   )
   const scope = Effect.runSync(Scope.make())
-  const ctx = await Effect.runPromise(Layer.buildWithScope(layerRedis(target, { prefix: p, connectWaitMs: 1500 }).pipe(Layer.provide(logger)), scope))
+  const ctx = await Effect.runPromise(
+    Layer.buildWithScope(layerRedis(target, { prefix: p, connectWaitMs: 1500 }).pipe(Layer.provide(logger)), scope)
+  )
   const shared: SharedStateShape = Context.get(ctx, SharedState)
   return { shared, logs, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
 }
@@ -120,12 +123,16 @@ describe("SharedState on Redis", () => {
     try {
       const now = Date.now()
       // 200 concurrent increments from two nodes: every one counted, each answer distinct.
-      const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => Effect.runPromise((i % 2 ? a : b).shared.counters.add("k", 1, 60_000, now))))
+      const answers = await Promise.all(
+        Array.from({ length: 200 }, (_, i) => Effect.runPromise((i % 2 ? a : b).shared.counters.add("k", 1, 60_000, now)))
+      )
       expect(new Set(answers).size).toBe(200)
       expect(await Effect.runPromise(a.shared.counters.get("k", 60_000, now))).toBe(200)
       // A limit of 10 claimed by 60 concurrent claims of 1 from two nodes: exactly 10 pass.
       const entry = { key: "budget", limit: 10, init: 0, expireAt: now + 60_000 }
-      const claims = await Promise.all(Array.from({ length: 60 }, (_, i) => Effect.runPromise((i % 2 ? a : b).shared.totals.claim([entry], 1))))
+      const claims = await Promise.all(
+        Array.from({ length: 60 }, (_, i) => Effect.runPromise((i % 2 ? a : b).shared.totals.claim([entry], 1)))
+      )
       expect(claims.filter((c) => c?.ok).length).toBe(10)
       // add: an existing total moves by `by`; a missing one starts at its init.
       a.shared.totals.add([entry], -2.5)
@@ -133,7 +140,10 @@ describe("SharedState on Redis", () => {
       await within(1000, async () => (await Effect.runPromise(b.shared.totals.claim([entry], 0)))?.values[0] === 7.5)
       expect((await Effect.runPromise(b.shared.totals.claim([{ ...entry, key: "fresh" }], 0)))?.values[0]).toBe(4)
       // A claim is held by one node only, until its owner lets go.
-      const [ca, cb] = await Promise.all([Effect.runPromise(a.shared.keys.claim("idem", "p:a", 5000)), Effect.runPromise(b.shared.keys.claim("idem", "p:b", 5000))])
+      const [ca, cb] = await Promise.all([
+        Effect.runPromise(a.shared.keys.claim("idem", "p:a", 5000)),
+        Effect.runPromise(b.shared.keys.claim("idem", "p:b", 5000))
+      ])
       expect([ca, cb].filter(Boolean).length).toBe(1)
       const [owner, other] = ca ? [a, b] : [b, a]
       const value = ca ? "p:a" : "p:b"
@@ -264,7 +274,13 @@ describe("services on two Redis nodes: a change reaches the other within 1 s", (
       Effect.map(
         Layer.build(
           CircuitBreakers.layer.pipe(
-            Layer.provide(Layer.mergeAll(ResilienceConfig.layerTest({ providerBreaker: { apikey: { degradationThreshold: 2, failureThreshold: 3 } } }), EventBus.layer, n))
+            Layer.provide(
+              Layer.mergeAll(
+                ResilienceConfig.layerTest({ providerBreaker: { apikey: { degradationThreshold: 2, failureThreshold: 3 } } }),
+                EventBus.layer,
+                n
+              )
+            )
           )
         ),
         Context.get(CircuitBreakers)
@@ -282,7 +298,10 @@ describe("services on two Redis nodes: a change reaches the other within 1 s", (
 
   it("a model lockout seen by one node holds in the other; a clear in either lifts it", async () => {
     const { a, b, close } = await pair("lockouts", (n) =>
-      Effect.map(Layer.build(Lockouts.layer.pipe(Layer.provide(Layer.merge(ResilienceConfig.layerTest({ modelLockout: { enabled: true } }), n)))), Context.get(Lockouts))
+      Effect.map(
+        Layer.build(Lockouts.layer.pipe(Layer.provide(Layer.merge(ResilienceConfig.layerTest({ modelLockout: { enabled: true } }), n)))),
+        Context.get(Lockouts)
+      )
     )
     try {
       const GPT: LockoutRef = { provider: "openai", connectionId: "c1", connectionName: "openai-main", model: "gpt-4o" }
@@ -299,14 +318,24 @@ describe("services on two Redis nodes: a change reaches the other within 1 s", (
     const { a, b, close } = await pair("cooldowns", (n) =>
       Effect.map(
         Layer.build(
-          Cooldowns.layer.pipe(Layer.provide(Layer.mergeAll(ResilienceConfig.layerTest(), Db.layer.pipe(Layer.provide(AppConfig.layerTest({ dataDir: tempDir() }))), n)))
+          Cooldowns.layer.pipe(
+            Layer.provide(
+              Layer.mergeAll(ResilienceConfig.layerTest(), Db.layer.pipe(Layer.provide(AppConfig.layerTest({ dataDir: tempDir() }))), n)
+            )
+          )
         ),
         Context.get(Cooldowns)
       )
     )
     try {
       const KEY: ConnectionRef = { id: "c-key", name: "openai-main", provider: { id: "openai", authClass: "apikey" } }
-      const f429: FailureInfo = { status: 429, kind: "http", message: "rate limited", code: "rate_limit_error", headers: { "retry-after": "30" } }
+      const f429: FailureInfo = {
+        status: 429,
+        kind: "http",
+        message: "rate limited",
+        code: "rate_limit_error",
+        headers: { "retry-after": "30" }
+      }
       const now = Date.now()
       await Effect.runPromise(a.onFailure(KEY, classify(f429, now), f429))
       await within(1000, () => b.availability(KEY.id, Date.now()).ok === false)
@@ -318,7 +347,9 @@ describe("services on two Redis nodes: a change reaches the other within 1 s", (
   })
 
   it("a sticky session set by one node sticks in the other", async () => {
-    const { a, b, close } = await pair("sessions", (n) => Effect.map(Layer.build(RoutingMemory.layer.pipe(Layer.provide(n))), Context.get(RoutingMemory)))
+    const { a, b, close } = await pair("sessions", (n) =>
+      Effect.map(Layer.build(RoutingMemory.layer.pipe(Layer.provide(n))), Context.get(RoutingMemory))
+    )
     try {
       a.setSticky("team", "s1", "openai/gpt-4o", Date.now())
       await within(1000, () => b.sticky("team", "s1", Date.now()) === "openai/gpt-4o")
@@ -358,13 +389,22 @@ describe("two whole gateways on one database, linked by Redis", () => {
       headers: admin
     })
     expect(compatible.status).toBe(201)
-    const budgetKey = await a.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "budget", scopes: ["inference"] }, { secret: BUDGET_SECRET })))
+    const budgetKey = await a.run(
+      Effect.flatMap(ApiKeys, (k) => k.create({ name: "budget", scopes: ["inference"] }, { secret: BUDGET_SECRET }))
+    )
     budgetKeyId = budgetKey.id
-    expect((await call(`${a.url}/api/usage/budget`, { body: { apiKeyId: budgetKeyId, dailyLimitUsd: GPT4O_COST * 6.5 }, headers: admin })).status).toBe(200)
+    expect(
+      (await call(`${a.url}/api/usage/budget`, { body: { apiKeyId: budgetKeyId, dailyLimitUsd: GPT4O_COST * 6.5 }, headers: admin })).status
+    ).toBe(200)
     await a.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "rpm", scopes: ["inference"], rpm: 5 }, { secret: RPM_SECRET })))
-    const tokensKey = await a.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "tokens", scopes: ["inference"] }, { secret: TOKENS_SECRET })))
+    const tokensKey = await a.run(
+      Effect.flatMap(ApiKeys, (k) => k.create({ name: "tokens", scopes: ["inference"] }, { secret: TOKENS_SECRET }))
+    )
     // 18 tokens per fake answer (11 in, 7 out): room for 6.5 answers.
-    const limit = await call(`${a.url}/api/usage/token-limits`, { body: { apiKeyId: tokensKey.id, scope: "model", model: "oai/gpt-4o", maxTokens: 117 }, headers: admin })
+    const limit = await call(`${a.url}/api/usage/token-limits`, {
+      body: { apiKeyId: tokensKey.id, scope: "model", model: "oai/gpt-4o", maxTokens: 117 },
+      headers: admin
+    })
     expect(limit.status, limit.text).toBeLessThan(300)
     // The second process starts on the same database file, as a second replica would on PostgreSQL.
     b = await startGateway({ env, dataDir: a.dataDir, sharedState: layerRedis(url, { prefix: p }) })
@@ -385,14 +425,24 @@ describe("two whole gateways on one database, linked by Redis", () => {
       expect((await chat(a)).status).toBe(429)
       const sent = up.requests.length
       expect(sent).toBeGreaterThan(0)
-      await within(1000, async () => (await call(`${b.url}/api/resilience`, { headers: admin })).body.connections.find((c: any) => c.name === "oai")?.state === "cooldown")
+      await within(
+        1000,
+        async () =>
+          (await call(`${b.url}/api/resilience`, { headers: admin })).body.connections.find((c: any) => c.name === "oai")?.state ===
+          "cooldown"
+      )
       expect((await chat(b)).status).toBe(429)
       expect(up.requests.length).toBe(sent)
     } finally {
       await a.resetResilience()
       up.always({ content: "ok" })
     }
-    await within(1000, async () => (await call(`${b.url}/api/resilience`, { headers: admin })).body.connections.find((c: any) => c.name === "oai")?.state !== "cooldown")
+    await within(
+      1000,
+      async () =>
+        (await call(`${b.url}/api/resilience`, { headers: admin })).body.connections.find((c: any) => c.name === "oai")?.state !==
+        "cooldown"
+    )
     expect((await chat(b)).status).toBe(200)
   })
 
@@ -453,7 +503,9 @@ describe("two whole gateways on one database, linked by Redis", () => {
       const ok = burst.filter((r) => r.status === 200).length
       expect(ok).toBeLessThanOrEqual(5)
       expect(ok).toBeGreaterThanOrEqual(3)
-      expect(burst.filter((r) => r.status !== 200).every((r) => r.status === 429 && r.body.error.code === "token_limit_exceeded")).toBe(true)
+      expect(burst.filter((r) => r.status !== 200).every((r) => r.status === 429 && r.body.error.code === "token_limit_exceeded")).toBe(
+        true
+      )
       expect(up.requests.length).toBe(ok)
     } finally {
       up.always({ content: "ok" })
@@ -479,9 +531,14 @@ describe("two whole gateways on one database, linked by Redis", () => {
     up.always({ content: "Your name is Ada." })
     // Within 1 s of the answer.
     await sleep(200)
-    const next = await call(`${b.url}/v1/responses`, { body: { model: "ca/m1", previous_response_id: first.body.id, input: "What is my name?", store: false } })
+    const next = await call(`${b.url}/v1/responses`, {
+      body: { model: "ca/m1", previous_response_id: first.body.id, input: "What is my name?", store: false }
+    })
     expect(next.status).toBe(200)
-    const messages = up.requests[1]!.body.messages.map((m: any) => [m.role, typeof m.content === "string" ? m.content : m.content.map((x: any) => x.text).join("")])
+    const messages = up.requests[1]!.body.messages.map((m: any) => [
+      m.role,
+      typeof m.content === "string" ? m.content : m.content.map((x: any) => x.text).join("")
+    ])
     expect(messages).toEqual([
       ["user", "My name is Ada."],
       ["assistant", "Nice to meet you, Ada."],
@@ -493,7 +550,9 @@ describe("two whole gateways on one database, linked by Redis", () => {
 describe("a gateway whose Redis is unreachable", () => {
   it("starts, serves with its own state, and says once that Redis is unreachable", async () => {
     const up = await FakeUpstream.start()
-    const gw = await startGateway({ sharedState: layerRedis("redis://:pw@127.0.0.1:1", { prefix: prefix("unreachable"), connectWaitMs: 300 }) })
+    const gw = await startGateway({
+      sharedState: layerRedis("redis://:pw@127.0.0.1:1", { prefix: prefix("unreachable"), connectWaitMs: 300 })
+    })
     try {
       const ADMIN = "gwk_redis_down_admin_0123456789abcdef"
       await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
@@ -503,10 +562,16 @@ describe("a gateway whose Redis is unreachable", () => {
       })
       expect(added.status).toBe(201)
       up.always({ content: "still here" })
-      const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: "c/m1", messages: [{ role: "user", content: "hi" }] }, headers: { "idempotency-key": "k1" } })
+      const res = await call(`${gw.url}/v1/chat/completions`, {
+        body: { model: "c/m1", messages: [{ role: "user", content: "hi" }] },
+        headers: { "idempotency-key": "k1" }
+      })
       expect(res.status).toBe(200)
       expect(res.body.choices[0].message.content).toBe("still here")
-      const again = await call(`${gw.url}/v1/chat/completions`, { body: { model: "c/m1", messages: [{ role: "user", content: "hi" }] }, headers: { "idempotency-key": "k1" } })
+      const again = await call(`${gw.url}/v1/chat/completions`, {
+        body: { model: "c/m1", messages: [{ role: "user", content: "hi" }] },
+        headers: { "idempotency-key": "k1" }
+      })
       expect(again.headers.get("x-gateway-idempotent")).toBe("true")
       expect(gw.logs.filter((l) => l.message.includes("is unreachable")).length).toBe(1)
       expect(gw.logs.some((l) => l.message.includes(":pw@"))).toBe(false)
@@ -530,9 +595,16 @@ describe("webhook deliveries of two gateways on one database, with Redis", () =>
     let aOpen = true
     try {
       await a.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-      const created = await call(`${a.url}/api/webhooks`, { body: { url: receiver.url, events: ["provider.error"] }, headers: { authorization: `Bearer ${ADMIN}` } })
+      const created = await call(`${a.url}/api/webhooks`, {
+        body: { url: receiver.url, events: ["provider.error"] },
+        headers: { authorization: `Bearer ${ADMIN}` }
+      })
       expect(created.status).toBe(201)
-      await a.run(Effect.map(EventBus, (bus) => bus.publish("provider.error", { provider: "p", status: 503, consecutive_failures: 1, circuit_state: "CLOSED" })))
+      await a.run(
+        Effect.map(EventBus, (bus) =>
+          bus.publish("provider.error", { provider: "p", status: 503, consecutive_failures: 1, circuit_state: "CLOSED" })
+        )
+      )
       const [first] = await receiver.waitFor(1)
       await within(2000, () => queryDb(dataDir, "SELECT count(*) AS n FROM webhook_deliveries")[0]?.n === 1)
       // A second process on the same database: the row is pending, but the first one holds it.

@@ -56,7 +56,12 @@ beforeAll(async () => {
   const env = { DATABASE_URL: database.url, REDIS_URL: redis, STORAGE_ENCRYPTION_KEY: STORAGE_KEY }
   sharedEnv = env
   // The README's first step, on the shared database: `gateway setup` makes the admin key.
-  const setup = await runCli(["setup", "--non-interactive"], { ...env, DATA_DIR: tmp(), GATEWAY_ENV_FILE: path.join(tmp(), ".env"), GATEWAY_API_KEY: ADMIN_KEY })
+  const setup = await runCli(["setup", "--non-interactive"], {
+    ...env,
+    DATA_DIR: tmp(),
+    GATEWAY_ENV_FILE: path.join(tmp(), ".env"),
+    GATEWAY_API_KEY: ADMIN_KEY
+  })
   expect(setup.code, setup.stderr).toBe(0)
   admin["authorization"] = `Bearer ${ADMIN_KEY}`
   // One after the other: the first migrates the new database, the second finds it migrated.
@@ -79,7 +84,10 @@ afterAll(async () => {
 })
 
 const chat = (base: string, headers: Record<string, string> = {}, body: Record<string, unknown> = {}) =>
-  call(`${base}/v1/chat/completions`, { body: { model: "oai/gpt-4o", messages: [{ role: "user", content: "hi" }], ...body }, headers: { ...admin, ...headers } })
+  call(`${base}/v1/chat/completions`, {
+    body: { model: "oai/gpt-4o", messages: [{ role: "user", content: "hi" }], ...body },
+    headers: { ...admin, ...headers }
+  })
 
 const upstreamCalls = () => up.requests.filter((r) => r.path.endsWith("/chat/completions")).length
 
@@ -110,7 +118,11 @@ describe("two gateways on PostgreSQL and Redis behind nginx", () => {
     expect(first.status).toBe(200)
     const cost = Number(first.headers.get("x-gateway-response-cost"))
     expect(cost).toBeGreaterThan(0)
-    await call(`${nginx.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "GATEWAY_EMERGENCY_FALLBACK", value: "false" }, headers: admin })
+    await call(`${nginx.url}/api/settings/feature-flags`, {
+      method: "PUT",
+      body: { key: "GATEWAY_EMERGENCY_FALLBACK", value: "false" },
+      headers: admin
+    })
     // Room for two more answers: the budget counts what the key already spent today.
     const set = await call(`${nginx.url}/api/usage/budget`, { body: { apiKeyId: key.body.id, dailyLimitUsd: cost * 2.5 }, headers: admin })
     expect(set.status, JSON.stringify(set.body)).toBe(200)
@@ -132,13 +144,20 @@ describe("two gateways on PostgreSQL and Redis behind nginx", () => {
     const probeId = probe.headers.get("x-gateway-request-id")
     await until(
       "the probe's usage row is written",
-      async () => ((await call(`${b.url}/api/usage/request-logs?limit=50`, { headers: admin })).body.requests ?? []).some((r: any) => r.requestId === probeId),
+      async () =>
+        ((await call(`${b.url}/api/usage/request-logs?limit=50`, { headers: admin })).body.requests ?? []).some(
+          (r: any) => r.requestId === probeId
+        ),
       2_000
     )
     await call(`${nginx.url}/api/usage/budget`, { body: { apiKeyId: key.body.id, dailyLimitUsd: cost * 4.5 }, headers: admin })
     // Both know the budget (a configuration change reaches the other within a second).
     for (const gw of [a, b]) {
-      await until("the budget is known", async () => ((await call(`${gw.url}/api/usage/budget?apiKeyId=${key.body.id}`, { headers: admin })).body.budgets ?? []).length > 0, 2_000)
+      await until(
+        "the budget is known",
+        async () => ((await call(`${gw.url}/api/usage/budget?apiKeyId=${key.body.id}`, { headers: admin })).body.budgets ?? []).length > 0,
+        2_000
+      )
     }
     // 16 requests at once, half to each: the budget has room for 3 more. B has never served this
     // key: it holds what its requests cost on average (any key's) against the shared totals.
@@ -171,16 +190,26 @@ describe("two gateways on PostgreSQL and Redis behind nginx", () => {
     try {
       flaky.always({ status: 500 })
       // Cooldowns of 1 ms: a failing connection is asked again at once, so its breaker counts every failure.
-      const short = await call(`${nginx.url}/api/resilience`, { method: "PATCH", body: { connectionCooldown: { apiKeyBaseMs: 1, maxCooldownMs: 1 } }, headers: admin })
+      const short = await call(`${nginx.url}/api/resilience`, {
+        method: "PATCH",
+        body: { connectionCooldown: { apiKeyBaseMs: 1, maxCooldownMs: 1 } },
+        headers: admin
+      })
       expect(short.status, JSON.stringify(short.body)).toBe(200)
       const added = await call(`${nginx.url}/api/providers`, {
         body: { provider: "openai-compatible", name: "flaky", baseUrl: flaky.baseUrl("openai-chat"), models: ["m1"] },
         headers: admin
       })
       expect(added.status, JSON.stringify(added.body)).toBe(201)
-      await until("B knows the new connection", async () => (await call(`${b.url}/api/providers`, { headers: admin })).body.connections.some((c: any) => c.name === "flaky"), 2_000)
+      await until(
+        "B knows the new connection",
+        async () => (await call(`${b.url}/api/providers`, { headers: admin })).body.connections.some((c: any) => c.name === "flaky"),
+        2_000
+      )
       const open = async (base: string) =>
-        ((await call(`${base}/api/resilience`, { headers: admin })).body.breakers as Array<any>).some((x) => x.origin === new URL(flaky.url).origin && x.state === "OPEN")
+        ((await call(`${base}/api/resilience`, { headers: admin })).body.breakers as Array<any>).some(
+          (x) => x.origin === new URL(flaky.url).origin && x.state === "OPEN"
+        )
       // An API-key provider's breaker opens after 12 failures in a row (docs/resilience.md).
       for (let i = 0; i < 16 && !(await open(a.url)); i++) await chat(a.url, {}, { model: "flaky/m1" })
       expect(await open(a.url)).toBe(true)
@@ -206,19 +235,28 @@ describe("two gateways on PostgreSQL and Redis behind nginx", () => {
     await until(
       "spans from both instances",
       () => {
-        const instances = new Set(otlp.spans.filter((s) => s.attributes["gen_ai.operation.name"] === "chat").map((s) => s.resource["service.instance.id"]))
+        const instances = new Set(
+          otlp.spans.filter((s) => s.attributes["gen_ai.operation.name"] === "chat").map((s) => s.resource["service.instance.id"])
+        )
         return instances.has("gw-a") && instances.has("gw-b")
       },
       10_000
     )
-    const attempt = otlp.spans.find((s) => s.attributes["gen_ai.request.model"] === "gpt-4o" && s.attributes["gen_ai.provider.name"] !== undefined)
+    const attempt = otlp.spans.find(
+      (s) => s.attributes["gen_ai.request.model"] === "gpt-4o" && s.attributes["gen_ai.provider.name"] !== undefined
+    )
     expect(attempt?.attributes["gen_ai.usage.input_tokens"]).toBe(11)
   })
 })
 
 describe("a gateway joining with another storage key", () => {
   it("refuses to start, saying every gateway on the database needs the same STORAGE_ENCRYPTION_KEY", async () => {
-    const r = await runCli(["--port", "0"], { ...sharedEnv, DATA_DIR: tmp(), GATEWAY_ENV_FILE: path.join(tmp(), ".env"), STORAGE_ENCRYPTION_KEY: "a different key" })
+    const r = await runCli(["--port", "0"], {
+      ...sharedEnv,
+      DATA_DIR: tmp(),
+      GATEWAY_ENV_FILE: path.join(tmp(), ".env"),
+      STORAGE_ENCRYPTION_KEY: "a different key"
+    })
     expect(r.code).toBe(1)
     expect(r.stderr).toMatch(/encrypted with another storage key than this STORAGE_ENCRYPTION_KEY/)
     expect(r.stderr).not.toContain("a different key")

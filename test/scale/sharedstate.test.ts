@@ -34,8 +34,18 @@ beforeAll(async () => {
   database = createDatabase(required("GATEWAY_TEST_DATABASE_URL"), "sharedstate")
   const redis = `${required("GATEWAY_TEST_REDIS_URL").replace(/\/\d*$/, "")}/10`
   up = await FakeUpstream.start()
-  const env = { DATABASE_URL: database.url, REDIS_URL: redis, STORAGE_ENCRYPTION_KEY: "shared-state storage key, the same on both", INITIAL_PASSWORD: PASSWORD }
-  const setup = await runCli(["setup", "--non-interactive"], { ...env, DATA_DIR: tmp(), GATEWAY_ENV_FILE: path.join(tmp(), ".env"), GATEWAY_API_KEY: ADMIN_KEY })
+  const env = {
+    DATABASE_URL: database.url,
+    REDIS_URL: redis,
+    STORAGE_ENCRYPTION_KEY: "shared-state storage key, the same on both",
+    INITIAL_PASSWORD: PASSWORD
+  }
+  const setup = await runCli(["setup", "--non-interactive"], {
+    ...env,
+    DATA_DIR: tmp(),
+    GATEWAY_ENV_FILE: path.join(tmp(), ".env"),
+    GATEWAY_API_KEY: ADMIN_KEY
+  })
   expect(setup.code, setup.stderr).toBe(0)
   const start = () => startServerProcess({ DATA_DIR: tmp(), GATEWAY_ENV_FILE: path.join(tmp(), ".env"), ...env })
   a = await start()
@@ -48,13 +58,15 @@ afterAll(async () => {
   database?.drop()
 })
 
-const chat = (base: string, model: string) => call(`${base}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] } })
+const chat = (base: string, model: string) =>
+  call(`${base}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] } })
 const addConnection = async (body: Record<string, unknown>) => {
   const added = await call(`${a.url}/api/providers`, { body, headers: admin })
   expect(added.status, JSON.stringify(added.body)).toBe(201)
   await until(
     "B knows the new connection",
-    async () => (await call(`${b.url}/api/providers`, { headers: admin })).body.connections.some((c: { name: string }) => c.name === body["name"]),
+    async () =>
+      (await call(`${b.url}/api/providers`, { headers: admin })).body.connections.some((c: { name: string }) => c.name === body["name"]),
     2_000
   )
 }
@@ -79,15 +91,22 @@ describe("state shared by two gateways on PostgreSQL and Redis", () => {
       flaky.always({ status: 503 })
       const patched = await call(`${a.url}/api/resilience`, {
         method: "PATCH",
-        body: { providerBreaker: { apikey: { degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 1_000 } }, connectionCooldown: { apiKeyBaseMs: 1, maxCooldownMs: 1 } },
+        body: {
+          providerBreaker: { apikey: { degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 1_000 } },
+          connectionCooldown: { apiKeyBaseMs: 1, maxCooldownMs: 1 }
+        },
         headers: admin
       })
       expect(patched.status, JSON.stringify(patched.body)).toBe(200)
       await addConnection({ provider: "openai-compatible", name: "flaky", baseUrl: flaky.baseUrl("openai-chat"), models: ["m1"] })
       const breaker = async (base: string) =>
-        ((await call(`${base}/api/resilience`, { headers: admin })).body.breakers as Array<{ origin: string; state: string; probing: boolean }>).find(
-          (x) => x.origin === new URL(flaky.url).origin
-        )
+        (
+          (await call(`${base}/api/resilience`, { headers: admin })).body.breakers as Array<{
+            origin: string
+            state: string
+            probing: boolean
+          }>
+        ).find((x) => x.origin === new URL(flaky.url).origin)
       await until(
         "B has the new thresholds",
         async () => (await call(`${b.url}/api/resilience`, { headers: admin })).body.settings.providerBreaker.apikey.failureThreshold === 2,
@@ -97,7 +116,11 @@ describe("state shared by two gateways on PostgreSQL and Redis", () => {
         await chat(a.url, "flaky/m1")
         await new Promise((r) => setTimeout(r, 5))
       }
-      await until("the breaker is open on both", async () => (await breaker(a.url))?.state === "OPEN" && (await breaker(b.url))?.state === "OPEN", 2_000)
+      await until(
+        "the breaker is open on both",
+        async () => (await breaker(a.url))?.state === "OPEN" && (await breaker(b.url))?.state === "OPEN",
+        2_000
+      )
       await until("the reset timeout has passed", async () => (await breaker(a.url))?.state === "HALF_OPEN", 3_000)
       // The probe through A is slow to answer: its slot is taken meanwhile.
       flaky.always({ content: "recovered", delayMs: 2_000 })
@@ -109,7 +132,11 @@ describe("state shared by two gateways on PostgreSQL and Redis", () => {
       expect(refused.status).toBe(503)
       expect(flaky.requests.length).toBe(seen + 1)
       expect((await probe).status).toBe(200)
-      await until("the breaker is closed on B", async () => (await breaker(b.url)) === undefined || (await breaker(b.url))?.state === "CLOSED", 2_000)
+      await until(
+        "the breaker is closed on B",
+        async () => (await breaker(b.url)) === undefined || (await breaker(b.url))?.state === "CLOSED",
+        2_000
+      )
       expect((await chat(b.url, "flaky/m1")).status).toBe(200)
     } finally {
       await flaky.close()
@@ -121,7 +148,13 @@ describe("state shared by two gateways on PostgreSQL and Redis", () => {
     try {
       const callback = `${b.url}/api/oauth/claude-code/callback`
       const started = await call(`${a.url}/api/oauth/claude-code/authorize`, {
-        body: { name: "claude-shared", authorizeUrl: `${auth.url}/authorize`, tokenUrl: `${auth.url}/token`, redirectUri: callback, baseUrl: up.baseUrl("anthropic") },
+        body: {
+          name: "claude-shared",
+          authorizeUrl: `${auth.url}/authorize`,
+          tokenUrl: `${auth.url}/token`,
+          redirectUri: callback,
+          baseUrl: up.baseUrl("anthropic")
+        },
         headers: admin
       })
       expect(started.status, JSON.stringify(started.body)).toBe(200)
@@ -151,7 +184,8 @@ describe("state shared by two gateways on PostgreSQL and Redis", () => {
       const id = res.headers.get("x-gateway-request-id")
       await until(
         "A's feed has B's request",
-        async () => frames.some((f) => f.type === "event" && f.event.event === "request.completed" && JSON.stringify(f.event.data).includes(id!)),
+        async () =>
+          frames.some((f) => f.type === "event" && f.event.event === "request.completed" && JSON.stringify(f.event.data).includes(id!)),
         2_000
       )
     } finally {
@@ -173,12 +207,23 @@ describe("configuration bundles carry compression and context", () => {
           call(`${base}${p}`, { ...init, headers: { authorization: `Bearer ${key}` } })
       const src = on(source.url, SERVER_KEY)
       const cluster = on(a.url, ADMIN_KEY)
-      expect((await src("/api/providers", { body: { provider: "openai-compatible", name: "ctx", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] } })).status).toBe(201)
+      expect(
+        (
+          await src("/api/providers", {
+            body: { provider: "openai-compatible", name: "ctx", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] }
+          })
+        ).status
+      ).toBe(201)
       const combo = await src("/api/context/combos", { body: { name: "tight", engines: [{ engine: "json" }] } })
       expect(combo.status, JSON.stringify(combo.body)).toBe(201)
-      expect((await src(`/api/context/combos/${combo.body.id}/assignments`, { method: "PUT", body: { models: ["ctx/m1"] } })).status).toBe(200)
+      expect((await src(`/api/context/combos/${combo.body.id}/assignments`, { method: "PUT", body: { models: ["ctx/m1"] } })).status).toBe(
+        200
+      )
       expect((await src("/api/context/memory", { body: { text: "The repository uses pnpm." } })).status).toBe(201)
-      expect((await src("/api/context/skills", { body: { name: "style", text: "Answer in short sentences.", trigger: { always: true } } })).status).toBe(201)
+      expect(
+        (await src("/api/context/skills", { body: { name: "style", text: "Answer in short sentences.", trigger: { always: true } } }))
+          .status
+      ).toBe(201)
       const init = { serverUrl: source.url, apiKey: SERVER_KEY, space: "cluster", passphrase: "a passphrase for the cluster" }
       expect((await src("/api/sync/initialize", { body: init })).status).toBe(200)
       expect((await src("/api/sync/cloud", { body: { action: "push" } })).status).toBe(200)
@@ -192,7 +237,11 @@ describe("configuration bundles carry compression and context", () => {
         "B has the skills, memory and combos",
         async () => {
           const get = on(b.url, SERVER_KEY)
-          const [skills, memory, combos] = await Promise.all([get("/api/context/skills"), get("/api/context/memory"), get("/api/context/combos")])
+          const [skills, memory, combos] = await Promise.all([
+            get("/api/context/skills"),
+            get("/api/context/memory"),
+            get("/api/context/combos")
+          ])
           return (
             skills.body.skills?.some((x: { name: string }) => x.name === "style") &&
             memory.body.entries?.length === 1 &&

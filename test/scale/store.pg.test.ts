@@ -63,16 +63,22 @@ describe("the two migration sets", () => {
 
     const lite = new Database(path.join(dir, "gateway.db"), { readonly: true })
     const liteTables: Record<string, Array<string>> = {}
-    for (const { name } of lite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").all() as Array<{ name: string }>) {
+    for (const { name } of lite
+      .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+      .all() as Array<{ name: string }>) {
       liteTables[name] = (lite.prepare(`PRAGMA table_info("${name}")`).all() as Array<{ name: string }>).map((c) => c.name).sort()
     }
     // Explicit indexes (SQLite's own for UNIQUE and PRIMARY KEY have no SQL).
-    const liteIndexes = (lite.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name").all() as Array<{ name: string }>).map((r) => r.name)
+    const liteIndexes = (
+      lite.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name").all() as Array<{ name: string }>
+    ).map((r) => r.name)
     const liteMigrations = lite.prepare("SELECT migration_id, name FROM schema_migrations ORDER BY migration_id").all()
     lite.close()
 
     const pg = await withClient(url, async (c) => {
-      const cols = await c.query("SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema() ORDER BY table_name, column_name")
+      const cols = await c.query(
+        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema() ORDER BY table_name, column_name"
+      )
       const tables: Record<string, Array<string>> = {}
       for (const r of cols.rows) (tables[String(r.table_name)] ??= []).push(String(r.column_name))
       for (const t of Object.values(tables)) t.sort()
@@ -81,7 +87,11 @@ describe("the two migration sets", () => {
         "SELECT i.indexname AS name FROM pg_indexes i WHERE i.schemaname = current_schema() AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conname = i.indexname) ORDER BY 1"
       )
       const migrations = await c.query("SELECT migration_id, name FROM schema_migrations ORDER BY migration_id")
-      return { tables, indexes: idx.rows.map((r) => String(r.name)), migrations: migrations.rows.map((r) => ({ migration_id: Number(r.migration_id), name: r.name })) }
+      return {
+        tables,
+        indexes: idx.rows.map((r) => String(r.name)),
+        migrations: migrations.rows.map((r) => ({ migration_id: Number(r.migration_id), name: r.name }))
+      }
     })
     expect(Object.keys(liteTables).length).toBeGreaterThan(20)
     expect(pg.tables).toEqual(liteTables)
@@ -170,7 +180,10 @@ describe("the change listener", () => {
         expect(Option.isNone(yield* serverKeys.verify(secret))).toBe(true)
         const killed = yield* Effect.promise(() =>
           withClient(maintenance, (c) =>
-            c.query("SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE datname = $1 AND application_name = 'gateway-listen'", [dbName])
+            c.query(
+              "SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE datname = $1 AND application_name = 'gateway-listen'",
+              [dbName]
+            )
           )
         )
         expect(killed.rows.length).toBe(1)
@@ -290,7 +303,9 @@ describe("gateway db migrate-to-postgres", () => {
     expect(result.files).toEqual({ copied: 1, bytes: FILE_LINE.length, missing: [] })
     const byTable = Object.fromEntries(result.tables.map((t) => [t.table, t.rows]))
     expect(byTable).toMatchObject({ usage: counts.usage, api_keys: counts.api_keys, connections: 1, files: 1 })
-    expect(result.tables.findIndex((t) => t.table === "connections")).toBeLessThan(result.tables.findIndex((t) => t.table === "oauth_tokens"))
+    expect(result.tables.findIndex((t) => t.table === "connections")).toBeLessThan(
+      result.tables.findIndex((t) => t.table === "oauth_tokens")
+    )
 
     // A second run refuses the now non-empty target, naming what it holds; --force replaces it.
     const again = await Effect.runPromise(Effect.either(migrateToPostgres({ from: source, to: Redacted.make(url), force: false })))

@@ -17,7 +17,8 @@ const DIR = path.join(import.meta.dirname, "..", "fixtures", "compression")
 
 export const loadCorpus = (engine: string, defaultSegment: Segment): ReadonlyArray<CorpusCase> => {
   const dir = path.join(DIR, engine)
-  const read = (file: string): string | undefined => (fs.existsSync(path.join(dir, file)) ? fs.readFileSync(path.join(dir, file), "utf8") : undefined)
+  const read = (file: string): string | undefined =>
+    fs.existsSync(path.join(dir, file)) ? fs.readFileSync(path.join(dir, file), "utf8") : undefined
   return fs
     .readdirSync(dir)
     .filter((f) => f.endsWith(".input.txt"))

@@ -156,9 +156,11 @@ export class FakeAudio {
 
     switch (family) {
       case "openai": {
-        if (req.headers.authorization === undefined || !/^Bearer \S+/.test(req.headers.authorization)) return send(res, 401, errorBody(family, 401))
+        if (req.headers.authorization === undefined || !/^Bearer \S+/.test(req.headers.authorization))
+          return send(res, 401, errorBody(family, 401))
         if (path === "/v1/audio/speech") {
-          if (typeof json?.input !== "string" || typeof json?.model !== "string" || typeof json?.voice !== "string") return send(res, 400, errorBody(family, 400))
+          if (typeof json?.input !== "string" || typeof json?.model !== "string" || typeof json?.voice !== "string")
+            return send(res, 400, errorBody(family, 400))
           return streamAudio(res, OPENAI_TYPES[json.response_format ?? "mp3"] ?? "audio/mpeg", reply)
         }
         if (path === "/v1/audio/transcriptions" || path === "/v1/audio/translations") {
@@ -187,7 +189,8 @@ export class FakeAudio {
                 : { text, usage: { type: "duration", seconds: Math.ceil(duration) } }
             )
           }
-          if (format !== "verbose_json") return send(res, 400, errorBody(family, 400, `response_format ${format} not supported by this fake`))
+          if (format !== "verbose_json")
+            return send(res, 400, errorBody(family, 400, `response_format ${format} not supported by this fake`))
           const sentences = text.split(/(?<=\.)\s+/)
           const granularities = form!.fields["timestamp_granularities[]"] ?? ["segment"]
           return send(res, 200, {
@@ -207,7 +210,9 @@ export class FakeAudio {
               compression_ratio: 1.1,
               no_speech_prob: 0.01
             })),
-            ...(granularities.includes("word") ? { words: text.split(/\s+/).map((w, i) => ({ word: w, start: i * 0.2, end: i * 0.2 + 0.15 })) } : {}),
+            ...(granularities.includes("word")
+              ? { words: text.split(/\s+/).map((w, i) => ({ word: w, start: i * 0.2, end: i * 0.2 + 0.15 })) }
+              : {}),
             usage: { type: "duration", seconds: Math.ceil(duration) }
           })
         }
@@ -240,9 +245,13 @@ export class FakeAudio {
         }
         if (raw.length === 0 || !/^(audio|video)\//.test(type)) return send(res, 400, errorBody(family, 400))
         const text = reply.text ?? DEFAULT_TEXT
-        const words = text
-          .split(/\s+/)
-          .map((w, i) => ({ word: w.toLowerCase().replace(/[.,!?]/g, ""), start: i * 0.25, end: i * 0.25 + 0.2, confidence: 0.99, punctuated_word: w }))
+        const words = text.split(/\s+/).map((w, i) => ({
+          word: w.toLowerCase().replace(/[.,!?]/g, ""),
+          start: i * 0.25,
+          end: i * 0.25 + 0.2,
+          confidence: 0.99,
+          punctuated_word: w
+        }))
         return send(res, 200, {
           metadata: {
             request_id: "0d3c-fake",
@@ -278,7 +287,10 @@ export class FakeAudio {
           return send(res, 200, {
             candidates: [
               {
-                content: { role: "model", parts: [{ inlineData: { mimeType: reply.pcmMimeType ?? "audio/L16;codec=pcm;rate=24000", data: pcm.toString("base64") } }] },
+                content: {
+                  role: "model",
+                  parts: [{ inlineData: { mimeType: reply.pcmMimeType ?? "audio/L16;codec=pcm;rate=24000", data: pcm.toString("base64") } }]
+                },
                 finishReason: "STOP",
                 index: 0
               }
@@ -290,13 +302,24 @@ export class FakeAudio {
         const audio = parts.find((p) => p?.inlineData?.data)
         if (!audio) return send(res, 400, errorBody(family, 400))
         const answer = JSON.stringify({ text: reply.text ?? DEFAULT_TEXT, language: "en" })
-        return send(res, 200, { candidates: [{ content: { role: "model", parts: [{ text: answer }] }, finishReason: "STOP", index: 0 }], usageMetadata, modelVersion: "fake" })
+        return send(res, 200, {
+          candidates: [{ content: { role: "model", parts: [{ text: answer }] }, finishReason: "STOP", index: 0 }],
+          usageMetadata,
+          modelVersion: "fake"
+        })
       }
     }
   }
 }
 
-const OPENAI_TYPES: Record<string, string> = { mp3: "audio/mpeg", opus: "audio/opus", aac: "audio/aac", flac: "audio/flac", wav: "audio/wav", pcm: "audio/pcm" }
+const OPENAI_TYPES: Record<string, string> = {
+  mp3: "audio/mpeg",
+  opus: "audio/opus",
+  aac: "audio/aac",
+  flac: "audio/flac",
+  wav: "audio/wav",
+  pcm: "audio/pcm"
+}
 
 const parseForm = async (raw: Buffer, type: string) => {
   const data = await new Request("http://fake/", { method: "POST", headers: { "content-type": type }, body: raw }).formData()
@@ -312,7 +335,14 @@ const parseForm = async (raw: Buffer, type: string) => {
 const errorBody = (family: AudioFamily, status: number, message = `fake ${family} error ${status}`): unknown => {
   switch (family) {
     case "openai":
-      return { error: { message, type: status === 401 ? "invalid_request_error" : status >= 500 ? "server_error" : "invalid_request_error", param: null, code: null } }
+      return {
+        error: {
+          message,
+          type: status === 401 ? "invalid_request_error" : status >= 500 ? "server_error" : "invalid_request_error",
+          param: null,
+          code: null
+        }
+      }
     case "elevenlabs":
       return { detail: { status: status === 401 ? "invalid_api_key" : "error", message } }
     case "deepgram":

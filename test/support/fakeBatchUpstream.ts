@@ -37,7 +37,9 @@ export class FakeBatchUpstream {
     const chunks: Array<Buffer> = []
     for await (const c of req) chunks.push(c as Buffer)
     if (req.url?.endsWith("/models")) {
-      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ object: "list", data: [{ id: "m1", object: "model" }] }))
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify({ object: "list", data: [{ id: "m1", object: "model" }] }))
       return
     }
     const body = JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}")

@@ -43,7 +43,12 @@ const question = (msg: Buffer): (DnsQuery & { readonly end: number }) | undefine
 }
 
 export const startFakeDns = async (
-  options: { readonly host?: string; readonly port?: number; readonly answer?: (name: string, type: number) => DnsAnswer; readonly onQuery?: (q: DnsQuery) => void } = {}
+  options: {
+    readonly host?: string
+    readonly port?: number
+    readonly answer?: (name: string, type: number) => DnsAnswer
+    readonly onQuery?: (q: DnsQuery) => void
+  } = {}
 ): Promise<FakeDns> => {
   const host = options.host ?? "127.0.0.1"
   const queries: Array<DnsQuery> = []

@@ -48,7 +48,12 @@ export const makePng = (rgba: readonly [number, number, number, number], width =
   ihdr[9] = 6 // RGBA
   const row = Buffer.concat([Buffer.from([0]), Buffer.concat(Array.from({ length: width }, () => Buffer.from(rgba)))])
   const raw = Buffer.concat(Array.from({ length: height }, () => row))
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr), chunk("IDAT", zlib.deflateSync(raw)), chunk("IEND", Buffer.alloc(0))])
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk("IHDR", ihdr),
+    chunk("IDAT", zlib.deflateSync(raw)),
+    chunk("IEND", Buffer.alloc(0))
+  ])
 }
 
 // ─── Public types ─────────────────────────────────────────────────────────────────────────────────
@@ -166,16 +171,20 @@ export class FakeImages {
     }
     const openAiError = (status: number, message: string, param: string | null = null, code: string | null = null) =>
       send(status, { error: { message, type: status === 400 ? "invalid_request_error" : "server_error", param, code } })
-    const googleError = (status: number, message: string) => send(status, { error: { code: status, message, status: GOOGLE_STATUS[status] ?? "UNKNOWN" } })
+    const googleError = (status: number, message: string) =>
+      send(status, { error: { code: status, message, status: GOOGLE_STATUS[status] ?? "UNKNOWN" } })
 
     if (reply.status && reply.status >= 300) {
-      return gemini ? googleError(reply.status, "The model is overloaded. Please try again later.") : openAiError(reply.status, "upstream unavailable")
+      return gemini
+        ? googleError(reply.status, "The model is overloaded. Please try again later.")
+        : openAiError(reply.status, "upstream unavailable")
     }
     if (reply.body !== undefined) return send(200, reply.body)
 
     const b64 = this.png.toString("base64")
     if (gemini) {
-      if (req.headers["x-goog-api-key"] === undefined) return googleError(403, "Method doesn't allow unregistered callers. Please use API Key.")
+      if (req.headers["x-goog-api-key"] === undefined)
+        return googleError(403, "Method doesn't allow unregistered callers. Please use API Key.")
       const m = /^\/v1beta\/models\/([^:]+):(generateContent|predict)$/.exec(path)
       if (!m || req.method !== "POST" || !recorded.json) return googleError(404, `no route ${path}`)
       if (m[2] === "predict") {
@@ -190,7 +199,10 @@ export class FakeImages {
       const wantsImage = (recorded.json.generationConfig?.responseModalities ?? []).includes("IMAGE")
       const usageMetadata = { promptTokenCount: 12, candidatesTokenCount: wantsImage ? 1290 : 5, totalTokenCount: wantsImage ? 1302 : 17 }
       if (reply.finishReason) {
-        return send(200, { candidates: [{ content: { role: "model", parts: [] }, finishReason: reply.finishReason, index: 0 }], usageMetadata })
+        return send(200, {
+          candidates: [{ content: { role: "model", parts: [] }, finishReason: reply.finishReason, index: 0 }],
+          usageMetadata
+        })
       }
       const answerParts: Array<unknown> = [{ text: "Here you go" }]
       if (wantsImage) answerParts.push({ inlineData: { mimeType: "image/png", data: b64 } })
@@ -202,13 +214,15 @@ export class FakeImages {
       })
     }
 
-    if (!String(req.headers["authorization"] ?? "").startsWith("Bearer ")) return openAiError(401, "You didn't provide an API key.", null, "invalid_api_key")
+    if (!String(req.headers["authorization"] ?? "").startsWith("Bearer "))
+      return openAiError(401, "You didn't provide an API key.", null, "invalid_api_key")
     let body: Record<string, unknown>
     if (path === "/v1/images/generations" && recorded.json) {
       body = recorded.json
     } else if (path === "/v1/images/edits" && recorded.form) {
       body = Object.fromEntries(Object.entries(recorded.form.fields).map(([k, v]) => [k, v[0]]))
-      if (!recorded.form.files.some((f) => f.field === "image" || f.field === "image[]")) return openAiError(400, "Missing required parameter: 'image'.", "image")
+      if (!recorded.form.files.some((f) => f.field === "image" || f.field === "image[]"))
+        return openAiError(400, "Missing required parameter: 'image'.", "image")
     } else if (path === "/v1/images/edits") {
       return openAiError(400, "Invalid Content-Type header, expected multipart/form-data.")
     } else {
@@ -216,11 +230,14 @@ export class FakeImages {
     }
     if (typeof body["prompt"] !== "string") return openAiError(400, "Missing required parameter: 'prompt'.", "prompt")
     const model = String(body["model"] ?? "")
-    if (/^gpt-image/.test(model) && body["response_format"] !== undefined) return openAiError(400, "Unknown parameter: 'response_format'.", "response_format", "unknown_parameter")
+    if (/^gpt-image/.test(model) && body["response_format"] !== undefined)
+      return openAiError(400, "Unknown parameter: 'response_format'.", "response_format", "unknown_parameter")
     const n = Number(body["n"] ?? 1)
     const quality = String(body["quality"] ?? "auto") === "auto" ? "medium" : String(body["quality"])
     const size = String(body["size"] ?? "auto") === "auto" ? "1024x1024" : String(body["size"])
-    const data = Array.from({ length: n }, () => (body["response_format"] === "url" ? { url: `${this.url}/files/image.png` } : { b64_json: b64 }))
+    const data = Array.from({ length: n }, () =>
+      body["response_format"] === "url" ? { url: `${this.url}/files/image.png` } : { b64_json: b64 }
+    )
     return send(200, {
       created: Math.floor(Date.now() / 1000),
       background: "opaque",

@@ -168,7 +168,8 @@ export class FakeJobs {
     const gemini = p.startsWith("/v1beta/")
     const eleven = p === "/v1/music"
     if (this.down) {
-      if (gemini) return json(res, 503, { error: { code: 503, message: "The model is overloaded. Please try again later.", status: "UNAVAILABLE" } })
+      if (gemini)
+        return json(res, 503, { error: { code: 503, message: "The model is overloaded. Please try again later.", status: "UNAVAILABLE" } })
       if (eleven) return json(res, 503, { detail: { status: "service_unavailable", message: "busy" } })
       return json(res, 503, { error: { message: "The server is overloaded", type: "server_error", param: null, code: null } })
     }
@@ -181,21 +182,26 @@ export class FakeJobs {
       return void res.end(bytes)
     }
     if (gemini) {
-      if (r.headers["x-goog-api-key"] !== "gemini-key") return json(res, 403, { error: { code: 403, message: "API key not valid.", status: "PERMISSION_DENIED" } })
+      if (r.headers["x-goog-api-key"] !== "gemini-key")
+        return json(res, 403, { error: { code: 403, message: "API key not valid.", status: "PERMISSION_DENIED" } })
       return this.gemini(r, res)
     }
     if (eleven) {
-      if (r.headers["xi-api-key"] !== "eleven-key") return json(res, 401, { detail: { status: "invalid_api_key", message: "Invalid API key" } })
+      if (r.headers["xi-api-key"] !== "eleven-key")
+        return json(res, 401, { detail: { status: "invalid_api_key", message: "Invalid API key" } })
       if (r.method !== "POST" || r.query.get("output_format") !== "mp3_44100_128")
         return json(res, 422, { detail: [{ loc: ["query", "output_format"], msg: "bad output_format" }] })
-      if (typeof r.body?.prompt !== "string" || typeof r.body?.model_id !== "string") return json(res, 422, { detail: [{ loc: ["body", "prompt"], msg: "field required" }] })
+      if (typeof r.body?.prompt !== "string" || typeof r.body?.model_id !== "string")
+        return json(res, 422, { detail: [{ loc: ["body", "prompt"], msg: "field required" }] })
       const mp3 = makeMp3((r.body.music_length_ms ?? 2000) / 1000)
       this.audio.push(mp3)
       res.writeHead(200, { "content-type": "audio/mpeg", "content-length": mp3.length })
       return void res.end(mp3)
     }
     if (r.headers.authorization !== "Bearer sk-video")
-      return json(res, 401, { error: { message: "Incorrect API key provided", type: "invalid_request_error", param: null, code: "invalid_api_key" } })
+      return json(res, 401, {
+        error: { message: "Incorrect API key provided", type: "invalid_request_error", param: null, code: "invalid_api_key" }
+      })
     return this.openAi(r, res)
   }
 
@@ -204,10 +210,17 @@ export class FakeJobs {
     if (r.method === "POST" && p === "/v1/videos") {
       const b = r.body ?? {}
       if (typeof b.prompt !== "string" || typeof b.model !== "string")
-        return json(res, 400, { error: { message: "Missing required parameter: 'prompt'.", type: "invalid_request_error", param: "prompt", code: null } })
+        return json(res, 400, {
+          error: { message: "Missing required parameter: 'prompt'.", type: "invalid_request_error", param: "prompt", code: null }
+        })
       if (b.seconds !== undefined && !["4", "8", "12"].includes(b.seconds)) {
         return json(res, 400, {
-          error: { message: `Invalid value: '${b.seconds}'. Supported values are: '4', '8', and '12'.`, type: "invalid_request_error", param: "seconds", code: "invalid_value" }
+          error: {
+            message: `Invalid value: '${b.seconds}'. Supported values are: '4', '8', and '12'.`,
+            type: "invalid_request_error",
+            param: "seconds",
+            code: "invalid_value"
+          }
         })
       }
       const v: Video = {
@@ -225,9 +238,13 @@ export class FakeJobs {
     }
     const m = /^\/v1\/videos\/([^/]+)(\/content)?$/.exec(p)
     const v = m ? this.videos.get(m[1]!) : undefined
-    if (!m || !v) return json(res, 404, { error: { message: `Video '${m?.[1]}' not found`, type: "invalid_request_error", param: null, code: "not_found" } })
+    if (!m || !v)
+      return json(res, 404, {
+        error: { message: `Video '${m?.[1]}' not found`, type: "invalid_request_error", param: null, code: "not_found" }
+      })
     if (m[2]) {
-      if (this.statusOf(v) !== "completed") return json(res, 404, { error: { message: "Video is not ready yet", type: "invalid_request_error", param: null, code: null } })
+      if (this.statusOf(v) !== "completed")
+        return json(res, 404, { error: { message: "Video is not ready yet", type: "invalid_request_error", param: null, code: null } })
       const bytes = this.contents.get(v.id)!
       res.writeHead(200, { "content-type": "video/mp4", "content-length": bytes.length })
       return void res.end(bytes)
@@ -280,7 +297,11 @@ export class FakeJobs {
       op.polls++
       if (op.polls < this.pollsToFinish) return json(res, 200, { name: op.name, done: false })
       if (this.failing.has(op.name))
-        return json(res, 200, { name: op.name, done: true, error: { code: 3, message: "The prompt could not be processed.", status: "INVALID_ARGUMENT" } })
+        return json(res, 200, {
+          name: op.name,
+          done: true,
+          error: { code: 3, message: "The prompt could not be processed.", status: "INVALID_ARGUMENT" }
+        })
       if (!this.contents.has(op.file)) this.contents.set(op.file, makeMp4(op.file))
       return json(res, 200, {
         name: op.name,
@@ -300,7 +321,8 @@ export class FakeJobs {
     m = /^\/v1beta\/models\/(lyria-[^/:]+):(predict|generateContent)$/.exec(p)
     if (m && r.method === "POST") {
       if (m[2] === "predict") {
-        if (typeof r.body?.instances?.[0]?.prompt !== "string") return json(res, 400, { error: { code: 400, message: "prompt is required", status: "INVALID_ARGUMENT" } })
+        if (typeof r.body?.instances?.[0]?.prompt !== "string")
+          return json(res, 400, { error: { code: 400, message: "prompt is required", status: "INVALID_ARGUMENT" } })
         const wav = makeWav(2)
         this.audio.push(wav)
         return json(res, 200, { predictions: [{ bytesBase64Encoded: wav.toString("base64"), mimeType: "audio/wav" }] })
@@ -313,7 +335,10 @@ export class FakeJobs {
       return json(res, 200, {
         candidates: [
           {
-            content: { role: "model", parts: [{ text: "[Verse]\nla la la" }, { inlineData: { mimeType: "audio/mpeg", data: mp3.toString("base64") } }] },
+            content: {
+              role: "model",
+              parts: [{ text: "[Verse]\nla la la" }, { inlineData: { mimeType: "audio/mpeg", data: mp3.toString("base64") } }]
+            },
             finishReason: "STOP",
             index: 0
           }

@@ -87,7 +87,8 @@ export class FakeNativeBatches {
     const path = url.pathname
     const auth = (req.headers["authorization"] as string | undefined) ?? (req.headers["x-api-key"] as string | undefined)
     this.requests.push({ method: req.method ?? "GET", path, auth })
-    const json = (status: number, body: unknown): void => void res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body))
+    const json = (status: number, body: unknown): void =>
+      void res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body))
     let m: RegExpExecArray | null
 
     // ---------------------------------------------------------- OpenAI
@@ -104,14 +105,29 @@ export class FakeNativeBatches {
         if (/name="purpose"/.test(head ?? "")) purpose = content
         if (/name="file"/.test(head ?? "")) file = content
       }
-      if (purpose !== "batch" || file === undefined) return json(400, { error: { message: "purpose batch and a file are required", type: "invalid_request_error" } })
+      if (purpose !== "batch" || file === undefined)
+        return json(400, { error: { message: "purpose batch and a file are required", type: "invalid_request_error" } })
       const id = this.id("file-up")
       this.files.set(id, Buffer.from(file, "utf8"))
-      return json(200, { id, object: "file", bytes: Buffer.byteLength(file), created_at: 1, filename: "input.jsonl", purpose: "batch", status: "processed" })
+      return json(200, {
+        id,
+        object: "file",
+        bytes: Buffer.byteLength(file),
+        created_at: 1,
+        filename: "input.jsonl",
+        purpose: "batch",
+        status: "processed"
+      })
     }
     if (req.method === "POST" && path === "/openai/v1/batches") {
       if (this.refuseCreate)
-        return json(401, { error: { message: `Incorrect API key provided: ${auth?.replace(/^Bearer /, "")}`, type: "invalid_request_error", code: "invalid_api_key" } })
+        return json(401, {
+          error: {
+            message: `Incorrect API key provided: ${auth?.replace(/^Bearer /, "")}`,
+            type: "invalid_request_error",
+            code: "invalid_api_key"
+          }
+        })
       const body = JSON.parse(raw.toString("utf8")) as Record<string, unknown>
       const input = this.files.get(String(body["input_file_id"]))
       if (!input) return json(404, { error: { message: "no such file", type: "invalid_request_error" } })
@@ -228,7 +244,11 @@ export class FakeNativeBatches {
           JSON.stringify({
             id,
             custom_id: l.custom_id,
-            response: { status_code: 400, request_id: `req_${i}`, body: { error: { message: "this line fails", type: "invalid_request_error", param: null, code: null } } },
+            response: {
+              status_code: 400,
+              request_id: `req_${i}`,
+              body: { error: { message: "this line fails", type: "invalid_request_error", param: null, code: null } }
+            },
             error: null
           })
         )
@@ -261,7 +281,8 @@ export class FakeNativeBatches {
   private anthropicResult(b: AnthropicBatch, r: AnthropicBatch["requests"][number], i: number) {
     if (b.cancelled && i > 0) return { type: "canceled" }
     const text = lastText(r.params)
-    if (text === "fail") return { type: "errored", error: { type: "error", error: { type: "invalid_request_error", message: "this line fails" } } }
+    if (text === "fail")
+      return { type: "errored", error: { type: "error", error: { type: "invalid_request_error", message: "this line fails" } } }
     return {
       type: "succeeded",
       message: {
@@ -287,7 +308,13 @@ export class FakeNativeBatches {
       id: b.id,
       type: "message_batch",
       processing_status: b.status,
-      request_counts: { processing: count("processing"), succeeded: count("succeeded"), errored: count("errored"), canceled: count("canceled"), expired: 0 },
+      request_counts: {
+        processing: count("processing"),
+        succeeded: count("succeeded"),
+        errored: count("errored"),
+        canceled: count("canceled"),
+        expired: 0
+      },
       ended_at: ended ? "2025-01-01T00:00:00Z" : null,
       created_at: "2025-01-01T00:00:00Z",
       expires_at: "2025-01-02T00:00:00Z",

@@ -75,7 +75,13 @@ export class FakeOAuth {
     const refresh = `rt-${n}-${crypto.randomBytes(12).toString("hex")}`
     this.issued.push(access, refresh)
     this.refreshTokens.add(refresh)
-    const body: Record<string, unknown> = { access_token: access, token_type: "Bearer", expires_in: ttl, refresh_token: refresh, scope: "openid" }
+    const body: Record<string, unknown> = {
+      access_token: access,
+      token_type: "Bearer",
+      expires_in: ttl,
+      refresh_token: refresh,
+      scope: "openid"
+    }
     if (withId) body["id_token"] = jwt({ sub: "acct-123", email: this.email })
     this.json(res, 200, body)
   }
@@ -90,12 +96,15 @@ export class FakeOAuth {
     let raw = ""
     for await (const chunk of req) raw += String(chunk)
     const contentType = String(req.headers["content-type"] ?? "")
-    const params: Record<string, string> = contentType.includes("json") ? (JSON.parse(raw || "{}") as Record<string, string>) : Object.fromEntries(new URLSearchParams(raw))
+    const params: Record<string, string> = contentType.includes("json")
+      ? (JSON.parse(raw || "{}") as Record<string, string>)
+      : Object.fromEntries(new URLSearchParams(raw))
 
     if (req.method === "GET" && url.pathname === "/authorize") {
       const q = url.searchParams
       this.authorizeCalls.push(q)
-      if (q.get("code_challenge_method") !== "S256" || !q.get("code_challenge")) return this.json(res, 400, { error: "invalid_request", error_description: "PKCE S256 required" })
+      if (q.get("code_challenge_method") !== "S256" || !q.get("code_challenge"))
+        return this.json(res, 400, { error: "invalid_request", error_description: "PKCE S256 required" })
       const code = `code-${crypto.randomBytes(8).toString("hex")}`
       this.codes.set(code, { challenge: q.get("code_challenge")!, clientId: q.get("client_id")!, redirectUri: q.get("redirect_uri")! })
       const back = new URL(q.get("redirect_uri")!)
@@ -125,7 +134,8 @@ export class FakeOAuth {
         this.codes.delete(params["code"] ?? "")
         if (!bound || bound.clientId !== params["client_id"] || bound.redirectUri !== params["redirect_uri"])
           return this.json(res, 400, { error: "invalid_grant", error_description: "unknown code" })
-        if (s256(params["code_verifier"] ?? "") !== bound.challenge) return this.json(res, 400, { error: "invalid_grant", error_description: "PKCE verification failed" })
+        if (s256(params["code_verifier"] ?? "") !== bound.challenge)
+          return this.json(res, 400, { error: "invalid_grant", error_description: "PKCE verification failed" })
         this.verified++
         return this.tokens(res, this.accessTtl, true)
       }
@@ -135,7 +145,8 @@ export class FakeOAuth {
           return this.json(res, this.failStatus, { error: "temporarily_unavailable" })
         }
         const token = params["refresh_token"] ?? ""
-        if (!this.refreshTokens.has(token) || this.revoked.has(token)) return this.json(res, 400, { error: "invalid_grant", error_description: "refresh token revoked" })
+        if (!this.refreshTokens.has(token) || this.revoked.has(token))
+          return this.json(res, 400, { error: "invalid_grant", error_description: "refresh token revoked" })
         return this.tokens(res, this.refreshTtl, false)
       }
       if (grant === "urn:ietf:params:oauth:grant-type:device_code") {

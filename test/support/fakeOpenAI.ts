@@ -108,7 +108,9 @@ export class FakeOpenAI {
     const status = reply.status ?? 200
     if (reply.body !== undefined || status >= 400) {
       const payload =
-        typeof reply.body === "string" ? reply.body : JSON.stringify(reply.body ?? { error: { message: `fake upstream error ${status}`, type: "server_error", code: null } })
+        typeof reply.body === "string"
+          ? reply.body
+          : JSON.stringify(reply.body ?? { error: { message: `fake upstream error ${status}`, type: "server_error", code: null } })
       res.writeHead(status, { "content-type": typeof reply.body === "string" ? "text/plain" : "application/json", ...reply.headers })
       res.end(payload)
       return
@@ -144,11 +146,20 @@ export class FakeOpenAI {
           const callId = `call_${index}_fake`
           events.push({
             ...base,
-            choices: [{ index: 0, delta: { tool_calls: [{ index, id: callId, type: "function", function: { name: call.name, arguments: "" } }] }, finish_reason: null }]
+            choices: [
+              {
+                index: 0,
+                delta: { tool_calls: [{ index, id: callId, type: "function", function: { name: call.name, arguments: "" } }] },
+                finish_reason: null
+              }
+            ]
           })
           const half = Math.ceil(call.arguments.length / 2)
           for (const piece of [call.arguments.slice(0, half), call.arguments.slice(half)]) {
-            events.push({ ...base, choices: [{ index: 0, delta: { tool_calls: [{ index, function: { arguments: piece } }] }, finish_reason: null }] })
+            events.push({
+              ...base,
+              choices: [{ index: 0, delta: { tool_calls: [{ index, function: { arguments: piece } }] }, finish_reason: null }]
+            })
           }
         })
         events.push({ ...base, choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] })
@@ -156,7 +167,10 @@ export class FakeOpenAI {
         const n = Math.max(1, reply.chunks ?? 3)
         const size = Math.ceil(content.length / n)
         for (let i = 0; i < n; i++) {
-          events.push({ ...base, choices: [{ index: 0, delta: { content: content.slice(i * size, (i + 1) * size) }, finish_reason: null }] })
+          events.push({
+            ...base,
+            choices: [{ index: 0, delta: { content: content.slice(i * size, (i + 1) * size) }, finish_reason: null }]
+          })
         }
         events.push({ ...base, choices: [{ index: 0, delta: {}, finish_reason: "stop" }] })
       }

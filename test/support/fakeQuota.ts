@@ -65,7 +65,9 @@ export class FakeQuota {
 
   /** The issue-creation requests received, parsed. */
   issuesFiled(): Array<{ path: string; headers: http.IncomingHttpHeaders; body: any }> {
-    return this.received.filter((r) => r.path.startsWith("/github/")).map((r) => ({ path: r.path, headers: r.headers, body: JSON.parse(r.body) }))
+    return this.received
+      .filter((r) => r.path.startsWith("/github/"))
+      .map((r) => ({ path: r.path, headers: r.headers, body: JSON.parse(r.body) }))
   }
 
   private handle(req: http.IncomingMessage, res: http.ServerResponse, body: string): void {
@@ -99,7 +101,12 @@ export class FakeQuota {
         is_available: this.deepSeekAvailable,
         balance_infos: [
           { currency: "CNY", total_balance: "110.00", granted_balance: "10.00", topped_up_balance: "100.00" },
-          { currency: "USD", total_balance: this.deepSeekAvailable ? "15.50" : "0.00", granted_balance: "0.50", topped_up_balance: this.deepSeekAvailable ? "15.00" : "0.00" }
+          {
+            currency: "USD",
+            total_balance: this.deepSeekAvailable ? "15.50" : "0.00",
+            granted_balance: "0.50",
+            topped_up_balance: this.deepSeekAvailable ? "15.00" : "0.00"
+          }
         ]
       })
     }
@@ -151,10 +158,17 @@ export class FakeQuota {
     }
     const issue = /^\/github\/repos\/([^/]+)\/([^/]+)\/issues$/.exec(path)
     if (issue && req.method === "POST") {
-      if (req.headers["authorization"] !== `Bearer ${this.trackerToken}`) return json(401, { message: "Bad credentials", documentation_url: "https://docs.github.com/rest" })
+      if (req.headers["authorization"] !== `Bearer ${this.trackerToken}`)
+        return json(401, { message: "Bad credentials", documentation_url: "https://docs.github.com/rest" })
       if (this.trackerStatus !== 201) return json(this.trackerStatus, { message: "Server Error" })
       const n = ++this.issues
-      return json(201, { id: 1000 + n, number: n, html_url: `https://github.example/${issue[1]}/${issue[2]}/issues/${n}`, title: JSON.parse(body).title, state: "open" })
+      return json(201, {
+        id: 1000 + n,
+        number: n,
+        html_url: `https://github.example/${issue[1]}/${issue[2]}/issues/${n}`,
+        title: JSON.parse(body).title,
+        state: "open"
+      })
     }
     json(404, { error: { message: `no route ${req.method} ${path}` } })
   }

@@ -28,8 +28,10 @@ export interface Seen {
   readonly body: any
 }
 
-/** Tokens as the fakes count them (Jina, Voyage, Together report `usage.total_tokens`): ceil(chars / 4) of the query and of each document. */
-export const rerankTokens = (query: string, documents: ReadonlyArray<string>): number => [query, ...documents].reduce((n, t) => n + Math.ceil(t.length / 4), 0)
+/** Tokens as the fakes count them (Jina, Voyage, Together report `usage.total_tokens`): ceil(chars / 4) of the query and of each document.
+ * */
+export const rerankTokens = (query: string, documents: ReadonlyArray<string>): number =>
+  [query, ...documents].reduce((n, t) => n + Math.ceil(t.length / 4), 0)
 
 const words = (t: string): Set<string> => new Set(t.toLowerCase().match(/[a-z0-9]+/g) ?? [])
 
@@ -60,7 +62,17 @@ const OPENAI_TRIGGERS: Record<string, Record<string, number>> = {
   kill: { violence: 0.93, "harassment/threatening": 0.61 },
   hate: { hate: 0.81 }
 }
-const MISTRAL_CATEGORIES = ["sexual", "hate_and_discrimination", "violence_and_threats", "dangerous_and_criminal_content", "selfharm", "health", "financial", "law", "pii"]
+const MISTRAL_CATEGORIES = [
+  "sexual",
+  "hate_and_discrimination",
+  "violence_and_threats",
+  "dangerous_and_criminal_content",
+  "selfharm",
+  "health",
+  "financial",
+  "law",
+  "pii"
+]
 /** [score, Mistral's own boolean]: Mistral's booleans follow its own per-category thresholds. */
 const MISTRAL_TRIGGERS: Record<string, Record<string, [number, boolean]>> = {
   kill: { violence_and_threats: [0.91, true] },
@@ -149,13 +161,18 @@ export class FakeRerank {
       } catch {
         body = undefined
       }
-      if (!family || req.method !== "POST" || (family === "cohere" ? !path.endsWith("/v2/rerank") : family !== "openai" && family !== "mistral" && !path.endsWith("/v1/rerank"))) {
+      if (
+        !family ||
+        req.method !== "POST" ||
+        (family === "cohere" ? !path.endsWith("/v2/rerank") : family !== "openai" && family !== "mistral" && !path.endsWith("/v1/rerank"))
+      ) {
         return send(res, 404, { message: `no route ${req.method} ${path}` })
       }
       this.seen.push({ family, path, headers: req.headers, body })
       if (req.headers.authorization !== `Bearer ${this.key}`) return this.error(res, family, 401, "invalid api key")
       const status = this.failures.shift() ?? this.alwaysStatus
-      if (status !== undefined) return this.error(res, family, status, status === 503 ? "service unavailable, try again" : `failure ${status}`)
+      if (status !== undefined)
+        return this.error(res, family, status, status === 503 ? "service unavailable, try again" : `failure ${status}`)
       if (this.bodies.length > 0) return send(res, 200, this.bodies.shift())
       if (family === "openai") return this.openAi(res, body)
       if (family === "mistral") return this.mistral(res, body)
@@ -168,14 +185,21 @@ export class FakeRerank {
     if (family === "cohere") return send(res, status, { message })
     if (family === "jina" || family === "voyage") return send(res, status, { detail: message })
     if (family === "mistral") return send(res, status, { object: "error", message, type: "invalid_request_error", param: null, code: null })
-    return send(res, status, { error: { message, type: status === 401 ? "invalid_request_error" : "server_error", param: null, code: null } })
+    return send(res, status, {
+      error: { message, type: status === 401 ? "invalid_request_error" : "server_error", param: null, code: null }
+    })
   }
 
   private rerank(res: http.ServerResponse, family: "cohere" | "jina" | "voyage" | "compat", body: any): void {
     const unknown = Object.keys(body ?? {}).filter((k) => !FIELDS[family].includes(k))
     if (unknown.length > 0) return this.error(res, family, family === "cohere" ? 400 : 422, `unknown field(s): ${unknown.join(", ")}`)
     const { model, query, documents } = body
-    if (typeof model !== "string" || typeof query !== "string" || !Array.isArray(documents) || !documents.every((d: unknown) => typeof d === "string")) {
+    if (
+      typeof model !== "string" ||
+      typeof query !== "string" ||
+      !Array.isArray(documents) ||
+      !documents.every((d: unknown) => typeof d === "string")
+    ) {
       return this.error(res, family, family === "cohere" ? 400 : 422, "model, query and documents (strings) are required")
     }
     const top = family === "voyage" ? body.top_k : body.top_n
@@ -241,7 +265,9 @@ export class FakeRerank {
         flagged: Object.values(categories).some(Boolean),
         categories,
         category_scores: scores,
-        category_applied_input_types: Object.fromEntries(OPENAI_CATEGORIES.map((c) => [c, image && IMAGE_CATEGORIES.has(c) ? ["text", "image"] : ["text"]]))
+        category_applied_input_types: Object.fromEntries(
+          OPENAI_CATEGORIES.map((c) => [c, image && IMAGE_CATEGORIES.has(c) ? ["text", "image"] : ["text"]])
+        )
       }
     }
     send(res, 200, {
@@ -255,8 +281,13 @@ export class FakeRerank {
   private mistral(res: http.ServerResponse, body: any): void {
     const input = body?.input
     const texts: Array<string> | undefined =
-      typeof input === "string" ? [input] : Array.isArray(input) && input.length > 0 && input.every((i: unknown) => typeof i === "string") ? input : undefined
-    if (!texts || typeof body.model !== "string") return this.error(res, "mistral", 422, "input must be a string or a list of strings; model is required")
+      typeof input === "string"
+        ? [input]
+        : Array.isArray(input) && input.length > 0 && input.every((i: unknown) => typeof i === "string")
+          ? input
+          : undefined
+    if (!texts || typeof body.model !== "string")
+      return this.error(res, "mistral", 422, "input must be a string or a list of strings; model is required")
     const unknown = Object.keys(body).filter((k) => k !== "model" && k !== "input")
     if (unknown.length > 0) return this.error(res, "mistral", 422, `extra inputs are not permitted: ${unknown.join(", ")}`)
     const result = (text: string) => {

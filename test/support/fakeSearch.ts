@@ -69,7 +69,21 @@ const FIELDS: Record<"tavily" | "exa" | "serper", ReadonlyArray<string>> = {
   serper: ["q", "num", "tbs", "gl", "hl", "page", "location", "autocorrect"]
 }
 const PARAMS: Record<"brave" | "searxng", ReadonlyArray<string>> = {
-  brave: ["q", "count", "offset", "freshness", "country", "search_lang", "ui_lang", "safesearch", "text_decorations", "spellcheck", "result_filter", "extra_snippets", "summary"],
+  brave: [
+    "q",
+    "count",
+    "offset",
+    "freshness",
+    "country",
+    "search_lang",
+    "ui_lang",
+    "safesearch",
+    "text_decorations",
+    "spellcheck",
+    "result_filter",
+    "extra_snippets",
+    "summary"
+  ],
   searxng: ["q", "format", "time_range", "categories", "engines", "language", "pageno", "safesearch"]
 }
 
@@ -190,12 +204,15 @@ export class FakeSearch {
           })
         }
         case "brave": {
-          if (!want("GET", "/res/v1/web/search")) return send(404, { type: "ErrorResponse", error: { status: 404, detail: `no route ${req.method} ${path}` } })
-          if (h["x-subscription-token"] !== this.key) return send(401, { type: "ErrorResponse", error: { status: 401, code: "SUBSCRIPTION_TOKEN_INVALID" } })
+          if (!want("GET", "/res/v1/web/search"))
+            return send(404, { type: "ErrorResponse", error: { status: 404, detail: `no route ${req.method} ${path}` } })
+          if (h["x-subscription-token"] !== this.key)
+            return send(401, { type: "ErrorResponse", error: { status: 401, code: "SUBSCRIPTION_TOKEN_INVALID" } })
           const unknown = Object.keys(params).find((k) => !PARAMS.brave.includes(k))
           if (unknown) return send(422, { type: "ErrorResponse", error: { status: 422, detail: `unknown parameter ${unknown}` } })
           const count = Number(params["count"] ?? 20)
-          if (!params["q"] || !(count >= 1 && count <= 20)) return send(422, { type: "ErrorResponse", error: { status: 422, detail: "q and count 1..20" } })
+          if (!params["q"] || !(count >= 1 && count <= 20))
+            return send(422, { type: "ErrorResponse", error: { status: 422, detail: "q and count 1..20" } })
           return send(200, {
             type: "search",
             query: { original: params["q"] },
@@ -260,7 +277,13 @@ export class FakeSearch {
           if (unknown) return send(400, { message: `unknown field ${unknown}`, statusCode: 400 })
           return send(200, {
             searchParameters: { q: body.q, type: "search", num: body.num ?? 10, engine: "google" },
-            organic: made(body.q, body.num ?? 10).map((r) => ({ title: r.title, link: r.url, snippet: r.text, position: r.i + 1, ...(r.i === 0 ? { date: "3 days ago" } : {}) }))
+            organic: made(body.q, body.num ?? 10).map((r) => ({
+              title: r.title,
+              link: r.url,
+              snippet: r.text,
+              position: r.i + 1,
+              ...(r.i === 0 ? { date: "3 days ago" } : {})
+            }))
           })
         }
       }

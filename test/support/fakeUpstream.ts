@@ -215,7 +215,12 @@ export class FakeUpstream {
     const { route, reply } = ctx
     const headers = reply.headers ?? {}
     if (route.family === "other") {
-      return sendJson(res, 404, { error: { message: `fake upstream: no route for this path`, type: "invalid_request_error", code: null, param: null } }, headers)
+      return sendJson(
+        res,
+        404,
+        { error: { message: `fake upstream: no route for this path`, type: "invalid_request_error", code: null, param: null } },
+        headers
+      )
     }
     const family = route.family
     if (this.strict) {
@@ -249,19 +254,36 @@ export class FakeUpstream {
     const answer = this.answer(ctx)
     if (answer.kind === "json") {
       if (reply.partialBody)
-        return this.partial(res, status, { "content-type": "application/json", ...requestIdHeader(family, this.seq), ...headers }, JSON.stringify(answer.body), reply.partialBody)
+        return this.partial(
+          res,
+          status,
+          { "content-type": "application/json", ...requestIdHeader(family, this.seq), ...headers },
+          JSON.stringify(answer.body),
+          reply.partialBody
+        )
       res.writeHead(status, { "content-type": "application/json", ...requestIdHeader(family, this.seq), ...headers })
       if (!reply.bodyDelayMs) return void res.end(JSON.stringify(answer.body))
       res.flushHeaders()
       return this.later(reply.bodyDelayMs, () => void (res.destroyed || res.end(JSON.stringify(answer.body))))
     }
-    res.writeHead(status, { "content-type": answer.contentType, "cache-control": "no-cache", ...requestIdHeader(family, this.seq), ...headers })
+    res.writeHead(status, {
+      "content-type": answer.contentType,
+      "cache-control": "no-cache",
+      ...requestIdHeader(family, this.seq),
+      ...headers
+    })
     res.flushHeaders()
     this.stream(res, reply, answer)
   }
 
   /** A whole answer's headers and the first bytes of its body, then a reset or silence (`Reply.partialBody`). */
-  private partial(res: http.ServerResponse, status: number, headers: Record<string, string>, body: string, how: NonNullable<Reply["partialBody"]>): void {
+  private partial(
+    res: http.ServerResponse,
+    status: number,
+    headers: Record<string, string>,
+    body: string,
+    how: NonNullable<Reply["partialBody"]>
+  ): void {
     // The whole length announced, so the client waits for the rest; no chunked framing around the bytes sent.
     res.writeHead(status, { ...headers, "content-length": String(Buffer.byteLength(body)) })
     res.write(Buffer.from(body).subarray(0, how.bytes), () => {
@@ -320,7 +342,13 @@ export class FakeUpstream {
         return chatAnswer(plan, body?.stream === true, body?.stream_options?.include_usage === true)
       case "openai-responses":
         if (body?.store !== false) this.stored.add(`resp_${plan.n}`).add(`rs_${plan.n}`)
-        return responsesAnswer(plan, body, body?.stream === true, ctx.reply.failed === true, ctx.reply.errorMessage ?? "fake upstream failure")
+        return responsesAnswer(
+          plan,
+          body,
+          body?.stream === true,
+          ctx.reply.failed === true,
+          ctx.reply.errorMessage ?? "fake upstream failure"
+        )
       case "anthropic":
         return anthropicAnswer(plan, body?.stream === true)
       case "gemini": {
@@ -347,7 +375,9 @@ export class FakeUpstream {
       return { k, name: c.name, arguments: c.arguments, args: parseArgs(c.arguments), pieces: split(c.arguments, 2) }
     })
     const json = jsonRequested(ctx.route.family as Family, body)
-    const text = reply.content ?? (calls.length > 0 ? "" : json ? JSON.stringify(json.schema === undefined ? { ok: true } : sampleValue(json.schema)) : DEFAULT_TEXT)
+    const text =
+      reply.content ??
+      (calls.length > 0 ? "" : json ? JSON.stringify(json.schema === undefined ? { ok: true } : sampleValue(json.schema)) : DEFAULT_TEXT)
     return {
       n: ++this.seq,
       model: String(body?.model ?? ctx.route.model ?? "fake-model"),
@@ -487,7 +517,19 @@ const parseArgs = (text: string): Record<string, unknown> => {
 }
 
 /** Keys whose string values are structure, not text. */
-const NOT_TEXT = new Set(["role", "type", "model", "id", "tool_use_id", "tool_call_id", "call_id", "mimeType", "media_type", "signature", "thoughtSignature"])
+const NOT_TEXT = new Set([
+  "role",
+  "type",
+  "model",
+  "id",
+  "tool_use_id",
+  "tool_call_id",
+  "call_id",
+  "mimeType",
+  "media_type",
+  "signature",
+  "thoughtSignature"
+])
 
 /** All text inside `x` (every string value except structural ones like roles and types), concatenated. */
 const textOf = (x: unknown): string =>
@@ -583,7 +625,8 @@ const embeddings = (family: Family, body: any, model: string | undefined): unkno
       usage: { prompt_tokens: 4, total_tokens: 4 }
     }
   }
-  const inputs = (x: unknown): Array<string> => (Array.isArray(x) ? x.map((v) => (typeof v === "string" ? v : JSON.stringify(v))) : [String(x ?? "")])
+  const inputs = (x: unknown): Array<string> =>
+    Array.isArray(x) ? x.map((v) => (typeof v === "string" ? v : JSON.stringify(v))) : [String(x ?? "")]
   if (family === "gemini") {
     const requests: Array<any> = Array.isArray(body?.requests) ? body.requests : []
     return { embeddings: requests.map((r) => ({ values: vector(textOf(r?.content)) })) }
@@ -620,12 +663,27 @@ const modelsList = (family: Family): unknown => {
         modified_at: "2025-01-01T00:00:00Z",
         size: 1000,
         digest: `sha256:${id}`,
-        details: { parent_model: "", format: "gguf", family: "llama", families: ["llama"], parameter_size: "1B", quantization_level: "Q4_K_M" }
+        details: {
+          parent_model: "",
+          format: "gguf",
+          family: "llama",
+          families: ["llama"],
+          parameter_size: "1B",
+          quantization_level: "Q4_K_M"
+        }
       }))
     }
   }
   // One shape that both the OpenAI and the Anthropic SDK accept.
-  const data = ids.map((id) => ({ id, object: "model", created: CREATED, owned_by: "fake", type: "model", display_name: id, created_at: "2025-01-01T00:00:00Z" }))
+  const data = ids.map((id) => ({
+    id,
+    object: "model",
+    created: CREATED,
+    owned_by: "fake",
+    type: "model",
+    display_name: id,
+    created_at: "2025-01-01T00:00:00Z"
+  }))
   return { object: "list", data, has_more: false, first_id: "m1", last_id: "m2" }
 }
 
@@ -675,7 +733,10 @@ const errorBody = (family: Family, status: number, message: string): unknown => 
     case "openai-responses":
       return { error: openaiError(status, message) }
     case "anthropic":
-      return { type: "error", error: { type: ANTHROPIC_ERROR_TYPES[status] ?? (status >= 500 ? "api_error" : "invalid_request_error"), message } }
+      return {
+        type: "error",
+        error: { type: ANTHROPIC_ERROR_TYPES[status] ?? (status >= 500 ? "api_error" : "invalid_request_error"), message }
+      }
     case "gemini":
       return { error: { code: status, message, status: GEMINI_STATUSES[status] ?? (status >= 500 ? "INTERNAL" : "FAILED_PRECONDITION") } }
     case "ollama":
@@ -695,12 +756,21 @@ const chatAnswer = (p: Plan, stream: boolean, includeUsage: boolean): Answer => 
       content: p.calls.length > 0 && p.text === "" ? null : p.text,
       refusal: null,
       ...(p.reasoning ? { reasoning_content: p.reasoning.text } : {}),
-      ...(p.calls.length > 0 ? { tool_calls: p.calls.map((c) => ({ id: `call_${c.k}`, type: "function", function: { name: c.name, arguments: c.arguments } })) } : {}),
+      ...(p.calls.length > 0
+        ? { tool_calls: p.calls.map((c) => ({ id: `call_${c.k}`, type: "function", function: { name: c.name, arguments: c.arguments } })) }
+        : {}),
       annotations: []
     }
     return {
       kind: "json",
-      body: { id, object: "chat.completion", created: CREATED, model: p.model, choices: [{ index: 0, message, finish_reason: finish, logprobs: null }], usage }
+      body: {
+        id,
+        object: "chat.completion",
+        created: CREATED,
+        model: p.model,
+        choices: [{ index: 0, message, finish_reason: finish, logprobs: null }],
+        usage
+      }
     }
   }
   const chunk = (delta: unknown, finish_reason: string | null = null) => ({
@@ -776,19 +846,38 @@ const responsesAnswer = (p: Plan, body: any, stream: boolean, failed: boolean, f
     summary: [{ type: "summary_text", text: p.reasoning.text }],
     ...(p.reasoning.signature !== undefined ? { encrypted_content: p.reasoning.signature } : {})
   }
-  const textPart = p.stop === "refusal" ? { type: "refusal", refusal: p.text } : { type: "output_text", text: p.text, annotations: [], logprobs: [] }
+  const textPart =
+    p.stop === "refusal" ? { type: "refusal", refusal: p.text } : { type: "output_text", text: p.text, annotations: [], logprobs: [] }
   const cut = p.stop === "max_tokens"
   const ended = cut ? "incomplete" : "completed"
   const endExtra = cut ? { incomplete_details: { reason: "max_output_tokens" } } : {}
-  const messageItem = (p.text !== "" || p.calls.length === 0) && { type: "message", id: `msg_${p.n}`, status: "completed", role: "assistant", content: [textPart] }
-  const callItem = (c: Call) => ({ type: "function_call", id: `fc_${c.k}`, call_id: `call_${c.k}`, name: c.name, arguments: c.arguments, status: "completed" })
-  const output: Array<unknown> = [...(reasoningItem ? [reasoningItem] : []), ...(messageItem ? [messageItem] : []), ...p.calls.map(callItem)]
+  const messageItem = (p.text !== "" || p.calls.length === 0) && {
+    type: "message",
+    id: `msg_${p.n}`,
+    status: "completed",
+    role: "assistant",
+    content: [textPart]
+  }
+  const callItem = (c: Call) => ({
+    type: "function_call",
+    id: `fc_${c.k}`,
+    call_id: `call_${c.k}`,
+    name: c.name,
+    arguments: c.arguments,
+    status: "completed"
+  })
+  const output: Array<unknown> = [
+    ...(reasoningItem ? [reasoningItem] : []),
+    ...(messageItem ? [messageItem] : []),
+    ...p.calls.map(callItem)
+  ]
 
   if (!stream) {
     return { kind: "json", body: failed ? response("failed", [], failure(failMessage)) : response(ended, output, { usage, ...endExtra }) }
   }
   const frames: Array<string> = []
-  const ev = (type: string, payload: Record<string, unknown>) => frames.push(sse({ type, sequence_number: frames.length, ...payload }, type))
+  const ev = (type: string, payload: Record<string, unknown>) =>
+    frames.push(sse({ type, sequence_number: frames.length, ...payload }, type))
   ev("response.created", { response: response("in_progress", []) })
   ev("response.in_progress", { response: response("in_progress", []) })
   if (failed) {
@@ -834,8 +923,17 @@ const responsesAnswer = (p: Plan, body: any, stream: boolean, failed: boolean, f
     frames,
     // As captured from OpenAI: a nested `error` event, then `response.failed`.
     errorFrames: (sent, message) =>
-      sse({ type: "error", sequence_number: sent, code: "server_error", message, param: null, error: { code: "server_error", message, param: null } }, "error") +
-      sse({ type: "response.failed", sequence_number: sent + 1, response: response("failed", [], failure(message)) }, "response.failed")
+      sse(
+        {
+          type: "error",
+          sequence_number: sent,
+          code: "server_error",
+          message,
+          param: null,
+          error: { code: "server_error", message, param: null }
+        },
+        "error"
+      ) + sse({ type: "response.failed", sequence_number: sent + 1, response: response("failed", [], failure(message)) }, "response.failed")
   }
 }
 
@@ -851,7 +949,16 @@ const anthropicAnswer = (p: Plan, stream: boolean): Answer => {
     ...(hasText ? [{ type: "text", text: p.text }] : []),
     ...p.calls.map((c) => ({ type: "tool_use", id: `toolu_${c.k}`, name: c.name, input: c.args }))
   ]
-  const message = { id: `msg_${p.n}`, type: "message", role: "assistant", model: p.model, content, stop_reason: stopReason, stop_sequence: null, usage }
+  const message = {
+    id: `msg_${p.n}`,
+    type: "message",
+    role: "assistant",
+    model: p.model,
+    content,
+    stop_reason: stopReason,
+    stop_sequence: null,
+    usage
+  }
   if (!stream) return { kind: "json", body: message }
 
   const frames: Array<string> = []
@@ -894,13 +1001,24 @@ const anthropicAnswer = (p: Plan, stream: boolean): Answer => {
 const geminiAnswer = (p: Plan, stream: boolean): Answer => {
   const sig = p.reasoning?.signature
   const sigOnCall = sig !== undefined && p.calls.length > 0
-  const thoughtPart = p.reasoning && { text: p.reasoning.text, thought: true, ...(sig !== undefined && !sigOnCall ? { thoughtSignature: sig } : {}) }
-  const callParts = p.calls.map((c, i) => ({ functionCall: { id: `call_${c.k}`, name: c.name, args: c.args }, ...(i === 0 && sigOnCall ? { thoughtSignature: sig } : {}) }))
+  const thoughtPart = p.reasoning && {
+    text: p.reasoning.text,
+    thought: true,
+    ...(sig !== undefined && !sigOnCall ? { thoughtSignature: sig } : {})
+  }
+  const callParts = p.calls.map((c, i) => ({
+    functionCall: { id: `call_${c.k}`, name: c.name, args: c.args },
+    ...(i === 0 && sigOnCall ? { thoughtSignature: sig } : {})
+  }))
   const hasText = p.text !== "" || p.calls.length === 0
   const usage = { promptTokenCount: p.usage.input, candidatesTokenCount: p.usage.output, totalTokenCount: p.usage.input + p.usage.output }
   const response = (parts: Array<unknown>, last: boolean) => ({
     candidates: [
-      { content: { role: "model", parts }, ...(last ? { finishReason: p.stop === "max_tokens" ? "MAX_TOKENS" : p.stop === "refusal" ? "SAFETY" : "STOP" } : {}), index: 0 }
+      {
+        content: { role: "model", parts },
+        ...(last ? { finishReason: p.stop === "max_tokens" ? "MAX_TOKENS" : p.stop === "refusal" ? "SAFETY" : "STOP" } : {}),
+        index: 0
+      }
     ],
     // Like the real API: usage is cumulative, only the last chunk carries the final counts.
     usageMetadata: last ? usage : { promptTokenCount: p.usage.input, totalTokenCount: p.usage.input },
@@ -908,7 +1026,10 @@ const geminiAnswer = (p: Plan, stream: boolean): Answer => {
     responseId: `resp-${p.n}`
   })
   if (!stream) {
-    return { kind: "json", body: response([...(thoughtPart ? [thoughtPart] : []), ...(hasText ? [{ text: p.text }] : []), ...callParts], true) }
+    return {
+      kind: "json",
+      body: response([...(thoughtPart ? [thoughtPart] : []), ...(hasText ? [{ text: p.text }] : []), ...callParts], true)
+    }
   }
   const chunks: Array<Array<unknown>> = [
     ...(thoughtPart ? [[thoughtPart]] : []),
@@ -939,7 +1060,12 @@ const ollamaAnswer = (p: Plan, stream: boolean): Answer => {
     eval_duration: 700_000
   }
   if (!stream) {
-    const message = { role: "assistant", content: p.text, ...(p.reasoning ? { thinking: p.reasoning.text } : {}), ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) }
+    const message = {
+      role: "assistant",
+      content: p.text,
+      ...(p.reasoning ? { thinking: p.reasoning.text } : {}),
+      ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {})
+    }
     return { kind: "json", body: { model: p.model, created_at, message, ...done } }
   }
   const line = (message: Record<string, unknown>, extra: Record<string, unknown> = { done: false }) =>
@@ -993,14 +1119,35 @@ const foreignSignature = (family: Family, body: any, own: string): { readonly me
 const eachSchema = (s: unknown, at: string, visit: (s: any, at: string) => void): void => {
   if (!isObj(s)) return
   visit(s, at)
-  for (const key of ["properties", "$defs", "definitions"]) if (isObj(s[key])) for (const [k, x] of Object.entries(s[key])) eachSchema(x, `${at}.${key}.${k}`, visit)
-  for (const key of ["anyOf", "oneOf", "allOf", "prefixItems"]) asArray(s[key]).forEach((x, i) => eachSchema(x, `${at}.${key}[${i}]`, visit))
+  for (const key of ["properties", "$defs", "definitions"])
+    if (isObj(s[key])) for (const [k, x] of Object.entries(s[key])) eachSchema(x, `${at}.${key}.${k}`, visit)
+  for (const key of ["anyOf", "oneOf", "allOf", "prefixItems"])
+    asArray(s[key]).forEach((x, i) => eachSchema(x, `${at}.${key}[${i}]`, visit))
   if (isObj(s.items)) eachSchema(s.items, `${at}.items`, visit)
   if (isObj(s.additionalProperties)) eachSchema(s.additionalProperties, `${at}.additionalProperties`, visit)
 }
 
-const STRICT_FORBIDDEN = ["allOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "patternProperties", "unevaluatedProperties"]
-const ANTHROPIC_SCHEMA_UNSUPPORTED = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "maxItems"]
+const STRICT_FORBIDDEN = [
+  "allOf",
+  "not",
+  "if",
+  "then",
+  "else",
+  "dependentRequired",
+  "dependentSchemas",
+  "patternProperties",
+  "unevaluatedProperties"
+]
+const ANTHROPIC_SCHEMA_UNSUPPORTED = [
+  "minimum",
+  "maximum",
+  "exclusiveMinimum",
+  "exclusiveMaximum",
+  "multipleOf",
+  "minLength",
+  "maxLength",
+  "maxItems"
+]
 const GEMINI_JSON_SCHEMA_KEYS = new Set(
   "$id $defs $ref $anchor type format title description enum items prefixItems minItems maxItems minimum maximum anyOf oneOf properties additionalProperties required propertyOrdering".split(
     " "
@@ -1026,7 +1173,10 @@ const outputSchemaRules = (family: Family | "other", body: any): Array<string> =
         if (s.type === "object" || isObj(s.properties)) {
           if (s.additionalProperties !== false) v.push(`${where}, 'additionalProperties' is required to be supplied and to be false.`)
           const missing = Object.keys(s.properties ?? {}).filter((k) => !asArray(s.required).includes(k))
-          if (missing.length > 0) v.push(`${where}, 'required' is required to be supplied and to be an array including every key in properties. Missing '${missing[0]}'.`)
+          if (missing.length > 0)
+            v.push(
+              `${where}, 'required' is required to be supplied and to be an array including every key in properties. Missing '${missing[0]}'.`
+            )
         }
       })
   }
@@ -1040,18 +1190,23 @@ const outputSchemaRules = (family: Family | "other", body: any): Array<string> =
           if ((s.type === "object" || isObj(s.properties)) && s.additionalProperties !== false) {
             v.push(`output_config.format.schema${at}: For 'object' type, 'additionalProperties' must be explicitly set to false`)
           }
-          for (const k of ANTHROPIC_SCHEMA_UNSUPPORTED) if (k in s) v.push(`output_config.format.schema${at}: property '${k}' is not supported`)
-          if (typeof s.minItems === "number" && s.minItems > 1) v.push(`output_config.format.schema${at}: minItems values other than 0 or 1 are not supported`)
+          for (const k of ANTHROPIC_SCHEMA_UNSUPPORTED)
+            if (k in s) v.push(`output_config.format.schema${at}: property '${k}' is not supported`)
+          if (typeof s.minItems === "number" && s.minItems > 1)
+            v.push(`output_config.format.schema${at}: minItems values other than 0 or 1 are not supported`)
         })
     }
   }
   if (family === "gemini") {
     const g = body?.generationConfig
-    if (g?.responseJsonSchema !== undefined && g?.responseSchema !== undefined) v.push("generationConfig: responseSchema and responseJsonSchema are mutually exclusive")
-    if (g?.responseJsonSchema !== undefined && g?.responseMimeType !== "application/json") v.push("generationConfig.responseJsonSchema: responseMimeType must be application/json")
+    if (g?.responseJsonSchema !== undefined && g?.responseSchema !== undefined)
+      v.push("generationConfig: responseSchema and responseJsonSchema are mutually exclusive")
+    if (g?.responseJsonSchema !== undefined && g?.responseMimeType !== "application/json")
+      v.push("generationConfig.responseJsonSchema: responseMimeType must be application/json")
     eachSchema(g?.responseJsonSchema, "", (s, at) => {
       for (const k of Object.keys(s))
-        if (!GEMINI_JSON_SCHEMA_KEYS.has(k)) v.push(`Invalid JSON payload received. Unknown name "${k}" at 'generation_config.response_json_schema${at}': Cannot find field.`)
+        if (!GEMINI_JSON_SCHEMA_KEYS.has(k))
+          v.push(`Invalid JSON payload received. Unknown name "${k}" at 'generation_config.response_json_schema${at}': Cannot find field.`)
     })
   }
   return v
@@ -1065,7 +1220,11 @@ const validate = (ctx: Ctx, stored: ReadonlySet<string>): Array<string> => {
   if (schemaRules.length > 0) return schemaRules
   switch (route.family) {
     case "openai-chat":
-      return route.endpoint === "generate" ? validateChat(body) : route.endpoint === "embed" && body.input === undefined ? ["input is required"] : []
+      return route.endpoint === "generate"
+        ? validateChat(body)
+        : route.endpoint === "embed" && body.input === undefined
+          ? ["input is required"]
+          : []
     case "openai-responses":
       return validateResponses(body, stored)
     case "anthropic":
@@ -1073,7 +1232,11 @@ const validate = (ctx: Ctx, stored: ReadonlySet<string>): Array<string> => {
     case "gemini":
       return validateGemini(route, body, headers, query)
     case "ollama":
-      return route.endpoint === "generate" ? validateOllama(body) : route.endpoint === "embed" && body.input === undefined ? ["input is required"] : []
+      return route.endpoint === "generate"
+        ? validateOllama(body)
+        : route.endpoint === "embed" && body.input === undefined
+          ? ["input is required"]
+          : []
     default:
       return []
   }
@@ -1095,7 +1258,9 @@ const validateChat = (body: any): Array<string> => {
   const settle = () => {
     const missing = open ? [...open.ids].filter((id) => !open!.answered.has(id)) : []
     if (open && missing.length > 0) {
-      v.push(`messages[${open.at}]: an assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id' (missing: ${missing.join(", ")})`)
+      v.push(
+        `messages[${open.at}]: an assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id' (missing: ${missing.join(", ")})`
+      )
     }
     open = undefined
   }
@@ -1104,7 +1269,8 @@ const validateChat = (body: any): Array<string> => {
     if (!CHAT_ROLES.has(m.role)) v.push(`messages[${i}].role: invalid role '${m.role}'`)
     if (m.role === "tool") {
       if (!open) v.push(`messages[${i}]: messages with role 'tool' must be a response to a preceding message with 'tool_calls'`)
-      else if (!open.ids.has(m.tool_call_id)) v.push(`messages[${i}].tool_call_id '${m.tool_call_id}' does not answer a tool_call of the preceding assistant message`)
+      else if (!open.ids.has(m.tool_call_id))
+        v.push(`messages[${i}].tool_call_id '${m.tool_call_id}' does not answer a tool_call of the preceding assistant message`)
       else open.answered.add(m.tool_call_id)
       return
     }
@@ -1184,7 +1350,10 @@ const validateResponses = (body: any, stored: ReadonlySet<string>): Array<string
       if (!["user", "assistant", "system", "developer"].includes(item.role)) v.push(`${at}.role: invalid value '${item.role}'`)
       if (typeof item.content !== "string" && !Array.isArray(item.content)) v.push(`${at}.content must be a string or an array`)
       asArray(item.content).forEach((part, j) => {
-        if (!parts.has(part?.type)) v.push(`${at}.content[${j}].type: '${part?.type}' is not allowed in a '${item.role}' message (expected ${[...parts].join(" or ")})`)
+        if (!parts.has(part?.type))
+          v.push(
+            `${at}.content[${j}].type: '${part?.type}' is not allowed in a '${item.role}' message (expected ${[...parts].join(" or ")})`
+          )
       })
     } else if (type === "function_call") {
       if (typeof item.call_id !== "string") v.push(`${at}.call_id is required`)
@@ -1213,7 +1382,8 @@ const validateResponses = (body: any, stored: ReadonlySet<string>): Array<string
 const anthropicHeaders = (headers: http.IncomingHttpHeaders): Array<string> => {
   const v: Array<string> = []
   if (!headers["anthropic-version"]) v.push("anthropic-version: header is required")
-  if (!headers["x-api-key"] && !/^Bearer \S/.test(String(headers["authorization"] ?? ""))) v.push("x-api-key or Authorization: Bearer header is required")
+  if (!headers["x-api-key"] && !/^Bearer \S/.test(String(headers["authorization"] ?? "")))
+    v.push("x-api-key or Authorization: Bearer header is required")
   return v
 }
 
@@ -1226,9 +1396,11 @@ const validateAnthropic = (body: any, countOnly: boolean): Array<string> => {
   if (enabled) {
     const budget = body.thinking.budget_tokens
     if (typeof budget !== "number" || budget < 1024) v.push("thinking.budget_tokens: must be >= 1024")
-    else if (typeof body.max_tokens === "number" && budget >= body.max_tokens) v.push("max_tokens must be greater than thinking.budget_tokens")
+    else if (typeof body.max_tokens === "number" && budget >= body.max_tokens)
+      v.push("max_tokens must be greater than thinking.budget_tokens")
     if (body.temperature !== undefined && body.temperature !== 1) v.push("temperature may only be set to 1 when thinking is enabled")
-    if (body.tool_choice?.type === "any" || body.tool_choice?.type === "tool") v.push("Thinking may not be enabled when tool_choice forces tool use")
+    if (body.tool_choice?.type === "any" || body.tool_choice?.type === "tool")
+      v.push("Thinking may not be enabled when tool_choice forces tool use")
   }
   const messages = body.messages
   if (!Array.isArray(messages) || messages.length === 0) return [...v, "messages: at least one message is required"]
@@ -1242,11 +1414,13 @@ const validateAnthropic = (body: any, countOnly: boolean): Array<string> => {
     const at = `messages.${i}`
     if (m?.role === "system") v.push(`${at}.role: 'system' is not a valid message role (use the top-level system parameter)`)
     else if (m?.role !== "user" && m?.role !== "assistant") v.push(`${at}.role: must be 'user' or 'assistant'`)
-    if (i > 0 && messages[i - 1]?.role === m?.role) v.push(`${at}: roles must alternate between 'user' and 'assistant' (two consecutive '${m?.role}' messages)`)
+    if (i > 0 && messages[i - 1]?.role === m?.role)
+      v.push(`${at}: roles must alternate between 'user' and 'assistant' (two consecutive '${m?.role}' messages)`)
     if (typeof m?.content !== "string" && !Array.isArray(m?.content)) v.push(`${at}.content: must be a string or an array of blocks`)
     const blocks = blocksOf(m)
     blocks.forEach((b, j) => {
-      if (b?.type === "text" && (typeof b.text !== "string" || b.text.trim() === "")) v.push(`${at}.content.${j}: text content blocks must be non-empty`)
+      if (b?.type === "text" && (typeof b.text !== "string" || b.text.trim() === ""))
+        v.push(`${at}.content.${j}: text content blocks must be non-empty`)
       if ((b?.type === "thinking" || b?.type === "redacted_thinking") && thinking !== "enabled" && thinking !== "adaptive") {
         v.push(`${at}.content.${j}: '${b.type}' blocks are only allowed when thinking is enabled`)
       }
@@ -1262,7 +1436,9 @@ const validateAnthropic = (body: any, countOnly: boolean): Array<string> => {
       const offered = messages[i - 1]?.role === "assistant" ? toolUseIds(messages[i - 1]) : []
       for (const id of results)
         if (m?.role !== "user" || !offered.includes(id))
-          v.push(`${at}: unexpected tool_use_id '${id}' in tool_result blocks: each tool_result must have a corresponding tool_use block in the previous message`)
+          v.push(
+            `${at}: unexpected tool_use_id '${id}' in tool_result blocks: each tool_result must have a corresponding tool_use block in the previous message`
+          )
     }
     const uses = m?.role === "assistant" ? toolUseIds(m) : []
     const next = messages[i + 1]
@@ -1290,13 +1466,16 @@ const validateAnthropic = (body: any, countOnly: boolean): Array<string> => {
 // ── gemini
 
 const GEMINI_FORBIDDEN = new Set(
-  "additionalProperties $schema $ref $defs definitions prefixItems uniqueItems const exclusiveMinimum exclusiveMaximum oneOf allOf patternProperties not optional".split(" ")
+  "additionalProperties $schema $ref $defs definitions prefixItems uniqueItems const exclusiveMinimum exclusiveMaximum oneOf allOf patternProperties not optional".split(
+    " "
+  )
 )
 
 /** Walks an OpenAPI-subset `Schema` (only schema positions, never property names). */
 const walkGeminiSchema = (s: unknown, at: string, v: Array<string>): void => {
   if (!isObj(s)) return
-  for (const key of Object.keys(s)) if (GEMINI_FORBIDDEN.has(key)) v.push(`Invalid JSON payload received. Unknown name "${key}" at '${at}': Cannot find field.`)
+  for (const key of Object.keys(s))
+    if (GEMINI_FORBIDDEN.has(key)) v.push(`Invalid JSON payload received. Unknown name "${key}" at '${at}': Cannot find field.`)
   if (s.type !== undefined && typeof s.type !== "string") v.push(`${at}.type: must be a single type string`)
   const type = typeof s.type === "string" ? s.type.toLowerCase() : undefined
   if (type === "array" && s.items === undefined) v.push(`${at}.items: missing field (array schemas need items)`)
@@ -1320,13 +1499,16 @@ const validateGeminiContents = (contents: unknown, v: Array<string>): void => {
       v.push(`Function call is missing a thought_signature in functionCall parts (${at})`)
     }
     parts.forEach((p, j) => {
-      if (p?.functionCall !== undefined && p.functionCall.args !== undefined && !isObj(p.functionCall.args)) v.push(`${at}.parts[${j}].functionCall.args: must be an object`)
+      if (p?.functionCall !== undefined && p.functionCall.args !== undefined && !isObj(p.functionCall.args))
+        v.push(`${at}.parts[${j}].functionCall.args: must be an object`)
       if (p?.functionResponse === undefined) return
       if (!isObj(p.functionResponse.response)) v.push(`${at}.parts[${j}].functionResponse.response: must be an object`)
       const prev: any = contents[i - 1]
       const names = prev?.role === "model" ? asArray(prev.parts).map((q) => q?.functionCall?.name) : []
       if (!names.includes(p.functionResponse.name)) {
-        v.push(`${at}.parts[${j}]: functionResponse '${p.functionResponse.name}' must follow a model turn with a functionCall of the same name`)
+        v.push(
+          `${at}.parts[${j}]: functionResponse '${p.functionResponse.name}' must follow a model turn with a functionCall of the same name`
+        )
       }
     })
   })
@@ -1334,17 +1516,20 @@ const validateGeminiContents = (contents: unknown, v: Array<string>): void => {
 
 const validateGemini = (route: Route, body: any, headers: http.IncomingHttpHeaders, query: URLSearchParams): Array<string> => {
   const v: Array<string> = []
-  if (!headers["x-goog-api-key"] && !query.get("key")) v.push("Method doesn't allow unregistered callers. Please use an API key (x-goog-api-key header or key query parameter).")
+  if (!headers["x-goog-api-key"] && !query.get("key"))
+    v.push("Method doesn't allow unregistered callers. Please use an API key (x-goog-api-key header or key query parameter).")
   if (route.action === "streamGenerateContent" && query.get("alt") !== "sse") v.push("streamGenerateContent requires alt=sse in this fake")
   if (route.endpoint === "count") validateGeminiContents(body.contents ?? body.generateContentRequest?.contents, v)
-  if (route.endpoint === "embed" && (!Array.isArray(body.requests) || body.requests.length === 0)) v.push("requests must be a non-empty array")
+  if (route.endpoint === "embed" && (!Array.isArray(body.requests) || body.requests.length === 0))
+    v.push("requests must be a non-empty array")
   if (route.endpoint !== "generate") return v
   validateGeminiContents(body.contents, v)
   asArray(body.tools).forEach((tool, i) => {
     asArray(tool?.functionDeclarations).forEach((d, j) => {
       const at = `tools[${i}].function_declarations[${j}]`
       if (typeof d?.name !== "string") v.push(`${at}.name: required`)
-      if (d?.parameters !== undefined && d?.parametersJsonSchema !== undefined) v.push(`${at}: parameters and parametersJsonSchema are mutually exclusive`)
+      if (d?.parameters !== undefined && d?.parametersJsonSchema !== undefined)
+        v.push(`${at}: parameters and parametersJsonSchema are mutually exclusive`)
       if (d?.parameters !== undefined) walkGeminiSchema(d.parameters, `${at}.parameters`, v)
       if (isObj(d?.parametersJsonSchema) && "$schema" in d.parametersJsonSchema) {
         v.push(`Invalid JSON payload received. Unknown name "$schema" at '${at}.parameters_json_schema': Cannot find field.`)
@@ -1365,7 +1550,8 @@ const validateOllama = (body: any): Array<string> => {
   body.messages.forEach((m: any, i: number) => {
     if (!OLLAMA_ROLES.has(m?.role)) v.push(`messages[${i}].role: invalid role '${m?.role}'`)
     asArray(m?.tool_calls).forEach((tc, j) => {
-      if (!isObj(tc?.function?.arguments)) v.push(`messages[${i}].tool_calls[${j}].function.arguments: cannot unmarshal ${typeof tc?.function?.arguments} into an object`)
+      if (!isObj(tc?.function?.arguments))
+        v.push(`messages[${i}].tool_calls[${j}].function.arguments: cannot unmarshal ${typeof tc?.function?.arguments} into an object`)
     })
   })
   return v

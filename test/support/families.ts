@@ -19,7 +19,10 @@ export const FAMILIES: ReadonlyArray<{ readonly family: Family; readonly connect
 /** Adds `FAMILIES`' connections (default model `m1`) to the gateway at `url` through the management API. */
 export const connectFamilies = async (url: string, up: FakeUpstream, adminKey: string): Promise<void> => {
   for (const { family, connection } of FAMILIES) {
-    const res = await call(`${url}/api/providers`, { body: { ...connection, baseUrl: up.baseUrl(family), defaultModel: "m1" }, headers: { authorization: `Bearer ${adminKey}` } })
+    const res = await call(`${url}/api/providers`, {
+      body: { ...connection, baseUrl: up.baseUrl(family), defaultModel: "m1" },
+      headers: { authorization: `Bearer ${adminKey}` }
+    })
     expect(res.status, JSON.stringify(res.body)).toBe(201)
   }
 }

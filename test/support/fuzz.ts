@@ -101,11 +101,13 @@ export const loadCorpus = (upstream: string): { http: Array<Template>; frames: A
     .readdirSync(path.join(FIXTURES, "cli"))
     .filter((f) => f.endsWith(".jsonl"))
     .sort()) {
-    for (const line of fs.readFileSync(path.join(FIXTURES, "cli", file), "utf8").split("\n")) if (line.trim()) recordings.push(JSON.parse(line))
+    for (const line of fs.readFileSync(path.join(FIXTURES, "cli", file), "utf8").split("\n"))
+      if (line.trim()) recordings.push(JSON.parse(line))
   }
   for (const file of fs.readdirSync(path.join(FIXTURES, "sdk")).sort()) {
     if (file.endsWith(".jsonl")) {
-      for (const line of fs.readFileSync(path.join(FIXTURES, "sdk", file), "utf8").split("\n")) if (line.trim()) recordings.push(JSON.parse(line))
+      for (const line of fs.readFileSync(path.join(FIXTURES, "sdk", file), "utf8").split("\n"))
+        if (line.trim()) recordings.push(JSON.parse(line))
     } else if (file.endsWith(".json") && !file.startsWith("_")) {
       recordings.push(...((JSON.parse(fs.readFileSync(path.join(FIXTURES, "sdk", file), "utf8")).requests ?? []) as Array<Recording>))
     }
@@ -120,7 +122,8 @@ export const loadCorpus = (upstream: string): { http: Array<Template>; frames: A
     }
     if (!["GET", "POST", "HEAD"].includes(r.method) || r.headers["upgrade"]) continue
     const headers: Record<string, string> = {}
-    for (const [k, v] of Object.entries(r.headers)) if (!DROP_HEADERS.has(k.toLowerCase()) && !AUTH_HEADERS.has(k.toLowerCase())) headers[k.toLowerCase()] = String(v)
+    for (const [k, v] of Object.entries(r.headers))
+      if (!DROP_HEADERS.has(k.toLowerCase()) && !AUTH_HEADERS.has(k.toLowerCase())) headers[k.toLowerCase()] = String(v)
     const query = new URLSearchParams(r.query ?? {})
     query.delete("key")
     // Recordings repeat themselves (count_tokens fifty times): keep each distinct shape once.
@@ -180,7 +183,12 @@ export const loadCorpus = (upstream: string): { http: Array<Template>; frames: A
     inference("POST", "/api/v1/editor/{token}/responses", responses, { token: CLIENT_KEY }),
     inference("POST", "/api/v1/editor/{token}/api/chat", ollamaChat, { token: CLIENT_KEY }),
     inference("GET", "/api/v1/editor/{token}/api/tags", undefined, { token: CLIENT_KEY }),
-    inference("POST", "/a2a", { jsonrpc: "2.0", id: 1, method: "message/send", params: { skill: "list-capabilities", messages: [{ role: "user", content: "hi" }] } }),
+    inference("POST", "/a2a", {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "message/send",
+      params: { skill: "list-capabilities", messages: [{ role: "user", content: "hi" }] }
+    }),
     inference("GET", "/.well-known/agent-card.json")
   )
   const mgmt = (method: string, p: string, body?: unknown, params?: Record<string, string>, query?: string): Template => ({
@@ -295,7 +303,11 @@ const oddString: fc.Arbitrary<string> = fc.oneof(
 )
 
 const oddModel: fc.Arbitrary<string> = fc
-  .tuple(fc.constantFrom(...MODEL_PREFIXES), fc.constantFrom("m1", "gpt-5", "claude-sonnet-4-5", "gemini-2.5-flash", "llama3", "x"), oddString)
+  .tuple(
+    fc.constantFrom(...MODEL_PREFIXES),
+    fc.constantFrom("m1", "gpt-5", "claude-sonnet-4-5", "gemini-2.5-flash", "llama3", "x"),
+    oddString
+  )
   .map(([prefix, base, odd]) => `${prefix}${base}${odd}`)
 
 /** Fields whose values end up in headers, keys and logs. */
@@ -427,7 +439,12 @@ const MUTATION_LIST: ReadonlyArray<Mutation> = [
       const t = text(b)
       if (!t.startsWith("{") || t.length < 2) return b
       const field = r.pick(["model", "stream", "messages", "input", "contents", "prompt_cache_key", "max_tokens"])
-      const dup = r.pick<string>([`"${field}":null,`, `"${field}":"${r.int(2) ? "x" : "openai-compatible/m1"}",`, `"${field}":[],`, `"${field}":true,`])
+      const dup = r.pick<string>([
+        `"${field}":null,`,
+        `"${field}":"${r.int(2) ? "x" : "openai-compatible/m1"}",`,
+        `"${field}":[],`,
+        `"${field}":true,`
+      ])
       return { bytes: Buffer.from(`{${dup}${t.slice(1)}`, "utf8") }
     }
   },
@@ -476,7 +493,16 @@ const MUTATION_LIST: ReadonlyArray<Mutation> = [
     tag: "invalid-utf8",
     apply: (b, r) => {
       const buf = bytesOf(b)
-      const bad = r.pick([[0xff], [0xfe, 0xff], [0xc3, 0x28], [0xed, 0xa0, 0x80], [0xf8, 0x88, 0x80, 0x80, 0x80], [0xe0, 0xa4], [0xc0, 0xaf], [0x80]])
+      const bad = r.pick([
+        [0xff],
+        [0xfe, 0xff],
+        [0xc3, 0x28],
+        [0xed, 0xa0, 0x80],
+        [0xf8, 0x88, 0x80, 0x80, 0x80],
+        [0xe0, 0xa4],
+        [0xc0, 0xaf],
+        [0x80]
+      ])
       // Inside a string value when there is one (after an opening quote), else anywhere.
       const quotes: Array<number> = []
       for (let i = 0; i < buf.length && quotes.length < 200; i++) if (buf[i] === 0x22) quotes.push(i + 1)
@@ -514,13 +540,21 @@ const MUTATION_LIST: ReadonlyArray<Mutation> = [
   },
   {
     tag: "random-json",
-    apply: (_b, r) => ({ json: { model: r.model(), [r.odd()]: randomValue(r), messages: r.int(2) ? randomValue(r) : [{ role: r.odd(), content: randomValue(r) }] } })
+    apply: (_b, r) => ({
+      json: {
+        model: r.model(),
+        [r.odd()]: randomValue(r),
+        messages: r.int(2) ? randomValue(r) : [{ role: r.odd(), content: randomValue(r) }]
+      }
+    })
   }
 ]
 
 /** How often each is drawn (the ones that reach headers and recursion more often). */
 const WEIGHTS: Record<string, number> = { "odd-sensitive-field": 4, "odd-model": 2, "deep-nesting": 3, "invalid-utf8": 2 }
-const mutationArb: fc.Arbitrary<Mutation> = fc.oneof(...MUTATION_LIST.map((m) => ({ weight: WEIGHTS[m.tag] ?? 1, arbitrary: fc.constant(m) })))
+const mutationArb: fc.Arbitrary<Mutation> = fc.oneof(
+  ...MUTATION_LIST.map((m) => ({ weight: WEIGHTS[m.tag] ?? 1, arbitrary: fc.constant(m) }))
+)
 
 // ─── Headers and paths ────────────────────────────────────────────────────────────────────────────
 
@@ -597,7 +631,11 @@ const authArb: fc.Arbitrary<Auth> = fc.oneof(
   fc.constant({ headers: { authorization: "Basic dXNlcjpwYXNz" }, key: "none" as const, tag: "auth:basic" }),
   fc.constant({ headers: { authorization: `bearer ${CLIENT_KEY}` }, key: "unclear" as const, tag: "auth:lowercase" }),
   fc.constant({ headers: { authorization: `Bearer ${"k".repeat(8000)}` }, key: "none" as const, tag: "auth:long" }),
-  fc.constant({ headers: { authorization: [`Bearer ${CLIENT_KEY}`, "Bearer wrong"] as Array<string> }, key: "unclear" as const, tag: "auth:duplicate" }),
+  fc.constant({
+    headers: { authorization: [`Bearer ${CLIENT_KEY}`, "Bearer wrong"] as Array<string> },
+    key: "unclear" as const,
+    tag: "auth:duplicate"
+  }),
   oddString.map((s) => ({ headers: { authorization: `Bearer ${headerSafe(s)}` }, key: "none" as const, tag: "auth:odd" })),
   oddString.map((s) => ({ headers: { "x-api-key": headerSafe(s) }, key: "none" as const, tag: "auth:odd-x-api-key" }))
 )
@@ -636,7 +674,9 @@ const headerArb = (hasBody: boolean, plane: "inference" | "management" | "other"
       accept: fc.option(fc.constantFrom("text/event-stream", "application/x-ndjson", "*/*", "garbage"), { freq: 5 }),
       progress: fc.option(fc.constantFrom("true", "1", "garbage"), { freq: 8 }),
       anthropic: fc.option(fc.constantFrom("2023-06-01", "garbage", "ā"), { freq: 6 }),
-      userAgent: fc.option(fc.constantFrom("google-genai-sdk/1.0 gl-node/20", "GeminiCLI/0.61", "codex_exec/0.169.0", "ā\u0100"), { freq: 6 })
+      userAgent: fc.option(fc.constantFrom("google-genai-sdk/1.0 gl-node/20", "GeminiCLI/0.61", "codex_exec/0.169.0", "ā\u0100"), {
+        freq: 6
+      })
     })
     .map((h) => {
       const headers: Record<string, string | Array<string>> = { ...h.auth.headers }
@@ -656,7 +696,13 @@ const headerArb = (hasBody: boolean, plane: "inference" | "management" | "other"
       set("x-gateway-progress", h.progress ?? undefined, "x-gateway-progress")
       set("anthropic-version", h.anthropic ?? undefined, "anthropic-version")
       set("user-agent", h.userAgent ?? undefined, "user-agent")
-      return { headers, key: h.auth.key, ...(h.auth.query ? { query: h.auth.query } : {}), ...(h.origin !== undefined ? { origin: h.origin } : {}), tags }
+      return {
+        headers,
+        key: h.auth.key,
+        ...(h.auth.query ? { query: h.auth.query } : {}),
+        ...(h.origin !== undefined ? { origin: h.origin } : {}),
+        tags
+      }
     })
 
 /** What goes where a path parameter is: the recorded value, or a malformed percent-escape and friends. */
@@ -666,29 +712,63 @@ const paramArb = (recorded: string): fc.Arbitrary<{ value: string; tag?: string 
     {
       weight: 2,
       arbitrary: fc
-        .constantFrom("%ZZ", "%E0%A4%A", "%", "%%", "%00", "%2F", "%C0%AF", "%FF%FE", "..", "%2e%2e", "a%0D%0Ab", "%E2%80%A8", "%F0%9F%98%80", "%25ZZ")
+        .constantFrom(
+          "%ZZ",
+          "%E0%A4%A",
+          "%",
+          "%%",
+          "%00",
+          "%2F",
+          "%C0%AF",
+          "%FF%FE",
+          "..",
+          "%2e%2e",
+          "a%0D%0Ab",
+          "%E2%80%A8",
+          "%F0%9F%98%80",
+          "%25ZZ"
+        )
         .map((p) => ({ value: p, tag: `param:${p}` }))
     },
     {
       weight: 1,
-      arbitrary: fc.tuple(fc.constantFrom(recorded), fc.constantFrom("%ZZ", "%", "%E0%A4%A")).map(([r, p]) => ({ value: encodeURIComponent(r) + p, tag: `param:+${p}` }))
+      arbitrary: fc
+        .tuple(fc.constantFrom(recorded), fc.constantFrom("%ZZ", "%", "%E0%A4%A"))
+        .map(([r, p]) => ({ value: encodeURIComponent(r) + p, tag: `param:+${p}` }))
     },
     { weight: 1, arbitrary: oddString.map((s) => ({ value: wire(s).replace(/[\s?#/\0-\x1f\x7f]/g, "_"), tag: "param:odd-raw" })) }
   )
 
-const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "PROPFIND", "PURGE", "QUERY", "SEARCH", "LINK", "M-SEARCH", "TRACE"]
+const METHODS = [
+  "GET",
+  "POST",
+  "PUT",
+  "PATCH",
+  "DELETE",
+  "HEAD",
+  "OPTIONS",
+  "PROPFIND",
+  "PURGE",
+  "QUERY",
+  "SEARCH",
+  "LINK",
+  "M-SEARCH",
+  "TRACE"
+]
 
 const randArb: fc.Arbitrary<Rand> = fc.array(fc.nat(), { minLength: 64, maxLength: 64 }).chain((ints) =>
-  fc.tuple(fc.array(oddString, { minLength: 8, maxLength: 8 }), fc.array(oddModel, { minLength: 4, maxLength: 4 })).map(([odds, models]) => {
-    let i = 0
-    const next = () => ints[i++ % ints.length]! + i
-    return {
-      int: (max: number) => (max <= 0 ? 0 : next() % max),
-      pick: <A>(xs: ReadonlyArray<A>) => xs[next() % xs.length]!,
-      odd: () => odds[next() % odds.length]!,
-      model: () => models[next() % models.length]!
-    }
-  })
+  fc
+    .tuple(fc.array(oddString, { minLength: 8, maxLength: 8 }), fc.array(oddModel, { minLength: 4, maxLength: 4 }))
+    .map(([odds, models]) => {
+      let i = 0
+      const next = () => ints[i++ % ints.length]! + i
+      return {
+        int: (max: number) => (max <= 0 ? 0 : next() % max),
+        pick: <A>(xs: ReadonlyArray<A>) => xs[next() % xs.length]!,
+        odd: () => odds[next() % odds.length]!,
+        model: () => models[next() % models.length]!
+      }
+    })
 )
 
 /** An HTTP case: a template, maybe an odd method, mutated body, random headers, maybe malformed path parameters. */
@@ -701,7 +781,9 @@ export const httpCaseArb = (templates: ReadonlyArray<Template>): fc.Arbitrary<Ht
         mutations: fc.array(mutationArb, { maxLength: 3 }),
         rand: randArb,
         headers: headerArb(t.body !== undefined, t.plane),
-        query: fc.option(fc.constantFrom("%ZZ", "alt=sse&alt=json", "a=%E0%A4%A", "beta=true", "key=%", "handshake=1&handshake=0"), { freq: 6 }),
+        query: fc.option(fc.constantFrom("%ZZ", "alt=sse&alt=json", "a=%E0%A4%A", "beta=true", "key=%", "handshake=1&handshake=0"), {
+          freq: 6
+        }),
         // Sent chunked: a body over a limit is found only as it arrives (a reset there was a finding).
         chunked: fc.oneof({ weight: 7, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
         // Padding that takes a body past the planes' limits (1 MiB management, 32 MiB inference JSON).
@@ -730,7 +812,8 @@ export const httpCaseArb = (templates: ReadonlyArray<Template>): fc.Arbitrary<Ht
         }
         // The editor routes carry the key in the path: the recorded token is the valid client key.
         const token = (params as Record<string, { value: string; tag?: string }>)["token"]
-        const key: KeyPresented = token === undefined ? headers.key : token.tag === undefined ? "valid" : headers.key === "none" ? "none" : "unclear"
+        const key: KeyPresented =
+          token === undefined ? headers.key : token.tag === undefined ? "valid" : headers.key === "none" ? "none" : "unclear"
         const all: Record<string, string | Array<string>> = { ...(t.headers ?? {}), ...headers.headers }
         // The recorded content-type goes unless this case chose its own (or none).
         if (t.body !== undefined && headers.headers["content-type"] === undefined) delete all["content-type"]
@@ -834,15 +917,19 @@ export const wsCaseArb = (frames: ReadonlyArray<Record<string, unknown>>): fc.Ar
     { weight: 1, arbitrary: fc.uint8Array({ maxLength: 300 }).map((a) => ({ data: Buffer.from(a), binary: true, tag: "frame:binary" })) },
     {
       weight: 1,
-      arbitrary: fc
-        .constantFrom(1, 3)
-        .map((mb) => ({ data: JSON.stringify({ type: "response.create", model: "gpt-5", input: "a".repeat(mb * 1024 * 1024) }), binary: false, tag: `frame:huge-${mb}MB` }))
+      arbitrary: fc.constantFrom(1, 3).map((mb) => ({
+        data: JSON.stringify({ type: "response.create", model: "gpt-5", input: "a".repeat(mb * 1024 * 1024) }),
+        binary: false,
+        tag: `frame:huge-${mb}MB`
+      }))
     },
     {
       weight: 1,
-      arbitrary: fc
-        .constantFrom(1000, 5000, 20000)
-        .map((d) => ({ data: `{"type":"response.create","model":"gpt-5","input":${deep(d, "array", "1")}}`, binary: false, tag: `frame:deep-${d}` }))
+      arbitrary: fc.constantFrom(1000, 5000, 20000).map((d) => ({
+        data: `{"type":"response.create","model":"gpt-5","input":${deep(d, "array", "1")}}`,
+        binary: false,
+        tag: `frame:deep-${d}`
+      }))
     },
     {
       weight: 2,
@@ -1001,7 +1088,11 @@ export const sendHttp = (base: string, c: HttpCase, deadlineMs: number): Promise
         size += d.length
       })
       res.on("error", (e) =>
-        done(e.message === HANG ? { status: res.statusCode!, hang: true, excerpt: excerpt() } : { status: res.statusCode!, cut: `answer cut: ${e.message}`, excerpt: excerpt() })
+        done(
+          e.message === HANG
+            ? { status: res.statusCode!, hang: true, excerpt: excerpt() }
+            : { status: res.statusCode!, cut: `answer cut: ${e.message}`, excerpt: excerpt() }
+        )
       )
       res.on("end", () => {
         answered = { status: res.statusCode!, excerpt: excerpt() }
@@ -1108,20 +1199,28 @@ export interface Finding {
 }
 
 /** What an outcome says is wrong (nothing, usually). `crashed`: the gateway process died (or threw uncaught) meanwhile. */
-export const judge = (c: FuzzCase, o: Outcome, crashed: string | undefined, cause = ""): Array<Omit<Finding, "index" | "signature"> & { key: string }> => {
+export const judge = (
+  c: FuzzCase,
+  o: Outcome,
+  crashed: string | undefined,
+  cause = ""
+): Array<Omit<Finding, "index" | "signature"> & { key: string }> => {
   const out: Array<Omit<Finding, "index" | "signature"> & { key: string }> = []
   const add = (kind: FindingKind, key: string, detail: string) =>
     out.push({ kind, key, detail: cause && kind !== "crash" && kind !== "origin-bypass" ? `${detail}\n${cause}` : detail, case: c })
   if (crashed) add("crash", crashed.split("\n")[0]!.slice(0, 120), crashed.slice(0, 1500))
   if (o.hang) add("hang", "no answer before the deadline", o.excerpt)
   if (o.cut && !crashed) add("reset", o.cut.replace(/\d+/g, "N"), `${o.cut}\n${o.excerpt}`)
-  if (o.status !== undefined && o.status >= 500 && o.status !== 501) add(o.status === 500 ? "500" : "5xx", `status ${o.status} ${errorCode(o.excerpt)}`, o.excerpt)
+  if (o.status !== undefined && o.status >= 500 && o.status !== 501)
+    add(o.status === 500 ? "500" : "5xx", `status ${o.status} ${errorCode(o.excerpt)}`, o.excerpt)
   for (const f of o.ws5xx ?? []) add(/"status":500\b/.test(f) ? "500" : "5xx", `ws error frame ${errorCode(f)}`, f)
   // A browser page from a foreign origin, without a valid key, must not be served on the inference plane.
   const served = c.kind === "ws" ? o.upgraded === true : o.status !== undefined && o.status >= 200 && o.status < 300
   // Public by design: the liveness probe and the A2A agent card (a discovery document other agents fetch).
-  const publicRoute = c.kind === "http" && (c.route.endsWith("/api/hello") || c.route.endsWith("/.well-known/agent-card.json") || c.plane !== "inference")
-  if (served && !publicRoute && c.key === "none" && foreignOrigin(c.origin)) add("origin-bypass", `origin ${c.origin}`, `${o.status} ${o.excerpt.slice(0, 200)}`)
+  const publicRoute =
+    c.kind === "http" && (c.route.endsWith("/api/hello") || c.route.endsWith("/.well-known/agent-card.json") || c.plane !== "inference")
+  if (served && !publicRoute && c.key === "none" && foreignOrigin(c.origin))
+    add("origin-bypass", `origin ${c.origin}`, `${o.status} ${o.excerpt.slice(0, 200)}`)
   return out
 }
 
@@ -1168,7 +1267,8 @@ export class Findings {
       const f = entry.first
       if (f.kind !== "5xx" && f.kind !== "hang" && !(f.kind === "reset" && f.case.kind === "ws")) continue
       let seen = false
-      for (let i = 0; i < tries && !seen; i++) seen = (await attempt(f.case)).some((g) => `${g.kind} · ${f.case.route} · ${g.key}` === signature)
+      for (let i = 0; i < tries && !seen; i++)
+        seen = (await attempt(f.case)).some((g) => `${g.kind} · ${f.case.route} · ${g.key}` === signature)
       if (seen) continue
       this.all.delete(signature)
       if (f.kind === "5xx") this.counts.fivehundred -= entry.count
@@ -1228,17 +1328,23 @@ const size = (c: FuzzCase): number =>
 const shellQuote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`
 /** A header value as the shell gives it to curl (latin1 chars back to their bytes). */
 const shellBytes = (s: string): string =>
-  /^[\x20-\x7e]*$/.test(s) ? shellQuote(s) : `"$(printf '${[...Buffer.from(s, "latin1")].map((b) => `\\x${b.toString(16).padStart(2, "0")}`).join("")}')"`
+  /^[\x20-\x7e]*$/.test(s)
+    ? shellQuote(s)
+    : `"$(printf '${[...Buffer.from(s, "latin1")].map((b) => `\\x${b.toString(16).padStart(2, "0")}`).join("")}')"`
 
 export const reproduce = (c: FuzzCase, base: string, dir: string, name: string): string => {
   if (c.kind === "ws") {
     const file = path.join(dir, `${name}.frames.json`)
-    fs.writeFileSync(file, JSON.stringify(c.frames.map((f) => (f.binary ? { binary: Buffer.from(f.data).toString("base64") } : { text: String(f.data) }))))
+    fs.writeFileSync(
+      file,
+      JSON.stringify(c.frames.map((f) => (f.binary ? { binary: Buffer.from(f.data).toString("base64") } : { text: String(f.data) })))
+    )
     return `websocket ${base.replace(/^http/, "ws")}${c.target} headers ${JSON.stringify(c.headers)}; frames (in order) in ${file}`
   }
   const parts = ["curl -sS -i", "--path-as-is", `-X ${c.method === "HEAD" ? "HEAD -I" : c.method}`]
   for (const [k, v] of Object.entries(c.headers))
-    for (const one of Array.isArray(v) ? v : [v]) parts.push(/^[\x20-\x7e]*$/.test(one) ? `-H ${shellQuote(`${k}: ${one}`)}` : `-H "${k}: ${shellBytes(one).slice(1, -1)}"`)
+    for (const one of Array.isArray(v) ? v : [v])
+      parts.push(/^[\x20-\x7e]*$/.test(one) ? `-H ${shellQuote(`${k}: ${one}`)}` : `-H "${k}: ${shellBytes(one).slice(1, -1)}"`)
   // curl would send a form content-type of its own with a body.
   if (c.body && !Object.keys(c.headers).some((k) => k.toLowerCase() === "content-type")) parts.push("-H 'content-type:'")
   if (c.chunked) parts.push("-H 'transfer-encoding: chunked'")
@@ -1264,7 +1370,8 @@ export const findingsDir = (seed: number): string => path.join(os.tmpdir(), `gat
  * keeping each removal after which the finding (same kind and key) still shows.
  */
 export const minimize = async (c: HttpCase, f: Finding, attempt: (c: HttpCase) => Promise<ReturnType<typeof judge>>): Promise<HttpCase> => {
-  const same = (found: ReturnType<typeof judge>) => found.some((g) => g.kind === f.kind && `${g.kind} · ${c.route} · ${g.key}` === f.signature)
+  const same = (found: ReturnType<typeof judge>) =>
+    found.some((g) => g.kind === f.kind && `${g.kind} · ${c.route} · ${g.key}` === f.signature)
   let best = c
   for (const name of Object.keys(c.headers)) {
     const { [name]: _drop, ...rest } = best.headers

@@ -53,7 +53,8 @@ export const startGateway = async (
   } = {}
 ) => {
   const dataDir = options.dataDir ?? tempDir()
-  const env = onPostgres() && options.env?.DATABASE_URL === undefined ? { ...options.env, DATABASE_URL: await databaseFor(dataDir) } : options.env
+  const env =
+    onPostgres() && options.env?.DATABASE_URL === undefined ? { ...options.env, DATABASE_URL: await databaseFor(dataDir) } : options.env
   const logs: Array<CapturedLog> = []
   const capture = Logger.make(({ annotations, logLevel, message }) => {
     const text = Array.isArray(message) ? message.map(String).join(" ") : String(message)
@@ -69,7 +70,9 @@ export const startGateway = async (
     Layer.provide(Logger.minimumLogLevel(LogLevel.Debug)),
     // The local health check would probe every fake upstream on loopback every 30 s and show up
     // in its recorded requests: off unless a test sets its interval (test/background-tasks.test.ts).
-    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries({ GATEWAY_LOCAL_HEALTHCHECK_INTERVAL_SECONDS: "0", ...env })))))
+    Layer.provide(
+      Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries({ GATEWAY_LOCAL_HEALTHCHECK_INTERVAL_SECONDS: "0", ...env }))))
+    )
   )
   const runtime = ManagedRuntime.make(layer)
   const server = await runtime.runPromise(GatewayServer)
@@ -89,7 +92,10 @@ export const startGateway = async (
         Effect.gen(function* () {
           const inflight = yield* InFlight
           yield* inflight.idle.pipe(
-            Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new Error(`requests still in flight after 10 s: ${inflight.running().join(", ")}`) })
+            Effect.timeoutFail({
+              duration: "10 seconds",
+              onTimeout: () => new Error(`requests still in flight after 10 s: ${inflight.running().join(", ")}`)
+            })
           )
           yield* (yield* BatchWriter).flush
         })

@@ -61,7 +61,16 @@ const steadyUpstream = async (): Promise<http.Server> => {
       if (!body.stream) {
         res.writeHead(200, { "content-type": "application/json" })
         const message = { role: "assistant", content: "from steady" }
-        return void res.end(JSON.stringify({ id: "c1", object: "chat.completion", created: 1, model: body.model, choices: [{ index: 0, message, finish_reason: "stop" }], usage }))
+        return void res.end(
+          JSON.stringify({
+            id: "c1",
+            object: "chat.completion",
+            created: 1,
+            model: body.model,
+            choices: [{ index: 0, message, finish_reason: "stop" }],
+            usage
+          })
+        )
       }
       res.writeHead(200, { "content-type": "text/event-stream" })
       const chunk = (delta: unknown, finish: string | null) => ({

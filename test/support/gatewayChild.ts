@@ -21,7 +21,10 @@ export interface GatewayChild extends ChildReady {
    * One request to the gateway, JSON in and out: over TCP, or over `socket` when the process runs
    * in a network namespace this one cannot reach.
    */
-  call(path: string, init?: { method?: string; body?: unknown; headers?: Record<string, string> }): Promise<{ status: number; headers: Headers; body: any; text: string }>
+  call(
+    path: string,
+    init?: { method?: string; body?: unknown; headers?: Record<string, string> }
+  ): Promise<{ status: number; headers: Headers; body: any; text: string }>
   stop(): Promise<void>
 }
 
@@ -39,7 +42,11 @@ export const startGatewayChild = async (
   run: { readonly env?: Record<string, string>; readonly prefix?: ReadonlyArray<string>; readonly startMs?: number } = {}
 ): Promise<GatewayChild> => {
   const [cmd, ...args] = [...(run.prefix ?? []), process.execPath, VITE_NODE, "--root", ROOT, MAIN]
-  const child = spawn(cmd!, args, { cwd: ROOT, env: cleanEnv({ ...run.env, GATEWAY_CHILD_OPTIONS: JSON.stringify(options) }), stdio: ["ignore", "pipe", "pipe"] })
+  const child = spawn(cmd!, args, {
+    cwd: ROOT,
+    env: cleanEnv({ ...run.env, GATEWAY_CHILD_OPTIONS: JSON.stringify(options) }),
+    stdio: ["ignore", "pipe", "pipe"]
+  })
   running.add(child)
   let stderr = ""
   child.stderr!.on("data", (c: Buffer) => (stderr = (stderr + c.toString()).slice(-4000)))
@@ -51,7 +58,10 @@ export const startGatewayChild = async (
     })
   )
   const ready = await new Promise<ChildReady>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the gateway process was not ready within ${run.startMs ?? 60_000} ms:\n${stderr}`)), run.startMs ?? 60_000)
+    const timer = setTimeout(
+      () => reject(new Error(`the gateway process was not ready within ${run.startMs ?? 60_000} ms:\n${stderr}`)),
+      run.startMs ?? 60_000
+    )
     void exited.then(() => reject(new Error(`the gateway process exited before it was ready:\n${stderr}`)))
     readline.createInterface({ input: child.stdout! }).on("line", (line) => {
       let o: Record<string, any>

@@ -27,26 +27,49 @@ export const SAME: Record<ClientFormat, string> = {
 export const FORMATS: ReadonlyArray<ClientFormat> = ["openai-chat", "openai-responses", "anthropic", "gemini", "ollama", "completions"]
 
 /** Path and body of a request with `user` as the user's text and `system` as system text. */
-export const requestFor = (format: ClientFormat, model: string, user: string, stream: boolean, system?: string): { path: string; body: Record<string, unknown> } => {
+export const requestFor = (
+  format: ClientFormat,
+  model: string,
+  user: string,
+  stream: boolean,
+  system?: string
+): { path: string; body: Record<string, unknown> } => {
   switch (format) {
     case "openai-chat":
-      return { path: "/v1/chat/completions", body: { model, stream, messages: [...(system ? [{ role: "system", content: system }] : []), { role: "user", content: user }] } }
+      return {
+        path: "/v1/chat/completions",
+        body: { model, stream, messages: [...(system ? [{ role: "system", content: system }] : []), { role: "user", content: user }] }
+      }
     case "completions":
       return { path: "/v1/completions", body: { model, stream, prompt: user } }
     case "openai-responses":
       return {
         path: "/v1/responses",
-        body: { model, stream, ...(system ? { instructions: system } : {}), input: [{ role: "user", content: [{ type: "input_text", text: user }] }] }
+        body: {
+          model,
+          stream,
+          ...(system ? { instructions: system } : {}),
+          input: [{ role: "user", content: [{ type: "input_text", text: user }] }]
+        }
       }
     case "anthropic":
-      return { path: "/v1/messages", body: { model, stream, max_tokens: 256, ...(system ? { system } : {}), messages: [{ role: "user", content: user }] } }
+      return {
+        path: "/v1/messages",
+        body: { model, stream, max_tokens: 256, ...(system ? { system } : {}), messages: [{ role: "user", content: user }] }
+      }
     case "gemini":
       return {
         path: `/v1beta/models/${model}:${stream ? "streamGenerateContent?alt=sse" : "generateContent"}`,
-        body: { ...(system ? { systemInstruction: { parts: [{ text: system }] } } : {}), contents: [{ role: "user", parts: [{ text: user }] }] }
+        body: {
+          ...(system ? { systemInstruction: { parts: [{ text: system }] } } : {}),
+          contents: [{ role: "user", parts: [{ text: user }] }]
+        }
       }
     case "ollama":
-      return { path: "/api/chat", body: { model, stream, messages: [...(system ? [{ role: "system", content: system }] : []), { role: "user", content: user }] } }
+      return {
+        path: "/api/chat",
+        body: { model, stream, messages: [...(system ? [{ role: "system", content: system }] : []), { role: "user", content: user }] }
+      }
   }
 }
 
@@ -60,10 +83,16 @@ export const toolResultRequest = (format: Family, model: string, result: string)
           model,
           messages: [
             { role: "user", content: "read the page" },
-            { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "fetch", arguments: '{"url":"https://example.org"}' } }] },
+            {
+              role: "assistant",
+              content: null,
+              tool_calls: [{ id: "call_1", type: "function", function: { name: "fetch", arguments: '{"url":"https://example.org"}' } }]
+            },
             { role: "tool", tool_call_id: "call_1", content: result }
           ],
-          tools: [{ type: "function", function: { name: "fetch", parameters: { type: "object", properties: { url: { type: "string" } } } } }]
+          tools: [
+            { type: "function", function: { name: "fetch", parameters: { type: "object", properties: { url: { type: "string" } } } } }
+          ]
         }
       }
     case "openai-responses":
@@ -116,7 +145,9 @@ export const toolResultRequest = (format: Family, model: string, result: string)
             { role: "assistant", content: "", tool_calls: [{ function: { name: "fetch", arguments: { url: "https://example.org" } } }] },
             { role: "tool", content: result }
           ],
-          tools: [{ type: "function", function: { name: "fetch", parameters: { type: "object", properties: { url: { type: "string" } } } } }]
+          tools: [
+            { type: "function", function: { name: "fetch", parameters: { type: "object", properties: { url: { type: "string" } } } } }
+          ]
         }
       }
   }
@@ -188,7 +219,8 @@ export const answerText = (format: ClientFormat, text: string, stream: boolean):
 }
 
 /** Responses streams repeat the whole text in done and completed events: what they say. */
-export const responsesDoneText = (text: string): string => events(text).find((e) => e.data.type === "response.output_text.done")?.data.text ?? ""
+export const responsesDoneText = (text: string): string =>
+  events(text).find((e) => e.data.type === "response.output_text.done")?.data.text ?? ""
 
 /** Whether the stream carried the format's error event, and its message. */
 export const streamError = (format: ClientFormat, text: string): string | undefined => {

@@ -11,17 +11,26 @@ export const fetchWithHost =
   (input: string | URL | Request, init: RequestInit = {}): Promise<Response> =>
     new Promise((resolve, reject) => {
       const url = new URL(typeof input === "string" || input instanceof URL ? input : input.url)
-      if (!["127.0.0.1", "[::1]", "localhost"].includes(url.hostname)) return reject(new Error(`fetchWithHost is for loopback URLs only, not ${url.hostname}`))
+      if (!["127.0.0.1", "[::1]", "localhost"].includes(url.hostname))
+        return reject(new Error(`fetchWithHost is for loopback URLs only, not ${url.hostname}`))
       const headers: Record<string, string> = {}
       new Headers(init.headers).forEach((v, k) => (headers[k] = v))
       headers["host"] = host
       const req = http.request(
-        { host: url.hostname.replace(/^\[|\]$/g, ""), port: url.port, path: url.pathname + url.search, method: init.method ?? "GET", headers, agent: false },
+        {
+          host: url.hostname.replace(/^\[|\]$/g, ""),
+          port: url.port,
+          path: url.pathname + url.search,
+          method: init.method ?? "GET",
+          headers,
+          agent: false
+        },
         (res) => {
           const out = new Headers()
           for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) out.set(k, Array.isArray(v) ? v.join(", ") : v)
           const status = res.statusCode ?? 0
-          const body = status === 204 || status === 304 || init.method === "HEAD" ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>)
+          const body =
+            status === 204 || status === 304 || init.method === "HEAD" ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>)
           resolve(new Response(body, { status, headers: out }))
         }
       )

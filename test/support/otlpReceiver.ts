@@ -26,10 +26,12 @@ export interface ReceivedPost {
   readonly json: any
 }
 
-const attributeValue = (v: AnyValue): string | number | boolean => v.stringValue ?? (v.intValue !== undefined ? Number(v.intValue) : (v.doubleValue ?? v.boolValue ?? ""))
+const attributeValue = (v: AnyValue): string | number | boolean =>
+  v.stringValue ?? (v.intValue !== undefined ? Number(v.intValue) : (v.doubleValue ?? v.boolValue ?? ""))
 
-export const attributesOf = (list: ReadonlyArray<{ key: string; value: AnyValue }> | undefined): Record<string, string | number | boolean> =>
-  Object.fromEntries((list ?? []).map((a) => [a.key, attributeValue(a.value)]))
+export const attributesOf = (
+  list: ReadonlyArray<{ key: string; value: AnyValue }> | undefined
+): Record<string, string | number | boolean> => Object.fromEntries((list ?? []).map((a) => [a.key, attributeValue(a.value)]))
 
 /**
  * A small OTLP/HTTP receiver on 127.0.0.1: records every post to `/v1/traces` and `/v1/metrics`

@@ -22,7 +22,9 @@ const pg = () => createRequire(import.meta.url)("pg") as { Client: new (config: 
 export const maintenanceUrl = (): string => {
   const url = process.env.GATEWAY_TEST_DATABASE_URL
   if (url === undefined || url === "") {
-    throw new Error("GATEWAY_TEST_DATABASE_URL is not set: it must be a PostgreSQL URL on which the tests may CREATE DATABASE (e.g. postgres://gateway@127.0.0.1:55432/postgres)")
+    throw new Error(
+      "GATEWAY_TEST_DATABASE_URL is not set: it must be a PostgreSQL URL on which the tests may CREATE DATABASE (e.g. postgres://gateway@127.0.0.1:55432/postgres)"
+    )
   }
   return url
 }
@@ -60,7 +62,8 @@ export const createTestDatabase = async (maintenance = maintenanceUrl()): Promis
       const limit = Date.now() / 1000 - 7200
       for (const r of old.rows) {
         const t = Number(String(r.datname).split("_")[2])
-        if (Number.isFinite(t) && t < limit) await c.query(`DROP DATABASE IF EXISTS "${String(r.datname)}" WITH (FORCE)`).catch(() => undefined)
+        if (Number.isFinite(t) && t < limit)
+          await c.query(`DROP DATABASE IF EXISTS "${String(r.datname)}" WITH (FORCE)`).catch(() => undefined)
       }
     }
     await c.query(`CREATE DATABASE ${name} TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'`)

@@ -26,7 +26,13 @@ export const playgroundCases = (env: () => Promise<Record<string, string>>) => {
     gw = await startGateway({ env: gatewayEnv })
     await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
     await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "user", scopes: ["inference"] }, { secret: USER })))
-    expect((await admin("/api/providers", { body: { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] } })).status).toBe(201)
+    expect(
+      (
+        await admin("/api/providers", {
+          body: { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] }
+        })
+      ).status
+    ).toBe(201)
   }
   const teardown = async () => {
     await gw?.close()
@@ -60,7 +66,10 @@ export const playgroundCases = (env: () => Promise<Record<string, string>>) => {
         expect(second.body).toMatchObject({ model: "", system: "", params_json: "{}" })
         expect((await admin("/api/playground/presets")).body.presets.map((p: any) => p.name)).toEqual(["Careful coder", "vectors"])
         expect((await admin(`/api/playground/presets/${made.body.id}`)).body).toEqual(made.body)
-        const updated = await admin(`/api/playground/presets/${made.body.id}`, { method: "PUT", body: { model: "up/m2", params_json: '{"top_p":0.9}' } })
+        const updated = await admin(`/api/playground/presets/${made.body.id}`, {
+          method: "PUT",
+          body: { model: "up/m2", params_json: '{"top_p":0.9}' }
+        })
         expect(updated.status).toBe(200)
         expect(updated.body).toEqual({ ...made.body, model: "up/m2", params_json: '{"top_p":0.9}' })
         const removed = await admin(`/api/playground/presets/${second.body.id}`, { method: "DELETE" })
@@ -112,10 +121,20 @@ export const playgroundCases = (env: () => Promise<Record<string, string>>) => {
     it("asks the model through the router with a meta prompt and answers the improved texts and tokens; 502 for a model that does not resolve or answers nothing", async () => {
       await setup()
       try {
-        up.next({ content: JSON.stringify({ improvedSystem: "You are a meticulous code reviewer.", improvedPrompt: "Review this diff for bugs; list each with a line number." }) })
-        const r = await as(USER)("/api/playground/improve-prompt", { body: { system: "review code", prompt: "check my diff", model: "up/m1", tone: "precise" } })
+        up.next({
+          content: JSON.stringify({
+            improvedSystem: "You are a meticulous code reviewer.",
+            improvedPrompt: "Review this diff for bugs; list each with a line number."
+          })
+        })
+        const r = await as(USER)("/api/playground/improve-prompt", {
+          body: { system: "review code", prompt: "check my diff", model: "up/m1", tone: "precise" }
+        })
         expect(r.status).toBe(200)
-        expect(r.body).toMatchObject({ improvedSystem: "You are a meticulous code reviewer.", improvedPrompt: "Review this diff for bugs; list each with a line number." })
+        expect(r.body).toMatchObject({
+          improvedSystem: "You are a meticulous code reviewer.",
+          improvedPrompt: "Review this diff for bugs; list each with a line number."
+        })
         expect(r.body.tokensIn).toBeGreaterThan(0)
         expect(r.body.tokensOut).toBeGreaterThan(0)
         const sent = up.requests.at(-1)!.body

@@ -32,7 +32,12 @@ const familyOf = (s: Socket): "IPv4" | "IPv6" => (s.remoteFamily === "IPv6" ? "I
  * `host`, recording what passed; with `auth`, `Proxy-Authorization: Basic` must match. With
  * `tls` (a key and certificate) it is an HTTPS proxy: clients speak TLS to it, then CONNECT.
  */
-export const httpProxy = async (host: string, auth?: { user: string; password: string }, port = 0, tls?: { key: string | Buffer; cert: string | Buffer }): Promise<TestProxy> => {
+export const httpProxy = async (
+  host: string,
+  auth?: { user: string; password: string },
+  port = 0,
+  tls?: { key: string | Buffer; cert: string | Buffer }
+): Promise<TestProxy> => {
   const server = createProxy(tls ? https.createServer(tls) : http.createServer())
   const sockets = new Set<Socket>()
   server.on("connection", (s: Socket) => {
@@ -50,7 +55,12 @@ export const httpProxy = async (host: string, auth?: { user: string; password: s
     const credentials = credentialsOf(req)
     const ok = !auth || credentials === `${auth.user}:${auth.password}`
     if (!ok) self.refused++
-    else self.passed.push({ target: req.method === "CONNECT" ? `CONNECT ${req.url}` : (req.url ?? ""), family: familyOf(req.socket), credentials })
+    else
+      self.passed.push({
+        target: req.method === "CONNECT" ? `CONNECT ${req.url}` : (req.url ?? ""),
+        family: familyOf(req.socket),
+        credentials
+      })
     return ok
   }
   await new Promise<void>((resolve, reject) => server.once("error", reject).listen(port, host, resolve))
@@ -110,7 +120,9 @@ export const socksProxy = async (host: string, auth?: { user: string; password: 
  * so a name that resolves to both reaches whichever family the gateway picks, and each side
  * records what it saw. Retries with another port if ::1 has that port taken.
  */
-export const dualStack = async (make: (host: string, port?: number) => Promise<TestProxy>): Promise<{ v4: TestProxy; v6: TestProxy; port: number; close(): Promise<void> }> => {
+export const dualStack = async (
+  make: (host: string, port?: number) => Promise<TestProxy>
+): Promise<{ v4: TestProxy; v6: TestProxy; port: number; close(): Promise<void> }> => {
   for (let attempt = 0; ; attempt++) {
     const v4 = await make("127.0.0.1")
     try {

@@ -175,11 +175,13 @@ setInterval(() => {}, 1000)
       script(bin, source)
       script(daemonBin, daemonSource)
     },
-    set: (file: string, on = true, value = "") => (on ? fs.writeFileSync(path.join(state, file), value) : fs.rmSync(path.join(state, file), { force: true })),
+    set: (file: string, on = true, value = "") =>
+      on ? fs.writeFileSync(path.join(state, file), value) : fs.rmSync(path.join(state, file), { force: true }),
     has: (file: string) => fs.existsSync(path.join(state, file)),
     funnelRuns: () => runsIn(state, "funnel-run-"),
     loginRuns: () => runsIn(state, "login-run-"),
-    daemonPid: () => (fs.existsSync(path.join(state, "daemon")) ? Number(fs.readFileSync(path.join(state, "daemon"), "utf8")) || undefined : undefined)
+    daemonPid: () =>
+      fs.existsSync(path.join(state, "daemon")) ? Number(fs.readFileSync(path.join(state, "daemon"), "utf8")) || undefined : undefined
   }
 }
 

@@ -120,7 +120,8 @@ export const verifySpec = (secret: string, d: Delivery): boolean => {
  */
 export const verifyStandardByHand = (secret: string, d: Delivery): boolean => {
   const rest = secret.startsWith("whsec_") ? secret.slice(6) : undefined
-  const key = rest !== undefined && rest.length % 4 === 0 && /^[A-Za-z0-9+/]+={0,2}$/.test(rest) ? Buffer.from(rest, "base64") : Buffer.from(secret)
+  const key =
+    rest !== undefined && rest.length % 4 === 0 && /^[A-Za-z0-9+/]+={0,2}$/.test(rest) ? Buffer.from(rest, "base64") : Buffer.from(secret)
   const id = String(d.headers["webhook-id"])
   const ts = String(d.headers["webhook-timestamp"])
   const expected = `v1,${crypto.createHmac("sha256", key).update(`${id}.${ts}.${d.raw}`).digest("base64")}`

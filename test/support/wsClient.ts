@@ -1,6 +1,11 @@
 import WebSocket from "ws"
 
-export type WsClient = { ws: WebSocket; frames: Array<any>; until: (type: string, count?: number) => Promise<any>; send: (frame: unknown) => void }
+export type WsClient = {
+  ws: WebSocket
+  frames: Array<any>
+  until: (type: string, count?: number) => Promise<any>
+  send: (frame: unknown) => void
+}
 
 /**
  * A WebSocket client that collects the JSON messages it receives and can wait for the nth of a
@@ -15,7 +20,9 @@ export const connectWs = (url: string, headers: Record<string, string>) =>
       frames.push(JSON.parse(String(data)))
       for (const w of waiters.splice(0)) w()
     })
-    ws.once("unexpected-response", (_req, res) => reject(Object.assign(new Error(`upgrade refused: ${res.statusCode}`), { status: res.statusCode })))
+    ws.once("unexpected-response", (_req, res) =>
+      reject(Object.assign(new Error(`upgrade refused: ${res.statusCode}`), { status: res.statusCode }))
+    )
     ws.once("error", reject)
     ws.once("open", () =>
       resolve({

@@ -36,7 +36,8 @@ const PageView = (p: { entry: PageEntry }) => {
     setComp(undefined)
     p.entry.load().then(
       (m) => live && setComp({ c: m.default }),
-      (e: unknown) => live && setError(`this page could not be loaded (${e instanceof Error ? e.message : String(e)}); reload the dashboard`)
+      (e: unknown) =>
+        live && setError(`this page could not be loaded (${e instanceof Error ? e.message : String(e)}); reload the dashboard`)
     )
     document.title = `${p.entry.title} · Gateway`
     return () => {

@@ -37,7 +37,16 @@ export const Login = (p: { onDone: () => void }) => {
   return (
     <Card title="Log in to the gateway">
       <Form label="Log in" onSubmit={() => void submit(() => ok(api.POST("/api/auth/login", { body: { password } })))}>
-        <TextInput label="Admin password" type="password" name="password" autoComplete="current-password" required value={password} onInput={setPassword} wide />
+        <TextInput
+          label="Admin password"
+          type="password"
+          name="password"
+          autoComplete="current-password"
+          required
+          value={password}
+          onInput={setPassword}
+          wide
+        />
         <ErrorBox error={error} />
         <Button kind="primary" type="submit" busy={busy}>
           Log in
@@ -57,13 +66,37 @@ export const Setup = (p: { onDone: () => void }) => {
   const { error, setError, busy, submit } = useSignIn(p.onDone)
   return (
     <Card title="Welcome: set the admin password">
-      <p class="muted">The gateway has no admin password yet. Choose one (at least 8 characters); it protects this dashboard and the management API.</p>
+      <p class="muted">
+        The gateway has no admin password yet. Choose one (at least 8 characters); it protects this dashboard and the management API.
+      </p>
       <Form
         label="First-run setup"
-        onSubmit={() => (password !== again ? setError("the two passwords differ") : void submit(() => ok(api.POST("/api/auth/setup", { body: { password } }))))}
+        onSubmit={() =>
+          password !== again
+            ? setError("the two passwords differ")
+            : void submit(() => ok(api.POST("/api/auth/setup", { body: { password } })))
+        }
       >
-        <TextInput label="New admin password" type="password" name="new-password" autoComplete="new-password" required value={password} onInput={setPassword} wide />
-        <TextInput label="Repeat it" type="password" name="repeat-password" autoComplete="new-password" required value={again} onInput={setAgain} wide />
+        <TextInput
+          label="New admin password"
+          type="password"
+          name="new-password"
+          autoComplete="new-password"
+          required
+          value={password}
+          onInput={setPassword}
+          wide
+        />
+        <TextInput
+          label="Repeat it"
+          type="password"
+          name="repeat-password"
+          autoComplete="new-password"
+          required
+          value={again}
+          onInput={setAgain}
+          wide
+        />
         <ErrorBox error={error} />
         <Button kind="primary" type="submit" busy={busy}>
           Set password and continue

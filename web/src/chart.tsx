@@ -63,7 +63,11 @@ export const TimeChart = (p: {
   return (
     <figure class="chart">
       <figcaption>{p.title}</figcaption>
-      {p.x.length === 0 ? <p class="muted">No data in this range yet.</p> : <div ref={box} class="chart-canvas" role="img" aria-label={`${p.title}: chart`} />}
+      {p.x.length === 0 ? (
+        <p class="muted">No data in this range yet.</p>
+      ) : (
+        <div ref={box} class="chart-canvas" role="img" aria-label={`${p.title}: chart`} />
+      )}
     </figure>
   )
 }

@@ -34,7 +34,13 @@ export const useLocation = () => {
 }
 
 /** A link inside the dashboard: a real <a href> (open in new tab works), navigation without reload. */
-export const Link = (props: { to: string; children: ComponentChildren; class?: string; title?: string; "aria-current"?: "page" | undefined }) => {
+export const Link = (props: {
+  to: string
+  children: ComponentChildren
+  class?: string
+  title?: string
+  "aria-current"?: "page" | undefined
+}) => {
   const { to, children, ...rest } = props
   return (
     <a

@@ -15,7 +15,11 @@ export interface Loaded<T> {
 
 /** Runs `load` on mount and whenever `deps` change; `reload()` runs it again. */
 export const useLoad = <T,>(load: () => Promise<T>, deps: ReadonlyArray<unknown> = []): Loaded<T> => {
-  const [state, setState] = useState<{ data: T | undefined; error: string | undefined; loading: boolean }>({ data: undefined, error: undefined, loading: true })
+  const [state, setState] = useState<{ data: T | undefined; error: string | undefined; loading: boolean }>({
+    data: undefined,
+    error: undefined,
+    loading: true
+  })
   const [tick, setTick] = useState(0)
   useEffect(() => {
     let live = true
@@ -80,7 +84,10 @@ export const Toasts = () => {
  * Runs an async action with a busy flag; failures become an error toast (the API's message),
  * success an optional toast. `const [run, busy] = useAction(); run(() => ok(api.POST(...)), "Saved")`
  */
-export const useAction = (): [<T>(f: () => Promise<T>, done?: string | ((r: T) => string | undefined)) => Promise<T | undefined>, boolean] => {
+export const useAction = (): [
+  <T>(f: () => Promise<T>, done?: string | ((r: T) => string | undefined)) => Promise<T | undefined>,
+  boolean
+] => {
   const [busy, setBusy] = useState(false)
   const run = useCallback(async <T,>(f: () => Promise<T>, done?: string | ((r: T) => string | undefined)) => {
     setBusy(true)
@@ -169,7 +176,9 @@ export const Stat = (p: { label: string; value: ComponentChildren; hint?: Compon
   </div>
 )
 
-export const Badge = (p: { kind?: "ok" | "warn" | "bad" | "info" | "muted"; children: ComponentChildren }) => <span class={`badge badge-${p.kind ?? "muted"}`}>{p.children}</span>
+export const Badge = (p: { kind?: "ok" | "warn" | "bad" | "info" | "muted"; children: ComponentChildren }) => (
+  <span class={`badge badge-${p.kind ?? "muted"}`}>{p.children}</span>
+)
 
 // ---------------------------------------------------------------- tables
 
@@ -179,7 +188,13 @@ export interface Column<T> {
   readonly class?: string
 }
 
-export const Table = <T,>(p: { columns: ReadonlyArray<Column<T>>; rows: ReadonlyArray<T>; rowKey: (row: T) => string; empty?: ComponentChildren; caption?: string }) =>
+export const Table = <T,>(p: {
+  columns: ReadonlyArray<Column<T>>
+  rows: ReadonlyArray<T>
+  rowKey: (row: T) => string
+  empty?: ComponentChildren
+  caption?: string
+}) =>
   p.rows.length === 0 && p.empty ? (
     <>{p.empty}</>
   ) : (
@@ -229,7 +244,12 @@ export const Button = (p: { kind?: "primary" | "danger" | "plain"; busy?: boolea
 }
 
 /** A labelled form control; `hint` is announced with it. */
-export const Field = (p: { label: string; hint?: ComponentChildren; children: (id: string, describedBy: string | undefined) => ComponentChildren; wide?: boolean }) => {
+export const Field = (p: {
+  label: string
+  hint?: ComponentChildren
+  children: (id: string, describedBy: string | undefined) => ComponentChildren
+  wide?: boolean
+}) => {
   const id = useId()
   const hintId = p.hint ? `${id}-hint` : undefined
   return (
@@ -306,7 +326,15 @@ export const NumberInput = (p: {
   </Field>
 )
 
-export const TextArea = (p: { label: string; value: string; onInput: (v: string) => void; hint?: ComponentChildren; rows?: number; name?: string; mono?: boolean }) => (
+export const TextArea = (p: {
+  label: string
+  value: string
+  onInput: (v: string) => void
+  hint?: ComponentChildren
+  rows?: number
+  name?: string
+  mono?: boolean
+}) => (
   <Field label={p.label} hint={p.hint} wide>
     {(id, d) => (
       <textarea
@@ -332,7 +360,13 @@ export const Select = <V extends string>(p: {
 }) => (
   <Field label={p.label} hint={p.hint}>
     {(id, d) => (
-      <select id={id} name={p.name} aria-describedby={d} value={p.value} onChange={(e) => p.onChange((e.currentTarget as HTMLSelectElement).value as V)}>
+      <select
+        id={id}
+        name={p.name}
+        aria-describedby={d}
+        value={p.value}
+        onChange={(e) => p.onChange((e.currentTarget as HTMLSelectElement).value as V)}
+      >
         {p.options.map((o) => {
           const v = typeof o === "string" ? o : o.value
           return (
@@ -346,7 +380,13 @@ export const Select = <V extends string>(p: {
   </Field>
 )
 
-export const Checkbox = (p: { label: string; checked: boolean; onChange: (v: boolean) => void; hint?: ComponentChildren; name?: string }) => {
+export const Checkbox = (p: {
+  label: string
+  checked: boolean
+  onChange: (v: boolean) => void
+  hint?: ComponentChildren
+  name?: string
+}) => {
   const id = useId()
   return (
     <div class="field field-check">
@@ -480,6 +520,13 @@ export const fmtDate = (d: string | number | null | undefined) => {
   const t = typeof d === "number" ? new Date(d) : new Date(d)
   return Number.isNaN(t.getTime()) ? String(d) : t.toLocaleString()
 }
-export const fmtMs = (ms: number | null | undefined) => (ms === null || ms === undefined ? "—" : ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`)
+export const fmtMs = (ms: number | null | undefined) =>
+  ms === null || ms === undefined ? "—" : ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`
 export const fmtBytes = (b: number | null | undefined) =>
-  b === null || b === undefined ? "—" : b < 1024 ? `${b} B` : b < 1024 * 1024 ? `${(b / 1024).toFixed(1)} KiB` : `${(b / 1024 / 1024).toFixed(1)} MiB`
+  b === null || b === undefined
+    ? "—"
+    : b < 1024
+      ? `${b} B`
+      : b < 1024 * 1024
+        ? `${(b / 1024).toFixed(1)} KiB`
+        : `${(b / 1024 / 1024).toFixed(1)} MiB`

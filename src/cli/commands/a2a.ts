@@ -17,19 +17,29 @@ const status = Command.make(
   {
     url,
     apiKey: Options.text("api-key").pipe(
-      Options.withDescription("Gateway API key for the endpoint, when the gateway requires one (default GATEWAY_API_KEY); sent only to the server's own origin."),
+      Options.withDescription(
+        "Gateway API key for the endpoint, when the gateway requires one (default GATEWAY_API_KEY); sent only to the server's own origin."
+      ),
       Options.optional
     ),
     json
   },
   lazy(run, (m) => m.a2aStatus)
-).pipe(Command.withDescription("Is the A2A endpoint answering? Reads the agent card, then asks the endpoint it names for list-capabilities; exits 1 when either fails."))
+).pipe(
+  Command.withDescription(
+    "Is the A2A endpoint answering? Reads the agent card, then asks the endpoint it names for list-capabilities; exits 1 when either fails."
+  )
+)
 
 const card = Command.make(
   "card",
   { url, json },
   lazy(run, (m) => m.a2aCard)
-).pipe(Command.withDescription("Print the running server's A2A agent card (/.well-known/agent-card.json): a summary, or the card itself with --json."))
+).pipe(
+  Command.withDescription(
+    "Print the running server's A2A agent card (/.well-known/agent-card.json): a summary, or the card itself with --json."
+  )
+)
 
 export const a2aCommand = Command.make("a2a").pipe(
   Command.withDescription("The gateway as an A2A agent: its JSON-RPC endpoint (POST /a2a) and agent card."),

@@ -18,7 +18,11 @@ interface Card {
   readonly capabilities?: Record<string, unknown>
   readonly skills?: ReadonlyArray<{ readonly id?: string; readonly name?: string }>
   readonly security?: ReadonlyArray<unknown>
-  readonly supportedInterfaces?: ReadonlyArray<{ readonly url?: string; readonly protocolBinding?: string; readonly protocolVersion?: string }>
+  readonly supportedInterfaces?: ReadonlyArray<{
+    readonly url?: string
+    readonly protocolBinding?: string
+    readonly protocolVersion?: string
+  }>
 }
 
 const WAIT = "5 seconds"
@@ -27,9 +31,15 @@ const WAIT = "5 seconds"
 const fetchCard = (base: string) =>
   HttpClient.get(`${base.replace(/\/+$/, "")}${AGENT_CARD_PATH}`).pipe(
     Effect.mapError(() => `no gateway answers at ${base} (is it running?)`),
-    Effect.flatMap((res) => (res.status === 200 ? Effect.mapError(res.json, () => "the agent card is not JSON") : Effect.fail(`the agent card answered ${res.status}`))),
+    Effect.flatMap((res) =>
+      res.status === 200
+        ? Effect.mapError(res.json, () => "the agent card is not JSON")
+        : Effect.fail(`the agent card answered ${res.status}`)
+    ),
     Effect.flatMap((body) =>
-      typeof body === "object" && body !== null && !Array.isArray(body) ? Effect.succeed(body as Card) : Effect.fail("the agent card is not a JSON object")
+      typeof body === "object" && body !== null && !Array.isArray(body)
+        ? Effect.succeed(body as Card)
+        : Effect.fail("the agent card is not a JSON object")
     ),
     Effect.timeoutFail({ duration: WAIT, onTimeout: () => `no answer from ${base} within ${WAIT}` })
   )
@@ -109,7 +119,9 @@ export const a2aCard = (opts: { readonly url: Option.Option<string>; readonly js
         ...(c.description ? [c.description] : []),
         `endpoint: ${c.url ?? "?"} (A2A ${c.protocolVersion ?? "?"})`,
         ...(c.supportedInterfaces && c.supportedInterfaces.length > 0
-          ? [`interfaces: ${c.supportedInterfaces.map((i) => `${i.url ?? "?"} ${i.protocolBinding ?? "?"} ${i.protocolVersion ?? "?"}`).join(", ")}`]
+          ? [
+              `interfaces: ${c.supportedInterfaces.map((i) => `${i.url ?? "?"} ${i.protocolBinding ?? "?"} ${i.protocolVersion ?? "?"}`).join(", ")}`
+            ]
           : []),
         `capabilities: ${capabilities || "none"}`,
         `skills: ${(c.skills ?? []).map((s) => s.id ?? s.name ?? "?").join(", ") || "none"}`,

@@ -13,9 +13,10 @@ export const quota = (opts: Parsed<typeof quotaOptions>) =>
     const { url, client } = yield* remote(opts)
     const apiKeyId = Option.getOrUndefined(opts.apiKeyId)
     const query = apiKeyId ? { apiKeyId } : {}
-    const [budgets, limits] = yield* Effect.all([client.accounting.budgets({ urlParams: query }), client.accounting.tokenLimits({ urlParams: query })]).pipe(
-      Effect.mapError(explain(url))
-    )
+    const [budgets, limits] = yield* Effect.all([
+      client.accounting.budgets({ urlParams: query }),
+      client.accounting.tokenLimits({ urlParams: query })
+    ]).pipe(Effect.mapError(explain(url)))
     if (opts.json) return yield* printJson({ budgets: budgets.budgets, tokenLimits: limits.limits })
     if (budgets.budgets.length === 0 && limits.limits.length === 0)
       return yield* Console.log("no budgets or token limits are set (POST /api/usage/budget, POST /api/usage/token-limits)")
@@ -27,7 +28,19 @@ export const quota = (opts: Parsed<typeof quotaOptions>) =>
           budgets.budgets.flatMap((b) =>
             (["daily", "weekly", "monthly"] as const).flatMap((name) => {
               const w = b.windows[name]
-              return w ? [[b.apiKeyId, name, usd(w.spentUsd), usd(w.limitUsd), usd(w.remainingUsd), w.resetsAt, w.exceeded ? "exceeded" : w.warning ? "warning" : "ok"]] : []
+              return w
+                ? [
+                    [
+                      b.apiKeyId,
+                      name,
+                      usd(w.spentUsd),
+                      usd(w.limitUsd),
+                      usd(w.remainingUsd),
+                      w.resetsAt,
+                      w.exceeded ? "exceeded" : w.warning ? "warning" : "ok"
+                    ]
+                  ]
+                : []
             })
           )
         )
@@ -38,7 +51,16 @@ export const quota = (opts: Parsed<typeof quotaOptions>) =>
       yield* Console.log(
         table(
           ["ID", "KEY", "SCOPE", "TARGET", "USED", "LIMIT", "WINDOW", "RESETS"],
-          limits.limits.map((l) => [l.id, l.apiKeyId, l.scope, orDash(l.provider ?? l.model), String(l.usedTokens), String(l.maxTokens), l.window, l.resetsAt])
+          limits.limits.map((l) => [
+            l.id,
+            l.apiKeyId,
+            l.scope,
+            orDash(l.provider ?? l.model),
+            String(l.usedTokens),
+            String(l.maxTokens),
+            l.window,
+            l.resetsAt
+          ])
         )
       )
     }
@@ -50,7 +72,9 @@ export const cacheStats = (opts: Parsed<typeof cacheOptions>) =>
     const s = yield* client.accounting.cacheStats().pipe(Effect.mapError(explain(url)))
     if (opts.json) return yield* printJson(s)
     const c = s.semanticCache
-    yield* Console.log(`response cache: ${c.memorySize} of ${c.memoryMaxSize} in memory, ${c.dbSize} in the database, TTL ${c.ttlSeconds} s`)
+    yield* Console.log(
+      `response cache: ${c.memorySize} of ${c.memoryMaxSize} in memory, ${c.dbSize} in the database, TTL ${c.ttlSeconds} s`
+    )
     yield* Console.log(
       `hits ${c.hits} (${c.similarHits} by similarity), misses ${c.misses}, hit rate ${(c.hitRate * 100).toFixed(1)}%${c.embeddingModel ? `, embeddings by ${c.embeddingModel}` : ", exact match only"}`
     )
@@ -62,5 +86,7 @@ export const cacheClear = (opts: Parsed<typeof cacheOptions>) =>
     const { url, client } = yield* remote(opts)
     const r = yield* client.accounting.clearCache().pipe(Effect.mapError(explain(url)))
     if (opts.json) return yield* printJson(r)
-    yield* Console.log(`cleared ${r.cleared.memory} cached answers in memory, ${r.cleared.db} in the database, ${r.cleared.idempotencyKeys} idempotency keys`)
+    yield* Console.log(
+      `cleared ${r.cleared.memory} cached answers in memory, ${r.cleared.db} in the database, ${r.cleared.idempotencyKeys} idempotency keys`
+    )
   }).pipe(withHttp)

@@ -5,7 +5,11 @@ import { json, remoteOptions } from "../options.js"
 
 const impl = () => import("./accounting.impl.js")
 
-export const quotaOptions = { ...remoteOptions, apiKeyId: Options.text("key").pipe(Options.withDescription("Only this API key id."), Options.optional), json }
+export const quotaOptions = {
+  ...remoteOptions,
+  apiKeyId: Options.text("key").pipe(Options.withDescription("Only this API key id."), Options.optional),
+  json
+}
 export const cacheOptions = { ...remoteOptions, json }
 
 /** `gateway quota`: budgets and token limits per API key, as the running server counts them. */
@@ -31,4 +35,7 @@ export const cacheCommand = Command.make(
   "cache",
   cacheOptions,
   lazy(impl, (m) => m.cacheStats)
-).pipe(Command.withDescription("Response cache statistics of the running server; `cache clear` empties it."), Command.withSubcommands([stats, clear]))
+).pipe(
+  Command.withDescription("Response cache statistics of the running server; `cache clear` empties it."),
+  Command.withSubcommands([stats, clear])
+)

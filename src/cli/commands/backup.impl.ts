@@ -47,7 +47,8 @@ export const restore = (opts: Parsed<typeof restoreOptions>) =>
           ? path.resolve(opts.source)
           : yield* Effect.fail(new NotFound({ message: `${JSON.stringify(opts.source)} is neither a backup id nor a file` }))
       if (!isArchive(file)) {
-        if (Option.isSome(opts.passphrase)) return yield* new BadRequest({ message: "--passphrase is for exportAll archives; this is a database file" })
+        if (Option.isSome(opts.passphrase))
+          return yield* new BadRequest({ message: "--passphrase is for exportAll archives; this is a database file" })
         const result = yield* backups.restoreFile(file, opts.source)
         if (opts.json) return yield* printJson(result)
         return yield* Console.log(`restored ${opts.source}; the previous state is backup ${result.safetyBackup.id}`)
@@ -64,7 +65,8 @@ export const restore = (opts: Parsed<typeof restoreOptions>) =>
         const secrets = yield* Secrets
         if (key !== undefined && secrets.source === "env") {
           return yield* new BadRequest({
-            message: "STORAGE_ENCRYPTION_KEY is set, so the key file is not used: restore without --passphrase and set that variable to the archived key yourself"
+            message:
+              "STORAGE_ENCRYPTION_KEY is set, so the key file is not used: restore without --passphrase and set that variable to the archived key yourself"
           })
         }
         const result = yield* backups.restoreFile(found.db, opts.source)

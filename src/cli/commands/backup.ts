@@ -6,9 +6,14 @@ import { json } from "../options.js"
 
 const impl = () => import("./backup.impl.js")
 
-export const backupOptions = { list: Options.boolean("list").pipe(Options.withDescription("List the backups instead of creating one.")), json }
+export const backupOptions = {
+  list: Options.boolean("list").pipe(Options.withDescription("List the backups instead of creating one.")),
+  json
+}
 export const restoreOptions = {
-  source: Args.text({ name: "id|file" }).pipe(Args.withDescription("A backup id (gateway backup --list), a database file or an exportAll archive (.tar.gz).")),
+  source: Args.text({ name: "id|file" }).pipe(
+    Args.withDescription("A backup id (gateway backup --list), a database file or an exportAll archive (.tar.gz).")
+  ),
   passphrase: Options.text("passphrase").pipe(
     Options.withDescription("The archive's passphrase: also restore the storage key it carries (exportAll?includeKey=true)."),
     Options.optional

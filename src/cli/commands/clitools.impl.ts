@@ -42,12 +42,15 @@ const keyFrom = (opts: ConnectionOptions) =>
     const key = Option.getOrUndefined(opts.apiKey) ?? (process.env.GATEWAY_API_KEY?.trim() || undefined)
     if (key) return key
     return yield* new BadRequest({
-      message: "a gateway key is needed: pass --api-key or set GATEWAY_API_KEY. Make one with `gateway keys add --name <tool>` (it prints the key once)"
+      message:
+        "a gateway key is needed: pass --api-key or set GATEWAY_API_KEY. Make one with `gateway keys add --name <tool>` (it prints the key once)"
     })
   })
 
 const urlFrom = (opts: ConnectionOptions) =>
-  Option.isSome(opts.remote) ? Effect.succeed(opts.remote.value.replace(/\/+$/, "").replace(/\/v1$/, "")) : localServerUrl(Option.getOrUndefined(opts.port))
+  Option.isSome(opts.remote)
+    ? Effect.succeed(opts.remote.value.replace(/\/+$/, "").replace(/\/v1$/, ""))
+    : localServerUrl(Option.getOrUndefined(opts.port))
 
 /**
  * The target: URL, key, the live catalog's chat models and the default model (the `--model`,
@@ -60,13 +63,20 @@ const targetFor = (opts: ConnectionOptions, current: string | null, offline: boo
     const wanted = Option.getOrUndefined(opts.model)
     const models = yield* fetchChatModels(baseUrl, apiKey).pipe(
       Effect.catchTag("GatewayUnreachable", (e) =>
-        wanted ? Effect.as(Console.error(`warning: ${e.message}; writing --model ${wanted} without checking it`), [wanted]) : Effect.fail(new BadRequest({ message: e.message }))
+        wanted
+          ? Effect.as(Console.error(`warning: ${e.message}; writing --model ${wanted} without checking it`), [wanted])
+          : Effect.fail(new BadRequest({ message: e.message }))
       )
     )
     if (wanted && !models.includes(wanted)) {
-      return yield* new BadRequest({ message: `model '${wanted}' is not in the gateway's catalog at ${baseUrl} (${models.length} chat models; see \`gateway models\`)` })
+      return yield* new BadRequest({
+        message: `model '${wanted}' is not in the gateway's catalog at ${baseUrl} (${models.length} chat models; see \`gateway models\`)`
+      })
     }
-    if (models.length === 0) return yield* new BadRequest({ message: `the gateway at ${baseUrl} serves no chat model yet: connect a provider first (\`gateway provider add\`)` })
+    if (models.length === 0)
+      return yield* new BadRequest({
+        message: `the gateway at ${baseUrl} serves no chat model yet: connect a provider first (\`gateway provider add\`)`
+      })
     const model =
       wanted ??
       (current && models.includes(current)
@@ -79,14 +89,23 @@ const targetFor = (opts: ConnectionOptions, current: string | null, offline: boo
 
 const maskIn = (text: string, key: string) => (key ? text.split(key).join(maskSecret(key)) : text)
 
-const shellLine = (env: Readonly<Record<string, string>>, key: string) => Object.entries(env).map(([k, v]) => `export ${k}=${v === key ? maskSecret(v) : `'${v}'`}`)
+const shellLine = (env: Readonly<Record<string, string>>, key: string) =>
+  Object.entries(env).map(([k, v]) => `export ${k}=${v === key ? maskSecret(v) : `'${v}'`}`)
 
 const setupGuide = (tool: CliToolEntry, opts: ConnectionOptions, json: boolean) =>
   Effect.gen(function* () {
     const target = yield* targetFor(opts, null, false, false)
     const masked = { ...target, apiKey: maskSecret(target.apiKey) }
     const lines = GUIDES[tool.id]?.(masked) ?? [`See ${tool.docsUrl}.`]
-    if (json) return yield* printJson({ tool: tool.id, configType: tool.configType, baseUrl: target.baseUrl, model: target.model, guide: lines, docsUrl: tool.docsUrl })
+    if (json)
+      return yield* printJson({
+        tool: tool.id,
+        configType: tool.configType,
+        baseUrl: target.baseUrl,
+        model: target.model,
+        guide: lines,
+        docsUrl: tool.docsUrl
+      })
     yield* Console.log(`${tool.name} is configured in its own interface (${tool.configType}); nothing is written. Steps:`)
     for (const l of lines) yield* Console.log(`  ${l}`)
     yield* Console.log(`More: ${tool.docsUrl}`)
@@ -102,14 +121,20 @@ export const setupTool = (
     const module: ToolModule | undefined = TOOL_MODULES[tool.id]
     if (!module) return yield* setupGuide(tool, opts, opts.json)
     const env = processToolEnv()
-    const state = yield* Effect.tryPromise({ try: () => readToolState(module, env), catch: (e) => new BadRequest({ message: (e as Error).message }) })
+    const state = yield* Effect.tryPromise({
+      try: () => readToolState(module, env),
+      catch: (e) => new BadRequest({ message: (e as Error).message })
+    })
     const askable = !opts.yes && !nonInteractive && !opts.dryRun && !opts.json && process.stdin.isTTY === true
     if (!opts.yes && !nonInteractive && !opts.dryRun && !askable) {
       yield* Console.error("error: no terminal to ask on: pass --yes to write the files (or --dry-run to see them)")
       return yield* exitWith(2)
     }
     const target = yield* targetFor(opts, state.settings.model, opts.offline, askable && Option.isNone(opts.model))
-    const changes = yield* Effect.tryPromise({ try: () => planSetup(module, env, target), catch: (e) => new BadRequest({ message: (e as Error).message }) })
+    const changes = yield* Effect.tryPromise({
+      try: () => planSetup(module, env, target),
+      catch: (e) => new BadRequest({ message: (e as Error).message })
+    })
     const userEnv = module.userEnv(target)
     const summary = {
       tool: tool.id,
@@ -121,8 +146,12 @@ export const setupTool = (
     if (opts.dryRun) {
       const files = changes.map((c) => ({ path: c.path, exists: c.before !== undefined, content: maskIn(c.after, target.apiKey) }))
       if (opts.json) return yield* printJson({ ...summary, dryRun: true, files })
-      if (files.length === 0) yield* Console.log(`${tool.name} already points at ${target.baseUrl} with model ${target.model}; nothing would change.`)
-      for (const f of files) yield* Console.log(`# ${f.path}${f.exists ? " (would replace the file; a backup is kept)" : " (new file)"}; the key is shown masked\n${f.content}`)
+      if (files.length === 0)
+        yield* Console.log(`${tool.name} already points at ${target.baseUrl} with model ${target.model}; nothing would change.`)
+      for (const f of files)
+        yield* Console.log(
+          `# ${f.path}${f.exists ? " (would replace the file; a backup is kept)" : " (new file)"}; the key is shown masked\n${f.content}`
+        )
       return yield* printFooter(userEnv, target.apiKey, module.notes, "would need")
     }
     if (askable && changes.length > 0) {
@@ -130,9 +159,13 @@ export const setupTool = (
       const ok = yield* Prompt.confirm({ message: `Point ${tool.name} at ${target.baseUrl} with model ${target.model}?`, initial: true })
       if (!ok) return yield* Console.log("nothing written")
     }
-    const written = yield* Effect.tryPromise({ try: () => applyChanges(changes), catch: (e) => new BadRequest({ message: `cannot write: ${(e as Error).message}` }) })
+    const written = yield* Effect.tryPromise({
+      try: () => applyChanges(changes),
+      catch: (e) => new BadRequest({ message: `cannot write: ${(e as Error).message}` })
+    })
     if (opts.json) return yield* printJson({ ...summary, dryRun: false, written })
-    if (written.length === 0) yield* Console.log(`${tool.name} already points at ${target.baseUrl} with model ${target.model}; nothing changed.`)
+    if (written.length === 0)
+      yield* Console.log(`${tool.name} already points at ${target.baseUrl} with model ${target.model}; nothing changed.`)
     for (const w of written) yield* Console.log(`wrote ${w.path}${w.backup ? ` (previous version: ${w.backup})` : ""}`)
     yield* printFooter(userEnv, target.apiKey, module.notes, "needs")
   })
@@ -166,7 +199,8 @@ export const launchTool = (id: string, opts: ConnectionOptions, args: ReadonlyAr
       (dir) =>
         Effect.async<number>((resume) => {
           const launch = module.launch(target, dir)
-          for (const [name, content] of Object.entries(launch.tempFiles ?? {})) fs.writeFileSync(path.join(dir, name), content, { mode: 0o600 })
+          for (const [name, content] of Object.entries(launch.tempFiles ?? {}))
+            fs.writeFileSync(path.join(dir, name), content, { mode: 0o600 })
           const child = spawn(bin, [...launch.args, ...args], { stdio: "inherit", env: { ...process.env, ...launch.env } })
           const forward = (signal: NodeJS.Signals) => () => child.kill(signal)
           const onInt = forward("SIGINT")

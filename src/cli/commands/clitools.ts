@@ -19,9 +19,14 @@ const connection = {
     Options.withDescription("The gateway key the tool will use (default GATEWAY_API_KEY; make one with `gateway keys add --name <tool>`)."),
     Options.optional
   ),
-  port: Options.integer("port").pipe(Options.withDescription("The gateway's port on this machine (default 20128, or PORT)."), Options.optional),
+  port: Options.integer("port").pipe(
+    Options.withDescription("The gateway's port on this machine (default 20128, or PORT)."),
+    Options.optional
+  ),
   model: Options.text("model").pipe(
-    Options.withDescription("The default model (default: the tool's current one if the gateway serves it, else the catalog's first chat model)."),
+    Options.withDescription(
+      "The default model (default: the tool's current one if the gateway serves it, else the catalog's first chat model)."
+    ),
     Options.optional
   )
 }
@@ -39,7 +44,9 @@ const setupOptions = {
   ...connection,
   dryRun: Options.boolean("dry-run").pipe(Options.withDescription("Print the files and where they would go; write nothing.")),
   yes: Options.boolean("yes").pipe(Options.withAlias("y"), Options.withDescription("Write without asking.")),
-  offline: Options.boolean("offline").pipe(Options.withDescription("Also turn off the tool's update checks, telemetry and other calls home.")),
+  offline: Options.boolean("offline").pipe(
+    Options.withDescription("Also turn off the tool's update checks, telemetry and other calls home.")
+  ),
   json: Options.boolean("json").pipe(Options.withDescription("Print JSON."))
 }
 type SetupOptions = typeof setupOptions
@@ -49,11 +56,17 @@ const setupCommand = (id: string, name: string) =>
     `setup-${id}`,
     setupOptions,
     lazy(impl, (m) => (opts: Parsed<SetupOptions>) => Effect.flatMap(gateway, (root) => m.setupTool(id, opts, root.nonInteractive)))
-  ).pipe(Command.withDescription(`Point ${name} at this gateway: write its own configuration (models from the live catalog), keeping a backup.`))
+  ).pipe(
+    Command.withDescription(`Point ${name} at this gateway: write its own configuration (models from the live catalog), keeping a backup.`)
+  )
 
 const launchArgs = Args.repeated(Args.text({ name: "args" })).pipe(Args.withDescription("Arguments for the tool (after `--`)."))
 
-const launchOptions = { ...connection, tool: Args.text({ name: "tool" }).pipe(Args.withDescription(`One of ${CLI_TOOLS.map((t) => t.id).join(", ")}.`)), args: launchArgs }
+const launchOptions = {
+  ...connection,
+  tool: Args.text({ name: "tool" }).pipe(Args.withDescription(`One of ${CLI_TOOLS.map((t) => t.id).join(", ")}.`)),
+  args: launchArgs
+}
 type LaunchOptions = typeof launchOptions
 const launchCodexOptions = { ...connection, args: launchArgs }
 type LaunchCodexOptions = typeof launchCodexOptions
@@ -62,7 +75,11 @@ const launchCommand = Command.make(
   "launch",
   launchOptions,
   lazy(impl, (m) => (opts: Parsed<LaunchOptions>) => m.launchTool(opts.tool, opts, opts.args))
-).pipe(Command.withDescription("Start a coding tool pointed at this gateway (environment and arguments only; writes no configuration). Exits with the tool's exit code."))
+).pipe(
+  Command.withDescription(
+    "Start a coding tool pointed at this gateway (environment and arguments only; writes no configuration). Exits with the tool's exit code."
+  )
+)
 
 const launchCodexCommand = Command.make(
   "launch-codex",

@@ -17,7 +17,10 @@ export const list = (opts: Parsed<typeof listOptions>) =>
     Effect.gen(function* () {
       const combos = yield* (yield* Combos).list
       if (opts.json) return yield* printJson({ combos: combos.map(comboView) })
-      if (combos.length === 0) return yield* Console.log("no combos yet: create one with `gateway combo create <name> --strategy priority --target <provider>/<model> ...`")
+      if (combos.length === 0)
+        return yield* Console.log(
+          "no combos yet: create one with `gateway combo create <name> --strategy priority --target <provider>/<model> ...`"
+        )
       yield* Console.log(
         table(
           ["NAME", "STRATEGY", "TARGETS", "ENABLED", "DESCRIPTION"],

@@ -28,7 +28,9 @@ export const listOptions = { json }
 export const createOptions = {
   name: schemaArg("name", ComboName),
   strategy: schemaOption("strategy", StrategyName).pipe(Options.withDescription(`Routing strategy: ${STRATEGY_NAMES.join(", ")}.`)),
-  target: schemaOptions("target", TargetText).pipe(Options.withDescription("A target `<provider>/<model>`, optionally `=<weight>`; repeat in priority order.")),
+  target: schemaOptions("target", TargetText).pipe(
+    Options.withDescription("A target `<provider>/<model>`, optionally `=<weight>`; repeat in priority order.")
+  ),
   config: schemaOption("config", Schema.parseJson(ComboConfig)).pipe(
     Options.withDescription("Strategy configuration as JSON (judgeModel, fusionTuning, routerStrategy, auto, ...)."),
     Options.optional

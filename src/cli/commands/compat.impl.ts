@@ -30,7 +30,8 @@ const printMatrix = (m: CompatMatrix, cases: ReadonlySet<string> | undefined) =>
     const failed = m.cells.filter((c) => c.status === "fail" && (cases === undefined || cases.has(c.case)))
     if (failed.length > 0) {
       yield* Console.log("\nfailing cells:")
-      for (const f of failed) yield* Console.log(`- ${f.case} on ${f.model}: ${f.reason}\n  read it: GET /api/compat/exchanges/${f.exchangeId}`)
+      for (const f of failed)
+        yield* Console.log(`- ${f.case} on ${f.model}: ${f.reason}\n  read it: GET /api/compat/exchanges/${f.exchangeId}`)
     }
     return failed.length
   })
@@ -84,13 +85,17 @@ export const clients = (opts: Parsed<typeof doctorOptions>) =>
       }
     }
     const r = m.run
-    if (r?.id !== runId) return yield* Effect.fail(new Conflict({ message: `the run ${runId} was replaced by another (${r?.id ?? "none"}) before it ended` }))
+    if (r?.id !== runId)
+      return yield* Effect.fail(new Conflict({ message: `the run ${runId} was replaced by another (${r?.id ?? "none"}) before it ended` }))
     const failed = m.cells.filter((c) => c.status === "fail").length
     if (opts.json) yield* printJson(m)
     else {
-      yield* Console.log(`compatibility: ${r.passed} passed, ${r.failed} failed, ${r.skipped} skipped (budget), spent $${r.spentUsd.toFixed(6)} of $${r.budgetUsd}`)
+      yield* Console.log(
+        `compatibility: ${r.passed} passed, ${r.failed} failed, ${r.skipped} skipped (budget), spent $${r.spentUsd.toFixed(6)} of $${r.budgetUsd}`
+      )
       yield* printMatrix(m, cases)
     }
-    if (r.state === "interrupted") return yield* Effect.fail(new ServiceUnavailable({ message: `the run stopped with the gateway after ${r.done} of ${r.total} cells` }))
+    if (r.state === "interrupted")
+      return yield* Effect.fail(new ServiceUnavailable({ message: `the run stopped with the gateway after ${r.done} of ${r.total} cells` }))
     if (failed > 0) yield* exitWith(1)
   }).pipe(withHttp)

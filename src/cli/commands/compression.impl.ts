@@ -6,7 +6,14 @@ import * as fs from "node:fs"
 import { Pricing } from "../../services/accounting/Pricing.js"
 import { Compression } from "../../services/context/Compression.js"
 import { ContextStore } from "../../services/context/ContextStore.js"
-import { AnalyticsQuery, CompressionAssignments, type CompressionComboView, CreateCompressionCombo, PreviewPayload, RtkTestPayload } from "../../domain/context.js"
+import {
+  AnalyticsQuery,
+  CompressionAssignments,
+  type CompressionComboView,
+  CreateCompressionCombo,
+  PreviewPayload,
+  RtkTestPayload
+} from "../../domain/context.js"
 import { BadRequest } from "../../domain/errors.js"
 import { SettingsPatch } from "../../domain/settings.js"
 import { Settings } from "../../platform/settings/Settings.js"
@@ -14,7 +21,16 @@ import type { Parsed } from "../handler.js"
 import { withLocalGateway } from "../local.js"
 import { orDash, printJson, table } from "../output.js"
 import { decodeInput, UsageError } from "../schema.js"
-import type { comboAssignOptions, comboCreateOptions, comboDeleteOptions, comboListOptions, previewOptions, rtkTestOptions, settingsOptions, statsOptions } from "./compression.js"
+import type {
+  comboAssignOptions,
+  comboCreateOptions,
+  comboDeleteOptions,
+  comboListOptions,
+  previewOptions,
+  rtkTestOptions,
+  settingsOptions,
+  statsOptions
+} from "./compression.js"
 
 /** A file's text, or stdin's when no file is given (stdin must be piped). */
 export const readInput = (file: Option.Option<string>, what: string, flag = "--file") =>
@@ -41,7 +57,8 @@ export const readInput = (file: Option.Option<string>, what: string, flag = "--f
 const CompressionLocal = Compression.layer.pipe(Layer.provide(Pricing.layer))
 const withCompression = <A, E, R>(effect: Effect.Effect<A, E, R>) => withLocalGateway(Effect.provide(effect, CompressionLocal))
 
-const some = <K extends string, A>(key: K, o: Option.Option<A>): { [P in K]?: A } => (Option.isSome(o) ? ({ [key]: o.value } as { [P in K]: A }) : {})
+const some = <K extends string, A>(key: K, o: Option.Option<A>): { [P in K]?: A } =>
+  Option.isSome(o) ? ({ [key]: o.value } as { [P in K]: A }) : {}
 
 const n = (x: number) => x.toLocaleString("en-US")
 
@@ -55,7 +72,12 @@ export const preview = (opts: Parsed<typeof previewOptions>) =>
         try: () => JSON.parse(text) as unknown,
         catch: () => new UsageError({ message: `${Option.isSome(opts.file) ? opts.file.value : "stdin"}: the request body is not JSON` })
       })
-      const payload = yield* decodeInput(PreviewPayload, { body: "the request body", mode: "--mode", model: "--model", format: "--format" })({
+      const payload = yield* decodeInput(PreviewPayload, {
+        body: "the request body",
+        mode: "--mode",
+        model: "--model",
+        format: "--format"
+      })({
         body,
         ...some("format", opts.format),
         ...some("mode", opts.mode),
@@ -66,7 +88,8 @@ export const preview = (opts: Parsed<typeof previewOptions>) =>
         const out = opts.output.value
         yield* Effect.tryPromise({
           try: () => fs.promises.writeFile(out, JSON.stringify(result.body, null, 2) + "\n"),
-          catch: (e) => new UsageError({ message: `--output: cannot write ${out}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}` })
+          catch: (e) =>
+            new UsageError({ message: `--output: cannot write ${out}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}` })
         })
       }
       if (opts.json) return yield* printJson(result)
@@ -76,7 +99,12 @@ export const preview = (opts: Parsed<typeof previewOptions>) =>
         yield* Console.log(
           table(
             ["ENGINE", "BEFORE", "AFTER", "SAVED"],
-            result.engines.map((e) => [e.engine, n(e.tokensBefore), n(e.tokensAfter), `${n(e.tokensSaved)} (${pct(e.tokensBefore, e.tokensAfter)})`])
+            result.engines.map((e) => [
+              e.engine,
+              n(e.tokensBefore),
+              n(e.tokensAfter),
+              `${n(e.tokensSaved)} (${pct(e.tokensBefore, e.tokensAfter)})`
+            ])
           )
         )
       else yield* Console.log("no engine changed anything")
@@ -95,7 +123,8 @@ const findCombo = (idOrName: string) =>
     const store = yield* ContextStore
     const snapshot = yield* store.snapshot
     const c = snapshot.byId.get(idOrName) ?? snapshot.byName.get(idOrName.trim().toLowerCase())
-    if (!c) return yield* new BadRequest({ message: `no compression combo with the id or name '${idOrName}' (gateway compression combos list)` })
+    if (!c)
+      return yield* new BadRequest({ message: `no compression combo with the id or name '${idOrName}' (gateway compression combos list)` })
     return yield* store.getCombo(c.id)
   })
 
@@ -107,7 +136,10 @@ export const comboList = (opts: Parsed<typeof comboListOptions>) =>
     Effect.gen(function* () {
       const combos = yield* (yield* ContextStore).listCombos
       if (opts.json) return yield* printJson({ combos })
-      if (combos.length === 0) return yield* Console.log("no compression combos yet: create one with `gateway compression combos create <name> --engine rtk --engine caveman ...`")
+      if (combos.length === 0)
+        return yield* Console.log(
+          "no compression combos yet: create one with `gateway compression combos create <name> --engine rtk --engine caveman ...`"
+        )
       yield* Console.log(
         table(
           ["NAME", "ID", "ENGINES", "ASSIGNED TO", "DESCRIPTION"],
@@ -136,12 +168,17 @@ export const comboCreate = (opts: Parsed<typeof comboCreateOptions>) =>
         (yield* Compression).checkSteps(input.engines),
         (e) =>
           new UsageError({
-            message: e.message.replace(/^engines\[(\d+)\](\.config)?/, (_, i: string) => `--engine ${input.engines[Number(i)]?.engine ?? ""} (step ${Number(i) + 1})`)
+            message: e.message.replace(
+              /^engines\[(\d+)\](\.config)?/,
+              (_, i: string) => `--engine ${input.engines[Number(i)]?.engine ?? ""} (step ${Number(i) + 1})`
+            )
           })
       )
       const created = yield* (yield* ContextStore).createCombo(input, "cli")
       if (opts.json) return yield* printJson(created)
-      yield* Console.log(`created compression combo ${created.name} (${created.id}): ${stepText(created)}; use it with x-gateway-compression: ${created.name}`)
+      yield* Console.log(
+        `created compression combo ${created.name} (${created.id}): ${stepText(created)}; use it with x-gateway-compression: ${created.name}`
+      )
     })
   )
 
@@ -166,7 +203,10 @@ export const comboAssign = (opts: Parsed<typeof comboAssignOptions>) =>
         given || opts.clear
           ? yield* store.setAssignments(
               combo.id,
-              yield* decodeInput(CompressionAssignments, { routingCombos: "--routing-combo", models: "--model" })({ routingCombos: opts.routingCombo, models: opts.model }),
+              yield* decodeInput(CompressionAssignments, { routingCombos: "--routing-combo", models: "--model" })({
+                routingCombos: opts.routingCombo,
+                models: opts.model
+              }),
               "cli"
             )
           : yield* store.getAssignments(combo.id)
@@ -186,7 +226,8 @@ export const settings = (opts: Parsed<typeof settingsOptions>) =>
   withLocalGateway(
     Effect.gen(function* () {
       if (opts.enable && opts.disable) return yield* new UsageError({ message: "--enable and --disable contradict each other" })
-      if (opts.noActiveProfile && Option.isSome(opts.activeProfile)) return yield* new UsageError({ message: "--active-profile and --no-active-profile contradict each other" })
+      if (opts.noActiveProfile && Option.isSome(opts.activeProfile))
+        return yield* new UsageError({ message: "--active-profile and --no-active-profile contradict each other" })
       const autoTrigger = {
         ...some("enabled", opts.autoTrigger),
         ...some("thresholdTokens", opts.autoTriggerTokens),
@@ -195,7 +236,10 @@ export const settings = (opts: Parsed<typeof settingsOptions>) =>
       const compression = {
         ...(opts.enable ? { enabled: true } : opts.disable ? { enabled: false } : {}),
         ...(opts.noActiveProfile ? { activeProfile: null } : some("activeProfile", opts.activeProfile)),
-        ...Option.match(opts.defaultCombo, { onNone: () => ({}), onSome: (d) => ({ defaultCombo: d.trim().toLowerCase() === "builtin" ? null : d }) }),
+        ...Option.match(opts.defaultCombo, {
+          onNone: () => ({}),
+          onSome: (d) => ({ defaultCombo: d.trim().toLowerCase() === "builtin" ? null : d })
+        }),
         ...some("compressByDefault", opts.compressByDefault),
         ...some("injectionMaxTokens", opts.injectionMaxTokens),
         ...(Object.keys(autoTrigger).length > 0 ? { autoTrigger } : {})
@@ -241,7 +285,8 @@ const decodeSettingsPatch = (input: unknown) =>
   Effect.mapError(decodeInput(SettingsPatch)(input), (e) => {
     // "compression.autoTrigger.windowShare: windowShare must be ..." → "--window-share: windowShare must be ..."
     let message = e.message
-    for (const [p, flag] of Object.entries(SETTINGS_FLAGS).sort((a, b) => b[0].length - a[0].length)) message = message.split(`${p}:`).join(`${flag}:`)
+    for (const [p, flag] of Object.entries(SETTINGS_FLAGS).sort((a, b) => b[0].length - a[0].length))
+      message = message.split(`${p}:`).join(`${flag}:`)
     return new UsageError({ message })
   })
 
@@ -265,7 +310,14 @@ export const stats = (opts: Parsed<typeof statsOptions>) =>
         readonly savedUsd: number
         readonly injectedTokens: number
       }
-      const cells = (r: Row) => [n(r.requests), n(r.tokensBefore), n(r.tokensAfter), n(r.tokensSaved), money(r.savedUsd), n(r.injectedTokens)]
+      const cells = (r: Row) => [
+        n(r.requests),
+        n(r.tokensBefore),
+        n(r.tokensAfter),
+        n(r.tokensSaved),
+        money(r.savedUsd),
+        n(r.injectedTokens)
+      ]
       const head = ["REQUESTS", "BEFORE", "AFTER", "SAVED", "SAVED USD", "INJECTED"]
       yield* Console.log(
         "\n" +
@@ -300,7 +352,10 @@ export const rtkTest = (opts: Parsed<typeof rtkTestOptions>) =>
   withCompression(
     Effect.gen(function* () {
       const text = yield* readInput(opts.file, "the command output")
-      const payload = yield* decodeInput(RtkTestPayload, { text: Option.isSome(opts.file) ? "--file" : "stdin", command: "--command" })({ text, ...some("command", opts.command) })
+      const payload = yield* decodeInput(RtkTestPayload, { text: Option.isSome(opts.file) ? "--file" : "stdin", command: "--command" })({
+        text,
+        ...some("command", opts.command)
+      })
       const r = yield* (yield* Compression).rtkTest(payload)
       if (opts.json) return yield* printJson(r)
       yield* Console.log(r.output)

@@ -33,12 +33,19 @@ const StepText = Schema.compose(
 const BoolText = Schema.transformOrFail(Schema.String, Schema.Boolean, {
   strict: true,
   decode: (s, _, ast) =>
-    s === "true" ? ParseResult.succeed(true) : s === "false" ? ParseResult.succeed(false) : ParseResult.fail(new ParseResult.Type(ast, s, "must be true or false")),
+    s === "true"
+      ? ParseResult.succeed(true)
+      : s === "false"
+        ? ParseResult.succeed(false)
+        : ParseResult.fail(new ParseResult.Type(ast, s, "must be true or false")),
   encode: (b) => ParseResult.succeed(String(b))
 })
 
 /** A number, or `off` (null: that test of the auto-trigger is off). */
-const NumberOrOff = Schema.Union(Schema.transform(Schema.Literal("off"), Schema.Null, { strict: true, decode: () => null, encode: () => "off" as const }), Schema.NumberFromString)
+const NumberOrOff = Schema.Union(
+  Schema.transform(Schema.Literal("off"), Schema.Null, { strict: true, decode: () => null, encode: () => "off" as const }),
+  Schema.NumberFromString
+)
 
 export const previewOptions = {
   file: Options.text("file").pipe(Options.withDescription("The request body (JSON); default: read from stdin."), Options.optional),
@@ -50,7 +57,10 @@ export const previewOptions = {
     Options.withDescription("As x-gateway-compression: default, off, engine:<id>, or a compression combo's name or id (default: default)."),
     Options.optional
   ),
-  model: Options.text("model").pipe(Options.withDescription("The target `<provider>/<model>` (names the tokenizer family)."), Options.optional),
+  model: Options.text("model").pipe(
+    Options.withDescription("The target `<provider>/<model>` (names the tokenizer family)."),
+    Options.optional
+  ),
   output: Options.text("output").pipe(Options.withDescription("Write the compressed body (JSON) to this file."), Options.optional),
   json
 }
@@ -58,24 +68,36 @@ export const previewOptions = {
 export const comboListOptions = { json }
 export const comboCreateOptions = {
   name: Args.text({ name: "name" }),
-  engine: schemaOptions("engine", StepText).pipe(Options.withDescription(`An engine step, \`<id>\` or \`<id>:<json settings>\`, repeat in order; ids: ${ENGINE_IDS.join(", ")}.`)),
+  engine: schemaOptions("engine", StepText).pipe(
+    Options.withDescription(`An engine step, \`<id>\` or \`<id>:<json settings>\`, repeat in order; ids: ${ENGINE_IDS.join(", ")}.`)
+  ),
   description: Options.text("description").pipe(Options.optional),
   json
 }
 export const comboDeleteOptions = { id: Args.text({ name: "id-or-name" }), json }
 export const comboAssignOptions = {
   id: Args.text({ name: "id-or-name" }),
-  routingCombo: Options.text("routing-combo").pipe(Options.repeated, Options.withDescription("A routing combo whose requests use this compression combo; repeat.")),
-  model: Options.text("model").pipe(Options.repeated, Options.withDescription("A model (`<provider>/<model>` or a model id) whose requests use it; repeat.")),
+  routingCombo: Options.text("routing-combo").pipe(
+    Options.repeated,
+    Options.withDescription("A routing combo whose requests use this compression combo; repeat.")
+  ),
+  model: Options.text("model").pipe(
+    Options.repeated,
+    Options.withDescription("A model (`<provider>/<model>` or a model id) whose requests use it; repeat.")
+  ),
   clear: Options.boolean("clear").pipe(Options.withDescription("Remove every assignment.")),
   json
 }
 
 export const settingsOptions = {
   enable: Options.boolean("enable").pipe(Options.withDescription("Turn compression on (the global switch).")),
-  disable: Options.boolean("disable").pipe(Options.withDescription("Turn compression off: nothing compresses, whatever the request header says.")),
+  disable: Options.boolean("disable").pipe(
+    Options.withDescription("Turn compression off: nothing compresses, whatever the request header says.")
+  ),
   activeProfile: Options.text("active-profile").pipe(
-    Options.withDescription("The profile every request uses unless the header or an assignment says otherwise: a combo's name or id, or engine:<id>."),
+    Options.withDescription(
+      "The profile every request uses unless the header or an assignment says otherwise: a combo's name or id, or engine:<id>."
+    ),
     Options.optional
   ),
   noActiveProfile: Options.boolean("no-active-profile").pipe(Options.withDescription("No active profile.")),
@@ -95,7 +117,10 @@ export const settingsOptions = {
     Options.withDescription("The auto-trigger's threshold in estimated prompt tokens, or off."),
     Options.optional
   ),
-  windowShare: schemaOption("window-share", NumberOrOff).pipe(Options.withDescription("Or this share (0.05 to 1) of the target model's context window, or off."), Options.optional),
+  windowShare: schemaOption("window-share", NumberOrOff).pipe(
+    Options.withDescription("Or this share (0.05 to 1) of the target model's context window, or off."),
+    Options.optional
+  ),
   injectionMaxTokens: Options.integer("injection-max-tokens").pipe(
     Options.withDescription("At most this many tokens of memory and skills added to a request (0: none)."),
     Options.optional
@@ -110,7 +135,10 @@ export const statsOptions = {
 }
 
 export const rtkTestOptions = {
-  command: Options.text("command").pipe(Options.withDescription("The command line that printed the text (picks the filter: git status, npm test, ...)."), Options.optional),
+  command: Options.text("command").pipe(
+    Options.withDescription("The command line that printed the text (picks the filter: git status, npm test, ...)."),
+    Options.optional
+  ),
   file: Options.text("file").pipe(Options.withDescription("The text; default: read from stdin."), Options.optional),
   json
 }
@@ -119,7 +147,11 @@ const preview = Command.make(
   "preview",
   previewOptions,
   lazy(impl, (m) => m.preview)
-).pipe(Command.withDescription("Compress a request body as a request would be: tokens before and after, per engine and in total (the body with --json or --output)."))
+).pipe(
+  Command.withDescription(
+    "Compress a request body as a request would be: tokens before and after, per engine and in total (the body with --json or --output)."
+  )
+)
 const comboList = Command.make(
   "list",
   comboListOptions,

@@ -17,7 +17,8 @@ const maskEnv = (env: Record<string, string | undefined>, names: ReadonlyArray<s
   Object.fromEntries(names.filter((n) => env[n] !== undefined).map((n) => [n, isSecretName(n) ? maskValue(env[n]!) : redactText(env[n]!)]))
 
 /** The process environment variables the gateway reads (by prefix or name). */
-const GATEWAY_ENV = /^(GATEWAY_|PORT$|HOST$|DATA_DIR$|LOG_|STORAGE_ENCRYPTION_KEY$|INITIAL_PASSWORD$|REQUIRE_API_KEY$|[A-Z0-9_]+_(API_KEY|BASE_URL)$|[A-Z0-9_]+_ENABLED$)/
+const GATEWAY_ENV =
+  /^(GATEWAY_|PORT$|HOST$|DATA_DIR$|LOG_|STORAGE_ENCRYPTION_KEY$|INITIAL_PASSWORD$|REQUIRE_API_KEY$|[A-Z0-9_]+_(API_KEY|BASE_URL)$|[A-Z0-9_]+_ENABLED$)/
 
 export const configShow = (opts: Parsed<typeof configShowOptions>) =>
   withLocalGateway(

@@ -12,7 +12,8 @@ import { decodeInput, UsageError } from "../schema.js"
 import { readInput } from "./compression.impl.js"
 import type { idOptions, memoryAddOptions, memoryListOptions, skillAddOptions, skillIdOptions, skillListOptions } from "./context.js"
 
-const some = <K extends string, A>(key: K, o: Option.Option<A>): { [P in K]?: A } => (Option.isSome(o) ? ({ [key]: o.value } as { [P in K]: A }) : {})
+const some = <K extends string, A>(key: K, o: Option.Option<A>): { [P in K]?: A } =>
+  Option.isSome(o) ? ({ [key]: o.value } as { [P in K]: A }) : {}
 
 /** The first line of a text, cut to `max` characters. */
 const brief = (text: string, max = 60) => {
@@ -25,7 +26,14 @@ const brief = (text: string, max = 60) => {
 const memoryRows = (entries: ReadonlyArray<MemoryView>) =>
   table(
     ["ID", "SCOPE", "TAGS", "ENABLED", "TOKENS", "TEXT"],
-    entries.map((m) => [m.id, m.scope === "global" ? "global" : `${m.scope}:${m.scopeId}`, orDash(m.tags.join(",")), m.enabled ? "yes" : "no", String(m.tokens), brief(m.text)])
+    entries.map((m) => [
+      m.id,
+      m.scope === "global" ? "global" : `${m.scope}:${m.scopeId}`,
+      orDash(m.tags.join(",")),
+      m.enabled ? "yes" : "no",
+      String(m.tokens),
+      brief(m.text)
+    ])
   )
 
 export const memoryList = (opts: Parsed<typeof memoryListOptions>) =>
@@ -48,7 +56,10 @@ export const memoryAdd = (opts: Parsed<typeof memoryAddOptions>) =>
         tags: opts.tag,
         enabled: !opts.disabled
       })
-      const created = yield* Effect.mapError((yield* ContextStore).createMemory(input, "cli"), (e) => new UsageError({ message: e.message.replace(/^scopeId:/, "--scope-id:") }))
+      const created = yield* Effect.mapError(
+        (yield* ContextStore).createMemory(input, "cli"),
+        (e) => new UsageError({ message: e.message.replace(/^scopeId:/, "--scope-id:") })
+      )
       if (opts.json) return yield* printJson(created)
       yield* Console.log(
         `added memory entry ${created.id} (${created.scope === "global" ? "global" : `${created.scope} ${created.scopeId}`}, ${created.tokens} tokens${created.enabled ? "" : ", disabled"})`
@@ -88,18 +99,28 @@ const findSkill = (idOrName: string) =>
   })
 
 const triggerText = (s: ContextSkillView) =>
-  [s.trigger.always ? "always" : "", ...s.trigger.keywords.map((k) => `keyword:${k}`), ...s.trigger.models.map((m) => `model:${m}`)].filter((x) => x !== "").join(", ") || "(never)"
+  [s.trigger.always ? "always" : "", ...s.trigger.keywords.map((k) => `keyword:${k}`), ...s.trigger.models.map((m) => `model:${m}`)]
+    .filter((x) => x !== "")
+    .join(", ") || "(never)"
 
 export const skillList = (opts: Parsed<typeof skillListOptions>) =>
   withLocalGateway(
     Effect.gen(function* () {
       const skills = yield* (yield* ContextStore).listSkills
       if (opts.json) return yield* printJson({ skills })
-      if (skills.length === 0) return yield* Console.log("no skills: add one with `gateway context skills add <name> --catalog <id> --always`")
+      if (skills.length === 0)
+        return yield* Console.log("no skills: add one with `gateway context skills add <name> --catalog <id> --always`")
       yield* Console.log(
         table(
           ["NAME", "ID", "SOURCE", "TRIGGER", "ENABLED", "TOKENS"],
-          skills.map((s) => [s.name, s.id, s.source === "catalog" ? `catalog:${s.catalogId}` : "custom", triggerText(s), s.enabled ? "yes" : "no", String(s.tokens)])
+          skills.map((s) => [
+            s.name,
+            s.id,
+            s.source === "catalog" ? `catalog:${s.catalogId}` : "custom",
+            triggerText(s),
+            s.enabled ? "yes" : "no",
+            String(s.tokens)
+          ])
         )
       )
     })
@@ -110,9 +131,15 @@ export const skillAdd = (opts: Parsed<typeof skillAddOptions>) =>
     Effect.provide(
       Effect.gen(function* () {
         const sources = [opts.catalog, opts.text, opts.file].filter(Option.isSome).length
-        if (sources !== 1) return yield* new UsageError({ message: "give exactly one of --catalog <skill id>, --text <instructions>, --file <path>" })
+        if (sources !== 1)
+          return yield* new UsageError({ message: "give exactly one of --catalog <skill id>, --text <instructions>, --file <path>" })
         const text = Option.isSome(opts.file) ? Option.some(yield* readInput(opts.file, "the skill")) : opts.text
-        const input = yield* decodeInput(CreateContextSkill, { name: "<name>", catalogId: "--catalog", text: Option.isSome(opts.file) ? "--file" : "--text", trigger: "trigger" })({
+        const input = yield* decodeInput(CreateContextSkill, {
+          name: "<name>",
+          catalogId: "--catalog",
+          text: Option.isSome(opts.file) ? "--file" : "--text",
+          trigger: "trigger"
+        })({
           name: opts.name,
           ...some("catalogId", opts.catalog),
           ...some("text", text),
@@ -120,10 +147,13 @@ export const skillAdd = (opts: Parsed<typeof skillAddOptions>) =>
           enabled: !opts.disabled
         })
         const catalog = yield* SkillCatalog
-        const catalogText = (id: string) => Effect.map(catalog.get(id), (found) => (Option.isSome(found) ? found.value.markdown : undefined))
+        const catalogText = (id: string) =>
+          Effect.map(catalog.get(id), (found) => (Option.isSome(found) ? found.value.markdown : undefined))
         const created = yield* (yield* ContextStore).createSkill(input, catalogText, "cli")
         if (opts.json) return yield* printJson(created)
-        yield* Console.log(`added skill ${created.name} (${created.id}, ${created.tokens} tokens), injected on ${triggerText(created)}${created.enabled ? "" : " (disabled)"}`)
+        yield* Console.log(
+          `added skill ${created.name} (${created.id}, ${created.tokens} tokens), injected on ${triggerText(created)}${created.enabled ? "" : " (disabled)"}`
+        )
       }),
       SkillCatalog.layer
     )

@@ -17,10 +17,15 @@ export const memoryListOptions = {
 export const memoryAddOptions = {
   text: Args.text({ name: "text" }),
   scope: scope.pipe(
-    Options.withDescription("global (every request, the default), key (requests of the API key --scope-id) or session (requests whose X-Session-Id is --scope-id)."),
+    Options.withDescription(
+      "global (every request, the default), key (requests of the API key --scope-id) or session (requests whose X-Session-Id is --scope-id)."
+    ),
     Options.optional
   ),
-  scopeId: Options.text("scope-id").pipe(Options.withDescription("The API key id or session id a key or session entry applies to."), Options.optional),
+  scopeId: Options.text("scope-id").pipe(
+    Options.withDescription("The API key id or session id a key or session entry applies to."),
+    Options.optional
+  ),
   tag: Options.text("tag").pipe(Options.repeated, Options.withDescription("A tag; repeat.")),
   disabled: Options.boolean("disabled").pipe(Options.withDescription("Add it switched off.")),
   json
@@ -30,12 +35,21 @@ export const idOptions = { id: Args.text({ name: "id" }), json }
 export const skillListOptions = { json }
 export const skillAddOptions = {
   name: Args.text({ name: "name" }),
-  catalog: Options.text("catalog").pipe(Options.withDescription("An agent-skill catalog id (gw-inference, cli-chat, ...): its file is the text."), Options.optional),
+  catalog: Options.text("catalog").pipe(
+    Options.withDescription("An agent-skill catalog id (gw-inference, cli-chat, ...): its file is the text."),
+    Options.optional
+  ),
   text: Options.text("text").pipe(Options.withDescription("The skill's instructions."), Options.optional),
   file: Options.text("file").pipe(Options.withDescription("A file with the skill's instructions."), Options.optional),
   always: Options.boolean("always").pipe(Options.withDescription("Inject it into every request.")),
-  keyword: Options.text("keyword").pipe(Options.repeated, Options.withDescription("Inject it when a user turn contains this (case-insensitive); repeat.")),
-  model: Options.text("model").pipe(Options.repeated, Options.withDescription("Inject it when the model asked matches this pattern (`*` any run of characters); repeat.")),
+  keyword: Options.text("keyword").pipe(
+    Options.repeated,
+    Options.withDescription("Inject it when a user turn contains this (case-insensitive); repeat.")
+  ),
+  model: Options.text("model").pipe(
+    Options.repeated,
+    Options.withDescription("Inject it when the model asked matches this pattern (`*` any run of characters); repeat.")
+  ),
   disabled: Options.boolean("disabled").pipe(Options.withDescription("Add it switched off.")),
   json
 }
@@ -80,7 +94,11 @@ const skillAdd = Command.make(
   "add",
   skillAddOptions,
   lazy(impl, (m) => m.skillAdd)
-).pipe(Command.withDescription("Add a skill (one of --catalog, --text, --file) injected when its trigger matches (--always, --keyword, --model)."))
+).pipe(
+  Command.withDescription(
+    "Add a skill (one of --catalog, --text, --file) injected when its trigger matches (--always, --keyword, --model)."
+  )
+)
 const skillRemove = Command.make(
   "remove",
   skillIdOptions,
@@ -97,7 +115,9 @@ const skillDisable = Command.make(
   lazy(impl, (m) => m.skillDisable)
 ).pipe(Command.withDescription("Switch a skill off (kept, not injected)."))
 const skills = Command.make("skills").pipe(
-  Command.withDescription("Instruction files injected into the system prompt when their trigger matches (x-gateway-no-memory: true skips them)."),
+  Command.withDescription(
+    "Instruction files injected into the system prompt when their trigger matches (x-gateway-no-memory: true skips them)."
+  ),
   Command.withSubcommands([skillList, skillAdd, skillRemove, skillEnable, skillDisable])
 )
 

@@ -17,7 +17,9 @@ import type { migrateToPostgresOptions } from "./db.js"
 export const migrateToPostgres = (opts: Parsed<typeof migrateToPostgresOptions>) =>
   Effect.gen(function* () {
     const overrides = yield* cliConfig
-    const { dataDir } = yield* Effect.provide(AppConfig, AppConfig.layer(overrides)).pipe(Effect.mapError((e) => new BadRequest({ message: String(e) })))
+    const { dataDir } = yield* Effect.provide(AppConfig, AppConfig.layer(overrides)).pipe(
+      Effect.mapError((e) => new BadRequest({ message: String(e) }))
+    )
     const from = Option.match(opts.from, { onNone: () => path.join(dataDir, DB_FILENAME), onSome: (f) => path.resolve(f) })
     const to = Option.isSome(opts.to)
       ? yield* Either.match(parseDatabaseUrl(opts.to.value), {
@@ -27,11 +29,17 @@ export const migrateToPostgres = (opts: Parsed<typeof migrateToPostgresOptions>)
       : yield* DatabaseUrl.pipe(
           Effect.mapError((e) => new BadRequest({ message: String(e).replace(/^\(Invalid data at \): /, "") })),
           Effect.flatMap(
-            Option.match({ onNone: () => Effect.fail(new BadRequest({ message: "--to: no PostgreSQL URL (pass --to postgres://… or set DATABASE_URL)" })), onSome: Effect.succeed })
+            Option.match({
+              onNone: () =>
+                Effect.fail(new BadRequest({ message: "--to: no PostgreSQL URL (pass --to postgres://… or set DATABASE_URL)" })),
+              onSome: Effect.succeed
+            })
           )
         )
     const result = yield* migrate({ from, to, force: opts.force }).pipe(
-      Effect.catchTag("MigrateError", (e) => Effect.fail(e.conflict ? new Conflict({ message: e.message }) : new BadRequest({ message: e.message })))
+      Effect.catchTag("MigrateError", (e) =>
+        Effect.fail(e.conflict ? new Conflict({ message: e.message }) : new BadRequest({ message: e.message }))
+      )
     )
     if (opts.json) return yield* printJson(result)
     yield* Console.log(

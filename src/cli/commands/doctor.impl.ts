@@ -31,7 +31,10 @@ interface Check {
   readonly message: string
 }
 
-type Sqlite = { prepare: (sql: string) => { get: (...a: Array<unknown>) => unknown; all: (...a: Array<unknown>) => Array<unknown> }; close: () => void }
+type Sqlite = {
+  prepare: (sql: string) => { get: (...a: Array<unknown>) => unknown; all: (...a: Array<unknown>) => Array<unknown> }
+  close: () => void
+}
 const openDb = (file: string): Sqlite => {
   const Database = require("better-sqlite3") as new (f: string, o: { readonly: boolean; fileMustExist: boolean }) => Sqlite
   return new Database(file, { readonly: true, fileMustExist: true })
@@ -44,9 +47,11 @@ const checkConfig = (dataDir: string, port: number, host: string): Check => {
   const problems: Array<string> = []
   const rawPort = process.env.PORT
   if (rawPort !== undefined && rawPort !== "" && !/^\d+$/.test(rawPort)) problems.push(`PORT=${rawPort} is not a number`)
-  if (process.env.LOG_FORMAT && !["json", "pretty"].includes(process.env.LOG_FORMAT)) problems.push(`LOG_FORMAT=${process.env.LOG_FORMAT} (expected json or pretty)`)
+  if (process.env.LOG_FORMAT && !["json", "pretty"].includes(process.env.LOG_FORMAT))
+    problems.push(`LOG_FORMAT=${process.env.LOG_FORMAT} (expected json or pretty)`)
   const optOut = process.env.GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE
-  if (optOut && !CONFIG_BOOLEANS.has(optOut.trim().toLowerCase())) problems.push(`GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=${optOut} (expected true or false)`)
+  if (optOut && !CONFIG_BOOLEANS.has(optOut.trim().toLowerCase()))
+    problems.push(`GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=${optOut} (expected true or false)`)
   try {
     fs.mkdirSync(dataDir, { recursive: true })
     fs.accessSync(dataDir, fs.constants.W_OK)
@@ -66,13 +71,20 @@ const checkNative = (): Check => {
     db.close()
     return { name: "native", status: "ok", message: `better-sqlite3 loads (SQLite ${v})` }
   } catch (e) {
-    return { name: "native", status: "fail", message: `better-sqlite3 does not load: ${(e as Error).message} (run npm rebuild better-sqlite3)` }
+    return {
+      name: "native",
+      status: "fail",
+      message: `better-sqlite3 does not load: ${(e as Error).message} (run npm rebuild better-sqlite3)`
+    }
   }
 }
 
-const checkDatabase = async (file: string): Promise<{ check: Check; overrides: Map<string, string>; secrets: Array<string>; adminAuth: boolean }> => {
+const checkDatabase = async (
+  file: string
+): Promise<{ check: Check; overrides: Map<string, string>; secrets: Array<string>; adminAuth: boolean }> => {
   const empty = { overrides: new Map<string, string>(), secrets: [], adminAuth: false }
-  if (!fs.existsSync(file)) return { ...empty, check: { name: "database", status: "warn", message: `${file} does not exist yet; it is created on first start` } }
+  if (!fs.existsSync(file))
+    return { ...empty, check: { name: "database", status: "warn", message: `${file} does not exist yet; it is created on first start` } }
   let db: Sqlite | undefined
   try {
     db = openDb(file)
@@ -80,9 +92,13 @@ const checkDatabase = async (file: string): Promise<{ check: Check; overrides: M
     const known = (await Effect.runPromise(loader)).length
     const applied = (db.prepare("SELECT count(*) AS n FROM schema_migrations").get() as { n: number }).n
     const overrides = new Map(
-      (db.prepare("SELECT key, value FROM kv WHERE namespace = 'feature_flags'").all() as Array<{ key: string; value: string }>).map((r) => [r.key, r.value])
+      (db.prepare("SELECT key, value FROM kv WHERE namespace = 'feature_flags'").all() as Array<{ key: string; value: string }>).map(
+        (r) => [r.key, r.value]
+      )
     )
-    const secrets = (db.prepare("SELECT api_key_enc FROM connections WHERE api_key_enc IS NOT NULL").all() as Array<{ api_key_enc: string }>).map((r) => r.api_key_enc)
+    const secrets = (
+      db.prepare("SELECT api_key_enc FROM connections WHERE api_key_enc IS NOT NULL").all() as Array<{ api_key_enc: string }>
+    ).map((r) => r.api_key_enc)
     const adminAuth =
       (db.prepare("SELECT count(*) AS n FROM kv WHERE namespace = 'auth' AND key = 'admin_password'").get() as { n: number }).n > 0 ||
       (db.prepare("SELECT count(*) AS n FROM api_keys WHERE scopes LIKE '%admin%' AND enabled = 1").get() as { n: number }).n > 0
@@ -90,7 +106,9 @@ const checkDatabase = async (file: string): Promise<{ check: Check; overrides: M
     if (integrity !== "ok") problems.push(`integrity check: ${integrity}`)
     if (applied > known) problems.push(`schema is newer (${applied} migrations) than this build (${known}); upgrade the gateway`)
     const status: Status = problems.length > 0 ? "fail" : mode !== "wal" || applied < known ? "warn" : "ok"
-    const message = problems.join("; ") || `${file}: integrity ok, journal ${mode}, ${applied}/${known} migrations${applied < known ? " (the rest apply on next start)" : ""}`
+    const message =
+      problems.join("; ") ||
+      `${file}: integrity ok, journal ${mode}, ${applied}/${known} migrations${applied < known ? " (the rest apply on next start)" : ""}`
     return { check: { name: "database", status, message }, overrides, secrets, adminAuth }
   } catch (e) {
     return { ...empty, check: { name: "database", status: "fail", message: `${file}: ${(e as Error).message}` } }
@@ -111,16 +129,35 @@ const checkPostgres = (url: Redacted.Redacted<string>, display: string) =>
     const PgClient = yield* Effect.promise(() => import("@effect/sql-pg/PgClient"))
     const Reactivity = yield* Effect.promise(() => import("@effect/experimental/Reactivity"))
     const probe = Effect.gen(function* () {
-      const sql = yield* PgClient.make({ url, maxConnections: 1, connectTimeout: Duration.seconds(5), applicationName: "gateway-doctor", types: pg.typeParsers() as never })
+      const sql = yield* PgClient.make({
+        url,
+        maxConnections: 1,
+        connectTimeout: Duration.seconds(5),
+        applicationName: "gateway-doctor",
+        types: pg.typeParsers() as never
+      })
       const facts = yield* pg.serverFacts(sql)
       const known = (yield* Effect.orDie(loader)).length
       const hasSchema =
-        (yield* sql<{ n: number }>`SELECT count(*) AS n FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'schema_migrations'`)[0]?.n ?? 0
+        (yield* sql<{
+          n: number
+        }>`SELECT count(*) AS n FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'schema_migrations'`)[0]
+          ?.n ?? 0
       const where = `PostgreSQL ${facts.version} at ${display}`
-      if (hasSchema === 0) return { ...empty, check: { name: "database", status: "warn" as Status, message: `${where}: no tables yet; they are created on first start` } }
+      if (hasSchema === 0)
+        return {
+          ...empty,
+          check: { name: "database", status: "warn" as Status, message: `${where}: no tables yet; they are created on first start` }
+        }
       const applied = (yield* sql<{ n: number }>`SELECT count(*) AS n FROM schema_migrations`)[0]?.n ?? 0
-      const overrides = new Map((yield* sql<{ key: string; value: string }>`SELECT key, value FROM kv WHERE namespace = 'feature_flags'`).map((r) => [r.key, r.value] as const))
-      const secrets = (yield* sql<{ api_key_enc: string }>`SELECT api_key_enc FROM connections WHERE api_key_enc IS NOT NULL`).map((r) => r.api_key_enc)
+      const overrides = new Map(
+        (yield* sql<{ key: string; value: string }>`SELECT key, value FROM kv WHERE namespace = 'feature_flags'`).map(
+          (r) => [r.key, r.value] as const
+        )
+      )
+      const secrets = (yield* sql<{ api_key_enc: string }>`SELECT api_key_enc FROM connections WHERE api_key_enc IS NOT NULL`).map(
+        (r) => r.api_key_enc
+      )
       const adminAuth =
         ((yield* sql<{ n: number }>`SELECT count(*) AS n FROM kv WHERE namespace = 'auth' AND key = 'admin_password'`)[0]?.n ?? 0) > 0 ||
         ((yield* sql<{ n: number }>`SELECT count(*) AS n FROM api_keys WHERE scopes LIKE '%admin%' AND enabled = 1`)[0]?.n ?? 0) > 0
@@ -135,7 +172,9 @@ const checkPostgres = (url: Redacted.Redacted<string>, display: string) =>
     })
     return yield* Effect.scoped(probe).pipe(
       Effect.provide(Reactivity.layer),
-      Effect.catchAll((e) => Effect.succeed({ ...empty, check: { name: "database", status: "fail" as Status, message: pg.connectError(url, e) } }))
+      Effect.catchAll((e) =>
+        Effect.succeed({ ...empty, check: { name: "database", status: "fail" as Status, message: pg.connectError(url, e) } })
+      )
     )
   })
 
@@ -170,11 +209,17 @@ const checkStorage = (dataDir: string, secrets: ReadonlyArray<string>): Check =>
     }
   }).length
   if (bad > 0)
-    return { name: "storage", status: "fail", message: `${bad} of ${secrets.length} stored secrets cannot be decrypted with the key from ${source} (was the key changed?)` }
+    return {
+      name: "storage",
+      status: "fail",
+      message: `${bad} of ${secrets.length} stored secrets cannot be decrypted with the key from ${source} (was the key changed?)`
+    }
   return {
     name: "storage",
     status: notes.length > 0 ? "warn" : "ok",
-    message: notes.join("; ") || `key from ${source}; ${secrets.length === 1 ? "the stored secret decrypts" : `all ${secrets.length} stored secrets decrypt`}`
+    message:
+      notes.join("; ") ||
+      `key from ${source}; ${secrets.length === 1 ? "the stored secret decrypts" : `all ${secrets.length} stored secrets decrypt`}`
   }
 }
 
@@ -194,7 +239,11 @@ const checkMemory = (): Check => {
   const free = os.freemem() / 1024 / 1024
   const total = os.totalmem() / 1024 / 1024
   return free < 256
-    ? { name: "memory", status: "warn", message: `${free.toFixed(0)} MiB free of ${total.toFixed(0)} MiB; the gateway wants ~256 MiB headroom` }
+    ? {
+        name: "memory",
+        status: "warn",
+        message: `${free.toFixed(0)} MiB free of ${total.toFixed(0)} MiB; the gateway wants ~256 MiB headroom`
+      }
     : { name: "memory", status: "ok", message: `${free.toFixed(0)} MiB free of ${total.toFixed(0)} MiB` }
 }
 
@@ -203,11 +252,18 @@ const probeLiveness = async (url: string): Promise<{ ok: boolean; message: strin
     const res = await fetch(url, { signal: AbortSignal.timeout(3000) })
     const body = (await res.json().catch(() => ({}))) as { version?: string; uptimeSeconds?: number; tunnelOpen?: boolean }
     return res.ok
-      ? { ok: true, message: `${url} answered: version ${body.version ?? "?"}, up ${body.uptimeSeconds ?? "?"}s`, tunnelOpen: body.tunnelOpen === true }
+      ? {
+          ok: true,
+          message: `${url} answered: version ${body.version ?? "?"}, up ${body.uptimeSeconds ?? "?"}s`,
+          tunnelOpen: body.tunnelOpen === true
+        }
       : { ok: false, message: `${url} answered HTTP ${res.status}` }
   } catch (e) {
     const cause = (e as { cause?: { code?: string } }).cause?.code
-    return { ok: false, message: `${url} unreachable (${cause ?? (e as Error).message}); is the gateway running? (--no-liveness skips this)` }
+    return {
+      ok: false,
+      message: `${url} unreachable (${cause ?? (e as Error).message}); is the gateway running? (--no-liveness skips this)`
+    }
   }
 }
 
@@ -283,7 +339,10 @@ const localDoctor = (opts: Parsed<typeof doctorOptions>) =>
     )
 
     const connectHost = host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "::1" : host
-    const url = Option.getOrElse(opts.livenessUrl, () => `http://${net.isIPv6(connectHost) ? `[${connectHost}]` : connectHost}:${config.port}/api/health/ping`)
+    const url = Option.getOrElse(
+      opts.livenessUrl,
+      () => `http://${net.isIPv6(connectHost) ? `[${connectHost}]` : connectHost}:${config.port}/api/health/ping`
+    )
     const live = opts.noLiveness ? undefined : yield* Effect.promise(() => probeLiveness(url))
     if (live?.ok) {
       checks.push({ name: "port", status: "ok", message: `${config.port} is in use by the running gateway` })
@@ -292,11 +351,17 @@ const localDoctor = (opts: Parsed<typeof doctorOptions>) =>
       checks.push(
         free
           ? { name: "port", status: "ok", message: `${host}:${config.port} is free` }
-          : { name: "port", status: live ? "fail" : "warn", message: `${host}:${config.port} is in use${live ? " by something that is not answering as the gateway" : ""}` }
+          : {
+              name: "port",
+              status: live ? "fail" : "warn",
+              message: `${host}:${config.port} is in use${live ? " by something that is not answering as the gateway" : ""}`
+            }
       )
     }
     checks.push(
-      live === undefined ? { name: "liveness", status: "skip", message: "skipped (--no-liveness)" } : { name: "liveness", status: live.ok ? "ok" : "fail", message: live.message }
+      live === undefined
+        ? { name: "liveness", status: "skip", message: "skipped (--no-liveness)" }
+        : { name: "liveness", status: live.ok ? "ok" : "fail", message: live.message }
     )
     if (live?.ok) {
       const risks = [

@@ -30,5 +30,7 @@ export const envSet = (opts: Parsed<typeof envSetOptions>) =>
   Effect.gen(function* () {
     const file = envFilePath()
     const { backup } = setEnvVariable(file, (yield* appConfig).dataDir, opts.name, opts.value)
-    yield* Console.log(`${opts.name} set in ${file}${backup ? ` (previous file kept as ${backup})` : ""}; a running gateway reads it on restart (POST /api/restart)`)
+    yield* Console.log(
+      `${opts.name} set in ${file}${backup ? ` (previous file kept as ${backup})` : ""}; a running gateway reads it on restart (POST /api/restart)`
+    )
   })

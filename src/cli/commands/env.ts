@@ -8,7 +8,9 @@ import { schemaArg } from "../schema.js"
 
 const impl = () => import("./env.impl.js")
 
-const EnvName = Schema.String.pipe(Schema.pattern(ENV_NAME, { message: () => "not a variable name (letters, digits and _, not starting with a digit)" }))
+const EnvName = Schema.String.pipe(
+  Schema.pattern(ENV_NAME, { message: () => "not a variable name (letters, digits and _, not starting with a digit)" })
+)
 const EnvValue = Schema.String.pipe(Schema.filter((v) => (/[\r\n]/.test(v) ? "must be one line" : true)))
 
 export const configShowOptions = { json }
@@ -25,7 +27,10 @@ const configShow = Command.make(
   )
 ).pipe(Command.withDescription("The effective process configuration, environment (secrets masked) and feature flags."))
 
-export const configCommand = Command.make("config").pipe(Command.withDescription("Show the gateway's configuration."), Command.withSubcommands([configShow]))
+export const configCommand = Command.make("config").pipe(
+  Command.withDescription("Show the gateway's configuration."),
+  Command.withSubcommands([configShow])
+)
 
 const envShow = Command.make(
   "show",

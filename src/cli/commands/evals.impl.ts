@@ -26,7 +26,9 @@ const printRun = (run: EvalRunView) =>
     yield* Console.log(
       table(
         ["MODEL", "CASE", "SCORE", "LATENCY", "COST", "REASON"],
-        run.results.flatMap((r) => r.cases.map((c) => [r.model, c.caseId, c.score.toFixed(2), `${c.latencyMs} ms`, usd(c.costUsd), c.reason ?? "-"]))
+        run.results.flatMap((r) =>
+          r.cases.map((c) => [r.model, c.caseId, c.score.toFixed(2), `${c.latencyMs} ms`, usd(c.costUsd), c.reason ?? "-"])
+        )
       )
     )
   })
@@ -65,7 +67,12 @@ export const run = (opts: Parsed<typeof runOptions>) =>
     const get = client.evals.getRun({ path: { id: opts.id, runId: started.id } }).pipe(Effect.mapError(explain(url)))
     const done = opts.wait
       ? started
-      : yield* Effect.repeat(get, Schedule.recurUntil((r: EvalRunView) => r.status === "completed" || r.status === "failed").pipe(Schedule.addDelay(() => "250 millis")))
+      : yield* Effect.repeat(
+          get,
+          Schedule.recurUntil((r: EvalRunView) => r.status === "completed" || r.status === "failed").pipe(
+            Schedule.addDelay(() => "250 millis")
+          )
+        )
     if (opts.json) return yield* printJson(done)
     yield* printRun(done)
   }).pipe(withHttp)

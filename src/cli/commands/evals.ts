@@ -25,11 +25,18 @@ export const createOptions = { ...remoteOptions, file: Args.file({ name: "file",
 export const runOptions = {
   ...remoteOptions,
   id: Args.text({ name: "id" }),
-  models: schemaOption("models", Schema.compose(CommaList, StartRun.fields.models)).pipe(Options.withDescription("Model ids, comma-separated.")),
+  models: schemaOption("models", Schema.compose(CommaList, StartRun.fields.models)).pipe(
+    Options.withDescription("Model ids, comma-separated.")
+  ),
   wait: Options.boolean("no-wait").pipe(Options.withDescription("Print the queued run and return without waiting for it.")),
   json
 }
-export const showOptions = { ...remoteOptions, id: Args.text({ name: "id" }), runId: Args.text({ name: "run-id" }).pipe(Args.optional), json }
+export const showOptions = {
+  ...remoteOptions,
+  id: Args.text({ name: "id" }),
+  runId: Args.text({ name: "run-id" }).pipe(Args.optional),
+  json
+}
 
 const list = Command.make(
   "list",

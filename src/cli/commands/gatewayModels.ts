@@ -19,11 +19,19 @@ export const fetchChatModels = (baseUrl: string, key: string) =>
     const url = `${baseUrl}/v1/models`
     const res = yield* Effect.tryPromise({
       try: (signal) => fetch(url, { headers: { authorization: `Bearer ${key}` }, signal }),
-      catch: () => new GatewayUnreachable({ message: `no gateway answers at ${baseUrl} (is it running? start it with \`gateway\`, or pass --remote)` })
-    }).pipe(Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new GatewayUnreachable({ message: `the gateway at ${baseUrl} did not answer within 10 s` }) }))
+      catch: () =>
+        new GatewayUnreachable({ message: `no gateway answers at ${baseUrl} (is it running? start it with \`gateway\`, or pass --remote)` })
+    }).pipe(
+      Effect.timeoutFail({
+        duration: "10 seconds",
+        onTimeout: () => new GatewayUnreachable({ message: `the gateway at ${baseUrl} did not answer within 10 s` })
+      })
+    )
     const text = yield* Effect.promise(() => res.text().catch(() => ""))
     if (res.status === 401 || res.status === 403) {
-      return yield* new BadRequest({ message: `the gateway at ${baseUrl} refused the key (${res.status}): pass a valid gateway key with --api-key or GATEWAY_API_KEY` })
+      return yield* new BadRequest({
+        message: `the gateway at ${baseUrl} refused the key (${res.status}): pass a valid gateway key with --api-key or GATEWAY_API_KEY`
+      })
     }
     if (!res.ok) return yield* new BadRequest({ message: `GET ${url} answered ${res.status}` })
     const list = yield* Effect.try({

@@ -67,7 +67,13 @@ const lineOf = (e: Summary, columns: number | undefined, colour: boolean): strin
   const time = new Date(e.timings.startedAt).toTimeString().slice(0, 8)
   const status = String(e.status).padEnd(9)
   const painted =
-    e.status === "in-flight" ? status : e.status === "error" || e.status >= 500 ? red(status, colour) : e.status >= 400 ? yellow(status, colour) : green(status, colour)
+    e.status === "in-flight"
+      ? status
+      : e.status === "error" || e.status >= 500
+        ? red(status, colour)
+        : e.status >= 400
+          ? yellow(status, colour)
+          : green(status, colour)
   const prefix = `${time}  ${e.source.padEnd(12)}  ${e.method.padEnd(6)}  `
   const llm = e.llm
   const tokens = llm && (llm.tokensIn !== null || llm.tokensOut !== null) ? `${llm.tokensIn ?? "-"}/${llm.tokensOut ?? "-"} tok` : "-"
@@ -115,7 +121,12 @@ const describeRefusal = (status: number, body: string, at: string): string => {
 const feed = (
   url: string,
   adminKey: string,
-  opts: { readonly last: number; readonly inFlight: boolean; readonly keep: (e: Summary) => boolean; readonly notice: (line: string) => void }
+  opts: {
+    readonly last: number
+    readonly inFlight: boolean
+    readonly keep: (e: Summary) => boolean
+    readonly notice: (line: string) => void
+  }
 ) =>
   Stream.asyncPush<Summary, BadRequest>(
     (emit) =>
@@ -226,9 +237,16 @@ export const tail = (opts: Parsed<typeof tailOptions>) =>
     const keep = matcher(opts)
     const colour = colourOn(process.stdout, opts.json)
     const inFlight = opts.inFlight || Option.contains(opts.status, "in-flight")
-    const entries = feed(url, adminKey, { last: opts.last, inFlight, keep, notice: (line) => (opts.json ? undefined : console.error(line)) })
+    const entries = feed(url, adminKey, {
+      last: opts.last,
+      inFlight,
+      keep,
+      notice: (line) => (opts.json ? undefined : console.error(line))
+    })
     const limited = Option.match(opts.count, { onNone: () => entries, onSome: (n) => Stream.take(entries, n) })
-    yield* Stream.runForEach(limited, (e) => Console.log(opts.json ? JSON.stringify(e) : lineOf(e, process.stdout.isTTY ? process.stdout.columns : undefined, colour)))
+    yield* Stream.runForEach(limited, (e) =>
+      Console.log(opts.json ? JSON.stringify(e) : lineOf(e, process.stdout.isTTY ? process.stdout.columns : undefined, colour))
+    )
   })
 
 const writeFile = (file: string, bytes: Uint8Array) =>
@@ -258,25 +276,35 @@ export const exportTraffic = (opts: Parsed<typeof exportOptions>) =>
     const jsonl = Option.getOrUndefined(opts.jsonl)
     const session = Option.getOrUndefined(opts.session)
     const query = queryOf(opts)
-    if (har === undefined && jsonl === undefined) return yield* new UsageError({ message: "--har: is missing (give --har FILE, or --jsonl FILE with --session)" })
+    if (har === undefined && jsonl === undefined)
+      return yield* new UsageError({ message: "--har: is missing (give --har FILE, or --jsonl FILE with --session)" })
     if (jsonl !== undefined && session === undefined)
-      return yield* new UsageError({ message: "--jsonl: JSONL is a recorded session's export: add --session ID (the buffer exports as --har)" })
+      return yield* new UsageError({
+        message: "--jsonl: JSONL is a recorded session's export: add --session ID (the buffer exports as --har)"
+      })
     if (session !== undefined && Object.keys(query).length > 0)
-      return yield* new UsageError({ message: "--session: a session is exported whole: leave out --llm, --source, --host, --agent and --status" })
+      return yield* new UsageError({
+        message: "--session: a session is exported whole: leave out --llm, --source, --host, --agent and --status"
+      })
     const { url, client } = yield* remote(opts)
     const written: Array<{ readonly format: "har" | "jsonl"; readonly file: string; readonly entries: number }> = []
     if (har !== undefined) {
-      const bytes = yield* (session !== undefined ? client.inspector.sessionHar({ path: { id: session } }) : client.inspector.exportHar({ urlParams: query })).pipe(
-        Effect.mapError(explain(url))
-      )
+      const bytes = yield* (
+        session !== undefined ? client.inspector.sessionHar({ path: { id: session } }) : client.inspector.exportHar({ urlParams: query })
+      ).pipe(Effect.mapError(explain(url)))
       yield* writeFile(har, bytes)
       written.push({ format: "har", file: har, entries: harEntries(bytes) })
     }
     if (jsonl !== undefined && session !== undefined) {
-      const bytes = yield* client.inspector.sessionExport({ path: { id: session }, urlParams: { format: "jsonl" } }).pipe(Effect.mapError(explain(url)))
+      const bytes = yield* client.inspector
+        .sessionExport({ path: { id: session }, urlParams: { format: "jsonl" } })
+        .pipe(Effect.mapError(explain(url)))
       yield* writeFile(jsonl, bytes)
       written.push({ format: "jsonl", file: jsonl, entries: jsonlEntries(bytes) })
     }
     if (opts.json) return yield* printJson({ written })
-    for (const w of written) yield* Console.log(`wrote ${w.entries} ${w.entries === 1 ? "entry" : "entries"} to ${w.file} (${w.format === "har" ? "HAR 1.2" : "JSONL"})`)
+    for (const w of written)
+      yield* Console.log(
+        `wrote ${w.entries} ${w.entries === 1 ? "entry" : "entries"} to ${w.file} (${w.format === "har" ? "HAR 1.2" : "JSONL"})`
+      )
   }).pipe(withHttp)

@@ -23,7 +23,9 @@ export const add = (opts: Parsed<typeof addOptions>) =>
       )
       if (opts.json) return yield* printJson(created)
       yield* Console.log(created.secret)
-      yield* Console.error(`created ${created.id} (${created.name}, scopes ${created.scopes.join(", ")}). The key is shown only now; store it safely.`)
+      yield* Console.error(
+        `created ${created.id} (${created.name}, scopes ${created.scopes.join(", ")}). The key is shown only now; store it safely.`
+      )
     })
   )
 
@@ -36,7 +38,17 @@ export const list = (opts: Parsed<typeof listOptions>) =>
       yield* Console.log(
         table(
           ["ID", "NAME", "KEY", "SCOPES", "RPM", "TPM", "CREATED", "EXPIRES", "LAST USED"],
-          keys.map((k) => [k.id, k.name, k.key, k.scopes.join(","), orDash(k.rpm), orDash(k.tpm), k.createdAt, orDash(k.expiresAt), orDash(k.lastUsedAt)])
+          keys.map((k) => [
+            k.id,
+            k.name,
+            k.key,
+            k.scopes.join(","),
+            orDash(k.rpm),
+            orDash(k.tpm),
+            k.createdAt,
+            orDash(k.expiresAt),
+            orDash(k.lastUsedAt)
+          ])
         )
       )
     })
@@ -54,7 +66,11 @@ export const remove = (opts: Parsed<typeof removeOptions>) =>
 export const limits = (opts: Parsed<typeof limitsOptions>) =>
   withLocalGateway(
     Effect.gen(function* () {
-      const updated = yield* (yield* ApiKeys).update(opts.id, { rpm: Option.getOrUndefined(opts.rpm), tpm: Option.getOrUndefined(opts.tpm) }, "cli")
+      const updated = yield* (yield* ApiKeys).update(
+        opts.id,
+        { rpm: Option.getOrUndefined(opts.rpm), tpm: Option.getOrUndefined(opts.tpm) },
+        "cli"
+      )
       if (opts.json) return yield* printJson(updated)
       yield* Console.log(`${updated.id} (${updated.name}): rpm ${updated.rpm ?? "none"}, tpm ${updated.tpm ?? "none"}`)
     })

@@ -13,7 +13,11 @@ const impl = () => import("./keys.impl.js")
 
 /** `--rpm 0` / `--tpm 0` remove a limit (null in the API). */
 const LimitOrZero = Schema.compose(
-  Schema.transform(Schema.NumberFromString, Schema.NullOr(Schema.Number), { strict: true, decode: (n) => (n === 0 ? null : n), encode: (n) => n ?? 0 }),
+  Schema.transform(Schema.NumberFromString, Schema.NullOr(Schema.Number), {
+    strict: true,
+    decode: (n) => (n === 0 ? null : n),
+    encode: (n) => n ?? 0
+  }),
   PerMinuteLimit
 )
 
@@ -25,7 +29,9 @@ const ShadowFlag = Schema.compose(
       const at = s.lastIndexOf("=")
       const rate = Number(s.slice(at + 1))
       return at <= 0 || s.slice(at + 1).trim() === "" || Number.isNaN(rate)
-        ? ParseResult.fail(new ParseResult.Type(ast, s, `expected <model>=<sampleRate>, e.g. anthropic/claude-sonnet-4=0.1 (got ${JSON.stringify(s)})`))
+        ? ParseResult.fail(
+            new ParseResult.Type(ast, s, `expected <model>=<sampleRate>, e.g. anthropic/claude-sonnet-4=0.1 (got ${JSON.stringify(s)})`)
+          )
         : ParseResult.succeed({ model: s.slice(0, at), sampleRate: rate })
     },
     encode: (t) => ParseResult.succeed(`${t.model}=${t.sampleRate}`)
@@ -41,15 +47,23 @@ export const addOptions = {
     )
   ),
   expiresAt: schemaOption("expires-at", ApiKeyExpiry).pipe(Options.withDescription("ISO 8601 expiry date."), Options.optional),
-  rpm: schemaOption("rpm", intFromText(PerMinute)).pipe(Options.withDescription("Requests per minute this key may make."), Options.optional),
-  tpm: schemaOption("tpm", intFromText(PerMinute)).pipe(Options.withDescription("Tokens (input plus output) per minute this key may use."), Options.optional),
+  rpm: schemaOption("rpm", intFromText(PerMinute)).pipe(
+    Options.withDescription("Requests per minute this key may make."),
+    Options.optional
+  ),
+  tpm: schemaOption("tpm", intFromText(PerMinute)).pipe(
+    Options.withDescription("Tokens (input plus output) per minute this key may use."),
+    Options.optional
+  ),
   json
 }
 export const listOptions = { json }
 export const shadowOptions = {
   id: Args.text({ name: "id-or-name" }),
   target: schemaOptions("target", ShadowFlag).pipe(
-    Options.withDescription("A shadow target for this key's requests, <model>=<sampleRate> (docs/shadow.md); repeat. The given targets replace the key's.")
+    Options.withDescription(
+      "A shadow target for this key's requests, <model>=<sampleRate> (docs/shadow.md); repeat. The given targets replace the key's."
+    )
   ),
   none: Options.boolean("none").pipe(Options.withDescription("Remove the key's shadow targets.")),
   json

@@ -19,7 +19,9 @@ const pretty = (raw: string): string => {
   }
   const message = Array.isArray(e.message) ? e.message.join(" ") : String(e.message ?? "")
   const annotations =
-    e.annotations && typeof e.annotations === "object" ? Object.entries(e.annotations as object).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`) : []
+    e.annotations && typeof e.annotations === "object"
+      ? Object.entries(e.annotations as object).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)
+      : []
   return [String(e.timestamp ?? ""), String(e.logLevel ?? "").padEnd(7), message, ...annotations].join(" ").trim()
 }
 
@@ -28,7 +30,11 @@ const pretty = (raw: string): string => {
  * another inode, or cut shorter) starts the new file from its top. Polled on a Schedule until
  * interrupted (Ctrl-C: the runtime interrupts the fiber, the command exits 0).
  */
-const follow = (file: string, from: { readonly ino: number; readonly size: number } | undefined, emit: (line: string) => Effect.Effect<void>) =>
+const follow = (
+  file: string,
+  from: { readonly ino: number; readonly size: number } | undefined,
+  emit: (line: string) => Effect.Effect<void>
+) =>
   Effect.suspend(() => {
     let at = from
     let offset = from?.size ?? 0
@@ -74,7 +80,8 @@ export const logs = (opts: Parsed<typeof logsOptions>) =>
   Effect.gen(function* () {
     const file = process.env.GATEWAY_LOG_FILE?.trim() || logFileOf((yield* appConfig).dataDir)
     const needle = Option.map(opts.search, (s) => s.toLowerCase())
-    const keep = (raw: string) => raw.trim() !== "" && Option.match(needle, { onNone: () => true, onSome: (n) => raw.toLowerCase().includes(n) })
+    const keep = (raw: string) =>
+      raw.trim() !== "" && Option.match(needle, { onNone: () => true, onSome: (n) => raw.toLowerCase().includes(n) })
     const print = (raw: string) => (keep(raw) ? Console.log(opts.json ? raw : pretty(raw)) : Effect.void)
     const files = logFiles(file)
     if (files.length === 0 && !opts.follow) return yield* Console.error(`no log file at ${file} yet (the server writes it)`)

@@ -8,12 +8,14 @@ import { intFromText, schemaOption } from "../schema.js"
 export const logsOptions = {
   json,
   search: Options.text("search").pipe(Options.withDescription("Only lines containing this text (case-insensitive)."), Options.optional),
-  follow: Options.boolean("follow").pipe(Options.withAlias("f"), Options.withDescription("Keep printing new lines as they are written, until Ctrl-C (exit 0).")),
-  lines: schemaOption("lines", intFromText(Schema.Int.pipe(Schema.nonNegative({ message: () => "must be a whole number, 0 or more" })))).pipe(
-    Options.withAlias("n"),
-    Options.withDescription("At most this many of the latest lines (default all)."),
-    Options.optional
-  )
+  follow: Options.boolean("follow").pipe(
+    Options.withAlias("f"),
+    Options.withDescription("Keep printing new lines as they are written, until Ctrl-C (exit 0).")
+  ),
+  lines: schemaOption(
+    "lines",
+    intFromText(Schema.Int.pipe(Schema.nonNegative({ message: () => "must be a whole number, 0 or more" })))
+  ).pipe(Options.withAlias("n"), Options.withDescription("At most this many of the latest lines (default all)."), Options.optional)
 }
 
 export const logsCommand = Command.make(
@@ -23,4 +25,8 @@ export const logsCommand = Command.make(
     () => import("./logs.impl.js"),
     (m) => m.logs
   )
-).pipe(Command.withDescription("Read the server's log file (DATA_DIR/logs/gateway.log and its rotated files): pretty or --json (the lines as written), --search, --follow."))
+).pipe(
+  Command.withDescription(
+    "Read the server's log file (DATA_DIR/logs/gateway.log and its rotated files): pretty or --json (the lines as written), --search, --follow."
+  )
+)

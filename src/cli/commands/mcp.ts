@@ -5,7 +5,9 @@ import { own, type Parsed } from "../handler.js"
 import { json, remoteOptions } from "../options.js"
 
 // Light on purpose: the management client (and the API contract under it) loads when a command runs.
-const loaded = Effect.promise(() => Promise.all([import("../remote.js"), import("../output.js"), import("@effect/platform/FetchHttpClient")]))
+const loaded = Effect.promise(() =>
+  Promise.all([import("../remote.js"), import("../output.js"), import("@effect/platform/FetchHttpClient")])
+)
 
 const statusOptions = { ...remoteOptions, json }
 const status = Command.make(
@@ -21,9 +23,15 @@ const status = Command.make(
       if (opts.json) return yield* printJson(s)
       const http = s.transports.find((t) => t.name === "streamable-http")
       yield* Console.log(`MCP server: ${s.tools} tools; streamable HTTP at ${http?.endpoint ?? "-"}, stdio with \`gateway --mcp\``)
-      yield* Console.log(`protocol: ${s.latestProtocolVersion} (also ${s.protocolVersions.filter((v) => v !== s.latestProtocolVersion).join(", ")})`)
-      yield* Console.log(`sessions active: ${s.sessionsActive}; started ${s.startedAt}${s.restartedAt ? `, restarted ${s.restartedAt}` : ""}`)
-      yield* Console.log(`scopes enforced: ${s.enforceScopes ? "yes" : "no"}; descriptions compressed: ${s.compressDescriptions ? "yes" : "no"}`)
+      yield* Console.log(
+        `protocol: ${s.latestProtocolVersion} (also ${s.protocolVersions.filter((v) => v !== s.latestProtocolVersion).join(", ")})`
+      )
+      yield* Console.log(
+        `sessions active: ${s.sessionsActive}; started ${s.startedAt}${s.restartedAt ? `, restarted ${s.restartedAt}` : ""}`
+      )
+      yield* Console.log(
+        `scopes enforced: ${s.enforceScopes ? "yes" : "no"}; descriptions compressed: ${s.compressDescriptions ? "yes" : "no"}`
+      )
     })
   )
 ).pipe(Command.withDescription("The running server's MCP state: transports, protocol revisions, tools, active sessions."))

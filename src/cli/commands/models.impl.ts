@@ -41,7 +41,14 @@ export const providerList = (opts: Parsed<typeof providerListOptions>) =>
     yield* Console.log(
       table(
         ["NAME", "PROVIDER", "BASE URL", "API KEY", "ENABLED", "STATUS"],
-        res.connections.map((c) => [c.name, c.provider, orDash(c.effectiveBaseUrl), orDash(c.apiKey), c.enabled ? "yes" : "no", orDash(c.testStatus)])
+        res.connections.map((c) => [
+          c.name,
+          c.provider,
+          orDash(c.effectiveBaseUrl),
+          orDash(c.apiKey),
+          c.enabled ? "yes" : "no",
+          orDash(c.testStatus)
+        ])
       )
     )
   }).pipe(withHttp)
@@ -53,7 +60,9 @@ export const providerAdd = (opts: Parsed<typeof providerAddOptions>) =>
     const name = Option.getOrUndefined(opts.name)
     const baseUrl = Option.getOrUndefined(opts.baseUrl)
     const c = yield* client.providers
-      .create({ payload: { provider: opts.provider, ...(name ? { name } : {}), ...(apiKey ? { apiKey } : {}), ...(baseUrl ? { baseUrl } : {}) } })
+      .create({
+        payload: { provider: opts.provider, ...(name ? { name } : {}), ...(apiKey ? { apiKey } : {}), ...(baseUrl ? { baseUrl } : {}) }
+      })
       .pipe(Effect.mapError(explain(url)))
     if (opts.json) return yield* printJson(c)
     yield* Console.log(`added ${c.name} (${c.provider}, ${c.id})${c.apiKey ? `, key ${c.apiKey}` : ""}; models are <${c.name}>/<model>`)

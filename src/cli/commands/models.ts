@@ -19,10 +19,21 @@ export const providerAddOptions = {
   url: remoteOptions.url,
   // `--api-key` is the upstream's key here (the spec's flag); the admin key comes from GATEWAY_API_KEY or --admin-key.
   adminKey: Options.text("admin-key").pipe(Options.withDescription("Admin API key (default GATEWAY_API_KEY)."), Options.optional),
-  provider: schemaOption("provider", CreateConnection.fields.provider).pipe(Options.withDescription("A provider id (`gateway providers available`) or a provider node id.")),
-  name: schemaOption("name", ConnectionName).pipe(Options.withDescription("Connection name, the model prefix (default: the provider id, or the node's prefix)."), Options.optional),
-  providerApiKey: Options.text("api-key").pipe(Options.withDescription("The upstream's API key (never printed; listed masked)."), Options.optional),
-  baseUrl: schemaOption("base-url", BaseUrl).pipe(Options.withDescription("The upstream's base URL, when not the provider's."), Options.optional),
+  provider: schemaOption("provider", CreateConnection.fields.provider).pipe(
+    Options.withDescription("A provider id (`gateway providers available`) or a provider node id.")
+  ),
+  name: schemaOption("name", ConnectionName).pipe(
+    Options.withDescription("Connection name, the model prefix (default: the provider id, or the node's prefix)."),
+    Options.optional
+  ),
+  providerApiKey: Options.text("api-key").pipe(
+    Options.withDescription("The upstream's API key (never printed; listed masked)."),
+    Options.optional
+  ),
+  baseUrl: schemaOption("base-url", BaseUrl).pipe(
+    Options.withDescription("The upstream's base URL, when not the provider's."),
+    Options.optional
+  ),
   json
 }
 

@@ -48,12 +48,18 @@ export const install = (opts: Parsed<typeof installOptions>) =>
   Effect.gen(function* () {
     const { url, client } = yield* remote(opts)
     const source = path.resolve(opts.source)
-    const st = yield* Effect.try({ try: () => fs.statSync(source), catch: () => new BadRequest({ message: `${opts.source} does not exist` }) })
+    const st = yield* Effect.try({
+      try: () => fs.statSync(source),
+      catch: () => new BadRequest({ message: `${opts.source} does not exist` })
+    })
     const enable = opts.enable ? true : undefined
     let view: PluginView
-    if (isLoopback(url)) view = yield* client.plugins.install({ payload: { path: source, ...(enable ? { enable } : {}) } }).pipe(Effect.mapError(explain(url)))
+    if (isLoopback(url))
+      view = yield* client.plugins.install({ payload: { path: source, ...(enable ? { enable } : {}) } }).pipe(Effect.mapError(explain(url)))
     else if (st.isDirectory())
-      return yield* new BadRequest({ message: `the gateway at ${url} is not on this machine: pack the folder (npm pack) and install the .tgz, which is uploaded` })
+      return yield* new BadRequest({
+        message: `the gateway at ${url} is not on this machine: pack the folder (npm pack) and install the .tgz, which is uploaded`
+      })
     else {
       // Uploaded as the raw body: the endpoint reads it as a stream, not as a declared payload.
       const res = yield* Effect.tryPromise({
@@ -90,7 +96,10 @@ export const disable = (opts: Parsed<typeof nameOptions>) =>
   }).pipe(withHttp)
 
 /** `key=value` read by the field's type in the plugin's configSchema; `key=` is null (the default). */
-const parseSetting = (schema: PluginView["configSchema"], pair: string): Effect.Effect<readonly [string, string | number | boolean | null], BadRequest> => {
+const parseSetting = (
+  schema: PluginView["configSchema"],
+  pair: string
+): Effect.Effect<readonly [string, string | number | boolean | null], BadRequest> => {
   const eq = pair.indexOf("=")
   if (eq <= 0) return Effect.fail(new BadRequest({ message: `${JSON.stringify(pair)}: settings are key=value` }))
   const key = pair.slice(0, eq)
@@ -99,7 +108,9 @@ const parseSetting = (schema: PluginView["configSchema"], pair: string): Effect.
   const field = schema[key] as { type?: string; enum?: ReadonlyArray<unknown> } | undefined
   if (field?.type === "number" || (field?.type === "select" && typeof field.enum?.[0] === "number")) {
     const n = Number(raw)
-    return Number.isFinite(n) ? Effect.succeed([key, n] as const) : Effect.fail(new BadRequest({ message: `${key}: must be a number, got ${JSON.stringify(raw)}` }))
+    return Number.isFinite(n)
+      ? Effect.succeed([key, n] as const)
+      : Effect.fail(new BadRequest({ message: `${key}: must be a number, got ${JSON.stringify(raw)}` }))
   }
   if (field?.type === "boolean") {
     if (raw === "true" || raw === "false") return Effect.succeed([key, raw === "true"] as const)

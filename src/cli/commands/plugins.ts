@@ -21,7 +21,9 @@ export const configOptions = {
   ...remoteOptions,
   name,
   settings: Args.text({ name: "key=value" }).pipe(
-    Args.withDescription("Settings to change (values read by the field's type; `key=` sets it back to its default). None: print the configuration."),
+    Args.withDescription(
+      "Settings to change (values read by the field's type; `key=` sets it back to its default). None: print the configuration."
+    ),
     Args.repeated
   ),
   json
@@ -55,7 +57,11 @@ const config = Command.make(
   "config",
   configOptions,
   lazy(impl, (m) => m.config)
-).pipe(Command.withDescription("Print a plugin's configuration, or change it with key=value pairs (checked against its configSchema, applied live)."))
+).pipe(
+  Command.withDescription(
+    "Print a plugin's configuration, or change it with key=value pairs (checked against its configSchema, applied live)."
+  )
+)
 const remove = Command.make(
   "remove",
   nameOptions,

@@ -33,7 +33,16 @@ export const list = (opts: Parsed<typeof listOptions>) =>
       yield* Console.log(
         table(
           ["ID", "NAME", "PROVIDER", "BASE URL", "API KEY", "DEFAULT MODEL", "ENABLED", "STATUS"],
-          connections.map((c) => [c.id, c.name, c.provider, orDash(c.effectiveBaseUrl), orDash(c.apiKey), orDash(c.defaultModel), c.enabled ? "yes" : "no", orDash(c.testStatus)])
+          connections.map((c) => [
+            c.id,
+            c.name,
+            c.provider,
+            orDash(c.effectiveBaseUrl),
+            orDash(c.apiKey),
+            orDash(c.defaultModel),
+            c.enabled ? "yes" : "no",
+            orDash(c.testStatus)
+          ])
         )
       )
     })
@@ -46,7 +55,15 @@ const printTests = (results: ReadonlyArray<ConnectionTestResult>, asJson: boolea
       yield* Console.log(
         table(
           ["NAME", "PROVIDER", "RESULT", "STATUS", "LATENCY", "MODELS", "ERROR"],
-          results.map((r) => [r.name, r.provider, r.ok ? "ok" : "FAILED", orDash(r.status), `${r.latencyMs}ms`, orDash(r.modelCount), orDash(r.error)])
+          results.map((r) => [
+            r.name,
+            r.provider,
+            r.ok ? "ok" : "FAILED",
+            orDash(r.status),
+            `${r.latencyMs}ms`,
+            orDash(r.modelCount),
+            orDash(r.error)
+          ])
         )
       )
     if (results.some((r) => !r.ok)) yield* exitWith(1)
@@ -86,7 +103,12 @@ export const validate = (opts: Parsed<typeof validateOptions>) =>
     Effect.gen(function* () {
       const connections = yield* Connections
       const policy = yield* connections.urlPolicy
-      const results = (yield* connections.list).map((c) => ({ id: c.id, name: c.name, provider: c.provider.id, problems: problemsOf(c, policy) }))
+      const results = (yield* connections.list).map((c) => ({
+        id: c.id,
+        name: c.name,
+        provider: c.provider.id,
+        problems: problemsOf(c, policy)
+      }))
       if (opts.json) yield* printJson({ valid: results.every((r) => r.problems.length === 0), connections: results })
       else if (results.length === 0) yield* Console.log("no provider connections to validate")
       else

@@ -11,7 +11,10 @@ const impl = () => import("./providers.impl.js")
 
 export const availableOptions = {
   search: Options.text("search").pipe(Options.withDescription("Filter by id, name or model."), Options.optional),
-  category: schemaOption("category", oneOf(PROVIDER_CATEGORIES, "category")).pipe(Options.withDescription(`One of ${PROVIDER_CATEGORIES.join(", ")}.`), Options.optional),
+  category: schemaOption("category", oneOf(PROVIDER_CATEGORIES, "category")).pipe(
+    Options.withDescription(`One of ${PROVIDER_CATEGORIES.join(", ")}.`),
+    Options.optional
+  ),
   json
 }
 export const listOptions = { json }

@@ -25,7 +25,13 @@ export const resetPassword = (opts: Parsed<typeof resetPasswordOptions>) =>
         const sql = yield* SqlClient.SqlClient
         const removed = yield* kv.remove(AUTH_NAMESPACE, PASSWORD_KEY)
         yield* sql`DELETE FROM admin_sessions`.pipe(Effect.orDie)
-        ;(yield* BatchWriter).append("audit_log", { ts: Date.now(), actor: "cli-reset-password", action: "admin_password.clear", target: null, detail: null })
+        ;(yield* BatchWriter).append("audit_log", {
+          ts: Date.now(),
+          actor: "cli-reset-password",
+          action: "admin_password.clear",
+          target: null,
+          detail: null
+        })
         return yield* Console.log(removed ? "admin password cleared; every admin session ended" : "no admin password was set")
       }
       let password: string
@@ -65,7 +71,11 @@ export const resetEncryptedColumns = (opts: Parsed<typeof resetEncryptedColumnsO
       const secrets = yield* Secrets
       const fails = (v: string) => Effect.map(Effect.either(secrets.decrypt(v)), (r) => r._tag === "Left")
       const found: Array<Undecryptable> = []
-      const conns = yield* sql<{ id: string; name: string; api_key_enc: string }>`SELECT id, name, api_key_enc FROM connections WHERE api_key_enc IS NOT NULL`.pipe(Effect.orDie)
+      const conns = yield* sql<{
+        id: string
+        name: string
+        api_key_enc: string
+      }>`SELECT id, name, api_key_enc FROM connections WHERE api_key_enc IS NOT NULL`.pipe(Effect.orDie)
       for (const c of conns) if (yield* fails(c.api_key_enc)) found.push({ table: "connections", row: c.name, column: "api_key_enc" })
       const kvRows = yield* sql<{ namespace: string; key: string; value: string }>`SELECT namespace, key, value FROM kv`.pipe(Effect.orDie)
       const kvFixes: Array<{ namespace: string; key: string; value: string }> = []
@@ -99,10 +109,20 @@ export const resetEncryptedColumns = (opts: Parsed<typeof resetEncryptedColumnsO
             })
           )
           .pipe(Effect.orDie)
-        ;(yield* BatchWriter).append("audit_log", { ts: Date.now(), actor: "cli", action: "encrypted_columns.reset", target: null, detail: JSON.stringify(found) })
+        ;(yield* BatchWriter).append("audit_log", {
+          ts: Date.now(),
+          actor: "cli",
+          action: "encrypted_columns.reset",
+          target: null,
+          detail: JSON.stringify(found)
+        })
       }
       if (opts.json)
-        return yield* printJson({ storageKey: secrets.source === "env" ? "STORAGE_ENCRYPTION_KEY" : secrets.keyFile, undecryptable: found, reset: opts.force && found.length > 0 })
+        return yield* printJson({
+          storageKey: secrets.source === "env" ? "STORAGE_ENCRYPTION_KEY" : secrets.keyFile,
+          undecryptable: found,
+          reset: opts.force && found.length > 0
+        })
       if (found.length === 0) return yield* Console.log("every stored secret decrypts with the current storage key; nothing to reset")
       yield* Console.log(
         table(

@@ -9,8 +9,14 @@ import { schemaOption } from "../schema.js"
 const impl = () => import("./recovery.impl.js")
 
 export const resetPasswordOptions = {
-  password: schemaOption("password", AdminPassword).pipe(Options.map(Redacted.make), Options.withDescription("The new admin password (at least 8 characters)."), Options.optional),
-  clear: Options.boolean("clear").pipe(Options.withDescription("Remove the password instead (management then needs an admin API key until one is set)."))
+  password: schemaOption("password", AdminPassword).pipe(
+    Options.map(Redacted.make),
+    Options.withDescription("The new admin password (at least 8 characters)."),
+    Options.optional
+  ),
+  clear: Options.boolean("clear").pipe(
+    Options.withDescription("Remove the password instead (management then needs an admin API key until one is set).")
+  )
 }
 export const resetEncryptedColumnsOptions = {
   force: Options.boolean("force").pipe(Options.withDescription("Really null the credentials that no longer decrypt.")),

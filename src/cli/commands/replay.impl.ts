@@ -19,7 +19,8 @@ export const replay = (opts: Parsed<typeof replayOptions>) =>
     const session = Option.getOrUndefined(opts.session)
     const file = Option.getOrUndefined(opts.jsonl)
     const given = [session !== undefined, opts.usageId.length > 0, file !== undefined].filter(Boolean).length
-    if (given !== 1) return yield* new UsageError({ message: "name exactly one source: --session <id>, --usage-id <id> (repeatable) or --jsonl <file>" })
+    if (given !== 1)
+      return yield* new UsageError({ message: "name exactly one source: --session <id>, --usage-id <id> (repeatable) or --jsonl <file>" })
     let jsonl: string | undefined
     if (file !== undefined) {
       try {
@@ -30,7 +31,12 @@ export const replay = (opts: Parsed<typeof replayOptions>) =>
     }
     const source = session !== undefined ? { sessionId: session } : opts.usageId.length > 0 ? { usageIds: opts.usageId } : { jsonl }
     const judge = Option.getOrUndefined(opts.judge)
-    const payload = yield* decodeInput(StartReplay, { models: "--model", concurrency: "--concurrency", budgetUsd: "--budget", judgeModel: "--judge" })({
+    const payload = yield* decodeInput(StartReplay, {
+      models: "--model",
+      concurrency: "--concurrency",
+      budgetUsd: "--budget",
+      judgeModel: "--judge"
+    })({
       source,
       models: opts.model,
       ...Option.match(opts.concurrency, { onNone: () => ({}), onSome: (concurrency) => ({ concurrency }) }),

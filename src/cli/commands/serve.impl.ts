@@ -26,7 +26,9 @@ export const serve = (root: Parsed<typeof rootOptions>) =>
     const pinned = cluster.isWorker ? Number(process.env.GATEWAY_WORKER_PORT) : Number.NaN
     const served = serveGateway(Number.isInteger(pinned) && pinned > 0 ? { ...overridesFrom(root), port: pinned } : overridesFrom(root))
     // A worker that cannot serve lets go of its primary's channel, or the open channel would keep it running.
-    return yield* cluster.isWorker ? Effect.tapErrorCause(served, () => Effect.sync(() => process.connected && process.disconnect())) : served
+    return yield* cluster.isWorker
+      ? Effect.tapErrorCause(served, () => Effect.sync(() => process.connected && process.disconnect()))
+      : served
   })
 
 const workersOf = (text: string, mcp: boolean) =>

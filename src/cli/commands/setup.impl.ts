@@ -30,7 +30,8 @@ interface ProviderInput {
   readonly defaultModel?: string | undefined
 }
 
-const decodeConnection = (raw: ProviderInput) => decodeOrBadRequest(CreateConnection)(Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== undefined)))
+const decodeConnection = (raw: ProviderInput) =>
+  decodeOrBadRequest(CreateConnection)(Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== undefined)))
 
 /** Creates the connection, or updates the one with the same name, so re-running setup is safe. */
 const upsertConnection = (raw: ProviderInput) =>
@@ -41,7 +42,9 @@ const upsertConnection = (raw: ProviderInput) =>
     const existing = yield* connections.get(name).pipe(Effect.option)
     if (Option.isSome(existing)) {
       const { provider, ...patch } = input
-      const updated = yield* connections.update(existing.value.id, { provider, ...patch }, "cli-setup").pipe(Effect.catchTag("NotFound", (e: NotFound) => Effect.die(e)))
+      const updated = yield* connections
+        .update(existing.value.id, { provider, ...patch }, "cli-setup")
+        .pipe(Effect.catchTag("NotFound", (e: NotFound) => Effect.die(e)))
       return { connection: updated, created: false }
     }
     return { connection: yield* connections.create(input, "cli-setup"), created: true }
@@ -85,12 +88,16 @@ const nonInteractive = (opts: Parsed<typeof setupOptions>) =>
         apiKey: Option.getOrUndefined(opts.apiKey),
         defaultModel: Option.getOrUndefined(opts.defaultModel)
       })
-      steps.push(`provider connection ${created ? "added" : "updated"}: ${connection.name} (${connection.provider.id}); use models as ${connection.name}/<model>`)
+      steps.push(
+        `provider connection ${created ? "added" : "updated"}: ${connection.name} (${connection.provider.id}); use models as ${connection.name}/<model>`
+      )
       summary["provider"] = connectionView(connection)
       if (opts.testProvider) {
         const result = yield* (yield* ProviderChecks).test(connection.id)
         summary["providerTest"] = result
-        steps.push(result.ok ? `provider test passed (${result.latencyMs}ms, ${result.modelCount} models)` : `provider test FAILED: ${result.error}`)
+        steps.push(
+          result.ok ? `provider test passed (${result.latencyMs}ms, ${result.modelCount} models)` : `provider test FAILED: ${result.error}`
+        )
         if (!result.ok) yield* exitWith(1)
       }
     }
@@ -117,7 +124,10 @@ const interactive = Effect.gen(function* () {
   }
   if (yield* Prompt.confirm({ message: "Create an API key for your clients now?", initial: true })) {
     const adminScope = yield* Prompt.confirm({ message: "Give it the admin scope (management API too)?", initial: false })
-    const created = yield* (yield* ApiKeys).create({ name: "setup", scopes: adminScope ? ["admin"] : ["inference"] }, { actor: "cli-setup" })
+    const created = yield* (yield* ApiKeys).create(
+      { name: "setup", scopes: adminScope ? ["admin"] : ["inference"] },
+      { actor: "cli-setup" }
+    )
     yield* Console.log(`\n  ${created.secret}\n\nThis key is shown only now; store it safely.`)
   }
   while (yield* Prompt.confirm({ message: "Add a provider connection?", initial: true })) {
@@ -162,7 +172,9 @@ export const setup = (opts: Parsed<typeof setupOptions>) =>
     const flagsGiven = Option.isSome(opts.password) || opts.addProvider
     if (root.nonInteractive || opts.nonInteractive || flagsGiven) return yield* withLocalGateway(nonInteractive(opts))
     if (!(yield* (yield* Terminal.Terminal).isTTY)) {
-      return yield* new UsageError({ message: "--non-interactive: setup is interactive; without a terminal use `gateway setup --non-interactive ...` (see --help)" })
+      return yield* new UsageError({
+        message: "--non-interactive: setup is interactive; without a terminal use `gateway setup --non-interactive ...` (see --help)"
+      })
     }
     return yield* withLocalGateway(interactive)
   })

@@ -23,10 +23,22 @@ export const print = (r: ShadowReport) =>
     const skipped = Object.entries(r.skipped)
     if (skipped.length > 0) yield* Console.log(`skipped: ${skipped.map(([k, v]) => `${k} ${v}`).join(", ")}`)
     if (r.targets.length === 0)
-      return yield* Console.log(replay ? "no pairs: nothing in the source could be replayed" : "no pairs yet: set config.shadow on the combo and send it traffic")
+      return yield* Console.log(
+        replay ? "no pairs: nothing in the source could be replayed" : "no pairs yet: set config.shadow on the combo and send it traffic"
+      )
     yield* Console.log(
       table(
-        [replay ? "CANDIDATE" : "SHADOW MODEL", "PAIRS", "FAILED", "EXACT", "NORMALIZED", "TOOLS", "WIN/TIE/LOSS", "COST Δ (USD, 95%)", "LATENCY Δ (ms, 95%)"],
+        [
+          replay ? "CANDIDATE" : "SHADOW MODEL",
+          "PAIRS",
+          "FAILED",
+          "EXACT",
+          "NORMALIZED",
+          "TOOLS",
+          "WIN/TIE/LOSS",
+          "COST Δ (USD, 95%)",
+          "LATENCY Δ (ms, 95%)"
+        ],
         r.targets.map((t) => [
           t.shadowModel,
           String(t.pairs),
@@ -56,7 +68,9 @@ export const report = (opts: Parsed<typeof reportOptions>) =>
     const days = Option.getOrUndefined(opts.days)
     if (days !== undefined && (days < 1 || days > 3650)) return yield* new UsageError({ message: "--days must be between 1 and 3650" })
     const { url, client } = yield* remote(opts)
-    const r = yield* client.shadow.report({ urlParams: { combo: opts.combo, ...(days !== undefined ? { days } : {}) } }).pipe(Effect.mapError(explain(url)))
+    const r = yield* client.shadow
+      .report({ urlParams: { combo: opts.combo, ...(days !== undefined ? { days } : {}) } })
+      .pipe(Effect.mapError(explain(url)))
     if (opts.json) return yield* printJson(r)
     yield* print(r)
   }).pipe(withHttp)

@@ -8,7 +8,9 @@ const impl = () => import("./shadow.impl.js")
 
 export const reportOptions = {
   ...remoteOptions,
-  combo: Args.text({ name: "combo" }).pipe(Args.withDescription("The combo (or, for the settings' shadow targets, the model id) whose pairs to report.")),
+  combo: Args.text({ name: "combo" }).pipe(
+    Args.withDescription("The combo (or, for the settings' shadow targets, the model id) whose pairs to report.")
+  ),
   days: Options.integer("days").pipe(Options.withDescription("Only pairs of the last N days."), Options.optional),
   json
 }

@@ -32,7 +32,12 @@ export const status = (opts: Parsed<typeof statusOptions>) =>
         uptimeSeconds: ping.value.uptimeSeconds,
         ...(Option.isSome(details)
           ? {
-              providers: details.value.providers.map((p) => ({ name: p.name, provider: p.provider, enabled: p.enabled, testStatus: p.testStatus })),
+              providers: details.value.providers.map((p) => ({
+                name: p.name,
+                provider: p.provider,
+                enabled: p.enabled,
+                testStatus: p.testStatus
+              })),
               keys: details.value.keys.length,
               featureFlags: details.value.flags
             }
@@ -46,7 +51,9 @@ export const status = (opts: Parsed<typeof statusOptions>) =>
         `providers: ${d.providers.length} (${d.providers.filter((p) => p.enabled).length} enabled)${d.providers.length ? ": " + d.providers.map((p) => p.name).join(", ") : ""}`
       )
       yield* Console.log(`API keys: ${d.keys.length}`)
-      yield* Console.log(`feature flags: ${d.flags.active} active, ${d.flags.overriddenByDb} overridden in the database, ${d.flags.overriddenByEnv} by the environment`)
+      yield* Console.log(
+        `feature flags: ${d.flags.active} active, ${d.flags.overriddenByDb} overridden in the database, ${d.flags.overriddenByEnv} by the environment`
+      )
     } else if (adminKey) {
       yield* Console.log("details unavailable: the admin key was refused")
     } else {
@@ -69,7 +76,9 @@ export const health = (opts: Parsed<typeof healthOptions>) =>
       const on = colourOn(process.stdout)
       const paint = health.status === "down" ? red : health.status === "ok" ? green : yellow
       yield* Console.log(`${paint(health.status, on)}: gateway ${ping.value.version} at ${url}, up ${ping.value.uptimeSeconds}s`)
-      yield* Console.log(`providers: ${health.configuredCount} configured, ${health.activeCount} active, ${health.monitoredCount} monitored (catalog ${health.catalogCount})`)
+      yield* Console.log(
+        `providers: ${health.configuredCount} configured, ${health.activeCount} active, ${health.monitoredCount} monitored (catalog ${health.catalogCount})`
+      )
       if (health.providers.length)
         yield* Console.log(
           table(

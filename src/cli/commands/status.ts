@@ -11,7 +11,11 @@ export const statusCommand = Command.make(
   "status",
   statusOptions,
   lazy(impl, (m) => m.status)
-).pipe(Command.withDescription("Is the server running? Version, uptime, and with an admin key its providers and keys. Exit 1 when no server answers."))
+).pipe(
+  Command.withDescription(
+    "Is the server running? Version, uptime, and with an admin key its providers and keys. Exit 1 when no server answers."
+  )
+)
 
 export const healthCommand = Command.make(
   "health",

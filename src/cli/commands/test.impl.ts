@@ -40,7 +40,10 @@ const send = (request: HttpClientRequest.HttpClientRequest, url: string, timeout
     if (response.status >= 400) {
       const body = yield* HttpClientResponse.schemaBodyJson(ErrorBody)(response).pipe(Effect.option)
       return yield* Effect.fail(
-        new Failed(Option.match(body, { onNone: () => `HTTP ${response.status}`, onSome: (b) => `HTTP ${response.status}: ${b.error.message}` }), response.status)
+        new Failed(
+          Option.match(body, { onNone: () => `HTTP ${response.status}`, onSome: (b) => `HTTP ${response.status}: ${b.error.message}` }),
+          response.status
+        )
       )
     }
     return response
@@ -83,7 +86,8 @@ export const test = (opts: Parsed<typeof testOptions>) =>
     const { answer, latencyMs } = outcome.right
     const text = answer.choices[0].message.content ?? ""
     const served = answer.model ?? model!
-    if (opts.json) return yield* printJson({ ok: true, url, model: model!, servedBy: served, latencyMs, answer: text, usage: answer.usage ?? null })
+    if (opts.json)
+      return yield* printJson({ ok: true, url, model: model!, servedBy: served, latencyMs, answer: text, usage: answer.usage ?? null })
     yield* Console.log(`${green("ok", on)} ${model} in ${latencyMs} ms${served !== model ? ` (served by ${served})` : ""}`)
     yield* Console.log(text)
   }).pipe(

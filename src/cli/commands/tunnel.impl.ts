@@ -23,18 +23,26 @@ const ErrorBody = Schema.Struct({ message: Schema.String })
 const call = (url: string, adminKey: string | undefined, method: "GET" | "POST", path: string, body?: unknown) =>
   Effect.gen(function* () {
     const client = yield* HttpClient.HttpClient
-    let request = method === "GET" ? HttpClientRequest.get(`${url}${path}`) : HttpClientRequest.post(`${url}${path}`).pipe(HttpClientRequest.bodyUnsafeJson(body ?? {}))
+    let request =
+      method === "GET"
+        ? HttpClientRequest.get(`${url}${path}`)
+        : HttpClientRequest.post(`${url}${path}`).pipe(HttpClientRequest.bodyUnsafeJson(body ?? {}))
     if (adminKey) request = HttpClientRequest.bearerToken(request, adminKey)
     const response = yield* client.execute(request).pipe(
       Effect.timeout("60 seconds"),
       Effect.mapError(() => new BadRequest({ message: `no gateway answers at ${url} (is it running?)` }))
     )
-    if (response.status === 501) return yield* new BadRequest({ message: `the server at ${url} does not serve ${path} (501: a version without this tunnel backend)` })
+    if (response.status === 501)
+      return yield* new BadRequest({ message: `the server at ${url} does not serve ${path} (501: a version without this tunnel backend)` })
     if (response.status === 401 || response.status === 403)
-      return yield* new BadRequest({ message: adminKey ? "the admin key was refused" : "an admin API key is needed: pass --api-key or set GATEWAY_API_KEY" })
+      return yield* new BadRequest({
+        message: adminKey ? "the admin key was refused" : "an admin API key is needed: pass --api-key or set GATEWAY_API_KEY"
+      })
     if (response.status >= 400) {
       const detail = yield* HttpClientResponse.schemaBodyJson(ErrorBody)(response).pipe(Effect.option)
-      return yield* new BadRequest({ message: `${method} ${path}: HTTP ${response.status}${Option.match(detail, { onNone: () => "", onSome: (d) => `: ${d.message}` })}` })
+      return yield* new BadRequest({
+        message: `${method} ${path}: HTTP ${response.status}${Option.match(detail, { onNone: () => "", onSome: (d) => `: ${d.message}` })}`
+      })
     }
     return yield* HttpClientResponse.schemaBodyJson(MeshStatusLoose)(response).pipe(
       Effect.mapError((e) => new BadRequest({ message: `${method} ${path}: unexpected answer (${e.message})` }))
@@ -44,7 +52,11 @@ const call = (url: string, adminKey: string | undefined, method: "GET" | "POST",
 /** A status as any backend answers it (the mesh's with its extra fields). */
 const MeshStatusLoose = Schema.extend(
   TunnelStatus,
-  Schema.Struct({ funnelNotEnabled: Schema.optional(Schema.Boolean), enableUrl: Schema.optional(Schema.String), error: Schema.optional(Schema.String) })
+  Schema.Struct({
+    funnelNotEnabled: Schema.optional(Schema.Boolean),
+    enableUrl: Schema.optional(Schema.String),
+    error: Schema.optional(Schema.String)
+  })
 )
 type Status = typeof MeshStatusLoose.Type
 
@@ -75,7 +87,9 @@ const waitSettled = (url: string, key: string | undefined, kind: TunnelKind, fir
 const reportFailure = (status: Status) =>
   Effect.gen(function* () {
     if (status.phase !== "error" && status.phase !== "needs_auth") return
-    yield* Console.error(`error: ${status.lastError ?? status.phase}${status.enableUrl ? ` (allow the funnel at ${status.enableUrl})` : ""}`)
+    yield* Console.error(
+      `error: ${status.lastError ?? status.phase}${status.enableUrl ? ` (allow the funnel at ${status.enableUrl})` : ""}`
+    )
     yield* exitWith(1)
   })
 
@@ -86,7 +100,9 @@ export const list = (opts: Parsed<typeof listOptions>) =>
   Effect.gen(function* () {
     const url = yield* serverUrl(opts.url)
     const key = adminKeyOf(opts.apiKey)
-    const statuses = yield* Effect.forEach(TUNNEL_KINDS, (kind) => Effect.map(call(url, key, "GET", `/api/tunnels/${kind}`), (s) => [kind, s] as const))
+    const statuses = yield* Effect.forEach(TUNNEL_KINDS, (kind) =>
+      Effect.map(call(url, key, "GET", `/api/tunnels/${kind}`), (s) => [kind, s] as const)
+    )
     if (opts.json) return yield* printJson({ tunnels: statuses.map(([kind, s]) => ({ kind, ...s })) })
     yield* Console.log(
       table(
@@ -106,7 +122,11 @@ export const create = (opts: Parsed<typeof createOptions>) =>
     const sudoPassword = opts.sudoPasswordStdin ? yield* passwordFromStdin : undefined
     const answered =
       opts.kind === "mesh"
-        ? yield* call(url, key, "POST", "/api/tunnels/mesh/enable", { ...(hostname ? { hostname } : {}), ...(port ? { port } : {}), ...(sudoPassword ? { sudoPassword } : {}) })
+        ? yield* call(url, key, "POST", "/api/tunnels/mesh/enable", {
+            ...(hostname ? { hostname } : {}),
+            ...(port ? { port } : {}),
+            ...(sudoPassword ? { sudoPassword } : {})
+          })
         : yield* call(url, key, "POST", `/api/tunnels/${opts.kind}`, { action: "enable", ...(authToken ? { authToken } : {}) })
     // The address is shown once the tunnel is registered: wait for it (or for the reason it is not).
     const status = yield* waitSettled(url, key, opts.kind, answered, opts.wait)
@@ -121,7 +141,13 @@ export const stop = (opts: Parsed<typeof stopOptions>) =>
     const key = adminKeyOf(opts.apiKey)
     const status =
       opts.kind === "mesh"
-        ? yield* call(url, key, "POST", "/api/tunnels/mesh/disable", opts.sudoPasswordStdin ? { sudoPassword: yield* passwordFromStdin } : {})
+        ? yield* call(
+            url,
+            key,
+            "POST",
+            "/api/tunnels/mesh/disable",
+            opts.sudoPasswordStdin ? { sudoPassword: yield* passwordFromStdin } : {}
+          )
         : yield* call(url, key, "POST", `/api/tunnels/${opts.kind}`, { action: "disable" })
     if (opts.json) return yield* printJson({ kind: opts.kind, ...status })
     yield* Console.log(table(HEADERS, [row(opts.kind, status)]))

@@ -19,8 +19,14 @@ export const createOptions = {
     Options.withDescription("token tunnel: its authtoken (else TOKEN_TUNNEL_AUTHTOKEN on the server)."),
     Options.optional
   ),
-  hostname: schemaOption("hostname", MeshHostname).pipe(Options.withDescription("mesh: the machine name on the mesh network."), Options.optional),
-  port: schemaOption("port", intFromText(MeshPort)).pipe(Options.withDescription("mesh: the local port to expose (default the gateway's)."), Options.optional),
+  hostname: schemaOption("hostname", MeshHostname).pipe(
+    Options.withDescription("mesh: the machine name on the mesh network."),
+    Options.optional
+  ),
+  port: schemaOption("port", intFromText(MeshPort)).pipe(
+    Options.withDescription("mesh: the local port to expose (default the gateway's)."),
+    Options.optional
+  ),
   sudoPasswordStdin: Options.boolean("sudo-password-stdin").pipe(
     Options.withDescription("mesh: read the sudo password from stdin (one line); the server passes it to sudo for this call only.")
   ),
@@ -33,7 +39,9 @@ export const createOptions = {
 export const stopOptions = {
   ...remoteOptions,
   kind,
-  sudoPasswordStdin: Options.boolean("sudo-password-stdin").pipe(Options.withDescription("mesh: read the sudo password from stdin (one line).")),
+  sudoPasswordStdin: Options.boolean("sudo-password-stdin").pipe(
+    Options.withDescription("mesh: read the sudo password from stdin (one line).")
+  ),
   json
 }
 
@@ -46,7 +54,11 @@ const create = Command.make(
   "create",
   createOptions,
   lazy(impl, (m) => m.create)
-).pipe(Command.withDescription("Start a tunnel that exposes the running gateway publicly: quick (ephemeral address), token (needs an authtoken) or mesh (mesh VPN funnel)."))
+).pipe(
+  Command.withDescription(
+    "Start a tunnel that exposes the running gateway publicly: quick (ephemeral address), token (needs an authtoken) or mesh (mesh VPN funnel)."
+  )
+)
 const stop = Command.make(
   "stop",
   stopOptions,

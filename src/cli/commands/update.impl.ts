@@ -14,7 +14,8 @@ import type { updateOptions } from "./update.js"
 export const DEFAULT_REGISTRY = "https://registry.npmjs.org"
 
 /** GATEWAY_UPDATE_REGISTRY, else npm's own setting, else the public registry. */
-export const registryUrl = (): string => (process.env.GATEWAY_UPDATE_REGISTRY?.trim() || process.env.npm_config_registry?.trim() || DEFAULT_REGISTRY).replace(/\/+$/, "")
+export const registryUrl = (): string =>
+  (process.env.GATEWAY_UPDATE_REGISTRY?.trim() || process.env.npm_config_registry?.trim() || DEFAULT_REGISTRY).replace(/\/+$/, "")
 
 /** What the check reads of a registry's package document (abbreviated metadata suffices). */
 const Packument = Schema.Struct({ "dist-tags": Schema.Struct({ latest: Schema.String }) })
@@ -52,7 +53,8 @@ export const compareVersions = (a: string, b: string): number => {
 }
 
 /** The package's document URL (a scoped name keeps its `@` and encodes its `/`). */
-const documentUrl = (registry: string, name: string) => `${registry}/${name.startsWith("@") ? `@${encodeURIComponent(name.slice(1))}` : encodeURIComponent(name)}`
+const documentUrl = (registry: string, name: string) =>
+  `${registry}/${name.startsWith("@") ? `@${encodeURIComponent(name.slice(1))}` : encodeURIComponent(name)}`
 
 /** The latest version the registry offers: 10 s per attempt, two more attempts on transport errors and 5xx. */
 const latestVersion = (registry: string) =>
@@ -92,7 +94,8 @@ export const update = (opts: Parsed<typeof updateOptions>) =>
     const latest = outcome.right
     const updateAvailable = compareVersions(VERSION, latest) < 0
     const command = `npm install -g ${PACKAGE_NAME}@${latest}`
-    if (opts.json) yield* printJson({ name: PACKAGE_NAME, current: VERSION, latest, updateAvailable, registry, ...(updateAvailable ? { command } : {}) })
+    if (opts.json)
+      yield* printJson({ name: PACKAGE_NAME, current: VERSION, latest, updateAvailable, registry, ...(updateAvailable ? { command } : {}) })
     else if (updateAvailable) {
       yield* Console.log(`${PACKAGE_NAME} ${latest} is available (this is ${VERSION}). To update:`)
       yield* Console.log(`  ${bold(command, colourOn(process.stdout))}`)

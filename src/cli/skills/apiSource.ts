@@ -92,7 +92,8 @@ const covers = (prefix: string, path: string): boolean => path === prefix || pat
 /** The skill of a path: its longest matching prefix. */
 export const skillOfPath = (path: string): SkillId | undefined => {
   let best: string | undefined
-  for (const prefix of Object.keys(ROUTE_PREFIXES)) if (covers(prefix, path) && (best === undefined || prefix.length > best.length)) best = prefix
+  for (const prefix of Object.keys(ROUTE_PREFIXES))
+    if (covers(prefix, path) && (best === undefined || prefix.length > best.length)) best = prefix
   return best === undefined ? undefined : ROUTE_PREFIXES[best]
 }
 
@@ -144,15 +145,18 @@ interface RouteDoc {
 
 const METHOD_ORDER = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 
-const byPath = (a: RouteDoc, b: RouteDoc) => (a.path < b.path ? -1 : a.path > b.path ? 1 : METHOD_ORDER.indexOf(a.method) - METHOD_ORDER.indexOf(b.method))
+const byPath = (a: RouteDoc, b: RouteDoc) =>
+  a.path < b.path ? -1 : a.path > b.path ? 1 : METHOD_ORDER.indexOf(a.method) - METHOD_ORDER.indexOf(b.method)
 
 const operationLines = (op: OpenApi.OpenAPISpecOperation, components: Record<string, unknown>): Array<string> => {
   const lines: Array<string> = op.summary ? [op.summary, ""] : []
   const params = (where: string) => op.parameters.filter((p) => p.in === where)
   const path = params("path")
-  if (path.length > 0) lines.push(`- Path: ${fieldList(path.map((p) => ({ name: p.name, type: typeText(p.schema, components), required: true })))}`)
+  if (path.length > 0)
+    lines.push(`- Path: ${fieldList(path.map((p) => ({ name: p.name, type: typeText(p.schema, components), required: true })))}`)
   const query = params("query")
-  if (query.length > 0) lines.push(`- Query: ${fieldList(query.map((p) => ({ name: p.name, type: typeText(p.schema, components), required: p.required })))}`)
+  if (query.length > 0)
+    lines.push(`- Query: ${fieldList(query.map((p) => ({ name: p.name, type: typeText(p.schema, components), required: p.required })))}`)
   for (const [type, media] of Object.entries(op.requestBody?.content ?? {})) {
     const fields = type === "application/json" ? fieldsOf(media?.schema, components) : undefined
     lines.push(fields ? `- Body (JSON): ${fields.length > 0 ? fieldList(fields) : "an empty object"}` : `- Body: ${type}`)
@@ -188,7 +192,12 @@ const managementRoutes = (): Array<RouteDoc> => {
   for (const [path, item] of Object.entries(spec.paths)) {
     for (const [method, op] of Object.entries(item) as Array<[string, OpenApi.OpenAPISpecOperation | undefined]>) {
       if (!op) continue
-      out.push({ method: method.toUpperCase(), path, access: op.security.length > 0 ? "management" : "none", lines: operationLines(op, components) })
+      out.push({
+        method: method.toUpperCase(),
+        path,
+        access: op.security.length > 0 ? "management" : "none",
+        lines: operationLines(op, components)
+      })
     }
   }
   return out
@@ -221,7 +230,11 @@ const AUTH_TEXT: Record<Access, string> = {
   none: 'Routes marked "no authentication" answer anyone who reaches the port.'
 }
 
-const ACCESS_LABEL: Record<Access, string> = { management: "Management authentication", "gateway-key": "Gateway API key", none: "No authentication" }
+const ACCESS_LABEL: Record<Access, string> = {
+  management: "Management authentication",
+  "gateway-key": "Gateway API key",
+  none: "No authentication"
+}
 
 export interface ApiSections {
   readonly authentication: string
@@ -237,7 +250,10 @@ const plannedNote = (skill: SkillId): Array<string> => {
   const areas = new Set<string>()
   for (const [prefix, id] of Object.entries(ROUTE_PREFIXES)) {
     if (id !== skill) continue
-    const area = findPlanned(PLANNED_MANAGEMENT, `${prefix}/`) ?? findPlanned(PLANNED_INFERENCE, prefix) ?? findPlanned(PLANNED_INFERENCE, `${prefix}/`)
+    const area =
+      findPlanned(PLANNED_MANAGEMENT, `${prefix}/`) ??
+      findPlanned(PLANNED_INFERENCE, prefix) ??
+      findPlanned(PLANNED_INFERENCE, `${prefix}/`)
     if (area)
       areas.add(
         `The routes under ${code(`${prefix}/`)} are part of the gateway's specification (area: ${area.area}) but not built in this version: they answer 501 \`NotImplemented\`.`
@@ -254,7 +270,10 @@ export const apiSource = (): ApiSource => {
   for (const route of routes) {
     const skill = skillOfPath(route.path)
     if (skill === undefined)
-      errors.push({ code: "unmapped-route", message: `${route.method} ${route.path} belongs to no skill: add its prefix to ROUTE_PREFIXES (src/cli/skills/apiSource.ts)` })
+      errors.push({
+        code: "unmapped-route",
+        message: `${route.method} ${route.path} belongs to no skill: add its prefix to ROUTE_PREFIXES (src/cli/skills/apiSource.ts)`
+      })
     else bySkill.get(skill)?.push(route)
   }
   const sections = new Map<SkillId, ApiSections>()

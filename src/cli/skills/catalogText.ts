@@ -24,7 +24,8 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
   },
   "gw-providers": {
     title: "Provider connections (REST)",
-    description: "Add, test, update and remove the upstream provider connections of the gateway, including custom provider nodes and OAuth sign-in.",
+    description:
+      "Add, test, update and remove the upstream provider connections of the gateway, including custom provider nodes and OAuth sign-in.",
     overview:
       "A connection is a provider of the catalog (or a custom node) with its key or OAuth grant, base URL and options; keys are stored encrypted and always shown masked. Tests probe the upstream with the stored credentials.",
     docs: "docs/providers.md"
@@ -47,7 +48,8 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
   },
   "gw-api-keys": {
     title: "Gateway API keys (REST)",
-    description: "Create, list, update and revoke the gateway's own API keys that clients and admins present, with scopes, expiry and rate limits.",
+    description:
+      "Create, list, update and revoke the gateway's own API keys that clients and admins present, with scopes, expiry and rate limits.",
     overview:
       "Keys carry the `inference` or `admin` scope. The secret is shown once, at creation; listings mask it. A key may expire and may have its own requests-per-minute and tokens-per-minute limits.",
     docs: "docs/auth.md"
@@ -68,7 +70,8 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
   },
   "gw-settings": {
     title: "Settings, feature flags and policies (REST)",
-    description: "Read and change the gateway's global settings, feature flags, IP filter, system prompt, thinking budget and request policies.",
+    description:
+      "Read and change the gateway's global settings, feature flags, IP filter, system prompt, thinking budget and request policies.",
     overview:
       "Settings are one document applied live. Feature flags resolve from the database, then the environment, then their defaults. Policies are versioned documents applied on the request path.",
     docs: "docs/feature-flags.md"
@@ -83,26 +86,30 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
   "gw-cache": {
     title: "Response cache (REST)",
     description: "Read the response cache and idempotency statistics, and clear the caches.",
-    overview: "Identical requests are answered from the cache (memory and database tiers, optional similarity matching); idempotency keys make retries safe within a short window.",
+    overview:
+      "Identical requests are answered from the cache (memory and database tiers, optional similarity matching); idempotency keys make retries safe within a short window.",
     docs: "docs/accounting.md"
   },
   "gw-compression": {
     title: "Prompt compression (REST)",
-    description: "Configure prompt compression: the compression settings, the preview of a body in any wire format, language packs and rules.",
+    description:
+      "Configure prompt compression: the compression settings, the preview of a body in any wire format, language packs and rules.",
     overview:
       "Compression sends fewer tokens for the same conversation. `x-gateway-compression` (off, default, engine:<id>, a combo) wins over routing assignments, the active profile, the auto-trigger and the panel default; the answer says which in `X-Gateway-Compression`. The settings choose the active profile, the default combo and the auto-trigger; the preview shows tokens before and after per engine.",
     docs: "docs/compression.md"
   },
   "gw-context-rtk": {
     title: "Context engines and combos (REST)",
-    description: "Configure the context engines (caveman, rtk filters, summarize), compression combos and their assignments, memory entries and skills, and read the savings.",
+    description:
+      "Configure the context engines (caveman, rtk filters, summarize), compression combos and their assignments, memory entries and skills, and read the savings.",
     overview:
       "Engines trim and filter what a conversation carries before it goes upstream (rtk for tool output, json, whitespace, caveman for prose, summarize for long histories); compression combos order them and are assigned to routing combos and models; memory entries and skills are added to the system prompt within a token budget; analytics count tokens and cost saved per engine, combo, model and day.",
     docs: "docs/compression.md"
   },
   "gw-resilience": {
     title: "Resilience: breakers, cooldowns, lockouts (REST)",
-    description: "Inspect and reset circuit breakers, connection cooldowns and model lockouts, tune the resilience settings and read rate-limit state.",
+    description:
+      "Inspect and reset circuit breakers, connection cooldowns and model lockouts, tune the resilience settings and read rate-limit state.",
     overview:
       "Failures open a circuit breaker per provider, cool a connection down, or lock a model out for a while; the router skips what is not available and falls back. Rate-limit headers of the upstreams are kept per connection.",
     docs: "docs/resilience.md"
@@ -123,7 +130,8 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
   "gw-sync-cloud": {
     title: "Configuration sync (REST)",
     description: "Sync the gateway's configuration with a cloud sync server, or serve as one.",
-    overview: "The configuration travels as one bundle sealed with a passphrase: the sync client pushes and pulls it, the cloud routes store versioned bundles per space.",
+    overview:
+      "The configuration travels as one bundle sealed with a passphrase: the sync client pushes and pulls it, the cloud routes store versioned bundles per space.",
     docs: "docs/operations.md"
   },
   "gw-db-backups": {
@@ -149,7 +157,8 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
   },
   "gw-agents-a2a": {
     title: "Agent skills catalog, A2A and plugins (HTTP)",
-    description: "Discover what the gateway offers to agents: the agent-skill catalog over REST, the A2A JSON-RPC endpoint and its agent card; install and configure plugins.",
+    description:
+      "Discover what the gateway offers to agents: the agent-skill catalog over REST, the A2A JSON-RPC endpoint and its agent card; install and configure plugins.",
     overview:
       "The 42 skill files (this one included) are listed, served raw and regenerated under `/api/agent-skills`. `POST /a2a` answers A2A `message/send` (or `SendMessage`) with skill `list-capabilities`: a markdown table of every skill with its raw URL. The agent card is at `/.well-known/agent-card.json`. Plugins (sandboxed code on the request path, docs/plugins.md) are installed, enabled, configured and removed under `/api/plugins`.",
     docs: "docs/skills.md"
@@ -163,7 +172,8 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
   },
   "gw-inference": {
     title: "Inference endpoints",
-    description: "Send chat, responses, messages, embeddings, media, search and batch requests through the gateway in the OpenAI, Anthropic, Gemini or Ollama wire format.",
+    description:
+      "Send chat, responses, messages, embeddings, media, search and batch requests through the gateway in the OpenAI, Anthropic, Gemini or Ollama wire format.",
     overview:
       "One base URL and one key for every provider: the gateway resolves `<provider>/<model>` (or a combo, alias or `auto/...` id), translates between wire formats, streams, falls back, and counts usage. Clients that cannot send headers use `/api/v1/editor/{key}/...` with the key in the path.",
     docs: "docs/formats.md"
@@ -171,7 +181,8 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
   "cli-serve": {
     title: "Run the gateway (CLI)",
     description: "Start the gateway server from the command line and show or change its configuration and environment.",
-    overview: "`gateway` with no subcommand serves on port 20128. The root options come before a subcommand and apply to it too (`gateway --port 3000 status`).",
+    overview:
+      "`gateway` with no subcommand serves on port 20128. The root options come before a subcommand and apply to it too (`gateway --port 3000 status`).",
     docs: "docs/cli.md",
     api: "gw-version-manager"
   },
@@ -213,7 +224,8 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
   },
   "cli-routing": {
     title: "Combos (CLI)",
-    description: "List, create, switch and delete combos from the command line, report how their shadow targets compare, and replay recorded traffic against candidate models.",
+    description:
+      "List, create, switch and delete combos from the command line, report how their shadow targets compare, and replay recorded traffic against candidate models.",
     overview:
       "Combos are the gateway's named routes over several models; `gateway shadow report <combo>` compares a combo's shadow targets with what answered, and `gateway replay --session <id> --model <m>` sends a recorded session to candidates and reports them the same way.",
     docs: "docs/routing.md",
@@ -259,7 +271,8 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
   "cli-a2a": {
     title: "A2A (CLI)",
     description: "Check the running gateway's A2A endpoint and print its agent card from the command line.",
-    overview: "Both commands read the agent card the server publishes at `/.well-known/agent-card.json`; `status` also calls the endpoint it names.",
+    overview:
+      "Both commands read the agent card the server publishes at `/.well-known/agent-card.json`; `status` also calls the endpoint it names.",
     docs: "docs/skills.md",
     api: "gw-agents-a2a"
   },
@@ -309,7 +322,8 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
   "cli-setup": {
     title: "Setup and recovery (CLI)",
     description: "Set the gateway up (password, admin key, first provider), configure coding tools, and recover access.",
-    overview: "`setup --non-interactive` reads its flags and `GATEWAY_API_KEY`; the recovery commands work on the local database without a server.",
+    overview:
+      "`setup --non-interactive` reads its flags and `GATEWAY_API_KEY`; the recovery commands work on the local database without a server.",
     docs: "docs/cli.md",
     api: "gw-auth"
   }

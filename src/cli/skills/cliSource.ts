@@ -63,7 +63,10 @@ export const COMMAND_SKILLS: Readonly<Record<string, SkillId>> = {
 }
 
 export const skillOfCommand = (name: string): SkillId | undefined =>
-  COMMAND_SKILLS[name] ?? Object.entries(COMMAND_SKILLS).find(([key]) => key.endsWith("-*") && name.startsWith(key.slice(0, -1)) && name.length > key.length - 1)?.[1]
+  COMMAND_SKILLS[name] ??
+  Object.entries(COMMAND_SKILLS).find(
+    ([key]) => key.endsWith("-*") && name.startsWith(key.slice(0, -1)) && name.length > key.length - 1
+  )?.[1]
 
 /** The descriptor's shape as @effect/cli 0.77 builds it (its `_tag`s; the type itself is opaque). */
 type Node =
@@ -122,7 +125,9 @@ const helpSections = (node: Node): HelpSections => {
       walk(doc.right)
     } else if (doc._tag === "Header") section = spanText(doc.value).trim()
     else if (doc._tag === "DescriptionList")
-      (entries[section] ??= []).push(...doc.definitions.map(([s, d]) => [spanText(s).trim(), docText(d).replace(TYPE_SENTENCE, "")] as const))
+      (entries[section] ??= []).push(
+        ...doc.definitions.map(([s, d]) => [spanText(s).trim(), docText(d).replace(TYPE_SENTENCE, "")] as const)
+      )
     else if (doc._tag !== "Empty") (paragraphs[section] ??= []).push(docText(doc))
   }
   walk(Descriptor.getHelp(asDescriptor(node), { ...CliConfig.defaultConfig, showBuiltIns: false }))
@@ -203,7 +208,11 @@ export const cliSource = (root: CommandTree, related: (id: SkillId) => SkillId |
   for (const child of top?.children ?? []) {
     const name = nameOf(child)
     const skill = skillOfCommand(name)
-    if (skill === undefined) errors.push({ code: "unmapped-command", message: `gateway ${name} belongs to no skill: add it to COMMAND_SKILLS (src/cli/skills/cliSource.ts)` })
+    if (skill === undefined)
+      errors.push({
+        code: "unmapped-command",
+        message: `gateway ${name} belongs to no skill: add it to COMMAND_SKILLS (src/cli/skills/cliSource.ts)`
+      })
     else bySkill.get(skill)?.push(...commandDocs(child, rootDoc[0]?.path ?? "gateway"))
   }
   const sections = new Map<SkillId, CliSections>()
@@ -219,7 +228,12 @@ export const cliSource = (root: CommandTree, related: (id: SkillId) => SkillId |
         ...(docs.length === 0 ? ["No command of this version needs credentials here; see the REST skill below."] : [])
       ].join("\n\n"),
       endpoints: [
-        ...(docs.length === 0 ? [`No \`gateway\` command of this version belongs to this skill.${api ? ` The same area over HTTP: the ${code(api)} skill.` : ""}`, ""] : []),
+        ...(docs.length === 0
+          ? [
+              `No \`gateway\` command of this version belongs to this skill.${api ? ` The same area over HTTP: the ${code(api)} skill.` : ""}`,
+              ""
+            ]
+          : []),
         ...docs.flatMap(renderCommand),
         ...(docs.length > 0 && api ? [`The same area over HTTP: the ${code(api)} skill.`] : [])
       ].join("\n")

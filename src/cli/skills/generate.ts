@@ -42,7 +42,10 @@ export interface GenerateReport {
 const CLI_APP: string = "../app.js"
 
 /** Every skill's document, and what the sources could not place. */
-export const skillDocuments = async (): Promise<{ readonly docs: ReadonlyMap<SkillId, SkillDocument>; readonly errors: ReadonlyArray<GenerateError> }> => {
+export const skillDocuments = async (): Promise<{
+  readonly docs: ReadonlyMap<SkillId, SkillDocument>
+  readonly errors: ReadonlyArray<GenerateError>
+}> => {
   const api = apiSource()
   // Loaded when generating, not with this module: the CLI tree imports the server it can start
   // (which holds this generator). Named through a variable so that its type is not part of this one's.

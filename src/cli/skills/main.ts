@@ -22,6 +22,8 @@ if (unknown.length > 0 || badIds.length > 0) {
 }
 const check = flags.has("--check")
 const dir = path.resolve(process.env.GATEWAY_SKILLS_DIR || DEFAULT_SKILLS_DIR)
-const report = await Effect.runPromise(generateSkills(dir, { dryRun: check || flags.has("--dry-run"), prune: flags.has("--prune"), onlyIds: ids.length > 0 ? ids : undefined }))
+const report = await Effect.runPromise(
+  generateSkills(dir, { dryRun: check || flags.has("--dry-run"), prune: flags.has("--prune"), onlyIds: ids.length > 0 ? ids : undefined })
+)
 console.log(JSON.stringify(report, null, 2))
 if (report.errors.length > 0 || (check && (report.generated.length > 0 || report.pruned.length > 0))) process.exitCode = 1

@@ -43,7 +43,8 @@ export const keptFrontMatter = (markdown: string | undefined): ReadonlyArray<str
 /** One front-matter value: JSON-quoted, which YAML reads as a double-quoted string. */
 const yamlString = (text: string): string => JSON.stringify(text)
 
-/** The whole file for `doc`, with `custom` (as `customSection` returned it) between the markers and `kept` (as `keptFrontMatter` returned it) after the front matter's own lines. */
+/** The whole file for `doc`, with `custom` (as `customSection` returned it) between the markers and `kept` (as `keptFrontMatter` returned
+ * it) after the front matter's own lines. */
 export const renderSkill = (doc: SkillDocument, custom: string, kept: ReadonlyArray<string> = []): string =>
   [
     "---",

@@ -20,7 +20,9 @@ const resolve = (schema: Json, components: Components): Json | undefined => {
 }
 
 const isPrimitive = (schema: Json): boolean =>
-  schema["enum"] !== undefined || schema["const"] !== undefined || ["string", "number", "integer", "boolean", "null"].includes(String(schema["type"]))
+  schema["enum"] !== undefined ||
+  schema["const"] !== undefined ||
+  ["string", "number", "integer", "boolean", "null"].includes(String(schema["type"]))
 
 /** The type of a schema as one short phrase. */
 export const typeText = (input: unknown, components: Components, depth = 0): string => {
@@ -69,4 +71,5 @@ export const fieldsOf = (input: unknown, components: Components): ReadonlyArray<
 }
 
 /** `` `name` (type) `` entries, optional ones marked, in one line. */
-export const fieldList = (fields: ReadonlyArray<FieldText>): string => fields.map((f) => `\`${f.name}\` (${f.type}${f.required ? "" : ", optional"})`).join(", ")
+export const fieldList = (fields: ReadonlyArray<FieldText>): string =>
+  fields.map((f) => `\`${f.name}\` (${f.type}${f.required ? "" : ", optional"})`).join(", ")

@@ -31,7 +31,13 @@ const GPT_IMAGE_2_BY: Record<string, number> = {
  * token when the upstream reports usage (OpenAI does), else per image.
  */
 const gptImage = (id: string, name: string, perImage?: number, perImageBy?: Record<string, number>): ModelSpec =>
-  media(id, name, "image", { input: 5, cachedInput: 1.25, output: 30, ...(perImage !== undefined ? { perImage } : {}), ...(perImageBy ? { perImageBy } : {}) })
+  media(id, name, "image", {
+    input: 5,
+    cachedInput: 1.25,
+    output: 30,
+    ...(perImage !== undefined ? { perImage } : {}),
+    ...(perImageBy ? { perImageBy } : {})
+  })
 const OPENAI_IMAGE_MODELS: ReadonlyArray<ModelSpec> = [
   gptImage("gpt-image-2", "GPT Image 2", 0.053, GPT_IMAGE_2_BY),
   gptImage("gpt-image-2.5-sunburst", "GPT Image 2.5 Sunburst"),
@@ -344,21 +350,29 @@ export const kindOf = (provider: ProviderSpec, model: string): ModelKind => {
 }
 
 /** Whether a connection to this provider can be spoken to in `format` without translation. */
-export const speaks = (provider: ProviderSpec, format: WireFormat): boolean => provider.format === format || (provider.alsoSpeaks?.includes(format) ?? false)
+export const speaks = (provider: ProviderSpec, format: WireFormat): boolean =>
+  provider.format === format || (provider.alsoSpeaks?.includes(format) ?? false)
 
 /** Models listed with the no-thinking alias: reasoning Anthropic models, unless a spec says otherwise. */
-export const hasNoThinkingAlias = (provider: ProviderSpec, model: ModelSpec): boolean => model.noThinkingAlias ?? (provider.format === "anthropic" && model.capabilities.reasoning)
+export const hasNoThinkingAlias = (provider: ProviderSpec, model: ModelSpec): boolean =>
+  model.noThinkingAlias ?? (provider.format === "anthropic" && model.capabilities.reasoning)
 
 const BY_ID = new Map(PROVIDERS.map((p) => [p.id, p]))
 
 export const findProvider = (id: string): ProviderSpec | undefined => BY_ID.get(id.toLowerCase())
 
 /** Case-insensitive search over id, name and model ids, used by `gateway providers available --search`. */
-export const searchProviders = (query: { readonly search?: string | undefined; readonly category?: string | undefined }): ReadonlyArray<ProviderSpec> => {
+export const searchProviders = (query: {
+  readonly search?: string | undefined
+  readonly category?: string | undefined
+}): ReadonlyArray<ProviderSpec> => {
   const q = query.search?.trim().toLowerCase()
   return PROVIDERS.filter(
     (p) =>
       (!query.category || p.category === query.category.toLowerCase()) &&
-      (!q || p.id.includes(q) || p.name.toLowerCase().includes(q) || p.models.some((m) => m.id.toLowerCase().includes(q) || m.name.toLowerCase().includes(q)))
+      (!q ||
+        p.id.includes(q) ||
+        p.name.toLowerCase().includes(q) ||
+        p.models.some((m) => m.id.toLowerCase().includes(q) || m.name.toLowerCase().includes(q)))
   )
 }

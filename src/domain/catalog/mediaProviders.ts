@@ -40,7 +40,10 @@ export const MEDIA_PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresBaseUrl: false,
     docsUrl: "https://developers.deepgram.com/reference",
     offers: ["transcription", "speech"],
-    models: [media("nova-3", "Nova-3", "transcription", { perSecond: 0.0043 / 60 }), media("aura-2-thalia-en", "Aura 2 (Thalia)", "speech", { perCharacter: 0.00003 })]
+    models: [
+      media("nova-3", "Nova-3", "transcription", { perSecond: 0.0043 / 60 }),
+      media("aura-2-thalia-en", "Aura 2 (Thalia)", "speech", { perCharacter: 0.00003 })
+    ]
   },
   {
     id: "cohere",
@@ -94,7 +97,10 @@ export const MEDIA_PROVIDERS: ReadonlyArray<ProviderSpec> = [
     docsUrl: "https://docs.voyageai.com/reference",
     offers: ["rerank"],
     // Per 1M tokens of query and documents (unverified; the first 200M tokens are free).
-    models: [media("rerank-2.5", "Voyage Rerank 2.5", "rerank", { input: 0.05 }), media("rerank-2.5-lite", "Voyage Rerank 2.5 Lite", "rerank", { input: 0.02 })]
+    models: [
+      media("rerank-2.5", "Voyage Rerank 2.5", "rerank", { input: 0.05 }),
+      media("rerank-2.5-lite", "Voyage Rerank 2.5 Lite", "rerank", { input: 0.02 })
+    ]
   },
   // ---------------------------------------------------------------- web search (docs/search.md)
   // One pseudo-model each, `search`, so the router plans `<connection>/search` like any model.

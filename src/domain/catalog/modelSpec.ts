@@ -34,7 +34,8 @@ export interface ModelPricing {
   readonly cachedInput?: number
   /** USD per generated image (media models). */
   readonly perImage?: number
-  /** USD per image by kind (`"quality:size"`, `"quality"`, Gemini's `"4K"`), before `perImage` (src/services/accounting/cost.ts `imagePrice`). */
+  /** USD per image by kind (`"quality:size"`, `"quality"`, Gemini's `"4K"`), before `perImage` (src/services/accounting/cost.ts
+   * `imagePrice`). */
   readonly perImageBy?: Readonly<Record<string, number>>
   /** USD per second of audio or video. */
   readonly perSecond?: number
@@ -164,7 +165,12 @@ export const embedding = (id: string, name: string, contextWindow: number, input
 })
 
 /** A media model: its kind and its price per unit (and per 1M tokens where the upstream reports tokens). */
-export const media = (id: string, name: string, kind: Exclude<ModelKind, "chat" | "embedding">, pricing: Partial<ModelPricing> = {}): ModelSpec => ({
+export const media = (
+  id: string,
+  name: string,
+  kind: Exclude<ModelKind, "chat" | "embedding">,
+  pricing: Partial<ModelPricing> = {}
+): ModelSpec => ({
   id,
   name,
   kind,

@@ -61,6 +61,9 @@ export const OAUTH_PROVIDERS: ReadonlyArray<ProviderSpec> = [
       tokenUse: "bearer"
     },
     // The qwen.ai free tier (a daily request quota, no per-token price).
-    models: [chat("qwen3-coder-plus", "Qwen3 Coder Plus", 1_000_000, 65_536, 0, 0), chat("qwen3-coder-flash", "Qwen3 Coder Flash", 1_000_000, 65_536, 0, 0)]
+    models: [
+      chat("qwen3-coder-plus", "Qwen3 Coder Plus", 1_000_000, 65_536, 0, 0),
+      chat("qwen3-coder-flash", "Qwen3 Coder Flash", 1_000_000, 65_536, 0, 0)
+    ]
   }
 ]

@@ -129,15 +129,26 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "obj
  * message object) is accepted too.
  */
 export const readSend = (body: unknown): SendRequest | { readonly id: RpcId; readonly error: RpcError } => {
-  if (!isObject(body)) return { id: null, error: { code: RpcCode.invalidRequest, message: "the request must be a JSON-RPC 2.0 object (batches are not supported)" } }
+  if (!isObject(body))
+    return {
+      id: null,
+      error: { code: RpcCode.invalidRequest, message: "the request must be a JSON-RPC 2.0 object (batches are not supported)" }
+    }
   const rawId = body["id"]
   const id: RpcId = typeof rawId === "string" || typeof rawId === "number" ? rawId : null
   if (body["jsonrpc"] !== "2.0") return { id, error: { code: RpcCode.invalidRequest, message: 'jsonrpc must be "2.0"' } }
-  if (rawId !== undefined && rawId !== null && id === null) return { id: null, error: { code: RpcCode.invalidRequest, message: "id must be a string, a number or null" } }
+  if (rawId !== undefined && rawId !== null && id === null)
+    return { id: null, error: { code: RpcCode.invalidRequest, message: "id must be a string, a number or null" } }
   const method = body["method"]
   if (typeof method !== "string") return { id, error: { code: RpcCode.invalidRequest, message: "method must be a string" } }
   if (!(A2A_METHODS as ReadonlyArray<string>).includes(method)) {
-    return { id, error: { code: RpcCode.methodNotFound, message: `method ${JSON.stringify(method.slice(0, 100))} is not supported; use one of: ${A2A_METHODS.join(", ")}` } }
+    return {
+      id,
+      error: {
+        code: RpcCode.methodNotFound,
+        message: `method ${JSON.stringify(method.slice(0, 100))} is not supported; use one of: ${A2A_METHODS.join(", ")}`
+      }
+    }
   }
   const params = body["params"]
   if (!isObject(params)) return { id, error: { code: RpcCode.invalidParams, message: "params must be an object with skill and messages" } }
@@ -145,9 +156,14 @@ export const readSend = (body: unknown): SendRequest | { readonly id: RpcId; rea
   if (typeof skill !== "string") return { id, error: { code: RpcCode.invalidParams, message: "params.skill must be a string" } }
   const messages = params["messages"]
   if (messages !== undefined) {
-    if (!Array.isArray(messages)) return { id, error: { code: RpcCode.invalidParams, message: "params.messages must be an array of {role, content}" } }
+    if (!Array.isArray(messages))
+      return { id, error: { code: RpcCode.invalidParams, message: "params.messages must be an array of {role, content}" } }
     const bad = messages.findIndex((m) => !isObject(m) || typeof m["role"] !== "string" || m["content"] === undefined)
-    if (bad >= 0) return { id, error: { code: RpcCode.invalidParams, message: `params.messages[${bad}] must be an object with a string role and a content` } }
+    if (bad >= 0)
+      return {
+        id,
+        error: { code: RpcCode.invalidParams, message: `params.messages[${bad}] must be an object with a string role and a content` }
+      }
   }
   if (params["message"] !== undefined && !isObject(params["message"])) {
     return { id, error: { code: RpcCode.invalidParams, message: "params.message must be an object" } }

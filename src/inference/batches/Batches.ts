@@ -127,7 +127,10 @@ export interface NewBatch {
 export interface BatchesShape {
   readonly create: (batch: NewBatch) => Effect.Effect<Batch>
   readonly find: (owner: string, id: string) => Effect.Effect<Batch | undefined>
-  readonly list: (owner: string, options: { readonly limit: number; readonly after?: string | undefined }) => Effect.Effect<{ data: ReadonlyArray<Batch>; hasMore: boolean }>
+  readonly list: (
+    owner: string,
+    options: { readonly limit: number; readonly after?: string | undefined }
+  ) => Effect.Effect<{ data: ReadonlyArray<Batch>; hasMore: boolean }>
   /** Asks a running batch to stop: `cancelling`, its worker then writes what was answered and ends it `cancelled`. */
   readonly cancel: (batch: Batch) => Effect.Effect<Batch>
   /** Forgets a finished batch (its lines; its files stay the owner's). */
@@ -143,7 +146,8 @@ export class Batches extends Context.Tag("gateway/Batches")<Batches, BatchesShap
       const sql = yield* SqlClient.SqlClient
       const windowMs = (yield* positiveInteger("GATEWAY_BATCH_WINDOW_SECONDS", "seconds", 24 * 3600)) * 1000
       const cancelled = new Set<string>()
-      const load = (id: string) => Effect.map(sql<Row>`SELECT * FROM batches WHERE id = ${id}`, (rows) => (rows[0] ? toBatch(rows[0]) : undefined)).pipe(Effect.orDie)
+      const load = (id: string) =>
+        Effect.map(sql<Row>`SELECT * FROM batches WHERE id = ${id}`, (rows) => (rows[0] ? toBatch(rows[0]) : undefined)).pipe(Effect.orDie)
       return {
         create: (b) =>
           Effect.gen(function* () {
@@ -167,8 +171,11 @@ export class Batches extends Context.Tag("gateway/Batches")<Batches, BatchesShap
         list: (owner, o) =>
           Effect.gen(function* () {
             const cursor = o.after ? (yield* sql<Row>`SELECT * FROM batches WHERE id = ${o.after} AND api_key_id = ${owner}`)[0] : undefined
-            const after = cursor ? sql`AND (created_at < ${cursor.created_at} OR (created_at = ${cursor.created_at} AND id < ${cursor.id}))` : sql``
-            const rows = yield* sql<Row>`SELECT * FROM batches WHERE api_key_id = ${owner} ${after} ORDER BY created_at DESC, id DESC LIMIT ${o.limit + 1}`
+            const after = cursor
+              ? sql`AND (created_at < ${cursor.created_at} OR (created_at = ${cursor.created_at} AND id < ${cursor.id}))`
+              : sql``
+            const rows =
+              yield* sql<Row>`SELECT * FROM batches WHERE api_key_id = ${owner} ${after} ORDER BY created_at DESC, id DESC LIMIT ${o.limit + 1}`
             return { data: rows.slice(0, o.limit).map(toBatch), hasMore: rows.length > o.limit }
           }).pipe(Effect.orDie),
         cancel: (b) =>
@@ -220,14 +227,18 @@ const validateLine = (text: string, line: number, endpoint: string, seen: Set<st
   }
   if (typeof v !== "object" || v === null || Array.isArray(v)) return err("a line must be a JSON object", null, "invalid_json_line")
   const o = v as Record<string, unknown>
-  if (typeof o["custom_id"] !== "string" || o["custom_id"] === "") return err("'custom_id' must be a non-empty string", "custom_id", "missing_required_parameter")
-  if (seen.has(o["custom_id"])) return err(`'custom_id' '${o["custom_id"].slice(0, 64)}' is used by an earlier line`, "custom_id", "duplicate_custom_id")
+  if (typeof o["custom_id"] !== "string" || o["custom_id"] === "")
+    return err("'custom_id' must be a non-empty string", "custom_id", "missing_required_parameter")
+  if (seen.has(o["custom_id"]))
+    return err(`'custom_id' '${o["custom_id"].slice(0, 64)}' is used by an earlier line`, "custom_id", "duplicate_custom_id")
   if (o["method"] !== "POST") return err("'method' must be 'POST'", "method", "invalid_method")
-  if (o["url"] !== endpoint) return err(`'url' must be the batch's endpoint '${endpoint}', got ${JSON.stringify(o["url"])?.slice(0, 80)}`, "url", "invalid_url")
+  if (o["url"] !== endpoint)
+    return err(`'url' must be the batch's endpoint '${endpoint}', got ${JSON.stringify(o["url"])?.slice(0, 80)}`, "url", "invalid_url")
   const body = o["body"]
   if (typeof body !== "object" || body === null || Array.isArray(body)) return err("'body' must be a JSON object", "body", "invalid_body")
   const b = body as Record<string, unknown>
-  if (typeof b["model"] !== "string" || b["model"] === "") return err("'body.model' must be a non-empty string", "body.model", "missing_required_parameter")
+  if (typeof b["model"] !== "string" || b["model"] === "")
+    return err("'body.model' must be a non-empty string", "body.model", "missing_required_parameter")
   if (b["stream"] === true) return err("'body.stream' cannot be true in a batch", "body.stream", "invalid_body")
   seen.add(o["custom_id"])
   return { request: { line, customId: o["custom_id"], body: JSON.stringify(body) } }
@@ -249,18 +260,27 @@ export class BatchRunner {
       const retryBaseMs = yield* positiveInteger("GATEWAY_BATCH_RETRY_BASE_MS", "milliseconds", 1000)
       const running = new Set<string>()
 
-      const load = (id: string) => Effect.map(sql<Row>`SELECT * FROM batches WHERE id = ${id}`, (rows) => (rows[0] ? toBatch(rows[0]) : undefined))
+      const load = (id: string) =>
+        Effect.map(sql<Row>`SELECT * FROM batches WHERE id = ${id}`, (rows) => (rows[0] ? toBatch(rows[0]) : undefined))
       const setStatus = (id: string, from: ReadonlyArray<BatchStatus>, fields: Record<string, unknown>) =>
         sql`UPDATE batches SET ${sql.update(fields as never)} WHERE id = ${id} AND status IN ${sql.in(from as Array<string>)}`
 
-      /** Reads the input file line by line, every line checked; valid: the lines stored and `in_progress`; else `failed` with the errors. */
+      /** Reads the input file line by line, every line checked; valid: the lines stored and `in_progress`; else `failed` with the errors.
+       * */
       const validate = (b: Batch) =>
         Effect.gen(function* () {
           yield* sql`DELETE FROM batch_lines WHERE batch_id = ${b.id}`
           const input = yield* files.content(b.owner, b.inputFileId)
           const now = () => Date.now()
           if (!input) {
-            const errors: Array<BatchError> = [{ code: "input_file_not_found", message: `the input file '${b.inputFileId}' no longer exists`, param: "input_file_id", line: null }]
+            const errors: Array<BatchError> = [
+              {
+                code: "input_file_not_found",
+                message: `the input file '${b.inputFileId}' no longer exists`,
+                param: "input_file_id",
+                line: null
+              }
+            ]
             yield* setStatus(b.id, ["validating"], { status: "failed", errors: JSON.stringify(errors), failed_at: now() })
             return
           }
@@ -297,7 +317,8 @@ export class BatchRunner {
           }
           lines.close()
           input.stream.destroy()
-          if (errors.length === 0 && count === 0) errors.push({ code: "empty_file", message: "the input file has no lines", param: "input_file_id", line: null })
+          if (errors.length === 0 && count === 0)
+            errors.push({ code: "empty_file", message: "the input file has no lines", param: "input_file_id", line: null })
           if (errors.length > 0) {
             yield* sql`DELETE FROM batch_lines WHERE batch_id = ${b.id}`
             yield* setStatus(b.id, ["validating", "cancelling"], { status: "failed", errors: JSON.stringify(errors), failed_at: now() })
@@ -319,7 +340,12 @@ export class BatchRunner {
             } catch {
               // not JSON: kept as text
             }
-            return { statusCode: res.status, requestId: res.headers.get("x-gateway-request-id"), body, retryAfter: res.headers.get("retry-after") }
+            return {
+              statusCode: res.status,
+              requestId: res.headers.get("x-gateway-request-id"),
+              body,
+              retryAfter: res.headers.get("retry-after")
+            }
           },
           catch: () => new TryLater(null)
         }).pipe(
@@ -330,7 +356,10 @@ export class BatchRunner {
           })
         )
 
-      const lineSchedule = Schedule.exponential(Duration.millis(retryBaseMs), 2).pipe(Schedule.union(Schedule.spaced("60 seconds")), Schedule.intersect(Schedule.recurs(retries)))
+      const lineSchedule = Schedule.exponential(Duration.millis(retryBaseMs), 2).pipe(
+        Schedule.union(Schedule.spaced("60 seconds")),
+        Schedule.intersect(Schedule.recurs(retries))
+      )
 
       const answerLine = (b: Batch, r: LineRequest): Effect.Effect<LineResult> => {
         let last: LineResult | undefined
@@ -344,7 +373,13 @@ export class BatchRunner {
               last ?? {
                 statusCode: 503,
                 requestId: `${b.id}_${r.line}`,
-                body: { error: { message: "the line could not be answered: the gateway had no capacity (429/503) after retries", type: "server_error", code: "retries_exhausted" } }
+                body: {
+                  error: {
+                    message: "the line could not be answered: the gateway had no capacity (429/503) after retries",
+                    type: "server_error",
+                    code: "retries_exhausted"
+                  }
+                }
               }
             )
           )
@@ -377,11 +412,19 @@ export class BatchRunner {
               ? null
               : {
                   code: status === "expired" ? "batch_expired" : "batch_cancelled",
-                  message: status === "expired" ? "this request could not be executed before the completion window expired" : "the batch was cancelled before this request ran"
+                  message:
+                    status === "expired"
+                      ? "this request could not be executed before the completion window expired"
+                      : "the batch was cancelled before this request ran"
                 }
           const page = (ok: boolean, from: number) =>
             Effect.runPromise(
-              sql<{ line: number; custom_id: string; status_code: number | null; result: string | null }>`SELECT line, custom_id, status_code, result FROM batch_lines
+              sql<{
+                line: number
+                custom_id: string
+                status_code: number | null
+                result: string | null
+              }>`SELECT line, custom_id, status_code, result FROM batch_lines
                 WHERE batch_id = ${b.id} AND line > ${from} AND ${ok ? sql`status_code >= 200 AND status_code < 300` : sql`(status_code IS NULL OR status_code < 200 OR status_code >= 300)`}
                 ORDER BY line LIMIT 1000`.pipe(Effect.orDie)
             )
@@ -394,7 +437,14 @@ export class BatchRunner {
               for (const row of rows) {
                 from = Number(row.line)
                 if (row.result) chunk += row.result + "\n"
-                else if (unrun) chunk += JSON.stringify({ id: `batch_req_${b.id.slice(6)}_${row.line}`, custom_id: row.custom_id, response: null, error: unrun }) + "\n"
+                else if (unrun)
+                  chunk +=
+                    JSON.stringify({
+                      id: `batch_req_${b.id.slice(6)}_${row.line}`,
+                      custom_id: row.custom_id,
+                      response: null,
+                      error: unrun
+                    }) + "\n"
               }
               if (chunk) yield chunk
             }
@@ -406,14 +456,25 @@ export class BatchRunner {
           const nonEmpty = (n: unknown) => Number(n ?? 0) > 0
           const write = (ok: boolean, name: string) =>
             Effect.map(
-              Effect.orDie(files.create({ owner: b.owner, filename: `${b.id}_${name}.jsonl`, purpose: "batch_output", expiresAt: null }, Readable.from(lines(ok)))),
+              Effect.orDie(
+                files.create(
+                  { owner: b.owner, filename: `${b.id}_${name}.jsonl`, purpose: "batch_output", expiresAt: null },
+                  Readable.from(lines(ok))
+                )
+              ),
               (f) => f.id
             )
           const output = nonEmpty(counts?.ok) ? yield* write(true, "output") : null
-          const errorsFile = nonEmpty(counts?.other) && (status !== "completed" || Number(counts?.other) > 0) ? yield* write(false, "error") : null
+          const errorsFile =
+            nonEmpty(counts?.other) && (status !== "completed" || Number(counts?.other) > 0) ? yield* write(false, "error") : null
           const at = Date.now()
           const stamp = status === "completed" ? { completed_at: at } : status === "expired" ? { expired_at: at } : { cancelled_at: at }
-          yield* setStatus(b.id, ["in_progress", "finalizing", "cancelling"], { status, output_file_id: output, error_file_id: errorsFile, ...stamp })
+          yield* setStatus(b.id, ["in_progress", "finalizing", "cancelling"], {
+            status,
+            output_file_id: output,
+            error_file_id: errorsFile,
+            ...stamp
+          })
         })
 
       const runLines = (b: Batch) =>
@@ -446,7 +507,8 @@ export class BatchRunner {
               continue
             }
             // Forwarded whole to the provider's batch API: submitted, polled and ended by its step.
-            if (b.native && (b.status === "in_progress" || b.status === "finalizing" || b.status === "cancelling")) return yield* native.step(b, finish)
+            if (b.native && (b.status === "in_progress" || b.status === "finalizing" || b.status === "cancelling"))
+              return yield* native.step(b, finish)
             if (b.status === "cancelling") return yield* finish(b, "cancelled")
             if (b.status === "finalizing") return yield* finish(b, "completed")
             if (b.status !== "in_progress") return
@@ -459,14 +521,18 @@ export class BatchRunner {
               continue
             }
             if (Date.now() >= after.expiresAt) return yield* finish(after, "expired")
-            const left = (yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM batch_lines WHERE batch_id = ${id} AND status_code IS NULL`)[0]
+            const left = (yield* sql<{
+              n: number
+            }>`SELECT COUNT(*) AS n FROM batch_lines WHERE batch_id = ${id} AND status_code IS NULL`)[0]
             if (Number(left?.n ?? 0) > 0) continue
             yield* setStatus(id, ["in_progress"], { status: "finalizing", finalizing_at: Date.now() })
           }
         })
 
       const sweep = Effect.gen(function* () {
-        const active = yield* sql<{ id: string }>`SELECT id FROM batches WHERE status IN ('validating', 'in_progress', 'finalizing', 'cancelling') ORDER BY created_at`
+        const active = yield* sql<{
+          id: string
+        }>`SELECT id FROM batches WHERE status IN ('validating', 'in_progress', 'finalizing', 'cancelling') ORDER BY created_at`
         for (const { id } of active) {
           if (running.has(id)) continue
           running.add(id)

@@ -51,7 +51,8 @@ const OPENAI_ENDPOINTS = ["/v1/chat/completions", "/v1/responses", "/v1/embeddin
 const OPENAI_PROVIDERS = ["openai", "openai-compatible"]
 
 /** Why a batch cannot go native: a 400 naming it (the client asked for native explicitly). */
-const unavailable = (why: string) => badRequest(`this batch cannot be forwarded to a native batch API: ${why}`, "metadata.gateway_mode", "native_batch_unavailable")
+const unavailable = (why: string) =>
+  badRequest(`this batch cannot be forwarded to a native batch API: ${why}`, "metadata.gateway_mode", "native_batch_unavailable")
 
 export interface NativeBatchesShape {
   /**
@@ -94,11 +95,25 @@ export class NativeBatches extends Context.Tag("gateway/NativeBatches")<NativeBa
  * Whether the input file can go native, and to which upstream (NativeBatchesShape.plan): its
  * lines name one model, which resolves directly to one OpenAI or Anthropic connection.
  */
-const plan = (deps: { readonly files: FilesShape; readonly inference: InferenceShape }, owner: string, inputFileId: string, endpoint: string) =>
+const plan = (
+  deps: { readonly files: FilesShape; readonly inference: InferenceShape },
+  owner: string,
+  inputFileId: string,
+  endpoint: string
+) =>
   Effect.gen(function* () {
     const { files, inference } = deps
     const input = yield* files.content(owner, inputFileId)
-    if (!input) return yield* Effect.fail(new InferenceError({ status: 404, kind: "not_found", code: "not_found", message: `no file '${inputFileId}'`, param: "input_file_id" }))
+    if (!input)
+      return yield* Effect.fail(
+        new InferenceError({
+          status: 404,
+          kind: "not_found",
+          code: "not_found",
+          message: `no file '${inputFileId}'`,
+          param: "input_file_id"
+        })
+      )
     const models = new Set<string>()
     const lines = readline.createInterface({ input: input.stream, crlfDelay: Infinity })
     yield* Effect.promise(async () => {
@@ -131,10 +146,13 @@ const plan = (deps: { readonly files: FilesShape; readonly inference: InferenceS
           ? "anthropic"
           : undefined
     if (!provider)
-      return yield* unavailable(`'${model}' is served by ${c.name} (${c.provider.id}), which has no native batch API the gateway uses (OpenAI and Anthropic connections do)`)
+      return yield* unavailable(
+        `'${model}' is served by ${c.name} (${c.provider.id}), which has no native batch API the gateway uses (OpenAI and Anthropic connections do)`
+      )
     if (provider === "openai" && !OPENAI_ENDPOINTS.includes(endpoint))
       return yield* unavailable(`OpenAI's batch API does not take '${endpoint}' (it takes ${OPENAI_ENDPOINTS.join(", ")})`)
-    if (provider === "anthropic" && endpoint !== "/v1/messages") return yield* unavailable(`Anthropic's message batches take '/v1/messages' lines only, not '${endpoint}'`)
+    if (provider === "anthropic" && endpoint !== "/v1/messages")
+      return yield* unavailable(`Anthropic's message batches take '/v1/messages' lines only, not '${endpoint}'`)
     return {
       provider,
       connectionId: c.id,

@@ -30,7 +30,12 @@ const ENDPOINT_NAMES: Record<string, string> = {
  * request id `<batch id>_<line>`, the batch owner's key, priced at the model's prices times
  * NATIVE_BATCH_PRICE_FACTOR.
  */
-export const makeNativeResults = (deps: { readonly sql: SqlClient.SqlClient; readonly accounting: AccountingShape; readonly usage: UsageShape; readonly call: NativeCall }) => {
+export const makeNativeResults = (deps: {
+  readonly sql: SqlClient.SqlClient
+  readonly accounting: AccountingShape
+  readonly usage: UsageShape
+  readonly call: NativeCall
+}) => {
   const { sql, accounting, usage, call } = deps
 
   /** Writes one answered line once (the conditional UPDATE), then its usage row. */
@@ -50,10 +55,16 @@ export const makeNativeResults = (deps: { readonly sql: SqlClient.SqlClient; rea
         WHERE batch_id = ${b.id} AND line = ${line} AND status_code IS NULL`.raw
       if (rowsChanged(raw) !== 1) return
       const ok = a.statusCode >= 200 && a.statusCode < 300
-      const tokens = { inputTokens: a.usage.input ?? undefined, outputTokens: a.usage.output ?? undefined, cachedInputTokens: a.usage.cached ?? undefined }
+      const tokens = {
+        inputTokens: a.usage.input ?? undefined,
+        outputTokens: a.usage.output ?? undefined,
+        cachedInputTokens: a.usage.cached ?? undefined
+      }
       const costUsd = ok ? accounting.cost(connection.provider.id, state.model, tokens) * NATIVE_BATCH_PRICE_FACTOR : 0
       const apiKeyId = b.owner === "" ? null : b.owner
-      const error = ok ? null : (str(obj(obj(a.body)?.["error"])?.["message"]) ?? str(obj(a.error)?.["message"]) ?? `HTTP ${a.statusCode}`).slice(0, 500)
+      const error = ok
+        ? null
+        : (str(obj(obj(a.body)?.["error"])?.["message"]) ?? str(obj(a.error)?.["message"]) ?? `HTTP ${a.statusCode}`).slice(0, 500)
       yield* usage.record({
         requestId,
         apiKeyId,
@@ -85,14 +96,23 @@ export const makeNativeResults = (deps: { readonly sql: SqlClient.SqlClient; rea
     }).pipe(Effect.orDie)
 
   /** Reads a results JSONL from the upstream as it streams, recording each line. */
-  const ingest = (b: Batch, state: NativeState, connection: Connection, custom: CustomCall, answer: (o: Record<string, unknown>) => Answer | undefined) =>
+  const ingest = (
+    b: Batch,
+    state: NativeState,
+    connection: Connection,
+    custom: CustomCall,
+    answer: (o: Record<string, unknown>) => Answer | undefined
+  ) =>
     Effect.gen(function* () {
       const res = yield* call(connection, state.model, { ...custom, accept: "application/binary" }, false)
       const lines = readline.createInterface({ input: res.body as unknown as NodeJS.ReadableStream, crlfDelay: Infinity })
       const iterator = lines[Symbol.asyncIterator]()
       try {
         for (;;) {
-          const next = yield* Effect.tryPromise({ try: () => iterator.next(), catch: (e) => new NativeUpstreamError(`reading the upstream's results failed: ${String(e)}`) })
+          const next = yield* Effect.tryPromise({
+            try: () => iterator.next(),
+            catch: (e) => new NativeUpstreamError(`reading the upstream's results failed: ${String(e)}`)
+          })
           if (next.done) break
           const o = obj(tryJson(next.value as string))
           const line = lineOf(o?.["custom_id"])
@@ -110,7 +130,14 @@ export const makeNativeResults = (deps: { readonly sql: SqlClient.SqlClient; rea
     Effect.gen(function* () {
       if (state.provider === "anthropic") {
         const url = state.resultsUrl
-        if (url) yield* ingest(b, state, connection, { path: `/v1/messages/batches/${encodeURIComponent(state.upstreamId!)}/results`, url, method: "GET" }, anthropicAnswer)
+        if (url)
+          yield* ingest(
+            b,
+            state,
+            connection,
+            { path: `/v1/messages/batches/${encodeURIComponent(state.upstreamId!)}/results`, url, method: "GET" },
+            anthropicAnswer
+          )
         return
       }
       for (const id of [state.upstreamOutputFileId, state.upstreamErrorFileId]) {

@@ -5,7 +5,16 @@ import { multipartBody } from "../../platform/http/multipart.js"
 import { str } from "../../upstream/formats/common.js"
 import type { Connection, ConnectionsShape } from "../../upstream/providers/Connections.js"
 import type { Batch, BatchStatus } from "./Batches.js"
-import { jsonOf, type NativeCall, type NativeState, NativeUpstreamError, type Polled, polledAnthropic, polledOpenAi, runningStatus } from "./nativeWire.js"
+import {
+  jsonOf,
+  type NativeCall,
+  type NativeState,
+  NativeUpstreamError,
+  type Polled,
+  polledAnthropic,
+  polledOpenAi,
+  runningStatus
+} from "./nativeWire.js"
 
 /** How a batch ends once the upstream's is done (the runner's, for both kinds of batch). */
 export type Finish = (b: Batch, status: "completed" | "expired" | "cancelled") => Effect.Effect<void, unknown>
@@ -27,17 +36,25 @@ export const makeNativeRunner = (deps: {
   /** Batches with an upstream call under way (a GET's poll and the runner's step do not overlap). */
   const busy = new Set<string>()
 
-  const save = (id: string, state: NativeState) => sql`UPDATE batches SET native = ${JSON.stringify(state)} WHERE id = ${id}`.pipe(Effect.orDie)
+  const save = (id: string, state: NativeState) =>
+    sql`UPDATE batches SET native = ${JSON.stringify(state)} WHERE id = ${id}`.pipe(Effect.orDie)
   const load = (id: string) =>
-    Effect.map(sql<{ status: string; native: string | null }>`SELECT status, native FROM batches WHERE id = ${id}`.pipe(Effect.orDie), (rows) =>
-      rows[0]?.native ? { status: rows[0].status as BatchStatus, state: JSON.parse(rows[0].native) as NativeState } : undefined
+    Effect.map(
+      sql<{ status: string; native: string | null }>`SELECT status, native FROM batches WHERE id = ${id}`.pipe(Effect.orDie),
+      (rows) => (rows[0]?.native ? { status: rows[0].status as BatchStatus, state: JSON.parse(rows[0].native) as NativeState } : undefined)
     )
   const connectionOf = (state: NativeState) =>
-    Effect.mapError(connections.get(state.connectionId), () => new NativeUpstreamError(`the connection of this native batch (${state.connectionId}) no longer exists`))
+    Effect.mapError(
+      connections.get(state.connectionId),
+      () => new NativeUpstreamError(`the connection of this native batch (${state.connectionId}) no longer exists`)
+    )
 
   const submit = (b: Batch, state: NativeState, connection: Connection) =>
     Effect.gen(function* () {
-      const rows = yield* sql<{ line: number; request: string }>`SELECT line, request FROM batch_lines WHERE batch_id = ${b.id} ORDER BY line`.pipe(Effect.orDie)
+      const rows = yield* sql<{
+        line: number
+        request: string
+      }>`SELECT line, request FROM batch_lines WHERE batch_id = ${b.id} ORDER BY line`.pipe(Effect.orDie)
       const params = (r: { request: string }) => ({ ...(JSON.parse(r.request) as Record<string, unknown>), model: state.model })
       if (state.provider === "anthropic") {
         const requests = rows.map((r) => ({ custom_id: `line-${r.line}`, params: params(r) }))
@@ -49,7 +66,9 @@ export const makeNativeRunner = (deps: {
       // The input file is uploaded once; a retry after a failed create reuses it.
       let fileId = state.upstreamInputFileId
       if (!fileId) {
-        const jsonl = rows.map((r) => JSON.stringify({ custom_id: `line-${r.line}`, method: "POST", url: b.endpoint, body: params(r) })).join("\n") + "\n"
+        const jsonl =
+          rows.map((r) => JSON.stringify({ custom_id: `line-${r.line}`, method: "POST", url: b.endpoint, body: params(r) })).join("\n") +
+          "\n"
         const body = multipartBody([
           { name: "purpose", value: "batch" },
           { name: "file", filename: `${b.id}.jsonl`, contentType: "application/jsonl", data: Buffer.from(jsonl, "utf8") }
@@ -71,16 +90,22 @@ export const makeNativeRunner = (deps: {
 
   const poll = (state: NativeState, connection: Connection): Effect.Effect<Polled, NativeUpstreamError> =>
     state.provider === "anthropic"
-      ? Effect.map(call(connection, state.model, { path: `/v1/messages/batches/${encodeURIComponent(state.upstreamId!)}`, method: "GET" }), (res) =>
-          polledAnthropic(state, jsonOf(res))
+      ? Effect.map(
+          call(connection, state.model, { path: `/v1/messages/batches/${encodeURIComponent(state.upstreamId!)}`, method: "GET" }),
+          (res) => polledAnthropic(state, jsonOf(res))
         )
-      : Effect.map(call(connection, state.model, { path: `/batches/${encodeURIComponent(state.upstreamId!)}`, method: "GET" }), (res) => polledOpenAi(state, jsonOf(res)))
+      : Effect.map(call(connection, state.model, { path: `/batches/${encodeURIComponent(state.upstreamId!)}`, method: "GET" }), (res) =>
+          polledOpenAi(state, jsonOf(res))
+        )
 
   const applyPoll = (b: Batch, p: Polled) =>
     Effect.gen(function* () {
       yield* save(b.id, p.state)
       const status = runningStatus(p.state, b.status, p.ended)
-      const fields: Record<string, unknown> = { status, ...(p.counts ? { total: p.counts.total || b.total, completed: p.counts.completed, failed: p.counts.failed } : {}) }
+      const fields: Record<string, unknown> = {
+        status,
+        ...(p.counts ? { total: p.counts.total || b.total, completed: p.counts.completed, failed: p.counts.failed } : {})
+      }
       if (status === "finalizing" && b.finalizingAt === null) fields["finalizing_at"] = Date.now()
       if (status === "cancelling" && b.cancellingAt === null) fields["cancelling_at"] = Date.now()
       // `b` was read before the poll: a cancel that came meanwhile set `cancelling`, which a poll never undoes.
@@ -101,7 +126,9 @@ export const makeNativeRunner = (deps: {
   const sendCancel = (b: Batch, state: NativeState, connection: Connection) =>
     Effect.gen(function* () {
       const path =
-        state.provider === "anthropic" ? `/v1/messages/batches/${encodeURIComponent(state.upstreamId!)}/cancel` : `/batches/${encodeURIComponent(state.upstreamId!)}/cancel`
+        state.provider === "anthropic"
+          ? `/v1/messages/batches/${encodeURIComponent(state.upstreamId!)}/cancel`
+          : `/batches/${encodeURIComponent(state.upstreamId!)}/cancel`
       yield* call(connection, state.model, { path, method: "POST", json: {} })
       const next = { ...state, cancelSent: true }
       yield* save(b.id, next)
@@ -127,10 +154,18 @@ export const makeNativeRunner = (deps: {
     })
 
   /** The upstream is done: a failed batch fails; otherwise its results are read and it ends through `finish`. */
-  const end = (b: Batch, current: { readonly status: BatchStatus; readonly state: NativeState }, p: Polled, connection: Connection, finish: Finish) =>
+  const end = (
+    b: Batch,
+    current: { readonly status: BatchStatus; readonly state: NativeState },
+    p: Polled,
+    connection: Connection,
+    finish: Finish
+  ) =>
     Effect.gen(function* () {
       if (p.ended === "failed") {
-        const errors = p.state.errors ?? [{ code: "upstream_failed", message: `the upstream batch ${current.state.upstreamId} failed`, param: null, line: null }]
+        const errors = p.state.errors ?? [
+          { code: "upstream_failed", message: `the upstream batch ${current.state.upstreamId} failed`, param: null, line: null }
+        ]
         yield* sql`UPDATE batches SET status = 'failed', errors = ${JSON.stringify(errors)}, failed_at = ${Date.now()} WHERE id = ${b.id} AND status IN ('in_progress', 'finalizing', 'cancelling')`
         polledAt.delete(b.id)
         return
@@ -143,7 +178,10 @@ export const makeNativeRunner = (deps: {
         WHERE id = ${b.id}`
       const after = yield* load(b.id)
       const batch = { ...b, status: after?.status ?? b.status }
-      yield* finish(batch, current.status === "cancelling" && p.ended === "completed" ? "cancelled" : (p.ended as "completed" | "expired" | "cancelled"))
+      yield* finish(
+        batch,
+        current.status === "cancelling" && p.ended === "completed" ? "cancelled" : (p.ended as "completed" | "expired" | "cancelled")
+      )
       polledAt.delete(b.id)
     })
 
@@ -207,7 +245,11 @@ export const makeNativeRunner = (deps: {
         b.id,
         Effect.flatMap(connectionOf(fresh), (connection) => sendCancel(b, fresh, connection))
       )
-    }).pipe(Effect.catchAll((e) => Effect.logWarning(`native batch ${b.id}: forwarding the cancel failed (tried again by the runner): ${e.message}`)))
+    }).pipe(
+      Effect.catchAll((e) =>
+        Effect.logWarning(`native batch ${b.id}: forwarding the cancel failed (tried again by the runner): ${e.message}`)
+      )
+    )
 
   return { step, refresh, forwardCancel }
 }

@@ -49,7 +49,12 @@ export class NativeUpstreamError {
 const HEADERS_MS = 30_000
 
 /** One upstream call; a non-2xx answer is read (scrubbed) into the error. */
-export type NativeCall = (connection: Connection, model: string, custom: CustomCall, whole?: boolean) => Effect.Effect<UpstreamResponse, NativeUpstreamError>
+export type NativeCall = (
+  connection: Connection,
+  model: string,
+  custom: CustomCall,
+  whole?: boolean
+) => Effect.Effect<UpstreamResponse, NativeUpstreamError>
 
 /**
  * Every upstream call is a `CustomCall` through `Inference.send` (the connection's key, the
@@ -62,11 +67,22 @@ export const makeNativeCall =
   (connection, model, custom, whole = true) =>
     Effect.gen(function* () {
       const res = yield* inference
-        .send({ connection, model }, connection.format, {}, { stream: false, readWhole: whole, custom, headersTimeoutMs: HEADERS_MS }, openAiChat)
+        .send(
+          { connection, model },
+          connection.format,
+          {},
+          { stream: false, readWhole: whole, custom, headersTimeoutMs: HEADERS_MS },
+          openAiChat
+        )
         .pipe(Effect.mapError((e) => new NativeUpstreamError(e.message)))
       if (res.status < 200 || res.status >= 300) {
         const { info } = yield* inference.readFailure(res, FORMATS[connection.format], openAiChat, connection)
-        return yield* Effect.fail(new NativeUpstreamError(`${custom.method ?? "POST"} ${custom.path}: HTTP ${res.status}: ${info.message}`.slice(0, 500), res.status))
+        return yield* Effect.fail(
+          new NativeUpstreamError(
+            `${custom.method ?? "POST"} ${custom.path}: HTTP ${res.status}: ${info.message}`.slice(0, 500),
+            res.status
+          )
+        )
       }
       return res
     })
@@ -110,7 +126,16 @@ export const polledOpenAi = (state: NativeState, j: Record<string, unknown>): Po
       line: num(o["line"]) ?? null
     }
   })
-  const ended = status === "completed" ? "completed" : status === "expired" ? "expired" : status === "cancelled" ? "cancelled" : status === "failed" ? "failed" : null
+  const ended =
+    status === "completed"
+      ? "completed"
+      : status === "expired"
+        ? "expired"
+        : status === "cancelled"
+          ? "cancelled"
+          : status === "failed"
+            ? "failed"
+            : null
   return {
     state: {
       ...state,
@@ -200,13 +225,22 @@ export const anthropicAnswer = (o: Record<string, unknown>): Answer | undefined 
       statusCode: 200,
       body: result["message"],
       error: null,
-      usage: { input: num(u["input_tokens"]) ?? null, output: num(u["output_tokens"]) ?? null, cached: num(u["cache_read_input_tokens"]) ?? null }
+      usage: {
+        input: num(u["input_tokens"]) ?? null,
+        output: num(u["output_tokens"]) ?? null,
+        cached: num(u["cache_read_input_tokens"]) ?? null
+      }
     }
   }
   if (type === "errored") {
     const e = obj(result["error"]) ?? {}
     const inner = obj(e["error"]) ?? e
-    return { statusCode: ANTHROPIC_ERROR_STATUS[str(inner["type"]) ?? ""] ?? 500, body: e, error: null, usage: { input: null, output: null, cached: null } }
+    return {
+      statusCode: ANTHROPIC_ERROR_STATUS[str(inner["type"]) ?? ""] ?? 500,
+      body: e,
+      error: null,
+      usage: { input: null, output: null, cached: null }
+    }
   }
   return undefined
 }

@@ -37,7 +37,14 @@ interface RunRow {
 const iso = (ms: number | null) => (ms === null ? null : new Date(Number(ms)).toISOString())
 const toSet = (r: SetRow): EvalSetView => {
   const d = JSON.parse(r.document) as { description?: string; cases: Array<EvalCase> }
-  return { id: r.id, name: r.name, description: d.description ?? null, cases: d.cases, createdAt: iso(r.created_at)!, createdBy: r.created_by }
+  return {
+    id: r.id,
+    name: r.name,
+    description: d.description ?? null,
+    cases: d.cases,
+    createdAt: iso(r.created_at)!,
+    createdBy: r.created_by
+  }
 }
 const toRun = (r: RunRow): EvalRunView => ({
   id: r.id,
@@ -66,7 +73,12 @@ export interface EvalsShape {
   readonly getRun: (id: string, runId: string) => Effect.Effect<EvalRunView, NotFound>
   /** For the runner: the next queued run. */
   readonly next: Effect.Effect<Job>
-  readonly finish: (runId: string, status: "running" | "completed" | "failed", results: ReadonlyArray<ModelResult> | null, error: string | null) => Effect.Effect<void>
+  readonly finish: (
+    runId: string,
+    status: "running" | "completed" | "failed",
+    results: ReadonlyArray<ModelResult> | null,
+    error: string | null
+  ) => Effect.Effect<void>
 }
 
 /** A grader's pattern that will not compile is a 400 naming the case, before anything is stored. */
@@ -140,7 +152,12 @@ export class Evals extends Context.Tag("gateway/Evals")<Evals, EvalsShape>() {
               finished_at: null
             }
             yield* sql`INSERT INTO eval_runs ${sql.insert(row as never)}`.pipe(Effect.orDie)
-            yield* Queue.offer(queue, { runId: row.id, set, models, owner: actor === "admin-session" || actor === "anonymous" ? null : actor })
+            yield* Queue.offer(queue, {
+              runId: row.id,
+              set,
+              models,
+              owner: actor === "admin-session" || actor === "anonymous" ? null : actor
+            })
             return toRun(row)
           }),
         getRun: (id, runId) =>
@@ -178,7 +195,8 @@ const judgeScore = (text: string): number | undefined => {
 const grade = (g: Grader, output: string): { score: number; reason: string | null } => {
   switch (g.type) {
     case "exact": {
-      const ok = g.caseSensitive === false ? output.trim().toLowerCase() === g.expected.trim().toLowerCase() : output.trim() === g.expected.trim()
+      const ok =
+        g.caseSensitive === false ? output.trim().toLowerCase() === g.expected.trim().toLowerCase() : output.trim() === g.expected.trim()
       return { score: ok ? 1 : 0, reason: ok ? null : "not the expected answer" }
     }
     case "contains": {
@@ -211,7 +229,13 @@ export const EvalRunner = Layer.scopedDiscard(
     const own = yield* OwnRoutes
     let seq = 0
 
-    const ask = (model: string, messages: ReadonlyArray<{ role: string; content: string }>, maxTokens: number | undefined, owner: string | null, runId: string) =>
+    const ask = (
+      model: string,
+      messages: ReadonlyArray<{ role: string; content: string }>,
+      maxTokens: number | undefined,
+      owner: string | null,
+      runId: string
+    ) =>
       Effect.promise(async (): Promise<Answer> => {
         const started = Date.now()
         try {
@@ -223,11 +247,18 @@ export const EvalRunner = Layer.scopedDiscard(
           const body = (await res.json().catch(() => undefined)) as any
           const latencyMs = Date.now() - started
           const costUsd = Number(res.headers.get("x-gateway-response-cost") ?? 0) || 0
-          if (res.status !== 200) return { status: res.status, text: null, error: String(body?.error?.message ?? `status ${res.status}`), latencyMs, costUsd }
+          if (res.status !== 200)
+            return { status: res.status, text: null, error: String(body?.error?.message ?? `status ${res.status}`), latencyMs, costUsd }
           const text = body?.choices?.[0]?.message?.content
           return { status: 200, text: typeof text === "string" ? text : "", error: null, latencyMs, costUsd }
         } catch (e) {
-          return { status: 502, text: null, error: `the gateway could not be reached: ${(e as Error).message}`, latencyMs: Date.now() - started, costUsd: 0 }
+          return {
+            status: 502,
+            text: null,
+            error: `the gateway could not be reached: ${(e as Error).message}`,
+            latencyMs: Date.now() - started,
+            costUsd: 0
+          }
         }
       })
 
@@ -246,7 +277,13 @@ export const EvalRunner = Layer.scopedDiscard(
         const score = j.text === null ? undefined : judgeScore(j.text)
         const cost = a.costUsd + j.costUsd
         if (score === undefined)
-          return { ...base, score: 0, passed: false, costUsd: cost, reason: j.error ?? `the judge gave no score: ${JSON.stringify((j.text ?? "").slice(0, 200))}` }
+          return {
+            ...base,
+            score: 0,
+            passed: false,
+            costUsd: cost,
+            reason: j.error ?? `the judge gave no score: ${JSON.stringify((j.text ?? "").slice(0, 200))}`
+          }
         return { ...base, score: score / 10, passed: score >= 7, costUsd: cost, reason: `judge ${c.grader.model}: ${score}/10` }
       })
 

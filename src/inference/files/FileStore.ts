@@ -35,7 +35,11 @@ export class FileStore extends Context.Tag("gateway/FileStore")<FileStore, FileS
       const sql = yield* SqlClient.SqlClient
       const runtime = yield* Effect.runtime<never>()
       // Uploads a crashed gateway left half written: removed in the background, never before serving.
-      yield* Effect.forkDaemon(Effect.flatMap(removeOrphans(sql, Date.now()), (n) => (n > 0 ? Effect.logInfo(`file store: removed ${n} unfinished upload(s)`) : Effect.void)))
+      yield* Effect.forkDaemon(
+        Effect.flatMap(removeOrphans(sql, Date.now()), (n) =>
+          n > 0 ? Effect.logInfo(`file store: removed ${n} unfinished upload(s)`) : Effect.void
+        )
+      )
       return dbFileStore(sql, runtime)
     })
   )

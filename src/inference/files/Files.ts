@@ -140,8 +140,9 @@ export class Files extends Context.Tag("gateway/Files")<Files, FilesShape>() {
         }).pipe(Effect.orDie)
 
       const find = (owner: string, id: string) =>
-        Effect.map(sql<Row>`SELECT * FROM files WHERE id = ${id} AND api_key_id = ${owner} AND (expires_at IS NULL OR expires_at > ${Date.now()})`, (rows) =>
-          rows[0] ? toFile(rows[0]) : undefined
+        Effect.map(
+          sql<Row>`SELECT * FROM files WHERE id = ${id} AND api_key_id = ${owner} AND (expires_at IS NULL OR expires_at > ${Date.now()})`,
+          (rows) => (rows[0] ? toFile(rows[0]) : undefined)
         ).pipe(Effect.orDie)
 
       const list = (owner: string, o: ListOptions) =>

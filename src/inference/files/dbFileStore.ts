@@ -35,7 +35,10 @@ const nextPiece = (source: Readable): Effect.Effect<Buffer | null, FileNotStored
     const onEnd = () => finish(Effect.succeed(null))
     const onError = (e: Error) => finish(Effect.fail(new FileNotStored(`the upload broke off: ${e.message}`)))
     // A source closed before its end (a client gone mid-upload) never ends.
-    const onClose = () => setImmediate(() => finish(source.readableEnded ? Effect.succeed(null) : Effect.fail(new FileNotStored("the upload broke off before it was complete"))))
+    const onClose = () =>
+      setImmediate(() =>
+        finish(source.readableEnded ? Effect.succeed(null) : Effect.fail(new FileNotStored("the upload broke off before it was complete")))
+      )
     const cleanup = () => {
       source.off("readable", tryRead)
       source.off("end", onEnd)
@@ -67,7 +70,9 @@ export const dbFileStore = (sql: SqlClient.SqlClient, runtime: Runtime.Runtime<n
       let pendingBytes = 0
       const write = (data: Buffer) => {
         const n = seq++
-        return sql`INSERT INTO file_chunks (object_id, seq, data) VALUES (${temp}, ${n}, ${data})`.pipe(Effect.mapError(notStored("the file could not be written")))
+        return sql`INSERT INTO file_chunks (object_id, seq, data) VALUES (${temp}, ${n}, ${data})`.pipe(
+          Effect.mapError(notStored("the file could not be written"))
+        )
       }
       const upload: Effect.Effect<Stored, FileTooLarge | FileNotStored> = Effect.gen(function* () {
         for (;;) {
@@ -111,7 +116,10 @@ export const dbFileStore = (sql: SqlClient.SqlClient, runtime: Runtime.Runtime<n
         read() {
           const n = next++
           runPromise(sql<{ data: Uint8Array }>`SELECT data FROM file_chunks WHERE object_id = ${id} AND seq = ${n}`).then(
-            (chunk) => this.push(chunk.length === 0 ? null : Buffer.from(chunk[0]!.data.buffer, chunk[0]!.data.byteOffset, chunk[0]!.data.byteLength)),
+            (chunk) =>
+              this.push(
+                chunk.length === 0 ? null : Buffer.from(chunk[0]!.data.buffer, chunk[0]!.data.byteOffset, chunk[0]!.data.byteLength)
+              ),
             (e: unknown) => this.destroy(e instanceof Error ? e : new Error(String(e)))
           )
         }

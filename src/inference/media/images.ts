@@ -71,8 +71,21 @@ export interface ImagesOutcome extends MediaOutcome {
 
 // ---------------------------------------------------------------- bytes and types
 
-const MIME_OF_FORMAT: Record<string, string> = { png: "image/png", jpeg: "image/jpeg", jpg: "image/jpeg", webp: "image/webp", gif: "image/gif", svg: "image/svg+xml" }
-const FORMAT_OF_MIME: Record<string, string> = { "image/png": "png", "image/jpeg": "jpeg", "image/webp": "webp", "image/gif": "gif", "image/svg+xml": "svg" }
+const MIME_OF_FORMAT: Record<string, string> = {
+  png: "image/png",
+  jpeg: "image/jpeg",
+  jpg: "image/jpeg",
+  webp: "image/webp",
+  gif: "image/gif",
+  svg: "image/svg+xml"
+}
+const FORMAT_OF_MIME: Record<string, string> = {
+  "image/png": "png",
+  "image/jpeg": "jpeg",
+  "image/webp": "webp",
+  "image/gif": "gif",
+  "image/svg+xml": "svg"
+}
 
 /** The image type of a file's first bytes (PNG, JPEG, WEBP, GIF), if it is one of them. */
 export const sniffImage = (head: Uint8Array): string | undefined => {
@@ -158,7 +171,9 @@ const tryOpenAi = (inference: InferenceShape, request: ImagesRequest, c: Candida
           : Effect.map(img.read, (data) => ({ name, filename, contentType: img.mimeType, data }))
       const field = request.images.length === 1 ? "image" : "image[]"
       const parts: Array<FormPart> = [
-        ...(yield* Effect.forEach(request.images, (img, i) => part(img, field, img.filename || `image-${i + 1}.${FORMAT_OF_MIME[img.mimeType] ?? "png"}`))),
+        ...(yield* Effect.forEach(request.images, (img, i) =>
+          part(img, field, img.filename || `image-${i + 1}.${FORMAT_OF_MIME[img.mimeType] ?? "png"}`)
+        )),
         ...(request.mask ? [yield* part(request.mask, "mask", request.mask.filename || "mask.png")] : []),
         ...Object.entries(fields).flatMap(([k, v]) => formFields(k, v))
       ]
@@ -185,7 +200,10 @@ const tryOpenAi = (inference: InferenceShape, request: ImagesRequest, c: Candida
       ttftMs: null,
       error: null,
       headers: headerValue(res.headers),
-      units: { images: answerData.length, imageKeys: openAiKeys(str(body["quality"]) ?? request.quality, str(body["size"]) ?? request.size) },
+      units: {
+        images: answerData.length,
+        imageKeys: openAiKeys(str(body["quality"]) ?? request.quality, str(body["size"]) ?? request.size)
+      },
       answer: { ...body, data: answerData }
     }
   })
@@ -203,7 +221,9 @@ export const openAiImageUsage = (u: unknown): Partial<Usage> | undefined => {
 // ---------------------------------------------------------------- Gemini
 
 /** The aspect ratios Gemini's image models and Imagen take. */
-const RATIOS: ReadonlyArray<readonly [string, number]> = (["1:1", "2:3", "3:2", "3:4", "4:3", "4:5", "5:4", "9:16", "16:9", "21:9"] as const).map((r) => {
+const RATIOS: ReadonlyArray<readonly [string, number]> = (
+  ["1:1", "2:3", "3:2", "3:4", "4:3", "4:5", "5:4", "9:16", "16:9", "21:9"] as const
+).map((r) => {
   const [w, h] = r.split(":").map(Number)
   return [r, w! / h!] as const
 })
@@ -229,7 +249,16 @@ export const geminiImageConfig = (size: string | undefined): { aspectRatio?: str
 }
 
 /** Finish reasons that say the safety system refused (others with no image are the target's failure). */
-const REFUSALS = new Set(["SAFETY", "IMAGE_SAFETY", "PROHIBITED_CONTENT", "IMAGE_PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION", "IMAGE_RECITATION"])
+const REFUSALS = new Set([
+  "SAFETY",
+  "IMAGE_SAFETY",
+  "PROHIBITED_CONTENT",
+  "IMAGE_PROHIBITED_CONTENT",
+  "BLOCKLIST",
+  "SPII",
+  "RECITATION",
+  "IMAGE_RECITATION"
+])
 
 interface Found {
   readonly images: Array<{ readonly data: string; readonly mimeType: string }>
@@ -272,12 +301,24 @@ const refused = (request: ImagesRequest, c: Candidate, reason: string): AttemptF
     undefined
   )
 
-const geminiAnswer = (request: ImagesRequest, images: ReadonlyArray<{ readonly data: string; readonly mimeType: string }>, usage: Partial<Usage> | undefined) => ({
+const geminiAnswer = (
+  request: ImagesRequest,
+  images: ReadonlyArray<{ readonly data: string; readonly mimeType: string }>,
+  usage: Partial<Usage> | undefined
+) => ({
   created: Math.floor(Date.now() / 1000),
   data: images.map((i) => (request.responseFormat === "url" ? { url: dataUrl(i.mimeType, i.data) } : { b64_json: i.data })),
   output_format: FORMAT_OF_MIME[images[0]?.mimeType ?? "image/png"] ?? "png",
   ...(request.size !== undefined && request.size !== "auto" ? { size: request.size } : {}),
-  ...(usage ? { usage: { input_tokens: usage.inputTokens ?? 0, output_tokens: usage.outputTokens ?? 0, total_tokens: (usage.inputTokens ?? 0) + (usage.outputTokens ?? 0) } } : {})
+  ...(usage
+    ? {
+        usage: {
+          input_tokens: usage.inputTokens ?? 0,
+          output_tokens: usage.outputTokens ?? 0,
+          total_tokens: (usage.inputTokens ?? 0) + (usage.outputTokens ?? 0)
+        }
+      }
+    : {})
 })
 
 const sumUsage = (all: ReadonlyArray<Partial<Usage> | undefined>): Partial<Usage> | undefined => {
@@ -325,7 +366,9 @@ const tryGemini = (inference: InferenceShape, request: ImagesRequest, c: Candida
         .map((a) => a.found.text)
         .join(" ")
         .trim()
-      return yield* Effect.fail(badAnswer(request, c.connection, `generateContent answered no image${text ? ` (text: ${text.slice(0, 120)})` : ""}`))
+      return yield* Effect.fail(
+        badAnswer(request, c.connection, `generateContent answered no image${text ? ` (text: ${text.slice(0, 120)})` : ""}`)
+      )
     }
     const usage = sumUsage(answers.map((a) => a.usage))
     return {
@@ -350,10 +393,20 @@ const tryImagen = (inference: InferenceShape, request: ImagesRequest, c: Candida
       ...(config?.aspectRatio ? { aspectRatio: config.aspectRatio } : {}),
       ...(imageSize ? { imageSize } : {}),
       ...(mimeType
-        ? { outputOptions: { mimeType, ...(request.outputCompression !== undefined && mimeType === "image/jpeg" ? { compressionQuality: request.outputCompression } : {}) } }
+        ? {
+            outputOptions: {
+              mimeType,
+              ...(request.outputCompression !== undefined && mimeType === "image/jpeg"
+                ? { compressionQuality: request.outputCompression }
+                : {})
+            }
+          }
         : {})
     }
-    const call: CustomCall = { path: `/v1beta/models/${encodeComponent(c.model.replace(/^models\//, ""))}:predict`, json: { instances: [{ prompt: request.prompt }], parameters } }
+    const call: CustomCall = {
+      path: `/v1beta/models/${encodeComponent(c.model.replace(/^models\//, ""))}:predict`,
+      json: { instances: [{ prompt: request.prompt }], parameters }
+    }
     const res = yield* sendMedia(inference, request, c, call)
     const body = yield* json(inference, request, c, res)
     const predictions = arr(body?.["predictions"]).flatMap((p) => (obj(p) ? [obj(p)!] : []))

@@ -33,7 +33,8 @@ const contentTypeOf = (res: UpstreamResponse, fallback: string): string => {
   return typeof v === "string" && v.trim() !== "" ? v : fallback
 }
 
-const unavailable = (message: string, status = 502, code = "upstream_error") => clientError(openAiChat, { status, kind: status === 410 ? "not_found" : "upstream", message, code })
+const unavailable = (message: string, status = 502, code = "upstream_error") =>
+  clientError(openAiChat, { status, kind: status === 410 ? "not_found" : "upstream", message, code })
 
 export interface JobContentDeps {
   readonly inference: InferenceShape
@@ -55,7 +56,8 @@ export const makeJobContent = (deps: JobContentDeps): MediaJobsShape["content"] 
         return { _tag: "file" as const, path: file, contentType: job.resultType ?? "application/octet-stream", size: stat.size }
       }
       const found = yield* Effect.option(connections.get(job.connectionId))
-      if (Option.isNone(found)) return yield* unavailable("the connection that ran this job was removed: its content cannot be fetched", 410, "content_gone")
+      if (Option.isNone(found))
+        return yield* unavailable("the connection that ran this job was removed: its content cannot be fetched", 410, "content_gone")
       const connection = found.value
       const fallbackType = job.resultType ?? (job.kind === "video" ? "video/mp4" : "application/octet-stream")
       let res: UpstreamResponse
@@ -84,25 +86,26 @@ export const makeJobContent = (deps: JobContentDeps): MediaJobsShape["content"] 
 /** A GET of a result URL: with the connection's key on its own origin, without it anywhere else; redirects followed without the key. */
 // Outside the guarded attempt (docs/ARCHITECTURE.md, "Calls outside the guarded attempt"): a result is held by the
 // connection that made it (pinned, like the job's polls).
-const makeDownload = (inference: InferenceShape) => (connection: Connection, model: string, url: string, abortWhen: AbortWhen | undefined) =>
-  Effect.gen(function* () {
-    const keyless: Connection = { ...connection, apiKey: null }
-    let target = url
-    let withKey = originOf(url) !== undefined && originOf(url) === originOf(connection.effectiveBaseUrl)
-    for (let hop = 0; ; hop++) {
-      const res = yield* inference.send(
-        { connection: withKey ? connection : keyless, model },
-        connection.format,
-        {},
-        { stream: false, custom: { path: "", url: target, method: "GET", accept: "*/*" }, ...(abortWhen ? { abortWhen } : {}) },
-        openAiChat
-      )
-      const location = res.headers["location"]
-      const next = Array.isArray(location) ? location[0] : location
-      if (res.status < 300 || res.status >= 400 || typeof next !== "string" || hop >= MAX_REDIRECTS) return res
-      // Dropped unread.
-      discardBody(res.body)
-      target = new URL(next, target).href
-      withKey = false
-    }
-  })
+const makeDownload =
+  (inference: InferenceShape) => (connection: Connection, model: string, url: string, abortWhen: AbortWhen | undefined) =>
+    Effect.gen(function* () {
+      const keyless: Connection = { ...connection, apiKey: null }
+      let target = url
+      let withKey = originOf(url) !== undefined && originOf(url) === originOf(connection.effectiveBaseUrl)
+      for (let hop = 0; ; hop++) {
+        const res = yield* inference.send(
+          { connection: withKey ? connection : keyless, model },
+          connection.format,
+          {},
+          { stream: false, custom: { path: "", url: target, method: "GET", accept: "*/*" }, ...(abortWhen ? { abortWhen } : {}) },
+          openAiChat
+        )
+        const location = res.headers["location"]
+        const next = Array.isArray(location) ? location[0] : location
+        if (res.status < 300 || res.status >= 400 || typeof next !== "string" || hop >= MAX_REDIRECTS) return res
+        // Dropped unread.
+        discardBody(res.body)
+        target = new URL(next, target).href
+        withKey = false
+      }
+    })

@@ -51,11 +51,23 @@ export interface UpstreamState {
 
 /** The family a connection answers video jobs in, if any: Gemini's format speaks Veo, the OpenAI formats the videos API. */
 export const videoFamily = (c: Connection): JobFamily | undefined =>
-  c.format === "gemini" ? "veo" : c.format === "openai-chat" || c.format === "openai-responses" ? (c.provider.authStyle === "bearer" ? "openai-videos" : undefined) : undefined
+  c.format === "gemini"
+    ? "veo"
+    : c.format === "openai-chat" || c.format === "openai-responses"
+      ? c.provider.authStyle === "bearer"
+        ? "openai-videos"
+        : undefined
+      : undefined
 
 /** The family a connection answers music jobs in, if any: ElevenLabs, or Lyria on a Gemini connection (by model generation). */
 export const musicFamily = (c: Connection, model: string): JobFamily | undefined =>
-  c.provider.authStyle === "xi-api-key" ? "elevenlabs-music" : c.format === "gemini" ? (/^lyria-(2|002)/.test(model) ? "lyria-predict" : "lyria-generate") : undefined
+  c.provider.authStyle === "xi-api-key"
+    ? "elevenlabs-music"
+    : c.format === "gemini"
+      ? /^lyria-(2|002)/.test(model)
+        ? "lyria-predict"
+        : "lyria-generate"
+      : undefined
 
 // ---------------------------------------------------------------- video: submit
 
@@ -73,7 +85,8 @@ const veoShape = (input: VideoInput): { aspectRatio?: string; resolution?: strin
 }
 
 /** OpenAI's `size` from an aspect ratio when no size was given (its 720p sizes). */
-const openAiSize = (input: VideoInput): string | undefined => input.size ?? (input.aspectRatio === "16:9" ? "1280x720" : input.aspectRatio === "9:16" ? "720x1280" : undefined)
+const openAiSize = (input: VideoInput): string | undefined =>
+  input.size ?? (input.aspectRatio === "16:9" ? "1280x720" : input.aspectRatio === "9:16" ? "720x1280" : undefined)
 
 /** Veo 3.x makes 8 s when no duration is asked for ⚠ (docs/media.md). */
 export const VEO_DEFAULT_SECONDS = 8
@@ -85,12 +98,20 @@ export const videoSubmit = (family: JobFamily, model: string, input: VideoInput)
     const parameters: Record<string, unknown> = { ...veoShape(input), sampleCount: 1 }
     if (input.seconds !== undefined) parameters["durationSeconds"] = input.seconds
     if (input.negativePrompt) parameters["negativePrompt"] = input.negativePrompt
-    return { path: `/v1beta/models/${encodeComponent(model)}:predictLongRunning`, json: { instances: [{ prompt: input.prompt }], parameters } }
+    return {
+      path: `/v1beta/models/${encodeComponent(model)}:predictLongRunning`,
+      json: { instances: [{ prompt: input.prompt }], parameters }
+    }
   }
   const size = openAiSize(input)
   return {
     path: "/videos",
-    json: { model, prompt: input.prompt, ...(input.seconds !== undefined ? { seconds: String(input.seconds) } : {}), ...(size ? { size } : {}) }
+    json: {
+      model,
+      prompt: input.prompt,
+      ...(input.seconds !== undefined ? { seconds: String(input.seconds) } : {}),
+      ...(size ? { size } : {})
+    }
   }
 }
 
@@ -113,16 +134,23 @@ const openAiVideo = (json: unknown): UpstreamState | undefined => {
     ...(Number.isFinite(seconds) && seconds > 0 ? { seconds } : {}),
     ...(str(v["size"]) ? { size: str(v["size"])! } : {}),
     ...(status === "failed"
-      ? { error: { code: str(error?.["code"]) ?? "upstream_job_failed", message: str(error?.["message"]) ?? "the upstream reported the video as failed" } }
+      ? {
+          error: {
+            code: str(error?.["code"]) ?? "upstream_job_failed",
+            message: str(error?.["message"]) ?? "the upstream reported the video as failed"
+          }
+        }
       : {})
   }
 }
 
-const clampProgress = (n: number | undefined): number => (n === undefined || !Number.isFinite(n) ? 0 : Math.max(0, Math.min(100, Math.round(n))))
+const clampProgress = (n: number | undefined): number =>
+  n === undefined || !Number.isFinite(n) ? 0 : Math.max(0, Math.min(100, Math.round(n)))
 
 /** Operation names are paths under /v1beta (`models/veo-.../operations/abc`): nothing that could leave it. */
 const OPERATION_NAME = /^[A-Za-z0-9][A-Za-z0-9._\-/]*$/
-export const validOperationName = (name: string): boolean => OPERATION_NAME.test(name) && !name.split("/").includes("..") && name.length <= 512
+export const validOperationName = (name: string): boolean =>
+  OPERATION_NAME.test(name) && !name.split("/").includes("..") && name.length <= 512
 
 /** A Gemini long-running operation (the submit answer and every poll). */
 const veoOperation = (json: unknown): UpstreamState | undefined => {
@@ -136,7 +164,10 @@ const veoOperation = (json: unknown): UpstreamState | undefined => {
       status: "failed",
       upstreamId: name,
       progress: 100,
-      error: { code: String(error["status"] ?? error["code"] ?? "upstream_job_failed"), message: str(error["message"]) ?? "the upstream operation failed" }
+      error: {
+        code: String(error["status"] ?? error["code"] ?? "upstream_job_failed"),
+        message: str(error["message"]) ?? "the upstream operation failed"
+      }
     }
   }
   const answer = obj(obj(op["response"])?.["generateVideoResponse"])
@@ -147,7 +178,10 @@ const veoOperation = (json: unknown): UpstreamState | undefined => {
     status: "failed",
     upstreamId: name,
     progress: 100,
-    error: reasons.length > 0 ? { code: "content_filtered", message: reasons.join("; ") } : { code: "no_result", message: "the operation finished without a video" }
+    error:
+      reasons.length > 0
+        ? { code: "content_filtered", message: reasons.join("; ") }
+        : { code: "no_result", message: "the operation finished without a video" }
   }
 }
 
@@ -163,10 +197,15 @@ export const readVideoSubmit = (family: JobFamily, json: unknown): UpstreamState
 export const pollCall = (family: JobFamily, upstreamId: string): CustomCall =>
   family === "veo" ? { path: `/v1beta/${upstreamId}`, method: "GET" } : { path: `/videos/${encodeComponent(upstreamId)}`, method: "GET" }
 
-export const readPoll = (family: JobFamily, json: unknown): UpstreamState | undefined => (family === "veo" ? veoOperation(json) : openAiVideo(json))
+export const readPoll = (family: JobFamily, json: unknown): UpstreamState | undefined =>
+  family === "veo" ? veoOperation(json) : openAiVideo(json)
 
 /** The content of a finished OpenAI video (Veo's is its sample URI, see MediaJobs). */
-export const openAiContentCall = (upstreamId: string): CustomCall => ({ path: `/videos/${encodeComponent(upstreamId)}/content`, method: "GET", accept: "application/binary" })
+export const openAiContentCall = (upstreamId: string): CustomCall => ({
+  path: `/videos/${encodeComponent(upstreamId)}/content`,
+  method: "GET",
+  accept: "application/binary"
+})
 
 // ---------------------------------------------------------------- music
 
@@ -189,7 +228,10 @@ export const musicSubmit = (family: JobFamily, model: string, input: MusicInput)
     case "lyria-predict":
       return {
         path: `/v1beta/models/${encodeComponent(model)}:predict`,
-        json: { instances: [{ prompt: input.prompt, ...(input.negativePrompt ? { negative_prompt: input.negativePrompt } : {}) }], parameters: { sample_count: 1 } }
+        json: {
+          instances: [{ prompt: input.prompt, ...(input.negativePrompt ? { negative_prompt: input.negativePrompt } : {}) }],
+          parameters: { sample_count: 1 }
+        }
       }
     default:
       return {

@@ -76,14 +76,29 @@ const makePollOnce =
     return Effect.gen(function* () {
       const found = yield* Effect.option(connections.get(job.connectionId))
       if (Option.isNone(found))
-        return yield* finish(job, { status: "failed", progress: job.progress, error: { code: "connection_removed", message: "the connection that ran this job was removed" } })
+        return yield* finish(job, {
+          status: "failed",
+          progress: job.progress,
+          error: { code: "connection_removed", message: "the connection that ran this job was removed" }
+        })
       const connection = found.value
-      if (!job.upstreamId) return yield* finish(job, { status: "failed", progress: job.progress, error: { code: "no_upstream_job", message: "the upstream gave no job id" } })
+      if (!job.upstreamId)
+        return yield* finish(job, {
+          status: "failed",
+          progress: job.progress,
+          error: { code: "no_upstream_job", message: "the upstream gave no job id" }
+        })
       // Outside the guarded attempt (docs/ARCHITECTURE.md, "Calls outside the guarded attempt"): a job lives on the connection
       // that accepted it, so its poll has nowhere else to go, and a failed poll tells nothing of the
       // connection's health for new requests (the job's own status carries it).
       const sent = yield* Effect.either(
-        inference.send({ connection, model: job.model }, connection.format, {}, { stream: false, readWhole: true, custom: pollCall(job.family, job.upstreamId) }, openAiChat)
+        inference.send(
+          { connection, model: job.model },
+          connection.format,
+          {},
+          { stream: false, readWhole: true, custom: pollCall(job.family, job.upstreamId) },
+          openAiChat
+        )
       )
       if (sent._tag === "Left") {
         yield* Effect.logDebug(`media job ${job.id}: polling ${connection.name} failed: ${sent.left.message}`)
@@ -114,5 +129,9 @@ const makePollOnce =
           updated_at = ${now}, polled_at = ${now}
         WHERE id = ${job.id} AND status IN ('queued', 'in_progress')`.pipe(Effect.orDie)
       return yield* reload(job)
-    }).pipe(Effect.catchAllCause((cause) => Effect.zipRight(Effect.logWarning(`media job ${job.id}: the poll failed`, cause), Effect.succeed(job))))
+    }).pipe(
+      Effect.catchAllCause((cause) =>
+        Effect.zipRight(Effect.logWarning(`media job ${job.id}: the poll failed`, cause), Effect.succeed(job))
+      )
+    )
   }

@@ -62,7 +62,10 @@ export const toJob = (r: Row): MediaJob => ({
   upstreamId: r.upstream_id,
   status: r.status as JobStatus,
   progress: Number(r.progress),
-  error: r.error_code !== null || r.error_message !== null ? { code: r.error_code ?? "upstream_job_failed", message: r.error_message ?? "" } : null,
+  error:
+    r.error_code !== null || r.error_message !== null
+      ? { code: r.error_code ?? "upstream_job_failed", message: r.error_message ?? "" }
+      : null,
   size: r.size,
   seconds: r.seconds === null ? null : Number(r.seconds),
   resultType: r.result_type,
@@ -102,9 +105,11 @@ export interface JobStore {
 /** The job store: the rows of `media_jobs`, read and written. */
 export const makeJobStore = (deps: JobStoreDeps): JobStore => {
   const { sql } = deps
-  const load = (id: string) => Effect.map(sql<Row>`SELECT * FROM media_jobs WHERE id = ${id}`, (rows) => (rows[0] ? toJob(rows[0]) : undefined)).pipe(Effect.orDie)
+  const load = (id: string) =>
+    Effect.map(sql<Row>`SELECT * FROM media_jobs WHERE id = ${id}`, (rows) => (rows[0] ? toJob(rows[0]) : undefined)).pipe(Effect.orDie)
   const reload = (job: MediaJob) => Effect.map(load(job.id), (j) => j ?? job)
-  const touch = (job: MediaJob) => Effect.zipRight(sql`UPDATE media_jobs SET polled_at = ${Date.now()} WHERE id = ${job.id}`.pipe(Effect.orDie), reload(job))
+  const touch = (job: MediaJob) =>
+    Effect.zipRight(sql`UPDATE media_jobs SET polled_at = ${Date.now()} WHERE id = ${job.id}`.pipe(Effect.orDie), reload(job))
   const finish = makeJobEnd({ sql, accounting: deps.accounting, reload })
   const create = makeJobCreate({ ...deps, load, finish })
   const find: MediaJobsShape["find"] = (kind, id, apiKeyId) =>
@@ -118,7 +123,11 @@ export const makeJobStore = (deps: JobStoreDeps): JobStore => {
  * result when it completed, an error row without cost when it failed (`failStatus`).
  */
 const makeJobEnd =
-  (deps: { readonly sql: SqlClient.SqlClient; readonly accounting: AccountingShape; readonly reload: (job: MediaJob) => Effect.Effect<MediaJob> }) =>
+  (deps: {
+    readonly sql: SqlClient.SqlClient
+    readonly accounting: AccountingShape
+    readonly reload: (job: MediaJob) => Effect.Effect<MediaJob>
+  }) =>
   (job: MediaJob, state: UpstreamState, failStatus = 502): Effect.Effect<MediaJob> => {
     const { sql, accounting, reload } = deps
     return Effect.gen(function* () {

@@ -25,14 +25,23 @@ export interface JobSweepDeps {
   readonly ttlMs: number
 }
 
-/** One sweep: expired jobs failed (if unfinished) and forgotten, then the jobs due for a poll refreshed. Never fails (a failure is a store warning). */
+/** One sweep: expired jobs failed (if unfinished) and forgotten, then the jobs due for a poll refreshed. Never fails (a failure is a store
+ * warning). */
 export const makeJobSweep = ({ sql, health, store, refresh, dir, pollMs, ttlMs }: JobSweepDeps): Effect.Effect<void> =>
   Effect.gen(function* () {
     const now = Date.now()
     // Still unfinished at expiry: failed, recorded as such, then forgotten with the rest.
     const stale = yield* sql<Row>`SELECT * FROM media_jobs WHERE expires_at <= ${now} AND status IN ('queued', 'in_progress')`
     for (const row of stale) {
-      yield* store.finish(toJob(row), { status: "failed", progress: row.progress, error: { code: "job_expired", message: `the job did not finish within ${ttlMs / 1000} s` } }, 504)
+      yield* store.finish(
+        toJob(row),
+        {
+          status: "failed",
+          progress: row.progress,
+          error: { code: "job_expired", message: `the job did not finish within ${ttlMs / 1000} s` }
+        },
+        504
+      )
     }
     const gone = yield* sql<{ id: string; result_file: string | null }>`SELECT id, result_file FROM media_jobs WHERE expires_at <= ${now}`
     if (gone.length > 0) {

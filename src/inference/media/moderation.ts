@@ -60,7 +60,9 @@ export const ADVICE_CATEGORIES: ReadonlySet<string> = new Set(["health", "financ
 type Part = { readonly type: "text"; readonly text: string } | { readonly type: "image_url"; readonly url: string }
 
 /** The input: texts (one result each) or one multimodal input (one result). */
-export type ModerationInput = { readonly kind: "texts"; readonly texts: ReadonlyArray<string> } | { readonly kind: "parts"; readonly parts: ReadonlyArray<Part> }
+export type ModerationInput =
+  | { readonly kind: "texts"; readonly texts: ReadonlyArray<string> }
+  | { readonly kind: "parts"; readonly parts: ReadonlyArray<Part> }
 
 export interface ModerationAsk {
   readonly model: string
@@ -81,7 +83,8 @@ export const parseModeration = (body: Record<string, unknown>): Effect.Effect<Mo
   if (input === undefined || input === null) return fail(`input is required: ${INPUT_SHAPE}`, "input")
   if (typeof input === "string") return Effect.succeed({ model, input: { kind: "texts", texts: [input] }, images: false })
   if (!Array.isArray(input) || input.length === 0) return fail(`input must be ${INPUT_SHAPE} (non-empty)`, "input")
-  if (input.every((i) => typeof i === "string")) return Effect.succeed({ model, input: { kind: "texts", texts: input as Array<string> }, images: false })
+  if (input.every((i) => typeof i === "string"))
+    return Effect.succeed({ model, input: { kind: "texts", texts: input as Array<string> }, images: false })
   const parts: Array<Part> = []
   for (let i = 0; i < input.length; i++) {
     const p = obj(input[i])
@@ -89,7 +92,11 @@ export const parseModeration = (body: Record<string, unknown>): Effect.Effect<Mo
     const url = str(obj(p?.["image_url"])?.["url"])
     if (p?.["type"] === "text" && text !== undefined) parts.push({ type: "text", text })
     else if (p?.["type"] === "image_url" && url) parts.push({ type: "image_url", url })
-    else return fail(`input[${i}] must be {type: "text", text: string} or {type: "image_url", image_url: {url: string}} (strings and parts cannot be mixed)`, `input[${i}]`)
+    else
+      return fail(
+        `input[${i}] must be {type: "text", text: string} or {type: "image_url", image_url: {url: string}} (strings and parts cannot be mixed)`,
+        `input[${i}]`
+      )
   }
   return Effect.succeed({ model, input: { kind: "parts", parts }, images: parts.some((p) => p.type === "image_url") })
 }
@@ -179,24 +186,29 @@ const tryModeration =
       const out =
         family === "openai"
           ? answer
-          : { id: str(answer["id"]) ?? `modr-${crypto.randomUUID().replace(/-/g, "")}`, model: str(answer["model"]) ?? c.model, results: results.map(fromMistralResult) }
+          : {
+              id: str(answer["id"]) ?? `modr-${crypto.randomUUID().replace(/-/g, "")}`,
+              model: str(answer["model"]) ?? c.model,
+              results: results.map(fromMistralResult)
+            }
       // No usage and no units: moderation is reported at no cost.
       return { status: 200, usage: undefined, ttftMs: null, error: null, headers: headerValue(res.headers), answer: out }
     })
 
 /** `POST /v1/moderations`. */
-export const moderations = (inference: InferenceShape, accounting: AccountingShape) => (ctx: HttpRequestContext, body: Record<string, unknown>) =>
-  Effect.gen(function* () {
-    const ask = yield* parseModeration(body)
-    const { outcome } = yield* runMedia(inference, accounting, {
-      ctx,
-      client: openAiChat,
-      model: ask.model,
-      endpoint: "moderations",
-      what: ask.images ? "moderation of images" : "moderation",
-      able: ableFor(ask),
-      request: { ctx, format: openAiChat, model: ask.model, ask, body },
-      attempt: tryModeration(inference)
+export const moderations =
+  (inference: InferenceShape, accounting: AccountingShape) => (ctx: HttpRequestContext, body: Record<string, unknown>) =>
+    Effect.gen(function* () {
+      const ask = yield* parseModeration(body)
+      const { outcome } = yield* runMedia(inference, accounting, {
+        ctx,
+        client: openAiChat,
+        model: ask.model,
+        endpoint: "moderations",
+        what: ask.images ? "moderation of images" : "moderation",
+        able: ableFor(ask),
+        request: { ctx, format: openAiChat, model: ask.model, ask, body },
+        attempt: tryModeration(inference)
+      })
+      sendJson(ctx, 200, outcome.answer)
     })
-    sendJson(ctx, 200, outcome.answer)
-  })

@@ -62,8 +62,10 @@ export const parseRerank = (body: Record<string, unknown>): Effect.Effect<Rerank
   const query = body["query"]
   if (typeof query !== "string" || query.trim() === "") return fail("query must be a non-empty string", "query")
   const docs = body["documents"]
-  if (!Array.isArray(docs) || docs.length === 0) return fail("documents must be a non-empty array of strings (or of objects with a text field)", "documents")
-  if (docs.length > MAX_RERANK_DOCUMENTS) return fail(`documents may hold at most ${MAX_RERANK_DOCUMENTS} entries (got ${docs.length})`, "documents")
+  if (!Array.isArray(docs) || docs.length === 0)
+    return fail("documents must be a non-empty array of strings (or of objects with a text field)", "documents")
+  if (docs.length > MAX_RERANK_DOCUMENTS)
+    return fail(`documents may hold at most ${MAX_RERANK_DOCUMENTS} entries (got ${docs.length})`, "documents")
   const documents: Array<string> = []
   for (let i = 0; i < docs.length; i++) {
     const d = docs[i]
@@ -72,10 +74,17 @@ export const parseRerank = (body: Record<string, unknown>): Effect.Effect<Rerank
     documents.push(text)
   }
   const top = body["top_n"]
-  if (top !== undefined && top !== null && !(typeof top === "number" && Number.isInteger(top) && top >= 1)) return fail("top_n must be a positive integer", "top_n")
+  if (top !== undefined && top !== null && !(typeof top === "number" && Number.isInteger(top) && top >= 1))
+    return fail("top_n must be a positive integer", "top_n")
   const ret = body["return_documents"]
   if (ret !== undefined && ret !== null && typeof ret !== "boolean") return fail("return_documents must be a boolean", "return_documents")
-  return Effect.succeed({ model, query, documents, topN: typeof top === "number" ? Math.min(top, documents.length) : undefined, returnDocuments: ret === true })
+  return Effect.succeed({
+    model,
+    query,
+    documents,
+    topN: typeof top === "number" ? Math.min(top, documents.length) : undefined,
+    returnDocuments: ret === true
+  })
 }
 
 interface RerankRequest extends AttemptRequest {
@@ -144,9 +153,11 @@ const tryRerank =
       const res = yield* sendMedia(inference, request, c, rerankCall(rerankFamily(c)!, c.model, ask))
       const bytes = yield* mediaBytes(inference, request, c.connection, res)
       const read = readRerank(tryJson(bytes.toString("utf8")), ask.documents.length)
-      if (!read) return yield* Effect.fail(badAnswer(request, c.connection, "the rerank answer has no results with an index and a relevance_score"))
+      if (!read)
+        return yield* Effect.fail(badAnswer(request, c.connection, "the rerank answer has no results with an index and a relevance_score"))
       // Priced by tokens where the upstream reports them, else by search units (reported, or one per query and 100 documents).
-      const searches = read.searchUnits ?? (read.totalTokens === undefined ? Math.ceil(ask.documents.length / DOCUMENTS_PER_SEARCH) : undefined)
+      const searches =
+        read.searchUnits ?? (read.totalTokens === undefined ? Math.ceil(ask.documents.length / DOCUMENTS_PER_SEARCH) : undefined)
       return {
         status: 200,
         usage: read.totalTokens !== undefined ? { inputTokens: read.totalTokens, outputTokens: 0 } : undefined,
@@ -180,18 +191,19 @@ export const rerankAnswer = (ask: RerankAsk, model: string, r: Pick<Reranked, "i
 }
 
 /** `POST /v1/rerank`. */
-export const rerank = (inference: InferenceShape, accounting: AccountingShape) => (ctx: HttpRequestContext, body: Record<string, unknown>) =>
-  Effect.gen(function* () {
-    const ask = yield* parseRerank(body)
-    const { outcome, candidate } = yield* runMedia(inference, accounting, {
-      ctx,
-      client: openAiChat,
-      model: ask.model,
-      endpoint: "rerank",
-      what: "rerank",
-      able,
-      request: { ctx, format: openAiChat, model: ask.model, ask },
-      attempt: tryRerank(inference)
+export const rerank =
+  (inference: InferenceShape, accounting: AccountingShape) => (ctx: HttpRequestContext, body: Record<string, unknown>) =>
+    Effect.gen(function* () {
+      const ask = yield* parseRerank(body)
+      const { outcome, candidate } = yield* runMedia(inference, accounting, {
+        ctx,
+        client: openAiChat,
+        model: ask.model,
+        endpoint: "rerank",
+        what: "rerank",
+        able,
+        request: { ctx, format: openAiChat, model: ask.model, ask },
+        attempt: tryRerank(inference)
+      })
+      sendJson(ctx, 200, rerankAnswer(ask, candidate.model, outcome))
     })
-    sendJson(ctx, 200, rerankAnswer(ask, candidate.model, outcome))
-  })

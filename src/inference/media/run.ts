@@ -12,7 +12,15 @@ import type { Connection } from "../../upstream/providers/Connections.js"
 import { type ModelKind, modelDoes } from "../../domain/catalog/catalog.js"
 import type { RoutePlan } from "../../services/routing/plan.js"
 import type { Candidate } from "../../services/routing/types.js"
-import { allBlocked, type AttemptFailed, attemptFailed, type AttemptOutcome, failureOfError, headerValue, newTracking } from "../../kernel/attempts.js"
+import {
+  allBlocked,
+  type AttemptFailed,
+  attemptFailed,
+  type AttemptOutcome,
+  failureOfError,
+  headerValue,
+  newTracking
+} from "../../kernel/attempts.js"
 import type { InferenceShape, SendOptions } from "../call.js"
 import { clientError, type InferenceError } from "../../kernel/errors.js"
 import { type AttemptRequest, firstOf, narrowPlan, type TryCandidate } from "../fallback.js"
@@ -168,8 +176,18 @@ export const sendMedia = (
   Effect.gen(function* () {
     const { connection } = c
     const res = yield* inference
-      .send({ connection, model: c.model }, connection.format, {}, { stream: options.stream ?? false, readWhole: !options.stream, ...options, custom: call }, request.format)
-      .pipe(Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked")))
+      .send(
+        { connection, model: c.model },
+        connection.format,
+        {},
+        { stream: options.stream ?? false, readWhole: !options.stream, ...options, custom: call },
+        request.format
+      )
+      .pipe(
+        Effect.mapError((e) =>
+          attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked")
+        )
+      )
     if (res.status < 200 || res.status >= 300) {
       const { error, info } = yield* inference.readFailure(res, FORMATS[connection.format], request.format, connection)
       return yield* Effect.fail(attemptFailed(error, info))
@@ -178,7 +196,12 @@ export const sendMedia = (
   })
 
 /** A 2xx answer's body, whole (under the size limit); one that could not be read is the candidate's failure. */
-export const mediaBytes = (inference: InferenceShape, request: AttemptRequest, connection: Connection, res: UpstreamResponse): Effect.Effect<Buffer, AttemptFailed> =>
+export const mediaBytes = (
+  inference: InferenceShape,
+  request: AttemptRequest,
+  connection: Connection,
+  res: UpstreamResponse
+): Effect.Effect<Buffer, AttemptFailed> =>
   res.bytes
     ? Effect.succeed(res.bytes)
     : Effect.map(
@@ -189,7 +212,12 @@ export const mediaBytes = (inference: InferenceShape, request: AttemptRequest, c
 /** A 2xx answer that is not what the family answers (no JSON, no image...): the candidate's failure, so another may answer. */
 export const badAnswer = (request: AttemptRequest, connection: Connection, what: string): AttemptFailed => {
   const message = `${connection.name}: ${what}`
-  return attemptFailed(clientError(request.format, { status: 502, kind: "upstream", message, code: "upstream_error" }), { status: 502, kind: "http", message, code: null })
+  return attemptFailed(clientError(request.format, { status: 502, kind: "upstream", message, code: "upstream_error" }), {
+    status: 502,
+    kind: "http",
+    message,
+    code: null
+  })
 }
 
 export { headerValue }

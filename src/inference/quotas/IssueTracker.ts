@@ -55,7 +55,11 @@ export interface TrackerSettingsView {
   readonly repository: string | null
   readonly baseUrl: string
   readonly tokenSet: boolean
-  readonly source: { readonly repository: "stored" | "env" | null; readonly token: "stored" | "env" | null; readonly baseUrl: "stored" | "env" | "default" }
+  readonly source: {
+    readonly repository: "stored" | "env" | null
+    readonly token: "stored" | "env" | null
+    readonly baseUrl: "stored" | "env" | "default"
+  }
 }
 
 export interface IssueTrackerShape {
@@ -78,13 +82,15 @@ const str = (v: unknown): string | undefined => (typeof v === "string" && v.trim
 export const decodeReport = (body: Record<string, unknown>): Effect.Effect<IssueReport, InferenceError> => {
   const fail = (message: string, param: string) => Effect.fail(badRequest(message, param))
   const kind = body["kind"]
-  if (typeof kind !== "string" || !(ISSUE_KINDS as ReadonlyArray<string>).includes(kind)) return fail(`kind must be one of ${ISSUE_KINDS.join(", ")}`, "kind")
+  if (typeof kind !== "string" || !(ISSUE_KINDS as ReadonlyArray<string>).includes(kind))
+    return fail(`kind must be one of ${ISSUE_KINDS.join(", ")}`, "kind")
   const message = body["message"]
   if (typeof message !== "string" || message.trim() === "") return fail("message is required (a non-empty string)", "message")
   if (message.length > 20_000) return fail("message is longer than 20000 characters", "message")
   for (const field of ["title", "provider", "connection"] as const) {
     const v = body[field]
-    if (v !== undefined && v !== null && (typeof v !== "string" || v.length > 256)) return fail(`${field} must be a string of at most 256 characters`, field)
+    if (v !== undefined && v !== null && (typeof v !== "string" || v.length > 256))
+      return fail(`${field} must be a string of at most 256 characters`, field)
   }
   const details = body["details"]
   if (details !== undefined && details !== null && (typeof details !== "object" || JSON.stringify(details).length > 20_000)) {
@@ -104,7 +110,11 @@ export const decodeReport = (body: Record<string, unknown>): Effect.Effect<Issue
  * The issue's title and Markdown body, every text from the report scrubbed before it is cut or
  * laid out (a key cut in half, or split over two table cells, would no longer be recognised).
  */
-const compose = (raw: IssueReport, requestId: string, scrub: (text: string) => string): { readonly title: string; readonly body: string } => {
+const compose = (
+  raw: IssueReport,
+  requestId: string,
+  scrub: (text: string) => string
+): { readonly title: string; readonly body: string } => {
   const clean = (v: string | undefined) => (v === undefined ? undefined : scrub(v))
   const r: IssueReport = {
     ...raw,
@@ -112,7 +122,8 @@ const compose = (raw: IssueReport, requestId: string, scrub: (text: string) => s
     provider: clean(raw.provider),
     connection: clean(raw.connection),
     message: scrub(raw.message),
-    details: raw.details === undefined ? undefined : (tryJson(scrub(JSON.stringify(raw.details))) ?? "(details withheld: not JSON once scrubbed)")
+    details:
+      raw.details === undefined ? undefined : (tryJson(scrub(JSON.stringify(raw.details))) ?? "(details withheld: not JSON once scrubbed)")
   }
   const about = r.connection ?? r.provider ?? "gateway"
   const firstLine = r.message.trim().split("\n")[0]!.slice(0, 100)
@@ -134,7 +145,8 @@ const compose = (raw: IssueReport, requestId: string, scrub: (text: string) => s
   return { title: title.slice(0, 256), body: lines.join("\n") }
 }
 
-const trackerFailure = (message: string, status = 502, code = "tracker_error") => new InferenceError({ status, kind: status === 502 ? "upstream" : "permission", code, message })
+const trackerFailure = (message: string, status = 502, code = "tracker_error") =>
+  new InferenceError({ status, kind: status === 502 ? "upstream" : "permission", code, message })
 
 export class IssueTracker extends Context.Tag("gateway/IssueTracker")<IssueTracker, IssueTrackerShape>() {
   static readonly layer = Layer.effect(
@@ -150,7 +162,9 @@ export class IssueTracker extends Context.Tag("gateway/IssueTracker")<IssueTrack
         baseUrl: Option.getOrUndefined(yield* Config.string("GATEWAY_ISSUES_BASE_URL").pipe(Config.option, Effect.orDie))
       }
 
-      const stored: Effect.Effect<Stored> = Effect.map(kv.get(NAMESPACE, KEY), (v) => (Option.isSome(v) ? ((tryJson(v.value) as Stored | undefined) ?? {}) : {}))
+      const stored: Effect.Effect<Stored> = Effect.map(kv.get(NAMESPACE, KEY), (v) =>
+        Option.isSome(v) ? ((tryJson(v.value) as Stored | undefined) ?? {}) : {}
+      )
 
       /** The settings in force, the token decrypted (a stored token that no longer decrypts counts as unset, with a warning). */
       const resolve = Effect.gen(function* () {
@@ -158,7 +172,9 @@ export class IssueTracker extends Context.Tag("gateway/IssueTracker")<IssueTrack
         const token = s.tokenEnc
           ? yield* secrets.decrypt(s.tokenEnc).pipe(
               Effect.map((t): Redacted.Redacted<string> | undefined => t),
-              Effect.catchAll(() => Effect.as(Effect.logWarning("the stored issue-tracker token cannot be decrypted with the current storage key"), undefined))
+              Effect.catchAll(() =>
+                Effect.as(Effect.logWarning("the stored issue-tracker token cannot be decrypted with the current storage key"), undefined)
+              )
             )
           : undefined
         const repository = str(s.repository) ?? str(env.repository)
@@ -182,12 +198,14 @@ export class IssueTracker extends Context.Tag("gateway/IssueTracker")<IssueTrack
           const s = { ...(yield* stored) } as { repository?: string; baseUrl?: string; tokenEnc?: string }
           if (input.repository !== undefined) {
             if (input.repository === null) delete s.repository
-            else if (!REPOSITORY.test(input.repository)) return yield* Effect.fail(badRequest("repository must be owner/repo", "repository"))
+            else if (!REPOSITORY.test(input.repository))
+              return yield* Effect.fail(badRequest("repository must be owner/repo", "repository"))
             else s.repository = input.repository
           }
           if (input.baseUrl !== undefined) {
             if (input.baseUrl === null) delete s.baseUrl
-            else if (!/^https?:\/\/[^\s]+$/.test(input.baseUrl)) return yield* Effect.fail(badRequest("baseUrl must be an http(s) URL", "baseUrl"))
+            else if (!/^https?:\/\/[^\s]+$/.test(input.baseUrl))
+              return yield* Effect.fail(badRequest("baseUrl must be an http(s) URL", "baseUrl"))
             else s.baseUrl = input.baseUrl
           }
           if (input.token !== undefined) {
@@ -201,18 +219,32 @@ export class IssueTracker extends Context.Tag("gateway/IssueTracker")<IssueTrack
       const report = (r: IssueReport, extra: ReadonlyArray<string>, requestId: string) =>
         Effect.gen(function* () {
           const settings = yield* resolve
-          const missing = [...(settings.repository ? [] : ["repository (GATEWAY_ISSUES_REPOSITORY)"]), ...(settings.token ? [] : ["token (GATEWAY_ISSUES_TOKEN)"])]
+          const missing = [
+            ...(settings.repository ? [] : ["repository (GATEWAY_ISSUES_REPOSITORY)"]),
+            ...(settings.token ? [] : ["token (GATEWAY_ISSUES_TOKEN)"])
+          ]
           if (missing.length > 0) {
             return yield* Effect.fail(
-              badRequest(`issue reports are not configured: set the tracker's ${missing.join(" and ")}`, settings.repository ? "token" : "repository", "issues_not_configured")
+              badRequest(
+                `issue reports are not configured: set the tracker's ${missing.join(" and ")}`,
+                settings.repository ? "token" : "repository",
+                "issues_not_configured"
+              )
             )
           }
           if (!REPOSITORY.test(settings.repository!))
-            return yield* Effect.fail(badRequest(`the configured issue repository '${settings.repository}' is not owner/repo`, "repository", "issues_not_configured"))
+            return yield* Effect.fail(
+              badRequest(
+                `the configured issue repository '${settings.repository}' is not owner/repo`,
+                "repository",
+                "issues_not_configured"
+              )
+            )
           const token = Redacted.value(settings.token!)
           const url = `${settings.baseUrl}/repos/${settings.repository}/issues`
           const verdict = checkProviderUrl(url, yield* connections.urlPolicy)
-          if (!verdict.ok) return yield* Effect.fail(trackerFailure(`issue tracker URL blocked: ${verdict.reason}`, 403, "tracker_url_blocked"))
+          if (!verdict.ok)
+            return yield* Effect.fail(trackerFailure(`issue tracker URL blocked: ${verdict.reason}`, 403, "tracker_url_blocked"))
 
           // Every credential the gateway knows of, matched literally, plus the generic patterns.
           const known = [...(yield* connections.list).flatMap(secretsOf), ...extra, token]
@@ -247,7 +279,9 @@ export class IssueTracker extends Context.Tag("gateway/IssueTracker")<IssueTrack
                 : res.status === 404
                   ? "the tracker does not know the repository (or the token cannot see it)"
                   : "the tracker failed"
-            return yield* Effect.fail(trackerFailure(`issue report not filed: ${why} (HTTP ${res.status}): ${scrub(String(said)).slice(0, 300)}`))
+            return yield* Effect.fail(
+              trackerFailure(`issue report not filed: ${why} (HTTP ${res.status}): ${scrub(String(said)).slice(0, 300)}`)
+            )
           }
           const number = typeof json?.["number"] === "number" ? json["number"] : null
           const htmlUrl = typeof json?.["html_url"] === "string" ? json["html_url"] : null

@@ -33,7 +33,8 @@ export interface QuotaQuery {
 
 /** What the upstream said about the account. */
 export interface UpstreamView {
-  /** Where the figures came from: `openrouter.key`, `deepseek.balance`, `ratelimit-headers`, `anthropic-ratelimit-headers`, `key-check`, `none`. */
+  /** Where the figures came from: `openrouter.key`, `deepseek.balance`, `ratelimit-headers`, `anthropic-ratelimit-headers`, `key-check`,
+   * `none`. */
   readonly source: string
   readonly ok: boolean
   readonly remaining: number | null
@@ -75,7 +76,8 @@ const num = (v: unknown): number | null => {
   const n = typeof v === "number" ? v : typeof v === "string" && v.trim() !== "" ? Number(v) : NaN
   return Number.isFinite(n) ? n : null
 }
-const obj = (v: unknown): Record<string, unknown> | undefined => (v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined)
+const obj = (v: unknown): Record<string, unknown> | undefined =>
+  v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString())
 
 const headerOf = (res: UpstreamResponse, name: string): string | undefined => {
@@ -108,7 +110,8 @@ interface Window {
 
 /**
  * The rate-limit windows an answer reported. OpenAI-style: `x-ratelimit-{limit,remaining,reset}-{requests,tokens}`
- * (resets are durations: `6m0s`, `20ms`); Anthropic: `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}`
+ * (resets are durations: `6m0s`, `20ms`); Anthropic:
+ * `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}`
  * (resets are RFC 3339 times).
  */
 export const rateLimitWindows = (res: UpstreamResponse, now: number): Record<string, Window> => {
@@ -184,7 +187,9 @@ const openRouterKey = (res: UpstreamResponse, json: unknown, now: number): Upstr
 
 const deepSeekBalance = (res: UpstreamResponse, json: unknown): UpstreamView => {
   const body = obj(json) ?? {}
-  const infos = (Array.isArray(body["balance_infos"]) ? body["balance_infos"] : []).map(obj).filter((b): b is Record<string, unknown> => b !== undefined)
+  const infos = (Array.isArray(body["balance_infos"]) ? body["balance_infos"] : [])
+    .map(obj)
+    .filter((b): b is Record<string, unknown> => b !== undefined)
   const main = infos.find((b) => b["currency"] === "USD") ?? infos[0]
   const available = body["is_available"] === true
   return {
@@ -209,18 +214,31 @@ const deepSeekBalance = (res: UpstreamResponse, json: unknown): UpstreamView => 
 
 /** The model a probe names (Anthropic's count_tokens needs one): the query's, the connection's, the catalog's first chat model. */
 const probeModel = (connection: Connection, model: string | undefined): string =>
-  model ?? connection.defaultModel ?? connection.models[0] ?? connection.provider.models.find((m) => m.kind === "chat")?.id ?? "claude-3-5-haiku-latest"
+  model ??
+  connection.defaultModel ??
+  connection.models[0] ??
+  connection.provider.models.find((m) => m.kind === "chat")?.id ??
+  "claude-3-5-haiku-latest"
 
 /** Which reader serves a connection; undefined when the provider has no endpoint the gateway can read. */
 export const readerFor = (connection: Connection): Reader | undefined => {
   const provider = connection.provider
   if (provider.id === "openrouter")
-    return { source: "openrouter.key", call: () => ({ path: "/key", method: "GET" }), read: openRouterKey, fallback: { path: "/auth/key", method: "GET" } }
+    return {
+      source: "openrouter.key",
+      call: () => ({ path: "/key", method: "GET" }),
+      read: openRouterKey,
+      fallback: { path: "/auth/key", method: "GET" }
+    }
   if (provider.id === "deepseek") {
     return {
       source: "deepseek.balance",
       // The balance lives at the API's origin, beside (not under) the OpenAI-compatible /v1.
-      call: (c) => ({ path: "", method: "GET", url: `${(c.effectiveBaseUrl ?? "").replace(/\/+$/, "").replace(/\/v1$/, "")}/user/balance` }),
+      call: (c) => ({
+        path: "",
+        method: "GET",
+        url: `${(c.effectiveBaseUrl ?? "").replace(/\/+$/, "").replace(/\/v1$/, "")}/user/balance`
+      }),
       read: deepSeekBalance
     }
   }
@@ -230,13 +248,25 @@ export const readerFor = (connection: Connection): Reader | undefined => {
     case "anthropic":
       return {
         source: "anthropic-ratelimit-headers",
-        call: (_c, model) => ({ path: "/v1/messages/count_tokens", method: "POST", json: { model, messages: [{ role: "user", content: "ping" }] } }),
+        call: (_c, model) => ({
+          path: "/v1/messages/count_tokens",
+          method: "POST",
+          json: { model, messages: [{ role: "user", content: "ping" }] }
+        }),
         read: (res, _json, now) => fromWindows("anthropic-ratelimit-headers", res.status, rateLimitWindows(res, now))
       }
     case "gemini":
-      return { source: "key-check", call: () => ({ path: "/v1beta/models?pageSize=1", method: "GET" }), read: (res) => fromWindows("key-check", res.status, {}) }
+      return {
+        source: "key-check",
+        call: () => ({ path: "/v1beta/models?pageSize=1", method: "GET" }),
+        read: (res) => fromWindows("key-check", res.status, {})
+      }
     case "ollama":
-      return { source: "key-check", call: () => ({ path: "/api/tags", method: "GET" }), read: (res) => fromWindows("key-check", res.status, {}) }
+      return {
+        source: "key-check",
+        call: () => ({ path: "/api/tags", method: "GET" }),
+        read: (res) => fromWindows("key-check", res.status, {})
+      }
     default:
       return {
         source: "ratelimit-headers",
@@ -246,7 +276,8 @@ export const readerFor = (connection: Connection): Reader | undefined => {
   }
 }
 
-/** Asks the upstream: one call (and its fallback on a 404), read into a view; a refusal or an unreachable upstream is a view that says no. */
+/** Asks the upstream: one call (and its fallback on a 404), read into a view; a refusal or an unreachable upstream is a view that says no.
+ * */
 const askUpstream = (inference: InferenceShape, connection: Connection, model: string, now: number): Effect.Effect<UpstreamView> => {
   const reader = readerFor(connection)
   if (!reader) {
@@ -258,14 +289,22 @@ const askUpstream = (inference: InferenceShape, connection: Connection, model: s
       resetsAt: null,
       reason: null,
       status: null,
-      details: { note: `${connection.provider.id} has no balance, limit or model-list endpoint the gateway reads; only the gateway's own view applies` }
+      details: {
+        note: `${connection.provider.id} has no balance, limit or model-list endpoint the gateway reads; only the gateway's own view applies`
+      }
     })
   }
   // Outside the guarded attempt (docs/ARCHITECTURE.md, "Calls outside the guarded attempt"): a probe of the connection's own
   // quota (balance, limits, model list), not a model call: there is no other candidate to ask, and
   // its answer must neither open nor close the connection's breaker.
   const send = (custom: CustomCall) =>
-    inference.send({ connection, model }, connection.format, {}, { stream: false, readWhole: true, custom, headersTimeoutMs: PROBE_HEADERS_MS }, openAiChat)
+    inference.send(
+      { connection, model },
+      connection.format,
+      {},
+      { stream: false, readWhole: true, custom, headersTimeoutMs: PROBE_HEADERS_MS },
+      openAiChat
+    )
   const refused = (status: number | null, reason: string): UpstreamView => ({
     source: reader.source,
     ok: false,
@@ -283,7 +322,11 @@ const askUpstream = (inference: InferenceShape, connection: Connection, model: s
       // Read like any upstream error answer: scrubbed of the connection's key first.
       const { info } = yield* inference.readFailure(res, FORMATS[connection.format], openAiChat, connection)
       const what =
-        res.status === 401 || res.status === 403 ? "the upstream refused the key" : res.status === 429 ? "the upstream is rate limiting this key" : "the upstream answered an error"
+        res.status === 401 || res.status === 403
+          ? "the upstream refused the key"
+          : res.status === 429
+            ? "the upstream is rate limiting this key"
+            : "the upstream answered an error"
       const view = refused(res.status, `${what} (HTTP ${res.status}): ${info.message}`.slice(0, 500))
       // A 429 still carries its windows (and when they reset).
       if (res.status === 429) {
@@ -297,20 +340,24 @@ const askUpstream = (inference: InferenceShape, connection: Connection, model: s
   }).pipe(Effect.catchAll((e: InferenceError) => Effect.succeed(refused(null, e.message))))
 }
 
-const notFound = (message: string, param: string) => new InferenceError({ status: 404, kind: "not_found", code: "not_found", message, param })
+const notFound = (message: string, param: string) =>
+  new InferenceError({ status: 404, kind: "not_found", code: "not_found", message, param })
 
 /** The connection a query names: by name (checked against `provider` when both are given), else the provider's first enabled one. */
 const pick = (connections: ConnectionsShape, query: QuotaQuery): Effect.Effect<Connection, InferenceError> =>
   Effect.gen(function* () {
     const providerId = query.provider?.trim() || undefined
     const name = query.connection?.trim() || undefined
-    if (!providerId && !name) return yield* Effect.fail(badRequest("provider or connection is required (?provider=<id>&connection=<name>)", "provider"))
+    if (!providerId && !name)
+      return yield* Effect.fail(badRequest("provider or connection is required (?provider=<id>&connection=<name>)", "provider"))
     const spec = providerId ? findProvider(providerId) : undefined
     if (providerId && !spec) return yield* Effect.fail(badRequest(`unknown provider: ${providerId}`, "provider", "unknown_provider"))
     if (name) {
       const found = yield* Effect.mapError(connections.get(name), () => notFound(`no connection named ${name}`, "connection"))
       if (spec && found.provider.id !== spec.id) {
-        return yield* Effect.fail(badRequest(`connection ${found.name} is a ${found.provider.id} connection, not ${spec.id}`, "connection", "provider_mismatch"))
+        return yield* Effect.fail(
+          badRequest(`connection ${found.name} is a ${found.provider.id} connection, not ${spec.id}`, "connection", "provider_mismatch")
+        )
       }
       return found
     }
@@ -352,7 +399,12 @@ export class Quotas extends Context.Tag("gateway/Quotas")<Quotas, QuotasShape>()
             targetIndex: 0
           }
           const admission = resilience.admission(candidate, now)
-          if (!admission.ok) refusals.push({ by: "resilience", reason: admission.reason, resetsAt: admission.retryAfterMs === null ? null : now + admission.retryAfterMs })
+          if (!admission.ok)
+            refusals.push({
+              by: "resilience",
+              reason: admission.reason,
+              resetsAt: admission.retryAfterMs === null ? null : now + admission.retryAfterMs
+            })
           const availability = cooldowns.availability(connection.id, now)
 
           const budget = accounting.budget(apiKeyId)
@@ -360,10 +412,19 @@ export class Quotas extends Context.Tag("gateway/Quotas")<Quotas, QuotasShape>()
           // The window's own end when known: `now + retryAfterMs` mixes two clocks' readings (off by a millisecond or so).
           if (!budget.ok) {
             const resetsAt = budgetStatus ? Date.parse(budgetStatus.resetsAt) : now + budget.retryAfterMs
-            refusals.push({ by: "budget", reason: `the key's ${budget.window} budget is spent ($${budget.spentUsd} of $${budget.limitUsd})`, resetsAt })
+            refusals.push({
+              by: "budget",
+              reason: `the key's ${budget.window} budget is spent ($${budget.spentUsd} of $${budget.limitUsd})`,
+              resetsAt
+            })
           }
 
-          const target: LimitTarget = { provider: connection.provider.id, model, requestedModel: query.model?.trim() || `${connection.name}/${model}`, connection: connection.name }
+          const target: LimitTarget = {
+            provider: connection.provider.id,
+            model,
+            requestedModel: query.model?.trim() || `${connection.name}/${model}`,
+            connection: connection.name
+          }
           const tokenCheck = accounting.tokenLimit(apiKeyId, target)
           if (!tokenCheck.ok) {
             refusals.push({
@@ -376,12 +437,19 @@ export class Quotas extends Context.Tag("gateway/Quotas")<Quotas, QuotasShape>()
 
           const kept = refreshed.get(`${connection.id}\u0000${model}`)
           const fresh = kept !== undefined && now < kept.until ? kept : undefined
-          const upstream = fresh ? { ...fresh.view, details: { ...fresh.view.details, refreshedAt: iso(fresh.at) } } : yield* askUpstream(inference, connection, model, now)
-          if (!upstream.ok) refusals.unshift({ by: "upstream", reason: upstream.reason ?? "the upstream says no", resetsAt: upstream.resetsAt })
+          const upstream = fresh
+            ? { ...fresh.view, details: { ...fresh.view.details, refreshedAt: iso(fresh.at) } }
+            : yield* askUpstream(inference, connection, model, now)
+          if (!upstream.ok)
+            refusals.unshift({ by: "upstream", reason: upstream.reason ?? "the upstream says no", resetsAt: upstream.resetsAt })
 
           const ok = refusals.length === 0
           // Refused: when every refusal has passed (unknown if one never passes by itself); else when the upstream's figures renew.
-          const resetsAt = ok ? upstream.resetsAt : refusals.some((r) => r.resetsAt === null) ? null : Math.max(...refusals.map((r) => r.resetsAt!))
+          const resetsAt = ok
+            ? upstream.resetsAt
+            : refusals.some((r) => r.resetsAt === null)
+              ? null
+              : Math.max(...refusals.map((r) => r.resetsAt!))
           const remaining = upstream.remaining ?? budgetStatus?.remainingUsd ?? null
           const answer: QuotaAnswer = {
             ok,

@@ -7,7 +7,19 @@
  */
 import * as Effect from "effect/Effect"
 import * as crypto from "node:crypto"
-import { A2A_PATH, A2A_VERSIONS, AGENT_CARD_PATH, agentCard, capabilitiesResult, readSend, requestedVersion, RpcCode, rpcError, rpcResult, skillsTable } from "../a2a/protocol.js"
+import {
+  A2A_PATH,
+  A2A_VERSIONS,
+  AGENT_CARD_PATH,
+  agentCard,
+  capabilitiesResult,
+  readSend,
+  requestedVersion,
+  RpcCode,
+  rpcError,
+  rpcResult,
+  skillsTable
+} from "../a2a/protocol.js"
 import type { InferenceAccess } from "../../platform/config/AppConfig.js"
 import { openAiChat } from "../../upstream/formats/openai-chat.js"
 import { requestOrigin, trimmedHeader } from "../../platform/http/request.js"
@@ -20,7 +32,8 @@ import type { RouteDef } from "./types.js"
 /** A2A bodies are one small JSON-RPC request. */
 const MAX_A2A_BODY_BYTES = 1024 * 1024
 
-const originOf = (deps: RouteDeps, ctx: HttpRequestContext) => Effect.map(deps.flag("GATEWAY_TRUST_PROXY_HEADERS"), (trust) => requestOrigin(ctx.req, trust))
+const originOf = (deps: RouteDeps, ctx: HttpRequestContext) =>
+  Effect.map(deps.flag("GATEWAY_TRUST_PROXY_HEADERS"), (trust) => requestOrigin(ctx.req, trust))
 
 const parse = (text: string): { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly message: string } => {
   if (text.trim() === "") return { ok: false, message: "the request body is empty; expected a JSON-RPC 2.0 request" }
@@ -55,7 +68,13 @@ const send = (deps: RouteDeps, catalog: SkillCatalogShape) =>
       )
     }
     const skills = yield* catalog.list({}, yield* originOf(deps, ctx))
-    const result = capabilitiesResult(version, skillsTable(skills), skills.length, `task_${crypto.randomUUID().replace(/-/g, "")}`, new Date())
+    const result = capabilitiesResult(
+      version,
+      skillsTable(skills),
+      skills.length,
+      `task_${crypto.randomUUID().replace(/-/g, "")}`,
+      new Date()
+    )
     sendJson(ctx, 200, rpcResult(request.id, result))
   })
 

@@ -30,7 +30,12 @@ export const messagesCall = (ctx: HttpRequestContext, body: Record<string, unkno
     return decodeFailure(anthropic, e)
   }
   if (canonical.messages.length === 0) {
-    return clientError(anthropic, { status: 400, kind: "invalid_request", message: "messages: at least one message is required", param: "messages" })
+    return clientError(anthropic, {
+      status: 400,
+      kind: "invalid_request",
+      message: "messages: at least one message is required",
+      param: "messages"
+    })
   }
   const { model, noThinking } = splitNoThinking(canonical.model)
   return {

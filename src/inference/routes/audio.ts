@@ -105,7 +105,12 @@ const speech = (deps: RouteDeps) => {
       stream: true
     })
     if (outcome.audio) {
-      writeWhole(ctx, 200, responseHeaders(ctx, { "content-type": SPEECH_CONTENT_TYPES[s.responseFormat], "content-length": outcome.audio.length }), outcome.audio)
+      writeWhole(
+        ctx,
+        200,
+        responseHeaders(ctx, { "content-type": SPEECH_CONTENT_TYPES[s.responseFormat], "content-length": outcome.audio.length }),
+        outcome.audio
+      )
     } else if (outcome.streamFailure) {
       // Cut after the usage row was written: the client sees an incomplete transfer.
       abortStream(ctx, outcome.error ?? outcome.streamFailure.message)
@@ -120,15 +125,29 @@ const speech = (deps: RouteDeps) => {
 const UPLOAD_LIMITS = { maxFiles: 1, maxFileBytes: 25 * 1024 * 1024 }
 
 const fromMultipart = (e: MultipartError): InferenceError =>
-  clientError(openAiChat, { status: e.status, kind: e.status === 413 ? "too_large" : "invalid_request", message: e.message, code: e.code, param: e.param })
+  clientError(openAiChat, {
+    status: e.status,
+    kind: e.status === 413 ? "too_large" : "invalid_request",
+    message: e.message,
+    code: e.code,
+    param: e.param
+  })
 
-const bad = (message: string, param: string, code: string | null = null): InferenceError => clientError(openAiChat, { status: 400, kind: "invalid_request", message, code, param })
+const bad = (message: string, param: string, code: string | null = null): InferenceError =>
+  clientError(openAiChat, { status: 400, kind: "invalid_request", message, code, param })
 
 /** A number in a form field (`temperature`), or a 400 naming it. */
-const formNumber = (value: string | undefined, name: string, min: number, max: number): Effect.Effect<number | undefined, InferenceError> => {
+const formNumber = (
+  value: string | undefined,
+  name: string,
+  min: number,
+  max: number
+): Effect.Effect<number | undefined, InferenceError> => {
   if (value === undefined || value.trim() === "") return Effect.succeed(undefined)
   const n = Number(value)
-  return Number.isFinite(n) && n >= min && n <= max ? Effect.succeed(n) : Effect.fail(decodeFailure(openAiChat, invalidParam(name, `a number between ${min} and ${max}`, value)))
+  return Number.isFinite(n) && n >= min && n <= max
+    ? Effect.succeed(n)
+    : Effect.fail(decodeFailure(openAiChat, invalidParam(name, `a number between ${min} and ${max}`, value)))
 }
 
 /** Seconds as answers carry them: milliseconds precision. */
@@ -153,15 +172,24 @@ const transcription = (deps: RouteDeps, task: "transcribe" | "translate") => {
     }
     const granularities = fieldValues(form, "timestamp_granularities")
     const odd = granularities.find((g) => g !== "word" && g !== "segment")
-    if (odd !== undefined) return yield* bad(`timestamp_granularities[]: expected "word" or "segment", got ${JSON.stringify(odd.slice(0, 40))}`, "timestamp_granularities[]")
+    if (odd !== undefined)
+      return yield* bad(
+        `timestamp_granularities[]: expected "word" or "segment", got ${JSON.stringify(odd.slice(0, 40))}`,
+        "timestamp_granularities[]"
+      )
     const stream = field(form, "stream")
-    if (stream !== undefined && stream !== "false") return yield* bad("stream: streamed transcriptions are not offered; the answer comes whole", "stream")
+    if (stream !== undefined && stream !== "false")
+      return yield* bad("stream: streamed transcriptions are not offered; the answer comes whole", "stream")
     const temperature = yield* formNumber(field(form, "temperature"), "temperature", 0, 1)
     const language = field(form, "language")?.trim() || undefined
     const prompt = field(form, "prompt") || undefined
     // The duration is the file's own, measured before any upstream is paid for it.
     const audio = yield* Effect.mapError(probeAudio(file.path), (why) =>
-      bad(`file: the gateway could not read the audio (${why.slice(0, 200)}); send mp3, wav, m4a, flac, ogg or webm`, "file", "invalid_audio")
+      bad(
+        `file: the gateway could not read the audio (${why.slice(0, 200)}); send mp3, wav, m4a, flac, ogg or webm`,
+        "file",
+        "invalid_audio"
+      )
     )
     const request: TranscriptionRequest = {
       ctx,

@@ -46,7 +46,8 @@ const modeOf = (body: Record<string, unknown>, metadata: unknown): Effect.Effect
     [top, "gateway_mode"],
     [fromMetadata, "metadata.gateway_mode"]
   ] as const) {
-    if (v !== undefined && v !== "native" && v !== "gateway") return Effect.fail(badRequest(`'${param}' must be 'native' or 'gateway'`, param))
+    if (v !== undefined && v !== "native" && v !== "gateway")
+      return Effect.fail(badRequest(`'${param}' must be 'native' or 'gateway'`, param))
   }
   return Effect.succeed(top === "native" || (top === undefined && fromMetadata === "native") ? "native" : "gateway")
 }
@@ -55,7 +56,8 @@ const create = (batches: BatchesShape, files: FilesShape, native: NativeBatchesS
   const handle = Effect.fnUntraced(function* (ctx: HttpRequestContext, body: Record<string, unknown>) {
     const owner = ownerOf(ctx.apiKeyId)
     const input = body["input_file_id"]
-    if (typeof input !== "string" || input === "") return yield* badRequest("'input_file_id' must be the id of a file uploaded with purpose 'batch'", "input_file_id")
+    if (typeof input !== "string" || input === "")
+      return yield* badRequest("'input_file_id' must be the id of a file uploaded with purpose 'batch'", "input_file_id")
     const endpoint = body["endpoint"]
     if (typeof endpoint !== "string" || !(BATCH_ENDPOINTS as ReadonlyArray<string>).includes(endpoint)) {
       return yield* badRequest(`'endpoint' must be one of ${BATCH_ENDPOINTS.join(", ")}`, "endpoint")
@@ -65,13 +67,17 @@ const create = (batches: BatchesShape, files: FilesShape, native: NativeBatchesS
     if (metadata !== undefined && metadata !== null) {
       const entries = typeof metadata === "object" && !Array.isArray(metadata) ? Object.entries(metadata) : undefined
       if (!entries || entries.length > 16 || entries.some(([k, v]) => k.length > 64 || typeof v !== "string" || v.length > 512)) {
-        return yield* badRequest("'metadata' must be an object of at most 16 string values (keys up to 64, values up to 512 characters)", "metadata")
+        return yield* badRequest(
+          "'metadata' must be an object of at most 16 string values (keys up to 64, values up to 512 characters)",
+          "metadata"
+        )
       }
     }
     const mode = yield* modeOf(body, metadata)
     const file = yield* files.find(owner, input)
     if (!file) return yield* notFound("file", input, "input_file_id")
-    if (file.purpose !== "batch") return yield* badRequest(`the input file has purpose '${file.purpose}'; upload it with purpose 'batch'`, "input_file_id")
+    if (file.purpose !== "batch")
+      return yield* badRequest(`the input file has purpose '${file.purpose}'; upload it with purpose 'batch'`, "input_file_id")
     const forwarded = mode === "native" ? yield* native.plan(owner, input, endpoint) : null
     const batch = yield* batches.create({
       owner,
@@ -102,19 +108,28 @@ const list = (batches: BatchesShape) =>
   Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     const raw = ctx.query.get("limit")
     const limit = raw === null ? 20 : Number(raw)
-    if (raw !== null && (!/^\d+$/.test(raw) || limit < 1 || limit > 100)) return yield* badRequest("'limit' must be an integer between 1 and 100", "limit")
+    if (raw !== null && (!/^\d+$/.test(raw) || limit < 1 || limit > 100))
+      return yield* badRequest("'limit' must be an integer between 1 and 100", "limit")
     const page = yield* batches.list(ownerOf(ctx.apiKeyId), { limit, after: ctx.query.get("after") ?? undefined })
     const data = page.data.map(batchObject)
-    sendJson(ctx, 200, { object: "list", data, first_id: data[0]?.id ?? null, last_id: data[data.length - 1]?.id ?? null, has_more: page.hasMore })
+    sendJson(ctx, 200, {
+      object: "list",
+      data,
+      first_id: data[0]?.id ?? null,
+      last_id: data[data.length - 1]?.id ?? null,
+      has_more: page.hasMore
+    })
   })
 
-const conflict = (message: string) => new InferenceError({ status: 409, kind: "invalid_request", code: "batch_state", message, param: "batch_id" })
+const conflict = (message: string) =>
+  new InferenceError({ status: 409, kind: "invalid_request", code: "batch_state", message, param: "batch_id" })
 
 const cancel = (batches: BatchesShape, native: NativeBatchesShape) =>
   Effect.fnUntraced(function* (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) {
     const b = yield* own(batches, ctx, params["id"] ?? "")
     if (b.status === "cancelling" || b.status === "cancelled") return sendJson(ctx, 200, batchObject(b))
-    if (b.status !== "validating" && b.status !== "in_progress") return yield* conflict(`batch ${b.id} is ${b.status} and cannot be cancelled`)
+    if (b.status !== "validating" && b.status !== "in_progress")
+      return yield* conflict(`batch ${b.id} is ${b.status} and cannot be cancelled`)
     const cancelling = yield* batches.cancel(b)
     if (!b.native) return sendJson(ctx, 200, batchObject(cancelling))
     // Forwarded at once (a failure is tried again by the runner's next step).
@@ -125,7 +140,10 @@ const cancel = (batches: BatchesShape, native: NativeBatchesShape) =>
 const remove = (batches: BatchesShape) =>
   Effect.fnUntraced(function* (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) {
     const b = yield* own(batches, ctx, params["id"] ?? "")
-    if (!FINISHED.includes(b.status)) return yield* conflict(`batch ${b.id} is ${b.status}; only a completed, failed, expired or cancelled batch can be deleted (cancel it first)`)
+    if (!FINISHED.includes(b.status))
+      return yield* conflict(
+        `batch ${b.id} is ${b.status}; only a completed, failed, expired or cancelled batch can be deleted (cancel it first)`
+      )
     yield* batches.remove(b)
     sendJson(ctx, 200, { id: b.id, object: "batch", deleted: true })
   })

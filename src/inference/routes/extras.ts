@@ -18,7 +18,12 @@ const providerModel = Effect.fnUntraced(function* (deps: RouteDeps, provider: st
   const all = yield* deps.connections
   const own = all.filter((c) => c.provider.id === provider.toLowerCase() || c.name.toLowerCase() === provider.toLowerCase())
   if (own.length === 0 && !findProvider(provider)) {
-    return yield* new InferenceError({ status: 404, kind: "not_found", code: "provider_not_found", message: `no provider or connection named '${provider}'` })
+    return yield* new InferenceError({
+      status: 404,
+      kind: "not_found",
+      code: "provider_not_found",
+      message: `no provider or connection named '${provider}'`
+    })
   }
   const slash = model.indexOf("/")
   const first = slash > 0 ? model.slice(0, slash).toLowerCase() : undefined
@@ -27,12 +32,19 @@ const providerModel = Effect.fnUntraced(function* (deps: RouteDeps, provider: st
   const aggregator = own.some((c) => c.provider.category === "aggregator") || findProvider(provider)?.category === "aggregator"
   const other = findProvider(first) ?? all.find((c) => c.name.toLowerCase() === first)
   if (other && !aggregator) {
-    return yield* badRequest(`model '${model}' belongs to '${first}', not to provider '${provider}' of this route`, "model", "model_provider_mismatch")
+    return yield* badRequest(
+      `model '${model}' belongs to '${first}', not to provider '${provider}' of this route`,
+      "model",
+      "model_provider_mismatch"
+    )
   }
   return `${provider}/${model}`
 })
 
-const providerRoute = (deps: RouteDeps, inner: (deps: RouteDeps) => (ctx: HttpRequestContext, body: Record<string, unknown>) => Effect.Effect<void, InferenceError>) => {
+const providerRoute = (
+  deps: RouteDeps,
+  inner: (deps: RouteDeps) => (ctx: HttpRequestContext, body: Record<string, unknown>) => Effect.Effect<void, InferenceError>
+) => {
   // Built once with the route table, not once per request.
   const handle = inner(deps)
   return Effect.fnUntraced(function* (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) {
@@ -96,12 +108,44 @@ const handshake = (deps: RouteDeps) =>
   })
 
 export const extraRoutes = (deps: RouteDeps): ReadonlyArray<RouteDef> => [
-  { method: "POST", path: /^\/v1\/providers\/(?<provider>[^/]+)\/chat\/completions$/, format: openAiChat, handle: providerRoute(deps, chatCompletions) },
-  { method: "POST", path: /^\/v1\/providers\/(?<provider>[^/]+)\/embeddings$/, format: openAiChat, handle: providerRoute(deps, embeddings) },
-  { method: "POST", path: /^\/v1\/providers\/(?<provider>[^/]+)\/images\/generations$/, format: openAiChat, handle: providerRoute(deps, imagesGenerate) },
-  { method: "GET", path: "/api/v1/provider-plugin-manifest", format: openAiChat, handle: (ctx) => Effect.sync(() => sendJson(ctx, 200, manifest())) },
+  {
+    method: "POST",
+    path: /^\/v1\/providers\/(?<provider>[^/]+)\/chat\/completions$/,
+    format: openAiChat,
+    handle: providerRoute(deps, chatCompletions)
+  },
+  {
+    method: "POST",
+    path: /^\/v1\/providers\/(?<provider>[^/]+)\/embeddings$/,
+    format: openAiChat,
+    handle: providerRoute(deps, embeddings)
+  },
+  {
+    method: "POST",
+    path: /^\/v1\/providers\/(?<provider>[^/]+)\/images\/generations$/,
+    format: openAiChat,
+    handle: providerRoute(deps, imagesGenerate)
+  },
+  {
+    method: "GET",
+    path: "/api/v1/provider-plugin-manifest",
+    format: openAiChat,
+    handle: (ctx) => Effect.sync(() => sendJson(ctx, 200, manifest()))
+  },
   { method: "GET", path: "/v1/ws", format: openAiResponses, handle: handshake(deps) },
   // Claude Code probes this without a key before its first request.
-  { method: "HEAD", path: "/api/hello", format: openAiChat, public: true, handle: (ctx) => Effect.sync(() => sendJson(ctx, 200, { ok: true })) },
-  { method: "GET", path: "/api/hello", format: openAiChat, public: true, handle: (ctx) => Effect.sync(() => sendJson(ctx, 200, { ok: true })) }
+  {
+    method: "HEAD",
+    path: "/api/hello",
+    format: openAiChat,
+    public: true,
+    handle: (ctx) => Effect.sync(() => sendJson(ctx, 200, { ok: true }))
+  },
+  {
+    method: "GET",
+    path: "/api/hello",
+    format: openAiChat,
+    public: true,
+    handle: (ctx) => Effect.sync(() => sendJson(ctx, 200, { ok: true }))
+  }
 ]

@@ -32,9 +32,22 @@ export const fileObject = (f: StoredFile) => ({
 })
 
 export const notFound = (what: string, id: string, param = "file_id") =>
-  new InferenceError({ status: 404, kind: "not_found", code: "not_found", message: `no ${what} '${id.slice(0, 80)}' for this API key`, param })
+  new InferenceError({
+    status: 404,
+    kind: "not_found",
+    code: "not_found",
+    message: `no ${what} '${id.slice(0, 80)}' for this API key`,
+    param
+  })
 
-const tooLarge = (max: number) => new InferenceError({ status: 413, kind: "too_large", code: "file_too_large", message: `the file is larger than ${max} bytes`, param: "file" })
+const tooLarge = (max: number) =>
+  new InferenceError({
+    status: 413,
+    kind: "too_large",
+    code: "file_too_large",
+    message: `the file is larger than ${max} bytes`,
+    param: "file"
+  })
 
 interface Upload {
   readonly fields: Record<string, string>
@@ -66,7 +79,10 @@ const readUpload = Effect.fnUntraced(
     }
     let parser: ReturnType<typeof Busboy>
     try {
-      parser = Busboy({ headers: req.headers as http.IncomingHttpHeaders & { "content-type": string }, limits: { files: 1, fields: 16, fieldSize: 64 * 1024, parts: 17 } })
+      parser = Busboy({
+        headers: req.headers as http.IncomingHttpHeaders & { "content-type": string },
+        limits: { files: 1, fields: 16, fieldSize: 64 * 1024, parts: 17 }
+      })
     } catch (e) {
       req.resume()
       return yield* badRequest(`the multipart body could not be read: ${(e as Error).message}`, "file", "invalid_multipart")
@@ -161,28 +177,48 @@ const upload = (files: typeof Files.Service) =>
     if (!file) return yield* invalid(badRequest("the upload has no 'file' part", "file"))
     const purpose = fields["purpose"]
     if (!purpose || !(UPLOAD_PURPOSES as ReadonlyArray<string>).includes(purpose)) {
-      return yield* invalid(badRequest(`'purpose' must be one of ${UPLOAD_PURPOSES.join(", ")}, got ${purpose === undefined ? "nothing" : `'${purpose.slice(0, 50)}'`}`, "purpose"))
+      return yield* invalid(
+        badRequest(
+          `'purpose' must be one of ${UPLOAD_PURPOSES.join(", ")}, got ${purpose === undefined ? "nothing" : `'${purpose.slice(0, 50)}'`}`,
+          "purpose"
+        )
+      )
     }
     const anchor = fields["expires_after[anchor]"]
     const after = fields["expires_after[seconds]"]
     let expiresAt: number | null = null
     if (anchor !== undefined || after !== undefined) {
-      if (anchor !== "created_at") return yield* invalid(badRequest("'expires_after[anchor]' must be 'created_at'", "expires_after[anchor]"))
+      if (anchor !== "created_at")
+        return yield* invalid(badRequest("'expires_after[anchor]' must be 'created_at'", "expires_after[anchor]"))
       const s = Number(after)
       if (!/^\d+$/.test(after ?? "") || s < MIN_EXPIRY_S || s > MAX_EXPIRY_S) {
-        return yield* invalid(badRequest(`'expires_after[seconds]' must be an integer between ${MIN_EXPIRY_S} and ${MAX_EXPIRY_S}`, "expires_after[seconds]"))
+        return yield* invalid(
+          badRequest(`'expires_after[seconds]' must be an integer between ${MIN_EXPIRY_S} and ${MAX_EXPIRY_S}`, "expires_after[seconds]")
+        )
       }
       expiresAt = Date.now() + s * 1000
     }
-    const stored = yield* files.record(id, { owner: ownerOf(ctx.apiKeyId), filename: file.filename || "upload", purpose, expiresAt }, file.stored)
+    const stored = yield* files.record(
+      id,
+      { owner: ownerOf(ctx.apiKeyId), filename: file.filename || "upload", purpose, expiresAt },
+      file.stored
+    )
     sendJson(ctx, 200, fileObject(stored))
   })
 
-const intParam = (ctx: HttpRequestContext, name: string, min: number, max: number, fallback: number): Effect.Effect<number, InferenceError> => {
+const intParam = (
+  ctx: HttpRequestContext,
+  name: string,
+  min: number,
+  max: number,
+  fallback: number
+): Effect.Effect<number, InferenceError> => {
   const v = ctx.query.get(name)
   if (v === null) return Effect.succeed(fallback)
   const n = Number(v)
-  return /^\d+$/.test(v) && n >= min && n <= max ? Effect.succeed(n) : Effect.fail(badRequest(`'${name}' must be an integer between ${min} and ${max}`, name))
+  return /^\d+$/.test(v) && n >= min && n <= max
+    ? Effect.succeed(n)
+    : Effect.fail(badRequest(`'${name}' must be an integer between ${min} and ${max}`, name))
 }
 
 const list = (files: typeof Files.Service) =>
@@ -193,7 +229,13 @@ const list = (files: typeof Files.Service) =>
     const purpose = ctx.query.get("purpose") ?? undefined
     const page = yield* files.list(ownerOf(ctx.apiKeyId), { purpose, limit, after: ctx.query.get("after") ?? undefined, order })
     const data = page.data.map(fileObject)
-    sendJson(ctx, 200, { object: "list", data, first_id: data[0]?.id ?? null, last_id: data[data.length - 1]?.id ?? null, has_more: page.hasMore })
+    sendJson(ctx, 200, {
+      object: "list",
+      data,
+      first_id: data[0]?.id ?? null,
+      last_id: data[data.length - 1]?.id ?? null,
+      has_more: page.hasMore
+    })
   })
 
 const retrieve = (files: typeof Files.Service) =>
@@ -221,7 +263,12 @@ const content = (files: typeof Files.Service) =>
 
 /** The file's bytes as they are read (backpressure from the client). */
 const relayFile = (ctx: HttpRequestContext, readable: Readable, length: number): Effect.Effect<void> =>
-  relayBytes(ctx, readable, responseHeaders(ctx, { "content-type": "application/octet-stream", "content-length": length, "cache-control": "private, no-store" }), "the file")
+  relayBytes(
+    ctx,
+    readable,
+    responseHeaders(ctx, { "content-type": "application/octet-stream", "content-length": length, "cache-control": "private, no-store" }),
+    "the file"
+  )
 
 const ID = /^\/v1\/files\/(?<id>[^/]+)$/
 

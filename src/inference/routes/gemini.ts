@@ -106,13 +106,22 @@ const method = (deps: RouteDeps) => (ctx: HttpRequestContext, params: Readonly<R
     case "batchEmbedContents":
       return embedContent(deps, ctx, model, true)
     default:
-      return Effect.fail(new InferenceError({ status: 404, kind: "not_found", code: null, message: `unknown method ${params["method"]}; supported: ${METHODS.join(", ")}` }))
+      return Effect.fail(
+        new InferenceError({
+          status: 404,
+          kind: "not_found",
+          code: null,
+          message: `unknown method ${params["method"]}; supported: ${METHODS.join(", ")}`
+        })
+      )
   }
 }
 
 export const listGeminiModels = (deps: RouteDeps) =>
   Effect.fnUntraced(function* (ctx: HttpRequestContext) {
-    sendJson(ctx, 200, { models: [...catalogEntries(yield* deps.connections).map(geminiModel), ...(yield* deps.virtualModels).map(virtualGeminiModel)] })
+    sendJson(ctx, 200, {
+      models: [...catalogEntries(yield* deps.connections).map(geminiModel), ...(yield* deps.virtualModels).map(virtualGeminiModel)]
+    })
   })
 
 export const getGeminiModel = (deps: RouteDeps) =>

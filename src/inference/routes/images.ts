@@ -70,7 +70,8 @@ const MAX_TOTAL_IMAGE_BYTES = 64 * 1024 * 1024
 const decodeAsk = (body: Record<string, unknown>): Omit<ImagesRequest, "ctx" | "format" | "model" | "operation" | "images" | "mask"> => {
   requireParam(body, "prompt", NON_EMPTY)
   checkParams(body, IMAGE_PARAMS)
-  if (body["stream"] === true) throw new RequestDecodeError("stream: streamed image answers are not supported by the gateway; leave stream unset", "stream")
+  if (body["stream"] === true)
+    throw new RequestDecodeError("stream: streamed image answers are not supported by the gateway; leave stream unset", "stream")
   const size = str(body["size"])
   if (size !== undefined && !SIZE.test(size)) throw invalidParam("size", `"auto", "WIDTHxHEIGHT" or "W:H"`, size)
   const fields: Record<string, unknown> = {}
@@ -89,7 +90,9 @@ const decodeAsk = (body: Record<string, unknown>): Omit<ImagesRequest, "ctx" | "
 
 const modelOf = (body: Record<string, unknown>): Effect.Effect<string, InferenceError> => {
   const model = str(body["model"])
-  return model && model.trim() !== "" ? Effect.succeed(model) : Effect.fail(badRequest("model must be a non-empty string (an image model, e.g. openai/gpt-image-2)", "model"))
+  return model && model.trim() !== ""
+    ? Effect.succeed(model)
+    : Effect.fail(badRequest("model must be a non-empty string (an image model, e.g. openai/gpt-image-2)", "model"))
 }
 
 // ---------------------------------------------------------------- generations
@@ -115,7 +118,13 @@ export const imagesGenerate = (deps: RouteDeps) =>
 // ---------------------------------------------------------------- edits
 
 const multipartFailure = (e: MultipartError): InferenceError =>
-  new InferenceError({ status: e.status, kind: e.status === 413 ? "too_large" : "invalid_request", code: e.code, message: e.message, param: e.param })
+  new InferenceError({
+    status: e.status,
+    kind: e.status === 413 ? "too_large" : "invalid_request",
+    code: e.code,
+    message: e.message,
+    param: e.param
+  })
 
 /** A multipart form's text fields as a JSON-like body: known fields only, numbers and booleans parsed, `svg[key]` nested. */
 const formBody = (form: MultipartForm): Record<string, unknown> => {
@@ -129,7 +138,12 @@ const formBody = (form: MultipartForm): Record<string, unknown> => {
     const value = values[0]
     if (name === "model") body["model"] = value
     if (!KNOWN.has(name) || value === undefined) continue
-    body[name] = NUMERIC.has(name) && /^-?\d+$/.test(value.trim()) ? Number(value) : name === "stream" && (value === "true" || value === "false") ? value === "true" : value
+    body[name] =
+      NUMERIC.has(name) && /^-?\d+$/.test(value.trim())
+        ? Number(value)
+        : name === "stream" && (value === "true" || value === "false")
+          ? value === "true"
+          : value
   }
   return body
 }
@@ -157,15 +171,29 @@ const inlineImage = (value: unknown, param: string): Effect.Effect<ImageInput, I
   const ref = obj(value)
   if (!ref) return Effect.fail(badRequest(`${param}: expected an object with image_url`, param))
   if (ref["file_id"] !== undefined)
-    return Effect.fail(badRequest(`${param}.file_id: file ids are not supported by the gateway; send the image as a data: URL in image_url, or as multipart`, `${param}.file_id`))
+    return Effect.fail(
+      badRequest(
+        `${param}.file_id: file ids are not supported by the gateway; send the image as a data: URL in image_url, or as multipart`,
+        `${param}.file_id`
+      )
+    )
   const url = str(ref["image_url"])
   if (url === undefined) return Effect.fail(badRequest(`${param}.image_url: Field required, expected a data: URL`, `${param}.image_url`))
   const m = /^data:([^;,]*)(;base64)?,/i.exec(url)
-  if (!m || !m[2]) return Effect.fail(badRequest(`${param}.image_url: only base64 data: URLs are accepted (the gateway does not fetch remote images)`, `${param}.image_url`))
+  if (!m || !m[2])
+    return Effect.fail(
+      badRequest(`${param}.image_url: only base64 data: URLs are accepted (the gateway does not fetch remote images)`, `${param}.image_url`)
+    )
   const bytes = Buffer.from(url.slice(m[0].length), "base64")
   if (bytes.length > MAX_IMAGE_BYTES) {
     return Effect.fail(
-      new InferenceError({ status: 413, kind: "too_large", code: "file_too_large", message: `${param}: the image is larger than ${MAX_IMAGE_BYTES} bytes`, param })
+      new InferenceError({
+        status: 413,
+        kind: "too_large",
+        code: "file_too_large",
+        message: `${param}: the image is larger than ${MAX_IMAGE_BYTES} bytes`,
+        param
+      })
     )
   }
   const mimeType = sniffImage(bytes.subarray(0, 16))
@@ -179,8 +207,13 @@ interface EditInput {
   readonly mask: ImageInput | undefined
 }
 
-const fromMultipart: (ctx: HttpRequestContext) => Effect.Effect<EditInput, InferenceError, Scope.Scope> = Effect.fnUntraced(function* (ctx: HttpRequestContext) {
-  const form = yield* Effect.mapError(parseMultipart(ctx.req, { maxFileBytes: MAX_IMAGE_BYTES, maxFiles: MAX_IMAGES + 2 }, ctx.body), multipartFailure)
+const fromMultipart: (ctx: HttpRequestContext) => Effect.Effect<EditInput, InferenceError, Scope.Scope> = Effect.fnUntraced(function* (
+  ctx: HttpRequestContext
+) {
+  const form = yield* Effect.mapError(
+    parseMultipart(ctx.req, { maxFileBytes: MAX_IMAGE_BYTES, maxFiles: MAX_IMAGES + 2 }, ctx.body),
+    multipartFailure
+  )
   const files = filesOf(form, "image")
   if (files.length === 0) return yield* badRequest("image: Field required, expected one or more image files (image or image[])", "image")
   if (files.length > MAX_IMAGES) return yield* badRequest(`image: at most ${MAX_IMAGES} images, got ${files.length}`, "image")
@@ -200,10 +233,15 @@ const fromMultipart: (ctx: HttpRequestContext) => Effect.Effect<EditInput, Infer
   return { body: formBody(form), images, mask }
 })
 
-const jsonEdit: (body: Record<string, unknown>) => Effect.Effect<EditInput, InferenceError> = Effect.fnUntraced(function* (body: Record<string, unknown>) {
+const jsonEdit: (body: Record<string, unknown>) => Effect.Effect<EditInput, InferenceError> = Effect.fnUntraced(function* (
+  body: Record<string, unknown>
+) {
   const list = body["images"]
   if (!Array.isArray(list) || list.length === 0) {
-    return yield* badRequest("images: Field required, expected a non-empty array of { image_url } (or send the images as multipart/form-data)", "images")
+    return yield* badRequest(
+      "images: Field required, expected a non-empty array of { image_url } (or send the images as multipart/form-data)",
+      "images"
+    )
   }
   if (list.length > MAX_IMAGES) return yield* badRequest(`images: at most ${MAX_IMAGES} images, got ${list.length}`, "images")
   const images = yield* Effect.forEach(list, (v, i) => inlineImage(v, `images[${i}]`))
@@ -213,7 +251,8 @@ const jsonEdit: (body: Record<string, unknown>) => Effect.Effect<EditInput, Infe
 
 const fromJson = (ctx: HttpRequestContext): Effect.Effect<EditInput, InferenceError> => withJsonObject(ctx, jsonEdit)
 
-const isJson = (ctx: HttpRequestContext): boolean => /^application\/([\w.+-]+\+)?json\b/i.test(String(ctx.req.headers["content-type"] ?? ""))
+const isJson = (ctx: HttpRequestContext): boolean =>
+  /^application\/([\w.+-]+\+)?json\b/i.test(String(ctx.req.headers["content-type"] ?? ""))
 
 /** `POST /v1/images/edits`. */
 export const imagesEdit = (deps: RouteDeps) =>
@@ -261,14 +300,25 @@ export const listImageModels = (deps: RouteDeps) =>
     const entries = catalogEntries(yield* deps.connections).filter(isImageModel)
     sendJson(ctx, 200, {
       object: "list",
-      data: entries.map((e) => ({ id: e.id, object: "model", created: Math.floor(e.connection.createdAt / 1000), owned_by: e.connection.provider.id, kind: "image" }))
+      data: entries.map((e) => ({
+        id: e.id,
+        object: "model",
+        created: Math.floor(e.connection.createdAt / 1000),
+        owned_by: e.connection.provider.id,
+        kind: "image"
+      }))
     })
   })
 
 export const imageRoutes = (deps: RouteDeps): ReadonlyArray<RouteDef> => {
   const generate = imagesGenerate(deps)
   return [
-    { method: "POST", path: "/v1/images/generations", format: openAiChat, handle: (ctx) => withJsonObject(ctx, (body) => generate(ctx, body)) },
+    {
+      method: "POST",
+      path: "/v1/images/generations",
+      format: openAiChat,
+      handle: (ctx) => withJsonObject(ctx, (body) => generate(ctx, body))
+    },
     { method: "GET", path: "/v1/images/generations", format: openAiChat, handle: listImageModels(deps) },
     { method: "POST", path: "/v1/images/edits", format: openAiChat, handle: imagesEdit(deps) }
   ]

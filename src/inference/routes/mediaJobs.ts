@@ -57,7 +57,10 @@ const positiveSeconds: Rule = {
   expected: "a positive integer number of seconds (or its decimal string)",
   ok: (v) => (typeof v === "number" ? Number.isInteger(v) && v > 0 && v <= 600 : typeof v === "string" && /^[1-9]\d{0,2}$/.test(v))
 }
-const SIZE: Rule = { expected: 'a size "WIDTHxHEIGHT" such as "1280x720"', ok: (v: unknown) => typeof v === "string" && /^[1-9]\d{1,4}x[1-9]\d{1,4}$/.test(v) }
+const SIZE: Rule = {
+  expected: 'a size "WIDTHxHEIGHT" such as "1280x720"',
+  ok: (v: unknown) => typeof v === "string" && /^[1-9]\d{1,4}x[1-9]\d{1,4}$/.test(v)
+}
 const WAIT = either(boolean, integer(0, MAX_WAIT_SECONDS))
 
 const VIDEO_PARAMS = params({
@@ -70,7 +73,10 @@ const VIDEO_PARAMS = params({
 })
 
 const MUSIC_PARAMS = params({
-  duration: { expected: "a number of seconds between 3 and 600", ok: (v) => typeof v === "number" && Number.isFinite(v) && v >= 3 && v <= 600 },
+  duration: {
+    expected: "a number of seconds between 3 and 600",
+    ok: (v) => typeof v === "number" && Number.isFinite(v) && v >= 3 && v <= 600
+  },
   music_length_ms: integer(3000, 600_000),
   instrumental: boolean,
   force_instrumental: boolean,
@@ -105,8 +111,14 @@ const decodeMusic = (body: Record<string, unknown>): Submission<MusicInput> => {
   checkParams(body, MUSIC_PARAMS)
   const duration = typeof body["duration"] === "number" ? body["duration"] : undefined
   const ms = typeof body["music_length_ms"] === "number" ? body["music_length_ms"] : undefined
-  if (duration !== undefined && ms !== undefined) throw new RequestDecodeError("give duration (seconds) or music_length_ms, not both", "duration")
-  const instrumental = typeof body["instrumental"] === "boolean" ? body["instrumental"] : typeof body["force_instrumental"] === "boolean" ? body["force_instrumental"] : undefined
+  if (duration !== undefined && ms !== undefined)
+    throw new RequestDecodeError("give duration (seconds) or music_length_ms, not both", "duration")
+  const instrumental =
+    typeof body["instrumental"] === "boolean"
+      ? body["instrumental"]
+      : typeof body["force_instrumental"] === "boolean"
+        ? body["force_instrumental"]
+        : undefined
   const lengthMs = ms ?? (duration !== undefined ? Math.round(duration * 1000) : undefined)
   const input: MusicInput = {
     prompt,
@@ -156,7 +168,9 @@ const jsonOf = (bytes: Buffer): unknown => {
   }
 }
 
-const tryVideo = (inference: InferenceShape): ((request: JobRequest<VideoInput>, c: Candidate) => Effect.Effect<Submitted, AttemptFailed>) =>
+const tryVideo = (
+  inference: InferenceShape
+): ((request: JobRequest<VideoInput>, c: Candidate) => Effect.Effect<Submitted, AttemptFailed>) =>
   Effect.fnUntraced(function* (request: JobRequest<VideoInput>, c: Candidate) {
     const family = videoFamily(c.connection)!
     const res = yield* sendMedia(inference, request, c, videoSubmit(family, c.model, request.input))
@@ -175,7 +189,8 @@ const tryMusic = (inference: InferenceShape): ((request: JobRequest<MusicInput>,
     if (typeof result === "string") return yield* Effect.fail(badAnswer(request, c.connection, result))
     // Seconds of the audio itself; what was asked for only when the audio cannot be read.
     const seconds =
-      (yield* Effect.promise(() => audioSeconds(result.bytes, result.contentType))) ?? (request.input.lengthMs !== undefined ? request.input.lengthMs / 1000 : undefined)
+      (yield* Effect.promise(() => audioSeconds(result.bytes, result.contentType))) ??
+      (request.input.lengthMs !== undefined ? request.input.lengthMs / 1000 : undefined)
     return {
       status: 200,
       usage: undefined,
@@ -292,7 +307,12 @@ const submitMusic = (deps: RouteDeps, jobs: MediaJobsShape) => {
       candidate: served.candidate,
       family: o.family,
       state: { status: "completed", progress: 100 },
-      result: { bytes: o.bytes, contentType: o.contentType, ...(o.seconds !== undefined ? { seconds: o.seconds } : {}), costUsd: served.costUsd }
+      result: {
+        bytes: o.bytes,
+        contentType: o.contentType,
+        ...(o.seconds !== undefined ? { seconds: o.seconds } : {}),
+        costUsd: served.costUsd
+      }
     })
     answerJob(ctx, job, true)
   })
@@ -304,10 +324,21 @@ const PREFIX: Record<JobKind, string> = { video: "vid_", music: "mus_" }
 /** The caller's job from the path, or a 400 (not a job id of this kind) / 404 (none such for this key). */
 const ownJob = Effect.fnUntraced(function* (jobs: MediaJobsShape, kind: JobKind, ctx: HttpRequestContext, id: string) {
   if (!JOB_ID.test(id) || !id.startsWith(PREFIX[kind])) {
-    return yield* badRequest(`'${id.slice(0, 80)}' is not a ${kind} job id (expected ${PREFIX[kind]} and 32 hex digits)`, "id", "invalid_job_id")
+    return yield* badRequest(
+      `'${id.slice(0, 80)}' is not a ${kind} job id (expected ${PREFIX[kind]} and 32 hex digits)`,
+      "id",
+      "invalid_job_id"
+    )
   }
   const job = yield* jobs.find(kind, id, ctx.apiKeyId)
-  if (!job) return yield* new InferenceError({ status: 404, kind: "not_found", code: "job_not_found", message: `no ${kind} job '${id}' for this API key`, param: "id" })
+  if (!job)
+    return yield* new InferenceError({
+      status: 404,
+      kind: "not_found",
+      code: "job_not_found",
+      message: `no ${kind} job '${id}' for this API key`,
+      param: "id"
+    })
   return job
 })
 
@@ -321,8 +352,15 @@ const getContent = (jobs: MediaJobsShape, kind: JobKind) =>
   Effect.fnUntraced(function* (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) {
     const job = yield* jobs.refresh(yield* ownJob(jobs, kind, ctx, params["id"] ?? ""))
     if (job.status !== "completed") {
-      const why = job.status === "failed" ? `it failed: ${job.error?.message ?? "no reason given"}` : `it is ${job.status} (${job.progress}%)`
-      return yield* new InferenceError({ status: 409, kind: "invalid_request", code: "job_not_completed", message: `job ${job.id} has no content: ${why}`, param: "id" })
+      const why =
+        job.status === "failed" ? `it failed: ${job.error?.message ?? "no reason given"}` : `it is ${job.status} (${job.progress}%)`
+      return yield* new InferenceError({
+        status: 409,
+        kind: "invalid_request",
+        code: "job_not_completed",
+        message: `job ${job.id} has no content: ${why}`,
+        param: "id"
+      })
     }
     const source = yield* jobs.content(job, clientGone(ctx))
     jobHeaders(ctx, job)
@@ -336,7 +374,11 @@ const relay = (ctx: HttpRequestContext, source: JobContent): Effect.Effect<void>
   return relayBytes(
     ctx,
     readable,
-    responseHeaders(ctx, { "content-type": source.contentType, ...(Number.isFinite(length) ? { "content-length": length } : {}), "cache-control": "private, no-store" }),
+    responseHeaders(ctx, {
+      "content-type": source.contentType,
+      ...(Number.isFinite(length) ? { "content-length": length } : {}),
+      "cache-control": "private, no-store"
+    }),
     "the content"
   )
 }

@@ -79,8 +79,16 @@ const embedRoute = (deps: RouteDeps, legacy: boolean) =>
     if (!model) return yield* badRequest("model is required", "model")
     const input = legacy ? body["prompt"] : body["input"]
     const inputs =
-      typeof input === "string" ? [input] : Array.isArray(input) && input.length > 0 && input.every((i) => typeof i === "string") ? (input as Array<string>) : undefined
-    if (!inputs) return yield* badRequest(legacy ? "prompt must be a string" : "input must be a string or an array of strings", legacy ? "prompt" : "input")
+      typeof input === "string"
+        ? [input]
+        : Array.isArray(input) && input.length > 0 && input.every((i) => typeof i === "string")
+          ? (input as Array<string>)
+          : undefined
+    if (!inputs)
+      return yield* badRequest(
+        legacy ? "prompt must be a string" : "input must be a string or an array of strings",
+        legacy ? "prompt" : "input"
+      )
     yield* decode(() => checkEmbedParams(body))
     const result = yield* embed(deps.inference, deps.accounting, ctx, ollama, yield* untagged(deps, model), inputs)
     sendJson(
@@ -88,13 +96,21 @@ const embedRoute = (deps: RouteDeps, legacy: boolean) =>
       200,
       legacy
         ? { embedding: result.vectors[0] }
-        : { model, embeddings: result.vectors, total_duration: (Date.now() - ctx.startedAt) * 1_000_000, load_duration: 0, prompt_eval_count: result.inputTokens }
+        : {
+            model,
+            embeddings: result.vectors,
+            total_duration: (Date.now() - ctx.startedAt) * 1_000_000,
+            load_duration: 0,
+            prompt_eval_count: result.inputTokens
+          }
     )
   })
 
 const tags = (deps: RouteDeps) =>
   Effect.fnUntraced(function* (ctx: HttpRequestContext) {
-    sendJson(ctx, 200, { models: [...catalogEntries(yield* deps.connections).map(ollamaModel), ...(yield* deps.virtualModels).map(virtualOllamaModel)] })
+    sendJson(ctx, 200, {
+      models: [...catalogEntries(yield* deps.connections).map(ollamaModel), ...(yield* deps.virtualModels).map(virtualOllamaModel)]
+    })
   })
 
 const show = (deps: RouteDeps) =>
@@ -109,7 +125,10 @@ const show = (deps: RouteDeps) =>
       parameters: "",
       template: "",
       details: ollamaModel(entry).details,
-      model_info: { "general.architecture": entry.connection.provider.id, ...(entry.spec ? { "general.context_length": entry.spec.contextWindow } : {}) },
+      model_info: {
+        "general.architecture": entry.connection.provider.id,
+        ...(entry.spec ? { "general.context_length": entry.spec.contextWindow } : {})
+      },
       capabilities: [
         "completion",
         ...(entry.spec?.capabilities.tools ? ["tools"] : []),

@@ -9,7 +9,13 @@ import { newId, wholeUsage, type Usage } from "../../domain/canonical.js"
 import { usageToOpenAi } from "../../upstream/formats/openai-chat-answers.js"
 import { RequestDecodeError, type StreamEncoder } from "../../upstream/formats/format.js"
 import type { UsageShape } from "../../services/usage/Usage.js"
-import { catalogEntries, modelObject, openAiModelList, splitNoThinking, virtualModelObject } from "../../upstream/providers/catalogEntries.js"
+import {
+  catalogEntries,
+  modelObject,
+  openAiModelList,
+  splitNoThinking,
+  virtualModelObject
+} from "../../upstream/providers/catalogEntries.js"
 import type { VirtualModel } from "../../services/routing/Router.js"
 import type { AccountingShape } from "../../services/accounting/Accounting.js"
 import { embed, openAiEmbeddings } from "../embeddings.js"
@@ -34,7 +40,10 @@ export interface RouteDeps {
 }
 
 /** Names of the `type: "custom"` tools of a request (`spec` finds the object holding the name). */
-export const customToolNames = (tools: ReadonlyArray<unknown>, spec: (tool: unknown) => Record<string, unknown> | undefined): ReadonlySet<string> =>
+export const customToolNames = (
+  tools: ReadonlyArray<unknown>,
+  spec: (tool: unknown) => Record<string, unknown> | undefined
+): ReadonlySet<string> =>
   new Set(tools.flatMap((t) => (obj(t)?.["type"] === "custom" && str(spec(t)?.["name"]) ? [str(spec(t)?.["name"])!] : [])))
 
 /** `POST /v1/chat/completions`: the call, or the 400 that refuses the body (the route's and the common path's). */
@@ -55,7 +64,10 @@ export const chatCall = (ctx: HttpRequestContext, body: Record<string, unknown>)
     endpoint: "chat.completions",
     decode: decodedAs(body, canonical, openAiChat.decodeRequest),
     noThinking,
-    encodeOptions: { stream_options: body["stream_options"], customTools: customToolNames(arr(body["tools"]), (t) => obj(obj(t)?.["custom"])) }
+    encodeOptions: {
+      stream_options: body["stream_options"],
+      customTools: customToolNames(arr(body["tools"]), (t) => obj(obj(t)?.["custom"]))
+    }
   }
 }
 
@@ -74,7 +86,12 @@ const COMPLETIONS_PARAMS = params({ logprobs: integer(0, 5), echo: boolean, best
 /** `/v1/completions` answers in text_completion shape, decoded as a one-message chat. */
 const completionsDecode = (body: Record<string, unknown>): CanonicalRequest => {
   const prompt = body["prompt"]
-  const text = typeof prompt === "string" ? prompt : Array.isArray(prompt) && prompt.every((p) => typeof p === "string") ? prompt.join("\n") : undefined
+  const text =
+    typeof prompt === "string"
+      ? prompt
+      : Array.isArray(prompt) && prompt.every((p) => typeof p === "string")
+        ? prompt.join("\n")
+        : undefined
   if (text === undefined) throw new RequestDecodeError("prompt must be a string or an array of strings", "prompt")
   checkParams(body, COMPLETIONS_PARAMS)
   const { messages: _m, logprobs: _l, ...rest } = body
@@ -94,7 +111,15 @@ const completionsResponse = (model: string) => (res: CanonicalResponse) => ({
       finish_reason: res.stopReason === "max_tokens" ? "length" : "stop"
     }
   ],
-  ...(res.usage ? { usage: { prompt_tokens: res.usage.inputTokens, completion_tokens: res.usage.outputTokens, total_tokens: res.usage.inputTokens + res.usage.outputTokens } } : {})
+  ...(res.usage
+    ? {
+        usage: {
+          prompt_tokens: res.usage.inputTokens,
+          completion_tokens: res.usage.outputTokens,
+          total_tokens: res.usage.inputTokens + res.usage.outputTokens
+        }
+      }
+    : {})
 })
 
 /**
@@ -123,7 +148,8 @@ class CompletionsStreamEncoder implements StreamEncoder {
     return ""
   }
   end(): string {
-    const usage = this.includeUsage && this.usage ? sseData({ ...this.base(), choices: [], usage: usageToOpenAi(wholeUsage(this.usage)) }) : ""
+    const usage =
+      this.includeUsage && this.usage ? sseData({ ...this.base(), choices: [], usage: usageToOpenAi(wholeUsage(this.usage)) }) : ""
     return `${usage}data: [DONE]\n\n`
   }
 }
@@ -151,7 +177,10 @@ export const completions = (deps: RouteDeps) =>
  * A Responses request (`previous_response_id` already expanded) in canonical form, or the 400
  * that refuses it: the same for `POST /v1/responses` and the WebSocket's `response.create`.
  */
-export const decodeResponsesRequest = (body: Record<string, unknown>, continues: boolean): Effect.Effect<CanonicalRequest, InferenceError> =>
+export const decodeResponsesRequest = (
+  body: Record<string, unknown>,
+  continues: boolean
+): Effect.Effect<CanonicalRequest, InferenceError> =>
   Effect.flatMap(
     tryDecode(openAiChat, () => openAiResponses.decodeRequest(body)),
     (canonical) =>
@@ -206,7 +235,11 @@ export const embeddings = (deps: RouteDeps) =>
     if (!model) return yield* badRequest("model must be a non-empty string", "model")
     const input = body["input"]
     const inputs =
-      typeof input === "string" ? [input] : Array.isArray(input) && input.length > 0 && input.every((i) => typeof i === "string") ? (input as Array<string>) : undefined
+      typeof input === "string"
+        ? [input]
+        : Array.isArray(input) && input.length > 0 && input.every((i) => typeof i === "string")
+          ? (input as Array<string>)
+          : undefined
     if (!inputs) return yield* badRequest("input must be a string or a non-empty array of strings", "input")
     yield* tryDecode(openAiChat, () => checkParams(body, EMBEDDINGS_PARAMS))
     const dimensions = typeof body["dimensions"] === "number" ? body["dimensions"] : undefined
@@ -228,12 +261,19 @@ export const retrieveModel = (deps: RouteDeps) =>
     if (entry) return sendJson(ctx, 200, modelObject(entry, includeNames))
     const virtual = (yield* deps.virtualModels).find((v) => v.id.toLowerCase() === id.toLowerCase())
     if (virtual) return sendJson(ctx, 200, virtualModelObject(virtual, includeNames))
-    return yield* new InferenceError({ status: 404, kind: "not_found", code: "model_not_found", message: `The model '${id}' does not exist`, param: "model" })
+    return yield* new InferenceError({
+      status: 404,
+      kind: "not_found",
+      code: "model_not_found",
+      message: `The model '${id}' does not exist`,
+      param: "model"
+    })
   })
 
 export const openAiRoutes = (deps: RouteDeps): ReadonlyArray<RouteDef> => {
-  const withBody = (h: (ctx: HttpRequestContext, body: Record<string, unknown>) => Effect.Effect<void, InferenceError>) => (ctx: HttpRequestContext) =>
-    withJsonObject(ctx, (body) => h(ctx, body))
+  const withBody =
+    (h: (ctx: HttpRequestContext, body: Record<string, unknown>) => Effect.Effect<void, InferenceError>) => (ctx: HttpRequestContext) =>
+      withJsonObject(ctx, (body) => h(ctx, body))
   return [
     { method: "POST", path: "/v1/chat/completions", format: openAiChat, handle: withBody(chatCompletions(deps)), common: chatCall },
     { method: "POST", path: "/v1/completions", format: openAiChat, handle: withBody(completions(deps)) },

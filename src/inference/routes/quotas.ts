@@ -20,7 +20,11 @@ export const quotaRoutes = (_deps: RouteDeps, quotas: QuotasShape, tracker: Issu
     handle: (ctx: HttpRequestContext) =>
       Effect.map(
         quotas.check(
-          { provider: ctx.query.get("provider") ?? undefined, connection: ctx.query.get("connection") ?? undefined, model: ctx.query.get("model") ?? undefined },
+          {
+            provider: ctx.query.get("provider") ?? undefined,
+            connection: ctx.query.get("connection") ?? undefined,
+            model: ctx.query.get("model") ?? undefined
+          },
           ctx.apiKeyId
         ),
         (answer) => sendJson(ctx, 200, answer)

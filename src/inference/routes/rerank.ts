@@ -21,8 +21,9 @@ export const listEmbeddingModels = (deps: RouteDeps) =>
   })
 
 export const rerankRoutes = (deps: RouteDeps): ReadonlyArray<RouteDef> => {
-  const withBody = (h: (ctx: HttpRequestContext, body: Record<string, unknown>) => Effect.Effect<void, InferenceError>) => (ctx: HttpRequestContext) =>
-    withJsonObject(ctx, (body) => h(ctx, body))
+  const withBody =
+    (h: (ctx: HttpRequestContext, body: Record<string, unknown>) => Effect.Effect<void, InferenceError>) => (ctx: HttpRequestContext) =>
+      withJsonObject(ctx, (body) => h(ctx, body))
   return [
     { method: "POST", path: "/v1/rerank", format: openAiChat, handle: withBody(rerank(deps.inference, deps.accounting)) },
     { method: "POST", path: "/v1/moderations", format: openAiChat, handle: withBody(moderations(deps.inference, deps.accounting)) },

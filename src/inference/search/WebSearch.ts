@@ -21,7 +21,8 @@ export interface StoredAnswer {
   readonly results: ReadonlyArray<SearchResult>
 }
 
-/** What a search in flight settles to: its answer, or undefined when its caller went away before it finished (a waiter then searches itself). */
+/** What a search in flight settles to: its answer, or undefined when its caller went away before it finished (a waiter then searches
+ * itself). */
 export type InFlightSearch = Deferred.Deferred<StoredAnswer | undefined, InferenceError>
 
 /** Latency samples kept per connection for the percentiles. */
@@ -77,7 +78,11 @@ export const percentile = (samples: ReadonlyArray<number>, p: number): number | 
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!
 }
 
-export const makeWebSearch = (options: { readonly ttlSeconds: number; readonly maxEntries: number; readonly now?: () => number }): WebSearchShape => {
+export const makeWebSearch = (options: {
+  readonly ttlSeconds: number
+  readonly maxEntries: number
+  readonly now?: () => number
+}): WebSearchShape => {
   const startedAt = (options.now ?? Date.now)()
   const byConnection = new Map<string, Counters>()
   const totals = { requests: 0, cache_hits: 0, cache_misses: 0, coalesced: 0 }
@@ -132,7 +137,10 @@ export const makeWebSearch = (options: { readonly ttlSeconds: number; readonly m
 }
 
 const nonNegative = (name: string, fallback: number) =>
-  Config.integer(name).pipe(Config.validate({ message: `${name} must be a whole number, 0 or more`, validation: (n) => n >= 0 }), Config.withDefault(fallback))
+  Config.integer(name).pipe(
+    Config.validate({ message: `${name} must be a whole number, 0 or more`, validation: (n) => n >= 0 }),
+    Config.withDefault(fallback)
+  )
 
 export class WebSearch extends Context.Tag("gateway/WebSearch")<WebSearch, WebSearchShape>() {
   /** `SEARCH_CACHE_TTL_SECONDS` (default 300; 0 turns the cache off) and `SEARCH_CACHE_MAX_ENTRIES` (default 1000). */

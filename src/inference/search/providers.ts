@@ -86,7 +86,10 @@ export const searchCall = (family: SearchFamily, ask: SearchAsk, now: number): C
         }
       }
     case "brave":
-      return { path: `/res/v1/web/search?${query({ q: ask.query, count: ask.maxResults, freshness: ask.timeRange ? BRAVE_FRESHNESS[ask.timeRange] : undefined })}`, method: "GET" }
+      return {
+        path: `/res/v1/web/search?${query({ q: ask.query, count: ask.maxResults, freshness: ask.timeRange ? BRAVE_FRESHNESS[ask.timeRange] : undefined })}`,
+        method: "GET"
+      }
     case "exa":
       return {
         path: "/search",
@@ -103,7 +106,11 @@ export const searchCall = (family: SearchFamily, ask: SearchAsk, now: number): C
     case "searxng":
       return { path: `/search?${query({ q: ask.query, format: "json", time_range: ask.timeRange })}`, method: "GET" }
     case "serper":
-      return { path: "/search", method: "POST", json: { q: ask.query, num: ask.maxResults, ...(ask.timeRange ? { tbs: SERPER_TBS[ask.timeRange] } : {}) } }
+      return {
+        path: "/search",
+        method: "POST",
+        json: { q: ask.query, num: ask.maxResults, ...(ask.timeRange ? { tbs: SERPER_TBS[ask.timeRange] } : {}) }
+      }
   }
 }
 

@@ -75,7 +75,8 @@ export const parseSearch = (body: Record<string, unknown>): Effect.Effect<Search
       return yield* fail(`max_results must be an integer from 1 to ${MAX_RESULTS}`, "max_results")
     }
     const depth = body["search_depth"]
-    if (depth !== undefined && depth !== null && depth !== "basic" && depth !== "advanced") return yield* fail("search_depth must be basic or advanced", "search_depth")
+    if (depth !== undefined && depth !== null && depth !== "basic" && depth !== "advanced")
+      return yield* fail("search_depth must be basic or advanced", "search_depth")
     const range = body["time_range"]
     if (range !== undefined && range !== null && !(typeof range === "string" && (TIME_RANGES as ReadonlyArray<string>).includes(range))) {
       return yield* fail(`time_range must be one of ${TIME_RANGES.join(", ")}`, "time_range")
@@ -90,15 +91,18 @@ export const parseSearch = (body: Record<string, unknown>): Effect.Effect<Search
     let named: Array<{ name: string; param: string }> | undefined
     if (provider !== undefined && provider !== null) {
       if (providers !== undefined && providers !== null) return yield* fail("give provider or providers, not both", "providers")
-      if (typeof provider !== "string" || provider.trim() === "") return yield* fail("provider must be a connection name or a search provider id", "provider")
+      if (typeof provider !== "string" || provider.trim() === "")
+        return yield* fail("provider must be a connection name or a search provider id", "provider")
       named = [{ name: provider.trim(), param: "provider" }]
     } else if (providers !== undefined && providers !== null) {
-      if (!Array.isArray(providers) || providers.length === 0) return yield* fail("providers must be a non-empty array of connection names or search provider ids", "providers")
+      if (!Array.isArray(providers) || providers.length === 0)
+        return yield* fail("providers must be a non-empty array of connection names or search provider ids", "providers")
       if (providers.length > 10) return yield* fail("providers may name at most 10 providers", "providers")
       named = []
       for (let i = 0; i < providers.length; i++) {
         const p = providers[i]
-        if (typeof p !== "string" || p.trim() === "") return yield* fail(`providers[${i}] must be a connection name or a search provider id`, `providers[${i}]`)
+        if (typeof p !== "string" || p.trim() === "")
+          return yield* fail(`providers[${i}] must be a connection name or a search provider id`, `providers[${i}]`)
         named.push({ name: p.trim(), param: `providers[${i}]` })
       }
     }
@@ -127,13 +131,19 @@ export const searchConnections = (all: ReadonlyArray<Connection>): Array<Connect
  * `<provider>/search` for a provider id (its enabled connections, in the router's order); every
  * enabled search connection when none is named.
  */
-export const searchTargets = (all: ReadonlyArray<Connection>, named: SearchRequest["named"]): Effect.Effect<ReadonlyArray<string>, InferenceError> =>
+export const searchTargets = (
+  all: ReadonlyArray<Connection>,
+  named: SearchRequest["named"]
+): Effect.Effect<ReadonlyArray<string>, InferenceError> =>
   Effect.gen(function* () {
     const search = searchConnections(all)
     if (!named) {
       const enabled = search.filter((c) => c.enabled)
       if (enabled.length === 0) {
-        return yield* fail(`no search provider is configured: add a connection of ${SEARCH_FAMILIES.join(", ")} with POST /api/providers`, "provider")
+        return yield* fail(
+          `no search provider is configured: add a connection of ${SEARCH_FAMILIES.join(", ")} with POST /api/providers`,
+          "provider"
+        )
       }
       return enabled.map((c) => `${c.name}/${SEARCH_MODEL}`)
     }
@@ -142,7 +152,11 @@ export const searchTargets = (all: ReadonlyArray<Connection>, named: SearchReque
       const lower = name.toLowerCase()
       const connection = all.find((c) => c.name.toLowerCase() === lower)
       if (connection) {
-        if (!isSearchConnection(connection)) return yield* fail(`${param}: connection '${connection.name}' is a ${connection.provider.id} connection, not a search provider`, param)
+        if (!isSearchConnection(connection))
+          return yield* fail(
+            `${param}: connection '${connection.name}' is a ${connection.provider.id} connection, not a search provider`,
+            param
+          )
         if (!connection.enabled) return yield* fail(`${param}: connection '${connection.name}' is disabled`, param)
         models.push(`${connection.name}/${SEARCH_MODEL}`)
       } else if (isSearchFamily(lower)) {
@@ -150,7 +164,10 @@ export const searchTargets = (all: ReadonlyArray<Connection>, named: SearchReque
           return yield* fail(`${param}: search provider ${lower} has no enabled connection (add one with POST /api/providers)`, param)
         models.push(`${lower}/${SEARCH_MODEL}`)
       } else {
-        return yield* fail(`${param}: unknown search provider '${name}': name a search connection or one of ${SEARCH_FAMILIES.join(", ")}`, param)
+        return yield* fail(
+          `${param}: unknown search provider '${name}': name a search connection or one of ${SEARCH_FAMILIES.join(", ")}`,
+          param
+        )
       }
     }
     return models
@@ -222,9 +239,19 @@ const trySearch =
       const read = readSearch(family, tryJson(bytes.toString("utf8")))
       if (!read) return yield* Effect.fail(badAnswer(request, c.connection, `the ${family} answer has no result list`))
       const results = enforce(ask, read)
-      return { status: 200, usage: undefined, ttftMs: null, error: null, headers: headerValue(res.headers), units: { searches: searchUnits(family, ask) }, results }
+      return {
+        status: 200,
+        usage: undefined,
+        ttftMs: null,
+        error: null,
+        headers: headerValue(res.headers),
+        units: { searches: searchUnits(family, ask) },
+        results
+      }
     }).pipe(
-      Effect.tap((s) => Effect.sync(() => ws.recordCall(c.connection.name, family, Date.now() - started, s.results.length > 0 ? "hit" : "empty"))),
+      Effect.tap((s) =>
+        Effect.sync(() => ws.recordCall(c.connection.name, family, Date.now() - started, s.results.length > 0 ? "hit" : "empty"))
+      ),
       Effect.tapError(() => Effect.sync(() => ws.recordCall(c.connection.name, family, Date.now() - started, "error")))
     )
   }
@@ -240,7 +267,14 @@ const answerOf = (stored: StoredAnswer, query: string, cached: boolean) => ({
 })
 
 /** An answer from the cache or from an identical search in flight: no upstream call, cost 0, its usage row marked a cache hit. */
-const answerShared = (inference: InferenceShape, accounting: AccountingShape, ctx: HttpRequestContext, stored: StoredAnswer, query: string, model: string) =>
+const answerShared = (
+  inference: InferenceShape,
+  accounting: AccountingShape,
+  ctx: HttpRequestContext,
+  stored: StoredAnswer,
+  query: string,
+  model: string
+) =>
   Effect.gen(function* () {
     inference.track(ctx, "search")
     yield* accounting.finish({
@@ -336,36 +370,37 @@ export const search =
     })
 
 /** `GET /v1/search`: the search connections, in the default order, and what each honours. */
-export const listSearchProviders = (accounting: AccountingShape, connections: Effect.Effect<ReadonlyArray<Connection>>, ws: WebSearchShape) => (ctx: HttpRequestContext) =>
-  Effect.gen(function* () {
-    const all = searchConnections(yield* connections)
-    let order = 0
-    sendJson(ctx, 200, {
-      object: "list",
-      data: all.map((c) => {
-        const family = c.provider.id as SearchFamily
-        return {
-          connection: c.name,
-          provider: family,
-          name: c.provider.name,
-          enabled: c.enabled,
-          // Place in the fallback order used when a request names no provider (null: disabled, not tried).
-          default_order: c.enabled ? order++ : null,
-          model: `${c.name}/${SEARCH_MODEL}`,
-          capabilities: {
-            fields: CAPABILITIES[family],
-            search_depth: family === "tavily" ? ["basic", "advanced"] : ["basic"],
-            time_range: TIME_RANGES,
-            max_results: MAX_RESULTS
-          },
-          price_per_search_unit_usd: accounting.mediaCost(family, SEARCH_MODEL, undefined, { searches: 1 }),
-          units_per_search: family === "tavily" ? { basic: 1, advanced: 2 } : { basic: 1 }
-        }
-      }),
-      enforced_by_gateway: ["max_results", "include_domains", "exclude_domains"],
-      cache: { ttl_seconds: ws.ttlMs / 1000, max_entries: ws.cache.maxEntries }
+export const listSearchProviders =
+  (accounting: AccountingShape, connections: Effect.Effect<ReadonlyArray<Connection>>, ws: WebSearchShape) => (ctx: HttpRequestContext) =>
+    Effect.gen(function* () {
+      const all = searchConnections(yield* connections)
+      let order = 0
+      sendJson(ctx, 200, {
+        object: "list",
+        data: all.map((c) => {
+          const family = c.provider.id as SearchFamily
+          return {
+            connection: c.name,
+            provider: family,
+            name: c.provider.name,
+            enabled: c.enabled,
+            // Place in the fallback order used when a request names no provider (null: disabled, not tried).
+            default_order: c.enabled ? order++ : null,
+            model: `${c.name}/${SEARCH_MODEL}`,
+            capabilities: {
+              fields: CAPABILITIES[family],
+              search_depth: family === "tavily" ? ["basic", "advanced"] : ["basic"],
+              time_range: TIME_RANGES,
+              max_results: MAX_RESULTS
+            },
+            price_per_search_unit_usd: accounting.mediaCost(family, SEARCH_MODEL, undefined, { searches: 1 }),
+            units_per_search: family === "tavily" ? { basic: 1, advanced: 2 } : { basic: 1 }
+          }
+        }),
+        enforced_by_gateway: ["max_results", "include_domains", "exclude_domains"],
+        cache: { ttl_seconds: ws.ttlMs / 1000, max_entries: ws.cache.maxEntries }
+      })
     })
-  })
 
 /** `GET /v1/search/analytics`: in memory, since this process started. */
 export const searchAnalytics = (ws: WebSearchShape) => (ctx: HttpRequestContext) =>

@@ -68,7 +68,11 @@ export interface AuthRequest {
  * not), an admin cookie session (with its CSRF rules), this machine directly while
  * `requireLogin` is off, or nobody. Credentials that were sent and are wrong fail (401/403).
  */
-export type Identity = { readonly kind: "api-key"; readonly key: ApiKeyRecord } | { readonly kind: "session" } | { readonly kind: "local" } | { readonly kind: "none" }
+export type Identity =
+  | { readonly kind: "api-key"; readonly key: ApiKeyRecord }
+  | { readonly kind: "session" }
+  | { readonly kind: "local" }
+  | { readonly kind: "none" }
 
 export const makeIdentify =
   (keys: ApiKeysShape, admin: AdminAuthShape, settings: SettingsShape) =>
@@ -111,7 +115,12 @@ const authenticate = (
   Effect.tap(
     Effect.gen(function* () {
       const req = yield* HttpServerRequest.HttpServerRequest
-      const who = yield* identify({ method: req.method, headers: req.headers, sessionCookie: req.cookies[SESSION_COOKIE], source: req.source as http.IncomingMessage })
+      const who = yield* identify({
+        method: req.method,
+        headers: req.headers,
+        sessionCookie: req.cookies[SESSION_COOKIE],
+        source: req.source as http.IncomingMessage
+      })
       switch (who.kind) {
         case "api-key":
           return yield* decide.apiKey(who.key)
@@ -136,7 +145,12 @@ export const ManagementAuthLive = Layer.effect(
           ? Effect.succeed({ kind: "api-key" as const, id: key.id })
           : Effect.fail(new Unauthorized({ message: "this API key lacks the admin scope needed for management routes" })),
       nobody: () =>
-        Effect.fail(new Unauthorized({ message: "management authentication required: log in (POST /api/auth/login) or send an admin API key as 'Authorization: Bearer <key>'" }))
+        Effect.fail(
+          new Unauthorized({
+            message:
+              "management authentication required: log in (POST /api/auth/login) or send an admin API key as 'Authorization: Bearer <key>'"
+          })
+        )
     })
   )
 )
@@ -154,7 +168,8 @@ export const PlaygroundAuthLive = Layer.effect(
       nobody: (req) =>
         Effect.gen(function* () {
           // Not through a tunnel's edge: the helper connects from loopback, its requests come from the internet.
-          if (!(yield* flags.enabled("REQUIRE_API_KEY")) && openBind && !crossOrigin(req.headers) && !throughTunnel(req.headers)) return { kind: "local" as const, id: "anonymous" }
+          if (!(yield* flags.enabled("REQUIRE_API_KEY")) && openBind && !crossOrigin(req.headers) && !throughTunnel(req.headers))
+            return { kind: "local" as const, id: "anonymous" }
           return yield* new Unauthorized({
             message:
               "the playground needs a gateway API key ('Authorization: Bearer <key>') or a dashboard login: REQUIRE_API_KEY is on, or the gateway is reachable from other machines"

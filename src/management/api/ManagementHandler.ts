@@ -39,17 +39,23 @@ const fallbackResponse = (req: HttpServerRequest.HttpServerRequest, cause: Cause
       return Effect.succeed(badRequest(`request path is not valid percent-encoding: ${quotedPath(path)}`))
     }
     const planned = findPlanned(PLANNED_MANAGEMENT, path)
-    return Effect.succeed(planned ? json(501, "NotImplemented", plannedMessage(planned)) : json(404, "NotFound", `no route for ${req.method} ${path}`))
+    return Effect.succeed(
+      planned ? json(501, "NotImplemented", plannedMessage(planned)) : json(404, "NotFound", `no route for ${req.method} ${path}`)
+    )
   }
   if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
   // The store refused for being unavailable (its server down, its disk full or read-only): a 503 that says so.
   const unavailable = storeUnavailable(cause)
-  if (unavailable !== undefined) return Effect.succeed(json(503, "ServiceUnavailable", `store_unavailable: ${unavailable}; try again once it is back`))
-  return Effect.logError("management request failed unexpectedly", Cause.pretty(cause)).pipe(Effect.as(json(500, "InternalError", `internal error (request ${requestId})`)))
+  if (unavailable !== undefined)
+    return Effect.succeed(json(503, "ServiceUnavailable", `store_unavailable: ${unavailable}; try again once it is back`))
+  return Effect.logError("management request failed unexpectedly", Cause.pretty(cause)).pipe(
+    Effect.as(json(500, "InternalError", `internal error (request ${requestId})`))
+  )
 }
 
 /** A payload the HttpApi could not decode: `invalid request: ` and the plane's one wording (`describeIssues`). */
-export const describeDecodeError = (e: HttpApiError.HttpApiDecodeError): string => `invalid request: ${describeIssues(e.issues) || e.message}`
+export const describeDecodeError = (e: HttpApiError.HttpApiDecodeError): string =>
+  `invalid request: ${describeIssues(e.issues) || e.message}`
 
 const badRequest = (message: string) => HttpServerResponse.unsafeJson(new BadRequest({ message }), { status: 400 })
 
@@ -65,7 +71,8 @@ const BadInputAsBadRequest = HttpApiBuilder.middleware((app) =>
     if (failure instanceof HttpApiError.HttpApiDecodeError) return Effect.succeed(badRequest(describeDecodeError(failure)))
     const request = failure as { _tag?: string; reason?: string; cause?: unknown } | undefined
     if (request?._tag === "RequestError" && request.reason === "Decode") {
-      if (request.cause instanceof SyntaxError) return Effect.succeed(badRequest(`request body is not valid JSON: ${request.cause.message}`))
+      if (request.cause instanceof SyntaxError)
+        return Effect.succeed(badRequest(`request body is not valid JSON: ${request.cause.message}`))
       // The body limit (MaxBodySize) or a broken upload: the body never arrived whole.
       return Effect.succeed(json(413, "PayloadTooLarge", `request body exceeds ${MAX_MANAGEMENT_BODY_BYTES} bytes or could not be read`))
     }
@@ -116,7 +123,8 @@ const unsupportedBody = (req: HttpServerRequest.HttpServerRequest): string | und
   return `management request bodies must be JSON: send 'content-type: application/json' (got ${JSON.stringify(shown)})`
 }
 
-const emptyBody = (req: HttpServerRequest.HttpServerRequest): boolean => req.headers["transfer-encoding"] === undefined && (req.headers["content-length"] ?? "0").trim() === "0"
+const emptyBody = (req: HttpServerRequest.HttpServerRequest): boolean =>
+  req.headers["transfer-encoding"] === undefined && (req.headers["content-length"] ?? "0").trim() === "0"
 
 /**
  * A request that declares a content type but sends no body is read as having none: its type

@@ -64,22 +64,43 @@ export class AcpAgents extends Context.Tag("gateway/AcpAgents")<AcpAgents, AcpAg
         })
       )
 
-      const detectBinary = (binary: string) => Effect.map(detect(binary, config.detect), (d): Detected => ({ installed: d.installed, version: d.version ?? null }))
+      const detectBinary = (binary: string) =>
+        Effect.map(detect(binary, config.detect), (d): Detected => ({ installed: d.installed, version: d.version ?? null }))
 
       const list = Effect.gen(function* () {
-        const defs = [...BUILTIN_ACP_AGENTS.map((d) => ({ ...d, isCustom: false })), ...(yield* custom).map((d) => ({ ...d, isCustom: true }))]
+        const defs = [
+          ...BUILTIN_ACP_AGENTS.map((d) => ({ ...d, isCustom: false })),
+          ...(yield* custom).map((d) => ({ ...d, isCustom: true }))
+        ]
         const known = yield* Ref.get(detected)
         const missing = [...new Set(defs.map((d) => d.binary).filter((b) => !known.has(b)))]
-        const found = yield* Effect.forEach(missing, (b) => Effect.map(detectBinary(b), (d) => [b, d] as const), { concurrency: "unbounded" })
+        const found = yield* Effect.forEach(missing, (b) => Effect.map(detectBinary(b), (d) => [b, d] as const), {
+          concurrency: "unbounded"
+        })
         const all = yield* Ref.updateAndGet(detected, (m) => new Map([...m, ...found]))
         const agents = defs.map((d): AcpAgentView => {
           const det = all.get(d.binary) ?? { installed: false, version: null }
-          return { id: d.id, name: d.name, binary: d.binary, args: [...d.args], version: det.version, installed: det.installed, protocol: "acp", isCustom: d.isCustom }
+          return {
+            id: d.id,
+            name: d.name,
+            binary: d.binary,
+            args: [...d.args],
+            version: det.version,
+            installed: det.installed,
+            protocol: "acp",
+            isCustom: d.isCustom
+          }
         })
         const installed = agents.filter((a) => a.installed).length
         return {
           agents,
-          summary: { total: agents.length, installed, notFound: agents.length - installed, builtIn: BUILTIN_ACP_AGENTS.length, custom: agents.length - BUILTIN_ACP_AGENTS.length }
+          summary: {
+            total: agents.length,
+            installed,
+            notFound: agents.length - installed,
+            builtIn: BUILTIN_ACP_AGENTS.length,
+            custom: agents.length - BUILTIN_ACP_AGENTS.length
+          }
         }
       }).pipe(Effect.withSpan("AcpAgents.list"))
 
@@ -102,7 +123,8 @@ export class AcpAgents extends Context.Tag("gateway/AcpAgents")<AcpAgents, AcpAg
           }),
         remove: (id) =>
           Effect.gen(function* () {
-            if (BUILTIN_ACP_AGENTS.some((b) => b.id === id)) return yield* new BadRequest({ message: `'${id}' is a built-in ACP agent and cannot be deleted` })
+            if (BUILTIN_ACP_AGENTS.some((b) => b.id === id))
+              return yield* new BadRequest({ message: `'${id}' is a built-in ACP agent and cannot be deleted` })
             if (!(yield* kv.remove(NAMESPACE, id))) return yield* new NotFound({ message: `no custom ACP agent '${id}'` })
             return { removed: id }
           })

@@ -28,7 +28,11 @@ export interface CliToolsShape {
   readonly runtime: (id: string, caller: Caller) => Effect.Effect<CliToolEntry & { readonly status: ToolStatus }, NotFound>
   readonly settings: (id: string) => Effect.Effect<ToolSettingsView, NotFound | BadRequest>
   /** Writes the tool's files with the same modules as `gateway setup-<tool>`. */
-  readonly save: (id: string, input: SaveToolSettings, caller: Caller) => Effect.Effect<typeof SavedToolSettings.Type, NotFound | BadRequest>
+  readonly save: (
+    id: string,
+    input: SaveToolSettings,
+    caller: Caller
+  ) => Effect.Effect<typeof SavedToolSettings.Type, NotFound | BadRequest>
 }
 
 interface Cached {
@@ -39,7 +43,9 @@ interface Cached {
 
 /** A file system failure as one line without a stack (paths stay: they are the caller's own). */
 const fsMessage = (e: unknown): string =>
-  e instanceof ConfigParseError ? e.message : `${(e as NodeJS.ErrnoException).code ?? "error"}: ${sanitise((e as Error).message ?? String(e))}`
+  e instanceof ConfigParseError
+    ? e.message
+    : `${(e as NodeJS.ErrnoException).code ?? "error"}: ${sanitise((e as Error).message ?? String(e))}`
 
 export class CliTools extends Context.Tag("gateway/CliTools")<CliTools, CliToolsShape>() {
   static readonly layer = Layer.effect(
@@ -58,7 +64,8 @@ export class CliTools extends Context.Tag("gateway/CliTools")<CliTools, CliTools
       const lookup = (id: string) =>
         Effect.gen(function* () {
           const tool = findTool(id)
-          if (!tool) return yield* new NotFound({ message: `unknown coding tool '${id}' (known: ${CLI_TOOLS.map((t) => t.id).join(", ")})` })
+          if (!tool)
+            return yield* new NotFound({ message: `unknown coding tool '${id}' (known: ${CLI_TOOLS.map((t) => t.id).join(", ")})` })
           const unavailable = toolUnavailable(tool, yield* compatAll)
           if (unavailable) return yield* new NotFound({ message: unavailable })
           return tool
@@ -69,7 +76,11 @@ export class CliTools extends Context.Tag("gateway/CliTools")<CliTools, CliTools
           const module = TOOL_MODULES[tool.id]
           return module
             ? Effect.succeed({ tool, module })
-            : Effect.fail(new NotFound({ message: `${tool.name} (${tool.id}) keeps no settings file the gateway writes (configType ${tool.configType}); see ${tool.docsUrl}` }))
+            : Effect.fail(
+                new NotFound({
+                  message: `${tool.name} (${tool.id}) keeps no settings file the gateway writes (configType ${tool.configType}); see ${tool.docsUrl}`
+                })
+              )
         })
 
       const observe = (module: ToolModule | undefined) =>
@@ -114,7 +125,8 @@ export class CliTools extends Context.Tag("gateway/CliTools")<CliTools, CliTools
         }
       }
 
-      const readState = (module: ToolModule) => Effect.tryPromise({ try: () => readToolState(module, env), catch: (e) => new BadRequest({ message: fsMessage(e) }) })
+      const readState = (module: ToolModule) =>
+        Effect.tryPromise({ try: () => readToolState(module, env), catch: (e) => new BadRequest({ message: fsMessage(e) }) })
 
       /** The gateway's chat models, as `GET /v1/models` lists them (connections' models, then auto ids and combos). */
       const chatModels = Effect.gen(function* () {
@@ -146,7 +158,8 @@ export class CliTools extends Context.Tag("gateway/CliTools")<CliTools, CliTools
             const statuses = yield* Effect.forEach(tools, (t) => statusOf(t, caller), { concurrency: "unbounded" })
             return Object.fromEntries(tools.map((t, i) => [t.id, statuses[i]!]))
           }).pipe(Effect.withSpan("CliTools.statuses")),
-        runtime: (id, caller) => Effect.flatMap(lookup(id), (tool) => Effect.map(statusOf(tool, caller), (status) => ({ ...tool, status }))),
+        runtime: (id, caller) =>
+          Effect.flatMap(lookup(id), (tool) => Effect.map(statusOf(tool, caller), (status) => ({ ...tool, status }))),
         settings: (id) =>
           Effect.gen(function* () {
             const { tool, module } = yield* withModule(id)
@@ -168,7 +181,9 @@ export class CliTools extends Context.Tag("gateway/CliTools")<CliTools, CliTools
               catch: (e) => new BadRequest({ message: fsMessage(e) })
             })
             cache.delete(tool.id)
-            const userEnv = Object.fromEntries(Object.entries(module.userEnv(target)).map(([k, v]) => [k, v === apiKey ? (v ? maskSecret(v) : "<your gateway key>") : v]))
+            const userEnv = Object.fromEntries(
+              Object.entries(module.userEnv(target)).map(([k, v]) => [k, v === apiKey ? (v ? maskSecret(v) : "<your gateway key>") : v])
+            )
             return { tool: tool.id, written, env: userEnv, settings: view(tool, module, yield* readState(module)) }
           }).pipe(Effect.withSpan("CliTools.save", { attributes: { tool: id } }))
       }

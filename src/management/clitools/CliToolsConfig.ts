@@ -35,9 +35,15 @@ export class CliToolsConfig extends Context.Tag("gateway/CliToolsConfig")<CliToo
       if (Option.isNone(homeOverride)) {
         for (const name of DIR_VARS) vars[name] = Option.getOrUndefined(yield* Config.option(Config.nonEmptyString(name)))
       }
-      const pathVar = Option.getOrElse(yield* Config.option(Config.nonEmptyString("GATEWAY_CLI_TOOLS_PATH")), () => process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin")
+      const pathVar = Option.getOrElse(
+        yield* Config.option(Config.nonEmptyString("GATEWAY_CLI_TOOLS_PATH")),
+        () => process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin"
+      )
       const timeoutMs = yield* Config.integer("GATEWAY_CLI_TOOLS_DETECT_TIMEOUT_MS").pipe(
-        Config.validate({ message: "GATEWAY_CLI_TOOLS_DETECT_TIMEOUT_MS must be between 1 and 60000", validation: (n) => n >= 1 && n <= 60_000 }),
+        Config.validate({
+          message: "GATEWAY_CLI_TOOLS_DETECT_TIMEOUT_MS must be between 1 and 60000",
+          validation: (n) => n >= 1 && n <= 60_000
+        }),
         Config.withDefault(DEFAULT_DETECT_TIMEOUT_MS)
       )
       return { env: { home, vars }, detect: { path: pathVar, home, timeoutMs } }

@@ -149,4 +149,6 @@ export const toolEnabled = (tool: CliToolEntry, compatAll: boolean): boolean => 
 
 /** Why a known tool is not available now (undefined: it is). */
 export const toolUnavailable = (tool: CliToolEntry, compatAll: boolean): string | undefined =>
-  toolEnabled(tool, compatAll) ? undefined : `${tool.name} (${tool.id}) has ${tool.baseUrlSupport} base-URL support and is only listed with the feature flag CLI_COMPAT_ALL on`
+  toolEnabled(tool, compatAll)
+    ? undefined
+    : `${tool.name} (${tool.id}) has ${tool.baseUrlSupport} base-URL support and is only listed with the feature flag CLI_COMPAT_ALL on`

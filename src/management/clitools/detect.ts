@@ -91,12 +91,19 @@ export const detect = (command: string, opts: DetectOptions): Effect.Effect<Tool
   const found = { installed: true, command, commandPath }
   const seconds = opts.timeoutMs % 1000 === 0 ? `${opts.timeoutMs / 1000} s` : `${opts.timeoutMs} ms`
   return runVersion(commandPath, opts).pipe(
-    Effect.timeoutFail({ duration: Duration.millis(opts.timeoutMs), onTimeout: () => new Error(`'${command} --version' did not answer within ${seconds}`) }),
+    Effect.timeoutFail({
+      duration: Duration.millis(opts.timeoutMs),
+      onTimeout: () => new Error(`'${command} --version' did not answer within ${seconds}`)
+    }),
     Effect.map((ran): ToolDetection => {
       const version = VERSION.exec(ran.output)?.[0]
       return ran.code === 0
         ? { ...found, runnable: true, ...(version ? { version } : {}) }
-        : { ...found, runnable: false, reason: `'${command} --version' exited with ${ran.code ?? "a signal"}${ran.output.trim() ? `: ${sanitise(ran.output)}` : ""}` }
+        : {
+            ...found,
+            runnable: false,
+            reason: `'${command} --version' exited with ${ran.code ?? "a signal"}${ran.output.trim() ? `: ${sanitise(ran.output)}` : ""}`
+          }
     }),
     Effect.catchAll((e) => Effect.succeed<ToolDetection>({ ...found, runnable: false, reason: sanitise(e.message) })),
     Effect.withSpan("CliTools.detect", { attributes: { command } })

@@ -30,7 +30,8 @@ const readText = async (file: string): Promise<string | undefined> => {
   }
 }
 
-export const readFiles = async (paths: ReadonlyArray<string>): Promise<Files> => new Map(await Promise.all(paths.map(async (p) => [p, await readText(p)] as const)))
+export const readFiles = async (paths: ReadonlyArray<string>): Promise<Files> =>
+  new Map(await Promise.all(paths.map(async (p) => [p, await readText(p)] as const)))
 
 /** What setup would change (files whose content is already right are left out). */
 export const planSetup = async (module: ToolModule, env: ToolEnv, target: Target): Promise<ReadonlyArray<FileChange>> => {

@@ -31,7 +31,12 @@ export const pointsHere = (endpoint: string, host: string | undefined): boolean 
 
 export type Observed = { readonly state: ToolState } | { readonly error: string }
 
-export const toolStatus = (hasModule: boolean, detection: ToolDetection, observed: Observed | undefined, host: string | undefined): ToolStatus => {
+export const toolStatus = (
+  hasModule: boolean,
+  detection: ToolDetection,
+  observed: Observed | undefined,
+  host: string | undefined
+): ToolStatus => {
   const config = ((): ToolConfigStatus => {
     if (observed === undefined || !hasModule) return { status: detection.installed ? "unknown" : "not_installed" }
     if ("error" in observed) return { status: "unknown" }

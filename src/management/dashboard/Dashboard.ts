@@ -99,7 +99,13 @@ const hash = (b: Buffer): string => {
   return (h >>> 0).toString(36)
 }
 
-const send = (req: http.IncomingMessage, res: http.ServerResponse, status: number, headers: Record<string, string | number>, body: Buffer | string) => {
+const send = (
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  status: number,
+  headers: Record<string, string | number>,
+  body: Buffer | string
+) => {
   const requestId = newRequestId()
   res.writeHead(status, { ...gatewayHeaders(requestId), ...COMMON, ...headers, "content-length": Buffer.byteLength(body) })
   res.end(req.method === "HEAD" ? undefined : body)
@@ -157,7 +163,13 @@ export class Dashboard extends Context.Tag("gateway/Dashboard")<Dashboard, Dashb
             // A missing hashed asset is a 404 (an old page asking for a file of a previous build);
             // any other path is a page of the app.
             if (rel.startsWith("/assets/") || path.extname(rel) !== "") {
-              send(req, res, 404, { "content-type": "application/json", "cache-control": "no-store" }, JSON.stringify({ _tag: "NotFound", message: `no dashboard file ${rel}` }))
+              send(
+                req,
+                res,
+                404,
+                { "content-type": "application/json", "cache-control": "no-store" },
+                JSON.stringify({ _tag: "NotFound", message: `no dashboard file ${rel}` })
+              )
               return true
             }
             asset = assets.get("/index.html")!
@@ -179,7 +191,13 @@ export class Dashboard extends Context.Tag("gateway/Dashboard")<Dashboard, Dashb
             req,
             res,
             200,
-            { "content-type": asset.type, "cache-control": cache, etag: asset.etag, vary: "accept-encoding", ...(encoding ? { "content-encoding": encoding } : {}) },
+            {
+              "content-type": asset.type,
+              "cache-control": cache,
+              etag: asset.etag,
+              vary: "accept-encoding",
+              ...(encoding ? { "content-encoding": encoding } : {})
+            },
             body
           )
           return true

@@ -81,7 +81,14 @@ export class InspectorFeed extends Context.Tag("gateway/InspectorFeed")<Inspecto
         ws.on("error", () => ws.terminate())
         // Under --workers, what the other processes recorded before anyone looked is gathered first.
         const snapshot = () => {
-          if (ws.readyState === ws.OPEN) ws.send(JSON.stringify({ type: "snapshot", entries: inspector.core.entries({}).map(summaryOf), bufferSize: inspector.config.bufferSize }))
+          if (ws.readyState === ws.OPEN)
+            ws.send(
+              JSON.stringify({
+                type: "snapshot",
+                entries: inspector.core.entries({}).map(summaryOf),
+                bufferSize: inspector.config.bufferSize
+              })
+            )
           snapshotSent = true
           // What came meanwhile is in the snapshot already; later changes follow it.
           queued = []
@@ -94,7 +101,12 @@ export class InspectorFeed extends Context.Tag("gateway/InspectorFeed")<Inspecto
         upgrade: (req, socket, head) => {
           if ((req.url ?? "/").split("?")[0] !== INSPECTOR_WS_PATH) return false
           if (!directLocal(req)) {
-            refuse(socket, 403, "Forbidden", "the traffic inspector is loopback-only: connect from this machine, directly (not through a tunnel or a proxy)")
+            refuse(
+              socket,
+              403,
+              "Forbidden",
+              "the traffic inspector is loopback-only: connect from this machine, directly (not through a tunnel or a proxy)"
+            )
             return true
           }
           if (!originAllowed(req, true)) {

@@ -49,7 +49,8 @@ interface AcceptDeps extends LiveClients {
 const makeAccept =
   ({ identify, runFork, wss, clients, recent, watching }: AcceptDeps) =>
   (req: http.IncomingMessage, socket: net.Socket, head: Buffer, samePort: boolean) => {
-    if (!originAllowed(req, samePort)) return refuse(socket, 403, "Forbidden", "the live feed is open to the gateway's own pages only (Origin differs)")
+    if (!originAllowed(req, samePort))
+      return refuse(socket, 403, "Forbidden", "the live feed is open to the gateway's own pages only (Origin differs)")
     admitManagementSocket(identify, runFork, req, socket, "the live feed", () =>
       wss.handleUpgrade(req, socket, head, (ws) => {
         clients.add(ws)

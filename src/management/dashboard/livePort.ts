@@ -25,12 +25,18 @@ export interface LivePortDeps {
 /** Listens on the live port for the life of the scope; the port it bound, or undefined when it could not. */
 export const listenLivePort = Effect.fnUntraced(function* ({ config, runFork, accept }: LivePortDeps) {
   const configured = yield* Config.integer("GATEWAY_LIVE_WS_PORT").pipe(
-    Config.validate({ message: "GATEWAY_LIVE_WS_PORT must be a port number from 0 to 65535 (0 picks a free one)", validation: (n) => n >= 0 && n <= 65535 }),
+    Config.validate({
+      message: "GATEWAY_LIVE_WS_PORT must be a port number from 0 to 65535 (0 picks a free one)",
+      validation: (n) => n >= 0 && n <= 65535
+    }),
     Config.option
   )
   const livePort = Option.getOrElse(configured, () => (config.port === 0 ? 0 : DEFAULT_LIVE_PORT))
   const server = http.createServer((_req, res) => {
-    const body = JSON.stringify({ _tag: "UpgradeRequired", message: `the live feed is a WebSocket: connect to ws://<host>:<this port>${LIVE_PATH}` })
+    const body = JSON.stringify({
+      _tag: "UpgradeRequired",
+      message: `the live feed is a WebSocket: connect to ws://<host>:<this port>${LIVE_PATH}`
+    })
     res.writeHead(426, { "content-type": "application/json", "content-length": Buffer.byteLength(body), upgrade: "websocket" })
     res.end(body)
   })
@@ -39,7 +45,11 @@ export const listenLivePort = Effect.fnUntraced(function* ({ config, runFork, ac
   yield* Effect.async<void>((resume) => {
     const onError = (e: NodeJS.ErrnoException) => {
       server.off("listening", onListening)
-      runFork(Effect.logWarning(`live feed: port ${livePort} is not available (${e.code ?? e.message}); the dashboard's feed is on the main port at ${LIVE_PATH}`))
+      runFork(
+        Effect.logWarning(
+          `live feed: port ${livePort} is not available (${e.code ?? e.message}); the dashboard's feed is on the main port at ${LIVE_PATH}`
+        )
+      )
       resume(Effect.void)
     }
     const onListening = () => {

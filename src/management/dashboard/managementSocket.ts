@@ -26,7 +26,8 @@ const cookieValue = (header: string | undefined, name: string): string | undefin
 }
 
 /** The host name of a Host header (an IPv6 literal keeps its brackets). */
-const hostname = (hostHeader: string): string => (hostHeader.startsWith("[") ? hostHeader.slice(0, hostHeader.indexOf("]") + 1) : hostHeader.split(":")[0]!)
+const hostname = (hostHeader: string): string =>
+  hostHeader.startsWith("[") ? hostHeader.slice(0, hostHeader.indexOf("]") + 1) : hostHeader.split(":")[0]!
 
 /**
  * A browser may open a WebSocket to any site, with the user's cookies: only a page of the
@@ -50,7 +51,10 @@ export const originAllowed = (req: http.IncomingMessage, samePort: boolean): boo
 /** An upgrade refused with a JSON answer written to the socket itself (destroyed when it can no longer be written). */
 export const refuse = (socket: net.Socket, status: number, text: string, message: string) => {
   const body = JSON.stringify({ _tag: status === 401 ? "Unauthorized" : status === 403 ? "Forbidden" : "NotFound", message })
-  if (socket.writable) socket.end(`HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+  if (socket.writable)
+    socket.end(
+      `HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`
+    )
   else socket.destroy()
 }
 
@@ -68,13 +72,25 @@ export const admitManagementSocket = (
   admitted: () => void
 ): void => {
   runFork(
-    identify({ method: "GET", headers: req.headers as Record<string, string | undefined>, sessionCookie: cookieValue(req.headers["cookie"], SESSION_COOKIE), source: req }).pipe(
+    identify({
+      method: "GET",
+      headers: req.headers as Record<string, string | undefined>,
+      sessionCookie: cookieValue(req.headers["cookie"], SESSION_COOKIE),
+      source: req
+    }).pipe(
       Effect.either,
       Effect.map((who) => {
         if (who._tag === "Left") return refuse(socket, who.left._tag === "Unauthorized" ? 401 : 403, who.left._tag, who.left.message)
         const id = who.right
-        if (id.kind === "none") return refuse(socket, 401, "Unauthorized", `${what} needs a dashboard session, an admin API key, or this machine with requireLogin off`)
-        if (id.kind === "api-key" && !id.key.scopes.includes("admin")) return refuse(socket, 401, "Unauthorized", `this API key lacks the admin scope ${what} needs`)
+        if (id.kind === "none")
+          return refuse(
+            socket,
+            401,
+            "Unauthorized",
+            `${what} needs a dashboard session, an admin API key, or this machine with requireLogin off`
+          )
+        if (id.kind === "api-key" && !id.key.scopes.includes("admin"))
+          return refuse(socket, 401, "Unauthorized", `this API key lacks the admin scope ${what} needs`)
         admitted()
       }),
       Effect.catchAllCause(() => Effect.sync(() => socket.destroy()))

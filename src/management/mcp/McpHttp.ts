@@ -48,7 +48,14 @@ interface Session {
 }
 
 /** An error as the SDK's transport answers its own: a JSON-RPC error with no id. */
-const reply = (res: http.ServerResponse, status: number, code: number, message: string, headers: Record<string, string> = {}, data?: unknown) => {
+const reply = (
+  res: http.ServerResponse,
+  status: number,
+  code: number,
+  message: string,
+  headers: Record<string, string> = {},
+  data?: unknown
+) => {
   if (res.headersSent) return void res.end()
   const body = JSON.stringify({ jsonrpc: "2.0", error: { code, message, ...(data === undefined ? {} : { data }) }, id: null })
   res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body), ...headers })
@@ -65,7 +72,9 @@ const ownerOf = (caller: McpCaller) => `${caller.kind}:${caller.id}`
 
 /** An initialize request (or a batch holding one): what may open a session. The SDK checks the rest. */
 const isInitialize = (body: unknown): boolean =>
-  Array.isArray(body) ? body.some(isInitialize) : typeof body === "object" && body !== null && (body as { method?: unknown }).method === "initialize"
+  Array.isArray(body)
+    ? body.some(isInitialize)
+    : typeof body === "object" && body !== null && (body as { method?: unknown }).method === "initialize"
 
 /**
  * The SDK, loaded at the first MCP request: it takes most of a second to import (zod, ajv,
@@ -96,7 +105,8 @@ export class McpHttp extends Context.Tag("gateway/McpHttp")<McpHttp, McpHttpShap
       const startedAt = new Date().toISOString()
       let restartedAt: string | null = null
 
-      const close = (s: Session) => Effect.promise(() => s.server.close().catch(() => undefined)).pipe(Effect.zipRight(Effect.sync(() => sessions.delete(s.id))))
+      const close = (s: Session) =>
+        Effect.promise(() => s.server.close().catch(() => undefined)).pipe(Effect.zipRight(Effect.sync(() => sessions.delete(s.id))))
       const closeAll = Effect.suspend(() => Effect.forEach([...sessions.values()], close, { discard: true }))
       yield* Effect.addFinalizer(() => closeAll)
       // Idle sessions are closed once a minute.
@@ -134,7 +144,13 @@ export class McpHttp extends Context.Tag("gateway/McpHttp")<McpHttp, McpHttpShap
           return transport
         })
 
-      const serve = (transport: StreamableHTTPServerTransport, caller: McpCaller, req: http.IncomingMessage, res: http.ServerResponse, body?: unknown) =>
+      const serve = (
+        transport: StreamableHTTPServerTransport,
+        caller: McpCaller,
+        req: http.IncomingMessage,
+        res: http.ServerResponse,
+        body?: unknown
+      ) =>
         Effect.promise(() => {
           // The SDK hands `req.auth` to the handlers as `extra.authInfo`: the caller of this very request.
           Object.assign(req, { auth: { token: "", clientId: caller.id, scopes: [...caller.scopes], extra: { caller } } })
@@ -144,10 +160,17 @@ export class McpHttp extends Context.Tag("gateway/McpHttp")<McpHttp, McpHttpShap
       /** The session a request names, if it exists and belongs to this caller; else the answer was written. */
       const sessionFor = (req: http.IncomingMessage, res: http.ServerResponse, caller: McpCaller): Session | undefined => {
         const id = trimmedHeader(req, "mcp-session-id")
-        if (id === undefined) return void reply(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required (open a session with an initialize request first)")
+        if (id === undefined)
+          return void reply(
+            res,
+            400,
+            -32000,
+            "Bad Request: Mcp-Session-Id header is required (open a session with an initialize request first)"
+          )
         const session = sessions.get(id)
         if (!session) return void reply(res, 404, -32001, "Session not found: it was closed or never existed; initialize a new one")
-        if (session.owner !== ownerOf(caller)) return void reply(res, 403, -32000, "this session belongs to another caller (the credentials differ from those that opened it)")
+        if (session.owner !== ownerOf(caller))
+          return void reply(res, 403, -32000, "this session belongs to another caller (the credentials differ from those that opened it)")
         session.lastSeen = Date.now()
         return session
       }
@@ -163,12 +186,23 @@ export class McpHttp extends Context.Tag("gateway/McpHttp")<McpHttp, McpHttpShap
           }
           const cookies = req.headers.cookie ? Cookies.parseHeader(req.headers.cookie) : {}
           const who = yield* Effect.either(
-            identify({ method: req.method ?? "GET", headers: req.headers as Record<string, string | undefined>, sessionCookie: cookies[SESSION_COOKIE], source: req })
+            identify({
+              method: req.method ?? "GET",
+              headers: req.headers as Record<string, string | undefined>,
+              sessionCookie: cookies[SESSION_COOKIE],
+              source: req
+            })
           )
           if (who._tag === "Left") {
             req.resume()
             const unauthorized = who.left._tag === "Unauthorized"
-            return reply(res, unauthorized ? 401 : 403, -32001, who.left.message, unauthorized ? { "www-authenticate": 'Bearer realm="gateway"' } : {})
+            return reply(
+              res,
+              unauthorized ? 401 : 403,
+              -32001,
+              who.left.message,
+              unauthorized ? { "www-authenticate": 'Bearer realm="gateway"' } : {}
+            )
           }
           const caller = callerOfIdentity(who.right, baseUrlOf(req))
           if (req.method === "GET" || req.method === "DELETE") {
@@ -176,7 +210,8 @@ export class McpHttp extends Context.Tag("gateway/McpHttp")<McpHttp, McpHttpShap
             if (session) yield* serve(session.transport, caller, req, res)
             return
           }
-          if (req.method !== "POST") return reply(res, 405, -32000, `Method Not Allowed: ${MCP_PATH} takes POST, GET and DELETE`, { allow: "GET, POST, DELETE" })
+          if (req.method !== "POST")
+            return reply(res, 405, -32000, `Method Not Allowed: ${MCP_PATH} takes POST, GET and DELETE`, { allow: "GET, POST, DELETE" })
           const read = yield* Effect.either(readBody(req, MAX_MCP_BODY_BYTES))
           if (read._tag === "Left") return reply(res, read.left.status, -32000, read.left.message)
           const text = read.right.toString("utf8")
@@ -192,7 +227,8 @@ export class McpHttp extends Context.Tag("gateway/McpHttp")<McpHttp, McpHttpShap
             if (session) yield* serve(session.transport, caller, req, res, body)
             return
           }
-          if (!isInitialize(body)) return reply(res, 400, -32000, "Bad Request: no Mcp-Session-Id header; a session begins with an initialize request")
+          if (!isInitialize(body))
+            return reply(res, 400, -32000, "Bad Request: no Mcp-Session-Id header; a session begins with an initialize request")
           yield* serve(yield* open(caller), caller, req, res, body)
         }).pipe(
           Effect.catchAllCause((cause) =>

@@ -71,7 +71,13 @@ export class McpTools extends Context.Tag("gateway/McpTools")<McpTools, McpTools
         title: t.title,
         description: compress ? firstSentence(t.description) : t.description,
         inputSchema: inputSchemaOf(t.args, compress),
-        annotations: { title: t.title, readOnlyHint: t.readOnly, destructiveHint: t.destructive ?? false, idempotentHint: t.readOnly, openWorldHint: t.openWorld ?? false },
+        annotations: {
+          title: t.title,
+          readOnlyHint: t.readOnly,
+          destructiveHint: t.destructive ?? false,
+          idempotentHint: t.readOnly,
+          openWorldHint: t.openWorld ?? false
+        },
         _meta: { "gateway/scope": t.scope }
       })
       // The listing for each value of the compress flag, built when first asked for.
@@ -87,9 +93,11 @@ export class McpTools extends Context.Tag("gateway/McpTools")<McpTools, McpTools
         compressDescriptions: flags.enabled("GATEWAY_MCP_COMPRESS_DESCRIPTIONS")
       })
       /** Scopes are a matter of authorisation; an anonymous caller stays anonymous when they are not enforced. */
-      const allowed = (caller: McpCaller, t: McpTool, enforce: boolean) => caller.scopes.has(t.scope) || (!enforce && caller.kind !== "anonymous")
+      const allowed = (caller: McpCaller, t: McpTool, enforce: boolean) =>
+        caller.scopes.has(t.scope) || (!enforce && caller.kind !== "anonymous")
 
-      const list = (caller: McpCaller) => Effect.map(settings, (s) => listingFor(s.compressDescriptions).filter((_, i) => allowed(caller, tools[i]!, s.enforceScopes)))
+      const list = (caller: McpCaller) =>
+        Effect.map(settings, (s) => listingFor(s.compressDescriptions).filter((_, i) => allowed(caller, tools[i]!, s.enforceScopes)))
 
       const call = (caller: McpCaller, name: string, args: Record<string, unknown> | undefined) =>
         Effect.gen(function* () {
@@ -115,7 +123,9 @@ export class McpTools extends Context.Tag("gateway/McpTools")<McpTools, McpTools
             ),
             Effect.catchAll((e) => Effect.succeed(toolError(`${t.name} failed: ${e.message}`))),
             Effect.catchAllCause((cause) =>
-              Effect.logError(`MCP tool ${t.name} failed unexpectedly`, Cause.pretty(cause)).pipe(Effect.as(toolError(`${t.name} failed: internal error (logged by the gateway)`)))
+              Effect.logError(`MCP tool ${t.name} failed unexpectedly`, Cause.pretty(cause)).pipe(
+                Effect.as(toolError(`${t.name} failed: internal error (logged by the gateway)`))
+              )
             )
           )
           return answer

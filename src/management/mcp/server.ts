@@ -1,6 +1,13 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js"
-import { CallToolRequestSchema, ErrorCode, LATEST_PROTOCOL_VERSION, ListToolsRequestSchema, McpError, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js"
+import {
+  CallToolRequestSchema,
+  ErrorCode,
+  LATEST_PROTOCOL_VERSION,
+  ListToolsRequestSchema,
+  McpError,
+  SUPPORTED_PROTOCOL_VERSIONS
+} from "@modelcontextprotocol/sdk/types.js"
 import * as Effect from "effect/Effect"
 import { VERSION } from "../../kernel/version.js"
 import type { McpCaller } from "./caller.js"
@@ -23,8 +30,13 @@ export type CallerOf = (extra: RequestHandlerExtra<any, any>) => McpCaller
  * the gateway's runtime (its logger: stderr under stdio).
  */
 export const makeMcpServer = (tools: McpToolsShape, run: <A>(effect: Effect.Effect<A>) => Promise<A>, callerOf: CallerOf): Server => {
-  const server = new Server({ name: "gateway", title: "AI gateway", version: VERSION }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS })
-  server.setRequestHandler(ListToolsRequestSchema, (_request, extra) => run(Effect.map(tools.list(callerOf(extra)), (list) => ({ tools: list }))))
+  const server = new Server(
+    { name: "gateway", title: "AI gateway", version: VERSION },
+    { capabilities: { tools: {} }, instructions: INSTRUCTIONS }
+  )
+  server.setRequestHandler(ListToolsRequestSchema, (_request, extra) =>
+    run(Effect.map(tools.list(callerOf(extra)), (list) => ({ tools: list })))
+  )
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const result = await run(Effect.either(tools.call(callerOf(extra), request.params.name, request.params.arguments)))
     if (result._tag === "Left") throw new McpError(ErrorCode.InvalidParams, result.left.message)

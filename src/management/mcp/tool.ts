@@ -54,7 +54,10 @@ const stripDocs = (node: unknown): unknown => {
   for (const [k, v] of Object.entries(node)) {
     if (k === "description" || k === "title") continue
     // A property named description or title is kept: only the annotations go.
-    out[k] = k === "properties" && v !== null && typeof v === "object" ? Object.fromEntries(Object.entries(v).map(([p, s]) => [p, stripDocs(s)])) : stripDocs(v)
+    out[k] =
+      k === "properties" && v !== null && typeof v === "object"
+        ? Object.fromEntries(Object.entries(v).map(([p, s]) => [p, stripDocs(s)]))
+        : stripDocs(v)
   }
   return out
 }

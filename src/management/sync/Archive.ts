@@ -22,11 +22,18 @@ import * as Envelope from "./envelope.js"
  *   (`{ "format": "gateway-storage-key", "key": "<64 hex>" }`) and, when DATA_DIR/.env exists,
  *   `env.enc` (the file: it may hold provider keys or STORAGE_ENCRYPTION_KEY).
  */
-export const ARCHIVE = { manifest: "manifest.json", db: "gateway.db", config: "config.json", key: "storage-key.enc", env: "env.enc" } as const
+export const ARCHIVE = {
+  manifest: "manifest.json",
+  db: "gateway.db",
+  config: "config.json",
+  key: "storage-key.enc",
+  env: "env.enc"
+} as const
 export const ENV_FILE = ".env"
 
 /** tar-stream, loaded with the first archive (docs/performance.md, "Memory at rest"). */
-const loadTar = (): Promise<typeof TarStream> => import("tar-stream").then((m) => ((m as { default?: typeof TarStream }).default ?? m) as typeof TarStream)
+const loadTar = (): Promise<typeof TarStream> =>
+  import("tar-stream").then((m) => ((m as { default?: typeof TarStream }).default ?? m) as typeof TarStream)
 
 export type ArchiveEntry = { readonly name: string; readonly file: string } | { readonly name: string; readonly data: string | Buffer }
 
@@ -37,7 +44,9 @@ export const writeArchive = async (out: string, entries: ReadonlyArray<ArchiveEn
   const add = async () => {
     for (const e of entries) {
       if ("data" in e) {
-        await new Promise<void>((resolve, reject) => pack.entry({ name: e.name, mode: 0o600 }, e.data, (err) => (err ? reject(err) : resolve())))
+        await new Promise<void>((resolve, reject) =>
+          pack.entry({ name: e.name, mode: 0o600 }, e.data, (err) => (err ? reject(err) : resolve()))
+        )
       } else {
         const size = fs.statSync(e.file).size
         await new Promise<void>((resolve, reject) => {
@@ -98,13 +107,20 @@ export const readArchive = async (
 export const databaseOf = (file: string, dir: string, label: string, wanted: ReadonlyArray<string> = []) =>
   Effect.tryPromise({
     try: () => fs.promises.mkdir(dir, { recursive: true }).then(() => readArchive(file, dir, [ARCHIVE.db, ...wanted])),
-    catch: (e) => new BadRequest({ message: `cannot restore ${label}: not a readable gateway archive (${e instanceof Error ? e.message : String(e)})` })
+    catch: (e) =>
+      new BadRequest({ message: `cannot restore ${label}: not a readable gateway archive (${e instanceof Error ? e.message : String(e)})` })
   }).pipe(
     Effect.flatMap((read) =>
       read.files[ARCHIVE.db] && read.names.includes(ARCHIVE.manifest)
         ? Effect.succeed({ db: read.files[ARCHIVE.db]!, names: read.names, files: read.files })
         : Effect.sync(() => Object.values(read.files).forEach((f) => fs.rmSync(f, { force: true }))).pipe(
-            Effect.zipRight(Effect.fail(new BadRequest({ message: `cannot restore ${label}: the archive has no ${ARCHIVE.manifest} and ${ARCHIVE.db} (not a gateway export)` })))
+            Effect.zipRight(
+              Effect.fail(
+                new BadRequest({
+                  message: `cannot restore ${label}: the archive has no ${ARCHIVE.manifest} and ${ARCHIVE.db} (not a gateway export)`
+                })
+              )
+            )
           )
     )
   )
@@ -134,7 +150,8 @@ export const openStorageKey = (sealed: string, passphrase: string): Effect.Effec
     }
     try {
       const parsed = JSON.parse(opened.ok.toString("utf8")) as { format?: string; key?: string }
-      if (parsed.format === "gateway-storage-key" && typeof parsed.key === "string" && /^[0-9a-f]{64}$/.test(parsed.key)) return Effect.succeed(parsed.key)
+      if (parsed.format === "gateway-storage-key" && typeof parsed.key === "string" && /^[0-9a-f]{64}$/.test(parsed.key))
+        return Effect.succeed(parsed.key)
     } catch {
       // fall through
     }

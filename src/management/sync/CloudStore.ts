@@ -8,7 +8,8 @@ import { type CloudBundle, type CloudVersionList, type CloudVersionView, Version
 import { isUniqueViolation } from "../../platform/store/dialect.js"
 
 export interface CloudStoreShape {
-  /** Stores a new version of `space`'s bundle when `baseVersion` is its current version (0: none yet); else a 409 naming the current one. */
+  /** Stores a new version of `space`'s bundle when `baseVersion` is its current version (0: none yet); else a 409 naming the current one.
+   * */
   readonly put: (space: string, baseVersion: number, ciphertext: string) => Effect.Effect<CloudVersionView, VersionConflict>
   readonly latest: (space: string) => Effect.Effect<CloudBundle, NotFound>
   readonly versions: (space: string) => Effect.Effect<CloudVersionList>
@@ -28,7 +29,9 @@ export class CloudStore extends Context.Tag("gateway/CloudStore")<CloudStore, Cl
       const sql = yield* SqlClient.SqlClient
       const keep = Math.max(1, yield* Effect.orDie(KeepVersions))
       const currentOf = (space: string) =>
-        Effect.map(sql<{ v: number | null }>`SELECT MAX(version) AS v FROM cloud_bundles WHERE space = ${space}`, (rows) => Number(rows[0]?.v ?? 0))
+        Effect.map(sql<{ v: number | null }>`SELECT MAX(version) AS v FROM cloud_bundles WHERE space = ${space}`, (rows) =>
+          Number(rows[0]?.v ?? 0)
+        )
 
       const conflict = (space: string, baseVersion: number, current: number) =>
         new VersionConflict({
@@ -51,7 +54,9 @@ export class CloudStore extends Context.Tag("gateway/CloudStore")<CloudStore, Cl
           )
           .pipe(
             Effect.catchTag("SqlError", (e) =>
-              isUniqueViolation(e) ? Effect.flatMap(Effect.orDie(currentOf(space)), (current) => Effect.fail(conflict(space, baseVersion, current))) : Effect.die(e)
+              isUniqueViolation(e)
+                ? Effect.flatMap(Effect.orDie(currentOf(space)), (current) => Effect.fail(conflict(space, baseVersion, current)))
+                : Effect.die(e)
             ),
             Effect.tap((v) => Effect.logInfo(`cloud bundle ${space} v${v.version} stored (${v.size} bytes)`)),
             Effect.withSpan("CloudStore.put")
@@ -82,12 +87,20 @@ export class CloudStore extends Context.Tag("gateway/CloudStore")<CloudStore, Cl
       const versions = (space: string) =>
         Effect.map(
           Effect.orDie(
-            sql<{ version: number; size: number; created_at: number }>`SELECT version, size, created_at FROM cloud_bundles WHERE space = ${space} ORDER BY version DESC`
+            sql<{
+              version: number
+              size: number
+              created_at: number
+            }>`SELECT version, size, created_at FROM cloud_bundles WHERE space = ${space} ORDER BY version DESC`
           ),
           (rows) => ({
             space,
             current: Number(rows[0]?.version ?? 0),
-            versions: rows.map((r) => ({ version: Number(r.version), size: Number(r.size), createdAt: new Date(Number(r.created_at)).toISOString() }))
+            versions: rows.map((r) => ({
+              version: Number(r.version),
+              size: Number(r.size),
+              createdAt: new Date(Number(r.created_at)).toISOString()
+            }))
           })
         )
 

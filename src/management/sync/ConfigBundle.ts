@@ -65,7 +65,16 @@ const TABLES: ReadonlyArray<TableSection> = [
     section: "connections",
     table: "connections",
     key: ["id"],
-    volatile: ["test_status", "last_tested_at", "rate_limited_until", "last_error", "last_error_type", "error_code", "backoff_level", "updated_at"],
+    volatile: [
+      "test_status",
+      "last_tested_at",
+      "rate_limited_until",
+      "last_error",
+      "last_error_type",
+      "error_code",
+      "backoff_level",
+      "updated_at"
+    ],
     label: (r) => String(r["name"] ?? r["id"])
   },
   // After connections: a grant references its connection (and goes with it on delete).
@@ -79,16 +88,34 @@ const TABLES: ReadonlyArray<TableSection> = [
   },
   { section: "apiKeys", table: "api_keys", key: ["id"], volatile: ["last_used_at"], label: (r) => `${r["name"]} (${r["masked"]})` },
   { section: "combos", table: "combos", key: ["id"], volatile: [], label: (r) => String(r["name"] ?? r["id"]) },
-  { section: "pricing", table: "pricing_overrides", key: ["provider", "model"], volatile: [], label: (r) => `${r["provider"]}/${r["model"]}` },
+  {
+    section: "pricing",
+    table: "pricing_overrides",
+    key: ["provider", "model"],
+    volatile: [],
+    label: (r) => `${r["provider"]}/${r["model"]}`
+  },
   { section: "budgets", table: "budgets", key: ["api_key_id"], volatile: [], label: (r) => String(r["api_key_id"]) },
-  { section: "tokenLimits", table: "token_limits", key: ["id"], volatile: [], label: (r) => `${r["api_key_id"]}:${r["scope"]}:${r["target"] ?? "*"}:${r["window"]}` },
+  {
+    section: "tokenLimits",
+    table: "token_limits",
+    key: ["id"],
+    volatile: [],
+    label: (r) => `${r["api_key_id"]}:${r["scope"]}:${r["target"] ?? "*"}:${r["window"]}`
+  },
   // Schema 2: compression and context (src/services/context/ContextStore.ts reads them into its snapshot).
   // No volatile columns: requests never write these tables (only compression_stats and
   // rtk_raw_outputs, not bundled), so updated_at moves only with a management edit and is
   // compared like the rest (an edit that changes nothing else still shows as changed).
   { section: "compressionCombos", table: "compression_combos", key: ["id"], volatile: [], label: (r) => String(r["name"] ?? r["id"]) },
   // After compressionCombos: an assignment names its compression combo by combo_id (deleted first, inserted after).
-  { section: "compressionAssignments", table: "compression_assignments", key: ["kind", "target"], volatile: [], label: (r) => `${r["kind"]}:${r["target"]}` },
+  {
+    section: "compressionAssignments",
+    table: "compression_assignments",
+    key: ["kind", "target"],
+    volatile: [],
+    label: (r) => `${r["kind"]}:${r["target"]}`
+  },
   // By id, which an edit keeps (the text and scope change with one): an edited entry shows as changed, not as one removed and one added.
   {
     section: "memory",
@@ -107,7 +134,8 @@ const OPTIONAL: ReadonlyArray<BundleSection> = SCHEMA_2_SECTIONS
 const rowsOf = (content: BundleContent, section: TableSection["section"]): ReadonlyArray<BundleRow> | undefined => content.sections[section]
 
 /** The sections a bundle carries. */
-export const carried = (content: BundleContent): ReadonlyArray<BundleSection> => BUNDLE_SECTIONS.filter((s) => content.sections[s] !== undefined)
+export const carried = (content: BundleContent): ReadonlyArray<BundleSection> =>
+  BUNDLE_SECTIONS.filter((s) => content.sections[s] !== undefined)
 
 export const FLAGS_NAMESPACE = "feature_flags"
 
@@ -215,7 +243,8 @@ export const diff = (local: BundleContent, remote: BundleContent): ReadonlyArray
 }
 
 /** Items per section the bundle carries (a schema-1 bundle has no count for the schema-2 sections). */
-export const counts = (content: BundleContent): Record<string, number> => Object.fromEntries(carried(content).map((s) => [s, content.sections[s]!.length]))
+export const counts = (content: BundleContent): Record<string, number> =>
+  Object.fromEntries(carried(content).map((s) => [s, content.sections[s]!.length]))
 
 const decodeContent = Schema.decodeUnknownEither(Schema.parseJson(BundleContent))
 
@@ -235,7 +264,11 @@ export const openBundle = (ciphertext: string, passphrase: string): Effect.Effec
     }
     const decoded = decodeContent(opened.ok.toString("utf8"))
     if (decoded._tag === "Left")
-      return Effect.fail(new BadRequest({ message: `not a configuration bundle this gateway reads (schema ${BUNDLE_SCHEMAS.join(" or ")}): ${describeParseError(decoded.left)}` }))
+      return Effect.fail(
+        new BadRequest({
+          message: `not a configuration bundle this gateway reads (schema ${BUNDLE_SCHEMAS.join(" or ")}): ${describeParseError(decoded.left)}`
+        })
+      )
     return Effect.succeed(decoded.right)
   })
 
@@ -273,22 +306,31 @@ export class ConfigBundle extends Context.Tag("gateway/ConfigBundle")<ConfigBund
       const reveal = (stored: string) =>
         secrets.decrypt(stored).pipe(
           Effect.map(Redacted.value),
-          Effect.catchAll(() => Effect.as(Effect.logWarning("a stored secret does not decrypt with this storage key: left out of the bundle"), null))
+          Effect.catchAll(() =>
+            Effect.as(Effect.logWarning("a stored secret does not decrypt with this storage key: left out of the bundle"), null)
+          )
         )
 
       const current = (mode: "plain" | "stored") =>
         Effect.gen(function* () {
           const sections: Record<string, unknown> = {}
           for (const t of TABLES) {
-            const rows = yield* Effect.orDie(sql<Record<string, string | number | null>>`SELECT * FROM ${sql(t.table)} ORDER BY ${sql.csv(t.key.map((k) => sql`${sql(k)}`))}`)
+            const rows = yield* Effect.orDie(
+              sql<
+                Record<string, string | number | null>
+              >`SELECT * FROM ${sql(t.table)} ORDER BY ${sql.csv(t.key.map((k) => sql`${sql(k)}`))}`
+            )
             if (mode === "plain") {
               for (const row of rows) {
-                for (const [col, value] of Object.entries(row)) if (col.endsWith("_enc") && typeof value === "string") row[col] = yield* reveal(value)
+                for (const [col, value] of Object.entries(row))
+                  if (col.endsWith("_enc") && typeof value === "string") row[col] = yield* reveal(value)
               }
             }
             sections[t.section] = rows
           }
-          const kv = yield* Effect.orDie(sql<{ namespace: string; key: string; value: string }>`SELECT namespace, key, value FROM kv ORDER BY namespace, key`)
+          const kv = yield* Effect.orDie(
+            sql<{ namespace: string; key: string; value: string }>`SELECT namespace, key, value FROM kv ORDER BY namespace, key`
+          )
           const flags: Array<BundleSetting> = []
           const settings: Array<BundleSetting> = []
           for (const e of kv) {
@@ -300,7 +342,9 @@ export class ConfigBundle extends Context.Tag("gateway/ConfigBundle")<ConfigBund
             }
             ;(e.namespace === FLAGS_NAMESPACE ? flags : settings).push(entry)
           }
-          const migrations = yield* Effect.orDie(sql<{ migration_id: number }>`SELECT migration_id FROM schema_migrations ORDER BY migration_id`)
+          const migrations = yield* Effect.orDie(
+            sql<{ migration_id: number }>`SELECT migration_id FROM schema_migrations ORDER BY migration_id`
+          )
           return {
             format: "gateway-config" as const,
             schema: BUNDLE_SCHEMA,
@@ -327,9 +371,11 @@ export class ConfigBundle extends Context.Tag("gateway/ConfigBundle")<ConfigBund
           }
         }
         for (const s of [...content.sections.flags, ...content.sections.settings]) {
-          if (LOCAL_NAMESPACES.includes(s.namespace)) return `sections.settings: namespace ${s.namespace} is local to each gateway and cannot be imported`
+          if (LOCAL_NAMESPACES.includes(s.namespace))
+            return `sections.settings: namespace ${s.namespace} is local to each gateway and cannot be imported`
         }
-        if (content.sections.flags.some((s) => s.namespace !== FLAGS_NAMESPACE)) return `sections.flags: every entry must be in namespace ${FLAGS_NAMESPACE}`
+        if (content.sections.flags.some((s) => s.namespace !== FLAGS_NAMESPACE))
+          return `sections.flags: every entry must be in namespace ${FLAGS_NAMESPACE}`
         return undefined
       }
 
@@ -346,13 +392,15 @@ export class ConfigBundle extends Context.Tag("gateway/ConfigBundle")<ConfigBund
             for (const { t, rows: bundled } of present) {
               const rows = bundled.map((row) => {
                 const out: Record<string, string | number | null> = { ...row }
-                for (const [col, value] of Object.entries(out)) if (col.endsWith("_enc") && typeof value === "string") out[col] = secrets.encrypt(value)
+                for (const [col, value] of Object.entries(out))
+                  if (col.endsWith("_enc") && typeof value === "string") out[col] = secrets.encrypt(value)
                 return out
               })
               for (let i = 0; i < rows.length; i += 100) yield* db`INSERT INTO ${db(t.table)} ${db.insert(rows.slice(i, i + 100))}`
             }
             const namespaces = yield* db<{ namespace: string }>`SELECT DISTINCT namespace FROM kv`
-            for (const { namespace } of namespaces) if (!LOCAL_NAMESPACES.includes(namespace)) yield* db`DELETE FROM kv WHERE namespace = ${namespace}`
+            for (const { namespace } of namespaces)
+              if (!LOCAL_NAMESPACES.includes(namespace)) yield* db`DELETE FROM kv WHERE namespace = ${namespace}`
             const now = Date.now()
             const entries = [...content.sections.flags, ...content.sections.settings].map((s) => ({
               namespace: s.namespace,

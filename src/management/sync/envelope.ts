@@ -23,7 +23,12 @@ const COST = { N: 1 << 15, r: 8, p: 1 } as const
 const MAX_N = 1 << 20
 
 const deriveKey = (passphrase: string, h: Header): Buffer =>
-  crypto.scryptSync(passphrase.normalize("NFC"), Buffer.from(h.salt, "base64url"), 32, { N: h.N, r: h.r, p: h.p, maxmem: 256 * h.N * h.r + 1024 * 1024 })
+  crypto.scryptSync(passphrase.normalize("NFC"), Buffer.from(h.salt, "base64url"), 32, {
+    N: h.N,
+    r: h.r,
+    p: h.p,
+    maxmem: 256 * h.N * h.r + 1024 * 1024
+  })
 
 export const seal = (plaintext: string | Buffer, passphrase: string): string => {
   const header: Header = { kdf: "scrypt", ...COST, salt: crypto.randomBytes(16).toString("base64url") }
@@ -40,7 +45,8 @@ export type OpenFailure = { readonly _tag: "Malformed"; readonly reason: string 
 
 export const open = (envelope: string, passphrase: string): { readonly ok: Buffer } | { readonly error: OpenFailure } => {
   const parts = envelope.trim().split(".")
-  if (parts.length !== 3 || parts[0] !== ENVELOPE_PREFIX) return { error: { _tag: "Malformed", reason: `not a ${ENVELOPE_PREFIX} envelope` } }
+  if (parts.length !== 3 || parts[0] !== ENVELOPE_PREFIX)
+    return { error: { _tag: "Malformed", reason: `not a ${ENVELOPE_PREFIX} envelope` } }
   let header: Header
   try {
     header = JSON.parse(Buffer.from(parts[1]!, "base64url").toString("utf8")) as Header

@@ -22,25 +22,27 @@ export interface SyncRunDeps {
 }
 
 /** Both sides changed: the report stored as the last conflict, a warning logged, and the SyncConflict that carries it. */
-const conflictOf = (state: SyncStateStore) => (s: SyncState, action: string, local: BundleContent, remote: BundleContent, remoteVersion: number, localChanged: boolean) =>
-  Effect.gen(function* () {
-    const report = {
-      at: new Date().toISOString(),
-      action,
-      baseVersion: s.baseVersion,
-      remoteVersion,
-      localChanged,
-      remoteChanged: remoteVersion !== s.baseVersion,
-      sections: diff(local, remote),
-      resolve: 'keep this gateway\'s configuration: { action: "push", force: true }; take the server\'s: { action: "pull", force: true }'
-    }
-    yield* state.save({ ...s, lastConflict: report })
-    yield* Effect.logWarning(`cloud sync conflict (${action}): ${report.sections.map((d) => d.section).join(", ")} differ`)
-    return yield* new SyncConflict({
-      message: `both this gateway's configuration and space ${s.space} (version ${remoteVersion}, last synced ${s.baseVersion}) changed: ${report.sections.map((d) => d.section).join(", ") || "nothing"} differ`,
-      report
+const conflictOf =
+  (state: SyncStateStore) =>
+  (s: SyncState, action: string, local: BundleContent, remote: BundleContent, remoteVersion: number, localChanged: boolean) =>
+    Effect.gen(function* () {
+      const report = {
+        at: new Date().toISOString(),
+        action,
+        baseVersion: s.baseVersion,
+        remoteVersion,
+        localChanged,
+        remoteChanged: remoteVersion !== s.baseVersion,
+        sections: diff(local, remote),
+        resolve: 'keep this gateway\'s configuration: { action: "push", force: true }; take the server\'s: { action: "pull", force: true }'
+      }
+      yield* state.save({ ...s, lastConflict: report })
+      yield* Effect.logWarning(`cloud sync conflict (${action}): ${report.sections.map((d) => d.section).join(", ")} differ`)
+      return yield* new SyncConflict({
+        message: `both this gateway's configuration and space ${s.space} (version ${remoteVersion}, last synced ${s.baseVersion}) changed: ${report.sections.map((d) => d.section).join(", ") || "nothing"} differ`,
+        report
+      })
     })
-  })
 
 /** `run`: push, pull or sync (forced or not), one at a time; answers what was done, at which version, with the sections' counts. */
 export const makeSyncRun = ({ state, bundle, server, serialized }: SyncRunDeps): CloudSyncShape["run"] => {
@@ -57,7 +59,12 @@ export const makeSyncRun = ({ state, bundle, server, serialized }: SyncRunDeps):
         const remoteVersion = (yield* remote.versions(s.space)).current
         const remoteChanged = remoteVersion !== s.baseVersion
         const now = () => new Date().toISOString()
-        const result = (r: SyncResult["result"], version: number, content: BundleContent): SyncResult => ({ action, result: r, version, counts: counts(content) })
+        const result = (r: SyncResult["result"], version: number, content: BundleContent): SyncResult => ({
+          action,
+          result: r,
+          version,
+          counts: counts(content)
+        })
 
         /** The space's latest bundle, opened. */
         const fetchRemote = Effect.gen(function* () {
@@ -80,7 +87,8 @@ export const makeSyncRun = ({ state, bundle, server, serialized }: SyncRunDeps):
 
         const pull = Effect.gen(function* () {
           const r = yield* fetchRemote
-          if (!force && localChanged && digest(r.content) !== localDigest) return yield* conflict(s, action, local, r.content, r.version, localChanged)
+          if (!force && localChanged && digest(r.content) !== localDigest)
+            return yield* conflict(s, action, local, r.content, r.version, localChanged)
           yield* bundle.apply(r.content)
           const after = digest(yield* bundle.current("plain"))
           yield* state.save({ ...s, baseVersion: r.version, baseDigest: after, lastPull: now() })
@@ -99,7 +107,8 @@ export const makeSyncRun = ({ state, bundle, server, serialized }: SyncRunDeps):
         switch (action) {
           case "push": {
             if (force) return yield* push(remoteVersion)
-            if (!remoteChanged) return localChanged || remoteVersion === 0 ? yield* push(s.baseVersion) : result("up-to-date", remoteVersion, local)
+            if (!remoteChanged)
+              return localChanged || remoteVersion === 0 ? yield* push(s.baseVersion) : result("up-to-date", remoteVersion, local)
             if (yield* sameAsRemote) return result("up-to-date", remoteVersion, local)
             const r = yield* fetchRemote
             return yield* conflict(s, action, local, r.content, r.version, localChanged)

@@ -27,7 +27,8 @@ const describe = (e: unknown): string => {
   const message = (e as { message?: string })?.message
   if (tag === "RequestError") return `no answer (${message ?? "connection failed"})`
   if (tag === "TimeoutException") return "no answer within the timeout (GATEWAY_SYNC_TIMEOUT_MS)"
-  if (tag === "Unauthorized" || tag === "Forbidden") return `the API key was refused (it must be an admin key of the sync server): ${message ?? ""}`.trim()
+  if (tag === "Unauthorized" || tag === "Forbidden")
+    return `the API key was refused (it must be an admin key of the sync server): ${message ?? ""}`.trim()
   if (tag === "EgressRefused") return `${(e as { code: string }).code}: ${message ?? ""}`
   if (tag === "ResponseError") return `unexpected answer: ${message ?? ""}`.trim()
   return `${tag ?? "error"}: ${message ?? String(e)}`
@@ -50,7 +51,10 @@ export const makeSyncServer =
         transformClient: (c) => HttpClient.mapRequest(c, HttpClientRequest.bearerToken(apiKey))
       }).pipe(
         Effect.provide(FetchHttpClient.layer),
-        Effect.provideService(FetchHttpClient.Fetch, via ? (input, init) => http.fetch(input, { ...init, dispatcher: via } as unknown as RequestInit) : http.fetch)
+        Effect.provideService(
+          FetchHttpClient.Fetch,
+          via ? (input, init) => http.fetch(input, { ...init, dispatcher: via } as unknown as RequestInit) : http.fetch
+        )
       )
     )
     /** One call with the timeout and the transport retry; failures other than `keep` become SyncServerError. */
@@ -63,7 +67,9 @@ export const makeSyncServer =
       ).pipe(Effect.withSpan(`CloudSync.${label}`))
     return {
       versions: (space: string) =>
-        call("versions", (c) => c.cloud.versions({ path: { space } })).pipe(Effect.mapError((e) => new SyncServerError({ message: `sync server ${serverUrl}: ${describe(e)}` }))),
+        call("versions", (c) => c.cloud.versions({ path: { space } })).pipe(
+          Effect.mapError((e) => new SyncServerError({ message: `sync server ${serverUrl}: ${describe(e)}` }))
+        ),
       latest: (space: string) =>
         call("latest", (c) => c.cloud.latest({ path: { space } })).pipe(
           Effect.catchIf(

@@ -22,7 +22,8 @@ export interface SyncSetupDeps {
   readonly serialized: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E>
 }
 
-/** `status`: not configured, or the versions on both sides, whether this side changed, and the last push, pull and conflict (the server's error if it could not be asked). */
+/** `status`: not configured, or the versions on both sides, whether this side changed, and the last push, pull and conflict (the server's
+ * error if it could not be asked). */
 export const makeSyncStatus = ({ state, bundle, server }: Omit<SyncSetupDeps, "secrets" | "serialized">): Effect.Effect<SyncStatus> =>
   Effect.gen(function* () {
     const found = yield* state.load
@@ -43,7 +44,9 @@ export const makeSyncStatus = ({ state, bundle, server }: Omit<SyncSetupDeps, "s
     const s = found.value
     const local = digest(yield* bundle.current("plain"))
     const remote = yield* Effect.either(
-      Effect.flatMap(state.reveal(s.apiKeyEnc), (key) => Effect.map(server(s.serverUrl, Redacted.value(key)).versions(s.space), (v) => v.current))
+      Effect.flatMap(state.reveal(s.apiKeyEnc), (key) =>
+        Effect.map(server(s.serverUrl, Redacted.value(key)).versions(s.space), (v) => v.current)
+      )
     )
     return {
       configured: true,
@@ -59,14 +62,18 @@ export const makeSyncStatus = ({ state, bundle, server }: Omit<SyncSetupDeps, "s
     } satisfies SyncStatus
   }).pipe(Effect.withSpan("CloudSync.status"))
 
-/** `initialize`: the server asked (and the space's bundle opened with the passphrase, if there is one), the connection stored, then the status. */
+/** `initialize`: the server asked (and the space's bundle opened with the passphrase, if there is one), the connection stored, then the
+ * status. */
 export const makeSyncInitialize =
   ({ state, secrets, bundle, server, serialized }: SyncSetupDeps, status: Effect.Effect<SyncStatus>) =>
   (input: SyncInitialize): Effect.Effect<SyncStatus, BadRequest | SyncServerError> =>
     serialized(
       Effect.gen(function* () {
         const remote = server(input.serverUrl, input.apiKey)
-        const versions = yield* Effect.mapError(remote.versions(input.space), (e) => new BadRequest({ message: `serverUrl, apiKey: cannot use the sync server: ${e.message}` }))
+        const versions = yield* Effect.mapError(
+          remote.versions(input.space),
+          (e) => new BadRequest({ message: `serverUrl, apiKey: cannot use the sync server: ${e.message}` })
+        )
         if (versions.current > 0) {
           // A passphrase that does not open the space's bundle is refused now, not at the first pull.
           const latest = yield* remote.latest(input.space)

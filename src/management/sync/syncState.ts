@@ -15,7 +15,8 @@ import type { SecretsShape } from "../../platform/store/Secrets.js"
 export const SYNC_NAMESPACE = "sync"
 const STATE_KEY = "state"
 
-/** This gateway's connection to a sync server, in `kv` (namespace `sync`, never bundled); the key and passphrase encrypted with the storage key. */
+/** This gateway's connection to a sync server, in `kv` (namespace `sync`, never bundled); the key and passphrase encrypted with the storage
+ * key. */
 const SyncState = Schema.Struct({
   serverUrl: Schema.String,
   space: Schema.String,
@@ -53,11 +54,16 @@ export const makeSyncStateStore = ({ kv, secrets }: { readonly kv: KeyValueShape
   return {
     load,
     require: Effect.flatMap(load, (s) =>
-      Option.isSome(s) ? Effect.succeed(s.value) : Effect.fail(new BadRequest({ message: "cloud sync is not set up: POST /api/sync/initialize first" }))
+      Option.isSome(s)
+        ? Effect.succeed(s.value)
+        : Effect.fail(new BadRequest({ message: "cloud sync is not set up: POST /api/sync/initialize first" }))
     ),
     save: (state) => kv.set(SYNC_NAMESPACE, STATE_KEY, Schema.encodeSync(StateJson)(state)),
     forget: kv.remove(SYNC_NAMESPACE, STATE_KEY),
     reveal: (stored) =>
-      Effect.mapError(secrets.decrypt(stored), () => new BadRequest({ message: "the stored sync credentials do not decrypt with this storage key: initialize again" }))
+      Effect.mapError(
+        secrets.decrypt(stored),
+        () => new BadRequest({ message: "the stored sync credentials do not decrypt with this storage key: initialize again" })
+      )
   }
 }

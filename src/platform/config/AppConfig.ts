@@ -72,9 +72,12 @@ export class AppConfig extends Context.Tag("gateway/AppConfig")<AppConfig, AppCo
         }
         const redisPrefix = yield* Config.string("GATEWAY_REDIS_PREFIX").pipe(Config.withDefault("gateway:"))
         const hosts = yield* Config.string("GATEWAY_ALLOWED_HOSTS").pipe(Config.withDefault(""))
-        const publicBaseUrl = overrides.publicBaseUrl ?? Option.getOrUndefined(yield* Config.string("NEXT_PUBLIC_BASE_URL").pipe(Config.option))
+        const publicBaseUrl =
+          overrides.publicBaseUrl ?? Option.getOrUndefined(yield* Config.string("NEXT_PUBLIC_BASE_URL").pipe(Config.option))
         if (publicBaseUrl !== undefined && publicBaseUrl !== "" && !isHttpUrl(publicBaseUrl)) {
-          return yield* Effect.fail(ConfigError.InvalidData(["NEXT_PUBLIC_BASE_URL"], "expected an http(s) URL such as https://gateway.example.com"))
+          return yield* Effect.fail(
+            ConfigError.InvalidData(["NEXT_PUBLIC_BASE_URL"], "expected an http(s) URL such as https://gateway.example.com")
+          )
         }
         return {
           port: overrides.port ?? port,
@@ -161,7 +164,9 @@ export const TOKEN_TUNNEL_MARKER = "x-gateway-tunnel: token"
 
 /** Whether a request came through one of the gateway's tunnels, from the internet. */
 export const throughTunnel = (headers: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>): boolean =>
-  headers["cf-connecting-ip"] !== undefined || headers["tailscale-funnel-request"] !== undefined || headers["x-gateway-tunnel"] !== undefined
+  headers["cf-connecting-ip"] !== undefined ||
+  headers["tailscale-funnel-request"] !== undefined ||
+  headers["x-gateway-tunnel"] !== undefined
 
 /**
  * Whether a browser page from `origin` may use the inference routes without a gateway key.
@@ -204,4 +209,7 @@ export const isLoopbackHost = (host: string): boolean => {
 
 /** A positive whole-number setting from the environment (`unit` names it in the error), or `fallback`. */
 export const positiveInteger = (name: string, unit: string, fallback: number) =>
-  Config.integer(name).pipe(Config.validate({ message: `${name} must be a positive number of ${unit}`, validation: (n) => n > 0 }), Config.withDefault(fallback))
+  Config.integer(name).pipe(
+    Config.validate({ message: `${name} must be a positive number of ${unit}`, validation: (n) => n > 0 }),
+    Config.withDefault(fallback)
+  )

@@ -7,7 +7,16 @@ import { BadRequest } from "../../domain/errors.js"
 import type { FeatureFlagList, FeatureFlagView, SetFeatureFlagResult } from "../../domain/flags.js"
 import { KeyValue } from "../store/KeyValue.js"
 import { makeCachedLoad, StoreVersion } from "../store/StoreVersion.js"
-import { type BooleanFlagKey, FLAG_DEFINITIONS, type FlagDefinition, type FlagKey, FLAGS_BY_KEY, isActiveValue, isTruthy, validateFlagValue } from "./catalog.js"
+import {
+  type BooleanFlagKey,
+  FLAG_DEFINITIONS,
+  type FlagDefinition,
+  type FlagKey,
+  FLAGS_BY_KEY,
+  isActiveValue,
+  isTruthy,
+  validateFlagValue
+} from "./catalog.js"
 
 export const FLAG_NAMESPACE = "feature_flags"
 
@@ -29,7 +38,11 @@ export interface FeatureFlagsShape {
 }
 
 /** db override > environment (set and non-empty) > default. */
-export const resolveFlag = (def: FlagDefinition, overrides: ReadonlyMap<string, string>, env: ReadonlyMap<string, string>): { readonly value: string; readonly source: Source } => {
+export const resolveFlag = (
+  def: FlagDefinition,
+  overrides: ReadonlyMap<string, string>,
+  env: ReadonlyMap<string, string>
+): { readonly value: string; readonly source: Source } => {
   const db = overrides.get(def.key)
   if (db !== undefined) return { value: db, source: "db" }
   const e = env.get(def.key)
@@ -54,7 +67,9 @@ export class FeatureFlags extends Context.Tag("gateway/FeatureFlags")<FeatureFla
         const v = yield* Config.string(def.key).pipe(Config.option, Effect.orDie)
         if (Option.isNone(v) || v.value.trim() === "") continue
         if (def.type === "enum" && !def.enumValues?.includes(v.value.trim())) {
-          yield* Effect.logWarning(`ignoring ${def.key}=${v.value}: expected one of ${def.enumValues?.join(", ")}; using ${def.defaultValue}`)
+          yield* Effect.logWarning(
+            `ignoring ${def.key}=${v.value}: expected one of ${def.enumValues?.join(", ")}; using ${def.defaultValue}`
+          )
           continue
         }
         if (def.type === "boolean" && !validateFlagValue(def, v.value).ok) {
@@ -143,7 +158,8 @@ export class FeatureFlags extends Context.Tag("gateway/FeatureFlags")<FeatureFla
           yield* overrides.invalidate
           const after = resolveFlag(def, yield* overrides.get, env)
           yield* Effect.logInfo(
-            `feature flag ${key}: ${before.value} (${before.source}) -> ${after.value} (${after.source})` + (def.requiresRestart ? " (takes effect after restart)" : "")
+            `feature flag ${key}: ${before.value} (${before.source}) -> ${after.value} (${after.source})` +
+              (def.requiresRestart ? " (takes effect after restart)" : "")
           )
           return {
             key,

@@ -185,7 +185,11 @@ const drainInsteadOfDestroy = (req: http.IncomingMessage): void => {
 const refused = new WeakSet<net.Socket>()
 
 /** Node's own statuses for what its parser refuses (a 400 for anything else). */
-const REFUSED_STATUS: Readonly<Record<string, number>> = { HPE_HEADER_OVERFLOW: 431, HPE_CHUNK_EXTENSIONS_OVERFLOW: 413, ERR_HTTP_REQUEST_TIMEOUT: 408 }
+const REFUSED_STATUS: Readonly<Record<string, number>> = {
+  HPE_HEADER_OVERFLOW: 431,
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: 413,
+  ERR_HTTP_REQUEST_TIMEOUT: 408
+}
 
 /**
  * The server's `clientError` listener: bytes node's HTTP parser refuses (a malformed request
@@ -235,7 +239,9 @@ export const answerRefused = (error: Error & { code?: string; reason?: string; r
       : status === 431
         ? "the request's headers are too large"
         : `the request is not valid HTTP/1.1 (${error.code ?? "parse error"}${why})`
-  const body = JSON.stringify({ error: { message, type: "invalid_request_error", code: status === 408 ? "request_timeout" : "malformed_request", param: null } })
+  const body = JSON.stringify({
+    error: { message, type: "invalid_request_error", code: status === 408 ? "request_timeout" : "malformed_request", param: null }
+  })
   // An answer to HEAD has no body (its client would read one as the next answer): the bytes the
   // parser refused begin with the request line when the request line is what it refused.
   const head = Buffer.isBuffer(error.rawPacket) && /^(\r\n)*HEAD /.test(error.rawPacket.subarray(0, 16).toString("latin1"))

@@ -60,112 +60,156 @@ export const DEFAULT_MAX_FILE_BYTES = 25 * 1024 * 1024
 export const field = (form: MultipartForm, name: string): string | undefined => form.fields[name]?.[0]
 
 /** Every value of a field sent as `name` or `name[]`. */
-export const fieldValues = (form: MultipartForm, name: string): ReadonlyArray<string> => [...(form.fields[name] ?? []), ...(form.fields[`${name}[]`] ?? [])]
+export const fieldValues = (form: MultipartForm, name: string): ReadonlyArray<string> => [
+  ...(form.fields[name] ?? []),
+  ...(form.fields[`${name}[]`] ?? [])
+]
 
 /** The files sent as `name` or `name[]` (the OpenAI SDK names an array of images `image[]`). */
-export const filesOf = (form: MultipartForm, name: string): ReadonlyArray<UploadedFile> => form.files.filter((f) => f.field === name || f.field === `${name}[]`)
+export const filesOf = (form: MultipartForm, name: string): ReadonlyArray<UploadedFile> =>
+  form.files.filter((f) => f.field === name || f.field === `${name}[]`)
 
 /** A file's bytes (for upstreams that take the upload inline, base64 in JSON). */
 export const readUpload = (file: UploadedFile): Effect.Effect<Buffer> => Effect.promise(() => fs.promises.readFile(file.path))
 
 /** Whether the request says it carries a multipart form. */
-export const isMultipart = (req: http.IncomingMessage): boolean => /^multipart\/form-data\b/i.test(String(req.headers["content-type"] ?? ""))
+export const isMultipart = (req: http.IncomingMessage): boolean =>
+  /^multipart\/form-data\b/i.test(String(req.headers["content-type"] ?? ""))
 
 /**
  * Parses the request's multipart body (or `buffered`, when the body was already read, e.g. for
  * an idempotency key), spooling files to a temporary directory removed when `scope` closes.
  */
-export const parseMultipart: (req: http.IncomingMessage, limits?: MultipartLimits, buffered?: Buffer) => Effect.Effect<MultipartForm, MultipartError, Scope.Scope> =
-  Effect.fnUntraced(function* (req: http.IncomingMessage, limits: MultipartLimits = {}, buffered?: Buffer) {
-    const contentType = String(req.headers["content-type"] ?? "")
-    if (!/^multipart\/form-data\b/i.test(contentType)) {
-      if (!buffered) req.resume()
-      return yield* Effect.fail(
-        new MultipartError(415, `expected a multipart/form-data body, got ${contentType === "" ? "no content type" : contentType.slice(0, 100)}`, "unsupported_media_type")
+export const parseMultipart: (
+  req: http.IncomingMessage,
+  limits?: MultipartLimits,
+  buffered?: Buffer
+) => Effect.Effect<MultipartForm, MultipartError, Scope.Scope> = Effect.fnUntraced(function* (
+  req: http.IncomingMessage,
+  limits: MultipartLimits = {},
+  buffered?: Buffer
+) {
+  const contentType = String(req.headers["content-type"] ?? "")
+  if (!/^multipart\/form-data\b/i.test(contentType)) {
+    if (!buffered) req.resume()
+    return yield* Effect.fail(
+      new MultipartError(
+        415,
+        `expected a multipart/form-data body, got ${contentType === "" ? "no content type" : contentType.slice(0, 100)}`,
+        "unsupported_media_type"
       )
-    }
-    if (!/boundary=/i.test(contentType)) {
-      if (!buffered) req.resume()
-      return yield* Effect.fail(new MultipartError(400, "the multipart/form-data content type names no boundary", "invalid_multipart"))
-    }
-    const dir = yield* Effect.acquireRelease(
-      Effect.promise(() => fs.promises.mkdtemp(path.join(os.tmpdir(), "gateway-upload-"))),
-      (d) => Effect.promise(() => fs.promises.rm(d, { recursive: true, force: true }).catch(() => undefined))
     )
-    return yield* Effect.async<MultipartForm, MultipartError>((resume) => {
-      const maxFileBytes = limits.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES
-      const maxFiles = limits.maxFiles ?? 16
-      const maxFields = limits.maxFields ?? 64
-      const maxFieldBytes = limits.maxFieldBytes ?? 1024 * 1024
-      const fields: Record<string, Array<string>> = {}
-      // In the order the parts came, whichever finished writing first.
-      const files: Array<UploadedFile | undefined> = []
-      const writing: Array<Promise<void>> = []
-      let settled = false
-      let parser: ReturnType<typeof Busboy>
-      const source: Readable = buffered ? Readable.from([buffered], { objectMode: false }) : req
-      const fail = (e: MultipartError) => {
+  }
+  if (!/boundary=/i.test(contentType)) {
+    if (!buffered) req.resume()
+    return yield* Effect.fail(new MultipartError(400, "the multipart/form-data content type names no boundary", "invalid_multipart"))
+  }
+  const dir = yield* Effect.acquireRelease(
+    Effect.promise(() => fs.promises.mkdtemp(path.join(os.tmpdir(), "gateway-upload-"))),
+    (d) => Effect.promise(() => fs.promises.rm(d, { recursive: true, force: true }).catch(() => undefined))
+  )
+  return yield* Effect.async<MultipartForm, MultipartError>((resume) => {
+    const maxFileBytes = limits.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES
+    const maxFiles = limits.maxFiles ?? 16
+    const maxFields = limits.maxFields ?? 64
+    const maxFieldBytes = limits.maxFieldBytes ?? 1024 * 1024
+    const fields: Record<string, Array<string>> = {}
+    // In the order the parts came, whichever finished writing first.
+    const files: Array<UploadedFile | undefined> = []
+    const writing: Array<Promise<void>> = []
+    let settled = false
+    let parser: ReturnType<typeof Busboy>
+    const source: Readable = buffered ? Readable.from([buffered], { objectMode: false }) : req
+    const fail = (e: MultipartError) => {
+      if (settled) return
+      settled = true
+      source.unpipe(parser)
+      // The rest of the upload is read and dropped, so the answer can still be written.
+      if (!buffered) req.resume()
+      resume(Effect.fail(e))
+    }
+    try {
+      parser = Busboy({
+        headers: req.headers as http.IncomingHttpHeaders & { "content-type": string },
+        limits: {
+          fileSize: maxFileBytes,
+          files: maxFiles,
+          fields: maxFields,
+          fieldSize: maxFieldBytes,
+          fieldNameSize: 200,
+          parts: maxFiles + maxFields
+        }
+      })
+    } catch (e) {
+      fail(new MultipartError(400, `the multipart body could not be read: ${(e as Error).message}`, "invalid_multipart"))
+      return
+    }
+    parser.on("field", (name, value, _nameTruncated, valueTruncated) => {
+      if (valueTruncated)
+        return fail(
+          new MultipartError(
+            413,
+            `the field '${name.slice(0, 100)}' is larger than ${maxFieldBytes} bytes`,
+            "field_too_large",
+            name.slice(0, 100)
+          )
+        )
+      ;(fields[name] ??= []).push(value)
+    })
+    parser.on("file", (name, stream, filename, _encoding, mimeType) => {
+      if (settled) return void stream.resume()
+      const slot = files.push(undefined) - 1
+      const target = path.join(dir, crypto.randomUUID())
+      const out = fs.createWriteStream(target)
+      let size = 0
+      stream.on("data", (chunk: Buffer) => (size += chunk.length))
+      stream.on("limit", () =>
+        fail(
+          new MultipartError(
+            413,
+            `the file in '${name.slice(0, 100)}' is larger than ${maxFileBytes} bytes`,
+            "file_too_large",
+            name.slice(0, 100)
+          )
+        )
+      )
+      writing.push(
+        new Promise<void>((done) => {
+          out.on("finish", () => {
+            files[slot] = { field: name, filename: filename ?? "", mimeType: mimeType || "application/octet-stream", path: target, size }
+            done()
+          })
+          out.on("error", (e) => {
+            fail(new MultipartError(413, `the upload could not be stored: ${e.message}`, "upload_not_stored"))
+            done()
+          })
+        })
+      )
+      stream.pipe(out)
+    })
+    parser.on("filesLimit", () => fail(new MultipartError(413, `more than ${maxFiles} files`, "too_many_files")))
+    parser.on("fieldsLimit", () => fail(new MultipartError(413, `more than ${maxFields} fields`, "too_many_fields")))
+    parser.on("partsLimit", () => fail(new MultipartError(413, `more than ${maxFiles + maxFields} parts`, "too_many_parts")))
+    parser.on("error", (e: unknown) =>
+      fail(
+        new MultipartError(400, `the multipart body could not be read: ${e instanceof Error ? e.message : String(e)}`, "invalid_multipart")
+      )
+    )
+    parser.on("finish", () => {
+      void Promise.all(writing).then(() => {
         if (settled) return
         settled = true
-        source.unpipe(parser)
-        // The rest of the upload is read and dropped, so the answer can still be written.
-        if (!buffered) req.resume()
-        resume(Effect.fail(e))
-      }
-      try {
-        parser = Busboy({
-          headers: req.headers as http.IncomingHttpHeaders & { "content-type": string },
-          limits: { fileSize: maxFileBytes, files: maxFiles, fields: maxFields, fieldSize: maxFieldBytes, fieldNameSize: 200, parts: maxFiles + maxFields }
-        })
-      } catch (e) {
-        fail(new MultipartError(400, `the multipart body could not be read: ${(e as Error).message}`, "invalid_multipart"))
-        return
-      }
-      parser.on("field", (name, value, _nameTruncated, valueTruncated) => {
-        if (valueTruncated) return fail(new MultipartError(413, `the field '${name.slice(0, 100)}' is larger than ${maxFieldBytes} bytes`, "field_too_large", name.slice(0, 100)))
-        ;(fields[name] ??= []).push(value)
-      })
-      parser.on("file", (name, stream, filename, _encoding, mimeType) => {
-        if (settled) return void stream.resume()
-        const slot = files.push(undefined) - 1
-        const target = path.join(dir, crypto.randomUUID())
-        const out = fs.createWriteStream(target)
-        let size = 0
-        stream.on("data", (chunk: Buffer) => (size += chunk.length))
-        stream.on("limit", () => fail(new MultipartError(413, `the file in '${name.slice(0, 100)}' is larger than ${maxFileBytes} bytes`, "file_too_large", name.slice(0, 100))))
-        writing.push(
-          new Promise<void>((done) => {
-            out.on("finish", () => {
-              files[slot] = { field: name, filename: filename ?? "", mimeType: mimeType || "application/octet-stream", path: target, size }
-              done()
-            })
-            out.on("error", (e) => {
-              fail(new MultipartError(413, `the upload could not be stored: ${e.message}`, "upload_not_stored"))
-              done()
-            })
-          })
-        )
-        stream.pipe(out)
-      })
-      parser.on("filesLimit", () => fail(new MultipartError(413, `more than ${maxFiles} files`, "too_many_files")))
-      parser.on("fieldsLimit", () => fail(new MultipartError(413, `more than ${maxFields} fields`, "too_many_fields")))
-      parser.on("partsLimit", () => fail(new MultipartError(413, `more than ${maxFiles + maxFields} parts`, "too_many_parts")))
-      parser.on("error", (e: unknown) => fail(new MultipartError(400, `the multipart body could not be read: ${e instanceof Error ? e.message : String(e)}`, "invalid_multipart")))
-      parser.on("finish", () => {
-        void Promise.all(writing).then(() => {
-          if (settled) return
-          settled = true
-          resume(Effect.succeed({ fields, files: files.filter((f): f is UploadedFile => f !== undefined) }))
-        })
-      })
-      source.on("error", () => fail(new MultipartError(400, "the upload ended before it was complete", "incomplete_upload")))
-      source.pipe(parser)
-      return Effect.sync(() => {
-        settled = true
-        source.unpipe(parser)
+        resume(Effect.succeed({ fields, files: files.filter((f): f is UploadedFile => f !== undefined) }))
       })
     })
+    source.on("error", () => fail(new MultipartError(400, "the upload ended before it was complete", "incomplete_upload")))
+    source.pipe(parser)
+    return Effect.sync(() => {
+      settled = true
+      source.unpipe(parser)
+    })
   })
+})
 
 // ---------------------------------------------------------------- multipart out (to upstreams)
 
@@ -222,4 +266,8 @@ async function* streamPieces(pieces: ReadonlyArray<Buffer | { readonly path: str
 }
 
 /** An upload sent upstream as the raw body (Deepgram), streamed from its file. */
-export const uploadBody = (file: UploadedFile, contentType: string): OutgoingBody => ({ data: fs.createReadStream(file.path), contentType, length: file.size })
+export const uploadBody = (file: UploadedFile, contentType: string): OutgoingBody => ({
+  data: fs.createReadStream(file.path),
+  contentType,
+  length: file.size
+})

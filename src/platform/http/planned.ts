@@ -14,6 +14,7 @@ export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = []
 /** Management routes: answered in the management error format. */
 export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = []
 
-export const findPlanned = (areas: ReadonlyArray<PlannedArea>, path: string): PlannedArea | undefined => areas.find((a) => a.pattern.test(path))
+export const findPlanned = (areas: ReadonlyArray<PlannedArea>, path: string): PlannedArea | undefined =>
+  areas.find((a) => a.pattern.test(path))
 
 export const plannedMessage = (area: PlannedArea): string => `${area.area} is planned but not built in this version yet`

@@ -167,7 +167,9 @@ export class Settings extends Context.Tag("gateway/Settings")<Settings, Settings
         if (!enc) return doc
         const password = yield* Effect.either(secrets.decrypt(enc))
         if (Either.isLeft(password)) {
-          yield* Effect.logWarning("the stored proxy password cannot be decrypted with the current storage key; the proxy URL is kept without it")
+          yield* Effect.logWarning(
+            "the stored proxy password cannot be decrypted with the current storage key; the proxy URL is kept without it"
+          )
           return doc
         }
         return { ...doc, proxy: { ...doc.proxy, url: withPassword(doc.proxy.url, Redacted.value(password.right)) } }
@@ -204,7 +206,10 @@ export class Settings extends Context.Tag("gateway/Settings")<Settings, Settings
         Effect.gen(function* () {
           if (caller !== undefined) {
             const verdict = compileIpFilter(next.ipFilter).check(caller)
-            if (verdict) return yield* new BadRequest({ message: `ipFilter: this change would refuse your own address ${caller} (${ipRefusal(verdict)})` })
+            if (verdict)
+              return yield* new BadRequest({
+                message: `ipFilter: this change would refuse your own address ${caller} (${ipRefusal(verdict)})`
+              })
           }
           const { url, password } = splitPassword(next.proxy.url)
           const document = encodeDocument({ ...next, proxy: { ...next.proxy, url } })
@@ -215,7 +220,8 @@ export class Settings extends Context.Tag("gateway/Settings")<Settings, Settings
           return next
         })
 
-      const validated = (input: unknown) => Effect.mapError(Schema.decodeUnknown(SettingsDocument)(input), (e) => new BadRequest({ message: describeParseError(e) }))
+      const validated = (input: unknown) =>
+        Effect.mapError(Schema.decodeUnknown(SettingsDocument)(input), (e) => new BadRequest({ message: describeParseError(e) }))
 
       const backupSchedule = (doc: SettingsDocument): BackupSchedule =>
         doc.backups.intervalHours === null && doc.backups.keep === null
@@ -239,7 +245,8 @@ export class Settings extends Context.Tag("gateway/Settings")<Settings, Settings
           proxy: { ...doc.proxy, url: doc.proxy.url === null ? null : maskProxyUrl(doc.proxy.url) },
           info: { restartRequired: [], storedOnly: [], backups: backupSchedule(doc) }
         }),
-        replace: (doc, actor, caller) => Effect.suspend(() => save({ ...doc, proxy: { ...doc.proxy, url: unmask(doc.proxy.url, snapshot.proxy.url) } }, actor, caller)),
+        replace: (doc, actor, caller) =>
+          Effect.suspend(() => save({ ...doc, proxy: { ...doc.proxy, url: unmask(doc.proxy.url, snapshot.proxy.url) } }, actor, caller)),
         patch: (patch, actor, caller) =>
           Effect.gen(function* () {
             const { info: _, ...changes } = patch

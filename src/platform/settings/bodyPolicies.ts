@@ -10,7 +10,8 @@ import type { FormatId } from "../../domain/canonical.js"
 
 type Body = Readonly<Record<string, unknown>>
 
-const obj = (v: unknown): Record<string, unknown> | undefined => (typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined)
+const obj = (v: unknown): Record<string, unknown> | undefined =>
+  typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined
 const join = (a: string, b: string) => (a && b ? `${a}\n\n${b}` : a || b)
 
 // ---------------------------------------------------------------- system prompt
@@ -57,7 +58,8 @@ export const withSystemPrompt = (format: FormatId, endpoint: string, body: Body,
     }
     case "gemini": {
       // The REST API takes either spelling; keep the client's.
-      const key = body["system_instruction"] !== undefined && body["systemInstruction"] === undefined ? "system_instruction" : "systemInstruction"
+      const key =
+        body["system_instruction"] !== undefined && body["systemInstruction"] === undefined ? "system_instruction" : "systemInstruction"
       const own = obj(body[key])
       const parts = Array.isArray(own?.["parts"]) ? (own!["parts"] as Array<unknown>) : []
       const part = { text }
@@ -125,11 +127,14 @@ export const withThinkingBudget = (format: FormatId, body: Body, t: ThinkingBudg
       return max < ANTHROPIC_MIN ? { ...body, thinking: { type: "disabled" } } : { ...body, thinking: { ...thinking, budget_tokens: max } }
     }
     case "gemini": {
-      const key = body["generation_config"] !== undefined && body["generationConfig"] === undefined ? "generation_config" : "generationConfig"
+      const key =
+        body["generation_config"] !== undefined && body["generationConfig"] === undefined ? "generation_config" : "generationConfig"
       const config = obj(body[key])
-      const tkey = config?.["thinking_config"] !== undefined && config?.["thinkingConfig"] === undefined ? "thinking_config" : "thinkingConfig"
+      const tkey =
+        config?.["thinking_config"] !== undefined && config?.["thinkingConfig"] === undefined ? "thinking_config" : "thinkingConfig"
       const thinking = obj(config?.[tkey])
-      const bkey = thinking?.["thinking_budget"] !== undefined && thinking?.["thinkingBudget"] === undefined ? "thinking_budget" : "thinkingBudget"
+      const bkey =
+        thinking?.["thinking_budget"] !== undefined && thinking?.["thinkingBudget"] === undefined ? "thinking_budget" : "thinkingBudget"
       const set = (budget: number) => ({ ...body, [key]: { ...config, [tkey]: { ...thinking, [bkey]: budget } } })
       if (force) return set(t.budgetTokens)
       const budget = thinking?.[bkey]

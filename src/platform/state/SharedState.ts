@@ -299,7 +299,12 @@ export class SharedState extends Context.Tag("gateway/SharedState")<SharedState,
   /** One process (the default): publishing is a no-op, no remote change ever arrives. */
   static readonly layer = Layer.sync(
     SharedState,
-    (): SharedStateShape => ({ channel: localSharedState.channel, counters: makeMemoryCounters(), totals: makeMemoryTotals(false), keys: makeMemoryKeys(false) })
+    (): SharedStateShape => ({
+      channel: localSharedState.channel,
+      counters: makeMemoryCounters(),
+      totals: makeMemoryTotals(false),
+      keys: makeMemoryKeys(false)
+    })
   )
 
   /** A node of `cluster`, one per build of the layer (two gateways, two builds, two nodes). */

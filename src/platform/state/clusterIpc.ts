@@ -34,7 +34,15 @@ import {
  */
 
 /** The calls on the primary's stores. */
-export type StoreOp = "count.add" | "count.get" | "totals.claim" | "totals.add" | "keys.claim" | "keys.get" | "keys.replace" | "keys.release"
+export type StoreOp =
+  | "count.add"
+  | "count.get"
+  | "totals.claim"
+  | "totals.add"
+  | "keys.claim"
+  | "keys.get"
+  | "keys.replace"
+  | "keys.release"
 
 /** What a worker sends its primary. `id` -1: no answer wanted. */
 export type ToPrimary =
@@ -43,7 +51,9 @@ export type ToPrimary =
   | { readonly gw: "stop"; readonly intent: "shutdown" | "restart" }
 
 /** What the primary sends a worker. */
-export type ToWorker = { readonly gw: "msg"; readonly topic: string; readonly text: string } | { readonly gw: "result"; readonly id: number; readonly value: unknown }
+export type ToWorker =
+  | { readonly gw: "msg"; readonly topic: string; readonly text: string }
+  | { readonly gw: "result"; readonly id: number; readonly value: unknown }
 
 /** The stores of one node (the primary's, or a worker's own once the primary is gone), called by name. */
 const makeStores = () => {
@@ -72,7 +82,8 @@ const makeStores = () => {
   }
 }
 
-const isGatewayMessage = (m: unknown): m is { readonly gw: string } => typeof m === "object" && m !== null && typeof (m as { gw?: unknown }).gw === "string"
+const isGatewayMessage = (m: unknown): m is { readonly gw: string } =>
+  typeof m === "object" && m !== null && typeof (m as { gw?: unknown }).gw === "string"
 
 /**
  * The primary's side: relays channel messages between `workers()` and answers calls on its

@@ -53,7 +53,10 @@ export const layerRedis = (url: string, options: RedisOptionsForGateway = {}): L
       const { channel, subscribed } = makeRedisChannels({ pub, sub, prefix, node, up, runLog })
 
       const connectWait = Duration.millis(options.connectWaitMs ?? 2000)
-      const waited = yield* Effect.all([subscribed, publisherReady(pub)], { concurrency: 2 }).pipe(Effect.timeout(connectWait), Effect.option)
+      const waited = yield* Effect.all([subscribed, publisherReady(pub)], { concurrency: 2 }).pipe(
+        Effect.timeout(connectWait),
+        Effect.option
+      )
       if (waited._tag === "None") onError(new Error("no connection within the start-up wait"))
       else yield* Effect.logInfo(`shared state: Redis at ${masked} (node ${node}, prefix ${prefix})`)
 

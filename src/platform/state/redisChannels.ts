@@ -43,7 +43,11 @@ export const makeRedisChannels = ({ pub, sub, prefix, node, up, runLog }: RedisC
       try {
         apply(codec.decode(text))
       } catch (e) {
-        runLog(Effect.logWarning(`shared state: a '${topic}' change from another process could not be applied: ${e instanceof Error ? e.message : String(e)}`))
+        runLog(
+          Effect.logWarning(
+            `shared state: a '${topic}' change from another process could not be applied: ${e instanceof Error ? e.message : String(e)}`
+          )
+        )
       }
     })
     const name = channelPrefix + topic

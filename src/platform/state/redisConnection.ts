@@ -37,7 +37,11 @@ export const watchOutages = ({ pub, sub, masked, runLog }: OutagesDeps) => {
   const onError = (err: Error) => {
     if (down) return
     down = true
-    runLog(Effect.logWarning(`shared state: Redis at ${masked} is unreachable (${err.message}); serving with this process's local state, reconnecting`))
+    runLog(
+      Effect.logWarning(
+        `shared state: Redis at ${masked} is unreachable (${err.message}); serving with this process's local state, reconnecting`
+      )
+    )
   }
   const onReady = () => {
     if (!down || pub.status !== "ready" || sub.status !== "ready") return

@@ -26,7 +26,9 @@ export const makeRedisKeys = ({ pub, prefix, up }: RedisValuesDeps): SharedKeys 
           )
         : Effect.succeed(undefined),
     replace: (key, owner, value, ttlMs) =>
-      up() ? Effect.tryPromise(() => pub.gwReplace(claimKey(key), owner, value, String(Math.max(1, Math.ceil(ttlMs))))).pipe(Effect.ignore) : Effect.void,
+      up()
+        ? Effect.tryPromise(() => pub.gwReplace(claimKey(key), owner, value, String(Math.max(1, Math.ceil(ttlMs))))).pipe(Effect.ignore)
+        : Effect.void,
     release: (key, owner) => (up() ? Effect.tryPromise(() => pub.gwRelease(claimKey(key), owner)).pipe(Effect.ignore) : Effect.void)
   }
 }

@@ -37,7 +37,8 @@ const createdAtOf = (id: string): string => {
   return m ? `${m[1]}-${m[2]}-${m[3]}T${m[4]}:${m[5]}:${m[6]}.${m[7]}Z` : ""
 }
 
-const kindOf = (id: string): BackupKind => (id.includes("-pre-restore") ? "pre-restore" : id.includes("-scheduled") ? "scheduled" : "manual")
+const kindOf = (id: string): BackupKind =>
+  id.includes("-pre-restore") ? "pre-restore" : id.includes("-scheduled") ? "scheduled" : "manual"
 
 export interface BackupsShape {
   /** Every backup in DATA_DIR/backups, newest first. */
@@ -234,7 +235,8 @@ export const ScheduledBackups = Layer.scopedDiscard(
   Effect.gen(function* () {
     if (!(yield* backgroundJob("scheduled backups"))) return
     const backups = yield* Backups
-    if (backups.unavailable !== undefined) return yield* Effect.logInfo("scheduled backups off: the database is PostgreSQL (back it up with pg_dump)")
+    if (backups.unavailable !== undefined)
+      return yield* Effect.logInfo("scheduled backups off: the database is PostgreSQL (back it up with pg_dump)")
     const settings = yield* Settings
     const armed = yield* FiberHandle.make()
     const arm = ({ intervalHours, keep }: BackupSchedule) =>

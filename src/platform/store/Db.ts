@@ -27,8 +27,14 @@ const runMigrations = Migrator.make({})
 export const migrate = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   Effect.flatMap(
     // The PostgreSQL set is loaded only for a PostgreSQL client.
-    sql.onDialectOrElse({ pg: () => Effect.promise(() => import("./migrations-pg/index.js")).pipe(Effect.map((m) => m.loader)), orElse: () => Effect.succeed(loader) }),
-    (set) => Effect.map(runMigrations({ loader: set, table: "schema_migrations" }), (applied) => applied.map(([id, name]) => `${String(id).padStart(4, "0")}_${name}`))
+    sql.onDialectOrElse({
+      pg: () => Effect.promise(() => import("./migrations-pg/index.js")).pipe(Effect.map((m) => m.loader)),
+      orElse: () => Effect.succeed(loader)
+    }),
+    (set) =>
+      Effect.map(runMigrations({ loader: set, table: "schema_migrations" }), (applied) =>
+        applied.map(([id, name]) => `${String(id).padStart(4, "0")}_${name}`)
+      )
   )
 )
 
@@ -118,7 +124,9 @@ export const layer = Layer.unwrapEffect(
     if (unwritable !== undefined) return Layer.die(new Error(unwritable))
     const client = prepare.pipe(Layer.provideMerge(SqliteClient.layer({ filename: kind.file })))
     // The batch writer's thread (src/platform/store/SqliteWriterThread.ts), started on the migrated file.
-    const thread = Layer.unwrapEffect(Effect.as(SqlClient.SqlClient, SqliteWriterThread.layer(kind.file, REPLACING as Record<string, ReadonlyArray<string>>)))
+    const thread = Layer.unwrapEffect(
+      Effect.as(SqlClient.SqlClient, SqliteWriterThread.layer(kind.file, REPLACING as Record<string, ReadonlyArray<string>>))
+    )
     return Layer.mergeAll(thread.pipe(Layer.provideMerge(client)), Layer.succeed(StoreKind, kind), StoreHealth.layer)
   })
 ).pipe(Layer.orDie)
@@ -130,7 +138,12 @@ const writeProblem = (dir: string): string | undefined => {
     return undefined
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code
-    const why = code === "EROFS" ? "is on a read-only file system" : code === "EACCES" || code === "EPERM" ? "is not writable by this user" : `cannot be written (${code})`
+    const why =
+      code === "EROFS"
+        ? "is on a read-only file system"
+        : code === "EACCES" || code === "EPERM"
+          ? "is not writable by this user"
+          : `cannot be written (${code})`
     return `the data directory ${dir} ${why}: the gateway keeps its SQLite database there (DATA_DIR); mount it read-write, or set DATA_DIR to a writable directory`
   }
 }

@@ -26,7 +26,10 @@ export class KeyValue extends Context.Tag("gateway/KeyValue")<KeyValue, KeyValue
           ),
         set: (namespace, key, value) =>
           sql`INSERT INTO kv (namespace, key, value, updated_at) VALUES (${namespace}, ${key}, ${value}, ${Date.now()})
-              ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`.pipe(Effect.asVoid, Effect.orDie),
+              ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`.pipe(
+            Effect.asVoid,
+            Effect.orDie
+          ),
         remove: (namespace, key) =>
           sql<{ n: number }>`DELETE FROM kv WHERE namespace = ${namespace} AND key = ${key} RETURNING 1 AS n`.pipe(
             Effect.map((rows) => rows.length > 0),

@@ -78,7 +78,9 @@ export class Secrets extends Context.Tag("gateway/Secrets")<Secrets, SecretsShap
       const keyFile = path.join(dataDir, STORAGE_KEY_FILE)
       const fromEnv = yield* Config.redacted("STORAGE_ENCRYPTION_KEY").pipe(Config.option, Effect.orDie)
       const envKey = Option.filter(fromEnv, (r) => Redacted.value(r).trim().length > 0)
-      const key = Option.isSome(envKey) ? deriveKey(Redacted.value(envKey.value)) : yield* Effect.try(() => loadOrCreateKeyFile(keyFile)).pipe(Effect.orDie)
+      const key = Option.isSome(envKey)
+        ? deriveKey(Redacted.value(envKey.value))
+        : yield* Effect.try(() => loadOrCreateKeyFile(keyFile)).pipe(Effect.orDie)
       const cipher = makeCipher(key)
       return {
         source: Option.isSome(envKey) ? ("env" as const) : ("file" as const),

@@ -271,9 +271,15 @@ const sameColumns = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolea
  * fails as well and `alive()` is false, so callers turn to the main connection. `replacing` names
  * the tables whose rows replace the row with the same key (their key columns).
  */
-export const startSqliteWriter = (file: string, replacing: Readonly<Record<string, ReadonlyArray<string>>>): { readonly writer: SqliteWriter; readonly started: Promise<void> } => {
+export const startSqliteWriter = (
+  file: string,
+  replacing: Readonly<Record<string, ReadonlyArray<string>>>
+): { readonly writer: SqliteWriter; readonly started: Promise<void> } => {
   const driver = createRequire(import.meta.url).resolve("better-sqlite3")
-  const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, file, busyTimeoutMs: BUSY_TIMEOUT_MS, replacing, nice: WRITER_NICE } })
+  const worker = new Worker(WORKER_SOURCE, {
+    eval: true,
+    workerData: { driver, file, busyTimeoutMs: BUSY_TIMEOUT_MS, replacing, nice: WRITER_NICE }
+  })
   // A thread that does nothing keeps no process alive (a CLI command ends when its work does).
   worker.unref()
   let next = 0
@@ -327,7 +333,10 @@ export const startSqliteWriter = (file: string, replacing: Readonly<Record<strin
  * The writer thread of the SQLite file, for the batch writer and StoreVersion; `writer` is
  * undefined when it could not start (both then use the main connection, as before).
  */
-export class SqliteWriterThread extends Context.Tag("gateway/SqliteWriterThread")<SqliteWriterThread, { readonly writer: SqliteWriter | undefined }>() {
+export class SqliteWriterThread extends Context.Tag("gateway/SqliteWriterThread")<
+  SqliteWriterThread,
+  { readonly writer: SqliteWriter | undefined }
+>() {
   static readonly layer = (file: string, replacing: Readonly<Record<string, ReadonlyArray<string>>>) =>
     Layer.scoped(
       SqliteWriterThread,

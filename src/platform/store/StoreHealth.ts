@@ -62,7 +62,8 @@ export interface StoreHealthShape {
    * unavailable: that is said once per outage (here), not by every job every round.
    */
   readonly warn: (message: string, cause: Cause.Cause<unknown>) => Effect.Effect<void>
-  /** Counts `n` rows of `table` as dropped (a bad row, a shutdown with the store still down), and logs `why` (at most once a minute per table). */
+  /** Counts `n` rows of `table` as dropped (a bad row, a shutdown with the store still down), and logs `why` (at most once a minute per
+   * table). */
   readonly drop: (table: string, n: number, why: string | undefined) => void
 }
 
@@ -99,7 +100,11 @@ export const makeStoreHealth = (max: number): Effect.Effect<StoreHealthShape> =>
       if (cause === undefined) return undefined
       if (down === undefined) {
         downSince = Date.now()
-        log(Effect.logWarning(`store: ${cause}; requests go on, rows are kept in memory (at most ${max}, ${BACKLOG_ENV}) and written when it is back`))
+        log(
+          Effect.logWarning(
+            `store: ${cause}; requests go on, rows are kept in memory (at most ${max}, ${BACKLOG_ENV}) and written when it is back`
+          )
+        )
       }
       down = cause
       return cause
@@ -116,7 +121,11 @@ export const makeStoreHealth = (max: number): Effect.Effect<StoreHealthShape> =>
       succeeded: () => {
         if (down === undefined) return
         down = undefined
-        log(Effect.logInfo(`store: writes go through again after ${Math.round((Date.now() - downSince) / 100) / 10} s; ${held} rows held are being written`))
+        log(
+          Effect.logInfo(
+            `store: writes go through again after ${Math.round((Date.now() - downSince) / 100) / 10} s; ${held} rows held are being written`
+          )
+        )
       },
       hold: (table) => {
         if (held >= max) {

@@ -49,7 +49,9 @@ export const parseDatabaseUrl = (raw: string): Either.Either<string, string> => 
     return Either.left("DATABASE_URL is not a URL: expected postgres://user:password@host:5432/database")
   }
   if (u.protocol !== "postgres:" && u.protocol !== "postgresql:") {
-    return Either.left(`DATABASE_URL must start with postgres:// or postgresql:// (got ${u.protocol}//…); unset it to use the embedded SQLite database`)
+    return Either.left(
+      `DATABASE_URL must start with postgres:// or postgresql:// (got ${u.protocol}//…); unset it to use the embedded SQLite database`
+    )
   }
   if (u.hostname === "" && !u.searchParams.has("host")) return Either.left(`DATABASE_URL names no host: ${maskUrl(value)}`)
   return Either.right(value)

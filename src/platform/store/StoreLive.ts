@@ -17,9 +17,8 @@ import { StoreVersion } from "./StoreVersion.js"
  * too (src/server/CoreLayer.ts). Built first, closed last: the writer's final flush runs after
  * every service that appends rows has stopped.
  */
-export const StoreLive: Layer.Layer<SqlClient | PgClient | StoreKind | StoreHealth | BatchWriter | KeyValue | StoreVersion | Secrets, never, AppConfig> = Layer.mergeAll(
-  BatchWriter.layer,
-  KeyValue.layer,
-  StoreVersion.layer(),
-  Secrets.layer
-).pipe(Layer.provideMerge(Db.layer))
+export const StoreLive: Layer.Layer<
+  SqlClient | PgClient | StoreKind | StoreHealth | BatchWriter | KeyValue | StoreVersion | Secrets,
+  never,
+  AppConfig
+> = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, StoreVersion.layer(), Secrets.layer).pipe(Layer.provideMerge(Db.layer))

@@ -121,7 +121,9 @@ export const makeCachedLoad = <A>(version: StoreVersionShape, load: Effect.Effec
   const get = Effect.suspend(() => {
     const known = version.peek()
     if (known !== undefined && cached && cached.version === known && cached.generation === generation) return Effect.succeed(cached.value)
-    return Effect.flatMap(version.current, (v) => (cached && cached.version === v && cached.generation === generation ? Effect.succeed(cached.value) : load_(v)))
+    return Effect.flatMap(version.current, (v) =>
+      cached && cached.version === v && cached.generation === generation ? Effect.succeed(cached.value) : load_(v)
+    )
   })
   return {
     get,

@@ -133,10 +133,13 @@ export const makeFinalDrain = ({ queue, state, health, writeBatch }: WorkerDeps)
     if (left.length > 0) {
       const perTable = new Map<string, number>()
       for (const p of left) perTable.set(p.table, (perTable.get(p.table) ?? 0) + 1)
-      for (const [table, n] of perTable) health.drop(table, n, `the gateway stopped while the store was unavailable (${health.cause() ?? "unknown cause"})`)
+      for (const [table, n] of perTable)
+        health.drop(table, n, `the gateway stopped while the store was unavailable (${health.cause() ?? "unknown cause"})`)
       state.done += left.length
       health.release(left.length)
-      yield* Effect.logError(`${left.length} queued rows could not be written before the gateway stopped: ${health.cause() ?? "the store is unavailable"}`)
+      yield* Effect.logError(
+        `${left.length} queued rows could not be written before the gateway stopped: ${health.cause() ?? "the store is unavailable"}`
+      )
     }
     yield* Effect.logInfo(`flushed ${rest.length - left.length} queued rows on shutdown`)
   })

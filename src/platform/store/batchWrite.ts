@@ -31,13 +31,16 @@ export interface BatchWriteDeps {
   readonly thread: SqliteWriter | undefined
 }
 
-/** The batch write: through the writer thread while it works, here otherwise; rows that can never be written are dropped, logged and counted. */
+/** The batch write: through the writer thread while it works, here otherwise; rows that can never be written are dropped, logged and
+ * counted. */
 export const makeBatchWrite = ({ sql, health, thread: started }: BatchWriteDeps): WriteBatch => {
   let thread = started
 
   const insert = (table: AppendTable, rows: Row | ReadonlyArray<Row>) => {
     const key = REPLACING[table]
-    return key ? upsert(sql, table, rows, key) : sql`INSERT INTO ${sql(table)} ${sql.insert(rows as Array<Record<string, string | number | null>>)}`
+    return key
+      ? upsert(sql, table, rows, key)
+      : sql`INSERT INTO ${sql(table)} ${sql.insert(rows as Array<Record<string, string | number | null>>)}`
   }
 
   /** Rows of one table with the same columns go into one multi-row INSERT. */
@@ -54,9 +57,12 @@ export const makeBatchWrite = ({ sql, health, thread: started }: BatchWriteDeps)
 
   /** A row that can never be written (not the store's fault): logged and counted. */
   const dropBad = (table: string, error: string) =>
-    Effect.sync(() => health.drop(table, 1, undefined)).pipe(Effect.zipRight(Effect.logError(`dropping ${table} row that cannot be written: ${error}`)))
+    Effect.sync(() => health.drop(table, 1, undefined)).pipe(
+      Effect.zipRight(Effect.logError(`dropping ${table} row that cannot be written: ${error}`))
+    )
 
-  /** The batch through the writer thread (if the thread has failed, here from then on): the rows not written because the store is unavailable. */
+  /** The batch through the writer thread (if the thread has failed, here from then on): the rows not written because the store is
+   * unavailable. */
   const writeOffThread = (w: SqliteWriter, batch: ReadonlyArray<Pending>): Effect.Effect<ReadonlyArray<Pending>> =>
     Effect.flatMap(
       Effect.promise(() =>
@@ -68,7 +74,9 @@ export const makeBatchWrite = ({ sql, health, thread: started }: BatchWriteDeps)
       (r) => {
         if ("failed" in r) {
           if (thread === w) thread = undefined
-          return Effect.logWarning("the SQLite writer thread failed; writing on the main thread from now on", r.failed.message).pipe(Effect.zipRight(writeHere(batch)))
+          return Effect.logWarning("the SQLite writer thread failed; writing on the main thread from now on", r.failed.message).pipe(
+            Effect.zipRight(writeHere(batch))
+          )
         }
         const { singly, dropped, unavailable } = r.ok
         const rest = unavailable === undefined ? [] : batch.slice(unavailable.from)
@@ -76,7 +84,9 @@ export const makeBatchWrite = ({ sql, health, thread: started }: BatchWriteDeps)
         else health.succeeded()
         return Effect.as(
           Effect.zipRight(
-            singly === undefined ? Effect.void : Effect.logWarning(`batch write failed (${batch.length} rows), writing rows singly`, singly),
+            singly === undefined
+              ? Effect.void
+              : Effect.logWarning(`batch write failed (${batch.length} rows), writing rows singly`, singly),
             Effect.forEach(dropped, (d) => dropBad(d.table, d.error), { discard: true })
           ),
           rest
@@ -101,7 +111,9 @@ export const makeBatchWrite = ({ sql, health, thread: started }: BatchWriteDeps)
           ? Effect.succeed(batch)
           : // The batch as a whole failed even after retries: write rows one by one so one bad
             // row cannot take the others with it.
-            Effect.logWarning(`batch write failed (${batch.length} rows), writing rows singly`, error.message).pipe(Effect.zipRight(writeSingly(batch)))
+            Effect.logWarning(`batch write failed (${batch.length} rows), writing rows singly`, error.message).pipe(
+              Effect.zipRight(writeSingly(batch))
+            )
       )
     )
 

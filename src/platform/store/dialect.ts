@@ -125,7 +125,17 @@ const innerMessage = (error: unknown): string => {
 }
 
 /** Node's socket errors: the server is not there, or the connection to it broke. */
-const SOCKET_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN", "ECONNABORTED"])
+const SOCKET_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "ECONNABORTED"
+])
 
 /**
  * Why the store cannot take a write now, when that is why a statement failed (not a bad row, not

@@ -63,7 +63,12 @@ export const startKept = <S extends KeptState>(kv: KeyValueShape, namespace: str
               Effect.catchAllCause((cause) => Effect.logWarning(`${namespace} ${key} stopped on an error`, cause)),
               Effect.onExit((exit) =>
                 Effect.suspend(() => {
-                  state = { ...state, state: Exit.isInterrupted(exit) ? "interrupted" : "done", finishedAt: new Date().toISOString(), savedAt: Date.now() }
+                  state = {
+                    ...state,
+                    state: Exit.isInterrupted(exit) ? "interrupted" : "done",
+                    finishedAt: new Date().toISOString(),
+                    savedAt: Date.now()
+                  }
                   return Effect.ensuring(
                     save(state),
                     Effect.sync(() => onEnd?.())

@@ -37,5 +37,9 @@ export const SharedStorageKeyCheck = Layer.effectDiscard(
           : `the shared database's secrets were encrypted with another storage key than this gateway's ${secrets.keyFile}: set STORAGE_ENCRYPTION_KEY, the same on every gateway on this database (docs/scale-out.md)`
       )
     )
-  }).pipe(Effect.catchTag("SqlError", (e) => Effect.fail(new StorageKeyMismatch(`the storage key check could not read the database: ${e.message}`))))
+  }).pipe(
+    Effect.catchTag("SqlError", (e) =>
+      Effect.fail(new StorageKeyMismatch(`the storage key check could not read the database: ${e.message}`))
+    )
+  )
 )

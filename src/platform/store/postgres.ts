@@ -43,7 +43,8 @@ const NUMERIC = 1700
 export const typeParsers = () => {
   const types = pg().types
   return {
-    getTypeParser: (oid: number, format?: string) => (oid === INT8 || oid === NUMERIC ? (value: string) => Number(value) : types.getTypeParser(oid, format))
+    getTypeParser: (oid: number, format?: string) =>
+      oid === INT8 || oid === NUMERIC ? (value: string) => Number(value) : types.getTypeParser(oid, format)
   }
 }
 
@@ -83,7 +84,8 @@ const describe = (cause: unknown): string => {
     if (inner === undefined || inner === null) break
     e = inner
   }
-  if (e instanceof AggregateError && e.errors.length > 0) return e.errors.map((x) => (x instanceof Error ? x.message : String(x))).join("; ")
+  if (e instanceof AggregateError && e.errors.length > 0)
+    return e.errors.map((x) => (x instanceof Error ? x.message : String(x))).join("; ")
   return e instanceof Error ? e.message || e.name : String(e)
 }
 
@@ -137,7 +139,11 @@ export const listenedVersion = (url: Redacted.Redacted<string>) =>
     /** One connection's life: resolves when it is listening, the returned promise ends with it. */
     const session = Effect.async<never, Error>((resume) => {
       let done = false
-      const client = new (pg().Client)({ connectionString: Redacted.value(url), application_name: "gateway-listen", connectionTimeoutMillis: 10_000 })
+      const client = new (pg().Client)({
+        connectionString: Redacted.value(url),
+        application_name: "gateway-listen",
+        connectionTimeoutMillis: 10_000
+      })
       const fail = (e?: unknown) => {
         listening = false
         if (done) return
@@ -182,6 +188,9 @@ export const listenedVersion = (url: Redacted.Redacted<string>) =>
       Effect.forkScoped
     )
     // The first LISTEN is in place before any cache loads: no commit falls between the two.
-    yield* Effect.sync(() => listening).pipe(Effect.repeat({ until: (l) => l, schedule: Schedule.spaced(Duration.millis(10)) }), Effect.timeoutOption(Duration.seconds(10)))
+    yield* Effect.sync(() => listening).pipe(
+      Effect.repeat({ until: (l) => l, schedule: Schedule.spaced(Duration.millis(10)) }),
+      Effect.timeoutOption(Duration.seconds(10))
+    )
     return shape
   })

@@ -24,9 +24,16 @@ export const BUSY_TIMEOUT_MS = 5000
  * boundaries and avoids an fsync per transaction.
  */
 export const configure = (sql: SqlClient.SqlClient) =>
-  Effect.all([sql.unsafe(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`), sql.unsafe("PRAGMA synchronous = NORMAL"), sql.unsafe("PRAGMA foreign_keys = ON")], {
-    discard: true
-  })
+  Effect.all(
+    [
+      sql.unsafe(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`),
+      sql.unsafe("PRAGMA synchronous = NORMAL"),
+      sql.unsafe("PRAGMA foreign_keys = ON")
+    ],
+    {
+      discard: true
+    }
+  )
 
 /**
  * SQLite's change counter for this connection: it changes when another connection (another
@@ -56,7 +63,9 @@ export const fileHealth = (db: SqliteHandle): { readonly integrity: string; read
  * What `checkDatabaseFile` found in a candidate database (a backup, an upload): the integrity
  * check's first problem, or the migrations it carries when it is a gateway database.
  */
-export type FileCheck = { readonly _tag: "Ok"; readonly migrations: ReadonlyArray<number> } | { readonly _tag: "Invalid"; readonly reason: string }
+export type FileCheck =
+  | { readonly _tag: "Ok"; readonly migrations: ReadonlyArray<number> }
+  | { readonly _tag: "Invalid"; readonly reason: string }
 
 /**
  * Opens `file` read-only (its own connection, never the live one), runs `PRAGMA integrity_check`
@@ -117,7 +126,9 @@ export const tablesInDependencyOrder = (sql: SqlClient.SqlClient) =>
   Effect.gen(function* () {
     const names = (yield* sql<{
       name: string
-    }>`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'schema_migrations' ORDER BY name`).map((r) => r.name)
+    }>`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'schema_migrations' ORDER BY name`).map(
+      (r) => r.name
+    )
     const refs = new Map<string, Array<string>>()
     for (const t of names)
       refs.set(
@@ -143,4 +154,7 @@ export const columnsOf = (sql: SqlClient.SqlClient, table: string) =>
  * order, each with its rowid as `__rowid`: a table read in batches without OFFSET.
  */
 export const rowsAfter = (sql: SqlClient.SqlClient, table: string, after: number, limit: number) =>
-  sql.unsafe<Record<string, unknown>>(`SELECT rowid AS __rowid, * FROM "${table.replace(/"/g, '""')}" WHERE rowid > ? ORDER BY rowid LIMIT ?`, [after, limit])
+  sql.unsafe<Record<string, unknown>>(
+    `SELECT rowid AS __rowid, * FROM "${table.replace(/"/g, '""')}" WHERE rowid > ? ORDER BY rowid LIMIT ?`,
+    [after, limit]
+  )

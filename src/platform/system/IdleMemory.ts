@@ -50,7 +50,8 @@ export const IdleMemory = Layer.scopedDiscard(
     const seconds = yield* Config.number("GATEWAY_IDLE_GC_SECONDS").pipe(Config.withDefault(NODE_MAJOR < 22 ? 5 : 0), Effect.orDie)
     if (!(seconds > 0)) return
     const gc = gcFunction()
-    if (gc === undefined) return yield* Effect.logDebug("idle memory: V8's gc function is unavailable; the young generation shrinks when V8 gets to it")
+    if (gc === undefined)
+      return yield* Effect.logDebug("idle memory: V8's gc function is unavailable; the young generation shrinks when V8 gets to it")
     const round = Effect.sync(() => {
       if (youngBytes() > GROWN) gc({ type: "minor" })
     })

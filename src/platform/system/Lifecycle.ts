@@ -10,7 +10,8 @@ export type StopIntent = "shutdown" | "restart"
 /** Exit status of a supervised gateway that asks its supervisor to start it again (EX_TEMPFAIL). */
 export const RESTART_EXIT_CODE = 75
 
-/** How a restart happens: `supervisor` (this process re-runs the gateway as its child) or `exit` (exit 75; a service manager starts it again). */
+/** How a restart happens: `supervisor` (this process re-runs the gateway as its child) or `exit` (exit 75; a service manager starts it
+ * again). */
 export const restartMode = (env: NodeJS.ProcessEnv = process.env): "supervisor" | "exit" =>
   env.GATEWAY_RESTART_MODE === "exit" || env.GATEWAY_SUPERVISED === "1" ? "exit" : "supervisor"
 

@@ -29,7 +29,8 @@ export const readEnvText = (file: string): string | undefined => {
 }
 
 /** The variables of an env file's text (`KEY=value`, comments, quotes, `export` prefixes as Node reads them). */
-export const parseEnvText = (text: string): Record<string, string> => parseEnv(text.replace(/^\s*export\s+/gm, "")) as Record<string, string>
+export const parseEnvText = (text: string): Record<string, string> =>
+  parseEnv(text.replace(/^\s*export\s+/gm, "")) as Record<string, string>
 
 export const readEnvFile = (file: string): Record<string, string> => {
   const text = readEnvText(file)

@@ -12,11 +12,19 @@ export const every = (seconds: number) => Schedule.spaced(Duration.millis(second
  * Forks `round` into the layer's scope on `every(seconds)`, its first run one interval after start
  * (or at once with `immediately`); a failed round is logged, never fatal to the job.
  */
-export const periodic = (name: string, seconds: number, round: Effect.Effect<void>, options: { readonly immediately?: boolean } = {}): Effect.Effect<void, never, Scope.Scope> => {
+export const periodic = (
+  name: string,
+  seconds: number,
+  round: Effect.Effect<void>,
+  options: { readonly immediately?: boolean } = {}
+): Effect.Effect<void, never, Scope.Scope> => {
   return Effect.flatMap(Effect.serviceOption(StoreHealth), (health) => {
     // A round that failed because the store is unavailable is said once per outage, by StoreHealth.
-    const warn = (cause: Cause.Cause<unknown>) => (health._tag === "Some" ? health.value.warn(`${name}: round failed`, cause) : Effect.logWarning(`${name}: round failed`, cause))
+    const warn = (cause: Cause.Cause<unknown>) =>
+      health._tag === "Some" ? health.value.warn(`${name}: round failed`, cause) : Effect.logWarning(`${name}: round failed`, cause)
     const guarded = round.pipe(Effect.catchAllCause(warn))
-    return Effect.asVoid(Effect.forkScoped(options.immediately ? Effect.repeat(guarded, every(seconds)) : Effect.schedule(guarded, every(seconds))))
+    return Effect.asVoid(
+      Effect.forkScoped(options.immediately ? Effect.repeat(guarded, every(seconds)) : Effect.schedule(guarded, every(seconds)))
+    )
   })
 }

@@ -54,7 +54,8 @@ export interface AccountingShape {
    * (pass it to `tokenLimit`, release it once settled).
    */
   readonly reserve: (apiKeyId: string | null) => Reservation
-  /** A token limit that stops the key from using a target now (sync, at the Clock's time, as `settle` records); other in-flight requests count. */
+  /** A token limit that stops the key from using a target now (sync, at the Clock's time, as `settle` records); other in-flight requests
+   * count. */
   readonly tokenLimit: (apiKeyId: string | null, target: LimitTarget, own?: Reservation) => TokenLimitCheck
   /**
    * `tokenLimit` atomic across processes (with `exact`): holds `own`'s expected tokens in each

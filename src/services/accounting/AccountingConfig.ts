@@ -37,8 +37,12 @@ export class AccountingConfig extends Context.Tag("gateway/AccountingConfig")<Ac
     AccountingConfig,
     Effect.gen(function* () {
       const int = (name: string, fallback: number, min: number) =>
-        Config.integer(name).pipe(Config.validate({ message: `${name} must be an integer of at least ${min}`, validation: (n) => n >= min }), Config.withDefault(fallback))
-      const text = (name: string) => Config.string(name).pipe(Config.option, Config.map(Option.filter((s) => s.trim() !== "")), Config.map(Option.getOrUndefined))
+        Config.integer(name).pipe(
+          Config.validate({ message: `${name} must be an integer of at least ${min}`, validation: (n) => n >= min }),
+          Config.withDefault(fallback)
+        )
+      const text = (name: string) =>
+        Config.string(name).pipe(Config.option, Config.map(Option.filter((s) => s.trim() !== "")), Config.map(Option.getOrUndefined))
       return yield* Config.all({
         usageRetentionDays: int("USAGE_RETENTION_DAYS", DEFAULT_ACCOUNTING.usageRetentionDays, 1),
         usageMaxRows: int("USAGE_MAX_ROWS", DEFAULT_ACCOUNTING.usageMaxRows, 1000),
@@ -54,5 +58,6 @@ export class AccountingConfig extends Context.Tag("gateway/AccountingConfig")<Ac
     })
   )
 
-  static readonly layerTest = (overrides: Partial<AccountingConfigShape> = {}) => Layer.succeed(AccountingConfig, { ...DEFAULT_ACCOUNTING, ...overrides })
+  static readonly layerTest = (overrides: Partial<AccountingConfigShape> = {}) =>
+    Layer.succeed(AccountingConfig, { ...DEFAULT_ACCOUNTING, ...overrides })
 }

@@ -34,7 +34,17 @@ export const AccountingLive: Layer.Layer<
   SqlClient | BatchWriter | StoreHealth | StoreVersion | FeatureFlags | ApiKeys | Connections | Usage | EventBus | RequestHooks
 > = Accounting.layer.pipe(
   Layer.provideMerge(
-    Layer.mergeAll(Pricing.layer, Budgets.layer, TokenLimits.layer, InboundLimits.layer, ResponseCache.layer, Idempotency.layer, UsageQueries.layer, UsageRetention, InFlight.layer)
+    Layer.mergeAll(
+      Pricing.layer,
+      Budgets.layer,
+      TokenLimits.layer,
+      InboundLimits.layer,
+      ResponseCache.layer,
+      Idempotency.layer,
+      UsageQueries.layer,
+      UsageRetention,
+      InFlight.layer
+    )
   ),
   Layer.provideMerge(AccountingConfig.layer)
 )

@@ -36,7 +36,10 @@ export interface IdempotencyShape {
    * with `duplicate: true`. A failed or interrupted `produce` is not shared and not stored: one
    * waiting caller runs its own `produce` instead (and the rest wait for that one).
    */
-  readonly run: <E, R>(key: string, produce: Effect.Effect<RecordedResponse, E, R>) => Effect.Effect<{ readonly response: RecordedResponse; readonly duplicate: boolean }, E, R>
+  readonly run: <E, R>(
+    key: string,
+    produce: Effect.Effect<RecordedResponse, E, R>
+  ) => Effect.Effect<{ readonly response: RecordedResponse; readonly duplicate: boolean }, E, R>
   readonly stats: Effect.Effect<IdempotencyStats>
   /** Forgets every key; answers how many were active. In-flight calls finish but store nothing. */
   readonly clear: Effect.Effect<number>
@@ -46,8 +49,12 @@ export interface IdempotencyShape {
  * The key the pipeline builds: scoped to the API key, method and path, so two clients (or two
  * endpoints) sending the same `Idempotency-Key` / `X-Request-Id` never share a response.
  */
-export const idempotencyKey = (parts: { readonly apiKeyId: string | null; readonly method: string; readonly path: string; readonly clientKey: string }): string =>
-  JSON.stringify([parts.apiKeyId ?? "", parts.method.toUpperCase(), parts.path, parts.clientKey])
+export const idempotencyKey = (parts: {
+  readonly apiKeyId: string | null
+  readonly method: string
+  readonly path: string
+  readonly clientKey: string
+}): string => JSON.stringify([parts.apiKeyId ?? "", parts.method.toUpperCase(), parts.path, parts.clientKey])
 
 /**
  * What one process tells the others (docs/ARCHITECTURE.md, "Seam 4"): a completed response (the
@@ -55,13 +62,22 @@ export const idempotencyKey = (parts: { readonly apiKeyId: string | null; readon
  * window gets it too; or an operator's clear. A request still in flight is not announced: a
  * duplicate sent to another process while the first runs is produced there again.
  */
-export type IdempotencyChange = { readonly op: "done"; readonly key: string; readonly response: RecordedResponse; readonly at: number } | { readonly op: "clear" }
+export type IdempotencyChange =
+  | { readonly op: "done"; readonly key: string; readonly response: RecordedResponse; readonly at: number }
+  | { readonly op: "clear" }
 
 const changeCodec: Codec<IdempotencyChange> = {
-  encode: (c) => JSON.stringify(c.op === "done" ? { ...c, response: { status: c.response.status, headers: c.response.headers, body: c.response.body.toString("base64") } } : c),
+  encode: (c) =>
+    JSON.stringify(
+      c.op === "done"
+        ? { ...c, response: { status: c.response.status, headers: c.response.headers, body: c.response.body.toString("base64") } }
+        : c
+    ),
   decode: (text) => {
     const c = JSON.parse(text)
-    return c.op === "done" ? { ...c, response: { status: c.response.status, headers: c.response.headers, body: Buffer.from(c.response.body, "base64") } } : c
+    return c.op === "done"
+      ? { ...c, response: { status: c.response.status, headers: c.response.headers, body: Buffer.from(c.response.body, "base64") } }
+      : c
   }
 }
 
@@ -84,7 +100,10 @@ const decodeResponse = (text: string): RecordedResponse | undefined => {
 }
 
 /** This process's turn on a key across processes: produce (holding the claim, or alone), or another process's answer. */
-type Turn = { readonly kind: "claimed"; readonly owner: string } | { readonly kind: "local" } | { readonly kind: "answered"; readonly response: RecordedResponse }
+type Turn =
+  | { readonly kind: "claimed"; readonly owner: string }
+  | { readonly kind: "local" }
+  | { readonly kind: "answered"; readonly response: RecordedResponse }
 const LOCAL_TURN: Turn = { kind: "local" }
 
 /** A key whose first request is running: completes with the response, or `undefined` when it failed or was interrupted. */
@@ -157,7 +176,9 @@ export class Idempotency extends Context.Tag("gateway/Idempotency")<Idempotency,
 
       /** Keeps this process's claim alive while its request runs (a process that died lets go within `CLAIM_TTL_MS`). */
       const keepAlive = (key: string, owner: string) =>
-        Effect.repeat(keys.replace(key, owner, owner, CLAIM_TTL_MS), Schedule.spaced(Duration.millis(CLAIM_TTL_MS / 3))).pipe(Effect.delay(Duration.millis(CLAIM_TTL_MS / 3)))
+        Effect.repeat(keys.replace(key, owner, owner, CLAIM_TTL_MS), Schedule.spaced(Duration.millis(CLAIM_TTL_MS / 3))).pipe(
+          Effect.delay(Duration.millis(CLAIM_TTL_MS / 3))
+        )
 
       type Claim =
         | { readonly kind: "stored"; readonly response: RecordedResponse }
@@ -176,49 +197,54 @@ export class Idempotency extends Context.Tag("gateway/Idempotency")<Idempotency,
       }
 
       const run = <E, R>(key: string, produce: Effect.Effect<RecordedResponse, E, R>) => {
-        const attempt: Effect.Effect<{ readonly response: RecordedResponse; readonly duplicate: boolean }, E, R> = Effect.uninterruptibleMask((restore) =>
-          Effect.gen(function* () {
-            const done = yield* Deferred.make<RecordedResponse | undefined>()
-            const now = yield* Clock.currentTimeMillis
-            const c = claim(key, now, done)
-            if (c.kind === "stored") return { response: c.response, duplicate: true }
-            if (c.kind === "wait") {
-              const response = yield* restore(Deferred.await(c.done))
-              // The producer failed or was interrupted: start over (one waiter becomes the producer).
-              return response === undefined ? yield* restore(attempt) : { response, duplicate: true }
-            }
-            // Several processes (Redis): the key is claimed there too; another process's claim means
-            // its answer is awaited instead of produced here (this process's duplicates wait for it).
-            const turn: Turn = keys.exact ? yield* restore(remoteTurn(key)).pipe(Effect.onInterrupt(() => settle(key, c.slot, undefined))) : LOCAL_TURN
-            if (turn.kind === "answered") {
-              yield* settle(key, c.slot, turn.response)
-              return { response: turn.response, duplicate: true }
-            }
-            const owner = turn.kind === "claimed" ? turn.owner : undefined
-            return yield* restore(owner === undefined ? produce : Effect.raceFirst(produce, Effect.zipRight(keepAlive(key, owner), Effect.never))).pipe(
-              Effect.onExit((exit) =>
-                Effect.gen(function* () {
-                  // Not ours any more after a clear: the answer is not kept.
-                  const owned = pending.get(key) === c.slot
-                  if (owned) pending.delete(key)
-                  if (Exit.isSuccess(exit)) {
-                    if (owned) {
-                      const completedAt = yield* Clock.currentTimeMillis
-                      completed.set(key, exit.value, completedAt)
-                      if (channel.shared) channel.publish({ op: "done", key, response: exit.value, at: completedAt })
-                      if (owner !== undefined) yield* keys.replace(key, owner, ANSWER + encodeResponse(exit.value), WINDOW_MS)
-                    } else if (owner !== undefined) yield* keys.release(key, owner)
-                    yield* Deferred.succeed(done, exit.value)
-                  } else {
-                    if (owner !== undefined) yield* keys.release(key, owner)
-                    yield* Deferred.succeed(done, undefined)
-                  }
-                })
-              ),
-              Effect.map((response) => ({ response, duplicate: false }))
-            )
-          })
-        )
+        const attempt: Effect.Effect<{ readonly response: RecordedResponse; readonly duplicate: boolean }, E, R> =
+          Effect.uninterruptibleMask((restore) =>
+            Effect.gen(function* () {
+              const done = yield* Deferred.make<RecordedResponse | undefined>()
+              const now = yield* Clock.currentTimeMillis
+              const c = claim(key, now, done)
+              if (c.kind === "stored") return { response: c.response, duplicate: true }
+              if (c.kind === "wait") {
+                const response = yield* restore(Deferred.await(c.done))
+                // The producer failed or was interrupted: start over (one waiter becomes the producer).
+                return response === undefined ? yield* restore(attempt) : { response, duplicate: true }
+              }
+              // Several processes (Redis): the key is claimed there too; another process's claim means
+              // its answer is awaited instead of produced here (this process's duplicates wait for it).
+              const turn: Turn = keys.exact
+                ? yield* restore(remoteTurn(key)).pipe(Effect.onInterrupt(() => settle(key, c.slot, undefined)))
+                : LOCAL_TURN
+              if (turn.kind === "answered") {
+                yield* settle(key, c.slot, turn.response)
+                return { response: turn.response, duplicate: true }
+              }
+              const owner = turn.kind === "claimed" ? turn.owner : undefined
+              return yield* restore(
+                owner === undefined ? produce : Effect.raceFirst(produce, Effect.zipRight(keepAlive(key, owner), Effect.never))
+              ).pipe(
+                Effect.onExit((exit) =>
+                  Effect.gen(function* () {
+                    // Not ours any more after a clear: the answer is not kept.
+                    const owned = pending.get(key) === c.slot
+                    if (owned) pending.delete(key)
+                    if (Exit.isSuccess(exit)) {
+                      if (owned) {
+                        const completedAt = yield* Clock.currentTimeMillis
+                        completed.set(key, exit.value, completedAt)
+                        if (channel.shared) channel.publish({ op: "done", key, response: exit.value, at: completedAt })
+                        if (owner !== undefined) yield* keys.replace(key, owner, ANSWER + encodeResponse(exit.value), WINDOW_MS)
+                      } else if (owner !== undefined) yield* keys.release(key, owner)
+                      yield* Deferred.succeed(done, exit.value)
+                    } else {
+                      if (owner !== undefined) yield* keys.release(key, owner)
+                      yield* Deferred.succeed(done, undefined)
+                    }
+                  })
+                ),
+                Effect.map((response) => ({ response, duplicate: false }))
+              )
+            })
+          )
         return attempt
       }
 

@@ -81,9 +81,13 @@ export class InboundLimits extends Context.Tag("gateway/InboundLimits")<InboundL
       const counters = (yield* SharedState.orLocal).counters
       const defaultRpm = yield* Config.integer(DEFAULT_RPM_ENV).pipe(Config.withDefault(60), Effect.orDie)
       const defaultTpm = yield* Config.integer(DEFAULT_TPM_ENV).pipe(Config.withDefault(100_000), Effect.orDie)
-      if (defaultRpm < 1 || defaultTpm < 1) return yield* Effect.dieMessage(`${DEFAULT_RPM_ENV} and ${DEFAULT_TPM_ENV} must be positive integers`)
+      if (defaultRpm < 1 || defaultTpm < 1)
+        return yield* Effect.dieMessage(`${DEFAULT_RPM_ENV} and ${DEFAULT_TPM_ENV} must be positive integers`)
       // Token estimates counted at admission, until the usage row says what the request used.
-      const pending = new BoundedMap<string, { readonly apiKeyId: string; readonly estimate: number; readonly window: number }>({ maxEntries: 100_000, ttlMs: 30 * 60_000 })
+      const pending = new BoundedMap<string, { readonly apiKeyId: string; readonly estimate: number; readonly window: number }>({
+        maxEntries: 100_000,
+        ttlMs: 30 * 60_000
+      })
 
       const limitsOf = (rec: ApiKeyRecord, auto: boolean): EffectiveLimits => ({
         rpm: rec.rpm ?? (auto ? defaultRpm : null),
@@ -125,7 +129,10 @@ export class InboundLimits extends Context.Tag("gateway/InboundLimits")<InboundL
             if (ctx.method === "POST" && ctx.body === undefined) ctx.body = yield* ctx.transport.readBody(ctx)
             const estimate = estimateTokens(ctx.body)
             // Added first and taken back when refused (as requests are): exact when processes race on shared counters.
-            const after = estimate > 0 ? yield* counters.add(tokensKey(id), estimate, RATE_WINDOW_MS, now) : yield* counters.get(tokensKey(id), RATE_WINDOW_MS, now)
+            const after =
+              estimate > 0
+                ? yield* counters.add(tokensKey(id), estimate, RATE_WINDOW_MS, now)
+                : yield* counters.get(tokensKey(id), RATE_WINDOW_MS, now)
             const used = after - estimate
             h["x-ratelimit-limit-tokens"] = String(limits.tpm)
             // The window's first request runs whatever its size; after it, one whose estimate does not fit waits.
@@ -155,7 +162,10 @@ export class InboundLimits extends Context.Tag("gateway/InboundLimits")<InboundL
         const auto = flags.peekEnabled("RATE_LIMIT_AUTO_ENABLE")
         const rec = keys.peekById(id)
         if (auto !== undefined && rec !== undefined) return admitWith(ctx, id, rec, auto)
-        return Effect.flatMap(Effect.zip(keys.byId(id), flags.enabled("RATE_LIMIT_AUTO_ENABLE")), ([r, a]) => admitWith(ctx, id, r, a) ?? Effect.void)
+        return Effect.flatMap(
+          Effect.zip(keys.byId(id), flags.enabled("RATE_LIMIT_AUTO_ENABLE")),
+          ([r, a]) => admitWith(ctx, id, r, a) ?? Effect.void
+        )
       }
 
       const settle: InboundLimitsShape["settle"] = (requestId, apiKeyId, tokens) => {

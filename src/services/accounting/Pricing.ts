@@ -85,7 +85,11 @@ const keyOf = (provider: string, model: string) => `${provider.toLowerCase()}\u0
  * with the custom models and overrides of `/api/provider-models` applied, and the provider
  * nodes' models), else the provider catalog's. `specs` maps a provider id to its models' prices.
  */
-export const catalogPrice = (provider: string, model: string, specs?: ReadonlyMap<string, ReadonlyMap<string, ModelPricing>>): ModelPricing | undefined =>
+export const catalogPrice = (
+  provider: string,
+  model: string,
+  specs?: ReadonlyMap<string, ReadonlyMap<string, ModelPricing>>
+): ModelPricing | undefined =>
   specs?.get(provider.toLowerCase())?.get(model) ?? findProvider(provider)?.models.find((m) => m.id === model)?.pricing
 
 /**
@@ -107,7 +111,10 @@ export const connectionPrices = (all: ReadonlyArray<Connection>): Map<string, Ma
  * An override on top of the catalog, field by field. A model only an override knows starts
  * from input 0 and output 0.
  */
-export const effectivePrice = (catalog: ModelPricing | undefined, override: Partial<Record<PriceField, number>> | undefined): ModelPrice | undefined => {
+export const effectivePrice = (
+  catalog: ModelPricing | undefined,
+  override: Partial<Record<PriceField, number>> | undefined
+): ModelPrice | undefined => {
   if (!catalog && !override) return undefined
   const base: Record<string, number> = { input: catalog?.input ?? 0, output: catalog?.output ?? 0 }
   if (catalog?.cachedInput !== undefined) base["cachedInput"] = catalog.cachedInput
@@ -133,7 +140,14 @@ const fromRow = (row: Row): PriceOverride => {
   return { provider: row.provider, model: row.model, fields, updatedAt: row.updated_at }
 }
 
-const toPriceRow = (provider: string, model: string, kind: string | null, price: ModelPrice, source: PriceSource, override: PriceOverride | undefined): PriceRow => ({
+const toPriceRow = (
+  provider: string,
+  model: string,
+  kind: string | null,
+  price: ModelPrice,
+  source: PriceSource,
+  override: PriceOverride | undefined
+): PriceRow => ({
   provider,
   model,
   kind,
@@ -213,7 +227,8 @@ export class Pricing extends Context.Tag("gateway/Pricing")<Pricing, PricingShap
         return builtin
       }
 
-      const priceOf = (provider: string, model: string) => effectivePrice(basePrice(provider, model), snapshot.byKey.get(keyOf(provider, model))?.fields)
+      const priceOf = (provider: string, model: string) =>
+        effectivePrice(basePrice(provider, model), snapshot.byKey.get(keyOf(provider, model))?.fields)
 
       const rowFor = (provider: string, model: string): PriceRow | undefined => {
         const spec = findProvider(provider)?.models.find((m) => m.id === model)
@@ -222,7 +237,15 @@ export class Pricing extends Context.Tag("gateway/Pricing")<Pricing, PricingShap
         const base = fromSync && spec ? { ...spec.pricing, ...fromSync } : spec?.pricing
         const price = effectivePrice(base, override?.fields)
         if (!price) return undefined
-        const source: PriceSource = spec ? (fromSync ? (override ? "synced+override" : "synced") : override ? "catalog+override" : "catalog") : "override"
+        const source: PriceSource = spec
+          ? fromSync
+            ? override
+              ? "synced+override"
+              : "synced"
+            : override
+              ? "catalog+override"
+              : "catalog"
+          : "override"
         return toPriceRow(findProvider(provider)?.id ?? provider, model, spec?.kind ?? null, price, source, override)
       }
 
@@ -262,7 +285,9 @@ export class Pricing extends Context.Tag("gateway/Pricing")<Pricing, PricingShap
       const removeOverride = (provider: string, model: string) =>
         Effect.gen(function* () {
           const id = findProvider(provider)?.id ?? provider.toLowerCase()
-          const before = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM pricing_overrides WHERE provider = ${id} AND model = ${model}`.pipe(Effect.orDie)
+          const before = yield* sql<{
+            n: number
+          }>`SELECT COUNT(*) AS n FROM pricing_overrides WHERE provider = ${id} AND model = ${model}`.pipe(Effect.orDie)
           if ((before[0]?.n ?? 0) === 0) return false
           yield* sql`DELETE FROM pricing_overrides WHERE provider = ${id} AND model = ${model}`.pipe(Effect.orDie)
           yield* loaded.invalidate

@@ -50,7 +50,8 @@ const LITELLM_PROVIDERS: Readonly<Record<string, string>> = {
   text_completion_openai: "openai"
 }
 
-const perMillion = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) && v >= 0 ? Math.round(v * 1e6 * 1e6) / 1e6 : undefined)
+const perMillion = (v: unknown): number | undefined =>
+  typeof v === "number" && Number.isFinite(v) && v >= 0 ? Math.round(v * 1e6 * 1e6) / 1e6 : undefined
 const plain = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : undefined)
 
 /**
@@ -105,7 +106,11 @@ export const PricingSync = Layer.scopedDiscard(
         maxBodyBytes: 64 * 1024 * 1024
       })
       .pipe(
-        Effect.flatMap((res) => (res.status >= 200 && res.status < 300 ? Effect.succeed(res.bytes?.toString("utf8") ?? "") : Effect.fail(new Error(`HTTP ${res.status}`)))),
+        Effect.flatMap((res) =>
+          res.status >= 200 && res.status < 300
+            ? Effect.succeed(res.bytes?.toString("utf8") ?? "")
+            : Effect.fail(new Error(`HTTP ${res.status}`))
+        ),
         Effect.timeout(Duration.seconds(30)),
         Effect.retry(retry)
       )
@@ -113,7 +118,8 @@ export const PricingSync = Layer.scopedDiscard(
     const round = Effect.gen(function* () {
       if (!envOn || !(yield* flags.enabled("PRICING_SYNC_ENABLED"))) return
       const text = yield* Effect.either(download)
-      if (text._tag === "Left") return yield* Effect.logWarning(`pricing sync: ${config.url} could not be read (${text.left.message}); the last synced prices stay`)
+      if (text._tag === "Left")
+        return yield* Effect.logWarning(`pricing sync: ${config.url} could not be read (${text.left.message}); the last synced prices stay`)
       let json: unknown
       try {
         json = JSON.parse(text.right)
@@ -121,7 +127,8 @@ export const PricingSync = Layer.scopedDiscard(
         return yield* Effect.logWarning(`pricing sync: ${config.url} did not answer JSON; the last synced prices stay`)
       }
       const prices = parseLiteLlmPrices(json)
-      if (prices.length === 0) return yield* Effect.logWarning(`pricing sync: ${config.url} listed no price of a known provider; the last synced prices stay`)
+      if (prices.length === 0)
+        return yield* Effect.logWarning(`pricing sync: ${config.url} listed no price of a known provider; the last synced prices stay`)
       yield* pricing.setSynced(prices)
       yield* Effect.logInfo(`pricing sync: ${prices.length} prices from ${config.url}`)
     })

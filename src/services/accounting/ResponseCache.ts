@@ -124,7 +124,11 @@ interface DbRow {
 const encodeUsage = (usage: Partial<Usage> | null, params: string | undefined, served: string | undefined): string | null =>
   usage === null && params === undefined && served === undefined
     ? null
-    : JSON.stringify({ ...(usage ?? {}), ...(params !== undefined ? { _params: params } : {}), ...(served !== undefined ? { _served: served } : {}) })
+    : JSON.stringify({
+        ...(usage ?? {}),
+        ...(params !== undefined ? { _params: params } : {}),
+        ...(served !== undefined ? { _served: served } : {})
+      })
 
 const decodeUsage = (text: string | null): { usage: Partial<Usage> | null; params: string | undefined; served: string | undefined } => {
   if (text === null) return { usage: null, params: undefined, served: undefined }
@@ -139,7 +143,8 @@ const decodeUsage = (text: string | null): { usage: Partial<Usage> | null; param
   }
 }
 
-const encodeEmbedding = (e: Float32Array | undefined): Buffer | null => (e === undefined ? null : Buffer.from(e.buffer, e.byteOffset, e.byteLength))
+const encodeEmbedding = (e: Float32Array | undefined): Buffer | null =>
+  e === undefined ? null : Buffer.from(e.buffer, e.byteOffset, e.byteLength)
 
 /** Copies: a BLOB's bytes need not be 4-byte aligned. */
 const decodeEmbedding = (b: Uint8Array | null): Float32Array | undefined => {
@@ -157,10 +162,15 @@ const decodeEmbedding = (b: Uint8Array | null): Float32Array | undefined => {
 export type CacheChange = { readonly op: "put"; readonly entry: CacheEntry } | { readonly op: "clear" }
 
 const changeCodec: Codec<CacheChange> = {
-  encode: (c) => JSON.stringify(c.op === "put" && c.entry.embedding !== undefined ? { ...c, entry: { ...c.entry, embedding: Array.from(c.entry.embedding) } } : c),
+  encode: (c) =>
+    JSON.stringify(
+      c.op === "put" && c.entry.embedding !== undefined ? { ...c, entry: { ...c.entry, embedding: Array.from(c.entry.embedding) } } : c
+    ),
   decode: (text) => {
     const c = JSON.parse(text)
-    return c.op === "put" && Array.isArray(c.entry.embedding) ? { ...c, entry: { ...c.entry, embedding: Float32Array.from(c.entry.embedding) } } : c
+    return c.op === "put" && Array.isArray(c.entry.embedding)
+      ? { ...c, entry: { ...c.entry, embedding: Float32Array.from(c.entry.embedding) } }
+      : c
   }
 }
 

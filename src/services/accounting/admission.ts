@@ -27,7 +27,10 @@ export const makeAdmission = (deps: {
   const sharedHolds = new WeakMap<Reservation, Array<() => void>>()
 
   return {
-    budget: (apiKeyId) => (apiKeyId === null ? { ok: true as const } : budgets.check(apiKeyId, clock.unsafeCurrentTimeMillis(), held.get(apiKeyId)?.costUsd ?? 0)),
+    budget: (apiKeyId) =>
+      apiKeyId === null
+        ? { ok: true as const }
+        : budgets.check(apiKeyId, clock.unsafeCurrentTimeMillis(), held.get(apiKeyId)?.costUsd ?? 0),
     reserve,
     exact: budgets.exact,
     holdsShared: (apiKeyId) => apiKeyId !== null && (budgets.has(apiKeyId) || limits.has(apiKeyId)),
@@ -48,7 +51,8 @@ export const makeAdmission = (deps: {
       sharedHolds.set(hold, releases)
       return Effect.map(budgets.claim(apiKeyId, local.costUsd, now), (claimed) => {
         // The shared store unreachable: this process's view, as with one process.
-        if (claimed === undefined) return { budget: budgets.check(apiKeyId, now, Math.max(0, (held.get(apiKeyId)?.costUsd ?? 0) - local.costUsd)), hold }
+        if (claimed === undefined)
+          return { budget: budgets.check(apiKeyId, now, Math.max(0, (held.get(apiKeyId)?.costUsd ?? 0) - local.costUsd)), hold }
         releases.push(claimed.release)
         return { budget: claimed.check, hold }
       })
@@ -66,6 +70,13 @@ export const makeAdmission = (deps: {
       })
     },
     tokenLimit: (apiKeyId, target, own) =>
-      apiKeyId === null ? { ok: true } : limits.check(apiKeyId, target, clock.unsafeCurrentTimeMillis(), Math.max(0, (held.get(apiKeyId)?.tokens ?? 0) - (own?.tokens ?? 0)))
+      apiKeyId === null
+        ? { ok: true }
+        : limits.check(
+            apiKeyId,
+            target,
+            clock.unsafeCurrentTimeMillis(),
+            Math.max(0, (held.get(apiKeyId)?.tokens ?? 0) - (own?.tokens ?? 0))
+          )
   }
 }

@@ -37,7 +37,8 @@ export const makeBudgetSpend = (deps: {
       roll(kind, state.config.resetTime, w, now)
       if (!reached(w.spent + reservedUsd, limit)) continue
       const retryAfterMs = Math.max(0, w.end - now)
-      if (worst.ok || retryAfterMs > worst.retryAfterMs) worst = { ok: false, window: kind, limitUsd: limit, spentUsd: w.spent, retryAfterMs }
+      if (worst.ok || retryAfterMs > worst.retryAfterMs)
+        worst = { ok: false, window: kind, limitUsd: limit, spentUsd: w.spent, retryAfterMs }
     }
     return worst
   }
@@ -110,7 +111,8 @@ export const makeBudgetSpend = (deps: {
         const spentUsd = claimed.values[i] ?? 0
         if (!reached(spentUsd, e.limit)) return
         const retryAfterMs = Math.max(0, state.windows[kinds[i]!].end - now)
-        if (worst.ok || retryAfterMs > worst.retryAfterMs) worst = { ok: false, window: kinds[i]!, limitUsd: e.limit, spentUsd, retryAfterMs }
+        if (worst.ok || retryAfterMs > worst.retryAfterMs)
+          worst = { ok: false, window: kinds[i]!, limitUsd: e.limit, spentUsd, retryAfterMs }
       })
       return { check: worst, release: NOTHING_HELD }
     })
@@ -125,7 +127,8 @@ export const makeBudgetSpend = (deps: {
     add(apiKeyId, costUsd, now, true)
   }
 
-  const record = (apiKeyId: string | null, costUsd: number) => Effect.map(Clock.currentTimeMillis, (now) => unsafeRecord(apiKeyId, costUsd, now))
+  const record = (apiKeyId: string | null, costUsd: number) =>
+    Effect.map(Clock.currentTimeMillis, (now) => unsafeRecord(apiKeyId, costUsd, now))
 
   return { check, record, unsafeRecord, exact: totals.exact, claim, has: (apiKeyId: string) => states.has(apiKeyId) }
 }

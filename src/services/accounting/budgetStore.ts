@@ -30,7 +30,13 @@ export const makeBudgetStore = (deps: {
       const windows = {} as Record<BudgetInterval, WindowState>
       for (const kind of BUDGET_INTERVALS) {
         const start = windowStart(kind, config.resetTime, now)
-        const w: WindowState = { start, end: windowEnd(kind, config.resetTime, now), spent: yield* spentSince(config.apiKeyId, start), warned: false, exceeded: false }
+        const w: WindowState = {
+          start,
+          end: windowEnd(kind, config.resetTime, now),
+          spent: yield* spentSince(config.apiKeyId, start),
+          warned: false,
+          exceeded: false
+        }
         settleFlags(config, kind, w)
         windows[kind] = w
       }
@@ -95,7 +101,9 @@ export const makeBudgetStore = (deps: {
             reset_interval = excluded.reset_interval,
             reset_time = excluded.reset_time,
             updated_at = excluded.updated_at`.pipe(Effect.orDie)
-      const stored = yield* sql<{ created_at: number }>`SELECT created_at FROM budgets WHERE api_key_id = ${config.apiKeyId}`.pipe(Effect.orDie)
+      const stored = yield* sql<{ created_at: number }>`SELECT created_at FROM budgets WHERE api_key_id = ${config.apiKeyId}`.pipe(
+        Effect.orDie
+      )
       const createdAt = stored[0]?.created_at ?? now
       const state = yield* install(config, createdAt, now, now)
       return budgetStatus(state, now)

@@ -1,4 +1,11 @@
-import { BUDGET_INTERVALS, type BudgetConfig, type BudgetInterval, type BudgetStatus, type BudgetWindowStatus, budgetLimit } from "../../domain/accounting.js"
+import {
+  BUDGET_INTERVALS,
+  type BudgetConfig,
+  type BudgetInterval,
+  type BudgetStatus,
+  type BudgetWindowStatus,
+  budgetLimit
+} from "../../domain/accounting.js"
 import { toIso } from "../../platform/store/Db.js"
 import { windowEnd, windowStart } from "./windows.js"
 
@@ -42,7 +49,9 @@ export interface BudgetState {
 /** A stored row's budget (a limit that is not a positive number is none; an unknown interval is monthly). */
 export const fromRow = (row: Row): BudgetConfig => {
   const limit = (n: number | null) => (typeof n === "number" && n > 0 ? n : null)
-  const interval = (BUDGET_INTERVALS as ReadonlyArray<string>).includes(row.reset_interval) ? (row.reset_interval as BudgetInterval) : "monthly"
+  const interval = (BUDGET_INTERVALS as ReadonlyArray<string>).includes(row.reset_interval)
+    ? (row.reset_interval as BudgetInterval)
+    : "monthly"
   return {
     apiKeyId: row.api_key_id,
     dailyLimitUsd: limit(row.daily_limit_usd),

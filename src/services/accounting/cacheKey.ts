@@ -66,7 +66,8 @@ const normBlock = (b: ContentBlock): unknown => {
   }
 }
 
-const normMessages = (messages: ReadonlyArray<Message>): unknown => messages.map((m) => ({ role: m.role, content: m.content.map(normBlock) }))
+const normMessages = (messages: ReadonlyArray<Message>): unknown =>
+  messages.map((m) => ({ role: m.role, content: m.content.map(normBlock) }))
 
 /** Everything in the key except the messages (the basis of `cacheParams`). */
 const normParams = ({ format, model, req }: CacheKeyInput) => ({

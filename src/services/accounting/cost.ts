@@ -72,7 +72,10 @@ export const tokenCost = (price: ModelPrice | undefined, usage: Partial<Usage> |
   const written = count(usage.cacheCreationTokens)
   const uncached = Math.max(0, count(usage.inputTokens) - cached - written)
   const micro =
-    uncached * input + cached * (rate(price.cachedInput) ?? input) + written * (rate(price.cacheWrite) ?? input * CACHE_WRITE_MULTIPLIER) + count(usage.outputTokens) * output
+    uncached * input +
+    cached * (rate(price.cachedInput) ?? input) +
+    written * (rate(price.cacheWrite) ?? input * CACHE_WRITE_MULTIPLIER) +
+    count(usage.outputTokens) * output
   return micro / 1e6
 }
 
@@ -91,7 +94,8 @@ export const imagePrice = (price: ModelPrice, keys: ReadonlyArray<string> = []):
  * priced again per image. A model with per-image prices and only an input token price (prompt
  * tokens) pays both: its prompt by the token, its images by the image.
  */
-const imagesInTokens = (price: ModelPrice, usage: Partial<Usage> | undefined): boolean => count(usage?.outputTokens) > 0 && (rate(price.output) ?? 0) > 0
+const imagesInTokens = (price: ModelPrice, usage: Partial<Usage> | undefined): boolean =>
+  count(usage?.outputTokens) > 0 && (rate(price.output) ?? 0) > 0
 
 /**
  * USD for media units: the sum of `unit price × units` over the priced modalities; unpriced: 0.

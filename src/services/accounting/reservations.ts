@@ -33,7 +33,9 @@ type Average = { costUsd: number; tokens: number }
 type AverageChange = { readonly k: string; readonly c: number; readonly t: number }
 
 const ewma = (a: Average | undefined, costUsd: number, tokens: number) =>
-  a ? { costUsd: a.costUsd + EWMA_WEIGHT * (costUsd - a.costUsd), tokens: a.tokens + EWMA_WEIGHT * (tokens - a.tokens) } : { costUsd, tokens }
+  a
+    ? { costUsd: a.costUsd + EWMA_WEIGHT * (costUsd - a.costUsd), tokens: a.tokens + EWMA_WEIGHT * (tokens - a.tokens) }
+    : { costUsd, tokens }
 
 /**
  * The averages and holds, made once per layer (the `averages` channel is opened here):

@@ -50,9 +50,18 @@ export const makeSettlement = (deps: {
 
   const finish: AccountingShape["finish"] = (r) =>
     Effect.gen(function* () {
-      const u = { inputTokens: r.usage.input ?? undefined, outputTokens: r.usage.output ?? undefined, cachedInputTokens: r.usage.cached ?? undefined } as Partial<Usage>
+      const u = {
+        inputTokens: r.usage.input ?? undefined,
+        outputTokens: r.usage.output ?? undefined,
+        cachedInputTokens: r.usage.cached ?? undefined
+      } as Partial<Usage>
       const { units, ...row } = r
-      const costUsd = r.provider && r.model && r.status >= 200 && r.status < 300 ? (units ? mediaCost(r.provider, r.model, u, units) : cost(r.provider, r.model, u)) : 0
+      const costUsd =
+        r.provider && r.model && r.status >= 200 && r.status < 300
+          ? units
+            ? mediaCost(r.provider, r.model, u, units)
+            : cost(r.provider, r.model, u)
+          : 0
       yield* usage.record({ ...row, costUsd })
       settle({
         requestId: r.requestId,

@@ -111,7 +111,8 @@ export const makeTokenLimitUse = (deps: {
     add(apiKeyId, target, tokens, now, true)
   }
 
-  const record = (apiKeyId: string | null, target: LimitTarget, tokens: number) => Effect.map(Clock.currentTimeMillis, (now) => unsafeRecord(apiKeyId, target, tokens, now))
+  const record = (apiKeyId: string | null, target: LimitTarget, tokens: number) =>
+    Effect.map(Clock.currentTimeMillis, (now) => unsafeRecord(apiKeyId, target, tokens, now))
 
   return { check, record, unsafeRecord, exact: totals.exact, claim, has: (apiKeyId: string) => (byKey.get(apiKeyId)?.length ?? 0) > 0 }
 }

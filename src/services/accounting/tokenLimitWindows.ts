@@ -1,4 +1,10 @@
-import { TOKEN_LIMIT_SCOPES, TOKEN_LIMIT_WINDOWS, type TokenLimitScope, type TokenLimitView, type TokenLimitWindow } from "../../domain/accounting.js"
+import {
+  TOKEN_LIMIT_SCOPES,
+  TOKEN_LIMIT_WINDOWS,
+  type TokenLimitScope,
+  type TokenLimitView,
+  type TokenLimitWindow
+} from "../../domain/accounting.js"
 import { toIso } from "../../platform/store/Db.js"
 import type { LimitTarget } from "./TokenLimits.js"
 import { fixedWindow } from "./windows.js"
@@ -44,7 +50,10 @@ export type LimitBase = Omit<LimitState, "start" | "end" | "used" | "notified">
  * Model (case-sensitive, exact): the model as the client wrote it, `<provider>/<model>` of the
  * target, or the target's bare model id.
  */
-export const limitApplies = (limit: { readonly scope: TokenLimitScope; readonly provider: string | null; readonly model: string | null }, target: LimitTarget): boolean => {
+export const limitApplies = (
+  limit: { readonly scope: TokenLimitScope; readonly provider: string | null; readonly model: string | null },
+  target: LimitTarget
+): boolean => {
   switch (limit.scope) {
     case "global":
       return true

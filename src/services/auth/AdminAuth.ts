@@ -135,7 +135,10 @@ export class AdminAuth extends Context.Tag("gateway/AdminAuth")<AdminAuth, Admin
         })
 
       const session = (token: string) =>
-        sql<{ csrf_token: string; expires_at: number }>`SELECT csrf_token, expires_at FROM admin_sessions WHERE token_hash = ${sha256(token)}`.pipe(
+        sql<{
+          csrf_token: string
+          expires_at: number
+        }>`SELECT csrf_token, expires_at FROM admin_sessions WHERE token_hash = ${sha256(token)}`.pipe(
           Effect.orDie,
           Effect.map((rows) => {
             const row = rows[0]

@@ -25,7 +25,8 @@ export interface KeyManagementDeps {
 
 /** `create`, `list`, `update` and `remove`: each write invalidates the keys in memory. */
 export const makeKeyManagement = ({ sql, writer, byHash, touched }: KeyManagementDeps) => {
-  const audit = (actor: string, action: string, target: string) => writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
+  const audit = (actor: string, action: string, target: string) =>
+    writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
 
   const create: ApiKeysShape["create"] = (input, options = {}) =>
     Effect.gen(function* () {

@@ -19,7 +19,9 @@ export const makeKeyUsage = ({ sql, health }: { readonly sql: SqlClient.SqlClien
       Effect.forEach(entries, ([id, at]) => sql`UPDATE api_keys SET last_used_at = ${at} WHERE id = ${id}`, { discard: true })
     ).pipe(
       // Last-used times are a hint: lost with a store that is down (said once, by StoreHealth).
-      Effect.catchAll((e) => (health.failed(e) === undefined ? Effect.logWarning("could not record key usage times", e.message) : Effect.void))
+      Effect.catchAll((e) =>
+        health.failed(e) === undefined ? Effect.logWarning("could not record key usage times", e.message) : Effect.void
+      )
     )
   })
   return { touched, flushTouched }

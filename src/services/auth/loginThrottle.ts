@@ -39,7 +39,8 @@ interface Entry {
 }
 
 /** Seconds the pair must wait after its `failures`-th failure. */
-export const delaySeconds = (failures: number): number => (failures < FREE_FAILURES ? 0 : Math.min(2 ** (failures - FREE_FAILURES + 1), MAX_DELAY_SECONDS))
+export const delaySeconds = (failures: number): number =>
+  failures < FREE_FAILURES ? 0 : Math.min(2 ** (failures - FREE_FAILURES + 1), MAX_DELAY_SECONDS)
 
 /**
  * The address the throttle counts: IPv4 as is (also written as IPv4-mapped IPv6), IPv6 as its
@@ -94,7 +95,9 @@ export interface LoginThrottle {
   readonly apply: (change: ThrottleChange) => void
 }
 
-export const makeLoginThrottle = (options: { readonly maxEntries?: number; readonly onChange?: (change: ThrottleChange) => void } = {}): LoginThrottle => {
+export const makeLoginThrottle = (
+  options: { readonly maxEntries?: number; readonly onChange?: (change: ThrottleChange) => void } = {}
+): LoginThrottle => {
   const onChange = options.onChange
   const maxEntries = options.maxEntries ?? MAX_ENTRIES
   const entries = new Map<string, Entry>()

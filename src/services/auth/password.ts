@@ -8,7 +8,9 @@ const KEYLEN = 32
 const MAXMEM = 64 * 1024 * 1024
 
 const scrypt = (password: string, salt: Buffer, n: number, rr: number, pp: number): Promise<Buffer> =>
-  new Promise((resolve, reject) => crypto.scrypt(password, salt, KEYLEN, { N: n, r: rr, p: pp, maxmem: MAXMEM }, (err, key) => (err ? reject(err) : resolve(key))))
+  new Promise((resolve, reject) =>
+    crypto.scrypt(password, salt, KEYLEN, { N: n, r: rr, p: pp, maxmem: MAXMEM }, (err, key) => (err ? reject(err) : resolve(key)))
+  )
 
 /** `scrypt$N$r$p$salt$hash`, salt and hash in base64. */
 export const hashPassword = async (password: string): Promise<string> => {

@@ -27,7 +27,8 @@ export interface Case {
 
 let loaded: Promise<ReadonlyArray<Case>> | undefined
 /** The cases, read once on first use (about 350 KiB: the agents' requests carry their whole system prompts and tools). */
-export const loadCases = (): Promise<ReadonlyArray<Case>> => (loaded ??= import("./cases.generated.js").then((m) => JSON.parse(m.CASES_JSON) as ReadonlyArray<Case>))
+export const loadCases = (): Promise<ReadonlyArray<Case>> =>
+  (loaded ??= import("./cases.generated.js").then((m) => JSON.parse(m.CASES_JSON) as ReadonlyArray<Case>))
 
 /** The most output tokens a case's answer may use (beyond a thinking budget). */
 const OUTPUT_CAP = 1024
@@ -81,7 +82,11 @@ export const targetOf = (c: Case, model: string) => {
 }
 
 /** Whether an answer is what the case's client needs, and why not. */
-export const verdict = async (c: Case, body: Record<string, unknown>, res: CallResult): Promise<{ readonly pass: boolean; readonly reason: string | null }> => {
+export const verdict = async (
+  c: Case,
+  body: Record<string, unknown>,
+  res: CallResult
+): Promise<{ readonly pass: boolean; readonly reason: string | null }> => {
   if (res.status !== 200) {
     let message = res.text.slice(0, 300)
     try {
@@ -94,7 +99,8 @@ export const verdict = async (c: Case, body: Record<string, unknown>, res: CallR
   }
   const format = formatOf(c)
   const streamed = answeredStreamed(c.stream, res)
-  if (c.stream && !streamed) return { pass: false, reason: `a streaming request was answered whole (${res.contentType || "no content type"})` }
+  if (c.stream && !streamed)
+    return { pass: false, reason: `a streaming request was answered whole (${res.contentType || "no content type"})` }
   let answer: ReturnType<typeof answerOf>
   try {
     answer = answerOf(readAnswer(format, res.text, streamed))
@@ -103,7 +109,9 @@ export const verdict = async (c: Case, body: Record<string, unknown>, res: CallR
   }
   switch (c.check) {
     case "answer":
-      return answer.text.trim() !== "" || answer.tools.length > 0 ? { pass: true, reason: null } : { pass: false, reason: "the answer is empty" }
+      return answer.text.trim() !== "" || answer.tools.length > 0
+        ? { pass: true, reason: null }
+        : { pass: false, reason: "the answer is empty" }
     case "text":
       return answer.text.trim() !== "" ? { pass: true, reason: null } : { pass: false, reason: "the answer has no text" }
     case "tool_call":
@@ -113,7 +121,9 @@ export const verdict = async (c: Case, body: Record<string, unknown>, res: CallR
       if (!schema) return { pass: false, reason: "the request names no schema" }
       const checked = checkAnswer(await schemaEngines(), schema, answer.text)
       if (checked === undefined) return { pass: false, reason: "the schema could not be compiled" }
-      return checked.valid ? { pass: true, reason: null } : { pass: false, reason: `the answer does not match the schema: ${checked.errors.slice(0, 3).join("; ")}` }
+      return checked.valid
+        ? { pass: true, reason: null }
+        : { pass: false, reason: `the answer does not match the schema: ${checked.errors.slice(0, 3).join("; ")}` }
     }
   }
 }

@@ -21,7 +21,8 @@ export interface CompatMatrixDeps {
   readonly lastRun: Effect.Effect<Stored | undefined>
 }
 
-/** The matrix: `matrix` (of the given models, else the last run's, else the configured ones), `matrixFor` and `modelsOr`, which a run uses. */
+/** The matrix: `matrix` (of the given models, else the last run's, else the configured ones), `matrixFor` and `modelsOr`, which a run uses.
+ * */
 export const makeCompatMatrix = ({ connections, accounting, pricing, cases, lastRun }: CompatMatrixDeps) => {
   /** Each enabled connection's configured models (its default model when it lists none). */
   const configuredModels = Effect.map(connections.list, (list) =>
@@ -36,7 +37,8 @@ export const makeCompatMatrix = ({ connections, accounting, pricing, cases, last
     Effect.map(Effect.either(connections.targets(model)), (targets) => {
       const first = targets._tag === "Right" ? targets.right[0] : undefined
       if (first === undefined || pricing.priceOf(first.connection.provider.id, first.model) === undefined) return undefined
-      return (inputTokens: number, outputTokens: number) => accounting.cost(first.connection.provider.id, first.model, { inputTokens, outputTokens })
+      return (inputTokens: number, outputTokens: number) =>
+        accounting.cost(first.connection.provider.id, first.model, { inputTokens, outputTokens })
     })
 
   /** The matrix of `models`: each cell's estimate, and what `last` (a run) answered of it. */
@@ -70,7 +72,11 @@ export const makeCompatMatrix = ({ connections, accounting, pricing, cases, last
           const estimatedUsd = estimates.get(key) ?? null
           const done = ran.get(key)
           const status = underWay?.models.has(model) && underWay.cases.has(s.c.id) ? ("pending" as const) : ("not-run" as const)
-          cells.push(done ? { ...done, estimatedUsd } : { case: s.c.id, model, status, reason: null, exchangeId: null, latencyMs: null, costUsd: null, estimatedUsd })
+          cells.push(
+            done
+              ? { ...done, estimatedUsd }
+              : { case: s.c.id, model, status, reason: null, exchangeId: null, latencyMs: null, costUsd: null, estimatedUsd }
+          )
         }
       const count = (status: CompatCell["status"]) => (last?.cells ?? []).filter((c) => c.status === status).length
       return {

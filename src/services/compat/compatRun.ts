@@ -51,7 +51,13 @@ export interface CompatState {
 }
 
 /** The run under way here, else the last one any gateway on the database wrote. */
-export const makeLastRun = ({ kv, state }: { readonly kv: KeyValueShape; readonly state: CompatState }): Effect.Effect<Stored | undefined> =>
+export const makeLastRun = ({
+  kv,
+  state
+}: {
+  readonly kv: KeyValueShape
+  readonly state: CompatState
+}): Effect.Effect<Stored | undefined> =>
   Effect.suspend(() =>
     state.current !== undefined
       ? Effect.succeed(state.current.current())
@@ -75,17 +81,24 @@ export const makeCompatRun =
   (request) =>
     Effect.gen(function* () {
       const routes = state.own
-      if (routes === undefined) return yield* Effect.fail(new ServiceUnavailable({ message: "the compatibility matrix runs once the gateway's server is listening" }))
+      if (routes === undefined)
+        return yield* Effect.fail(
+          new ServiceUnavailable({ message: "the compatibility matrix runs once the gateway's server is listening" })
+        )
       const all = yield* cases
       const unknown = (request.cases ?? []).filter((id) => !all.some((c) => c.id === id))
-      if (unknown.length > 0) return yield* Effect.fail(new BadRequest({ message: `no such case: ${unknown.join(", ")} (GET /api/compat lists them)` }))
+      if (unknown.length > 0)
+        return yield* Effect.fail(new BadRequest({ message: `no such case: ${unknown.join(", ")} (GET /api/compat lists them)` }))
       const chosen = request.cases ? all.filter((c) => request.cases!.includes(c.id)) : all
       const models = yield* modelsOr(request.models, undefined)
-      if (models.length === 0) return yield* Effect.fail(new BadRequest({ message: "no model to run against: add a connection with models, or name models" }))
+      if (models.length === 0)
+        return yield* Effect.fail(new BadRequest({ message: "no model to run against: add a connection with models, or name models" }))
       const previous = yield* lastRun
       if (previous?.state === "running")
         return yield* Effect.fail(
-          new Conflict({ message: `a compatibility run is under way (${previous.id}, ${previous.cells.length} cells done): try again when it has finished` })
+          new Conflict({
+            message: `a compatibility run is under way (${previous.id}, ${previous.cells.length} cells done): try again when it has finished`
+          })
         )
       // The previous run's exchanges go; this run's are kept as they come.
       for (const cell of previous?.cells ?? []) if (cell.exchangeId) yield* kv.remove(EXCHANGES_NS, cell.exchangeId)
@@ -103,12 +116,21 @@ export const makeCompatRun =
         cells: []
       })
       state.current = kept
-      const settle = (cell: CompatCell, usd: number) => kept.update((r) => ({ ...r, spentUsd: r.spentUsd + usd, cells: [...r.cells, cell] }))
+      const settle = (cell: CompatCell, usd: number) =>
+        kept.update((r) => ({ ...r, spentUsd: r.spentUsd + usd, cells: [...r.cells, cell] }))
       const work = chosen.flatMap((c) => models.map((model) => ({ c, model })))
       const one = ({ c, model }: (typeof work)[number], n: number) =>
         Effect.gen(function* () {
-          const base: Omit<CompatCell, "status" | "reason"> = { case: c.id, model, exchangeId: null, latencyMs: null, costUsd: null, estimatedUsd: null }
-          if (kept.current().spentUsd >= request.budgetUsd) return settle({ ...base, status: "skipped", reason: "budget: the run had spent its budget" }, 0)
+          const base: Omit<CompatCell, "status" | "reason"> = {
+            case: c.id,
+            model,
+            exchangeId: null,
+            latencyMs: null,
+            costUsd: null,
+            estimatedUsd: null
+          }
+          if (kept.current().spentUsd >= request.budgetUsd)
+            return settle({ ...base, status: "skipped", reason: "budget: the run had spent its budget" }, 0)
           const target = targetOf(c, model)
           const res = yield* callOwn(routes, target.path, target.body, `compat_${runId}_${n}`, c.headers)
           const judged = yield* Effect.promise(() => verdict(c, target.body, res))
@@ -120,7 +142,12 @@ export const makeCompatRun =
             model,
             status,
             reason: judged.reason,
-            answer: { status: res.status, contentType: res.contentType, body: res.text.slice(0, ANSWER_KEEP), truncated: res.text.length > ANSWER_KEEP }
+            answer: {
+              status: res.status,
+              contentType: res.contentType,
+              body: res.text.slice(0, ANSWER_KEEP),
+              truncated: res.text.length > ANSWER_KEEP
+            }
           }
           yield* kv.set(EXCHANGES_NS, id, JSON.stringify(stored))
           settle({ ...base, status, reason: judged.reason, exchangeId: id, latencyMs: res.latencyMs, costUsd: res.costUsd }, res.costUsd)
@@ -142,5 +169,8 @@ export const makeCompatExchange =
       const c = (yield* cases).find((k) => k.id === x.case)
       if (c === undefined) return yield* Effect.fail(new NotFound({ message: `exchange ${id} is of a case this version no longer has` }))
       const target = targetOf(c, x.model)
-      return { ...x, request: { method: "POST", path: target.path, headers: { ...c.headers, "content-type": "application/json" }, body: target.body } }
+      return {
+        ...x,
+        request: { method: "POST", path: target.path, headers: { ...c.headers, "content-type": "application/json" }, body: target.body }
+      }
     })

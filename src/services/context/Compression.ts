@@ -38,11 +38,23 @@ export interface CompressionShape {
    * Before `apply`, for a profile with a `summarize` step in `wait` mode: waits (bounded) for the
    * summary this body needs. Otherwise nothing.
    */
-  readonly prepare: (format: FormatId, endpoint: string, body: Readonly<Record<string, unknown>>, steps: ReadonlyArray<EngineStep>, owner?: string | null) => Effect.Effect<void>
+  readonly prepare: (
+    format: FormatId,
+    endpoint: string,
+    body: Readonly<Record<string, unknown>>,
+    steps: ReadonlyArray<EngineStep>,
+    owner?: string | null
+  ) => Effect.Effect<void>
   /** How summaries are made: set by the server (a call of the gateway's own chat completions). */
   readonly setSummarizer: (summarizer: Summarizer | undefined) => void
   /** Runs a profile's steps over a body in its wire format (deterministic). */
-  readonly apply: (format: FormatId, endpoint: string, body: Readonly<Record<string, unknown>>, steps: ReadonlyArray<EngineStep>, owner?: string | null) => Applied
+  readonly apply: (
+    format: FormatId,
+    endpoint: string,
+    body: Readonly<Record<string, unknown>>,
+    steps: ReadonlyArray<EngineStep>,
+    owner?: string | null
+  ) => Applied
   /** Whether an engine can run (all can; summarize needs its model). */
   readonly available: (engine: EngineId) => boolean
   /** Counts a compressed request (or injected context) for analytics; written in the background. */
@@ -105,7 +117,11 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
       const projectDir = process.env["GATEWAY_RTK_FILTERS_DIR"] || path.join((yield* AppConfig).dataDir, "rtk-filters")
       const engines = yield* makeEngineSettings({ kv, flags: yield* FeatureFlags, projectDir })
       const stats = makeCompressionStats({ sql, pricing: yield* Pricing })
-      const summaries = makeSummaries({ kv, settings: engines.summarize, runFork: yield* FiberSet.runtime(yield* FiberSet.make())<never>() })
+      const summaries = makeSummaries({
+        kv,
+        settings: engines.summarize,
+        runFork: yield* FiberSet.runtime(yield* FiberSet.make())<never>()
+      })
       const apply = makeApply({ settingsOf: engines.settingsOf, summarize: summaries.step, keepRaw: stats.keepRaw })
       const available = (engine: EngineId) => (engine === "summarize" ? summaries.ready() : ENGINES.has(engine))
 
@@ -141,7 +157,8 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
     })
   )
 
-  /** Gives the summarize engine its summaries through the gateway's own routes once the server listens (Summarizer.ts), and takes them back when it stops. */
+  /** Gives the summarize engine its summaries through the gateway's own routes once the server listens (Summarizer.ts), and takes them back
+   * when it stops. */
   static readonly ownRoutesLayer = Layer.scopedDiscard(
     Effect.gen(function* () {
       const compression = yield* Compression
@@ -158,10 +175,14 @@ const checkSteps = (summarizeHasModel: boolean, steps: ReadonlyArray<EngineStep>
     (step, i) => {
       if (step.engine === "summarize") {
         if (step.config !== undefined && Object.keys(step.config).length > 0)
-          return Effect.fail(new BadRequest({ message: `engines[${i}].config: summarize takes its settings from PUT /api/context/summarize/config only` }))
+          return Effect.fail(
+            new BadRequest({ message: `engines[${i}].config: summarize takes its settings from PUT /api/context/summarize/config only` })
+          )
         return summarizeHasModel
           ? Effect.void
-          : Effect.fail(new BadRequest({ message: `engines[${i}]: summarize needs a model first (PUT /api/context/summarize/config with "model")` }))
+          : Effect.fail(
+              new BadRequest({ message: `engines[${i}]: summarize needs a model first (PUT /api/context/summarize/config with "model")` })
+            )
       }
       const entry = ENGINES.get(step.engine)
       if (!entry) return Effect.fail(new BadRequest({ message: `engines[${i}]: engine ${step.engine} is not available in this build` }))
@@ -187,9 +208,12 @@ const preview = (
     const snapshot = yield* store.snapshot
     const s = settings.current().compression
     const lower = p.mode.trim().toLowerCase()
-    const profile: Profile | undefined = lower === "off" ? undefined : lower === "default" ? defaultProfile(s, snapshot, available) : resolveRef(p.mode, snapshot, available)
+    const profile: Profile | undefined =
+      lower === "off" ? undefined : lower === "default" ? defaultProfile(s, snapshot, available) : resolveRef(p.mode, snapshot, available)
     if (lower !== "off" && !profile)
-      return yield* new BadRequest({ message: `mode: '${p.mode}' names no engine (engine:<id>) or compression combo; 'default' and 'off' also work` })
+      return yield* new BadRequest({
+        message: `mode: '${p.mode}' names no engine (engine:<id>) or compression combo; 'default' and 'off' also work`
+      })
     const endpoint = p.endpoint ?? DEFAULT_ENDPOINT[p.format]
     const before = estimateTokensSync(p.format, endpoint, p.body)
     const applied = profile ? apply(p.format, endpoint, p.body, profile.steps) : { body: undefined, engines: [] }

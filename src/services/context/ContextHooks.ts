@@ -40,7 +40,12 @@ const globMatch = (pattern: string, value: string) => {
 export const injectionText = (
   snap: ContextSnapshot,
   budget: number,
-  who: { readonly apiKeyId: string | null; readonly session: string | undefined; readonly models: ReadonlyArray<string>; readonly userText: () => string }
+  who: {
+    readonly apiKeyId: string | null
+    readonly session: string | undefined
+    readonly models: ReadonlyArray<string>
+    readonly userText: () => string
+  }
 ): { readonly text: string; readonly memoryTokens: number; readonly skillTokens: number } | undefined => {
   if (budget <= 0 || (snap.memory.length === 0 && snap.skills.length === 0)) return undefined
   const entries = [
@@ -146,7 +151,13 @@ export const ContextHooks = Layer.scopedDiscard(
         const applied = compression.apply(fmt, endpoint, event.body, sel.profile.steps, request.apiKeyId)
         body = applied.body
         if (applied.engines.length > 0) {
-          compression.record({ combo: sel.profile.combo, model: event.model, engines: applied.engines, provider: event.target?.provider, upstreamModel: event.target?.model })
+          compression.record({
+            combo: sel.profile.combo,
+            model: event.model,
+            engines: applied.engines,
+            provider: event.target?.provider,
+            upstreamModel: event.target?.model
+          })
         }
       }
       if (!noMemory) {
@@ -166,12 +177,18 @@ export const ContextHooks = Layer.scopedDiscard(
           const withText = withSystemPrompt(fmt, endpoint, current, { enabled: true, text: inj.text, position: "append", skipKeyIds: [] })
           if (withText) {
             body = withText as Record<string, unknown>
-            if (inj.memoryTokens > 0) compression.record({ combo: "-", model: event.model, engines: [], injected: { kind: "memory", tokens: inj.memoryTokens } })
-            if (inj.skillTokens > 0) compression.record({ combo: "-", model: event.model, engines: [], injected: { kind: "skills", tokens: inj.skillTokens } })
+            if (inj.memoryTokens > 0)
+              compression.record({ combo: "-", model: event.model, engines: [], injected: { kind: "memory", tokens: inj.memoryTokens } })
+            if (inj.skillTokens > 0)
+              compression.record({ combo: "-", model: event.model, engines: [], injected: { kind: "skills", tokens: inj.skillTokens } })
           }
         }
       }
-      const headers = !s.enabled ? OFF_GLOBAL.headers : sel.profile === undefined && sel.source === "default" ? OFF_DEFAULT.headers : { [HEADER]: headerValue(sel) }
+      const headers = !s.enabled
+        ? OFF_GLOBAL.headers
+        : sel.profile === undefined && sel.source === "default"
+          ? OFF_DEFAULT.headers
+          : { [HEADER]: headerValue(sel) }
       return body ? { body, headers } : { headers }
     }
 

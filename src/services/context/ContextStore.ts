@@ -82,10 +82,18 @@ export interface ContextStoreShape {
   readonly listCombos: Effect.Effect<ReadonlyArray<CompressionComboView>>
   readonly getCombo: (id: string) => Effect.Effect<CompressionComboView, NotFound>
   readonly createCombo: (input: CreateCompressionCombo, actor: string) => Effect.Effect<CompressionComboView, BadRequest | Conflict>
-  readonly updateCombo: (id: string, patch: UpdateCompressionCombo, actor: string) => Effect.Effect<CompressionComboView, BadRequest | Conflict | NotFound>
+  readonly updateCombo: (
+    id: string,
+    patch: UpdateCompressionCombo,
+    actor: string
+  ) => Effect.Effect<CompressionComboView, BadRequest | Conflict | NotFound>
   readonly removeCombo: (id: string, actor: string) => Effect.Effect<CompressionComboView, NotFound>
   readonly getAssignments: (id: string) => Effect.Effect<CompressionAssignments, NotFound>
-  readonly setAssignments: (id: string, a: CompressionAssignments, actor: string) => Effect.Effect<CompressionAssignments, NotFound | Conflict>
+  readonly setAssignments: (
+    id: string,
+    a: CompressionAssignments,
+    actor: string
+  ) => Effect.Effect<CompressionAssignments, NotFound | Conflict>
   readonly listMemory: (q: { readonly scope?: MemoryScope; readonly tag?: string }) => Effect.Effect<ReadonlyArray<MemoryView>>
   readonly getMemory: (id: string) => Effect.Effect<MemoryView, NotFound>
   readonly createMemory: (input: CreateMemory, actor: string) => Effect.Effect<MemoryView, BadRequest>
@@ -99,7 +107,11 @@ export interface ContextStoreShape {
     catalogText: (id: string) => Effect.Effect<string | undefined>,
     actor: string
   ) => Effect.Effect<ContextSkillView, BadRequest | Conflict>
-  readonly updateSkill: (id: string, patch: UpdateContextSkill, actor: string) => Effect.Effect<ContextSkillView, BadRequest | Conflict | NotFound>
+  readonly updateSkill: (
+    id: string,
+    patch: UpdateContextSkill,
+    actor: string
+  ) => Effect.Effect<ContextSkillView, BadRequest | Conflict | NotFound>
   readonly removeSkill: (id: string, actor: string) => Effect.Effect<ContextSkillView, NotFound>
 }
 
@@ -119,7 +131,8 @@ export class ContextStore extends Context.Tag("gateway/ContextStore")<ContextSto
       const writer = yield* BatchWriter
 
       const cache = makeCachedLoad(version, loadContextSnapshot(sql))
-      const audit = (actor: string, action: string, target: string) => writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
+      const audit = (actor: string, action: string, target: string) =>
+        writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
       const deps = { sql, snapshot: cache.get, invalidate: cache.invalidate, audit }
 
       return {

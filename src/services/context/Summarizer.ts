@@ -21,7 +21,9 @@ export const summarizeThrough =
           headers: { "x-gateway-compression": "off", "x-gateway-no-memory": "true" },
           body: { model, stream: false, max_tokens: maxTokens, messages: [{ role: "user", content: prompt }] }
         })
-        const body = (await res.json().catch(() => undefined)) as { choices?: Array<{ message?: { content?: unknown } }>; error?: { message?: string } } | undefined
+        const body = (await res.json().catch(() => undefined)) as
+          | { choices?: Array<{ message?: { content?: unknown } }>; error?: { message?: string } }
+          | undefined
         if (res.status !== 200) throw new Error(body?.error?.message ?? `status ${res.status}`)
         const text = body?.choices?.[0]?.message?.content
         if (typeof text !== "string") throw new Error("the answer has no text")

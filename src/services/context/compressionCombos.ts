@@ -17,12 +17,19 @@ const comboNameTaken =
   (name: string) =>
   <A>(e: Effect.Effect<A, SqlError>): Effect.Effect<A, Conflict> =>
     Effect.catchAll(e, (err) =>
-      isUniqueViolation(err) ? Effect.fail(new Conflict({ message: `a compression combo named '${name}' already exists (names are compared without case)` })) : Effect.die(err)
+      isUniqueViolation(err)
+        ? Effect.fail(new Conflict({ message: `a compression combo named '${name}' already exists (names are compared without case)` }))
+        : Effect.die(err)
     )
 const reserved = (name: string) =>
-  ENGINE_PREFIX.test(name) ? Effect.fail(new BadRequest({ message: `name: '${name}' would read as an engine in x-gateway-compression; choose another name` })) : Effect.void
+  ENGINE_PREFIX.test(name)
+    ? Effect.fail(new BadRequest({ message: `name: '${name}' would read as an engine in x-gateway-compression; choose another name` }))
+    : Effect.void
 
-type Combos = Pick<ContextStoreShape, "listCombos" | "getCombo" | "createCombo" | "updateCombo" | "removeCombo" | "getAssignments" | "setAssignments">
+type Combos = Pick<
+  ContextStoreShape,
+  "listCombos" | "getCombo" | "createCombo" | "updateCombo" | "removeCombo" | "getAssignments" | "setAssignments"
+>
 
 /** The compression combos of the store: listed, read, created, edited, removed, and their assignments read and set. */
 export const makeCompressionCombos = ({ sql, snapshot, invalidate, audit }: ContextWriteDeps): Combos => {
@@ -72,7 +79,12 @@ export const makeCompressionCombos = ({ sql, snapshot, invalidate, audit }: Cont
         const { s, c } = yield* findCombo(id)
         const view = comboView(s, c)
         yield* Effect.orDie(
-          sql.withTransaction(Effect.zipRight(sql`DELETE FROM compression_assignments WHERE combo_id = ${id}`, sql`DELETE FROM compression_combos WHERE id = ${id}`))
+          sql.withTransaction(
+            Effect.zipRight(
+              sql`DELETE FROM compression_assignments WHERE combo_id = ${id}`,
+              sql`DELETE FROM compression_combos WHERE id = ${id}`
+            )
+          )
         )
         yield* invalidate
         audit(actor, "compression_combo.delete", id)
@@ -90,7 +102,9 @@ export const makeCompressionCombos = ({ sql, snapshot, invalidate, audit }: Cont
           for (const t of targets) {
             const holder = map.get(t)
             if (holder !== undefined && holder !== id) {
-              return yield* new Conflict({ message: `${kind}: '${t}' is assigned to compression combo '${s.byId.get(holder)?.name ?? holder}'; remove it there first` })
+              return yield* new Conflict({
+                message: `${kind}: '${t}' is assigned to compression combo '${s.byId.get(holder)?.name ?? holder}'; remove it there first`
+              })
             }
           }
         }
@@ -101,7 +115,8 @@ export const makeCompressionCombos = ({ sql, snapshot, invalidate, audit }: Cont
               yield* sql`DELETE FROM compression_assignments WHERE combo_id = ${id}`
               for (const target of new Set(a.routingCombos))
                 yield* sql`INSERT INTO compression_assignments ${sql.insert({ kind: "routing-combo", target, combo_id: id, created_at: t })}`
-              for (const target of new Set(a.models)) yield* sql`INSERT INTO compression_assignments ${sql.insert({ kind: "model", target, combo_id: id, created_at: t })}`
+              for (const target of new Set(a.models))
+                yield* sql`INSERT INTO compression_assignments ${sql.insert({ kind: "model", target, combo_id: id, created_at: t })}`
             })
           )
         )

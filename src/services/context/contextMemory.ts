@@ -13,7 +13,9 @@ import { type ContextWriteDeps, type MemoryRow, memoryOf, memoryView, newId } fr
 const checkScope = (scope: MemoryScope, scopeId: string | null) => {
   if (scope === "global" && scopeId !== null) return Effect.fail(new BadRequest({ message: "scopeId: a global entry has no scopeId" }))
   if (scope !== "global" && scopeId === null)
-    return Effect.fail(new BadRequest({ message: `scopeId: a ${scope} entry needs the ${scope === "key" ? "API key id" : "session id"} it applies to` }))
+    return Effect.fail(
+      new BadRequest({ message: `scopeId: a ${scope} entry needs the ${scope === "key" ? "API key id" : "session id"} it applies to` })
+    )
   return Effect.void
 }
 

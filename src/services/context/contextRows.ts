@@ -6,7 +6,14 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as crypto from "node:crypto"
-import type { CompressionAssignments, CompressionComboView, ContextSkillView, EngineStep, MemoryScope, MemoryView } from "../../domain/context.js"
+import type {
+  CompressionAssignments,
+  CompressionComboView,
+  ContextSkillView,
+  EngineStep,
+  MemoryScope,
+  MemoryView
+} from "../../domain/context.js"
 import { toIso } from "../../platform/store/Db.js"
 import type { CompressionCombo, ContextSkill, ContextSnapshot, MemoryEntry } from "./ContextStore.js"
 import { countText } from "./estimate.js"
@@ -95,7 +102,11 @@ export const skillOf = (r: SkillRow): ContextSkill => {
     source: r.source === "catalog" ? "catalog" : "custom",
     catalogId: r.catalog_id,
     text: r.text,
-    trigger: { always: t.always === true, keywords: Array.isArray(t.keywords) ? t.keywords : [], models: Array.isArray(t.models) ? t.models : [] },
+    trigger: {
+      always: t.always === true,
+      keywords: Array.isArray(t.keywords) ? t.keywords : [],
+      models: Array.isArray(t.models) ? t.models : []
+    },
     enabled: Number(r.enabled) === 1,
     tokens: countText(r.text),
     createdAt: Number(r.created_at),
@@ -103,7 +114,12 @@ export const skillOf = (r: SkillRow): ContextSkill => {
   }
 }
 /** A memory entry as the management API shows it. */
-export const memoryView = (m: MemoryEntry): MemoryView => ({ ...m, tags: [...m.tags], createdAt: toIso(m.createdAt)!, updatedAt: toIso(m.updatedAt)! })
+export const memoryView = (m: MemoryEntry): MemoryView => ({
+  ...m,
+  tags: [...m.tags],
+  createdAt: toIso(m.createdAt)!,
+  updatedAt: toIso(m.updatedAt)!
+})
 /** A skill as the management API shows it. */
 export const skillView = (s: ContextSkill): ContextSkillView => ({
   ...s,
@@ -132,7 +148,11 @@ export const comboView = (s: ContextSnapshot, c: CompressionCombo): CompressionC
 export const loadContextSnapshot = (sql: SqlClient.SqlClient): Effect.Effect<ContextSnapshot> =>
   Effect.gen(function* () {
     const combos = (yield* sql<ComboRow>`SELECT * FROM compression_combos ORDER BY created_at, id`).map(comboOf)
-    const assignments = yield* sql<{ kind: string; target: string; combo_id: string }>`SELECT kind, target, combo_id FROM compression_assignments ORDER BY kind, target`
+    const assignments = yield* sql<{
+      kind: string
+      target: string
+      combo_id: string
+    }>`SELECT kind, target, combo_id FROM compression_assignments ORDER BY kind, target`
     const memory = (yield* sql<MemoryRow>`SELECT * FROM context_memory WHERE enabled = 1 ORDER BY created_at, id`).map(memoryOf)
     const skills = (yield* sql<SkillRow>`SELECT * FROM context_skills WHERE enabled = 1 ORDER BY created_at, id`).map(skillOf)
     const routingCombos = new Map<string, string>()

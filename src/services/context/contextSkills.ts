@@ -13,7 +13,9 @@ import { type ContextWriteDeps, newId, type SkillRow, skillOf, skillView } from 
 const skillNameTaken =
   (name: string) =>
   <A>(e: Effect.Effect<A, SqlError>): Effect.Effect<A, Conflict> =>
-    Effect.catchAll(e, (err) => (isUniqueViolation(err) ? Effect.fail(new Conflict({ message: `a skill named '${name}' already exists` })) : Effect.die(err)))
+    Effect.catchAll(e, (err) =>
+      isUniqueViolation(err) ? Effect.fail(new Conflict({ message: `a skill named '${name}' already exists` })) : Effect.die(err)
+    )
 
 type Skills = Pick<ContextStoreShape, "listSkills" | "getSkill" | "createSkill" | "updateSkill" | "removeSkill">
 
@@ -25,17 +27,22 @@ export const makeContextSkills = ({ sql, invalidate, audit }: Omit<ContextWriteD
     )
 
   return {
-    listSkills: Effect.map(Effect.orDie(sql<SkillRow>`SELECT * FROM context_skills ORDER BY created_at, id`), (rows) => rows.map((r) => skillView(skillOf(r)))),
+    listSkills: Effect.map(Effect.orDie(sql<SkillRow>`SELECT * FROM context_skills ORDER BY created_at, id`), (rows) =>
+      rows.map((r) => skillView(skillOf(r)))
+    ),
     getSkill: (id) => Effect.map(skillRow(id), skillView),
     createSkill: (input, catalogText, actor) =>
       Effect.gen(function* () {
         if ((input.catalogId === undefined) === (input.text === undefined)) {
-          return yield* new BadRequest({ message: "a skill takes either catalogId (an agent-skill catalog id) or text (custom instructions), one of them" })
+          return yield* new BadRequest({
+            message: "a skill takes either catalogId (an agent-skill catalog id) or text (custom instructions), one of them"
+          })
         }
         let text = input.text
         if (input.catalogId !== undefined) {
           text = yield* catalogText(input.catalogId)
-          if (text === undefined) return yield* new BadRequest({ message: `catalogId: no agent skill '${input.catalogId}' (GET /api/agent-skills lists them)` })
+          if (text === undefined)
+            return yield* new BadRequest({ message: `catalogId: no agent skill '${input.catalogId}' (GET /api/agent-skills lists them)` })
         }
         const id = newId("skill")
         const t = Date.now()

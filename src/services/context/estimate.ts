@@ -44,7 +44,8 @@ const count = (counter: Counter, format: FormatId, endpoint: string, body: Body)
 export const loadTokenizer = (): Promise<void> => loadCounter().then(() => undefined)
 
 /** The prompt's tokens by the o200k tokenizer, loading it first if needed. */
-export const estimateTokens = async (format: FormatId, endpoint: string, body: Body): Promise<number> => count(await loadCounter(), format, endpoint, body)
+export const estimateTokens = async (format: FormatId, endpoint: string, body: Body): Promise<number> =>
+  count(await loadCounter(), format, endpoint, body)
 
 /** The o200k counter when loaded; else the approximation, and the tokenizer starts loading for the next count. */
 const counterNow = (): Counter => {

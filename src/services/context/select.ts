@@ -57,7 +57,9 @@ export const resolveRef = (ref: string, snapshot: ContextSnapshot, available: Se
   const lower = trimmed.toLowerCase()
   if (lower.startsWith("engine:")) {
     const id = lower.slice("engine:".length).trim() as EngineId
-    return (ENGINE_IDS as ReadonlyArray<string>).includes(id) && available(id) ? { mode: `engine:${id}`, combo: `engine:${id}`, steps: [{ engine: id }] } : undefined
+    return (ENGINE_IDS as ReadonlyArray<string>).includes(id) && available(id)
+      ? { mode: `engine:${id}`, combo: `engine:${id}`, steps: [{ engine: id }] }
+      : undefined
   }
   const c = snapshot.byId.get(trimmed) ?? snapshot.byName.get(lower)
   return c ? comboProfile(c) : undefined
@@ -92,11 +94,17 @@ export const select = (input: SelectInput): Selection => {
   const header = fromHeader(input)
   if (header) return header
   const snap = input.snapshot
-  const assigned = snap.routingCombos.get(input.requested) ?? snap.models.get(input.requested) ?? input.targets.map((t) => snap.models.get(t)).find((id) => id !== undefined)
+  const assigned =
+    snap.routingCombos.get(input.requested) ??
+    snap.models.get(input.requested) ??
+    input.targets.map((t) => snap.models.get(t)).find((id) => id !== undefined)
   const combo = assigned === undefined ? undefined : snap.byId.get(assigned)
   if (combo) return { source: "routing-override", profile: comboProfile(combo) }
   if (s.activeProfile) {
-    const p = s.activeProfile.trim().toLowerCase() === "default" ? defaultProfile(s, snap, input.available) : resolveRef(s.activeProfile, snap, input.available)
+    const p =
+      s.activeProfile.trim().toLowerCase() === "default"
+        ? defaultProfile(s, snap, input.available)
+        : resolveRef(s.activeProfile, snap, input.available)
     if (p) return { source: "active-profile", profile: p }
   }
   const t = s.autoTrigger

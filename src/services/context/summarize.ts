@@ -30,10 +30,15 @@ export const SummarizeConfig = Schema.Struct({
 export type SummarizeConfig = typeof SummarizeConfig.Type
 
 type Body = Readonly<Record<string, unknown>>
-const obj = (v: unknown): Record<string, unknown> | undefined => (typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined)
+const obj = (v: unknown): Record<string, unknown> | undefined =>
+  typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined
 
 /** The conversation array of a body and its key, when the format has one. */
-const conversation = (format: FormatId, endpoint: string, body: Body): { readonly key: string; readonly list: ReadonlyArray<unknown> } | undefined => {
+const conversation = (
+  format: FormatId,
+  endpoint: string,
+  body: Body
+): { readonly key: string; readonly list: ReadonlyArray<unknown> } | undefined => {
   const key =
     format === "gemini"
       ? Array.isArray(body["contents"])
@@ -63,7 +68,10 @@ const isUserTurn = (format: FormatId, m: unknown): boolean => {
     case "ollama":
       return o["role"] === "user"
     case "anthropic":
-      return o["role"] === "user" && (typeof o["content"] === "string" || (Array.isArray(o["content"]) && !o["content"].some((b) => obj(b)?.["type"] === "tool_result")))
+      return (
+        o["role"] === "user" &&
+        (typeof o["content"] === "string" || (Array.isArray(o["content"]) && !o["content"].some((b) => obj(b)?.["type"] === "tool_result")))
+      )
     case "openai-responses":
       return (o["type"] === "message" || o["type"] === undefined) && o["role"] === "user"
     case "gemini":
@@ -97,7 +105,9 @@ export const cutOf = (format: FormatId, endpoint: string, body: Body, c: Summari
   const part = { ...body, [conv.key]: older }
   const lines = segmentsOf(format, endpoint, part)
     .filter((s) => s.segment.role !== "system")
-    .map((s) => `${s.segment.kind === "tool-result" ? `tool${s.segment.toolName ? ` ${s.segment.toolName}` : ""}` : s.segment.role}: ${s.text}`)
+    .map(
+      (s) => `${s.segment.kind === "tool-result" ? `tool${s.segment.toolName ? ` ${s.segment.toolName}` : ""}` : s.segment.role}: ${s.text}`
+    )
   if (lines.length === 0) return undefined
   return { key: conv.key, lead, end, transcript: lines.join("\n\n") }
 }

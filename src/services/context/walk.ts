@@ -31,7 +31,8 @@ interface CallInfo {
   readonly command?: string
 }
 
-const obj = (v: unknown): Record<string, unknown> | undefined => (v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined)
+const obj = (v: unknown): Record<string, unknown> | undefined =>
+  v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined
 const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined)
 
 // ---------------------------------------------------------------- structural sharing
@@ -49,7 +50,8 @@ const mapArray = <T>(xs: ReadonlyArray<T>, f: (x: T, i: number) => T): ReadonlyA
 }
 
 /** `o` with `key` set to `value`; `o` itself when it already holds it. */
-const withKey = <T extends Readonly<Record<string, unknown>>>(o: T, key: string, value: unknown): T => (o[key] === value ? o : ({ ...o, [key]: value } as T))
+const withKey = <T extends Readonly<Record<string, unknown>>>(o: T, key: string, value: unknown): T =>
+  o[key] === value ? o : ({ ...o, [key]: value } as T)
 
 /** One segment's text through `fn`, guarded: empty texts are not offered, an empty answer keeps the text. */
 const visit = (fn: Fn, text: string, segment: Segment): string => {
@@ -69,7 +71,20 @@ const segment = (role: Role, kind: Segment["kind"], turn: number, turns: number,
 
 // ---------------------------------------------------------------- commands
 
-const SHELLS = new Set(["sh", "bash", "zsh", "dash", "ksh", "fish", "/bin/sh", "/bin/bash", "/bin/zsh", "/usr/bin/bash", "/usr/bin/zsh", "/usr/bin/sh"])
+const SHELLS = new Set([
+  "sh",
+  "bash",
+  "zsh",
+  "dash",
+  "ksh",
+  "fish",
+  "/bin/sh",
+  "/bin/bash",
+  "/bin/zsh",
+  "/usr/bin/bash",
+  "/usr/bin/zsh",
+  "/usr/bin/sh"
+])
 
 /**
  * A command given as an argv array: `["bash", "-lc", "git status"]` is the script `git status`
@@ -142,7 +157,15 @@ const mapField = (body: Body, key: string, f: (x: unknown, i: number, n: number)
 // ---------------------------------------------------------------- openai-chat
 
 const chatRole = (role: string | undefined): Role | undefined =>
-  role === "system" || role === "developer" ? "system" : role === "user" ? "user" : role === "assistant" ? "assistant" : role === "tool" || role === "function" ? "tool" : undefined
+  role === "system" || role === "developer"
+    ? "system"
+    : role === "user"
+      ? "user"
+      : role === "assistant"
+        ? "assistant"
+        : role === "tool" || role === "function"
+          ? "tool"
+          : undefined
 
 const walkChat = (endpoint: string, body: Body, fn: Fn): Body => {
   if (endpoint === "completions") {
@@ -233,7 +256,8 @@ const walkResponses = (body: Body, fn: Fn): Body => {
     }
     if (type === "function_call_output" || type === "custom_tool_call_output" || type === "local_shell_call_output") {
       const id = str(item["call_id"])
-      const call = (id !== undefined ? calls.get(id) : undefined) ?? (type === "local_shell_call_output" ? { toolName: "local_shell" } : undefined)
+      const call =
+        (id !== undefined ? calls.get(id) : undefined) ?? (type === "local_shell_call_output" ? { toolName: "local_shell" } : undefined)
       return withKey(
         item,
         "output",
@@ -344,7 +368,12 @@ const walkGemini = (body: Body, fn: Fn): Body => {
           open.push({ id: str(call["id"]), name, info: callInfo(name || undefined, call["args"]) })
           return p
         }
-        const responseKey = part["functionResponse"] !== undefined ? "functionResponse" : part["function_response"] !== undefined ? "function_response" : undefined
+        const responseKey =
+          part["functionResponse"] !== undefined
+            ? "functionResponse"
+            : part["function_response"] !== undefined
+              ? "function_response"
+              : undefined
         const fr = responseKey ? obj(part[responseKey]) : undefined
         if (responseKey && fr) {
           const info = resultCall(fr)
@@ -411,7 +440,11 @@ const walkOllama = (endpoint: string, body: Body, fn: Fn): Body => {
       const id = str(m["tool_call_id"])
       const i = open.findIndex((c) => (id ? c.id === id : name ? c.name === name : true))
       const info: CallInfo = i !== -1 ? open.splice(i, 1)[0]!.info : name ? { toolName: name } : {}
-      return withKey(m, "content", visit(fn, m["content"], segment("tool", "tool-result", turn, turns, name ? { ...info, toolName: name } : info)))
+      return withKey(
+        m,
+        "content",
+        visit(fn, m["content"], segment("tool", "tool-result", turn, turns, name ? { ...info, toolName: name } : info))
+      )
     }
     return withKey(m, "content", visit(fn, m["content"], segment(role, "prose", turn, turns)))
   })
@@ -440,7 +473,12 @@ const walk = (format: FormatId, endpoint: string, body: Body, fn: Fn): Body => {
  * `endpoint` is the usage label (`chat.completions`, `completions`, `responses`, `messages`,
  * `generateContent`, `api.chat`, `api.generate`, ...): it tells legacy prompts from messages.
  */
-export const mapSegments = (format: FormatId, endpoint: string, body: Body, fn: (text: string, segment: Segment) => string): Record<string, unknown> | undefined => {
+export const mapSegments = (
+  format: FormatId,
+  endpoint: string,
+  body: Body,
+  fn: (text: string, segment: Segment) => string
+): Record<string, unknown> | undefined => {
   const out = walk(format, endpoint, body, fn)
   return out === body ? undefined : (out as Record<string, unknown>)
 }

@@ -164,7 +164,9 @@ export class AuditLog extends Context.Tag("gateway/AuditLog")<AuditLog, AuditLog
             const limit = q.limit ?? 100
             const conditions = where(q)
             if (q.cursor !== undefined) conditions.push(sql`id < ${q.cursor}`)
-            const rows = yield* sql<Row>`SELECT * FROM audit_log WHERE ${sql.and(conditions)} ORDER BY id DESC LIMIT ${limit + 1}`.pipe(Effect.orDie)
+            const rows = yield* sql<Row>`SELECT * FROM audit_log WHERE ${sql.and(conditions)} ORDER BY id DESC LIMIT ${limit + 1}`.pipe(
+              Effect.orDie
+            )
             const page = rows.slice(0, limit).map(toEntry)
             return { entries: page, nextCursor: rows.length > limit ? page[page.length - 1]!.id : null }
           }),

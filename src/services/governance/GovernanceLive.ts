@@ -29,5 +29,16 @@ import { Policies } from "./Policies.js"
 export const GovernanceLive: Layer.Layer<
   Observability | GatewayMetrics | Guardrails | Policies | AuditLog | Webhooks,
   ConfigError,
-  SqlClient | BatchWriter | StoreHealth | StoreVersion | Secrets | FeatureFlags | Connections | UpstreamHttp | EventBus | RequestHooks | CircuitBreakers | Accounting
+  | SqlClient
+  | BatchWriter
+  | StoreHealth
+  | StoreVersion
+  | Secrets
+  | FeatureFlags
+  | Connections
+  | UpstreamHttp
+  | EventBus
+  | RequestHooks
+  | CircuitBreakers
+  | Accounting
 > = Layer.mergeAll(Guardrails.layer, Policies.layer, AuditLog.layer, Webhooks.layer).pipe(Layer.provideMerge(Observability.layer))

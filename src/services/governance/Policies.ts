@@ -27,7 +27,9 @@ export interface PoliciesShape {
   /** The current version of every policy that is not deleted, by name. */
   readonly list: Effect.Effect<ReadonlyArray<PolicyView>>
   /** A policy by id (any version) or name: its current version and every version, newest first. */
-  readonly get: (idOrName: string) => Effect.Effect<{ policy: PolicyView | null; history: ReadonlyArray<PolicyView & { deletedAt: string | null }> }, NotFound>
+  readonly get: (
+    idOrName: string
+  ) => Effect.Effect<{ policy: PolicyView | null; history: ReadonlyArray<PolicyView & { deletedAt: string | null }> }, NotFound>
   /** Stores the next version of the named policy (version 1 for a new name, or one deleted before). */
   readonly create: (input: CreatePolicy, actor: string) => Effect.Effect<PolicyView, BadRequest>
   /** Deletes the named policy (by id or name): it stops applying; its versions stay in the history. */

@@ -10,10 +10,28 @@ import type { FormatId } from "../../domain/canonical.js"
 import type { PolicyView } from "../../domain/policies.js"
 import type { EventBusShape } from "../../platform/events/EventBus.js"
 import type { FeatureFlagsShape } from "../../platform/flags/FeatureFlags.js"
-import { blockRequest, GuardFailure, type HookRequest, type HookVerdict, type ModelSelectEvent, type RequestEvent } from "../../kernel/hooks.js"
+import {
+  blockRequest,
+  GuardFailure,
+  type HookRequest,
+  type HookVerdict,
+  type ModelSelectEvent,
+  type RequestEvent
+} from "../../kernel/hooks.js"
 import type { RequestHooksShape } from "../../kernel/hooks.js"
 import type { AccountingShape } from "../accounting/Accounting.js"
-import { compile, type CompiledPolicy, describeFinding, type Finding, firstMatch, requestedOutput, termFinding, textLength, toolVerdict, withOutputCap } from "./policyRules.js"
+import {
+  compile,
+  type CompiledPolicy,
+  describeFinding,
+  type Finding,
+  firstMatch,
+  requestedOutput,
+  termFinding,
+  textLength,
+  toolVerdict,
+  withOutputCap
+} from "./policyRules.js"
 import { requestTools, withoutTools } from "./toolCalls.js"
 
 type Json = Record<string, unknown>
@@ -115,7 +133,10 @@ export const makePolicyChecks = (deps: PolicyChecksDeps) => {
     if (forced) return refuse(request, e.endpoint, { ...forced, message: `the request forces ${forced.message}` })
     if (tools.required && declaredFindings.size === tools.declared.length) {
       const f = declaredFindings.values().next().value!
-      return refuse(request, e.endpoint, { ...f, message: `the request requires a tool call and every tool it declares is refused (${f.message})` })
+      return refuse(request, e.endpoint, {
+        ...f,
+        message: `the request requires a tool call and every tool it declares is refused (${f.message})`
+      })
     }
     for (const f of declaredFindings.values()) event(request, e.endpoint, "block", "remove", f)
     return {
@@ -141,7 +162,12 @@ export const makePolicyChecks = (deps: PolicyChecksDeps) => {
         body = withOutputCap(e.format, body, cap.maxTokens!)
         changed = true
       } else if (asked > cap.maxTokens!) {
-        return refuse(request, e.endpoint, { policy: cap, rule: "maxTokens", message: `the request asks for up to ${asked} output tokens, more than ${cap.maxTokens}` }, 400)
+        return refuse(
+          request,
+          e.endpoint,
+          { policy: cap, rule: "maxTokens", message: `the request asks for up to ${asked} output tokens, more than ${cap.maxTokens}` },
+          400
+        )
       }
     }
     if (hasTools) {
@@ -167,7 +193,8 @@ export const makePolicyChecks = (deps: PolicyChecksDeps) => {
           p,
           () =>
             firstMatch(list, e.model) !== undefined ||
-            (e.candidates.length > 0 && e.candidates.every((c) => firstMatch(list, c.model) !== undefined || firstMatch(list, c.key) !== undefined))
+            (e.candidates.length > 0 &&
+              e.candidates.every((c) => firstMatch(list, c.model) !== undefined || firstMatch(list, c.key) !== undefined))
         )
         if (!allowed)
           return refuse(request, endpoint, {
@@ -183,12 +210,19 @@ export const makePolicyChecks = (deps: PolicyChecksDeps) => {
           if (p.maxCostUsd === undefined) continue
           const body = e.body as Json
           const output = (format && requestedOutput(format, body)) ?? DEFAULT_OUTPUT_TOKENS
-          const estimate = accounting.cost(target.provider, target.model, { inputTokens: Math.ceil(textLength(body) / 4), outputTokens: output })
+          const estimate = accounting.cost(target.provider, target.model, {
+            inputTokens: Math.ceil(textLength(body) / 4),
+            outputTokens: output
+          })
           if (estimate > p.maxCostUsd) {
             return refuse(
               request,
               endpoint,
-              { policy: p, rule: "maxCostUsd", message: `the request may cost about $${estimate.toFixed(6)} on ${target.key}, more than $${p.maxCostUsd}` },
+              {
+                policy: p,
+                rule: "maxCostUsd",
+                message: `the request may cost about $${estimate.toFixed(6)} on ${target.key}, more than $${p.maxCostUsd}`
+              },
               400
             )
           }

@@ -64,7 +64,8 @@ export const describeFinding = (f: Finding): string => `${f.policy.label}, rule 
 export const toolVerdict = (p: CompiledPolicy, name: string): Finding | undefined => {
   const denied = p.toolDeny && firstMatch(p.toolDeny, name)
   if (denied) return { policy: p, rule: "tools.deny", message: `tool "${name}" is denied (matches "${denied.pattern}")` }
-  if (p.toolAllow && !firstMatch(p.toolAllow, name)) return { policy: p, rule: "tools.allow", message: `tool "${name}" is not in the allow list` }
+  if (p.toolAllow && !firstMatch(p.toolAllow, name))
+    return { policy: p, rule: "tools.allow", message: `tool "${name}" is not in the allow list` }
   return undefined
 }
 
@@ -136,7 +137,8 @@ export const requestedOutput = (format: FormatId, body: Json): number | undefine
   return undefined
 }
 
-/** The body with its output cap set to `cap` (in the format's first field: `max_tokens` for chat, which every compatible upstream reads). */
+/** The body with its output cap set to `cap` (in the format's first field: `max_tokens` for chat, which every compatible upstream reads).
+ * */
 export const withOutputCap = (format: FormatId, body: Json, cap: number): Json => {
   const path = format === "openai-chat" ? ["max_tokens"] : OUTPUT_CAP[format][0]!
   if (path.length === 1) return { ...body, [path[0]!]: cap }

@@ -73,7 +73,9 @@ export const makePolicyVersions = (deps: PolicyVersionsDeps): Pick<PoliciesShape
 
   const byIdOrName = (idOrName: string) =>
     Effect.map(
-      sql<Row>`SELECT * FROM policies WHERE name = ${idOrName} OR name = (SELECT name FROM policies WHERE id = ${idOrName}) ORDER BY version DESC`.pipe(Effect.orDie),
+      sql<Row>`SELECT * FROM policies WHERE name = ${idOrName} OR name = (SELECT name FROM policies WHERE id = ${idOrName}) ORDER BY version DESC`.pipe(
+        Effect.orDie
+      ),
       (r) => r
     )
 
@@ -84,7 +86,10 @@ export const makePolicyVersions = (deps: PolicyVersionsDeps): Pick<PoliciesShape
         const head = all[0]!
         return Effect.succeed({
           policy: head.deleted_at === null ? toView(head) : null,
-          history: all.map((r) => ({ ...toView(r), deletedAt: r.deleted_at === null ? null : new Date(Number(r.deleted_at)).toISOString() }))
+          history: all.map((r) => ({
+            ...toView(r),
+            deletedAt: r.deleted_at === null ? null : new Date(Number(r.deleted_at)).toISOString()
+          }))
         })
       }),
     create: (input, actor) =>
@@ -97,7 +102,11 @@ export const makePolicyVersions = (deps: PolicyVersionsDeps): Pick<PoliciesShape
         }
         for (const [key, list] of Object.entries(input.models ?? {})) {
           if (list.length === 0)
-            return yield* Effect.fail(new BadRequest({ message: `models["${key}"]: give at least one model id or pattern (an empty list would refuse every model)` }))
+            return yield* Effect.fail(
+              new BadRequest({
+                message: `models["${key}"]: give at least one model id or pattern (an empty list would refuse every model)`
+              })
+            )
         }
         const { name, ...document } = input
         for (let tries = 0; ; tries++) {
@@ -126,7 +135,8 @@ export const makePolicyVersions = (deps: PolicyVersionsDeps): Pick<PoliciesShape
       Effect.gen(function* () {
         const all = yield* byIdOrName(idOrName)
         const head = all[0]
-        if (!head || head.deleted_at !== null) return yield* Effect.fail(new NotFound({ message: `no current policy with id or name '${idOrName}'` }))
+        if (!head || head.deleted_at !== null)
+          return yield* Effect.fail(new NotFound({ message: `no current policy with id or name '${idOrName}'` }))
         yield* sql`UPDATE policies SET deleted_at = ${Date.now()} WHERE name = ${head.name} AND deleted_at IS NULL`.pipe(Effect.orDie)
         yield* changed
         return toView(head)

@@ -35,7 +35,8 @@ export interface RequestTools {
 
 const argsText = (v: unknown): string => (typeof v === "string" ? v : v === undefined ? "" : JSON.stringify(v))
 
-/** The name of an OpenAI-style tool entry (`{type:"function", function:{name}}`), a Responses one (`{type:"function", name}`, or a built-in tool by its type) or an Anthropic one (`{name}`). */
+/** The name of an OpenAI-style tool entry (`{type:"function", function:{name}}`), a Responses one (`{type:"function", name}`, or a built-in
+ * tool by its type) or an Anthropic one (`{name}`). */
 const toolName = (t: unknown): string | undefined => {
   if (!isObject(t)) return undefined
   if (isObject(t["function"])) return str(t["function"]["name"])
@@ -66,7 +67,9 @@ export const requestTools = (format: FormatId, body: Json): RequestTools => {
   switch (format) {
     case "openai-chat":
     case "ollama": {
-      const declared = [...arr(body["tools"]).map(toolName), ...arr(body["functions"]).map(toolName)].filter((n): n is string => n !== undefined).map((name) => ({ name }))
+      const declared = [...arr(body["tools"]).map(toolName), ...arr(body["functions"]).map(toolName)]
+        .filter((n): n is string => n !== undefined)
+        .map((name) => ({ name }))
       const choice = body["tool_choice"] ?? body["function_call"]
       const forced = isObject(choice) ? (isObject(choice["function"]) ? str(choice["function"]["name"]) : str(choice["name"])) : undefined
       return { declared, forced, required: choice === "required", calls: openAiCalls(body["messages"]) }
@@ -77,7 +80,9 @@ export const requestTools = (format: FormatId, body: Json): RequestTools => {
         .filter((n): n is string => n !== undefined)
         .map((name) => ({ name }))
       const choice = body["tool_choice"]
-      const forced = isObject(choice) ? (str(choice["name"]) ?? (choice["type"] !== "function" ? str(choice["type"]) : undefined)) : undefined
+      const forced = isObject(choice)
+        ? (str(choice["name"]) ?? (choice["type"] !== "function" ? str(choice["type"]) : undefined))
+        : undefined
       const calls: Array<ConversationCall> = []
       for (const item of arr(body["input"])) {
         if (isObject(item) && (item["type"] === "function_call" || item["type"] === "custom_tool_call")) {
@@ -118,14 +123,26 @@ export const requestTools = (format: FormatId, body: Json): RequestTools => {
       const config = isObject(body["toolConfig"]) ? body["toolConfig"] : isObject(body["tool_config"]) ? body["tool_config"] : undefined
       const calling =
         config &&
-        (isObject(config["functionCallingConfig"]) ? config["functionCallingConfig"] : isObject(config["function_calling_config"]) ? config["function_calling_config"] : undefined)
+        (isObject(config["functionCallingConfig"])
+          ? config["functionCallingConfig"]
+          : isObject(config["function_calling_config"])
+            ? config["function_calling_config"]
+            : undefined)
       const mode = calling ? String(calling["mode"] ?? "").toUpperCase() : ""
-      const allowed = calling ? arr(calling["allowedFunctionNames"] ?? calling["allowed_function_names"]).filter((n): n is string => typeof n === "string") : []
+      const allowed = calling
+        ? arr(calling["allowedFunctionNames"] ?? calling["allowed_function_names"]).filter((n): n is string => typeof n === "string")
+        : []
       const calls: Array<ConversationCall> = []
       for (const c of arr(body["contents"])) {
         if (!isObject(c)) continue
         for (const p of arr(c["parts"])) {
-          const call = isObject(p) ? (isObject(p["functionCall"]) ? p["functionCall"] : isObject(p["function_call"]) ? p["function_call"] : undefined) : undefined
+          const call = isObject(p)
+            ? isObject(p["functionCall"])
+              ? p["functionCall"]
+              : isObject(p["function_call"])
+                ? p["function_call"]
+                : undefined
+            : undefined
           const name = call ? str(call["name"]) : undefined
           if (call && name) calls.push({ name, arguments: argsText(call["args"]) })
         }
@@ -148,7 +165,11 @@ export const withoutTools = (format: FormatId, body: Json, remove: (name: string
         tools.push(t)
         continue
       }
-      const key = Array.isArray(t["functionDeclarations"]) ? "functionDeclarations" : Array.isArray(t["function_declarations"]) ? "function_declarations" : undefined
+      const key = Array.isArray(t["functionDeclarations"])
+        ? "functionDeclarations"
+        : Array.isArray(t["function_declarations"])
+          ? "function_declarations"
+          : undefined
       if (!key) {
         tools.push(t)
         continue

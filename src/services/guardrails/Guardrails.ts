@@ -43,7 +43,10 @@ const settingsOf = (v: (key: Parameters<FeatureFlagsShape["value"]>[0]) => strin
     sanitizer: isTruthy(v("INPUT_SANITIZER_ENABLED")),
     injection: injection === "warn" || injection === "block" || injection === "redact" ? injection : "off",
     pii: isTruthy(v("PII_REDACTION_ENABLED")),
-    response: isTruthy(v("PII_RESPONSE_SANITIZATION")) && (response === "redact" || response === "warn" || response === "block") ? response : undefined
+    response:
+      isTruthy(v("PII_RESPONSE_SANITIZATION")) && (response === "redact" || response === "warn" || response === "block")
+        ? response
+        : undefined
   }
 }
 
@@ -146,9 +149,18 @@ const hookFor =
     const base = { endpoint: event.endpoint, format: event.format, apiKeyId: host.apiKeyId, requestId: host.requestId }
     const publish = (data: Record<string, unknown>) => bus.publish("guardrail.action", { ...data, ...base })
     const verdict = guardRequest(settings, event.format, event.body)
-    if (verdict.sanitized !== 0) publish({ guardrail: "input-sanitizer", rule: "sanitizer", mode: "on", action: "sanitized", count: verdict.sanitized })
+    if (verdict.sanitized !== 0)
+      publish({ guardrail: "input-sanitizer", rule: "sanitizer", mode: "on", action: "sanitized", count: verdict.sanitized })
     const action = settings.injection === "block" ? "blocked" : settings.injection === "redact" ? "redacted" : "warned"
-    for (const rule of verdict.injections) publish({ guardrail: "injection", rule: rule.id, ruleVersion: rule.version, ruleset: RULESET_VERSION, mode: settings.injection, action })
+    for (const rule of verdict.injections)
+      publish({
+        guardrail: "injection",
+        rule: rule.id,
+        ruleVersion: rule.version,
+        ruleset: RULESET_VERSION,
+        mode: settings.injection,
+        action
+      })
     const header = verdict.injections.map((r) => `injection:${r.id}`).join(", ")
     if (verdict.injections.length !== 0 && settings.injection === "block") {
       const rule = verdict.injections[0]!
@@ -158,7 +170,8 @@ const hookFor =
         headers: { [GUARDRAIL_HEADER]: header }
       })
     }
-    for (const [kind, count] of verdict.placeholders.kinds) publish({ guardrail: "pii", rule: `pii:${kind.toLowerCase()}`, mode: "redact", action: "redacted", count })
+    for (const [kind, count] of verdict.placeholders.kinds)
+      publish({ guardrail: "pii", rule: `pii:${kind.toLowerCase()}`, mode: "redact", action: "redacted", count })
     const warnHeader = settings.injection === "warn" && header !== "" ? { [GUARDRAIL_HEADER]: header } : undefined
     const restore = verdict.placeholders.size !== 0 ? verdict.placeholders : undefined
     const rewrite =
@@ -172,7 +185,12 @@ const hookFor =
               sanitize: settings.response,
               headers: warnHeader,
               found: (kind: PiiKind, mode: ResponseMode) =>
-                publish({ guardrail: "pii-response", rule: `pii:${kind.toLowerCase()}`, mode, action: mode === "block" ? "blocked" : mode === "redact" ? "redacted" : "warned" })
+                publish({
+                  guardrail: "pii-response",
+                  rule: `pii:${kind.toLowerCase()}`,
+                  mode,
+                  action: mode === "block" ? "blocked" : mode === "redact" ? "redacted" : "warned"
+                })
             })
           )
         : undefined
@@ -188,7 +206,13 @@ export class Guardrails extends Context.Tag("gateway/Guardrails")<Guardrails, Gu
       const bus = yield* EventBus
       const settings = Effect.gen(function* () {
         const values = new Map<string, string>()
-        for (const key of ["INPUT_SANITIZER_ENABLED", "INJECTION_GUARD_MODE", "PII_REDACTION_ENABLED", "PII_RESPONSE_SANITIZATION", "PII_RESPONSE_SANITIZATION_MODE"] as const)
+        for (const key of [
+          "INPUT_SANITIZER_ENABLED",
+          "INJECTION_GUARD_MODE",
+          "PII_REDACTION_ENABLED",
+          "PII_RESPONSE_SANITIZATION",
+          "PII_RESPONSE_SANITIZATION_MODE"
+        ] as const)
           values.set(key, yield* flags.value(key))
         return settingsOf((k) => values.get(k) ?? "")
       })

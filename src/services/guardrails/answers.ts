@@ -10,7 +10,18 @@
 import type { CanonicalError, FormatId } from "../../domain/canonical.js"
 import { FORMATS } from "../../upstream/formats/registry.js"
 import type { AnswerRewrite } from "../../kernel/hookEvents.js"
-import { findPii, HOLD_WINDOW, MAX_HOLD, mayHavePii, type PiiKind, type PiiMatch, type PlaceholderMap, placeholderTail, redactedMark, restorePlaceholders } from "./pii.js"
+import {
+  findPii,
+  HOLD_WINDOW,
+  MAX_HOLD,
+  mayHavePii,
+  type PiiKind,
+  type PiiMatch,
+  type PlaceholderMap,
+  placeholderTail,
+  redactedMark,
+  restorePlaceholders
+} from "./pii.js"
 import { type Path, setPath, setPaths, type Slot, WALKERS } from "./walkers.js"
 
 export type ResponseMode = "redact" | "warn" | "block"
@@ -71,7 +82,8 @@ const makeText = (g: AnswerGuard, warned: Set<PiiKind>) => {
     }
     return g.restore ? restorePlaceholders(out, g.restore, json) : out
   }
-  const matchesOf = (text: string): Array<PiiMatch> | undefined => (g.sanitize !== undefined && mayHavePii(text) ? findPii(text) : undefined)
+  const matchesOf = (text: string): Array<PiiMatch> | undefined =>
+    g.sanitize !== undefined && mayHavePii(text) ? findPii(text) : undefined
   /** A complete text. */
   const whole = (text: string, json: boolean): string => apply(text, matchesOf(text), json)
   /**
@@ -121,7 +133,8 @@ const finalEvent = (data: Obj): boolean => {
   if (data["done"] === true) return true
   for (const key of ["choices", "candidates"]) {
     const list = data[key]
-    if (Array.isArray(list)) for (const c of list) if (isObj(c) && ((c["finish_reason"] ?? null) !== null || (c["finishReason"] ?? null) !== null)) return true
+    if (Array.isArray(list))
+      for (const c of list) if (isObj(c) && ((c["finish_reason"] ?? null) !== null || (c["finishReason"] ?? null) !== null)) return true
   }
   return false
 }
@@ -144,7 +157,8 @@ export const answerRewrite = (g: AnswerGuard): AnswerRewrite => {
     const values = [g.headers?.[GUARDRAIL_HEADER], extra].filter((v) => v !== undefined && v !== "")
     return values.length === 0 ? h : { ...h, [GUARDRAIL_HEADER]: values.join(", ") }
   }
-  const warning = (): string => (g.sanitize === "warn" && warned.size !== 0 ? [...warned].map((k) => `pii-response:${k.toLowerCase()}`).join(", ") : "")
+  const warning = (): string =>
+    g.sanitize === "warn" && warned.size !== 0 ? [...warned].map((k) => `pii-response:${k.toLowerCase()}`).join(", ") : ""
 
   // ------------------------------------------------------------ streams
   const held = new Map<string, Held>()
@@ -231,7 +245,8 @@ export const answerRewrite = (g: AnswerGuard): AnswerRewrite => {
 
   /** Every event of one write, rewritten. */
   const rewriteFrames = (chunk: string, atEnd: boolean): string => {
-    if (framing === undefined) framing = client.framing === "ndjson" ? "ndjson" : g.format === "gemini" && /^\s*\[/.test(chunk) ? "array" : "sse"
+    if (framing === undefined)
+      framing = client.framing === "ndjson" ? "ndjson" : g.format === "gemini" && /^\s*\[/.test(chunk) ? "array" : "sse"
     let out = ""
     if (framing === "sse") {
       // Whole events: blocks separated by a blank line.

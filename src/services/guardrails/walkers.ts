@@ -30,7 +30,14 @@ const obj = (v: unknown): Obj | undefined => (typeof v === "object" && v !== nul
 const arr = (v: unknown): ReadonlyArray<unknown> => (Array.isArray(v) ? v : [])
 
 /** A string at `o[k]` as a slot. */
-const str = (out: Array<Slot>, o: Obj | undefined, k: string, path: Path, role: Role, extra?: { json?: boolean; channel?: string }): void => {
+const str = (
+  out: Array<Slot>,
+  o: Obj | undefined,
+  k: string,
+  path: Path,
+  role: Role,
+  extra?: { json?: boolean; channel?: string }
+): void => {
   if (o !== undefined && typeof o[k] === "string" && o[k] !== "") out.push({ path: [...path, k], text: o[k] as string, role, ...extra })
 }
 
@@ -55,7 +62,13 @@ const content = (out: Array<Slot>, o: Obj, k: string, path: Path, role: Role): v
 }
 
 const roleOf = (r: unknown): Role =>
-  r === "system" || r === "developer" ? "system" : r === "assistant" || r === "model" ? "assistant" : r === "tool" || r === "function" ? "tool" : "user"
+  r === "system" || r === "developer"
+    ? "system"
+    : r === "assistant" || r === "model"
+      ? "assistant"
+      : r === "tool" || r === "function"
+        ? "tool"
+        : "user"
 
 // ---------------------------------------------------------------- OpenAI chat (and legacy completions)
 
@@ -66,7 +79,9 @@ const openAiChatRequest = (body: Obj): Array<Slot> => {
     if (!msg) return
     const role = roleOf(msg["role"])
     content(out, msg, "content", ["messages", i], role)
-    arr(msg["tool_calls"]).forEach((c, j) => str(out, obj(obj(c)?.["function"]), "arguments", ["messages", i, "tool_calls", j, "function"], role, { json: true }))
+    arr(msg["tool_calls"]).forEach((c, j) =>
+      str(out, obj(obj(c)?.["function"]), "arguments", ["messages", i, "tool_calls", j, "function"], role, { json: true })
+    )
   })
   // Legacy completions: prompt is a string or an array of strings.
   if (typeof body["prompt"] === "string") str(out, body, "prompt", [], "user")
@@ -84,7 +99,9 @@ const openAiChatAnswer = (body: Obj): Array<Slot> => {
     const msg = obj(choice["message"])
     if (!msg) return
     content(out, msg, "content", ["choices", i, "message"], "assistant")
-    arr(msg["tool_calls"]).forEach((t, j) => str(out, obj(obj(t)?.["function"]), "arguments", ["choices", i, "message", "tool_calls", j, "function"], "assistant", { json: true }))
+    arr(msg["tool_calls"]).forEach((t, j) =>
+      str(out, obj(obj(t)?.["function"]), "arguments", ["choices", i, "message", "tool_calls", j, "function"], "assistant", { json: true })
+    )
   })
   return out
 }
@@ -102,7 +119,10 @@ const openAiChatEvent = (_event: string | undefined, data: Obj): Array<Slot> => 
     arr(delta["tool_calls"]).forEach((t, j) => {
       const call = obj(t)
       const n = typeof call?.["index"] === "number" ? call["index"] : j
-      str(out, obj(call?.["function"]), "arguments", ["choices", i, "delta", "tool_calls", j, "function"], "assistant", { json: true, channel: `c${index}.t${n}` })
+      str(out, obj(call?.["function"]), "arguments", ["choices", i, "delta", "tool_calls", j, "function"], "assistant", {
+        json: true,
+        channel: `c${index}.t${n}`
+      })
     })
   })
   return out
@@ -120,7 +140,8 @@ const responsesItem = (out: Array<Slot>, item: Obj, path: Path, fallback: Role):
   }
   if (type === "function_call") return str(out, item, "arguments", path, "assistant", { json: true })
   if (type === "custom_tool_call") return str(out, item, "input", path, "assistant")
-  if (type === "message" || type === undefined) content(out, item, "content", path, item["role"] === undefined ? fallback : roleOf(item["role"]))
+  if (type === "message" || type === undefined)
+    content(out, item, "content", path, item["role"] === undefined ? fallback : roleOf(item["role"]))
 }
 
 const responsesRequest = (body: Obj): Array<Slot> => {
@@ -267,7 +288,9 @@ const geminiRequest = (body: Obj): Array<Slot> => {
 
 const geminiAnswer = (body: Obj): Array<Slot> => {
   const out: Array<Slot> = []
-  arr(body["candidates"]).forEach((c, i) => geminiParts(out, obj(obj(c)?.["content"])?.["parts"], ["candidates", i, "content", "parts"], "assistant"))
+  arr(body["candidates"]).forEach((c, i) =>
+    geminiParts(out, obj(obj(c)?.["content"])?.["parts"], ["candidates", i, "content", "parts"], "assistant")
+  )
   return out
 }
 
@@ -284,7 +307,9 @@ const geminiEvent = (_event: string | undefined, data: Obj): Array<Slot> => {
 
 const ollamaMessage = (out: Array<Slot>, msg: Obj, path: Path, role: Role, channel?: string): void => {
   str(out, msg, "content", path, role, channel ? { channel } : undefined)
-  arr(msg["tool_calls"]).forEach((t, j) => leaves(out, obj(obj(t)?.["function"])?.["arguments"], [...path, "tool_calls", j, "function", "arguments"], role))
+  arr(msg["tool_calls"]).forEach((t, j) =>
+    leaves(out, obj(obj(t)?.["function"])?.["arguments"], [...path, "tool_calls", j, "function", "arguments"], role)
+  )
 }
 
 const ollamaRequest = (body: Obj): Array<Slot> => {

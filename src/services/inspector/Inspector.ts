@@ -50,13 +50,20 @@ export interface InspectorShape {
    * for first (share.ts, `sync`). Read before a list, a detail, an export. Immediate in one process.
    */
   readonly gathered: Effect.Effect<void>
-  /** The recorded entries of gateway requests by their request ids: the buffer's, then the saved sessions' (secrets masked as views are). */
+  /** The recorded entries of gateway requests by their request ids: the buffer's, then the saved sessions' (secrets masked as views are).
+   * */
   readonly byRequestIds: (ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, InterceptedRequest>>
 }
 
 export class Inspector extends Context.Tag("gateway/Inspector")<Inspector, InspectorShape>() {
-  static readonly make = (core: InspectorCore, config: InspectorConfigShape, kv: (typeof KeyValue)["Service"], node?: NodeShare): InspectorShape => {
-    const loadMeta = (id: string) => Effect.map(kv.get(SESSIONS_NS, id), (o) => (Option.isSome(o) ? (JSON.parse(o.value) as SessionView) : undefined))
+  static readonly make = (
+    core: InspectorCore,
+    config: InspectorConfigShape,
+    kv: (typeof KeyValue)["Service"],
+    node?: NodeShare
+  ): InspectorShape => {
+    const loadMeta = (id: string) =>
+      Effect.map(kv.get(SESSIONS_NS, id), (o) => (Option.isSome(o) ? (JSON.parse(o.value) as SessionView) : undefined))
     const notFound = (id: string) => new InspectorError(404, "not_found", `no session ${id}`)
     const saved = (s: RecordingSession, stoppedAt: number): SessionView => ({
       id: s.id,
@@ -129,7 +136,10 @@ export class Inspector extends Context.Tag("gateway/Inspector")<Inspector, Inspe
           Effect.gen(function* () {
             const live = core.recordingSession(id)
             if (live && (node === undefined || (yield* loadMeta(id)) === undefined))
-              return { meta: core.recordingViews().find((v) => v.id === id)!, entries: [...live.entries.values()].map((e) => core.view(e, false)) }
+              return {
+                meta: core.recordingViews().find((v) => v.id === id)!,
+                entries: [...live.entries.values()].map((e) => core.view(e, false))
+              }
             const meta = yield* loadMeta(id)
             if (!meta) return yield* Effect.fail(notFound(id))
             const raw = yield* kv.get(SESSION_ENTRIES_NS, id)

@@ -87,5 +87,6 @@ export class InspectorConfig extends Context.Tag("gateway/InspectorConfig")<Insp
     })
   )
 
-  static readonly layerTest = (dataDir: string, overrides: Partial<InspectorConfigShape> = {}) => Layer.succeed(InspectorConfig, { ...inspectorDefaults(dataDir), ...overrides })
+  static readonly layerTest = (dataDir: string, overrides: Partial<InspectorConfigShape> = {}) =>
+    Layer.succeed(InspectorConfig, { ...inspectorDefaults(dataDir), ...overrides })
 }

@@ -26,7 +26,14 @@ import { EgressMark } from "../../upstream/client/EgressMark.js"
 import { Inspector } from "./Inspector.js"
 import { describeChanges, describeRevert, TPROXY_DEFAULTS } from "./tproxy/rules.js"
 import { forwardedTproxy, servedTproxy } from "./tproxyRemote.js"
-import { type Availability, makeRecord, makeTproxySessions, TPROXY_STATE_FILE, type TproxyFailure, type TproxyState } from "./tproxySession.js"
+import {
+  type Availability,
+  makeRecord,
+  makeTproxySessions,
+  TPROXY_STATE_FILE,
+  type TproxyFailure,
+  type TproxyState
+} from "./tproxySession.js"
 import { TproxySystem } from "./TproxySystem.js"
 
 export { TPROXY_STATE_FILE } from "./tproxySession.js"
@@ -92,7 +99,11 @@ export class Tproxy extends Context.Tag("gateway/InspectorTproxy")<Tproxy, Tprox
       // After a crash: what the dead process applied is removed before anything else.
       yield* sessions.afterCrash
       // Stop (SIGTERM included): the session's rules, listener and trust-store slot removed.
-      yield* Effect.addFinalizer(() => Effect.promise(() => serial(() => (state.session !== undefined || record.read() !== undefined ? sessions.stopNow() : Promise.resolve()))))
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(() =>
+          serial(() => (state.session !== undefined || record.read() !== undefined ? sessions.stopNow() : Promise.resolve()))
+        )
+      )
 
       const shape: TproxyShape = {
         status: Effect.sync(status),
@@ -102,7 +113,8 @@ export class Tproxy extends Context.Tag("gateway/InspectorTproxy")<Tproxy, Tprox
             (failure) => {
               if (failure === undefined) return Effect.succeed(status())
               // A refused body or a second start changed nothing: not the mode's error.
-              if (failure._tag !== "BadRequest" && !failure.message.startsWith("transparent capture is already running")) state.lastError = failure.message
+              if (failure._tag !== "BadRequest" && !failure.message.startsWith("transparent capture is already running"))
+                state.lastError = failure.message
               return Effect.fail(failure)
             }
           ),

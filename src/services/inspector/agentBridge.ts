@@ -35,7 +35,8 @@ interface Recording {
 
 const socketPort = (ctx: RequestContext): number | undefined => {
   // The inference plane's context carries node's request (src/inference/io.ts); a WebSocket frame's may not.
-  const port = (ctx as { readonly req?: { readonly socket?: { readonly remotePort?: number; readonly remoteAddress?: string } } }).req?.socket
+  const port = (ctx as { readonly req?: { readonly socket?: { readonly remotePort?: number; readonly remoteAddress?: string } } }).req
+    ?.socket
   if (port?.remotePort === undefined) return undefined
   const a = port.remoteAddress ?? ""
   return a === "127.0.0.1" || a === "::1" || a === "::ffff:127.0.0.1" ? port.remotePort : undefined
@@ -46,7 +47,12 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
 
   const body = (text: string | Buffer, type: string): CapturedBody => {
     const buf = typeof text === "string" ? Buffer.from(text) : text
-    return captureBody(buf.length > max ? buf.subarray(0, max) : buf, buf.length, { "content-type": type }, { maxBytes: core.sink.maxBodyBytes, mask: core.maskSecrets })
+    return captureBody(
+      buf.length > max ? buf.subarray(0, max) : buf,
+      buf.length,
+      { "content-type": type },
+      { maxBytes: core.sink.maxBodyBytes, mask: core.maskSecrets }
+    )
   }
 
   const tapFor = (rec: Recording): ExchangeTap => {
@@ -79,7 +85,11 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
       answered: (status, headers, text) => {
         const x = current()
         if (!x) return
-        x.ex = { ...x.ex, status, ...(text !== undefined ? { responseBody: body(text, headers["content-type"] ?? "application/json") } : {}) }
+        x.ex = {
+          ...x.ex,
+          status,
+          ...(text !== undefined ? { responseBody: body(text, headers["content-type"] ?? "application/json") } : {})
+        }
         if (text !== undefined) settle()
       },
       chunk: (bytes) => {
@@ -124,7 +134,13 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
   }
 
   /** What the gateway knows better than any reading of bytes: the usage row, and the error. */
-  const settle = (e: InterceptedRequest, status: number, failed: string | undefined, row: UsageRecord | undefined, streamed: boolean): void => {
+  const settle = (
+    e: InterceptedRequest,
+    status: number,
+    failed: string | undefined,
+    row: UsageRecord | undefined,
+    streamed: boolean
+  ): void => {
     if (failed !== undefined && status >= 400) e.error = failed
     if (e.llm !== null || row !== undefined) {
       const base = e.llm ?? {
@@ -186,8 +202,24 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
         }
         if (replayOf !== undefined) core.linkReplay(slot.entry, replayOf)
       }
-      const { id } = core.beginOwn(start, requestId, began, () => (clientPort === undefined || socket === undefined ? undefined : { port: clientPort, connection: socket }), bodies)
-      const rec: Recording = { id, bodies, format: kind?.format ?? null, endpoint: null, clientBody: undefined, frames: [], frameBytes: 0, answer: undefined, exchanges: [] }
+      const { id } = core.beginOwn(
+        start,
+        requestId,
+        began,
+        () => (clientPort === undefined || socket === undefined ? undefined : { port: clientPort, connection: socket }),
+        bodies
+      )
+      const rec: Recording = {
+        id,
+        bodies,
+        format: kind?.format ?? null,
+        endpoint: null,
+        clientBody: undefined,
+        frames: [],
+        frameBytes: 0,
+        answer: undefined,
+        exchanges: []
+      }
       ctx.inspection = rec
       if (bodies) attachBodies(ctx, rec)
     },
@@ -224,7 +256,9 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
         e.requestSize = e.requestBody.size
       }
       // Streamed upstream answers: their chunks, put together once.
-      for (const x of rec.exchanges) if (x.chunks.length > 0 && x.ex.responseBody === null) x.ex = { ...x.ex, responseBody: body(Buffer.concat(x.chunks), "text/event-stream") }
+      for (const x of rec.exchanges)
+        if (x.chunks.length > 0 && x.ex.responseBody === null)
+          x.ex = { ...x.ex, responseBody: body(Buffer.concat(x.chunks), "text/event-stream") }
       if (rec.exchanges.length > 0) e.upstream = rec.exchanges.map((x) => x.ex)
       core.sink.end(rec.id, { status, headers, ...(answer !== undefined ? { body: answer } : { bodySize: 0 }) })
       if (rec.format !== null && rec.clientBody !== undefined) {
@@ -237,7 +271,8 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
               : readAnswer(rec.format, jsonOf(body(answer, "application/json")))
         e.conversation = conversationOf(reading, merged)
         e.contextKey = e.conversation.contextKey
-        if (e.llm !== null) e.llm = { ...e.llm, model: e.llm.model ?? reading.model, messages: reading.canonical?.messages.length ?? e.llm.messages }
+        if (e.llm !== null)
+          e.llm = { ...e.llm, model: e.llm.model ?? reading.model, messages: reading.canonical?.messages.length ?? e.llm.messages }
       }
       settle(e, status, failed, row, streamed)
       core.changed(slot)

@@ -92,7 +92,8 @@ export interface AnswerReading {
   readonly rawEvents?: ReadonlyArray<Frame>
 }
 
-const answerTurns = (res: CanonicalResponse): ReadonlyArray<Turn> => (res.content.length === 0 ? [] : [{ role: "assistant", blocks: blocksOf(res.content) }])
+const answerTurns = (res: CanonicalResponse): ReadonlyArray<Turn> =>
+  res.content.length === 0 ? [] : [{ role: "assistant", blocks: blocksOf(res.content) }]
 
 /**
  * A stream's text merged into the final message by its format's own parser, decoder and the

@@ -54,7 +54,8 @@ export const maskHeaders = (headers: Readonly<Record<string, string>>): Record<s
 /** A URL with key-shaped query values masked (`?key=AIza…`). */
 export const maskUrl = (url: string): string => redactText(url)
 
-const TEXTUAL = /^(text\/|application\/(json|x-ndjson|xml|javascript|x-www-form-urlencoded|graphql|[a-z.+-]*\+json|[a-z.+-]*\+xml))|event-stream/i
+const TEXTUAL =
+  /^(text\/|application\/(json|x-ndjson|xml|javascript|x-www-form-urlencoded|graphql|[a-z.+-]*\+json|[a-z.+-]*\+xml))|event-stream/i
 
 /** Whether bytes are valid UTF-8 text (no NUL): kept as text, else as base64. */
 const looksText = (buf: Buffer): boolean => {
@@ -77,7 +78,11 @@ const looksText = (buf: Buffer): boolean => {
 const zstdDecompress = (zlib as unknown as { zstdDecompressSync?: (b: Buffer, o?: object) => Buffer }).zstdDecompressSync
 
 /** Decodes a content-encoding, bounded to `max` bytes out; a cut body decodes as far as it goes. */
-const decode = (encoding: string, raw: Buffer, max: number): { readonly bytes: Buffer; readonly cut: boolean } | { readonly error: string } => {
+const decode = (
+  encoding: string,
+  raw: Buffer,
+  max: number
+): { readonly bytes: Buffer; readonly cut: boolean } | { readonly error: string } => {
   const opts = { maxOutputLength: max, finishFlush: zlib.constants.Z_SYNC_FLUSH }
   try {
     switch (encoding) {
@@ -91,9 +96,13 @@ const decode = (encoding: string, raw: Buffer, max: number): { readonly bytes: B
           return { bytes: zlib.inflateRawSync(raw, opts), cut: false }
         }
       case "br":
-        return { bytes: zlib.brotliDecompressSync(raw, { maxOutputLength: max, finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH }), cut: false }
+        return {
+          bytes: zlib.brotliDecompressSync(raw, { maxOutputLength: max, finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH }),
+          cut: false
+        }
       case "zstd":
-        if (zstdDecompress === undefined) return { error: "zstd is not decodable on this Node version (Node 22.15+ has it); the body is kept as received" }
+        if (zstdDecompress === undefined)
+          return { error: "zstd is not decodable on this Node version (Node 22.15+ has it); the body is kept as received" }
         return { bytes: zstdDecompress(raw, { maxOutputLength: max }), cut: false }
       default:
         return { error: `content-encoding ${encoding} is not decoded; the body is kept as received` }
@@ -140,7 +149,8 @@ export const captureBody = (raw: Buffer, size: number, headers: Readonly<Record<
     bytes = bytes.subarray(0, max)
     truncated = true
   }
-  if (truncated && notice === undefined) notice = `body truncated: ${size} bytes, the first ${Math.min(max, bytes.length)} kept (INSPECTOR_MAX_BODY_KB)`
+  if (truncated && notice === undefined)
+    notice = `body truncated: ${size} bytes, the first ${Math.min(max, bytes.length)} kept (INSPECTOR_MAX_BODY_KB)`
   const type = headers["content-type"] ?? ""
   const asText = (notice === undefined || decodedFrom !== undefined || truncated) && (TEXTUAL.test(type) || looksText(bytes))
   const text = asText ? bytes.toString("utf8") : bytes.toString("base64")

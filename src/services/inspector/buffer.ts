@@ -22,11 +22,17 @@ import { toHar } from "./har.js"
 import type { InspectorConfigShape } from "./InspectorConfig.js"
 import type { CaptureEnd, CaptureStart, CapturedBody, Conversation, InspectorSink, InterceptedRequest, LlmMeta } from "./types.js"
 
-export type EntrySummary = Omit<InterceptedRequest, "requestBody" | "responseBody" | "conversation" | "upstream" | "requestHeaders" | "responseHeaders"> & {
+export type EntrySummary = Omit<
+  InterceptedRequest,
+  "requestBody" | "responseBody" | "conversation" | "upstream" | "requestHeaders" | "responseHeaders"
+> & {
   readonly hasBodies: boolean
 }
 
-export type FeedEvent = { readonly type: "new"; readonly entry: EntrySummary } | { readonly type: "update"; readonly entry: EntrySummary } | { readonly type: "clear" }
+export type FeedEvent =
+  | { readonly type: "new"; readonly entry: EntrySummary }
+  | { readonly type: "update"; readonly entry: EntrySummary }
+  | { readonly type: "clear" }
 
 export interface ListFilter {
   readonly profile?: "llm" | "all" | undefined
@@ -105,10 +111,22 @@ class Slot {
  * are then kept everywhere), a recording session started, stopped or renamed here.
  */
 export type ShareOut =
-  | { readonly t: "entry"; readonly fresh: boolean; readonly entry: InterceptedRequest; readonly format: FormatId | null; readonly provider: string | null }
+  | {
+      readonly t: "entry"
+      readonly fresh: boolean
+      readonly entry: InterceptedRequest
+      readonly format: FormatId | null
+      readonly provider: string | null
+    }
   | { readonly t: "clear" }
   | { readonly t: "watching"; readonly on: boolean }
-  | { readonly t: "session"; readonly op: "start" | "stop" | "rename"; readonly id: string; readonly name: string | null; readonly startedAt: number }
+  | {
+      readonly t: "session"
+      readonly op: "start" | "stop" | "rename"
+      readonly id: string
+      readonly name: string | null
+      readonly startedAt: number
+    }
 
 export interface RecordingSession {
   readonly id: string
@@ -195,7 +213,9 @@ export const replayPath = (format: FormatId | null, apiKind: string | null, mode
     case "anthropic":
       return "/v1/messages"
     case "gemini":
-      return model ? `/v1beta/models/${encodeURIComponent(model)}:${stream ? "streamGenerateContent?alt=sse" : "generateContent"}` : undefined
+      return model
+        ? `/v1beta/models/${encodeURIComponent(model)}:${stream ? "streamGenerateContent?alt=sse" : "generateContent"}`
+        : undefined
     case "ollama":
       return apiKind === "api.generate" ? "/api/generate" : "/api/chat"
     default:
@@ -231,8 +251,10 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     }
     return false
   }
-  const wantsBodies = () => config.captureBodies || subscribers.size > 0 || recording.size > 0 || (remoteWatchers.size > 0 && remoteWatching())
-  /** Someone looks somewhere in the node (a feed client here or elsewhere) or a session records: entries go to the others as they change. */
+  const wantsBodies = () =>
+    config.captureBodies || subscribers.size > 0 || recording.size > 0 || (remoteWatchers.size > 0 && remoteWatching())
+  /** Someone looks somewhere in the node (a feed client here or elsewhere) or a session records: entries go to the others as they change.
+   * */
   const watchedAnywhere = () => subscribers.size > 0 || recording.size > 0 || (remoteWatchers.size > 0 && remoteWatching())
   /**
    * Tells the other processes of the node (share.ts) about an entry: while someone looks, and
@@ -262,7 +284,15 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     totalBytes -= slot.bodyBytes
     slot.bodyBytes = 0
     const note = (b: CapturedBody | null): CapturedBody | null =>
-      b === null ? null : { text: "", encoding: "utf8", size: b.size, truncated: true, notice: "body dropped to keep the inspector's memory bounded (INSPECTOR_MAX_TOTAL_MB)" }
+      b === null
+        ? null
+        : {
+            text: "",
+            encoding: "utf8",
+            size: b.size,
+            truncated: true,
+            notice: "body dropped to keep the inspector's memory bounded (INSPECTOR_MAX_TOTAL_MB)"
+          }
     e.requestBody = note(e.requestBody)
     e.responseBody = note(e.responseBody)
     e.conversation = null
@@ -274,7 +304,10 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
   const account = (slot: Slot) => {
     const e = slot.entry
     const bytes =
-      sizeOf(e.requestBody) + sizeOf(e.responseBody) + conversationSize(e.conversation) + e.upstream.reduce((n, u) => n + sizeOf(u.requestBody) + sizeOf(u.responseBody), 0)
+      sizeOf(e.requestBody) +
+      sizeOf(e.responseBody) +
+      conversationSize(e.conversation) +
+      e.upstream.reduce((n, u) => n + sizeOf(u.requestBody) + sizeOf(u.responseBody), 0)
     if (slot.bodyBytes === 0 && bytes > 0) withBodies.push(e.id)
     totalBytes += bytes - slot.bodyBytes
     slot.bodyBytes = bytes
@@ -323,13 +356,21 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
   const bodyOf = (raw: Buffer | undefined, size: number, headers: Readonly<Record<string, string>>): CapturedBody | null =>
     raw === undefined || !wantsBodies() ? null : captureBody(raw, size, headers, { maxBytes, mask: config.maskSecrets })
 
-  const llmOf = (slot: Slot, answer: AnswerReading | undefined, responseHeaders: Readonly<Record<string, string>> | null, streamed: boolean): LlmMeta => {
+  const llmOf = (
+    slot: Slot,
+    answer: AnswerReading | undefined,
+    responseHeaders: Readonly<Record<string, string>> | null,
+    streamed: boolean
+  ): LlmMeta => {
     const reading = slot.reading
     const usage = answer?.usage
     const model = reading?.model ?? answer?.model ?? null
     const tokensIn = usage?.inputTokens ?? null
     const tokensOut = usage?.outputTokens ?? null
-    const cost = slot.provider !== null && model !== null && usage !== undefined && deps.costOf ? (deps.costOf(slot.provider, model, usage) ?? null) : null
+    const cost =
+      slot.provider !== null && model !== null && usage !== undefined && deps.costOf
+        ? (deps.costOf(slot.provider, model, usage) ?? null)
+        : null
     return {
       provider: slot.provider,
       apiKind: slot.entry.llm?.apiKind ?? null,
@@ -359,12 +400,23 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     const requestHeaders = config.maskSecrets ? maskHeaders(rawHeaders) : rawHeaders
     const size = start.body?.length ?? start.bodySize ?? 0
     const requestBody = start.tunnelOnly || !bodies ? null : bodyOf(start.body, size, rawHeaders)
-    const json = requestBody ? jsonOf(requestBody) : start.body && !start.tunnelOnly ? jsonOf(captureBody(start.body, size, rawHeaders, { maxBytes, mask: false })) : undefined
+    const json = requestBody
+      ? jsonOf(requestBody)
+      : start.body && !start.tunnelOnly
+        ? jsonOf(captureBody(start.body, size, rawHeaders, { maxBytes, mask: false }))
+        : undefined
     const host = url?.hostname.replace(/^\[|\]$/g, "") ?? ""
     const path = url ? url.pathname + url.search : start.url
     const detection = start.tunnelOnly
       ? { ...detect({ host, path: "", body: undefined, userAgent: rawHeaders["user-agent"] }), apiKind: null, llm: false }
-      : detect({ host, path: url?.pathname ?? start.url, body: json, userAgent: rawHeaders["user-agent"], headers: rawHeaders, kind: start.kind })
+      : detect({
+          host,
+          path: url?.pathname ?? start.url,
+          body: json,
+          userAgent: rawHeaders["user-agent"],
+          headers: rawHeaders,
+          kind: start.kind
+        })
     const reading = detection.llm ? readRequest(detection.format, json, url?.pathname ?? "") : undefined
     const conversation = detection.llm && reading ? conversationOf(reading, undefined) : null
     slot.format = detection.format
@@ -438,7 +490,9 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
       const body = e.responseBody ?? (end.body ? captureBody(end.body, size, rawHeaders, { maxBytes, mask: false }) : null)
       let answer: AnswerReading | undefined
       if (body !== null && body.encoding === "utf8" && !body.truncated && end.status < 400) {
-        answer = streamed ? mergeStream(slot.format, body.text, /ndjson/.test(type) ? "ndjson" : "sse") : readAnswer(slot.format, jsonOf(body))
+        answer = streamed
+          ? mergeStream(slot.format, body.text, /ndjson/.test(type) ? "ndjson" : "sse")
+          : readAnswer(slot.format, jsonOf(body))
       }
       e.llm = llmOf(slot, answer, rawHeaders, streamed || (slot.reading?.stream ?? false))
       if (slot.reading && bodies) e.conversation = conversationOf(slot.reading, answer)
@@ -511,7 +565,14 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
       return { id, deferred: false }
     }
     const id = newId()
-    const slot = new Slot(id, requestId, false, undefined, { start, startedAt: Date.now(), began, ended: undefined, failed: undefined }, materialize)
+    const slot = new Slot(
+      id,
+      requestId,
+      false,
+      undefined,
+      { start, startedAt: Date.now(), began, ended: undefined, failed: undefined },
+      materialize
+    )
     slot.seq = ++seq
     slots.set(id, slot)
     byRequestId.set(requestId, id)
@@ -652,18 +713,31 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     setReplayer: (r: Replayer | undefined) => {
       replayer = r
     },
-    replay: async (id: string): Promise<{ readonly original: string; readonly replay: string | null; readonly requestId: string; readonly status: number }> => {
+    replay: async (
+      id: string
+    ): Promise<{ readonly original: string; readonly replay: string | null; readonly requestId: string; readonly status: number }> => {
       const s = slots.get(id)
       if (!s) throw new InspectorError(404, "not_found", `no intercepted request ${id} in the buffer`)
       const e = s.entry
-      if (e.llm === null) throw new InspectorError(400, "not_replayable", "only LLM calls can be replayed through the router; this request was not detected as one")
+      if (e.llm === null)
+        throw new InspectorError(
+          400,
+          "not_replayable",
+          "only LLM calls can be replayed through the router; this request was not detected as one"
+        )
       const path = replayPath(s.format, e.llm.apiKind, e.llm.model, e.llm.streamed)
-      if (path === undefined) throw new InspectorError(400, "not_replayable", `the ${e.llm.apiKind ?? "unknown"} API is not one the router serves`)
+      if (path === undefined)
+        throw new InspectorError(400, "not_replayable", `the ${e.llm.apiKind ?? "unknown"} API is not one the router serves`)
       if (e.requestBody === null)
-        throw new InspectorError(409, "body_not_captured", "the request's body was not captured (bodies are kept while an inspector client is connected or a session records)")
+        throw new InspectorError(
+          409,
+          "body_not_captured",
+          "the request's body was not captured (bodies are kept while an inspector client is connected or a session records)"
+        )
       if (e.requestBody.truncated || e.requestBody.encoding !== "utf8")
         throw new InspectorError(409, "body_truncated", "the request's body was truncated or is binary: it cannot be replayed")
-      if (replayer === undefined) throw new InspectorError(409, "replay_unavailable", "replay is available once the gateway's server is listening")
+      if (replayer === undefined)
+        throw new InspectorError(409, "replay_unavailable", "replay is available once the gateway's server is listening")
       const requestId = `replay_${crypto.randomBytes(8).toString("hex")}`
       pendingReplays.set(requestId, id)
       try {
@@ -671,7 +745,11 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
         const replayId = byRequestId.get(requestId) ?? null
         return { original: id, replay: replayId, requestId, status: res.status }
       } catch (err) {
-        throw new InspectorError(502, "replay_failed", `the replay could not reach the gateway's own route: ${err instanceof Error ? err.message : String(err)}`)
+        throw new InspectorError(
+          502,
+          "replay_failed",
+          `the replay could not reach the gateway's own route: ${err instanceof Error ? err.message : String(err)}`
+        )
       } finally {
         pendingReplays.delete(requestId)
       }
@@ -759,10 +837,20 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     stateForNewcomer: (): ReadonlyArray<ShareOut> => [
       ...[...recording.values()].map((s): ShareOut => ({ t: "session", op: "start", id: s.id, name: s.name, startedAt: s.startedAt })),
       ...(subscribers.size > 0 ? [{ t: "watching", on: true } as const] : []),
-      ...[...slots.values()].flatMap((s): Array<ShareOut> => (s.foreign ? [] : [{ t: "entry", fresh: true, entry: s.entry, format: s.format, provider: s.provider }]))
+      ...[...slots.values()].flatMap(
+        (s): Array<ShareOut> => (s.foreign ? [] : [{ t: "entry", fresh: true, entry: s.entry, format: s.format, provider: s.provider }])
+      )
     ],
     recordingViews: (): ReadonlyArray<SessionView> =>
-      [...recording.values()].map((s) => ({ id: s.id, name: s.name, state: "recording", startedAt: s.startedAt, stoppedAt: null, count: s.entries.size, dropped: s.dropped }))
+      [...recording.values()].map((s) => ({
+        id: s.id,
+        name: s.name,
+        state: "recording",
+        startedAt: s.startedAt,
+        stoppedAt: null,
+        count: s.entries.size,
+        dropped: s.dropped
+      }))
   }
 }
 

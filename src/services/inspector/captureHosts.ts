@@ -32,7 +32,8 @@ export interface AddHost {
   readonly enabled?: boolean | undefined
 }
 
-/** The custom hosts: the hosts file's block and the MITM server kept as the saved hosts say (`sync`), and their list, add, remove and patch. */
+/** The custom hosts: the hosts file's block and the MITM server kept as the saved hosts say (`sync`), and their list, add, remove and
+ * patch. */
 export const makeCustomHosts = ({ config, sink, kv, run, state, listeners }: CustomHostsDeps) => {
   const { ca, upstreamCa, resolveHost, verifyUpstream, dial } = listeners
   const load = loadHosts(kv)

@@ -81,7 +81,10 @@ export const makeHttpProxy = ({ config, sink, kv, state, listeners }: HttpProxyD
         }
         yield* kv.set(STATE_NS, "http-proxy", "on")
       } else {
-        if (state.systemApplied) return yield* Effect.fail(new Conflict({ message: "the system proxy points at this listener: revert it first (capture-modes/system-proxy)" }))
+        if (state.systemApplied)
+          return yield* Effect.fail(
+            new Conflict({ message: "the system proxy points at this listener: revert it first (capture-modes/system-proxy)" })
+          )
         yield* Effect.promise(stop)
         yield* kv.set(STATE_NS, "http-proxy", "off")
       }

@@ -70,6 +70,12 @@ export const captureStatus = ({ inspector, state, ca, systemProxy }: CaptureStat
           `Debian/Ubuntu system store: cp ${caPath} /usr/local/share/ca-certificates/gateway-inspector-ca.crt && update-ca-certificates`
         ]
       },
-      buffer: { entries: memory.entries, bufferSize: memory.bufferSize, bodyBytes: memory.bodyBytes, maxBodyBytes: memory.maxBodyBytes, maskSecrets: config.maskSecrets }
+      buffer: {
+        entries: memory.entries,
+        bufferSize: memory.bufferSize,
+        bodyBytes: memory.bodyBytes,
+        maxBodyBytes: memory.maxBodyBytes,
+        maskSecrets: config.maskSecrets
+      }
     }
   })

@@ -29,7 +29,8 @@ export const makeSystemCapture = ({ config, kv, run, state, startProxy }: System
   const systemProxy = makeSystemProxy({
     home: config.systemProxyHome,
     store: {
-      load: () => run(Effect.map(kv.get(STATE_NS, SYSTEM_PROXY_KEY), (o) => (Option.isSome(o) ? (JSON.parse(o.value) as SavedState) : undefined))),
+      load: () =>
+        run(Effect.map(kv.get(STATE_NS, SYSTEM_PROXY_KEY), (o) => (Option.isSome(o) ? (JSON.parse(o.value) as SavedState) : undefined))),
       save: (s) => run(kv.set(STATE_NS, SYSTEM_PROXY_KEY, JSON.stringify(s))),
       clear: () => run(Effect.asVoid(kv.remove(STATE_NS, SYSTEM_PROXY_KEY)))
     }
@@ -44,7 +45,9 @@ export const makeSystemCapture = ({ config, kv, run, state, startProxy }: System
 
   /** At start: what a previous run left applied (a crash, a kill) is reverted. */
   const recover = Effect.gen(function* () {
-    const recovered = yield* Effect.promise(() => systemProxy.recover().catch((e) => (state.systemError = `revert after a crash failed: ${describe(e)}`)))
+    const recovered = yield* Effect.promise(() =>
+      systemProxy.recover().catch((e) => (state.systemError = `revert after a crash failed: ${describe(e)}`))
+    )
     if (recovered === true) yield* Effect.logWarning("inspector: the system proxy settings left applied by a previous run were reverted")
   })
 
@@ -52,14 +55,18 @@ export const makeSystemCapture = ({ config, kv, run, state, startProxy }: System
   const set = (action: "apply" | "revert"): Effect.Effect<void, Conflict | BadRequest> =>
     Effect.gen(function* () {
       if (action === "apply") {
-        if ((yield* Effect.promise(() => systemProxy.status())).applied) return yield* Effect.fail(new Conflict({ message: "the system proxy is already applied" }))
+        if ((yield* Effect.promise(() => systemProxy.status())).applied)
+          return yield* Effect.fail(new Conflict({ message: "the system proxy is already applied" }))
         const started = yield* Effect.promise(() =>
           startProxy().then(
             () => undefined,
             (e: unknown) => e
           )
         )
-        if (started !== undefined) return yield* Effect.fail(new Conflict({ message: `the HTTP proxy listener is needed and could not start: ${describe(started)}` }))
+        if (started !== undefined)
+          return yield* Effect.fail(
+            new Conflict({ message: `the HTTP proxy listener is needed and could not start: ${describe(started)}` })
+          )
         const applied = yield* Effect.promise(() =>
           systemProxy.apply({ host: "127.0.0.1", port: state.proxy!.port }).then(
             (a) => a,
@@ -68,7 +75,9 @@ export const makeSystemCapture = ({ config, kv, run, state, startProxy }: System
         )
         if (applied instanceof Error) {
           state.systemError = applied.message
-          return yield* Effect.fail(new BadRequest({ message: `the system proxy could not be applied (nothing was left changed): ${applied.message}` }))
+          return yield* Effect.fail(
+            new BadRequest({ message: `the system proxy could not be applied (nothing was left changed): ${applied.message}` })
+          )
         }
         state.systemError = null
         state.systemApplied = { appliedAt: applied.appliedAt, changes: applied.changes, notes: applied.notes }

@@ -70,7 +70,8 @@ export const pathKind = (path: string): PathKind | undefined => {
  * nobody looking, since its model, tokens and cost are read from them; the buffer keeps the bodies
  * themselves only while someone looks.
  */
-export const mayBeLlm = (host: string, path: string, kind?: DetectedKind): boolean => kind === "llm" || pathKind(path) !== undefined || providerOfHost(host) !== undefined
+export const mayBeLlm = (host: string, path: string, kind?: DetectedKind): boolean =>
+  kind === "llm" || pathKind(path) !== undefined || providerOfHost(host) !== undefined
 
 /** User-agent hints: the client tool (coding agents first, then SDKs). */
 const AGENTS: ReadonlyArray<readonly [RegExp, string]> = [
@@ -118,7 +119,11 @@ export const formatOfBody = (body: unknown): FormatId | null => {
   const b = body as Record<string, unknown>
   if (Array.isArray(b["contents"])) return "gemini"
   if (Array.isArray(b["messages"])) {
-    if (typeof b["max_tokens"] === "number" && (typeof b["system"] === "string" || Array.isArray(b["system"]) || b["anthropic_version"] !== undefined)) return "anthropic"
+    if (
+      typeof b["max_tokens"] === "number" &&
+      (typeof b["system"] === "string" || Array.isArray(b["system"]) || b["anthropic_version"] !== undefined)
+    )
+      return "anthropic"
     return "openai-chat"
   }
   if (b["input"] !== undefined && typeof b["model"] === "string") return "openai-responses"
@@ -155,7 +160,8 @@ export const detect = (input: {
   const agent = agentOf(input.userAgent, input.headers)
   const format = byPath?.format ?? (shaped ? formatOfBody(input.body) : null)
   const apiKind = byPath?.apiKind ?? (shaped ? "chat" : null)
-  const llm = (provider !== null && byPath !== undefined) || (byPath !== undefined && shaped) || (shaped && agent !== null && agent !== "curl")
+  const llm =
+    (provider !== null && byPath !== undefined) || (byPath !== undefined && shaped) || (shaped && agent !== null && agent !== "curl")
   const signals: DetectedKind = llm ? "llm" : provider !== null ? "app" : "unknown"
   const kind = input.kind !== undefined && input.kind !== "unknown" ? input.kind : signals
   return { kind, provider, format, apiKind: llm ? apiKind : null, agent, llm }

@@ -26,7 +26,8 @@ const STATUS_TEXT: Readonly<Record<number, string>> = {
   504: "Gateway Timeout"
 }
 
-const headerList = (headers: Readonly<Record<string, string>> | null) => Object.entries(headers ?? {}).map(([name, value]) => ({ name, value }))
+const headerList = (headers: Readonly<Record<string, string>> | null) =>
+  Object.entries(headers ?? {}).map(([name, value]) => ({ name, value }))
 
 const cookiesOf = (header: string | undefined) =>
   (header ?? "")

@@ -51,16 +51,37 @@ export const failureOfRemote = (f: RemoteFailure): BadRequest | Conflict | Forbi
 }
 
 type Wire =
-  | { readonly t: "entry"; readonly from: string; readonly fresh: boolean; readonly entry: InterceptedRequest; readonly format: FormatId | null; readonly provider: string | null }
+  | {
+      readonly t: "entry"
+      readonly from: string
+      readonly fresh: boolean
+      readonly entry: InterceptedRequest
+      readonly format: FormatId | null
+      readonly provider: string | null
+    }
   | { readonly t: "clear"; readonly from: string }
   | { readonly t: "watch"; readonly from: string; readonly until: number }
-  | { readonly t: "session"; readonly from: string; readonly op: "start" | "stop" | "rename"; readonly id: string; readonly name: string | null; readonly startedAt: number }
+  | {
+      readonly t: "session"
+      readonly from: string
+      readonly op: "start" | "stop" | "rename"
+      readonly id: string
+      readonly name: string | null
+      readonly startedAt: number
+    }
   | { readonly t: "hello"; readonly from: string }
   | { readonly t: "here"; readonly from: string }
   | { readonly t: "sync"; readonly from: string; readonly id: number }
   | { readonly t: "synced"; readonly from: string; readonly to: string; readonly id: number }
   | { readonly t: "call"; readonly from: string; readonly id: number; readonly op: string; readonly args: unknown }
-  | { readonly t: "result"; readonly from: string; readonly to: string; readonly id: number; readonly value?: unknown; readonly failure?: RemoteFailure }
+  | {
+      readonly t: "result"
+      readonly from: string
+      readonly to: string
+      readonly id: number
+      readonly value?: unknown
+      readonly failure?: RemoteFailure
+    }
 
 /** How long someone looking somewhere counts without a heartbeat, and how often it is said again. */
 const WATCH_TTL_MS = 30_000
@@ -78,10 +99,12 @@ export interface NodeShare {
   readonly self: string
   /** Whether this process holds the capture listeners (worker 1). */
   readonly holdsCapture: boolean
-  /** Asks the holder of the capture listeners to run `op`: its answer, its failure, or a failure tagged `Unavailable` after CALL_TIMEOUT. */
+  /** Asks the holder of the capture listeners to run `op`: its answer, its failure, or a failure tagged `Unavailable` after CALL_TIMEOUT.
+   * */
   readonly call: (op: string, args: unknown) => Effect.Effect<unknown, RemoteFailure>
   /** On the holder: what runs the calls of the other workers. */
-  /** `prefix`: the ops this handler takes (`tproxy.` for the transparent capture's); the longest matching prefix wins, "" takes the rest. */
+  /** `prefix`: the ops this handler takes (`tproxy.` for the transparent capture's); the longest matching prefix wins, "" takes the rest.
+   * */
   readonly serve: (handler: CallHandler, prefix?: string) => void
   /**
    * Completes once every other process of the node has sent the entries it holds unsent (the
@@ -99,7 +122,11 @@ export const nodeTopic = (): string => `inspector:${os.hostname()}:${process.ppi
  * Joins `core` to the other processes of this node on `shared`'s channel `topic`. `holdsCapture`:
  * this process runs the capture listeners (answers calls).
  */
-export const joinNode = (core: InspectorCore, shared: SharedStateShape, options: { readonly topic: string; readonly holdsCapture: boolean; readonly self?: string }): NodeShare => {
+export const joinNode = (
+  core: InspectorCore,
+  shared: SharedStateShape,
+  options: { readonly topic: string; readonly holdsCapture: boolean; readonly self?: string }
+): NodeShare => {
   const self = options.self ?? String(process.pid)
   const handlers = new Map<string, CallHandler>()
   const handlerFor = (op: string): CallHandler | undefined => {
@@ -195,9 +222,13 @@ export const joinNode = (core: InspectorCore, shared: SharedStateShape, options:
       case "call": {
         if (!options.holdsCapture) return
         const run = handlerFor(m.op)
-        const answer = (r: { readonly value: unknown } | { readonly failure: RemoteFailure }) => send({ t: "result", from: self, to: m.from, id: m.id, ...r })
-        if (run === undefined) return answer({ failure: { tag: "Unavailable", message: "the capture listeners are not ready yet on worker 1" } })
-        run(m.op, m.args).then(answer, (e: unknown) => answer({ failure: { tag: "BadRequest", message: e instanceof Error ? e.message : String(e) } }))
+        const answer = (r: { readonly value: unknown } | { readonly failure: RemoteFailure }) =>
+          send({ t: "result", from: self, to: m.from, id: m.id, ...r })
+        if (run === undefined)
+          return answer({ failure: { tag: "Unavailable", message: "the capture listeners are not ready yet on worker 1" } })
+        run(m.op, m.args).then(answer, (e: unknown) =>
+          answer({ failure: { tag: "BadRequest", message: e instanceof Error ? e.message : String(e) } })
+        )
         return
       }
       case "result": {

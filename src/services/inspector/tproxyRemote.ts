@@ -27,7 +27,13 @@ export const servedTproxy =
   (shape: TproxyShape) =>
   (op: string, args: unknown): Promise<{ readonly value: unknown } | { readonly failure: RemoteFailure }> => {
     const effect: Effect.Effect<unknown, TproxyFailure> | undefined =
-      op === "tproxy.status" ? shape.status : op === "tproxy.start" ? shape.start((args ?? undefined) as StartBody | undefined) : op === "tproxy.stop" ? shape.stop : undefined
+      op === "tproxy.status"
+        ? shape.status
+        : op === "tproxy.start"
+          ? shape.start((args ?? undefined) as StartBody | undefined)
+          : op === "tproxy.stop"
+            ? shape.stop
+            : undefined
     if (effect === undefined) return Promise.resolve({ failure: { tag: "BadRequest", message: `unknown transparent-capture call ${op}` } })
     return Effect.runPromise(
       Effect.match(effect, {

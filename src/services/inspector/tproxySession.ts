@@ -94,11 +94,15 @@ export const makeTproxySessions = ({ system, egressMark, config, sink, upstreamC
 
   /** Whether the mode can run here (Linux, the addon, the privilege, the tools), or why not. */
   const availability = (): Availability => {
-    if (process.platform !== "linux") return { available: false, reason: "not Linux: TPROXY, IP_TRANSPARENT and SO_MARK are Linux features" }
+    if (process.platform !== "linux")
+      return { available: false, reason: "not Linux: TPROXY, IP_TRANSPARENT and SO_MARK are Linux features" }
     const load = system.native()
     if (!load.available) return { available: false, reason: load.reason }
     if (!system.privileged())
-      return { available: false, reason: "the gateway runs without CAP_NET_ADMIN: transparent capture changes the firewall and needs root (or that capability)" }
+      return {
+        available: false,
+        reason: "the gateway runs without CAP_NET_ADMIN: transparent capture changes the firewall and needs root (or that capability)"
+      }
     const missing = system.missingTools()
     if (missing.length > 0) return { available: false, reason: `missing on this machine: ${missing.join(", ")}` }
     return { available: true }
@@ -141,12 +145,15 @@ export const makeTproxySessions = ({ system, egressMark, config, sink, upstreamC
     state.lastError = problems.length > 0 ? problems.join("; ") : null
   }
 
-  /** Starts a session: the body checked, the record written, the listener, the rules, the CA in the trust store; a failure undoes every step. */
+  /** Starts a session: the body checked, the record written, the listener, the rules, the CA in the trust store; a failure undoes every
+   * step. */
   const startNow = async (body: StartBody | undefined): Promise<TproxyFailure | undefined> => {
     const checked = validateTproxyConfig(body)
     if (!checked.ok) return new BadRequest({ message: `invalid request: ${checked.field}: ${checked.message}` })
     if (state.session !== undefined)
-      return new Conflict({ message: "transparent capture is already running: one session at a time (DELETE /api/tools/agent-bridge/tproxy stops it)" })
+      return new Conflict({
+        message: "transparent capture is already running: one session at a time (DELETE /api/tools/agent-bridge/tproxy stops it)"
+      })
     const a = availability()
     if (!a.available) return new ServiceUnavailable({ message: `transparent capture is unavailable here: ${a.reason}` })
     const cfg = checked.config
@@ -183,7 +190,8 @@ export const makeTproxySessions = ({ system, egressMark, config, sink, upstreamC
         })
       } catch (e) {
         await undo()
-        if (e instanceof TransparentListenError && e.code === "EADDRINUSE") return new Conflict({ message: `onPort ${cfg.onPort}: ${e.message}` })
+        if (e instanceof TransparentListenError && e.code === "EADDRINUSE")
+          return new Conflict({ message: `onPort ${cfg.onPort}: ${e.message}` })
         return new ServiceUnavailable({ message: `the transparent listener could not start: ${describe(e)}` })
       }
       // From before the first rule: the gateway's own new connections (to providers, by the

@@ -9,7 +9,15 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import { PROVIDERS } from "../../domain/catalog/catalog.js"
 import { type BadGateway, BadRequest, type Conflict, NotFound } from "../../domain/errors.js"
-import type { CompleteAuthorize, OAuthConnected, OAuthStatus, PollDevice, PollResult, StartAuthorize, StartDevice } from "../../domain/oauth.js"
+import type {
+  CompleteAuthorize,
+  OAuthConnected,
+  OAuthStatus,
+  PollDevice,
+  PollResult,
+  StartAuthorize,
+  StartDevice
+} from "../../domain/oauth.js"
 import { backgroundJob } from "../../platform/flags/background.js"
 import { SharedState } from "../../platform/state/SharedState.js"
 import { toIso } from "../../platform/store/Db.js"
@@ -31,17 +39,37 @@ export interface OAuthShape {
     provider: string,
     input: StartAuthorize,
     callbackBase: string
-  ) => Effect.Effect<{ provider: string; flow: "pkce"; authorizeUrl: string; state: string; redirectUri: string; expiresAt: string }, BadRequest | NotFound>
+  ) => Effect.Effect<
+    { provider: string; flow: "pkce"; authorizeUrl: string; state: string; redirectUri: string; expiresAt: string },
+    BadRequest | NotFound
+  >
   /** The code of an authorization, exchanged at the token endpoint: a connection created or re-authorized. */
-  readonly complete: (provider: string, input: CompleteAuthorize, actor: string) => Effect.Effect<OAuthConnected, BadRequest | NotFound | BadGateway | Conflict>
+  readonly complete: (
+    provider: string,
+    input: CompleteAuthorize,
+    actor: string
+  ) => Effect.Effect<OAuthConnected, BadRequest | NotFound | BadGateway | Conflict>
   readonly startDevice: (
     provider: string,
     input: StartDevice
   ) => Effect.Effect<
-    { provider: string; flow: "device"; state: string; userCode: string; verificationUri: string; verificationUriComplete: string | null; interval: number; expiresAt: string },
+    {
+      provider: string
+      flow: "device"
+      state: string
+      userCode: string
+      verificationUri: string
+      verificationUriComplete: string | null
+      interval: number
+      expiresAt: string
+    },
     BadRequest | NotFound | BadGateway
   >
-  readonly poll: (provider: string, input: PollDevice, actor: string) => Effect.Effect<PollResult, BadRequest | NotFound | BadGateway | Conflict>
+  readonly poll: (
+    provider: string,
+    input: PollDevice,
+    actor: string
+  ) => Effect.Effect<PollResult, BadRequest | NotFound | BadGateway | Conflict>
   /** Refreshes now (single-flight per connection). */
   readonly refresh: (connectionId: string) => Effect.Effect<Connection, OAuthRefreshFailed>
   /** The request path: the connection with a token good for at least `SKEW_MS`, refreshed first when needed. */
@@ -101,26 +129,41 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
         env.set(p.id, values)
       }
       const shared = yield* SharedState.orLocal
-      const retrySchedule = Schedule.exponential(Duration.millis(config.retryBaseMs)).pipe(Schedule.jittered, Schedule.intersect(Schedule.recurs(3)))
+      const retrySchedule = Schedule.exponential(Duration.millis(config.retryBaseMs)).pipe(
+        Schedule.jittered,
+        Schedule.intersect(Schedule.recurs(3))
+      )
       const { post, postRetried } = makeTokenEndpoint(http, egress, retrySchedule)
       const grants = makeGrants({ sql, secrets, connections, cooldowns, env })
-      const { startAuthorize, complete, startDevice, poll } = makeFlows({ shared, connections, http, egress, grants, post, slowDownMs: config.slowDownMs })
+      const { startAuthorize, complete, startDevice, poll } = makeFlows({
+        shared,
+        connections,
+        http,
+        egress,
+        grants,
+        post,
+        slowDownMs: config.slowDownMs
+      })
       const { refresh, fresh, renew } = makeRefresh({ sql, secrets, connections, cooldowns, grants, postRetried })
 
-      const oauthConnections = (providerId: string) => Effect.map(connections.list, (all) => all.filter((c) => c.provider.id === providerId))
+      const oauthConnections = (providerId: string) =>
+        Effect.map(connections.list, (all) => all.filter((c) => c.provider.id === providerId))
 
       const pick: OAuthShape["pick"] = (id, name) =>
         Effect.gen(function* () {
           const { provider } = yield* providerOf(id)
           if (name) {
             const c = yield* connections.get(name)
-            if (c.provider.id !== provider.id) return yield* new BadRequest({ message: `connection: '${c.name}' is a ${c.provider.id} connection, not ${provider.id}` })
+            if (c.provider.id !== provider.id)
+              return yield* new BadRequest({ message: `connection: '${c.name}' is a ${c.provider.id} connection, not ${provider.id}` })
             return c
           }
           const list = yield* oauthConnections(provider.id)
           if (list.length === 1) return list[0]!
           if (list.length === 0) return yield* new NotFound({ message: `no ${provider.id} connection yet: authorize one first` })
-          return yield* new BadRequest({ message: `connection is required: ${provider.id} has ${list.length} connections (${list.map((c) => c.name).join(", ")})` })
+          return yield* new BadRequest({
+            message: `connection is required: ${provider.id} has ${list.length} connections (${list.map((c) => c.name).join(", ")})`
+          })
         })
 
       const status: OAuthShape["status"] = (id) =>

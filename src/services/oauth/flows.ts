@@ -57,7 +57,8 @@ export const makeFlows = (deps: {
   const { shared, connections, http, egress, grants, post, slowDownMs } = deps
   const flowKey = (state: string) => `oauth-flow:${state}`
   const flows = {
-    set: (state: string, p: Pending, now: number) => Effect.asVoid(shared.keys.claim(flowKey(state), JSON.stringify(p), Math.max(1, p.expiresAt - now))),
+    set: (state: string, p: Pending, now: number) =>
+      Effect.asVoid(shared.keys.claim(flowKey(state), JSON.stringify(p), Math.max(1, p.expiresAt - now))),
     /** The flow and its stored text (what `update` and `delete` compare against). */
     get: (state: string, now: number) =>
       Effect.map(shared.keys.get(flowKey(state)), (text) => {
@@ -65,14 +66,21 @@ export const makeFlows = (deps: {
         const p = JSON.parse(text) as Pending
         return p.expiresAt > now ? { p, text } : undefined
       }),
-    update: (state: string, text: string, p: Pending, now: number) => shared.keys.replace(flowKey(state), text, JSON.stringify(p), Math.max(1, p.expiresAt - now)),
-    delete: (state: string) => Effect.flatMap(shared.keys.get(flowKey(state)), (text) => (text === undefined ? Effect.void : shared.keys.release(flowKey(state), text)))
+    update: (state: string, text: string, p: Pending, now: number) =>
+      shared.keys.replace(flowKey(state), text, JSON.stringify(p), Math.max(1, p.expiresAt - now)),
+    delete: (state: string) =>
+      Effect.flatMap(shared.keys.get(flowKey(state)), (text) =>
+        text === undefined ? Effect.void : shared.keys.release(flowKey(state), text)
+      )
   }
 
   const startAuthorize = (id: string, input: StartAuthorize, callbackBase: string) =>
     Effect.gen(function* () {
       const { provider, spec } = yield* providerOf(id)
-      if (!spec.flows.includes("pkce")) return yield* new BadRequest({ message: `${provider.id} signs in with the device flow: POST /api/oauth/${provider.id}/device-code` })
+      if (!spec.flows.includes("pkce"))
+        return yield* new BadRequest({
+          message: `${provider.id} signs in with the device flow: POST /api/oauth/${provider.id}/device-code`
+        })
       const overrides = pickOverrides(input)
       const e = grants.endpointsOf(provider, spec, overrides)
       if (!e.authorizeUrl) return yield* new BadRequest({ message: `authorizeUrl: ${provider.id} has no authorization endpoint` })
@@ -134,7 +142,8 @@ export const makeFlows = (deps: {
         if (pasted.state) yield* flows.delete(pasted.state)
         return yield* new BadRequest({ message: pasted.error })
       }
-      if (!pasted.state) return yield* new BadRequest({ message: "state: missing (paste the whole redirect URL, or send state with the code)" })
+      if (!pasted.state)
+        return yield* new BadRequest({ message: "state: missing (paste the whole redirect URL, or send state with the code)" })
       const { p } = yield* takeFlow(provider.id, pasted.state, "pkce")
       const e = grants.endpointsOf(provider, spec, p.overrides)
       const outcome = yield* post(
@@ -150,7 +159,8 @@ export const makeFlows = (deps: {
         },
         yield* grants.proxyOf(p.connection)
       )
-      if (outcome._tag === "refused") return yield* new BadRequest({ message: `the token endpoint refused the code: ${describeRefusal(outcome)}` })
+      if (outcome._tag === "refused")
+        return yield* new BadRequest({ message: `the token endpoint refused the code: ${describeRefusal(outcome)}` })
       if (outcome._tag === "transient") return yield* new BadGateway({ message: `the token endpoint failed: ${outcome.message}` })
       return yield* grants.connect(p, provider, outcome.tokens, actor)
     })
@@ -159,10 +169,13 @@ export const makeFlows = (deps: {
     Effect.gen(function* () {
       const { provider, spec } = yield* providerOf(id)
       if (!spec.flows.includes("device"))
-        return yield* new BadRequest({ message: `${provider.id} signs in with the authorization-code flow: POST /api/oauth/${provider.id}/authorize` })
+        return yield* new BadRequest({
+          message: `${provider.id} signs in with the authorization-code flow: POST /api/oauth/${provider.id}/authorize`
+        })
       const overrides = pickOverrides(input)
       const e = grants.endpointsOf(provider, spec, overrides)
-      if (!e.deviceAuthorizationUrl) return yield* new BadRequest({ message: `deviceAuthorizationUrl: ${provider.id} has no device authorization endpoint` })
+      if (!e.deviceAuthorizationUrl)
+        return yield* new BadRequest({ message: `deviceAuthorizationUrl: ${provider.id} has no device authorization endpoint` })
       yield* grants.checkUrl("deviceAuthorizationUrl", e.deviceAuthorizationUrl)
       yield* grants.checkUrl("tokenUrl", e.tokenUrl)
       if (input.connection) yield* connections.get(input.connection)
@@ -187,7 +200,9 @@ export const makeFlows = (deps: {
           maxBodyBytes: 64 * 1024,
           ...(via ? { dispatcher: via } : {})
         })
-        .pipe(Effect.mapError((err) => new BadGateway({ message: `the device authorization endpoint failed: ${err.kind}: ${err.message}` })))
+        .pipe(
+          Effect.mapError((err) => new BadGateway({ message: `the device authorization endpoint failed: ${err.kind}: ${err.message}` }))
+        )
       const json = tryJson(res.bytes?.toString("utf8") ?? "") as Record<string, unknown> | undefined
       if (res.status < 200 || res.status >= 300) {
         const err = tokenError(json)
@@ -197,9 +212,15 @@ export const makeFlows = (deps: {
       const deviceCode = typeof json?.["device_code"] === "string" ? json["device_code"] : null
       const userCode = typeof json?.["user_code"] === "string" ? json["user_code"] : null
       const verificationUri =
-        typeof json?.["verification_uri"] === "string" ? json["verification_uri"] : typeof json?.["verification_url"] === "string" ? json["verification_url"] : null
+        typeof json?.["verification_uri"] === "string"
+          ? json["verification_uri"]
+          : typeof json?.["verification_url"] === "string"
+            ? json["verification_url"]
+            : null
       if (!deviceCode || !userCode || !verificationUri)
-        return yield* new BadGateway({ message: "the device authorization endpoint answered without device_code, user_code or verification_uri" })
+        return yield* new BadGateway({
+          message: "the device authorization endpoint answered without device_code, user_code or verification_uri"
+        })
       const now = yield* Clock.currentTimeMillis
       const expiresIn = typeof json?.["expires_in"] === "number" && json["expires_in"] > 0 ? json["expires_in"] * 1000 : FLOW_TTL_MS
       const intervalMs = typeof json?.["interval"] === "number" && json["interval"] >= 0 ? json["interval"] * 1000 : 5000
@@ -236,7 +257,12 @@ export const makeFlows = (deps: {
     })
 
   /** One poll of a device flow, at the earliest when its interval allows. */
-  const pollOnce = (provider: ProviderSpec, spec: OAuthSpec, state: string, actor: string): Effect.Effect<PollResult, BadRequest | NotFound | BadGateway | Conflict> =>
+  const pollOnce = (
+    provider: ProviderSpec,
+    spec: OAuthSpec,
+    state: string,
+    actor: string
+  ): Effect.Effect<PollResult, BadRequest | NotFound | BadGateway | Conflict> =>
     Effect.gen(function* () {
       const { p, text } = yield* takeFlow(provider.id, state, "device", true)
       const wait = p.nextPollAt - (yield* Clock.currentTimeMillis)
@@ -277,7 +303,9 @@ export const makeFlows = (deps: {
         }
         case "expired_token":
           yield* flows.delete(state)
-          return yield* new BadRequest({ message: `the device code expired before the user answered: start again with POST /api/oauth/${provider.id}/device-code` })
+          return yield* new BadRequest({
+            message: `the device code expired before the user answered: start again with POST /api/oauth/${provider.id}/device-code`
+          })
         case "access_denied":
           yield* flows.delete(state)
           return yield* new BadRequest({ message: "the user denied access (access_denied)" })
@@ -296,7 +324,8 @@ export const makeFlows = (deps: {
         Effect.repeat({ until: (r) => r.status === "complete" }),
         Effect.timeoutFail({
           duration: timeout,
-          onTimeout: () => new BadRequest({ message: `timeoutSeconds: the user did not answer in time; poll again (the flow is still waiting)` })
+          onTimeout: () =>
+            new BadRequest({ message: `timeoutSeconds: the user did not answer in time; poll again (the flow is still waiting)` })
         })
       )
     })

@@ -57,7 +57,8 @@ export const makeGrants = (deps: {
 }) => {
   const { sql, secrets, connections, cooldowns, env } = deps
 
-  const endpointsOf = (provider: ProviderSpec, spec: OAuthSpec, overrides: EndpointOverrides) => resolveEndpoints(spec, env.get(provider.id) ?? {}, overrides)
+  const endpointsOf = (provider: ProviderSpec, spec: OAuthSpec, overrides: EndpointOverrides) =>
+    resolveEndpoints(spec, env.get(provider.id) ?? {}, overrides)
 
   const checkUrl = (field: string, url: string) =>
     Effect.flatMap(connections.urlPolicy, (policy) => {
@@ -72,14 +73,25 @@ export const makeGrants = (deps: {
   const proxyOf = (connection: string | undefined) =>
     connection === undefined
       ? Effect.succeed(undefined)
-      : Effect.map(Effect.option(connections.get(connection)), (c) => (c._tag === "Some" ? { proxyId: c.value.proxyId, tlsProfile: c.value.tlsProfile } : undefined))
+      : Effect.map(Effect.option(connections.get(connection)), (c) =>
+          c._tag === "Some" ? { proxyId: c.value.proxyId, tlsProfile: c.value.tlsProfile } : undefined
+        )
 
-  const store = (connectionId: string, provider: ProviderSpec, flow: string, tokens: TokenSet, overrides: EndpointOverrides | null, refreshed: boolean) =>
+  const store = (
+    connectionId: string,
+    provider: ProviderSpec,
+    flow: string,
+    tokens: TokenSet,
+    overrides: EndpointOverrides | null,
+    refreshed: boolean
+  ) =>
     Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
       const existing = yield* sql<TokenRow>`SELECT * FROM oauth_tokens WHERE connection_id = ${connectionId}`.pipe(Effect.orDie)
       const prev = existing[0]
-      yield* sql`UPDATE connections SET api_key_enc = ${secrets.encrypt(tokens.accessToken)}, updated_at = ${now} WHERE id = ${connectionId}`.pipe(Effect.orDie)
+      yield* sql`UPDATE connections SET api_key_enc = ${secrets.encrypt(tokens.accessToken)}, updated_at = ${now} WHERE id = ${connectionId}`.pipe(
+        Effect.orDie
+      )
       yield* upsert(
         sql,
         "oauth_tokens",
@@ -88,7 +100,11 @@ export const makeGrants = (deps: {
           provider: provider.id,
           flow,
           // A refresh answer without a new refresh token keeps the old one (RFC 6749 §6).
-          refresh_token_enc: tokens.refreshToken ? secrets.encrypt(tokens.refreshToken) : refreshed ? (prev?.refresh_token_enc ?? null) : null,
+          refresh_token_enc: tokens.refreshToken
+            ? secrets.encrypt(tokens.refreshToken)
+            : refreshed
+              ? (prev?.refresh_token_enc ?? null)
+              : null,
           id_token_enc: tokens.idToken ? secrets.encrypt(tokens.idToken) : null,
           expires_at: tokens.expiresAt,
           email: tokens.email,
@@ -108,26 +124,46 @@ export const makeGrants = (deps: {
   const viewOf = (c: Connection) => {
     const view = connectionView(c)
     const h = cooldowns.healthAt(c.id, Date.now())
-    return h.testStatus === null ? view : { ...view, testStatus: h.testStatus, lastError: h.lastError, lastErrorType: h.lastErrorType, errorCode: h.errorCode }
+    return h.testStatus === null
+      ? view
+      : { ...view, testStatus: h.testStatus, lastError: h.lastError, lastErrorType: h.lastErrorType, errorCode: h.errorCode }
   }
 
   /** Creates the connection a flow names, or re-authorizes the existing one, with fresh tokens. */
-  const connect = (p: GrantTarget, provider: ProviderSpec, tokens: TokenSet, actor: string): Effect.Effect<OAuthConnected, BadRequest | NotFound | Conflict> =>
+  const connect = (
+    p: GrantTarget,
+    provider: ProviderSpec,
+    tokens: TokenSet,
+    actor: string
+  ): Effect.Effect<OAuthConnected, BadRequest | NotFound | Conflict> =>
     Effect.gen(function* () {
       const all = yield* connections.list
       const existing = p.connection
         ? yield* connections.get(p.connection)
         : all.find((c) => c.name.toLowerCase() === (p.name ?? provider.id).toLowerCase() && c.provider.id === provider.id)
       if (existing && existing.provider.id !== provider.id)
-        return yield* new BadRequest({ message: `connection '${existing.name}' is a ${existing.provider.id} connection, not ${provider.id}` })
-      const baseUrl = p.baseUrl ?? (tokens.resourceUrl && !existing?.baseUrl ? (baseUrlOfResource(tokens.resourceUrl) ?? undefined) : undefined)
+        return yield* new BadRequest({
+          message: `connection '${existing.name}' is a ${existing.provider.id} connection, not ${provider.id}`
+        })
+      const baseUrl =
+        p.baseUrl ?? (tokens.resourceUrl && !existing?.baseUrl ? (baseUrlOfResource(tokens.resourceUrl) ?? undefined) : undefined)
       const connection = existing
         ? yield* connections.update(existing.id, { apiKey: tokens.accessToken, ...(baseUrl !== undefined ? { baseUrl } : {}) }, actor)
-        : yield* connections.create({ provider: provider.id, name: p.name ?? provider.id, apiKey: tokens.accessToken, ...(baseUrl !== undefined ? { baseUrl } : {}) }, actor)
+        : yield* connections.create(
+            {
+              provider: provider.id,
+              name: p.name ?? provider.id,
+              apiKey: tokens.accessToken,
+              ...(baseUrl !== undefined ? { baseUrl } : {})
+            },
+            actor
+          )
       // A new authorization clears the terminal state (and any cooldown) of the old grant.
       yield* cooldowns.forget(connection.id)
       yield* store(connection.id, provider, p.flow, tokens, p.overrides, false)
-      yield* Effect.logInfo(`oauth: ${provider.id} connection ${connection.name} ${existing ? "re-authorized" : "created"}${tokens.email ? ` for ${tokens.email}` : ""}`)
+      yield* Effect.logInfo(
+        `oauth: ${provider.id} connection ${connection.name} ${existing ? "re-authorized" : "created"}${tokens.email ? ` for ${tokens.email}` : ""}`
+      )
       const fresh = yield* connections.get(connection.id)
       return { connection: viewOf(fresh), created: !existing }
     })

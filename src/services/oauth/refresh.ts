@@ -41,19 +41,31 @@ export const makeRefresh = (deps: {
     cooldowns
       .onFailure(
         { id: c.id, name: c.name, provider: { id: c.provider.id, authClass: c.provider.authClass, origin: originOf(c.effectiveBaseUrl) } },
-        { scope: "connection", retryable: true, tripsBreaker: false, cooldown: false, terminal: "expired", quotaExhausted: false, reason: "oauth_expired" },
+        {
+          scope: "connection",
+          retryable: true,
+          tripsBreaker: false,
+          cooldown: false,
+          terminal: "expired",
+          quotaExhausted: false,
+          reason: "oauth_expired"
+        },
         { status: 401, kind: "http", code: "oauth_refresh_refused", message }
       )
       .pipe(Effect.zipRight(cooldowns.flush))
 
   const doRefresh = (id: string): Effect.Effect<Connection, OAuthRefreshFailed> =>
     Effect.gen(function* () {
-      const c = yield* Effect.orElseFail(connections.get(id), () => new OAuthRefreshFailed({ message: `no connection ${id}`, permanent: true }))
+      const c = yield* Effect.orElseFail(
+        connections.get(id),
+        () => new OAuthRefreshFailed({ message: `no connection ${id}`, permanent: true })
+      )
       const spec = oauthOf(c.provider)
       if (!spec) return yield* new OAuthRefreshFailed({ message: `${c.name} is not an OAuth connection`, permanent: true })
       const row = (yield* sql<TokenRow>`SELECT * FROM oauth_tokens WHERE connection_id = ${c.id}`.pipe(Effect.orDie))[0]
       const refreshToken = row?.refresh_token_enc ? yield* Effect.option(secrets.decrypt(row.refresh_token_enc)) : Option.none()
-      const recordError = (message: string) => sql`UPDATE oauth_tokens SET refresh_error = ${message}, updated_at = ${Date.now()} WHERE connection_id = ${c.id}`.pipe(Effect.orDie)
+      const recordError = (message: string) =>
+        sql`UPDATE oauth_tokens SET refresh_error = ${message}, updated_at = ${Date.now()} WHERE connection_id = ${c.id}`.pipe(Effect.orDie)
       if (Option.isNone(refreshToken)) {
         const message = `${c.name}: no usable refresh token; authorize again`
         yield* recordError(message)
@@ -62,7 +74,12 @@ export const makeRefresh = (deps: {
       }
       const overrides = row?.endpoints ? (JSON.parse(row.endpoints) as EndpointOverrides) : {}
       const e: OAuthEndpoints = grants.endpointsOf(c.provider, spec, overrides)
-      const outcome = yield* postRetried(spec, e.tokenUrl, { grant_type: "refresh_token", refresh_token: Redacted.value(refreshToken.value), client_id: e.clientId }, c)
+      const outcome = yield* postRetried(
+        spec,
+        e.tokenUrl,
+        { grant_type: "refresh_token", refresh_token: Redacted.value(refreshToken.value), client_id: e.clientId },
+        c
+      )
       if (outcome._tag === "ok") {
         yield* grants.store(c.id, c.provider, row?.flow ?? "pkce", outcome.tokens, null, true)
         yield* Effect.logInfo(`oauth: ${c.name} token refreshed`)

@@ -30,15 +30,25 @@ export interface EgressOf {
 
 class Transient extends Data.TaggedError("Transient")<{ readonly message: string }> {}
 
-export const describeRefusal = (o: { readonly status: number; readonly error: string | null; readonly description: string | null }): string =>
-  `${o.error ?? `HTTP ${o.status}`}${o.description ? `: ${o.description}` : ""}`
+export const describeRefusal = (o: {
+  readonly status: number
+  readonly error: string | null
+  readonly description: string | null
+}): string => `${o.error ?? `HTTP ${o.status}`}${o.description ? `: ${o.description}` : ""}`
 
 export const makeTokenEndpoint = (http: UpstreamHttpShape, egress: EgressShape, retrySchedule: Schedule.Schedule<unknown, unknown>) => {
-  /** One POST to a token (or device authorization) endpoint, read whole, through the egress of `via` (a connection's proxy and TLS profile). */
+  /** One POST to a token (or device authorization) endpoint, read whole, through the egress of `via` (a connection's proxy and TLS
+   * profile). */
   // Outside the guarded attempt (docs/ARCHITECTURE.md, "Calls outside the guarded attempt"): a token exchange with the
   // provider's authorization server, not a model call: there is no other candidate, and a refused
   // refresh is reported on the connection (its cooldown), not as a model failure.
-  const post = (spec: OAuthSpec, url: string, params: Record<string, string>, via: EgressOf | undefined, form = false): Effect.Effect<TokenOutcome> => {
+  const post = (
+    spec: OAuthSpec,
+    url: string,
+    params: Record<string, string>,
+    via: EgressOf | undefined,
+    form = false
+  ): Effect.Effect<TokenOutcome> => {
     const body = form ? tokenBody({ ...spec, tokenRequest: "form" }, params) : tokenBody(spec, params)
     const hide = Object.entries(params)
       .filter(([k]) => k !== "grant_type" && k !== "client_id" && k !== "scope" && k !== "redirect_uri" && k !== "code_challenge_method")
@@ -67,14 +77,25 @@ export const makeTokenEndpoint = (http: UpstreamHttpShape, egress: EgressShape, 
             // An error answer may echo what was sent (a code, a refresh token): scrubbed before it is read.
             const e = tokenError(tryJson(scrubSecrets(raw, hide)))
             if (res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429)
-              return { _tag: "refused", status: res.status, error: e.error, description: e.description ? scrubSecrets(e.description, hide).slice(0, 300) : null }
+              return {
+                _tag: "refused",
+                status: res.status,
+                error: e.error,
+                description: e.description ? scrubSecrets(e.description, hide).slice(0, 300) : null
+              }
             return { _tag: "transient", message: `HTTP ${res.status}${e.error ? ` ${e.error}` : ""}` }
           }),
-          Effect.catchAll((e) => Effect.succeed<TokenOutcome>({ _tag: "transient", message: `${e.kind}: ${scrubSecrets(e.message, hide)}` }))
+          Effect.catchAll((e) =>
+            Effect.succeed<TokenOutcome>({ _tag: "transient", message: `${e.kind}: ${scrubSecrets(e.message, hide)}` })
+          )
         )
     // A proxy that refuses (family rules, unreachable without the fallback) is a transient failure: the grant is not at fault.
-    return Effect.flatMap(Effect.zip(Clock.currentTimeMillis, Effect.either(egress.control(via?.proxyId, url, via?.tlsProfile))), ([started, via]) =>
-      via._tag === "Left" ? Effect.succeed<TokenOutcome>({ _tag: "transient", message: `${via.left.code}: ${via.left.message}` }) : send(started, via.right)
+    return Effect.flatMap(
+      Effect.zip(Clock.currentTimeMillis, Effect.either(egress.control(via?.proxyId, url, via?.tlsProfile))),
+      ([started, via]) =>
+        via._tag === "Left"
+          ? Effect.succeed<TokenOutcome>({ _tag: "transient", message: `${via.left.code}: ${via.left.message}` })
+          : send(started, via.right)
     )
   }
 

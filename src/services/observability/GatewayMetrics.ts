@@ -80,15 +80,30 @@ export class GatewayMetrics extends Context.Tag("gateway/GatewayMetrics")<Gatewa
 
 const families = () => {
   const tokenUsage = new Histogram(
-    { name: "gen_ai.client.token.usage", description: "Input and output tokens per upstream call", unit: "{token}", labels: [...GENAI, "gen_ai.token.type"] },
+    {
+      name: "gen_ai.client.token.usage",
+      description: "Input and output tokens per upstream call",
+      unit: "{token}",
+      labels: [...GENAI, "gen_ai.token.type"]
+    },
     TOKEN_BUCKETS
   )
   const operationDuration = new Histogram(
-    { name: "gen_ai.client.operation.duration", description: "Duration of each upstream call (an attempt, fallbacks included)", unit: "s", labels: [...GENAI, "error.type"] },
+    {
+      name: "gen_ai.client.operation.duration",
+      description: "Duration of each upstream call (an attempt, fallbacks included)",
+      unit: "s",
+      labels: [...GENAI, "error.type"]
+    },
     DURATION_BUCKETS
   )
   const firstChunk = new Histogram(
-    { name: "gen_ai.client.operation.time_to_first_chunk", description: "Time from sending a streamed upstream call to its first chunk", unit: "s", labels: GENAI },
+    {
+      name: "gen_ai.client.operation.time_to_first_chunk",
+      description: "Time from sending a streamed upstream call to its first chunk",
+      unit: "s",
+      labels: GENAI
+    },
     TTFC_BUCKETS
   )
   const requests = new Counter({
@@ -102,28 +117,72 @@ const families = () => {
     DURATION_BUCKETS
   )
   const overhead = new Histogram(
-    { name: "gateway.overhead.duration", description: "What the gateway added to a request: its duration less the time in upstream calls", unit: "s", labels: ["route"] },
+    {
+      name: "gateway.overhead.duration",
+      description: "What the gateway added to a request: its duration less the time in upstream calls",
+      unit: "s",
+      labels: ["route"]
+    },
     OVERHEAD_BUCKETS
   )
-  const tokens = new Counter({ name: "gateway.tokens", description: "Tokens recorded in usage rows", unit: "{token}", labels: ["provider", "model", "key_id", "type"] })
-  const cost = new Counter({ name: "gateway.cost.usd", description: "Cost of the answers, in US dollars", unit: "USD", labels: ["provider", "model", "key_id"] })
+  const tokens = new Counter({
+    name: "gateway.tokens",
+    description: "Tokens recorded in usage rows",
+    unit: "{token}",
+    labels: ["provider", "model", "key_id", "type"]
+  })
+  const cost = new Counter({
+    name: "gateway.cost.usd",
+    description: "Cost of the answers, in US dollars",
+    unit: "USD",
+    labels: ["provider", "model", "key_id"]
+  })
   const fallbacks = new Counter({
     name: "gateway.fallback.attempts",
     description: "Failed attempts that fell back to another target",
     unit: "{attempt}",
     labels: ["requested_model", "provider", "model"]
   })
-  const cacheHits = new Counter({ name: "gateway.cache.hits", description: "Answers served from the response cache", unit: "{request}", labels: ["route", "model"] })
-  const errors = new Counter({ name: "gateway.errors", description: "Requests answered with an error, by its code", unit: "{request}", labels: ["route", "status", "code"] })
+  const cacheHits = new Counter({
+    name: "gateway.cache.hits",
+    description: "Answers served from the response cache",
+    unit: "{request}",
+    labels: ["route", "model"]
+  })
+  const errors = new Counter({
+    name: "gateway.errors",
+    description: "Requests answered with an error, by its code",
+    unit: "{request}",
+    labels: ["route", "status", "code"]
+  })
   const paths = new Counter({
     name: "gateway.requests.path",
     description: "Requests of the routes the common path serves, by the path they took: common, or pipeline and the reason",
     unit: "{request}",
     labels: ["path", "reason"]
   })
-  const inFlight = new UpDown({ name: "gateway.requests.in_flight", description: "Inference requests being served", unit: "{request}", labels: [] })
+  const inFlight = new UpDown({
+    name: "gateway.requests.in_flight",
+    description: "Inference requests being served",
+    unit: "{request}",
+    labels: []
+  })
   inFlight.add([], 0)
-  return { tokenUsage, operationDuration, firstChunk, requests, requestDuration, overhead, tokens, cost, fallbacks, cacheHits, errors, paths, inFlight }
+  return {
+    tokenUsage,
+    operationDuration,
+    firstChunk,
+    requests,
+    requestDuration,
+    overhead,
+    tokens,
+    cost,
+    fallbacks,
+    cacheHits,
+    errors,
+    paths,
+    inFlight
+  }
 }
 
 const NO_LABELS: ReadonlyArray<string> = []
@@ -159,7 +218,10 @@ export const makeGatewayMetrics = (options: {
     async () =>
       breakers === undefined
         ? []
-        : (await Runtime.runPromise(options.runtime)(breakers.list)).map((b) => ({ labels: [b.provider, b.origin ?? ""], value: BREAKER_VALUE[b.state] ?? 0 }))
+        : (await Runtime.runPromise(options.runtime)(breakers.list)).map((b) => ({
+            labels: [b.provider, b.origin ?? ""],
+            value: BREAKER_VALUE[b.state] ?? 0
+          }))
   )
   const store = options.store
   const sharedReachable = options.sharedReachable
@@ -167,24 +229,36 @@ export const makeGatewayMetrics = (options: {
     new ObservedGauge(
       {
         name: "gateway.shared_state.up",
-        description: "1 while the shared state reaches the other gateway processes (Redis connected), 0 while each process serves from its own state",
+        description:
+          "1 while the shared state reaches the other gateway processes (Redis connected), 0 while each process serves from its own state",
         unit: "1",
         labels: []
       },
       async () => [{ labels: [], value: sharedReachable === undefined || sharedReachable() ? 1 : 0 }]
     ),
     new ObservedGauge(
-      { name: "gateway.store.up", description: "1 while the store takes writes, 0 from a write it refused for being unavailable until one goes through", unit: "1", labels: [] },
+      {
+        name: "gateway.store.up",
+        description: "1 while the store takes writes, 0 from a write it refused for being unavailable until one goes through",
+        unit: "1",
+        labels: []
+      },
       async () => (store === undefined ? [] : [{ labels: [], value: store.up() ? 1 : 0 }])
     ),
     new ObservedGauge(
-      { name: "gateway.store.backlog", description: "Rows held in memory for the store (queued, or waiting for it to take writes again)", unit: "{row}", labels: [] },
+      {
+        name: "gateway.store.backlog",
+        description: "Rows held in memory for the store (queued, or waiting for it to take writes again)",
+        unit: "{row}",
+        labels: []
+      },
       async () => (store === undefined ? [] : [{ labels: [], value: store.held() }])
     ),
     new ObservedGauge(
       {
         name: "gateway.store.rows_dropped",
-        description: "Rows that never reached the store: past GATEWAY_STORE_BACKLOG_MAX_ROWS, rows it refused, rows held at a shutdown it was down for",
+        description:
+          "Rows that never reached the store: past GATEWAY_STORE_BACKLOG_MAX_ROWS, rows it refused, rows held at a shutdown it was down for",
         unit: "{row}",
         labels: ["table"]
       },
@@ -262,8 +336,10 @@ export const makeGatewayMetrics = (options: {
       f.operationDuration.record([m.operation, m.provider, m.requestModel, m.responseModel, m.errorType], m.seconds)
       if (m.errorType !== "") return
       const u = m.usage
-      if (u?.inputTokens !== undefined) f.tokenUsage.record([m.operation, m.provider, m.requestModel, m.responseModel, "input"], u.inputTokens)
-      if (u?.outputTokens !== undefined) f.tokenUsage.record([m.operation, m.provider, m.requestModel, m.responseModel, "output"], u.outputTokens)
+      if (u?.inputTokens !== undefined)
+        f.tokenUsage.record([m.operation, m.provider, m.requestModel, m.responseModel, "input"], u.inputTokens)
+      if (u?.outputTokens !== undefined)
+        f.tokenUsage.record([m.operation, m.provider, m.requestModel, m.responseModel, "output"], u.outputTokens)
       if (m.ttftMs !== null) f.firstChunk.record([m.operation, m.provider, m.requestModel, m.responseModel], m.ttftMs / 1000)
     },
     requestPath: (path, reason) => f.paths.add([path, reason]),

@@ -24,7 +24,11 @@ const redacting = <O>(logger: Logger.Logger<unknown, O>): Logger.Logger<unknown,
  * Request handlers annotate their fiber with `requestId`, so every line of a request carries it.
  * Messages pass through `redactText` first: credentials never reach the output.
  */
-export const layer = (format: "pretty" | "json", minimum: LogLevel.LogLevel = LogLevel.Info, options: { readonly stderr?: boolean; readonly file?: LogFile } = {}) =>
+export const layer = (
+  format: "pretty" | "json",
+  minimum: LogLevel.LogLevel = LogLevel.Info,
+  options: { readonly stderr?: boolean; readonly file?: LogFile } = {}
+) =>
   Layer.merge(
     // The whole logger set is replaced (not just the default logger), so that a logger added
     // by the runtime (runMain's pretty logger) cannot print every line a second time.
@@ -54,7 +58,11 @@ const logFileLayer = (dataDir: string) =>
     if (setting.trim().toLowerCase() === "off") return undefined
     const maxMb = yield* Config.number("GATEWAY_LOG_FILE_MAX_MB").pipe(Config.withDefault(10))
     const keep = yield* Config.integer("GATEWAY_LOG_FILE_KEEP").pipe(Config.withDefault(5))
-    const file = new LogFile({ file: setting.trim() || logFileOf(dataDir), maxBytes: Math.max(1024, Math.floor(maxMb * 1024 * 1024)), keep: Math.max(0, keep) })
+    const file = new LogFile({
+      file: setting.trim() || logFileOf(dataDir),
+      maxBytes: Math.max(1024, Math.floor(maxMb * 1024 * 1024)),
+      keep: Math.max(0, keep)
+    })
     const flush = Effect.sync(() => file.flush()).pipe(Effect.catchAllDefect(() => Effect.void))
     yield* Effect.forkScoped(Effect.repeat(flush, Schedule.spaced("250 millis")))
     yield* Effect.addFinalizer(() => flush)
@@ -65,7 +73,10 @@ const logFileLayer = (dataDir: string) =>
 export const levelFromEnv = (fallback: LogLevel.LogLevel = LogLevel.Info): LogLevel.LogLevel => {
   const level = process.env.LOG_LEVEL?.trim().toLowerCase()
   if (!level) return fallback
-  return LogLevel.allLevels.find((l) => l.label.toLowerCase() === level || l._tag.toLowerCase() === level) ?? (level === "warn" ? LogLevel.Warning : fallback)
+  return (
+    LogLevel.allLevels.find((l) => l.label.toLowerCase() === level || l._tag.toLowerCase() === level) ??
+    (level === "warn" ? LogLevel.Warning : fallback)
+  )
 }
 
 /** Logger chosen from `AppConfig.logFormat`; `LOG_LEVEL` (debug, info, warning, error) sets the floor. */

@@ -5,7 +5,8 @@
  *
  * It listens on the lifecycle seam (src/kernel/hooks.ts, `LifecycleListener`) at four points the
  * request path has: the request's start and end (fired by the dispatcher and the WebSocket
- * transport) and each attempt's start and end (fired by the guarded attempt). With tracing off, a request costs a few counter and histogram updates (metricStore.ts) and no
+ * transport) and each attempt's start and end (fired by the guarded attempt). With tracing off, a request costs a few counter and histogram
+ * updates (metricStore.ts) and no
  * allocation beyond their label arrays; no span, context or Effect is created, and the OpenTelemetry
  * SDK is not even loaded until `GET /metrics` is first read.
  */
@@ -42,7 +43,9 @@ export interface ObservabilityShape {
 const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/
 
 /** The W3C `traceparent` a client sent, when it is well formed (and not the all-zero ids). */
-export const parseTraceparent = (header: string | Array<string> | undefined): { readonly traceId: string; readonly spanId: string; readonly flags: number } | undefined => {
+export const parseTraceparent = (
+  header: string | Array<string> | undefined
+): { readonly traceId: string; readonly spanId: string; readonly flags: number } | undefined => {
   if (typeof header !== "string") return undefined
   const m = TRACEPARENT.exec(header.trim().toLowerCase())
   if (!m || m[1] === "ff" || /^0+$/.test(m[2]!) || /^0+$/.test(m[3]!)) return undefined
@@ -73,7 +76,11 @@ const samplerOf = (sdk: typeof import("@opentelemetry/sdk-trace-base"), s: OtelS
 }
 
 /** The tracer over @effect/opentelemetry's tracer provider layer (a batch span processor to the OTLP exporter), for this layer's scope. */
-const loadTracing = (target: NonNullable<OtelSettings["traces"]>, settings: OtelSettings, resource: () => Promise<import("@opentelemetry/resources").Resource>) =>
+const loadTracing = (
+  target: NonNullable<OtelSettings["traces"]>,
+  settings: OtelSettings,
+  resource: () => Promise<import("@opentelemetry/resources").Resource>
+) =>
   Effect.gen(function* () {
     const [api, sdk, NodeSdk, Tracer, EffectResource, exporter, res] = yield* Effect.promise(() =>
       Promise.all([
@@ -113,7 +120,8 @@ const setUsage = (
 }
 
 /** The trace id a request's log lines carry: its span's, else the one its caller sent (`traceparent`). */
-export const traceIdOf = (ctx: RequestContext): string | undefined => ctx.span?.spanContext().traceId ?? parseTraceparent(requestHeader(ctx, "traceparent"))?.traceId
+export const traceIdOf = (ctx: RequestContext): string | undefined =>
+  ctx.span?.spanContext().traceId ?? parseTraceparent(requestHeader(ctx, "traceparent"))?.traceId
 
 const make = (metrics: GatewayMetricsShape, tracing: Tracing | undefined): ObservabilityShape => {
   const api = tracing?.api
@@ -125,12 +133,21 @@ const make = (metrics: GatewayMetricsShape, tracing: Tracing | undefined): Obser
       if (tracer === undefined || api === undefined) return
       const remote = parseTraceparent(requestHeader(ctx, "traceparent"))
       const parent = remote
-        ? api.trace.setSpanContext(api.ROOT_CONTEXT, { traceId: remote.traceId, spanId: remote.spanId, traceFlags: remote.flags & 1, isRemote: true })
+        ? api.trace.setSpanContext(api.ROOT_CONTEXT, {
+            traceId: remote.traceId,
+            spanId: remote.spanId,
+            traceFlags: remote.flags & 1,
+            isRemote: true
+          })
         : api.ROOT_CONTEXT
       const method = ctx.method
       const span = tracer.startSpan(
         `${method} ${ctx.route}`,
-        { kind: api.SpanKind.SERVER, startTime: ctx.startedAt, attributes: { [ATTR.httpMethod]: method, [ATTR.httpRoute]: ctx.route ?? "", [ATTR.requestId]: ctx.requestId } },
+        {
+          kind: api.SpanKind.SERVER,
+          startTime: ctx.startedAt,
+          attributes: { [ATTR.httpMethod]: method, [ATTR.httpRoute]: ctx.route ?? "", [ATTR.requestId]: ctx.requestId }
+        },
         parent
       )
       ctx.span = span
@@ -167,7 +184,10 @@ const make = (metrics: GatewayMetricsShape, tracing: Tracing | undefined): Obser
       const errorType = statusErrorType(status)
       if (errorType !== "") {
         span.setAttribute(ATTR.errorType, error?.code ?? errorType)
-        span.setStatus({ code: api.SpanStatusCode.ERROR, message: error?.message ?? (status === 499 ? "client closed the request" : `status ${status}`) })
+        span.setStatus({
+          code: api.SpanStatusCode.ERROR,
+          message: error?.message ?? (status === 499 ? "client closed the request" : `status ${status}`)
+        })
       }
       span.end(now)
       ctx.span = undefined
@@ -188,7 +208,14 @@ const make = (metrics: GatewayMetricsShape, tracing: Tracing | undefined): Obser
       if (span === undefined || api === undefined) return
       span.setAttribute(ATTR.responseModel, e.candidate.model)
       const u = e.usage
-      if (u) setUsage(span, { input: u.inputTokens, output: u.outputTokens, cached: u.cachedInputTokens, cacheWrite: u.cacheCreationTokens, reasoning: u.reasoningTokens })
+      if (u)
+        setUsage(span, {
+          input: u.inputTokens,
+          output: u.outputTokens,
+          cached: u.cachedInputTokens,
+          cacheWrite: u.cacheCreationTokens,
+          reasoning: u.reasoningTokens
+        })
       if (e.ttftMs !== null) span.setAttribute(ATTR.ttftSeconds, e.ttftMs / 1000)
       if (e.costUsd !== undefined) span.setAttribute(ATTR.costUsd, e.costUsd)
       if (e.errorType !== "") {

@@ -58,7 +58,8 @@ const OPERATIONS: Readonly<Record<string, string>> = {
   "api.embeddings": "embeddings"
 }
 
-export const operationName = (endpoint: string | undefined): string => (endpoint === undefined ? "chat" : (OPERATIONS[endpoint] ?? endpoint))
+export const operationName = (endpoint: string | undefined): string =>
+  endpoint === undefined ? "chat" : (OPERATIONS[endpoint] ?? endpoint)
 
 /** `error.type` of an upstream failure: the upstream's status, or what happened to the connection. */
 export const failureType = (failure: FailureInfo): string => (failure.kind === "http" ? String(failure.status) : failure.kind)

@@ -182,8 +182,18 @@ export class ObservedGauge {
   async data(start: HrTime, now: HrTime): Promise<MetricData | undefined> {
     const values = await this.read()
     if (values.length === 0) return undefined
-    const dataPoints = values.map((v) => ({ startTime: start, endTime: now, attributes: attributesOf(this.descriptor.labels, v.labels), value: v.value }))
-    const descriptor = { name: this.descriptor.name, description: this.descriptor.description, unit: this.descriptor.unit, valueType: DOUBLE }
+    const dataPoints = values.map((v) => ({
+      startTime: start,
+      endTime: now,
+      attributes: attributesOf(this.descriptor.labels, v.labels),
+      value: v.value
+    }))
+    const descriptor = {
+      name: this.descriptor.name,
+      description: this.descriptor.description,
+      unit: this.descriptor.unit,
+      valueType: DOUBLE
+    }
     return this.kind === "counter"
       ? { descriptor, aggregationTemporality: CUMULATIVE, dataPointType: SUM, isMonotonic: true, dataPoints }
       : { descriptor, aggregationTemporality: CUMULATIVE, dataPointType: GAUGE, dataPoints }

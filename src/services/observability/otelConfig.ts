@@ -16,7 +16,13 @@ export interface OtlpTarget {
   readonly timeoutMillis: number
 }
 
-export type SamplerName = "always_on" | "always_off" | "traceidratio" | "parentbased_always_on" | "parentbased_always_off" | "parentbased_traceidratio"
+export type SamplerName =
+  | "always_on"
+  | "always_off"
+  | "traceidratio"
+  | "parentbased_always_on"
+  | "parentbased_always_off"
+  | "parentbased_traceidratio"
 
 export interface OtelSettings {
   /** Where spans go; undefined: tracing is off (no span is made). */
@@ -24,7 +30,12 @@ export interface OtelSettings {
   /** Where metrics go (OTLP push); undefined: only `GET /metrics`. */
   readonly metrics: (OtlpTarget & { readonly intervalMillis: number }) | undefined
   readonly sampler: { readonly name: SamplerName; readonly ratio: number }
-  readonly batch: { readonly scheduledDelayMillis: number; readonly maxExportBatchSize: number; readonly maxQueueSize: number; readonly exportTimeoutMillis: number }
+  readonly batch: {
+    readonly scheduledDelayMillis: number
+    readonly maxExportBatchSize: number
+    readonly maxQueueSize: number
+    readonly exportTimeoutMillis: number
+  }
   /** Things the operator should hear about (an unsupported protocol, a bad value), logged at start. */
   readonly warnings: ReadonlyArray<string>
 }
@@ -49,7 +60,14 @@ export const parseHeaders = (text: string | undefined): Record<string, string> =
   return out
 }
 
-const SAMPLERS: ReadonlyArray<SamplerName> = ["always_on", "always_off", "traceidratio", "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio"]
+const SAMPLERS: ReadonlyArray<SamplerName> = [
+  "always_on",
+  "always_off",
+  "traceidratio",
+  "parentbased_always_on",
+  "parentbased_always_off",
+  "parentbased_traceidratio"
+]
 
 /** The settings from a variable lookup (undefined or "" is unset). */
 export const otelSettings = (get: (name: string) => string | undefined): OtelSettings => {
@@ -71,14 +89,17 @@ export const otelSettings = (get: (name: string) => string | undefined): OtelSet
     if (disabled) return undefined
     const exporter = env(`OTEL_${signal}_EXPORTER`)?.toLowerCase()
     if (exporter === "none") return undefined
-    if (exporter !== undefined && exporter !== "otlp") warnings.push(`OTEL_${signal}_EXPORTER=${exporter} is not supported (only otlp or none); using otlp`)
+    if (exporter !== undefined && exporter !== "otlp")
+      warnings.push(`OTEL_${signal}_EXPORTER=${exporter} is not supported (only otlp or none); using otlp`)
     const specific = env(`OTEL_EXPORTER_OTLP_${signal}_ENDPOINT`)
     const base = env("OTEL_EXPORTER_OTLP_ENDPOINT")
     const url = specific ?? (base === undefined ? undefined : `${base.replace(/\/+$/, "")}${path}`)
     if (url === undefined) return undefined
     let protocol = (env(`OTEL_EXPORTER_OTLP_${signal}_PROTOCOL`) ?? env("OTEL_EXPORTER_OTLP_PROTOCOL") ?? "http/protobuf").toLowerCase()
     if (protocol !== "http/protobuf" && protocol !== "http/json") {
-      warnings.push(`OTLP protocol ${protocol} is not supported for ${signal.toLowerCase()} (http/protobuf or http/json); using http/protobuf`)
+      warnings.push(
+        `OTLP protocol ${protocol} is not supported for ${signal.toLowerCase()} (http/protobuf or http/json); using http/protobuf`
+      )
       protocol = "http/protobuf"
     }
     return {
@@ -137,7 +158,9 @@ const NAMES = [
 
 /** The settings from the configuration (the environment, or a test's map). */
 export const readOtelSettings: Effect.Effect<OtelSettings> = Effect.map(
-  Effect.all(NAMES.map((name) => Effect.map(Effect.orDie(Config.option(Config.string(name))), (v) => [name, Option.getOrUndefined(v)] as const))),
+  Effect.all(
+    NAMES.map((name) => Effect.map(Effect.orDie(Config.option(Config.string(name))), (v) => [name, Option.getOrUndefined(v)] as const))
+  ),
   (pairs) => {
     const values = new Map<string, string | undefined>(pairs)
     return otelSettings((name) => values.get(name))

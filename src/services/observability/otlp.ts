@@ -46,4 +46,5 @@ const parseHeadersKeepCase = (text: string | undefined): Record<string, string> 
   return out
 }
 
-export const loadResource = async (attributes: Record<string, string>): Promise<Resource> => (await import("@opentelemetry/resources")).resourceFromAttributes(attributes)
+export const loadResource = async (attributes: Record<string, string>): Promise<Resource> =>
+  (await import("@opentelemetry/resources")).resourceFromAttributes(attributes)

@@ -33,7 +33,8 @@ export interface PlaygroundShape {
   readonly list: Effect.Effect<ReadonlyArray<Preset>>
   readonly get: (id: string) => Effect.Effect<Preset, NotFound>
   readonly create: (
-    input: Omit<Preset, "id" | "created_at" | "model" | "system" | "params_json"> & Partial<Pick<Preset, "model" | "system" | "params_json">>
+    input: Omit<Preset, "id" | "created_at" | "model" | "system" | "params_json"> &
+      Partial<Pick<Preset, "model" | "system" | "params_json">>
   ) => Effect.Effect<Preset>
   readonly update: (id: string, patch: Partial<Omit<Preset, "id" | "created_at">>) => Effect.Effect<Preset, NotFound>
   readonly remove: (id: string) => Effect.Effect<void, NotFound>
@@ -72,7 +73,11 @@ export const metaPrompt = (input: ImprovePrompt): Array<{ role: string; content:
 export const parseImproved = (text: string): { improvedSystem?: string; improvedPrompt?: string } | undefined => {
   const trimmed = text.trim()
   if (trimmed === "") return undefined
-  const candidates = [trimmed, /```(?:json)?\s*([\s\S]*?)```/.exec(trimmed)?.[1], trimmed.slice(trimmed.indexOf("{"), trimmed.lastIndexOf("}") + 1)]
+  const candidates = [
+    trimmed,
+    /```(?:json)?\s*([\s\S]*?)```/.exec(trimmed)?.[1],
+    trimmed.slice(trimmed.indexOf("{"), trimmed.lastIndexOf("}") + 1)
+  ]
   for (const c of candidates) {
     if (!c) continue
     try {
@@ -103,7 +108,8 @@ export class Playground extends Context.Tag("gateway/Playground")<Playground, Pl
           return undefined
         }
       }
-      const notFound = (id: string) => new NotFound({ message: `no playground preset ${JSON.stringify(id)} (GET /api/playground/presets lists them)` })
+      const notFound = (id: string) =>
+        new NotFound({ message: `no playground preset ${JSON.stringify(id)} (GET /api/playground/presets lists them)` })
       const get = (id: string) =>
         Effect.flatMap(kv.get(PRESETS_NAMESPACE, id), (found) => {
           const preset = Option.isSome(found) ? decode(found.value) : undefined
@@ -128,7 +134,8 @@ export class Playground extends Context.Tag("gateway/Playground")<Playground, Pl
             params_json: input.params_json ?? "{}",
             created_at: new Date().toISOString()
           }),
-        update: (id, patch) => Effect.flatMap(get(id), (p) => save({ ...p, ...Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined)) })),
+        update: (id, patch) =>
+          Effect.flatMap(get(id), (p) => save({ ...p, ...Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined)) })),
         remove: (id) => Effect.flatMap(kv.remove(PRESETS_NAMESPACE, id), (removed) => (removed ? Effect.void : Effect.fail(notFound(id)))),
         setCaller: (c) => {
           caller = c
@@ -147,7 +154,9 @@ export class Playground extends Context.Tag("gateway/Playground")<Playground, Pl
               })
             const improved = parseImproved(result.text ?? "")
             if (improved === undefined || (improved.improvedPrompt === undefined && improved.improvedSystem === undefined))
-              return yield* new BadGateway({ message: `improve-prompt: model ${JSON.stringify(input.model)} answered nothing usable (an empty answer)` })
+              return yield* new BadGateway({
+                message: `improve-prompt: model ${JSON.stringify(input.model)} answered nothing usable (an empty answer)`
+              })
             return { ...improved, tokensIn: result.tokensIn, tokensOut: result.tokensOut }
           })
       } satisfies PlaygroundShape
@@ -165,7 +174,11 @@ export class Playground extends Context.Tag("gateway/Playground")<Playground, Pl
       playground.setCaller(async (body, onBehalfOf) => {
         const res = await own.fetch("/v1/chat/completions", { onBehalfOf, headers: { "x-gateway-no-memory": "true" }, body })
         const answer = (await res.json().catch(() => undefined)) as
-          | { choices?: Array<{ message?: { content?: unknown } }>; usage?: { prompt_tokens?: number; completion_tokens?: number }; error?: { message?: string } }
+          | {
+              choices?: Array<{ message?: { content?: unknown } }>
+              usage?: { prompt_tokens?: number; completion_tokens?: number }
+              error?: { message?: string }
+            }
           | undefined
         const content = answer?.choices?.[0]?.message?.content
         return {

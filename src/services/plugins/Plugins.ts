@@ -41,7 +41,10 @@ export interface PluginsShape {
   readonly enable: (name: string) => Effect.Effect<PluginView, NotFound>
   readonly disable: (name: string) => Effect.Effect<PluginView, NotFound>
   /** Changes settings (null: back to the default), checked against configSchema; a running plugin starts again with them. */
-  readonly configure: (name: string, values: Readonly<Record<string, string | number | boolean | null>>) => Effect.Effect<PluginView, NotFound | BadRequest>
+  readonly configure: (
+    name: string,
+    values: Readonly<Record<string, string | number | boolean | null>>
+  ) => Effect.Effect<PluginView, NotFound | BadRequest>
   /** onUninstall, then the plugin's files, data and state are deleted. */
   readonly remove: (name: string) => Effect.Effect<void, NotFound>
   readonly maxUploadBytes: number

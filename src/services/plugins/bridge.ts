@@ -100,7 +100,8 @@ export const contextTracker: RequestHook = {
   }
 }
 
-const target = (t: HookTarget | undefined) => (t === undefined ? null : { key: t.key, provider: t.provider, connection: t.connection, model: t.model })
+const target = (t: HookTarget | undefined) =>
+  t === undefined ? null : { key: t.key, provider: t.provider, connection: t.connection, model: t.model }
 
 const stringHeaders = (h: Readonly<Record<string, string | number>> | undefined): Record<string, string> => {
   const out: Record<string, string> = {}
@@ -110,8 +111,14 @@ const stringHeaders = (h: Readonly<Record<string, string | number>> | undefined)
 
 const MAX_RESPONSE_BODY = 64 * 1024
 
-const usageOf = (u: { usage: { input: number | null; output: number | null }; costUsd?: number | null; provider: string | null; model: string | null } | undefined) =>
-  u === undefined ? null : { promptTokens: u.usage.input, completionTokens: u.usage.output, costUsd: u.costUsd ?? null, provider: u.provider, model: u.model }
+const usageOf = (
+  u:
+    | { usage: { input: number | null; output: number | null }; costUsd?: number | null; provider: string | null; model: string | null }
+    | undefined
+) =>
+  u === undefined
+    ? null
+    : { promptTokens: u.usage.input, completionTokens: u.usage.output, costUsd: u.costUsd ?? null, provider: u.provider, model: u.model }
 
 /** The context every request-path hook gets, plus the event's own fields. */
 const contextOf = (hook: RequestPathHook, req: HookRequest, own: Record<string, unknown>): Record<string, unknown> => {
@@ -165,8 +172,24 @@ const payloads: { readonly [K in RequestPathHook]: (event: any) => Record<string
     target: target(e.target),
     candidates: e.candidates.map(target)
   }),
-  onProviderError: (e) => ({ attempt: e.attempt, target: target(e.target), status: e.status, reason: e.reason, retryable: e.retryable, message: e.message, answered: e.answered }),
-  onRateLimit: (e) => ({ attempt: e.attempt, target: target(e.target), status: e.status, reason: e.reason, retryable: e.retryable, message: e.message, answered: e.answered }),
+  onProviderError: (e) => ({
+    attempt: e.attempt,
+    target: target(e.target),
+    status: e.status,
+    reason: e.reason,
+    retryable: e.retryable,
+    message: e.message,
+    answered: e.answered
+  }),
+  onRateLimit: (e) => ({
+    attempt: e.attempt,
+    target: target(e.target),
+    status: e.status,
+    reason: e.reason,
+    retryable: e.retryable,
+    message: e.message,
+    answered: e.answered
+  }),
   onStreamStart: (e) => ({ status: e.status, responseHeaders: stringHeaders(e.headers) }),
   onStreamEnd: (e) => ({ error: e.error }),
   onResponse: (e) => ({
@@ -191,16 +214,24 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "obj
 export const verdictOf = (answer: unknown): HookVerdict | undefined => {
   if (answer === null || answer === undefined) return undefined
   const results = Array.isArray(answer) ? answer : [answer]
-  const out: { body?: Record<string, unknown>; block?: HookVerdict["block"]; metadata?: Record<string, unknown>; headers?: Record<string, string> } = {}
+  const out: {
+    body?: Record<string, unknown>
+    block?: HookVerdict["block"]
+    metadata?: Record<string, unknown>
+    headers?: Record<string, string>
+  } = {}
   for (const r of results) {
-    if (!isObject(r)) throw new TypeError("a hook returns blockRequest(), modifyBody(), addMetadata(), addResponseHeaders(), an array of them, or nothing")
+    if (!isObject(r))
+      throw new TypeError("a hook returns blockRequest(), modifyBody(), addMetadata(), addResponseHeaders(), an array of them, or nothing")
     switch (r["__gateway"]) {
       case "block": {
         const res = isObject(r["response"]) ? r["response"] : {}
         out.block = {
           ...(typeof res["status"] === "number" ? { status: res["status"] } : {}),
           ...(res["body"] !== undefined ? { body: res["body"] } : {}),
-          ...(isObject(res["headers"]) ? { headers: Object.fromEntries(Object.entries(res["headers"]).map(([k, v]) => [k, String(v)])) } : {}),
+          ...(isObject(res["headers"])
+            ? { headers: Object.fromEntries(Object.entries(res["headers"]).map(([k, v]) => [k, String(v)])) }
+            : {}),
           ...(typeof res["message"] === "string" ? { message: res["message"] } : {}),
           ...(typeof res["code"] === "string" ? { code: res["code"] } : {})
         }
@@ -219,7 +250,9 @@ export const verdictOf = (answer: unknown): HookVerdict | undefined => {
         out.headers = { ...out.headers, ...Object.fromEntries(Object.entries(r["headers"]).map(([k, v]) => [k, String(v)])) }
         break
       default:
-        throw new TypeError("a hook returns blockRequest(), modifyBody(), addMetadata(), addResponseHeaders(), an array of them, or nothing")
+        throw new TypeError(
+          "a hook returns blockRequest(), modifyBody(), addMetadata(), addResponseHeaders(), an array of them, or nothing"
+        )
     }
   }
   return out
@@ -239,7 +272,10 @@ const unavailable = (plugin: string, reason: string): HookVerdict => ({
  * The seam hooks of one plugin: one per priority its hooks run at (the manifest may set a priority
  * per hook), each named after the plugin.
  */
-export const hooksOf = (caller: PluginCaller, hooks: ReadonlyArray<{ readonly hook: RequestPathHook; readonly priority: number }>): ReadonlyArray<RequestHook> => {
+export const hooksOf = (
+  caller: PluginCaller,
+  hooks: ReadonlyArray<{ readonly hook: RequestPathHook; readonly priority: number }>
+): ReadonlyArray<RequestHook> => {
   const byPriority = new Map<number, Record<string, unknown>>()
   for (const { hook, priority } of hooks) {
     const group = byPriority.get(priority) ?? { name: caller.name, priority }

@@ -43,7 +43,9 @@ export const makePluginCalls = (deps: { readonly config: PluginsConfigShape; rea
     p.refilledAt = now
     if (p.tokens < 1 || p.queued >= config.maxQueue) {
       s.skipped++
-      return Promise.reject(new Error(p.tokens < 1 ? `over its rate limit (${config.rateLimit} calls a second)` : `${p.queued} calls are waiting on it`))
+      return Promise.reject(
+        new Error(p.tokens < 1 ? `over its rate limit (${config.rateLimit} calls a second)` : `${p.queued} calls are waiting on it`)
+      )
     }
     p.tokens--
     p.queued++

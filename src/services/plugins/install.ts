@@ -44,11 +44,15 @@ export const readManifest = (dir: string): PluginManifest => {
   if (Either.isLeft(decoded)) {
     // Every problem at once: a missing entry file too.
     const main = typeof json === "object" && json !== null ? (json as { main?: unknown }).main : undefined
-    const missing = typeof main === "string" && !main.startsWith("/") && !fs.existsSync(path.join(dir, main)) ? `; main: ${main} does not exist in the plugin's folder` : ""
+    const missing =
+      typeof main === "string" && !main.startsWith("/") && !fs.existsSync(path.join(dir, main))
+        ? `; main: ${main} does not exist in the plugin's folder`
+        : ""
     throw new InstallError(`plugin.json: ${decoded.left}${missing}`)
   }
   const manifest = decoded.right
-  if (!fs.existsSync(path.join(dir, manifest.main))) throw new InstallError(`plugin.json: main ${manifest.main} does not exist in the plugin's folder`)
+  if (!fs.existsSync(path.join(dir, manifest.main)))
+    throw new InstallError(`plugin.json: main ${manifest.main} does not exist in the plugin's folder`)
   return manifest
 }
 
@@ -63,7 +67,10 @@ export const copyPlugin = (from: string, to: string): void => {
     const b = path.join(to, entry.name)
     if (entry.isDirectory()) copyPlugin(a, b)
     else if (entry.isFile()) fs.copyFileSync(a, b)
-    else throw new InstallError(`${path.relative(from, a) || entry.name}: only files and folders can be installed (links and devices are refused)`)
+    else
+      throw new InstallError(
+        `${path.relative(from, a) || entry.name}: only files and folders can be installed (links and devices are refused)`
+      )
   }
 }
 
@@ -101,7 +108,9 @@ export const extractTgz = async (bytes: Uint8Array, dir: string, maxBytes: numbe
     }
     if (header.type !== "file") {
       stream.resume()
-      return extract.destroy(new InstallError(`the archive's entry ${JSON.stringify(header.name)} is a ${header.type}: only files and folders can be installed`))
+      return extract.destroy(
+        new InstallError(`the archive's entry ${JSON.stringify(header.name)} is a ${header.type}: only files and folders can be installed`)
+      )
     }
     const chunks: Array<Buffer> = []
     stream.on("data", (c: Buffer) => {

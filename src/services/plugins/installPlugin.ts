@@ -48,14 +48,19 @@ export const makePluginInstall = (deps: InstallDeps): Pick<PluginsShape, "instal
     installPath: (file, enable) =>
       Effect.gen(function* () {
         const resolved = path.resolve(file)
-        const st = yield* Effect.try({ try: () => fs.statSync(resolved), catch: () => new BadRequest({ message: `${resolved} does not exist on the server` }) })
+        const st = yield* Effect.try({
+          try: () => fs.statSync(resolved),
+          catch: () => new BadRequest({ message: `${resolved} does not exist on the server` })
+        })
         if (st.isDirectory())
           return yield* Effect.flatMap(
             installFrom(resolved, enable, () => undefined),
             settled
           )
-        if (!/\.(tgz|tar\.gz)$/.test(resolved)) return yield* new BadRequest({ message: `${resolved} is neither a plugin folder nor a .tgz` })
-        if (st.size > config.maxUploadMb * 1024 * 1024) return yield* new BadRequest({ message: `${resolved} is larger than ${config.maxUploadMb} MB (PLUGIN_MAX_UPLOAD_MB)` })
+        if (!/\.(tgz|tar\.gz)$/.test(resolved))
+          return yield* new BadRequest({ message: `${resolved} is neither a plugin folder nor a .tgz` })
+        if (st.size > config.maxUploadMb * 1024 * 1024)
+          return yield* new BadRequest({ message: `${resolved} is larger than ${config.maxUploadMb} MB (PLUGIN_MAX_UPLOAD_MB)` })
         return yield* installTgz(fs.readFileSync(resolved), enable)
       }),
     installArchive: (bytes, enable) =>
@@ -73,7 +78,10 @@ const makeInstallFrom =
   (dir: string, enable: boolean | undefined, cleanup: () => void) =>
     serialized(
       Effect.gen(function* () {
-        const manifest = yield* Effect.try({ try: () => readManifest(dir), catch: (e) => new BadRequest({ message: (e as Error).message }) })
+        const manifest = yield* Effect.try({
+          try: () => readManifest(dir),
+          catch: (e) => new BadRequest({ message: (e as Error).message })
+        })
         if (installed.has(manifest.name))
           return yield* new Conflict({
             message: `a plugin named ${manifest.name} is installed already: to replace it, remove it first (gateway plugins remove ${manifest.name}, or DELETE /api/plugins/${manifest.name}); its settings go with it`
@@ -86,7 +94,8 @@ const makeInstallFrom =
             fs.rmSync(paths.dir, { recursive: true, force: true })
             copyPlugin(dir, paths.dir)
           },
-          catch: (e) => new BadRequest({ message: e instanceof InstallError ? e.message : `cannot copy the plugin: ${(e as Error).message}` })
+          catch: (e) =>
+            new BadRequest({ message: e instanceof InstallError ? e.message : `cannot copy the plugin: ${(e as Error).message}` })
         })
         const record: PluginRecord = {
           version: manifest.version,

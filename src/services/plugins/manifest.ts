@@ -58,16 +58,22 @@ export const PluginManifest = Schema.Struct({
   author: Schema.optional(Schema.String.pipe(Schema.maxLength(200))),
   main: Schema.String.pipe(
     Schema.minLength(1),
-    Schema.filter((m) => (path.isAbsolute(m) || path.normalize(m).startsWith("..") ? "must be a file inside the plugin's folder" : undefined))
+    Schema.filter((m) =>
+      path.isAbsolute(m) || path.normalize(m).startsWith("..") ? "must be a file inside the plugin's folder" : undefined
+    )
   ),
   hooks: Schema.optional(Schema.Struct(HOOK_FIELDS).annotations(strict)),
-  requires: Schema.optional(Schema.Struct({ permissions: Schema.optional(Schema.Array(Schema.Literal(...PLUGIN_PERMISSIONS))) }).annotations(strict)),
+  requires: Schema.optional(
+    Schema.Struct({ permissions: Schema.optional(Schema.Array(Schema.Literal(...PLUGIN_PERMISSIONS))) }).annotations(strict)
+  ),
   enabledByDefault: Schema.optional(Schema.Boolean),
   /** A guard: when the plugin cannot answer, its requests are refused (503 plugin_unavailable) instead of let through. */
   failClosed: Schema.optional(Schema.Boolean),
   configSchema: Schema.optional(Schema.Record({ key: Schema.String.pipe(Schema.pattern(/^[A-Za-z_][A-Za-z0-9_]*$/)), value: ConfigField })),
   /** `sha256-<base64>` of the entry file, checked before it is loaded. */
-  integrity: Schema.optional(Schema.String.pipe(Schema.pattern(/^sha256-[A-Za-z0-9+/]{43}=$/, { message: () => "must be sha256-<base64 of the digest>" })))
+  integrity: Schema.optional(
+    Schema.String.pipe(Schema.pattern(/^sha256-[A-Za-z0-9+/]{43}=$/, { message: () => "must be sha256-<base64 of the digest>" }))
+  )
 }).annotations(strict)
 export type PluginManifest = typeof PluginManifest.Type
 
@@ -77,12 +83,17 @@ export const decodeManifest = (json: unknown): Either.Either<PluginManifest, str
     const issues = ParseResult.ArrayFormatter.formatErrorSync(e)
     // An optional object with a problem inside also fails its "or nothing" branch: that line says
     // nothing the deeper one does not (`hooks: expected undefined` beside `hooks.onFrame: is unexpected`).
-    const deeper = (path: ReadonlyArray<PropertyKey>) => issues.some((i) => i.path.length > path.length && path.every((k, n) => i.path[n] === k))
+    const deeper = (path: ReadonlyArray<PropertyKey>) =>
+      issues.some((i) => i.path.length > path.length && path.every((k, n) => i.path[n] === k))
     return describeIssues(issues.filter((i) => !(/^Expected undefined/.test(i.message) && deeper(i.path))))
   })
 
 /** Whether a hook is on and at which priority: the manifest's setting over the definition's priority (default 100). */
-export const hookSetting = (manifest: PluginManifest, hook: PluginHook, definitionPriority = 100): { enabled: boolean; priority: number } => {
+export const hookSetting = (
+  manifest: PluginManifest,
+  hook: PluginHook,
+  definitionPriority = 100
+): { enabled: boolean; priority: number } => {
   const s = manifest.hooks?.[hook]
   if (s === undefined) return { enabled: true, priority: definitionPriority }
   if (typeof s === "boolean") return { enabled: s, priority: definitionPriority }
@@ -101,7 +112,9 @@ function fieldProblem(field: Pick<ConfigFieldSpec, "type" | "min" | "max" | "enu
       if (field.max !== undefined && value > field.max) return `must be at most ${field.max}, got ${value}`
       return undefined
     case "select":
-      return field.enum?.includes(value as string | number) ? undefined : `must be one of ${field.enum?.map((e) => JSON.stringify(e)).join(", ")}, got ${JSON.stringify(value)}`
+      return field.enum?.includes(value as string | number)
+        ? undefined
+        : `must be one of ${field.enum?.map((e) => JSON.stringify(e)).join(", ")}, got ${JSON.stringify(value)}`
   }
 }
 

@@ -45,14 +45,19 @@ export const findIn = (installed: ReadonlyMap<string, Installed>) => (name: stri
   Effect.suspend(() => {
     const p = installed.get(name)
     return p === undefined
-      ? Effect.fail(new NotFound({ message: `no plugin ${JSON.stringify(name)} is installed (gateway plugins list, or GET /api/plugins, lists them)` }))
+      ? Effect.fail(
+          new NotFound({
+            message: `no plugin ${JSON.stringify(name)} is installed (gateway plugins list, or GET /api/plugins, lists them)`
+          })
+        )
       : Effect.succeed(p)
   })
 
 /** Waits (briefly) for a starting plugin to settle, so an answer shows it running or why not. */
 export const settled = (p: Installed) =>
   Effect.gen(function* () {
-    for (let i = 0; i < 100 && (p.state === "starting" || (p.state === "restarting" && p.restarts === 0)); i++) yield* Effect.sleep(Duration.millis(50))
+    for (let i = 0; i < 100 && (p.state === "starting" || (p.state === "restarting" && p.restarts === 0)); i++)
+      yield* Effect.sleep(Duration.millis(50))
     return view(p)
   })
 
@@ -64,7 +69,8 @@ export interface ReconcileDeps {
   readonly supervisor: Pick<Supervisor, "start" | "stop">
 }
 
-/** The store's records against this process: each plugin added, changed (a new configuration restarts it), started, stopped or forgotten to match. */
+/** The store's records against this process: each plugin added, changed (a new configuration restarts it), started, stopped or forgotten to
+ * match. */
 export const makeReconcile = ({ dataDir, config, kv, installed, supervisor }: ReconcileDeps) => {
   const { start, stop } = supervisor
   return Effect.gen(function* () {
@@ -114,7 +120,11 @@ export const makeReconcile = ({ dataDir, config, kv, installed, supervisor }: Re
  * Reconciles now, then (with a StoreVersion) whenever another process sharing the store (a second
  * gateway, a restore) committed, checked every 2 s in the layer's scope.
  */
-export const reconcileAndFollow = (deps: { readonly version: Option.Option<StoreVersionShape>; readonly reconcile: Effect.Effect<void>; readonly serialized: Serialized }) =>
+export const reconcileAndFollow = (deps: {
+  readonly version: Option.Option<StoreVersionShape>
+  readonly reconcile: Effect.Effect<void>
+  readonly serialized: Serialized
+}) =>
   Effect.gen(function* () {
     const { version, reconcile, serialized } = deps
     yield* serialized(reconcile)

@@ -56,7 +56,8 @@ export const makeSupervisor = (deps: {
           memoryLimitBytes: config.memoryMb * 1024 * 1024,
           loadTimeoutMs: config.lifecycleTimeoutMs,
           integrity: p.manifest.integrity,
-          onLog: (level, text) => log(level === "error" ? "error" : level === "warn" ? "warning" : "info", p.name, `plugin ${p.name}: ${text}`)
+          onLog: (level, text) =>
+            log(level === "error" ? "error" : level === "warn" ? "warning" : "info", p.name, `plugin ${p.name}: ${text}`)
         }),
       catch: (e) => (e instanceof Error ? e.message : String(e))
     }).pipe(

@@ -65,7 +65,9 @@ export class ConnectionSlots extends Context.Tag("gateway/ConnectionSlots")<Conn
             return Effect.succeed(releaser(l))
           }
           if (l.waiting.length >= settings.maxQueue) {
-            return Effect.logInfo(`${connection.name}: ${l.active} of ${max} slots busy and ${l.waiting.length} waiting; proceeding without a slot`).pipe(Effect.as(noop))
+            return Effect.logInfo(
+              `${connection.name}: ${l.active} of ${max} slots busy and ${l.waiting.length} waiting; proceeding without a slot`
+            ).pipe(Effect.as(noop))
           }
           const wait = Effect.async<() => void>((resume) => {
             const entry = { granted: false, grant: () => resume(Effect.succeed(releaser(l))) }
@@ -81,7 +83,10 @@ export class ConnectionSlots extends Context.Tag("gateway/ConnectionSlots")<Conn
             Effect.timeoutTo({
               duration: Duration.millis(settings.waitTimeoutMs),
               onSuccess: (release) => Effect.succeed(release),
-              onTimeout: () => Effect.logInfo(`${connection.name}: no slot within ${settings.waitTimeoutMs} ms; proceeding without one`).pipe(Effect.as(noop))
+              onTimeout: () =>
+                Effect.logInfo(`${connection.name}: no slot within ${settings.waitTimeoutMs} ms; proceeding without one`).pipe(
+                  Effect.as(noop)
+                )
             }),
             Effect.flatten
           )
@@ -89,7 +94,8 @@ export class ConnectionSlots extends Context.Tag("gateway/ConnectionSlots")<Conn
 
       return {
         acquire,
-        snapshot: () => Array.from(lines.entries()).map(([connectionId, l]) => ({ connectionId, active: l.active, waiting: l.waiting.length }))
+        snapshot: () =>
+          Array.from(lines.entries()).map(([connectionId, l]) => ({ connectionId, active: l.active, waiting: l.waiting.length }))
       }
     })
   )

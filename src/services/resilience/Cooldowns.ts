@@ -66,12 +66,27 @@ export class Cooldowns extends Context.Tag("gateway/Cooldowns")<Cooldowns, Coold
 
       const writer = yield* makeCooldownWriter({ sql, entries })
       yield* loadHealth(sql, entries)
-      const { healthAt, availability, onFailure, unsafeOnSuccess, reset, forget, list } = makeCooldownState({ entries, config, shared, writer })
+      const { healthAt, availability, onFailure, unsafeOnSuccess, reset, forget, list } = makeCooldownState({
+        entries,
+        config,
+        shared,
+        writer
+      })
       // Registered before the worker so that it runs after the worker has been interrupted.
       yield* Effect.addFinalizer(() => writer.writeDirty)
       yield* Effect.forkScoped(writer.worker)
 
-      return { healthAt, availability, onFailure, onSuccess: (id) => Effect.sync(() => unsafeOnSuccess(id)), unsafeOnSuccess, reset, forget, list, flush: writer.writeDirty }
+      return {
+        healthAt,
+        availability,
+        onFailure,
+        onSuccess: (id) => Effect.sync(() => unsafeOnSuccess(id)),
+        unsafeOnSuccess,
+        reset,
+        forget,
+        list,
+        flush: writer.writeDirty
+      }
     })
   )
 }

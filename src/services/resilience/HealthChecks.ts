@@ -98,7 +98,10 @@ export const HealthChecks = Layer.scopedDiscard(
                 kind: result.status === null ? "unreachable" : "http",
                 message: `local health check: ${result.error ?? `HTTP ${status}`}`
               })
-              if (state === "available") yield* Effect.logWarning(`local health check: ${c.name} is down (${result.error ?? status}); routing skips it until a probe answers`)
+              if (state === "available")
+                yield* Effect.logWarning(
+                  `local health check: ${c.name} is down (${result.error ?? status}); routing skips it until a probe answers`
+                )
             } else if (state === "cooldown") {
               yield* cooldowns.onSuccess(c.id)
               yield* Effect.logInfo(`local health check: ${c.name} answers again`)
@@ -145,7 +148,11 @@ export const HealthChecks = Layer.scopedDiscard(
         const info = { status, kind: "http" as const, message, body }
         const verdict = classify(info, now)
         const terminal = verdict.terminal ?? "expired"
-        yield* cooldowns.onFailure(refOf(c), { ...verdict, scope: "connection", cooldown: false, terminal, reason: verdict.terminal ? verdict.reason : "auth" }, info)
+        yield* cooldowns.onFailure(
+          refOf(c),
+          { ...verdict, scope: "connection", cooldown: false, terminal, reason: verdict.terminal ? verdict.reason : "auth" },
+          info
+        )
         yield* Effect.logWarning(`token health check: ${c.name} was refused (HTTP ${status}); marked ${terminal}`)
       })
 

@@ -20,7 +20,12 @@ export type LockoutTarget = { readonly provider: string; readonly model: string;
 
 export interface LockoutsShape {
   /** Whether the model is locked on this connection at `now` (expired entries read unlocked). */
-  readonly lockedAt: (provider: string, connectionId: string, model: string, now: number) => { readonly locked: boolean; readonly until: number | null }
+  readonly lockedAt: (
+    provider: string,
+    connectionId: string,
+    model: string,
+    now: number
+  ) => { readonly locked: boolean; readonly until: number | null }
   /** A failure with the upstream status: locks (or re-locks, escalated) when enabled and the status counts. */
   readonly onFailure: (ref: LockoutRef, status: number, reason: string) => Effect.Effect<LockoutView | undefined>
   /** A success: the failure count halves; at 0 the entry is gone. */
@@ -95,7 +100,9 @@ export class Lockouts extends Context.Tag("gateway/Lockouts")<Lockouts, Lockouts
         "all" in target ||
         (e.provider === target.provider &&
           e.model === target.model &&
-          (target.connection === undefined || target.connection === e.connectionId || target.connection.toLowerCase() === e.connectionName.toLowerCase()))
+          (target.connection === undefined ||
+            target.connection === e.connectionId ||
+            target.connection.toLowerCase() === e.connectionName.toLowerCase()))
 
       /** A success: the failure count halves; at 0 the entry is gone. Answers whether there was an entry. */
       const succeed = (key: string): boolean => {
@@ -128,7 +135,10 @@ export class Lockouts extends Context.Tag("gateway/Lockouts")<Lockouts, Lockouts
             const previous = entries.get(key)
             // Escalation window: a failure within maxCooldownMs of the previous one escalates.
             const failures = previous !== undefined && now - previous.lastFailureAt <= s.maxCooldownMs ? previous.failures + 1 : 1
-            const duration = Math.min(s.useExponentialBackoff ? s.baseCooldownMs * 2 ** Math.min(failures - 1, s.maxBackoffSteps) : s.baseCooldownMs, s.maxCooldownMs)
+            const duration = Math.min(
+              s.useExponentialBackoff ? s.baseCooldownMs * 2 ** Math.min(failures - 1, s.maxBackoffSteps) : s.baseCooldownMs,
+              s.maxCooldownMs
+            )
             const e: Entry = {
               provider: ref.provider,
               connectionId: ref.connectionId,
@@ -170,7 +180,13 @@ export class Lockouts extends Context.Tag("gateway/Lockouts")<Lockouts, Lockouts
         return [...entries.values()]
           .filter((e) => now < e.until)
           .map((e) => view(e, now))
-          .sort((a, b) => a.remainingMs - b.remainingMs || a.provider.localeCompare(b.provider) || a.connection.localeCompare(b.connection) || a.model.localeCompare(b.model))
+          .sort(
+            (a, b) =>
+              a.remainingMs - b.remainingMs ||
+              a.provider.localeCompare(b.provider) ||
+              a.connection.localeCompare(b.connection) ||
+              a.model.localeCompare(b.model)
+          )
       })
 
       return { lockedAt, onFailure, onSuccess: (ref) => Effect.sync(() => unsafeOnSuccess(ref)), unsafeOnSuccess, clear, list }

@@ -38,7 +38,16 @@ export interface ResilienceShape {
 }
 
 /** Classification reasons of the transient errors that cool a connection down (besides 429s). */
-const TRANSIENT_ERRORS: ReadonlySet<string> = new Set(["timeout", "stalled", "unreachable", "stream_cut", "tls", "malformed", "server_error", "overloaded"])
+const TRANSIENT_ERRORS: ReadonlySet<string> = new Set([
+  "timeout",
+  "stalled",
+  "unreachable",
+  "stream_cut",
+  "tls",
+  "malformed",
+  "server_error",
+  "overloaded"
+])
 
 /**
  * The breaker's view of a candidate's connection: its provider and upstream origin, built once
@@ -82,7 +91,11 @@ const resetAt = (v: string | undefined, now: number): number | undefined => {
 /** The rate-limit headers read, per kind (requests, tokens) and style (OpenAI's, Anthropic's): names built once. */
 const QUOTA_HEADERS = ["requests", "tokens"].flatMap((kind) => [
   { remaining: `x-ratelimit-remaining-${kind}`, limit: `x-ratelimit-limit-${kind}`, reset: `x-ratelimit-reset-${kind}` },
-  { remaining: `anthropic-ratelimit-${kind}-remaining`, limit: `anthropic-ratelimit-${kind}-limit`, reset: `anthropic-ratelimit-${kind}-reset` }
+  {
+    remaining: `anthropic-ratelimit-${kind}-remaining`,
+    limit: `anthropic-ratelimit-${kind}-limit`,
+    reset: `anthropic-ratelimit-${kind}-reset`
+  }
 ])
 
 export const quotaFromHeaders = (h: Readonly<Record<string, string>>, now: number) => {
@@ -92,7 +105,8 @@ export const quotaFromHeaders = (h: Readonly<Record<string, string>>, now: numbe
     if (v === undefined) continue
     const remaining = num(v)
     const limit = num(h[names.limit])
-    if (remaining !== undefined && limit !== undefined && limit > 0) (pairs ??= []).push({ remaining, limit, reset: resetAt(h[names.reset], now) })
+    if (remaining !== undefined && limit !== undefined && limit > 0)
+      (pairs ??= []).push({ remaining, limit, reset: resetAt(h[names.reset], now) })
   }
   if (pairs === undefined) return undefined
   const tightest = pairs.reduce((a, b) => (b.remaining / b.limit < a.remaining / a.limit ? b : a))
@@ -120,7 +134,12 @@ export class Resilience extends Context.Tag("gateway/Resilience")<Resilience, Re
       const lockouts = yield* Lockouts
       const memory = yield* RoutingMemory
 
-      const lockRef = (c: Candidate) => ({ provider: c.connection.provider.id, connectionId: c.connection.id, connectionName: c.connection.name, model: c.model })
+      const lockRef = (c: Candidate) => ({
+        provider: c.connection.provider.id,
+        connectionId: c.connection.id,
+        connectionName: c.connection.name,
+        model: c.model
+      })
 
       const admission: ResilienceShape["admission"] = (c, now) => {
         const p = providerRef(c)
@@ -132,11 +151,15 @@ export class Resilience extends Context.Tag("gateway/Resilience")<Resilience, Re
         if (!a.ok) {
           // `cooldown` is a rate limit's (a 429 when every target is in it, and what quota-share
           // may wait out); `error_cooldown` follows a 5xx, a timeout or a transport failure.
-          const reason = a.state === "cooldown" && TRANSIENT_ERRORS.has(cooldowns.healthAt(c.connection.id, now).lastErrorType ?? "") ? "error_cooldown" : a.state
+          const reason =
+            a.state === "cooldown" && TRANSIENT_ERRORS.has(cooldowns.healthAt(c.connection.id, now).lastErrorType ?? "")
+              ? "error_cooldown"
+              : a.state
           return { ok: false, reason, retryAfterMs: a.until === null ? null : Math.max(0, a.until - now) }
         }
         const lock = lockouts.lockedAt(c.connection.provider.id, c.connection.id, c.model, now)
-        if (lock.locked) return { ok: false, reason: "model_locked", retryAfterMs: lock.until === null ? null : Math.max(0, lock.until - now) }
+        if (lock.locked)
+          return { ok: false, reason: "model_locked", retryAfterMs: lock.until === null ? null : Math.max(0, lock.until - now) }
         return { ok: true }
       }
 

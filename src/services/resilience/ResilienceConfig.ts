@@ -5,7 +5,13 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { BadRequest } from "../../domain/errors.js"
 import { describeParseError } from "../../domain/parse.js"
-import { applyResiliencePatch, DEFAULT_RESILIENCE, type PatchResilience, resilienceProblems, ResilienceSettings } from "../../domain/resilience.js"
+import {
+  applyResiliencePatch,
+  DEFAULT_RESILIENCE,
+  type PatchResilience,
+  resilienceProblems,
+  ResilienceSettings
+} from "../../domain/resilience.js"
 import { SharedState } from "../../platform/state/SharedState.js"
 import { KeyValue } from "../../platform/store/KeyValue.js"
 
@@ -33,7 +39,11 @@ export class ResilienceConfig extends Context.Tag("gateway/ResilienceConfig")<Re
       let settings = DEFAULT_RESILIENCE
       if (Option.isSome(stored)) {
         const decoded = Schema.decodeUnknownEither(Schema.parseJson(ResilienceSettings))(stored.value)
-        if (decoded._tag === "Right") settings = { ...decoded.right, providerBreaker: { ...decoded.right.providerBreaker, local: DEFAULT_RESILIENCE.providerBreaker.local } }
+        if (decoded._tag === "Right")
+          settings = {
+            ...decoded.right,
+            providerBreaker: { ...decoded.right.providerBreaker, local: DEFAULT_RESILIENCE.providerBreaker.local }
+          }
         else yield* Effect.logWarning(`stored resilience settings are invalid and were ignored: ${describeParseError(decoded.left)}`)
       }
       // The settings after a change reach the other gateway processes (SharedState), which apply them as theirs.

@@ -50,10 +50,12 @@ export type BreakerChange =
   | { readonly op: "release"; readonly key: string }
 
 /** The state in force at `now`: OPEN reads HALF_OPEN once its reset timeout has elapsed. */
-export const effectiveState = (e: Entry, now: number): BreakerState => (e.state === "OPEN" && e.retryAt !== null && now >= e.retryAt ? "HALF_OPEN" : e.state)
+export const effectiveState = (e: Entry, now: number): BreakerState =>
+  e.state === "OPEN" && e.retryAt !== null && now >= e.retryAt ? "HALF_OPEN" : e.state
 
 /** `f` at the Clock's time, as an effect. */
-export const withNow = <A>(f: (now: number) => A): Effect.Effect<A> => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => f(now)))
+export const withNow = <A>(f: (now: number) => A): Effect.Effect<A> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => f(now)))
 
 export interface BreakerMachineDeps {
   /** The breakers by key (`breakerKey`), shared with their views. */
@@ -68,7 +70,13 @@ export interface BreakerMachineDeps {
 /** The transitions: admission (`unsafeAcquire`), verdicts, the probe slot's release and the reset, each told to the other processes. */
 export const makeBreakerMachine = ({ entries, profile, bus, shared }: BreakerMachineDeps) => {
   const recovered = (e: Entry, key: string, previous: BreakerState, now: number) =>
-    bus.publish("provider.recovered", { provider: e.provider, origin: e.origin, breaker: key, previous_state: previous, recovered_at: new Date(now).toISOString() })
+    bus.publish("provider.recovered", {
+      provider: e.provider,
+      origin: e.origin,
+      breaker: key,
+      previous_state: previous,
+      recovered_at: new Date(now).toISOString()
+    })
 
   // Changes of the other processes, run through the same transitions without announcing them again.
   const channel = shared.channel<BreakerChange>("breakers", (c) => {
@@ -127,7 +135,15 @@ export const makeBreakerMachine = ({ entries, profile, bus, shared }: BreakerMac
   }
 
   /** A provider-level failure at `now`; `local` as for `succeed`. */
-  const fail = (key: string, provider: string, origin: string | null, providerClass: ProviderClass, status: number, now: number, local: boolean) => {
+  const fail = (
+    key: string,
+    provider: string,
+    origin: string | null,
+    providerClass: ProviderClass,
+    status: number,
+    now: number,
+    local: boolean
+  ) => {
     let e = entries.get(key)
     if (e === undefined) {
       e = {
@@ -205,7 +221,8 @@ export const makeBreakerMachine = ({ entries, profile, bus, shared }: BreakerMac
   const reset: CircuitBreakersShape["reset"] = (provider, origin) =>
     Effect.sync(() => {
       const n = clear(provider, origin)
-      if (channel.shared) channel.publish({ op: "reset", ...(provider !== undefined ? { provider } : {}), ...(origin !== undefined ? { origin } : {}) })
+      if (channel.shared)
+        channel.publish({ op: "reset", ...(provider !== undefined ? { provider } : {}), ...(origin !== undefined ? { origin } : {}) })
       return n
     })
 

@@ -1,4 +1,5 @@
-/** What the circuit breakers show: a breaker's state and open time at an instant, and every breaker with its profile (`GET /api/resilience`). */
+/** What the circuit breakers show: a breaker's state and open time at an instant, and every breaker with its profile (`GET
+ * /api/resilience`). */
 import type { BreakerProfile } from "../../domain/resilience.js"
 import { effectiveState, type Entry, withNow } from "./breakerMachine.js"
 import type { CircuitBreakersShape } from "./CircuitBreakers.js"

@@ -44,7 +44,8 @@ const BANNED =
 const LONG_QUOTA = /daily limit|daily quota|per[ _-]?day|resets? at midnight|until midnight|monthly (?:limit|quota)/i
 
 /** Wording that a quota or usage limit is used up (exhausted unless a short wait is given). */
-const QUOTA = /quota[ _-]?exceeded|exceeded (?:the |your )?(?:\w+ )?quota|quota (?:has been |is )?(?:used up|exhausted|reached)|usage limit/i
+const QUOTA =
+  /quota[ _-]?exceeded|exceeded (?:the |your )?(?:\w+ )?quota|quota (?:has been |is )?(?:used up|exhausted|reached)|usage limit/i
 
 /** A wait longer than this says the quota is gone until a reset, not a short rate limit. */
 export const SHORT_WAIT_MS = 60_000
@@ -164,7 +165,11 @@ const retryAfterFromBody = (body: string, now: number): number | undefined => {
  * seconds above 1e9, else seconds); `anthropic-ratelimit-*-reset` (RFC 3339, the latest); then
  * the body (Gemini `retryDelay`, "try again in 20s", "retry after 12 seconds", "resets at <ISO>").
  */
-export const parseRetryAfter = (headers: Readonly<Record<string, string>> | undefined, body: string | undefined, now: number): number | undefined => {
+export const parseRetryAfter = (
+  headers: Readonly<Record<string, string>> | undefined,
+  body: string | undefined,
+  now: number
+): number | undefined => {
   const ms = header(headers, "retry-after-ms")
   if (ms !== undefined && /^\d+(?:\.\d+)?$/.test(ms)) return ceilMs(Number(ms))
 
@@ -192,7 +197,12 @@ export const parseRetryAfter = (headers: Readonly<Record<string, string>> | unde
   }
 
   const anthropic = maxDefined(
-    ["anthropic-ratelimit-requests-reset", "anthropic-ratelimit-tokens-reset", "anthropic-ratelimit-input-tokens-reset", "anthropic-ratelimit-output-tokens-reset"].map((name) => {
+    [
+      "anthropic-ratelimit-requests-reset",
+      "anthropic-ratelimit-tokens-reset",
+      "anthropic-ratelimit-input-tokens-reset",
+      "anthropic-ratelimit-output-tokens-reset"
+    ].map((name) => {
       const v = header(headers, name)
       return v === undefined ? undefined : parseDate(v)
     })
@@ -209,7 +219,13 @@ type Verdict = Omit<Classification, "retryAfterMs" | "quotaExhausted"> & { reado
 const client = (reason: string): Verdict => ({ scope: "client", retryable: false, tripsBreaker: false, cooldown: false, reason })
 const model = (reason: string): Verdict => ({ scope: "model", retryable: true, tripsBreaker: false, cooldown: false, reason })
 /** A provider failure; a transient one (5xx, timeout, transport) also cools the connection down. */
-const provider = (reason: string, tripsBreaker: boolean, cooldown = true): Verdict => ({ scope: "provider", retryable: true, tripsBreaker, cooldown, reason })
+const provider = (reason: string, tripsBreaker: boolean, cooldown = true): Verdict => ({
+  scope: "provider",
+  retryable: true,
+  tripsBreaker,
+  cooldown,
+  reason
+})
 const terminal = (state: "banned" | "expired" | "credits_exhausted", reason: string): Verdict => ({
   scope: "connection",
   retryable: true,
@@ -227,14 +243,22 @@ const CLIENT_REASONS: Record<number, string> = {
   422: "unprocessable_entity"
 }
 
-const TRANSPORT_REASONS = { timeout: "timeout", stalled: "stalled", unreachable: "unreachable", cut: "stream_cut", tls: "tls", malformed: "malformed" } as const
+const TRANSPORT_REASONS = {
+  timeout: "timeout",
+  stalled: "stalled",
+  unreachable: "unreachable",
+  cut: "stream_cut",
+  tls: "tls",
+  malformed: "malformed"
+} as const
 
 const verdict = (f: FailureInfo, text: string, retryAfterMs: number | undefined): Verdict => {
   if (f.kind !== "http") return provider(TRANSPORT_REASONS[f.kind], true)
   const s = f.status
   // Credits: 402, or account wording on the statuses upstreams use for it (Anthropic 400,
   // OpenAI 429, some 403). Never from a 404: its message repeats the model name the client sent.
-  if (s === 402 || ((s === 400 || s === 403 || s === 429) && creditsExhausted(text))) return terminal("credits_exhausted", "credits_exhausted")
+  if (s === 402 || ((s === 400 || s === 403 || s === 429) && creditsExhausted(text)))
+    return terminal("credits_exhausted", "credits_exhausted")
   if ((s === 401 || s === 403) && banned(text)) return terminal("banned", "banned")
   switch (s) {
     case 401:

@@ -43,12 +43,17 @@ const fromRow = (r: Row): ConnectionHealth | undefined => {
 
 /** The stored health of every connection that has some, into `entries` (the layer's start). */
 export const loadHealth = (sql: SqlClient.SqlClient, entries: Map<string, ConnectionHealth>): Effect.Effect<void> =>
-  Effect.map(sql<Row>`SELECT id, rate_limited_until, test_status, last_error, last_error_type, error_code, backoff_level FROM connections`.pipe(Effect.orDie), (rows) => {
-    for (const r of rows) {
-      const h = fromRow(r)
-      if (h !== undefined) entries.set(r.id, h)
+  Effect.map(
+    sql<Row>`SELECT id, rate_limited_until, test_status, last_error, last_error_type, error_code, backoff_level FROM connections`.pipe(
+      Effect.orDie
+    ),
+    (rows) => {
+      for (const r of rows) {
+        const h = fromRow(r)
+        if (h !== undefined) entries.set(r.id, h)
+      }
     }
-  })
+  )
 
 export interface CooldownWriterDeps {
   readonly sql: SqlClient.SqlClient

@@ -81,7 +81,9 @@ export class Aliases extends Context.Tag("gateway/Aliases")<Aliases, AliasesShap
       const snapshot = makeCachedLoad(
         version,
         Effect.map(
-          sql<{ key: string; value: string }>`SELECT key, value FROM kv WHERE namespace = ${ALIAS_NAMESPACE} ORDER BY key`.pipe(Effect.orDie),
+          sql<{ key: string; value: string }>`SELECT key, value FROM kv WHERE namespace = ${ALIAS_NAMESPACE} ORDER BY key`.pipe(
+            Effect.orDie
+          ),
           (rows) => new Map(rows.map((r) => [r.key, r.value])) as ReadonlyMap<string, string>
         )
       )
@@ -144,7 +146,8 @@ export class Aliases extends Context.Tag("gateway/Aliases")<Aliases, AliasesShap
         return { aliases: out, compat }
       })
 
-      const audit = (actor: string, action: string, target: string) => writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
+      const audit = (actor: string, action: string, target: string) =>
+        writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
 
       const set: AliasesShape["set"] = (input, actor) =>
         Effect.gen(function* () {
@@ -156,13 +159,15 @@ export class Aliases extends Context.Tag("gateway/Aliases")<Aliases, AliasesShap
           let current = target
           const seen = [alias]
           for (let i = 0; i <= map.size; i++) {
-            if (current === alias) return yield* new BadRequest({ message: `target: '${alias}' would loop (${[...seen, alias].join(" → ")})` })
+            if (current === alias)
+              return yield* new BadRequest({ message: `target: '${alias}' would loop (${[...seen, alias].join(" → ")})` })
             const next = map.get(current)
             if (next === undefined) break
             seen.push(current)
             current = next
           }
-          if (seen.length > MAX_DEPTH) return yield* new BadRequest({ message: `target: the alias chain from '${alias}' is longer than ${MAX_DEPTH}` })
+          if (seen.length > MAX_DEPTH)
+            return yield* new BadRequest({ message: `target: the alias chain from '${alias}' is longer than ${MAX_DEPTH}` })
           yield* kv.set(ALIAS_NAMESPACE, alias, target)
           yield* snapshot.invalidate
           audit(actor, "model_alias.set", alias)

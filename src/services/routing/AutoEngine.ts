@@ -34,5 +34,6 @@ export class AutoEngine extends Context.Tag("gateway/AutoEngine")<AutoEngine, Au
   static readonly layer = Layer.sync(AutoEngine, () => AutoEngine.make())
 
   /** A deterministic engine for tests: seeded randomness, optional custom strategies. */
-  static readonly layerTest = (seed = 1, custom: ReadonlyArray<RouterStrategy> = []) => Layer.sync(AutoEngine, () => AutoEngine.make(seededRandom(seed), custom))
+  static readonly layerTest = (seed = 1, custom: ReadonlyArray<RouterStrategy> = []) =>
+    Layer.sync(AutoEngine, () => AutoEngine.make(seededRandom(seed), custom))
 }

@@ -70,7 +70,9 @@ export const comboView = (c: Combo): ComboView => ({
 export const comboProblems = (c: Pick<Combo, "strategy" | "targets" | "config">): Array<string> => {
   const out: Array<string> = []
   if (c.strategy !== "auto" && c.targets.length === 0)
-    out.push(`strategy ${c.strategy} needs at least one target (only auto may leave targets empty: then every connected model is a candidate)`)
+    out.push(
+      `strategy ${c.strategy} needs at least one target (only auto may leave targets empty: then every connected model is a candidate)`
+    )
   if (c.strategy !== "fusion" && (c.config.judgeModel !== undefined || c.config.fusionTuning !== undefined)) {
     out.push("judgeModel and fusionTuning apply to strategy fusion only")
   }
@@ -79,7 +81,11 @@ export const comboProblems = (c: Pick<Combo, "strategy" | "targets" | "config">)
   if (sla !== undefined && c.strategy !== "auto") out.push("sla* settings apply to strategy auto (with routerStrategy sla-aware) only")
   if (
     c.strategy !== "auto" &&
-    (router !== undefined || c.config.auto !== undefined || c.config.modePack !== undefined || c.config.budgetCap !== undefined || c.config.explorationRate !== undefined)
+    (router !== undefined ||
+      c.config.auto !== undefined ||
+      c.config.modePack !== undefined ||
+      c.config.budgetCap !== undefined ||
+      c.config.explorationRate !== undefined)
   ) {
     out.push("routerStrategy, auto, modePack, budgetCap and explorationRate apply to strategy auto only")
   }
@@ -111,7 +117,11 @@ export const switchPrimary = (
 const nameTaken =
   (name: string) =>
   <A, R>(effect: Effect.Effect<A, SqlError, R>): Effect.Effect<A, Conflict, R> =>
-    Effect.catchAll(effect, (e) => (isUniqueViolation(e) ? Effect.fail(new Conflict({ message: `a combo named '${name}' (or with that id) already exists` })) : Effect.die(e)))
+    Effect.catchAll(effect, (e) =>
+      isUniqueViolation(e)
+        ? Effect.fail(new Conflict({ message: `a combo named '${name}' (or with that id) already exists` }))
+        : Effect.die(e)
+    )
 
 /**
  * Persisted routing combos. Reads come from an in-memory snapshot rebuilt when this process
@@ -180,7 +190,8 @@ export class Combos extends Context.Tag("gateway/Combos")<Combos, CombosShape>()
         return problems.length > 0 ? Effect.fail(new BadRequest({ message: problems.join("; ") })) : Effect.void
       }
 
-      const audit = (actor: string, action: string, target: string) => writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
+      const audit = (actor: string, action: string, target: string) =>
+        writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
 
       const create: CombosShape["create"] = (input, actor = "system") =>
         Effect.gen(function* () {
@@ -188,11 +199,13 @@ export class Combos extends Context.Tag("gateway/Combos")<Combos, CombosShape>()
           yield* validate(combo)
           const s = yield* snapshot.get
           const clash = s.byName.get(input.name.toLowerCase()) ?? s.all.find((c) => c.id.toLowerCase() === input.name.toLowerCase())
-          if (clash) return yield* new Conflict({ message: `'${input.name}' is already the name or id of combo ${clash.name} (${clash.id})` })
+          if (clash)
+            return yield* new Conflict({ message: `'${input.name}' is already the name or id of combo ${clash.name} (${clash.id})` })
           const id = input.id ?? "combo_" + crypto.randomBytes(6).toString("hex")
           // Lookups take an id or a name: an id may not be another combo's name (or id).
           const idClash = s.all.find((c) => c.id.toLowerCase() === id.toLowerCase() || c.name.toLowerCase() === id.toLowerCase())
-          if (idClash) return yield* new Conflict({ message: `id '${id}' is already the name or id of combo ${idClash.name} (${idClash.id})` })
+          if (idClash)
+            return yield* new Conflict({ message: `id '${id}' is already the name or id of combo ${idClash.name} (${idClash.id})` })
           const t = Date.now()
           yield* sql`INSERT INTO combos ${sql.insert({
             id,
@@ -222,7 +235,8 @@ export class Combos extends Context.Tag("gateway/Combos")<Combos, CombosShape>()
           if (patch.name !== undefined) {
             const s = yield* snapshot.get
             const clash = s.byName.get(patch.name.toLowerCase()) ?? s.all.find((c) => c.id.toLowerCase() === patch.name!.toLowerCase())
-            if (clash && clash.id !== current.id) return yield* new Conflict({ message: `'${patch.name}' is already the name or id of combo ${clash.name} (${clash.id})` })
+            if (clash && clash.id !== current.id)
+              return yield* new Conflict({ message: `'${patch.name}' is already the name or id of combo ${clash.name} (${clash.id})` })
           }
           const fields: Record<string, string | number | null> = {
             updated_at: Date.now(),

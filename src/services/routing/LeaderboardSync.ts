@@ -51,7 +51,11 @@ export const LeaderboardSync = Layer.scopedDiscard(
         maxBodyBytes: 16 * 1024 * 1024
       })
       .pipe(
-        Effect.flatMap((res) => (res.status >= 200 && res.status < 300 ? Effect.succeed(res.bytes?.toString("utf8") ?? "") : Effect.fail(new Error(`HTTP ${res.status}`)))),
+        Effect.flatMap((res) =>
+          res.status >= 200 && res.status < 300
+            ? Effect.succeed(res.bytes?.toString("utf8") ?? "")
+            : Effect.fail(new Error(`HTTP ${res.status}`))
+        ),
         Effect.timeout(Duration.seconds(30)),
         Effect.retry(retry)
       )
@@ -62,7 +66,8 @@ export const LeaderboardSync = Layer.scopedDiscard(
         return
       }
       const text = yield* Effect.either(download)
-      if (text._tag === "Left") return yield* Effect.logWarning(`leaderboard sync: ${url} could not be read (${text.left.message}); the last snapshot stays`)
+      if (text._tag === "Left")
+        return yield* Effect.logWarning(`leaderboard sync: ${url} could not be read (${text.left.message}); the last snapshot stays`)
       let json: unknown
       try {
         json = JSON.parse(text.right)

@@ -72,7 +72,9 @@ const makePeekPlan =
     }
     const targets = connections.peekTargets(model)
     if (targets === undefined) return undefined
-    return Either.isLeft(targets) ? Either.left(notFound(targets.left.message)) : Either.right(directOf(model, targets.right, input, clock.unsafeCurrentTimeMillis()))
+    return Either.isLeft(targets)
+      ? Either.left(notFound(targets.left.message))
+      : Either.right(directOf(model, targets.right, input, clock.unsafeCurrentTimeMillis()))
   }
 
 interface PlanDeps {

@@ -13,4 +13,5 @@ import type { RoutingMemory } from "./RoutingMemory.js"
  * connections, combos, aliases and auto engine (the core: the CLI edits them), the event bus
  * (EventsLive), Resilience and the routing memory (ResilienceLive).
  */
-export const RoutingLive: Layer.Layer<Router, never, Connections | Combos | Aliases | AutoEngine | EventBus | Resilience | RoutingMemory> = Router.layer
+export const RoutingLive: Layer.Layer<Router, never, Connections | Combos | Aliases | AutoEngine | EventBus | Resilience | RoutingMemory> =
+  Router.layer

@@ -51,7 +51,8 @@ const summarize = (samples: ReadonlyArray<Sample>): ObservedStats => {
     .filter((s) => s.ok)
     .map((s) => s.latencyMs)
     .sort((a, b) => a - b)
-  if (latencies.length === 0) return { samples: samples.length, p95LatencyMs: undefined, latencyStdDevMs: undefined, errorRate: failures / samples.length }
+  if (latencies.length === 0)
+    return { samples: samples.length, p95LatencyMs: undefined, latencyStdDevMs: undefined, errorRate: failures / samples.length }
   const p95 = latencies[Math.min(latencies.length - 1, Math.ceil(latencies.length * 0.95) - 1)]!
   const mean = latencies.reduce((a, b) => a + b, 0) / latencies.length
   const variance = latencies.reduce((a, b) => a + (b - mean) ** 2, 0) / latencies.length
@@ -143,7 +144,11 @@ export interface RoutingMemoryShape {
   readonly deficits: (group: string) => Counters
   /** Quota reported for a connection (and model): rate-limit headers, the accounting layer. */
   readonly quota: (connectionId: string, model: string, now: number) => QuotaInfo | undefined
-  readonly setQuota: (connectionId: string, model: string | undefined, q: QuotaInfo & { readonly at: number; readonly limit?: number; readonly remainingCount?: number }) => void
+  readonly setQuota: (
+    connectionId: string,
+    model: string | undefined,
+    q: QuotaInfo & { readonly at: number; readonly limit?: number; readonly remainingCount?: number }
+  ) => void
   /** Every quota record (GET /api/rate-limits). */
   readonly quotas: () => ReadonlyArray<{
     readonly connectionId: string
@@ -269,14 +274,23 @@ export class RoutingMemory extends Context.Tag("gateway/RoutingMemory")<RoutingM
           if (apiKeyId != null) entry.apiKeyId = apiKeyId
         } else entry = { key, at: now, since: now, requests: 1, apiKeyId: apiKeyId ?? null }
         sessions.set(k, entry)
-        if (channel.shared) channel.publish({ op: "sticky", scope, session, key, at: now, requests: entry.requests, apiKeyId: entry.apiKeyId })
+        if (channel.shared)
+          channel.publish({ op: "sticky", scope, session, key, at: now, requests: entry.requests, apiKeyId: entry.apiKeyId })
       },
       stickySessions: (now) => {
         const out: Array<StickySession> = []
         for (const [k, e] of sessions) {
           if (now - e.at > SESSION_TTL_MS) continue
           const cut = k.indexOf("\u0000")
-          out.push({ scope: k.slice(0, cut), session: k.slice(cut + 1), key: e.key, apiKeyId: e.apiKeyId, firstSeen: e.since, lastSeen: e.at, requests: e.requests })
+          out.push({
+            scope: k.slice(0, cut),
+            session: k.slice(cut + 1),
+            key: e.key,
+            apiKeyId: e.apiKeyId,
+            firstSeen: e.since,
+            lastSeen: e.at,
+            requests: e.requests
+          })
         }
         return out.reverse()
       },
@@ -294,7 +308,8 @@ export class RoutingMemory extends Context.Tag("gateway/RoutingMemory")<RoutingM
         }
         return d
       },
-      quota: (connectionId, model, now) => fresh(quotas.get(quotaKey(connectionId, model))?.info, now) ?? fresh(quotas.get(quotaKey(connectionId, undefined))?.info, now),
+      quota: (connectionId, model, now) =>
+        fresh(quotas.get(quotaKey(connectionId, model))?.info, now) ?? fresh(quotas.get(quotaKey(connectionId, undefined))?.info, now),
       setQuota: (connectionId, model, info) => {
         quotas.set(quotaKey(connectionId, model), { connectionId, model, info })
       },

@@ -26,7 +26,8 @@ export interface AutoDescription {
 }
 
 /** The model an auto pool dispatches to on a connection: its default model, else its provider's first chat model. */
-export const dispatchModel = (c: Connection): string | undefined => c.defaultModel ?? c.provider.models.find((m) => m.kind === "chat")?.id ?? connectionModelIds(c)[0]
+export const dispatchModel = (c: Connection): string | undefined =>
+  c.defaultModel ?? c.provider.models.find((m) => m.kind === "chat")?.id ?? connectionModelIds(c)[0]
 
 /** Blended USD per 1M tokens (60% input, 40% output); unknown prices count as 0. */
 const blendedCost = (spec: ModelSpec | undefined): number => (spec ? 0.6 * spec.pricing.input + 0.4 * spec.pricing.output : 0)
@@ -42,7 +43,12 @@ const slaOf = (config: ComboConfig): SlaPolicy | undefined => {
 }
 
 /** What an auto router weighs of a candidate now: its breaker, prices, latency, errors, quota, load, capabilities. */
-const poolEntry = (deps: { readonly memory: RoutingMemoryShape; readonly resilience: ResilienceShape }, c: Candidate, all: ReadonlyArray<Candidate>, now: number): PoolEntry => {
+const poolEntry = (
+  deps: { readonly memory: RoutingMemoryShape; readonly resilience: ResilienceShape },
+  c: Candidate,
+  all: ReadonlyArray<Candidate>,
+  now: number
+): PoolEntry => {
   const { memory, resilience } = deps
   const stats = memory.stats(c.key, now)
   const quota = memory.quota(c.connection.id, c.model, now)
@@ -116,13 +122,24 @@ export const makeAutoPlans = (deps: {
       const now = yield* Clock.currentTimeMillis
       const config: ComboConfig = combo?.config ?? {}
       const all = yield* candidates(combo)
-      if (all.length === 0) return yield* notFound(`'${scope}' has no candidates: no provider is connected yet (add one with POST /api/providers or \`gateway setup\`)`)
+      if (all.length === 0)
+        return yield* notFound(
+          `'${scope}' has no candidates: no provider is connected yet (add one with POST /api/providers or \`gateway setup\`)`
+        )
       // Breaker-open candidates stay in the pool (incident detection and fail-open); other blocks leave it.
       const admitted = admit(all, resilience.admission, now)
       const pool = [...admitted.ok, ...admitted.blocked.filter((b) => b.reason === "circuit_open").map((b) => b.candidate)]
       const blocked = admitted.blocked
       if (pool.length === 0) {
-        return { kind: "auto", scope, strategy: spec.routerStrategy, candidates: [], blocked, probes: new Set<string>(), ...sessionOf(input) } satisfies RoutePlan
+        return {
+          kind: "auto",
+          scope,
+          strategy: spec.routerStrategy,
+          candidates: [],
+          blocked,
+          probes: new Set<string>(),
+          ...sessionOf(input)
+        } satisfies RoutePlan
       }
       const features = input.features()
       const entries = filterPool(
@@ -131,7 +148,12 @@ export const makeAutoPlans = (deps: {
       )
       const routerName = config.routerStrategy ?? config.auto?.routerStrategy ?? spec.routerStrategy
       const strategy = engine.registry.get(routerName) ?? engine.registry.get("rules")!
-      const weights = resolveWeights({ base: spec.weights, comboWeights: config.auto?.weights, modePack: config.modePack, header: input.mode })
+      const weights = resolveWeights({
+        base: spec.weights,
+        comboWeights: config.auto?.weights,
+        modePack: config.modePack,
+        header: input.mode
+      })
       const sla = slaOf(config)
       const lastKnownGood = memory.lastGood(scope)
       const order = orderAuto(entries, {

@@ -45,7 +45,17 @@ export interface ComboPlansDeps extends ComboTargets {
 }
 
 /** A combo's plan: `plan` (any strategy, through the stores) and `peek` (the ordering strategies, from memory, else undefined). */
-export const makeComboPlans = ({ connections, resilience, memory, engine, clock, stateFor, auto, targetsOf, comboCandidates }: ComboPlansDeps) => {
+export const makeComboPlans = ({
+  connections,
+  resilience,
+  memory,
+  engine,
+  clock,
+  stateFor,
+  auto,
+  targetsOf,
+  comboCandidates
+}: ComboPlansDeps) => {
   /** A combo's plan (not auto, not fusion) from its candidates: no effect. */
   const comboOf = (combo: Combo, all: ReadonlyArray<Candidate>, input: PlanInput, now: number): Either.Either<RoutePlan, RouteError> => {
     if (all.length === 0) return Either.left(notFound(`combo '${combo.name}' has no target that resolves to an enabled connection`))

@@ -56,5 +56,13 @@ export const makeQuotaSharePlan =
       const { ok, blocked } = admit(all, resilience.admission, now)
       const scope = `qtSd/${group}`
       const ordered = quotaShare.order(ok, { scope, request: input.features(), random: engine.random, now, state: stateFor(now) })
-      return { kind: "quota-share", scope, strategy: "quota-share", candidates: ordered, blocked, probes: new Set<string>(), ...sessionOf(input) } satisfies RoutePlan
+      return {
+        kind: "quota-share",
+        scope,
+        strategy: "quota-share",
+        candidates: ordered,
+        blocked,
+        probes: new Set<string>(),
+        ...sessionOf(input)
+      } satisfies RoutePlan
     })

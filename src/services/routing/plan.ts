@@ -3,7 +3,11 @@ import type { ResolvedTarget } from "../../upstream/providers/Connections.js"
 import type { Candidate, RequestFeatures, RouterDecision } from "./types.js"
 
 /** A model id the router cannot route: 404 (unknown) or 400 (malformed) in the client's format. */
-export class RouteError extends Data.TaggedError("RouteError")<{ readonly status: 400 | 404; readonly message: string; readonly code: string }> {}
+export class RouteError extends Data.TaggedError("RouteError")<{
+  readonly status: 400 | 404
+  readonly message: string
+  readonly code: string
+}> {}
 
 export const routeError = (status: 400 | 404, message: string, code: string) => new RouteError({ status, message, code })
 export const notFound = (message: string) => routeError(404, message, "model_not_found")
@@ -82,7 +86,10 @@ export const candidateOf = (t: ResolvedTarget, weight = 1, targetIndex = 0): Can
 /** Splits candidates into admissible and blocked at `now`. */
 export const admit = (
   candidates: ReadonlyArray<Candidate>,
-  admission: (c: Candidate, now: number) => { readonly ok: true } | { readonly ok: false; readonly reason: string; readonly retryAfterMs: number | null },
+  admission: (
+    c: Candidate,
+    now: number
+  ) => { readonly ok: true } | { readonly ok: false; readonly reason: string; readonly retryAfterMs: number | null },
   now: number
 ): { ok: Array<Candidate>; blocked: Array<Blocked> } => {
   const ok: Array<Candidate> = []

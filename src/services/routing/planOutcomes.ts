@@ -41,7 +41,9 @@ export const makePlanOutcomes = ({ memory, engine, bus, clock }: PlanOutcomesDep
   }
 
   const failed: RouterShape["failed"] = (p, c) =>
-    p.probes.has(c.key) ? Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => engine.healing.probeDone(c.key, false, now))) : Effect.void
+    p.probes.has(c.key)
+      ? Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => engine.healing.probeDone(c.key, false, now)))
+      : Effect.void
 
   return { served, servedNow, failed }
 }

@@ -55,7 +55,8 @@ export const virtualModels = (deps: {
         id: combo.name,
         kind: "combo",
         serves: cands[0] ? kindOf(cands[0].connection.provider, cands[0].model) : "chat",
-        description: combo.description ?? `combo (${combo.strategy}) of ${combo.targets.map((t) => t.model).join(", ") || "every connected model"}`,
+        description:
+          combo.description ?? `combo (${combo.strategy}) of ${combo.targets.map((t) => t.model).join(", ") || "every connected model"}`,
         // As for auto pools: the largest target (a prompt too long for one target falls back to the next).
         contextWindow: windows.length > 0 ? Math.max(...windows) : DEFAULT_CONTEXT_WINDOW,
         maxOutput: outputs.length > 0 ? Math.max(...outputs) : DEFAULT_MAX_OUTPUT,

@@ -92,7 +92,8 @@ export const compare = (a: Answer, b: Answer): Comparison => {
     exact: sameText && tools !== false,
     normalized: normalize(a.text) === normalize(b.text) && tools !== false,
     tools,
-    similarity: anyTools && a.text === "" && b.text === "" ? (tools ? 1 : similarity(ta.join(" "), tb.join(" "))) : similarity(a.text, b.text)
+    similarity:
+      anyTools && a.text === "" && b.text === "" ? (tools ? 1 : similarity(ta.join(" "), tb.join(" "))) : similarity(a.text, b.text)
   }
 }
 

@@ -61,7 +61,8 @@ export const readAnswer = (format: FormatId, text: string, streamed: boolean): C
   if (!streamed) return wire.decodeResponse(JSON.parse(text))
   let frames: Array<Frame>
   const trimmed = text.trimStart()
-  if (format === "gemini" && trimmed.startsWith("[")) frames = (JSON.parse(trimmed) as Array<unknown>).map((d) => ({ data: JSON.stringify(d) }))
+  if (format === "gemini" && trimmed.startsWith("["))
+    frames = (JSON.parse(trimmed) as Array<unknown>).map((d) => ({ data: JSON.stringify(d) }))
   else if (wire.framing === "ndjson") frames = new NdjsonParser().push(`${text}\n`)
   else frames = new SseParser().push(`${text}\n\n`)
   const decoder = wire.streamDecoder()
@@ -93,11 +94,22 @@ export const excerptOf = (body: Readonly<Record<string, unknown>>): string => {
  * One request to an own route (with the client's own `headers` when they shape the answer), read
  * to its end: never fails (an unreachable server is status 0).
  */
-export const callOwn = (own: OwnRoutesShape, path: string, body: unknown, requestId: string, headers?: Readonly<Record<string, string>>): Effect.Effect<CallResult> =>
+export const callOwn = (
+  own: OwnRoutesShape,
+  path: string,
+  body: unknown,
+  requestId: string,
+  headers?: Readonly<Record<string, string>>
+): Effect.Effect<CallResult> =>
   Effect.promise(async () => {
     const started = Date.now()
     try {
-      const res = await own.fetch(path, { body, requestId, onBehalfOf: null, headers: { ...headers, [SHADOW_HEADER]: "1", "x-gateway-no-cache": "true" } })
+      const res = await own.fetch(path, {
+        body,
+        requestId,
+        onBehalfOf: null,
+        headers: { ...headers, [SHADOW_HEADER]: "1", "x-gateway-no-cache": "true" }
+      })
       let ttftMs: number | null = null
       let text = ""
       const reader = res.body?.getReader()
@@ -117,7 +129,10 @@ export const callOwn = (own: OwnRoutesShape, path: string, body: unknown, reques
         ttftMs,
         costUsd: Number(res.headers.get("x-gateway-response-cost") ?? 0) || 0,
         model: res.headers.get("x-gateway-model"),
-        tokens: { input: Number(res.headers.get("x-gateway-tokens-in") ?? 0), output: Number(res.headers.get("x-gateway-tokens-out") ?? 0) },
+        tokens: {
+          input: Number(res.headers.get("x-gateway-tokens-in") ?? 0),
+          output: Number(res.headers.get("x-gateway-tokens-out") ?? 0)
+        },
         contentType: res.headers.get("content-type") ?? ""
       }
     } catch (e) {
@@ -157,13 +172,25 @@ const judge = (own: OwnRoutesShape, model: string, request: string, baseline: st
     // The order is drawn, so a judge's taste for the first answer favours neither side.
     const candidateFirst = Math.random() < 0.5
     const [a, b] = candidateFirst ? [candidate, baseline] : [baseline, candidate]
-    const res = yield* callOwn(own, "/v1/chat/completions", { model, stream: false, max_tokens: 8, messages: [{ role: "user", content: JUDGE_PROMPT(request, a, b) }] }, requestId)
+    const res = yield* callOwn(
+      own,
+      "/v1/chat/completions",
+      { model, stream: false, max_tokens: 8, messages: [{ role: "user", content: JUDGE_PROMPT(request, a, b) }] },
+      requestId
+    )
     if (res.status !== 200) return { verdict: null, costUsd: res.costUsd }
     const said = String(JSON.parse(res.text)?.choices?.[0]?.message?.content ?? "")
       .trim()
       .toUpperCase()
     const pick = /^TIE/.test(said) ? "tie" : /^A\b/.test(said) ? "A" : /^B\b/.test(said) ? "B" : undefined
-    const verdict = pick === undefined ? null : pick === "tie" ? ("tie" as const) : (pick === "A") === candidateFirst ? ("win" as const) : ("loss" as const)
+    const verdict =
+      pick === undefined
+        ? null
+        : pick === "tie"
+          ? ("tie" as const)
+          : (pick === "A") === candidateFirst
+            ? ("win" as const)
+            : ("loss" as const)
     return { verdict, costUsd: res.costUsd }
   }).pipe(Effect.catchAllCause(() => Effect.succeed({ verdict: null, costUsd: 0 })))
 
@@ -212,7 +239,9 @@ export const pairOf = (o: ExchangeOptions, s: RecordedRequest, model: string, id
     const schema = requestedSchema(s.format, s.body as Record<string, unknown>)
     const engines = schema ? yield* Effect.promise(schemaEngines) : undefined
     const valid = (text: string) => (schema && engines ? (checkAnswer(engines, schema, text)?.valid ?? null) : null)
-    const comparison = candidateAnswer ? compare(baselineAnswer, candidateAnswer) : { exact: false, normalized: false, tools: null, similarity: 0 }
+    const comparison = candidateAnswer
+      ? compare(baselineAnswer, candidateAnswer)
+      : { exact: false, normalized: false, tools: null, similarity: 0 }
     const request = excerptOf(s.body)
     const judged =
       candidateAnswer && o.judgeModel !== null && o.mayJudge()

@@ -13,7 +13,9 @@ import { fromEntry, fromJsonl, JsonlError, type SourceItem } from "./sources.js"
 /** The requests of the source, or a 4xx naming what is wrong with it. */
 export const makeReplayItems =
   ({ inspector, sql }: { readonly inspector: InspectorShape; readonly sql: SqlClient.SqlClient }) =>
-  (source: StartReplay["source"]): Effect.Effect<{ readonly label: string; readonly items: ReadonlyArray<SourceItem> }, BadRequest | NotFound> =>
+  (
+    source: StartReplay["source"]
+  ): Effect.Effect<{ readonly label: string; readonly items: ReadonlyArray<SourceItem> }, BadRequest | NotFound> =>
     Effect.gen(function* () {
       if (source.sessionId !== undefined) {
         const id = source.sessionId

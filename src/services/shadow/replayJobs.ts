@@ -38,10 +38,13 @@ export interface ReplayState {
 export const makeWithReport =
   ({ shadow }: { readonly shadow: ShadowShape }) =>
   (job: Stored): Effect.Effect<ReplayJob> =>
-    Effect.map(shadow.report(`replay:${job.id}`, undefined, { skipped: job.skipped, spentUsd: job.spentUsd, budgetUsd: job.budgetUsd }), (report) => {
-      const { savedAt: _s, ...rest } = job
-      return { ...rest, report }
-    })
+    Effect.map(
+      shadow.report(`replay:${job.id}`, undefined, { skipped: job.skipped, spentUsd: job.spentUsd, budgetUsd: job.budgetUsd }),
+      (report) => {
+        const { savedAt: _s, ...rest } = job
+        return { ...rest, report }
+      }
+    )
 
 export interface ReplayStartDeps {
   readonly kv: KeyValueShape
@@ -50,7 +53,9 @@ export interface ReplayStartDeps {
   /** The service's scope: a job goes on in it after the request that started it. */
   readonly scope: Scope.Scope
   readonly state: ReplayState
-  readonly itemsOf: (source: StartReplay["source"]) => Effect.Effect<{ readonly label: string; readonly items: ReadonlyArray<SourceItem> }, BadRequest | NotFound>
+  readonly itemsOf: (
+    source: StartReplay["source"]
+  ) => Effect.Effect<{ readonly label: string; readonly items: ReadonlyArray<SourceItem> }, BadRequest | NotFound>
   readonly withReport: (job: Stored) => Effect.Effect<ReplayJob>
 }
 
@@ -60,7 +65,8 @@ export const makeReplayStart =
   (request) =>
     Effect.gen(function* () {
       const routes = state.own
-      if (routes === undefined) return yield* Effect.fail(new ServiceUnavailable({ message: "replay is available once the gateway's server is listening" }))
+      if (routes === undefined)
+        return yield* Effect.fail(new ServiceUnavailable({ message: "replay is available once the gateway's server is listening" }))
       const { label, items } = yield* itemsOf(request.source)
       const replayable = items.flatMap((i) => (i.ok ? [i] : []))
       const models = [...new Set(request.models)]
@@ -68,7 +74,8 @@ export const makeReplayStart =
       if (replayable.length > 0 && needsBaseline > 0 && models.length < 2 && needsBaseline === replayable.length)
         return yield* Effect.fail(
           new BadRequest({
-            message: "none of these requests has a recorded answer to compare with: name at least two models (the first answers as the baseline, the others are compared with it)"
+            message:
+              "none of these requests has a recorded answer to compare with: name at least two models (the first answers as the baseline, the others are compared with it)"
           })
         )
       const skipped: Record<string, number> = {}
@@ -133,7 +140,13 @@ export const makeReplayStart =
               skip("budget")
               continue
             }
-            const { pair, ok } = yield* exchange(options, recorded, model, { call: `replay_${id}_${n}_${m}`, judge: `replay_${id}_${n}_${m}_judge` }, baseline)
+            const { pair, ok } = yield* exchange(
+              options,
+              recorded,
+              model,
+              { call: `replay_${id}_${n}_${m}`, judge: `replay_${id}_${n}_${m}_judge` },
+              baseline
+            )
             yield* shadow.record(pair)
             update((j) => ({ ...j, calls: { ...j.calls, done: j.calls.done + 1, failed: j.calls.failed + (ok ? 0 : 1) } }))
           }
@@ -149,7 +162,15 @@ export const makeReplayStart =
 
 /** A job by id: the one running here, else as kept by whichever gateway ran it. */
 export const makeReplayGet =
-  ({ kv, state, withReport }: { readonly kv: KeyValueShape; readonly state: ReplayState; readonly withReport: (job: Stored) => Effect.Effect<ReplayJob> }): ReplayShape["get"] =>
+  ({
+    kv,
+    state,
+    withReport
+  }: {
+    readonly kv: KeyValueShape
+    readonly state: ReplayState
+    readonly withReport: (job: Stored) => Effect.Effect<ReplayJob>
+  }): ReplayShape["get"] =>
   (id) =>
     Effect.gen(function* () {
       const live = state.running.get(id)

@@ -89,7 +89,13 @@ export const ShadowRunner = Layer.scopedDiscard(
           tokens: u ? { input: u.usage.input ?? 0, output: u.usage.output ?? 0 } : null,
           costUsd: u?.costUsd ?? null
         }
-        const { pair, ok } = yield* exchange(exchangeOptions, s, target.model, { call: `${s.requestId}_shadow_${index}`, judge: `${s.requestId}_judge_${index}` }, baseline)
+        const { pair, ok } = yield* exchange(
+          exchangeOptions,
+          s,
+          target.model,
+          { call: `${s.requestId}_shadow_${index}`, judge: `${s.requestId}_judge_${index}` },
+          baseline
+        )
         const f = failing.get(target.model) ?? { count: 0, until: 0 }
         if (!ok) failing.set(target.model, { count: f.count + 1, until: f.count + 1 >= 3 ? Date.now() + 60_000 : 0 })
         else failing.delete(target.model)
@@ -171,7 +177,8 @@ export const ShadowRunner = Layer.scopedDiscard(
 
     let off: (() => void) | undefined
     const sync = () => {
-      const active = settings.current().shadow.length > 0 || (combosSnapshot?.some((c) => (c.config.shadow?.length ?? 0) > 0) ?? false) || keysShadowed
+      const active =
+        settings.current().shadow.length > 0 || (combosSnapshot?.some((c) => (c.config.shadow?.length ?? 0) > 0) ?? false) || keysShadowed
       if (active && off === undefined) {
         const offHook = hooks.register({
           name: "shadow.sample",
@@ -181,7 +188,10 @@ export const ShadowRunner = Layer.scopedDiscard(
             if (request.headers[SHADOW_HEADER] !== undefined) return undefined
             const known = combos.peekByName(event.model)
             // The combos in memory are not known fresh (one just changed): read them first.
-            if (known === undefined) return Effect.map(combos.byName(event.model), (combo) => sample(scopeIn(event.model, combo, request.apiKeyId), event, request))
+            if (known === undefined)
+              return Effect.map(combos.byName(event.model), (combo) =>
+                sample(scopeIn(event.model, combo, request.apiKeyId), event, request)
+              )
             return sample(scopeIn(event.model, known, request.apiKeyId), event, request)
           }
         })
@@ -215,7 +225,8 @@ export const ShadowRunner = Layer.scopedDiscard(
       }
     }
 
-    let combosSnapshot: ReadonlyArray<{ readonly config: { readonly shadow?: ReadonlyArray<ShadowTarget> | undefined } }> | undefined = yield* combos.list
+    let combosSnapshot: ReadonlyArray<{ readonly config: { readonly shadow?: ReadonlyArray<ShadowTarget> | undefined } }> | undefined =
+      yield* combos.list
     let keysShadowed = yield* keys.anyShadowed
     sync()
     const unsubscribe = settings.subscribe(() => sync())

@@ -20,7 +20,8 @@ const targetReport = (shadowModel: string, rows: ReadonlyArray<Row>): ShadowTarg
   const share = (k: (r: Row) => boolean) => (n === 0 ? 0 : answered.filter(k).length / n)
   const withTools = answered.filter((r) => r.tools_match !== null)
   const judged = answered.filter((r) => r.judge_verdict !== null)
-  const both = <K extends keyof Row>(a: K, b: K) => answered.flatMap((r) => (typeof r[a] === "number" && typeof r[b] === "number" ? [(r[b] as number) - (r[a] as number)] : []))
+  const both = <K extends keyof Row>(a: K, b: K) =>
+    answered.flatMap((r) => (typeof r[a] === "number" && typeof r[b] === "number" ? [(r[b] as number) - (r[a] as number)] : []))
   const ttft = both("primary_ttft_ms", "shadow_ttft_ms")
   const schema = answered.filter((r) => r.primary_schema_valid !== null && r.shadow_schema_valid !== null)
   return {

@@ -15,7 +15,9 @@ export const loadShadowSpend = ({ sql }: { readonly sql: SqlClient.SqlClient }) 
     const startOfDay = Date.parse(`${day()}T00:00:00Z`)
     const [row] = yield* sql<{
       spent: number | null
-    }>`SELECT SUM(COALESCE(shadow_cost_usd, 0) + COALESCE(judge_cost_usd, 0)) AS spent FROM shadow_pairs WHERE created_at >= ${startOfDay}`.pipe(Effect.orDie)
+    }>`SELECT SUM(COALESCE(shadow_cost_usd, 0) + COALESCE(judge_cost_usd, 0)) AS spent FROM shadow_pairs WHERE created_at >= ${startOfDay}`.pipe(
+      Effect.orDie
+    )
     let spent = { day: day(), usd: Number(row?.spent ?? 0) }
 
     const spentToday: ShadowShape["spentToday"] = () => {

@@ -10,7 +10,12 @@ import { type Baseline, type RecordedRequest, SHADOW_HEADER } from "./exchange.j
 
 /** One request of a replay's source: replayable (with its recorded answer, if any), or why not. */
 export type SourceItem =
-  | { readonly ok: true; readonly request: Omit<RecordedRequest, "requestId" | "scope">; readonly origin: string; readonly recorded: Baseline | null }
+  | {
+      readonly ok: true
+      readonly request: Omit<RecordedRequest, "requestId" | "scope">
+      readonly origin: string
+      readonly recorded: Baseline | null
+    }
   | { readonly ok: false; readonly reason: string; readonly note: string }
 
 /** The formats whose answers compare (embeddings and legacy completions do not). */
@@ -19,18 +24,25 @@ const COMPARED: ReadonlySet<FormatId> = new Set(["openai-chat", "openai-response
 const streamOf = (format: FormatId, path: string, body: Readonly<Record<string, unknown>>): boolean =>
   format === "gemini" ? path.includes(":streamGenerateContent") : format === "ollama" ? body["stream"] !== false : body["stream"] === true
 
-const asObject = (v: unknown): Record<string, unknown> | undefined => (v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined)
+const asObject = (v: unknown): Record<string, unknown> | undefined =>
+  v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined
 
 /** A request to `pathAndQuery` with `body`, checked as the router would serve it. */
 const requestOf = (
   pathAndQuery: string,
   body: unknown,
   origin: string
-): { readonly ok: true; readonly request: Omit<RecordedRequest, "requestId" | "scope"> } | { readonly ok: false; readonly reason: string; readonly note: string } => {
+):
+  | { readonly ok: true; readonly request: Omit<RecordedRequest, "requestId" | "scope"> }
+  | { readonly ok: false; readonly reason: string; readonly note: string } => {
   const [path = "", query = ""] = pathAndQuery.split("?", 2)
   const kind = pathKind(path)
   if (kind === undefined || kind.format === null || !COMPARED.has(kind.format) || kind.apiKind === "api.generate")
-    return { ok: false, reason: "not_replayable", note: `${origin}: ${path} is not a chat, messages, responses, generate-content or Ollama chat route` }
+    return {
+      ok: false,
+      reason: "not_replayable",
+      note: `${origin}: ${path} is not a chat, messages, responses, generate-content or Ollama chat route`
+    }
   const object = asObject(body)
   if (object === undefined) return { ok: false, reason: "not_replayable", note: `${origin}: the request body is not a JSON object` }
   const cleanQuery = new URLSearchParams(query)
@@ -42,10 +54,17 @@ const requestOf = (
 
 /** An inspector entry (a session's, a usage row's, or a line of a session's JSONL export). */
 export const fromEntry = (e: InterceptedRequest, origin: string): SourceItem => {
-  if (e.requestHeaders?.[SHADOW_HEADER] !== undefined) return { ok: false, reason: "shadow_call", note: `${origin}: a shadow or replay call itself` }
+  if (e.requestHeaders?.[SHADOW_HEADER] !== undefined)
+    return { ok: false, reason: "shadow_call", note: `${origin}: a shadow or replay call itself` }
   if (e.detectedKind !== "llm" || e.llm === null) return { ok: false, reason: "not_replayable", note: `${origin}: not an LLM call` }
-  if (e.requestBody === null) return { ok: false, reason: "body_not_kept", note: `${origin}: its body was not kept (bodies are kept while a session records or someone looks)` }
-  if (e.requestBody.truncated || e.requestBody.encoding !== "utf8") return { ok: false, reason: "body_truncated", note: `${origin}: its body was truncated or binary` }
+  if (e.requestBody === null)
+    return {
+      ok: false,
+      reason: "body_not_kept",
+      note: `${origin}: its body was not kept (bodies are kept while a session records or someone looks)`
+    }
+  if (e.requestBody.truncated || e.requestBody.encoding !== "utf8")
+    return { ok: false, reason: "body_truncated", note: `${origin}: its body was truncated or binary` }
   let body: unknown
   try {
     body = JSON.parse(e.requestBody.text)
@@ -128,7 +147,9 @@ export const fromJsonl = (text: string): ReadonlyArray<SourceItem> => {
       if (!checked.ok) throw new JsonlError(`source.jsonl ${checked.note}`)
       return void items.push({ ok: true, request: checked.request, origin, recorded: null })
     }
-    throw new JsonlError(`source.jsonl ${origin} is neither an inspector entry, {"path", "body", "response"}, nor a Chat Completions body with messages`)
+    throw new JsonlError(
+      `source.jsonl ${origin} is neither an inspector entry, {"path", "body", "response"}, nor a Chat Completions body with messages`
+    )
   })
   if (items.length === 0) throw new JsonlError("source.jsonl holds no request")
   return items

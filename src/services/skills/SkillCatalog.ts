@@ -7,7 +7,16 @@ import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { PACKAGE_ROOT } from "../../kernel/packageRoot.js"
 import type { GenerateOptions, GenerateReport } from "../../cli/skills/generate.js"
-import { API_SKILL_IDS, CLI_SKILL_IDS, isSkillId, SKILL_IDS, skillArea, type SkillCategory, skillCategory, type SkillId } from "../../domain/skills.js"
+import {
+  API_SKILL_IDS,
+  CLI_SKILL_IDS,
+  isSkillId,
+  SKILL_IDS,
+  skillArea,
+  type SkillCategory,
+  skillCategory,
+  type SkillId
+} from "../../domain/skills.js"
 
 export { API_SKILL_IDS, CLI_SKILL_IDS, isSkillId, SKILL_IDS, skillArea, type SkillCategory, skillCategory, type SkillId }
 
@@ -44,7 +53,9 @@ export interface SkillCatalogShape {
   readonly get: (
     id: string,
     baseUrl?: string
-  ) => Effect.Effect<Option.Option<{ readonly skill: SkillEntry; readonly markdown: string; readonly manifest: Readonly<Record<string, string>> }>>
+  ) => Effect.Effect<
+    Option.Option<{ readonly skill: SkillEntry; readonly markdown: string; readonly manifest: Readonly<Record<string, string>> }>
+  >
   readonly coverage: Effect.Effect<SkillCoverage>
   /** Where the skill files live (one `<id>.md` per skill, and a skill's own folder `<id>/`, with its `scripts/`). */
   readonly dir: string
@@ -127,7 +138,10 @@ export class SkillCatalog extends Context.Tag("gateway/SkillCatalog")<SkillCatal
         Effect.gen(function* () {
           const have = yield* present
           const ids = SKILL_IDS.filter(
-            (id) => have.has(id) && (filter.category === undefined || skillCategory(id) === filter.category) && (filter.area === undefined || skillArea(id) === filter.area)
+            (id) =>
+              have.has(id) &&
+              (filter.category === undefined || skillCategory(id) === filter.category) &&
+              (filter.area === undefined || skillArea(id) === filter.area)
           )
           const out: Array<SkillEntry> = []
           for (const id of ids) {
@@ -140,7 +154,9 @@ export class SkillCatalog extends Context.Tag("gateway/SkillCatalog")<SkillCatal
         isSkillId(id)
           ? Effect.flatMap(read(id), (file) =>
               file
-                ? Effect.map(entry(id, file.markdown, baseUrl), (skill) => Option.some({ skill, markdown: file.markdown, manifest: parseFrontMatter(file.markdown) }))
+                ? Effect.map(entry(id, file.markdown, baseUrl), (skill) =>
+                    Option.some({ skill, markdown: file.markdown, manifest: parseFrontMatter(file.markdown) })
+                  )
                 : Effect.succeed(Option.none())
             )
           : Effect.succeed(Option.none()),

@@ -53,7 +53,8 @@ const NETWORK_OFF =
   "the skills sandbox has no network: SKILLS_SANDBOX_NETWORK_ENABLED is off (with it on, a skill's scripts may fetch the hosts its manifest's allowed-hosts names)"
 
 /** `allowed-hosts: "a.example:443, 127.0.0.1:8080"`: the entries, split on commas and spaces. */
-const hostsOf = (manifest: Readonly<Record<string, string>>): Array<string> => (manifest[ALLOWED_HOSTS_FIELD] ?? "").split(/[\s,]+/).filter((h) => h !== "")
+const hostsOf = (manifest: Readonly<Record<string, string>>): Array<string> =>
+  (manifest[ALLOWED_HOSTS_FIELD] ?? "").split(/[\s,]+/).filter((h) => h !== "")
 
 export class SkillRunner extends Context.Tag("gateway/SkillRunner")<SkillRunner, SkillRunnerShape>() {
   /**
@@ -75,17 +76,24 @@ export class SkillRunner extends Context.Tag("gateway/SkillRunner")<SkillRunner,
       const run = Effect.fn("SkillRunner.run")(function* (request: SkillRunRequest, actor: string) {
         const id = request.skill.trim()
         const found = yield* catalog.get(id)
-        if (Option.isNone(found)) return yield* new NotFound({ message: `no agent skill '${id.slice(0, 100)}'; gateway_agent_skills_list names the skills present` })
+        if (Option.isNone(found))
+          return yield* new NotFound({
+            message: `no agent skill '${id.slice(0, 100)}'; gateway_agent_skills_list names the skills present`
+          })
         const { skill, manifest } = found.value
         const name = request.script.trim()
         if (!skill.scripts.includes(name)) {
           const has = skill.scripts.length > 0 ? `its scripts: ${skill.scripts.join(", ")}` : "it has none"
           return yield* new NotFound({ message: `skill ${id} has no script '${name.slice(0, 100)}' (${has})` })
         }
-        if (!RUNNABLE.test(name)) return yield* new BadRequest({ message: `${name}: only JavaScript modules (.js, .mjs) run in the skills sandbox` })
+        if (!RUNNABLE.test(name))
+          return yield* new BadRequest({ message: `${name}: only JavaScript modules (.js, .mjs) run in the skills sandbox` })
         const hosts = hostsOf(manifest)
         const bad = badHostEntries(hosts)
-        if (bad.length > 0) return yield* new BadRequest({ message: `skill ${id}'s ${ALLOWED_HOSTS_FIELD} has entries that are not host or host:port: ${bad.join(", ")}` })
+        if (bad.length > 0)
+          return yield* new BadRequest({
+            message: `skill ${id}'s ${ALLOWED_HOSTS_FIELD} has entries that are not host or host:port: ${bad.join(", ")}`
+          })
         const network = yield* flags.enabled("SKILLS_SANDBOX_NETWORK_ENABLED")
         const result = yield* slots.withPermits(1)(
           Effect.promise(() =>

@@ -45,15 +45,33 @@ const [MARKER_NAME, MARKER_VALUE] = TOKEN_TUNNEL_MARKER.split(": ") as [string, 
 const AUTH_REFUSED = /ERR_NGROK_(105|106|107|4018)\b|authentication failed|authtoken/i
 
 const refused = (message: string) =>
-  new HelperError(`the authtoken was refused: ${message}; set a valid one (POST /api/tunnels/token with authToken, or TOKEN_TUNNEL_AUTHTOKEN)`, true, "needs_auth")
+  new HelperError(
+    `the authtoken was refused: ${message}; set a valid one (POST /api/tunnels/token with authToken, or TOKEN_TUNNEL_AUTHTOKEN)`,
+    true,
+    "needs_auth"
+  )
 
 /** The agent binary: `http <target>` with JSON logs on stdout; "started tunnel" (with its url) once the edge serves it. */
 export const agentLife = (bin: string) => (life: Life, target: string, authtoken: string) =>
   Effect.acquireRelease(
     Effect.sync(() =>
-      spawnHelper(bin, ["http", target, "--log", "stdout", "--log-format", "json", "--inspect=false", "--request-header-add", `${MARKER_NAME}: ${MARKER_VALUE}`], {
-        env: { ...process.env, NGROK_AUTHTOKEN: authtoken }
-      })
+      spawnHelper(
+        bin,
+        [
+          "http",
+          target,
+          "--log",
+          "stdout",
+          "--log-format",
+          "json",
+          "--inspect=false",
+          "--request-header-add",
+          `${MARKER_NAME}: ${MARKER_VALUE}`
+        ],
+        {
+          env: { ...process.env, NGROK_AUTHTOKEN: authtoken }
+        }
+      )
     ),
     (spawned) => Effect.promise(() => killGroup(spawned.proc))
   ).pipe(
@@ -80,7 +98,8 @@ export const agentLife = (bin: string) => (life: Life, target: string, authtoken
                 ?.trim() ?? err
             // The agent keeps retrying a refused token: it is stopped, the user must act.
             void killGroup(spawned.proc)
-          } else if (err !== undefined && entry.lvl !== "info" && /reconnect|session closed|connection lost/i.test(`${entry.msg}`)) life.reconnecting(err)
+          } else if (err !== undefined && entry.lvl !== "info" && /reconnect|session closed|connection lost/i.test(`${entry.msg}`))
+            life.reconnecting(err)
         })
         void spawned.ended.then(({ code, signal, error }) => {
           if (error) return resume(Effect.fail(new HelperError(`the token-tunnel agent ${bin} could not run: ${error.message}`, true)))
@@ -145,10 +164,13 @@ export const sdkLife = (serverAddr: string | undefined) => (life: Life, target: 
       },
       catch: (e) => {
         const message = e instanceof Error ? e.message : String(e)
-        return AUTH_REFUSED.test(message) ? refused(message.split("\n")[0]!) : new HelperError(`the token tunnel could not connect: ${message.split("\n")[0]}`, false)
+        return AUTH_REFUSED.test(message)
+          ? refused(message.split("\n")[0]!)
+          : new HelperError(`the token tunnel could not connect: ${message.split("\n")[0]}`, false)
       }
     }),
-    ({ session, listener }) => Effect.promise(() => listener.close().catch(() => {})).pipe(Effect.zipRight(Effect.promise(() => session.close().catch(() => {}))))
+    ({ session, listener }) =>
+      Effect.promise(() => listener.close().catch(() => {})).pipe(Effect.zipRight(Effect.promise(() => session.close().catch(() => {}))))
   ).pipe(
     Effect.tap(({ listener }) => Effect.sync(() => life.registered(listener.url() ?? undefined))),
     Effect.zipRight(Effect.never)

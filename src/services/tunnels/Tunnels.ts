@@ -25,7 +25,17 @@ import { Secrets } from "../../platform/store/Secrets.js"
 import { isClusterWorker, runsOncePerGateway } from "../../platform/state/clusterIpc.js"
 import { SharedState } from "../../platform/state/SharedState.js"
 import { followLeader, leadWorkers } from "./workers.js"
-import { DEFAULT_MESH_INSTALL_URL, funnelLife, type MeshCheck, meshCheck, meshFunnelOff, meshInstall, meshLogin, meshStartDaemon, type MeshSettings } from "./mesh.js"
+import {
+  DEFAULT_MESH_INSTALL_URL,
+  funnelLife,
+  type MeshCheck,
+  meshCheck,
+  meshFunnelOff,
+  meshInstall,
+  meshLogin,
+  meshStartDaemon,
+  type MeshSettings
+} from "./mesh.js"
 import { helperRecord } from "./process.js"
 import { quickLife } from "./quick.js"
 import { makeBackend } from "./supervisor.js"
@@ -53,10 +63,14 @@ export interface TunnelsShape {
   readonly token: (action: "enable" | "disable", authToken?: string) => Effect.Effect<TunnelView>
   readonly mesh: {
     readonly check: Effect.Effect<MeshCheck>
-    readonly install: (sudoPassword: string | undefined, onLine: (line: string) => void) => Effect.Effect<{ readonly ok: boolean; readonly error?: string }>
+    readonly install: (
+      sudoPassword: string | undefined,
+      onLine: (line: string) => void
+    ) => Effect.Effect<{ readonly ok: boolean; readonly error?: string }>
     readonly startDaemon: (sudoPassword: string | undefined) => Effect.Effect<{ readonly ok: boolean; readonly error?: string }>
     readonly login: (hostname: string | undefined) => Effect.Effect<{ readonly authUrl: string | null; readonly error?: string }>
-    /** Starts the funnel and waits (a few seconds) for its first word: running, not allowed on the network (`funnelNotEnabled`), or an error. */
+    /** Starts the funnel and waits (a few seconds) for its first word: running, not allowed on the network (`funnelNotEnabled`), or an
+     * error. */
     readonly enable: (options: MeshEnableOptions) => Effect.Effect<TunnelView>
     readonly disable: (sudoPassword: string | undefined) => Effect.Effect<TunnelView & { readonly error?: string }>
   }
@@ -87,7 +101,10 @@ const makeLocal = Effect.gen(function* () {
   const protocol = (yield* opt("TUNNEL_TRANSPORT_PROTOCOL")) ?? "http2"
   const registerTimeout = Duration.seconds(
     yield* Config.integer("TUNNEL_REGISTER_TIMEOUT_SECONDS").pipe(
-      Config.validate({ message: "TUNNEL_REGISTER_TIMEOUT_SECONDS must be a whole number of seconds, at least 1", validation: (n) => n >= 1 }),
+      Config.validate({
+        message: "TUNNEL_REGISTER_TIMEOUT_SECONDS must be a whole number of seconds, at least 1",
+        validation: (n) => n >= 1
+      }),
       Config.withDefault(60),
       Effect.orDie
     )
@@ -131,7 +148,15 @@ const makeLocal = Effect.gen(function* () {
   const record = helperRecord(helpersFile(app.dataDir))
   let meshOnce: MeshEnableOptions = {}
   const backends = {
-    quick: makeBackend({ label: "quick tunnel", run: quickLife(quickSettings, protocol), runtime, hostPolicy, onChange, registerTimeout, record }),
+    quick: makeBackend({
+      label: "quick tunnel",
+      run: quickLife(quickSettings, protocol),
+      runtime,
+      hostPolicy,
+      onChange,
+      registerTimeout,
+      record
+    }),
     token: makeBackend({
       label: "token tunnel",
       run: (life, to) => {
@@ -191,7 +216,8 @@ const makeLocal = Effect.gen(function* () {
       return {
         ...s,
         phase: "needs_auth",
-        lastError: "no authtoken is known: send authToken (POST /api/tunnels/token), enter it on the dashboard, or set TOKEN_TUNNEL_AUTHTOKEN"
+        lastError:
+          "no authtoken is known: send authToken (POST /api/tunnels/token), enter it on the dashboard, or set TOKEN_TUNNEL_AUTHTOKEN"
       }
     return s
   }
@@ -200,11 +226,17 @@ const makeLocal = Effect.gen(function* () {
     if (target === undefined || closed) return
     if (tokenOf() === undefined) {
       yield* backends.token.stop
-      return backends.token.set("needs_auth", "no authtoken is known: send authToken (POST /api/tunnels/token), enter it on the dashboard, or set TOKEN_TUNNEL_AUTHTOKEN")
+      return backends.token.set(
+        "needs_auth",
+        "no authtoken is known: send authToken (POST /api/tunnels/token), enter it on the dashboard, or set TOKEN_TUNNEL_AUTHTOKEN"
+      )
     }
     if (tokenOf() === refusedToken && !backends.token.running()) {
       const refused = backends.token.status(target)
-      return backends.token.set("needs_auth", refused.phase === "needs_auth" && refused.lastError ? refused.lastError : "the authtoken was refused: give a new one")
+      return backends.token.set(
+        "needs_auth",
+        refused.phase === "needs_auth" && refused.lastError ? refused.lastError : "the authtoken was refused: give a new one"
+      )
     }
     yield* backends.token.start(target)
   })
@@ -282,7 +314,10 @@ const makeLocal = Effect.gen(function* () {
         }),
       enable: (options) =>
         Effect.gen(function* () {
-          meshWanted = { ...(options.port !== undefined ? { port: options.port } : {}), ...(options.hostname ? { hostname: options.hostname } : {}) }
+          meshWanted = {
+            ...(options.port !== undefined ? { port: options.port } : {}),
+            ...(options.hostname ? { hostname: options.hostname } : {})
+          }
           yield* kv.set(TUNNELS_NAMESPACE, "mesh", JSON.stringify(meshWanted))
           yield* backends.mesh.stop
           const to = meshTarget(meshWanted)
@@ -337,7 +372,10 @@ export class Tunnels extends Context.Tag("gateway/Tunnels")<Tunnels, TunnelsShap
       // Helpers a previous run left behind (it crashed or was killed): stopped before anything starts.
       const { dataDir } = yield* AppConfig
       const reaped = yield* Effect.promise(() => helperRecord(helpersFile(dataDir)).reap())
-      if (reaped > 0) yield* Effect.logWarning(`tunnels: stopped ${reaped} helper process${reaped === 1 ? "" : "es"} left running by a previous run of the gateway`)
+      if (reaped > 0)
+        yield* Effect.logWarning(
+          `tunnels: stopped ${reaped} helper process${reaped === 1 ? "" : "es"} left running by a previous run of the gateway`
+        )
       const local = yield* makeLocal
       if (isClusterWorker()) yield* leadWorkers(shared, local)
       return local.service

@@ -58,7 +58,11 @@ export const funnelsOf = (json: unknown): Array<{ url: string; proxy: string | n
   const out: Array<{ url: string; proxy: string | null }> = []
   const visit = (config: unknown) => {
     if (config === null || typeof config !== "object") return
-    const c = config as { AllowFunnel?: Record<string, boolean>; Web?: Record<string, { Handlers?: Record<string, { Proxy?: string }> }>; Foreground?: Record<string, unknown> }
+    const c = config as {
+      AllowFunnel?: Record<string, boolean>
+      Web?: Record<string, { Handlers?: Record<string, { Proxy?: string }> }>
+      Foreground?: Record<string, unknown>
+    }
     for (const [hostPort, allowed] of Object.entries(c.AllowFunnel ?? {})) {
       if (!allowed) continue
       const [host, port] = [hostPort.slice(0, hostPort.lastIndexOf(":")), hostPort.slice(hostPort.lastIndexOf(":") + 1)]
@@ -113,32 +117,51 @@ export const meshCheck = async (s: MeshSettings): Promise<MeshCheck> => {
   }
 }
 
-const SUDO_REFUSED = /incorrect password|Sorry, try again|a password is required|no password was provided|sudo: .*(not allowed|not in the sudoers)/i
+const SUDO_REFUSED =
+  /incorrect password|Sorry, try again|a password is required|no password was provided|sudo: .*(not allowed|not in the sudoers)/i
 const ACCESS_DENIED = /access denied|permission denied|must be root|requires root|run with sudo|operator/i
 
 /** A one-shot command's failure as one sentence (the sudo password never appears: it only went to stdin). */
 const failure = (what: string, r: { code: number | null; stdout: string; stderr: string }, withPassword: boolean): string => {
   const out = `${r.stderr}\n${r.stdout}`
   if (SUDO_REFUSED.test(out)) return `${what}: sudo refused the password`
-  if (ACCESS_DENIED.test(out) && !withPassword) return `${what} needs root: send sudoPassword (used for this call only), or run \`sudo tailscale set --operator=$USER\` once`
+  if (ACCESS_DENIED.test(out) && !withPassword)
+    return `${what} needs root: send sudoPassword (used for this call only), or run \`sudo tailscale set --operator=$USER\` once`
   return `${what} failed (${r.code === null ? "could not run" : `exit ${r.code}`})${lastLines(out) ? `: ${lastLines(out)}` : ""}`
 }
 
 /** Runs `bin args` as root (sudo with the password on stdin when not root and one is given). */
-export const privileged = (bin: string, args: ReadonlyArray<string>, sudoPassword: string | undefined, onLine?: (line: string) => void, timeoutMs = 120_000) => {
+export const privileged = (
+  bin: string,
+  args: ReadonlyArray<string>,
+  sudoPassword: string | undefined,
+  onLine?: (line: string) => void,
+  timeoutMs = 120_000
+) => {
   const argv = privilegedArgv(bin, args, sudoPassword)
-  return runCommand(argv.cmd, argv.args, { ...(argv.stdin === undefined ? {} : { stdin: argv.stdin }), timeoutMs, ...(onLine ? { onLine } : {}) })
+  return runCommand(argv.cmd, argv.args, {
+    ...(argv.stdin === undefined ? {} : { stdin: argv.stdin }),
+    timeoutMs,
+    ...(onLine ? { onLine } : {})
+  })
 }
 
 /** Installs the CLI: Linux by the vendor's install script (as root), macOS by Homebrew. Lines go to `onLine`. */
-export const meshInstall = async (s: MeshSettings, sudoPassword: string | undefined, onLine: (line: string) => void): Promise<{ ok: boolean; error?: string }> => {
+export const meshInstall = async (
+  s: MeshSettings,
+  sudoPassword: string | undefined,
+  onLine: (line: string) => void
+): Promise<{ ok: boolean; error?: string }> => {
   if (process.platform === "darwin") {
     onLine("installing with Homebrew: brew install tailscale")
     const r = await runCommand("brew", ["install", "tailscale"], { timeoutMs: 15 * 60_000, onLine })
     return r.code === 0 ? { ok: true } : { ok: false, error: failure("brew install tailscale", r, false) }
   }
   if (process.platform !== "linux")
-    return { ok: false, error: `installing the mesh CLI is supported on Linux and macOS, not ${process.platform}: install it by hand and set MESH_TUNNEL_BIN` }
+    return {
+      ok: false,
+      error: `installing the mesh CLI is supported on Linux and macOS, not ${process.platform}: install it by hand and set MESH_TUNNEL_BIN`
+    }
   onLine(`downloading the install script from ${s.installUrl}`)
   let script: string
   try {
@@ -198,7 +221,10 @@ const AUTH_URL = /https:\/\/\S+/
  * null when it ends without one: already logged in). The CLI keeps running until the sign-in is
  * done; `dispose` stops it.
  */
-export const meshLogin = async (s: MeshSettings, hostname: string | undefined): Promise<{ authUrl: string | null; error?: string; dispose: () => Promise<void> }> => {
+export const meshLogin = async (
+  s: MeshSettings,
+  hostname: string | undefined
+): Promise<{ authUrl: string | null; error?: string; dispose: () => Promise<void> }> => {
   const spawned = spawnHelper(s.bin, ["login", ...(hostname ? [`--hostname=${hostname}`] : [])])
   let out = ""
   const dispose = () => killGroup(spawned.proc)
@@ -241,11 +267,16 @@ export const funnelLife =
     Effect.gen(function* () {
       const { sudoPassword, hostname } = options()
       const check = yield* Effect.promise(() => meshCheck(s))
-      if (!check.installed || !check.daemonRunning) return yield* Effect.fail(new HelperError(check.problem ?? "the mesh is not ready", true))
-      if (!check.loggedIn) return yield* Effect.fail(new HelperError(check.problem ?? "not logged in to the mesh network", true, "needs_auth"))
+      if (!check.installed || !check.daemonRunning)
+        return yield* Effect.fail(new HelperError(check.problem ?? "the mesh is not ready", true))
+      if (!check.loggedIn)
+        return yield* Effect.fail(new HelperError(check.problem ?? "not logged in to the mesh network", true, "needs_auth"))
       if (hostname && hostname !== check.hostname) {
         const r = yield* Effect.promise(() => privileged(s.bin, ["set", `--hostname=${hostname}`], sudoPassword, undefined, 30_000))
-        if (r.code !== 0) return yield* Effect.fail(new HelperError(failure(`setting the machine name to ${hostname}`, r, sudoPassword !== undefined), true))
+        if (r.code !== 0)
+          return yield* Effect.fail(
+            new HelperError(failure(`setting the machine name to ${hostname}`, r, sudoPassword !== undefined), true)
+          )
       }
       const argv = privilegedArgv(s.bin, ["funnel", target], sudoPassword)
       const spawned = yield* Effect.acquireRelease(
@@ -268,10 +299,13 @@ export const funnelLife =
             life.registered(url.endsWith("/") ? url : `${url}/`)
           } else if (expect === "enable") {
             expect = undefined
-            life.needsAuth(`the funnel is not enabled for this mesh network: allow it at ${url}, the funnel starts by itself once allowed`, {
-              funnelNotEnabled: true,
-              enableUrl: url
-            })
+            life.needsAuth(
+              `the funnel is not enabled for this mesh network: allow it at ${url}, the funnel starts by itself once allowed`,
+              {
+                funnelNotEnabled: true,
+                enableUrl: url
+              }
+            )
           }
         })
         void spawned.ended.then(({ code, signal, error }) => {
@@ -294,11 +328,16 @@ export const funnelLife =
     })
 
 /** Turns off a funnel the daemon still serves to `target` (one set up with `--bg`, by an earlier version or by hand). */
-export const meshFunnelOff = async (s: MeshSettings, target: string, sudoPassword: string | undefined): Promise<{ ok: boolean; error?: string }> => {
+export const meshFunnelOff = async (
+  s: MeshSettings,
+  target: string,
+  sudoPassword: string | undefined
+): Promise<{ ok: boolean; error?: string }> => {
   const r = await runCommand(s.bin, ["funnel", "status", "--json"], { timeoutMs: 10_000 })
   if (r.code !== 0) return { ok: true }
   const port = new URL(target).port
-  /** A funnel to this machine's port `port` (`http://127.0.0.1:20128`, `localhost:20128`, `20128`): another host's funnel is not ours to turn off. */
+  /** A funnel to this machine's port `port` (`http://127.0.0.1:20128`, `localhost:20128`, `20128`): another host's funnel is not ours to
+   * turn off. */
   const ours = (proxy: string): boolean => {
     if (proxy === port) return true
     try {

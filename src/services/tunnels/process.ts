@@ -36,13 +36,21 @@ export const killGroup = (proc: ChildProcess, graceMs = 2000): Promise<void> =>
 export const isRoot = (): boolean => typeof process.getuid === "function" && process.getuid() === 0
 
 /** The command line for `bin args`, through `sudo -S` when not root and a password was given. */
-export const privilegedArgv = (bin: string, args: ReadonlyArray<string>, sudoPassword: string | undefined): { cmd: string; args: Array<string>; stdin?: string } =>
+export const privilegedArgv = (
+  bin: string,
+  args: ReadonlyArray<string>,
+  sudoPassword: string | undefined
+): { cmd: string; args: Array<string>; stdin?: string } =>
   sudoPassword === undefined || isRoot()
     ? { cmd: bin, args: [...args] }
     : // -S: the password from stdin; -p "": no prompt text mixed into the output; -k: never a cached
       // credential instead. The command itself gets /dev/null as its stdin: where sudo asks for no
       // password (NOPASSWD), the password line would otherwise reach the command.
-      { cmd: "sudo", args: ["-S", "-k", "-p", "", "--", "sh", "-c", 'exec "$@" </dev/null', "sh", bin, ...args], stdin: `${sudoPassword}\n` }
+      {
+        cmd: "sudo",
+        args: ["-S", "-k", "-p", "", "--", "sh", "-c", 'exec "$@" </dev/null', "sh", bin, ...args],
+        stdin: `${sudoPassword}\n`
+      }
 
 export interface Spawned {
   readonly proc: ChildProcess
@@ -55,7 +63,11 @@ export interface Spawned {
 }
 
 /** Starts a helper in its own process group, stdin closed after an optional input (the sudo password). */
-export const spawnHelper = (cmd: string, args: ReadonlyArray<string>, options: { env?: NodeJS.ProcessEnv; stdin?: string } = {}): Spawned => {
+export const spawnHelper = (
+  cmd: string,
+  args: ReadonlyArray<string>,
+  options: { env?: NodeJS.ProcessEnv; stdin?: string } = {}
+): Spawned => {
   const proc = spawn(cmd, args, {
     // Its own process group: the whole group is killed on stop, no orphan left.
     detached: true,
@@ -158,7 +170,10 @@ const commandOf = (pid: number): string | undefined => {
   } catch {
     if (fs.existsSync("/proc/self")) return undefined
     try {
-      return execFileSync("ps", ["-o", "command=", "-p", String(pid)], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim() || undefined
+      return (
+        execFileSync("ps", ["-o", "command=", "-p", String(pid)], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim() ||
+        undefined
+      )
     } catch {
       return undefined
     }

@@ -19,7 +19,8 @@ export const quickLife =
     // The download (first use) is interruptible: a disable or a shutdown does not wait for it.
     Effect.tryPromise({
       try: (signal) => quickHelper(settings, signal),
-      catch: (e) => (e instanceof HelperError ? e : new HelperError(`the quick-tunnel helper could not be fetched: ${(e as Error).message}`, false))
+      catch: (e) =>
+        e instanceof HelperError ? e : new HelperError(`the quick-tunnel helper could not be fetched: ${(e as Error).message}`, false)
     })
       .pipe(
         Effect.flatMap((bin) =>

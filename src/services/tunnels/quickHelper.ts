@@ -60,7 +60,9 @@ const extract = async (archive: string, target: string): Promise<void> => {
   const dir = fs.mkdtempSync(path.join(path.dirname(target), "extract-"))
   try {
     await execFileAsync("tar", ["-xzf", archive, "-C", dir])
-    const found = [path.join(dir, "cloudflared"), ...fs.readdirSync(dir).map((f) => path.join(dir, f, "cloudflared"))].find((f) => fs.existsSync(f))
+    const found = [path.join(dir, "cloudflared"), ...fs.readdirSync(dir).map((f) => path.join(dir, f, "cloudflared"))].find((f) =>
+      fs.existsSync(f)
+    )
     if (!found) throw new HelperError(`the archive ${archive} holds no cloudflared`, true)
     fs.chmodSync(found, 0o755)
     fs.renameSync(found, target)
@@ -87,7 +89,8 @@ export const quickHelper = async (s: HelperSettings, signal?: AbortSignal): Prom
   const archive = url !== undefined && isArchive(url) ? `${target}.tgz` : undefined
   const download = archive ?? target
   if (fs.existsSync(download)) {
-    if (expected === undefined) throw new HelperError(`no SHA-256 is known for ${download} on this platform: set QUICK_TUNNEL_SHA256 (or QUICK_TUNNEL_BIN)`, true)
+    if (expected === undefined)
+      throw new HelperError(`no SHA-256 is known for ${download} on this platform: set QUICK_TUNNEL_SHA256 (or QUICK_TUNNEL_BIN)`, true)
     const actual = sha256Of(download)
     if (actual !== expected) {
       fs.rmSync(download, { force: true })
@@ -120,7 +123,11 @@ export const quickHelper = async (s: HelperSettings, signal?: AbortSignal): Prom
   }
   const actual = crypto.createHash("sha256").update(bytes).digest("hex")
   // Checked before it touches the disk as a program: a mismatch is never written executable.
-  if (actual !== expected) throw new HelperError(`the helper downloaded from ${url} does not match its SHA-256 (expected ${expected}, got ${actual}): deleted, never run`, true)
+  if (actual !== expected)
+    throw new HelperError(
+      `the helper downloaded from ${url} does not match its SHA-256 (expected ${expected}, got ${actual}): deleted, never run`,
+      true
+    )
   fs.mkdirSync(path.dirname(target), { recursive: true })
   const partial = `${download}.partial-${process.pid}`
   fs.writeFileSync(partial, bytes, { mode: archive ? 0o644 : 0o755 })

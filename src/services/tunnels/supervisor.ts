@@ -76,7 +76,8 @@ export const makeBackend = (options: {
   readonly mask?: (text: string) => string
   /** Told after every change of the status (the workers of one gateway follow it: workers.ts). */
   readonly onChange?: () => void
-  /** How long a life may run without registering or asking for the user before it counts as hung (TUNNEL_REGISTER_TIMEOUT_SECONDS, default 60 s). */
+  /** How long a life may run without registering or asking for the user before it counts as hung (TUNNEL_REGISTER_TIMEOUT_SECONDS, default
+   * 60 s). */
   readonly registerTimeout?: Duration.Duration
   /** Where running helpers are recorded (process.ts): stopped at the next start after a crash. */
   readonly record?: HelperRecord
@@ -188,7 +189,9 @@ export const makeBackend = (options: {
     const left = at + Duration.toMillis(registerTimeout) - Date.now()
     return left > 0
       ? Effect.sleep(Duration.millis(left)).pipe(Effect.zipRight(watchdog))
-      : Effect.fail(new HelperError(`the helper registered no connection within ${Duration.format(registerTimeout)}; starting it again`, false))
+      : Effect.fail(
+          new HelperError(`the helper registered no connection within ${Duration.format(registerTimeout)}; starting it again`, false)
+        )
   })
   const oneLife = (target: string, generation: number) =>
     Effect.suspend(() => {
@@ -213,7 +216,11 @@ export const makeBackend = (options: {
           state.phase = e.permanent ? e.phase : "starting"
           changed()
         }).pipe(
-          Effect.zipRight(e.permanent ? Effect.logError(`${options.label}: ${mask(e.message)}`) : Effect.logWarning(`${options.label}: ${mask(e.message)}; starting it again`))
+          Effect.zipRight(
+            e.permanent
+              ? Effect.logError(`${options.label}: ${mask(e.message)}`)
+              : Effect.logWarning(`${options.label}: ${mask(e.message)}; starting it again`)
+          )
         )
       ),
       Effect.retry({ schedule: restarts, while: (e) => !e.permanent }),

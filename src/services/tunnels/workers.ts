@@ -144,7 +144,9 @@ export const followLeader = (shared: SharedStateShape, local: Local) =>
         const id = `${process.pid}-${Math.random().toString(36).slice(2)}`
         waiting.set(id, (answer) => {
           waiting.delete(id)
-          resume(Effect.succeed("view" in answer ? answer.view : { ...unknown(kind), lastError: `worker 1 could not do it: ${answer.error}` }))
+          resume(
+            Effect.succeed("view" in answer ? answer.view : { ...unknown(kind), lastError: `worker 1 could not do it: ${answer.error}` })
+          )
         })
         channel.publish({ t: "command", node: me, id, command })
         return Effect.sync(() => waiting.delete(id))
@@ -156,14 +158,20 @@ export const followLeader = (shared: SharedStateShape, local: Local) =>
     const service: TunnelsShape = {
       status: (kind) => Effect.map(current, (v) => v?.[kind] ?? unknown(kind)),
       quick: (action) => ask({ op: "quick", action }, "quick"),
-      token: (action, authToken) => ask({ op: "token", action, ...(authToken === undefined ? {} : { authToken: seal(authToken)! }) }, "token"),
+      token: (action, authToken) =>
+        ask({ op: "token", action, ...(authToken === undefined ? {} : { authToken: seal(authToken)! }) }, "token"),
       mesh: {
         ...local.service.mesh,
         enable: (options) => ask({ op: "meshEnable", options: { ...options, sudoPassword: seal(options.sudoPassword) } }, "mesh"),
-        disable: (sudoPassword) => ask({ op: "meshDisable", ...(sudoPassword === undefined ? {} : { sudoPassword: seal(sudoPassword)! }) }, "mesh")
+        disable: (sudoPassword) =>
+          ask({ op: "meshDisable", ...(sudoPassword === undefined ? {} : { sudoPassword: seal(sudoPassword)! }) }, "mesh")
       },
       open: Effect.map(current, (v) =>
-        v === undefined ? [] : (["quick", "token", "mesh"] as const).flatMap((kind) => (v[kind].phase === "running" ? [{ kind, publicUrl: v[kind].publicUrl ?? null }] : []))
+        v === undefined
+          ? []
+          : (["quick", "token", "mesh"] as const).flatMap((kind) =>
+              v[kind].phase === "running" ? [{ kind, publicUrl: v[kind].publicUrl ?? null }] : []
+            )
       ),
       // Worker 1 gives its own address to its tunnels; the workers share the port.
       setTarget: () => Effect.void

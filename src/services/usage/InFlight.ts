@@ -99,7 +99,9 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
             )
           )
           .pipe(Effect.orDie)
-        yield* Effect.logWarning(`recorded the requests a previous gateway process (${other.split("|").slice(0, 2).join(" pid ")}) left unfinished as interrupted usage rows`)
+        yield* Effect.logWarning(
+          `recorded the requests a previous gateway process (${other.split("|").slice(0, 2).join(" pid ")}) left unfinished as interrupted usage rows`
+        )
       }
 
       interface Entry {
@@ -114,7 +116,10 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
       // SQLite: on the writer thread (src/platform/store/SqliteWriterThread.ts), so a request never waits
       // for the write-ahead's statements; PostgreSQL's are asynchronous already.
       const thread = Option.getOrUndefined(yield* Effect.serviceOption(SqliteWriterThread))?.writer
-      const write = (rows: ReadonlyArray<Record<string, string | number | null>>, done: ReadonlyArray<string>): Effect.Effect<void, unknown> =>
+      const write = (
+        rows: ReadonlyArray<Record<string, string | number | null>>,
+        done: ReadonlyArray<string>
+      ): Effect.Effect<void, unknown> =>
         thread !== undefined && thread.alive()
           ? Effect.tryPromise(() =>
               thread.write(
@@ -170,7 +175,9 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
               ended = [...done.map((id) => ({ id, at: now - KEEP_AFTER_END_MS })), ...ended]
             }).pipe(
               // A store that is unavailable is said once, by StoreHealth; the sweep tries again every 25 ms meanwhile.
-              Effect.zipRight(health.failed(e) === undefined ? Effect.logWarning("could not write the in-flight requests ahead", e) : Effect.void)
+              Effect.zipRight(
+                health.failed(e) === undefined ? Effect.logWarning("could not write the in-flight requests ahead", e) : Effect.void
+              )
             )
           )
         )

@@ -103,7 +103,9 @@ export class Usage extends Context.Tag("gateway/Usage")<Usage, UsageShape>() {
         record: (r) => {
           // Every request writes a row: a fresh flag answers without a chain of effects.
           const on = flags.peekEnabled("GATEWAY_USAGE_LOGGING_ENABLED")
-          return on === undefined ? Effect.map(flags.enabled("GATEWAY_USAGE_LOGGING_ENABLED"), (known) => write(r, known)) : Effect.sync(() => write(r, on))
+          return on === undefined
+            ? Effect.map(flags.enabled("GATEWAY_USAGE_LOGGING_ENABLED"), (known) => write(r, known))
+            : Effect.sync(() => write(r, on))
         },
         recordNow: (r) => {
           const on = flags.peekEnabled("GATEWAY_USAGE_LOGGING_ENABLED")

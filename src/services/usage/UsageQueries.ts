@@ -7,7 +7,15 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import type { ConnectionUsage, HistoryQuery, LogsQuery, RequestLogs, TelemetrySummary, UsageHistory, UsageLogs } from "../../domain/usage.js"
+import type {
+  ConnectionUsage,
+  HistoryQuery,
+  LogsQuery,
+  RequestLogs,
+  TelemetrySummary,
+  UsageHistory,
+  UsageLogs
+} from "../../domain/usage.js"
 import { BatchWriter } from "../../platform/store/BatchWriter.js"
 import { makeUsageLogs } from "./usageLogs.js"
 import { makeConnectionUsage, makeHistory, makeTelemetry, recentByConnection } from "./usageSummaries.js"
@@ -19,7 +27,11 @@ export interface UsageQueriesShape {
   readonly history: (q: typeof HistoryQuery.Type) => Effect.Effect<typeof UsageHistory.Type>
   readonly logs: (q: typeof LogsQuery.Type) => Effect.Effect<typeof UsageLogs.Type>
   readonly requestLogs: (q: typeof LogsQuery.Type) => Effect.Effect<typeof RequestLogs.Type>
-  readonly connection: (c: { readonly id: string; readonly name: string; readonly provider: string }) => Effect.Effect<typeof ConnectionUsage.Type>
+  readonly connection: (c: {
+    readonly id: string
+    readonly name: string
+    readonly provider: string
+  }) => Effect.Effect<typeof ConnectionUsage.Type>
   readonly telemetry: (hours: number) => Effect.Effect<typeof TelemetrySummary.Type>
   /** Per connection over the last 24 h: requests and error rate (monitoring). */
   readonly recentByConnection: Effect.Effect<ReadonlyMap<string, { readonly requests: number; readonly errors: number }>>

@@ -47,10 +47,19 @@ export const monitoringHealth = (deps: MonitoringHealthDeps): Effect.Effect<type
     const active = enabled.filter((p) => p.state === "available")
     // Connections the gateway has evidence about: traffic in the last day or resilience state.
     const monitored = providers.filter(
-      (p) => p.requests24h > 0 || p.breaker !== "CLOSED" || p.state !== "available" || memory.inFlight(all.find((c) => c.name === p.connection)!.id) > 0
+      (p) =>
+        p.requests24h > 0 ||
+        p.breaker !== "CLOSED" ||
+        p.state !== "available" ||
+        memory.inFlight(all.find((c) => c.name === p.connection)!.id) > 0
     )
     return {
-      status: enabled.length === 0 || active.length === 0 ? ("down" as const) : active.length < enabled.length ? ("degraded" as const) : ("ok" as const),
+      status:
+        enabled.length === 0 || active.length === 0
+          ? ("down" as const)
+          : active.length < enabled.length
+            ? ("degraded" as const)
+            : ("ok" as const),
       catalogCount: PROVIDERS.length,
       configuredCount: all.length,
       activeCount: active.length,

@@ -37,11 +37,22 @@ export const UsageRetention = Layer.scopedDiscard(
     const count = (rows: ReadonlyArray<unknown>) => rows.length
     const prune = Effect.gen(function* () {
       const cutoff = (yield* Clock.currentTimeMillis) - config.usageRetentionDays * DAY
-      const old = yield* chunked(Effect.map(sql`DELETE FROM usage WHERE id IN (SELECT id FROM usage WHERE ts < ${cutoff} LIMIT ${CHUNK}) RETURNING 1 AS n`, count))
+      const old = yield* chunked(
+        Effect.map(sql`DELETE FROM usage WHERE id IN (SELECT id FROM usage WHERE ts < ${cutoff} LIMIT ${CHUNK}) RETURNING 1 AS n`, count)
+      )
       const [edge] = yield* sql<{ id: number }>`SELECT id FROM usage ORDER BY id DESC LIMIT 1 OFFSET ${config.usageMaxRows}`
-      const excess = edge ? yield* chunked(Effect.map(sql`DELETE FROM usage WHERE id IN (SELECT id FROM usage WHERE id <= ${edge.id} LIMIT ${CHUNK}) RETURNING 1 AS n`, count)) : 0
+      const excess = edge
+        ? yield* chunked(
+            Effect.map(
+              sql`DELETE FROM usage WHERE id IN (SELECT id FROM usage WHERE id <= ${edge.id} LIMIT ${CHUNK}) RETURNING 1 AS n`,
+              count
+            )
+          )
+        : 0
       if (old + excess > 0)
-        yield* Effect.logInfo(`usage retention: deleted ${old} rows older than ${config.usageRetentionDays} days and ${excess} beyond ${config.usageMaxRows} rows`)
+        yield* Effect.logInfo(
+          `usage retention: deleted ${old} rows older than ${config.usageRetentionDays} days and ${excess} beyond ${config.usageMaxRows} rows`
+        )
     }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("usage retention failed; will retry", cause)))
     if (!(yield* backgroundJob("usage retention"))) return
     yield* Effect.forkScoped(Effect.sleep("1 minute").pipe(Effect.zipRight(Effect.repeat(prune, Schedule.spaced("1 hour")))))

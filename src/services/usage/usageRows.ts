@@ -92,7 +92,10 @@ export const filters = (
 }
 
 /** `SELECT <key>, <the aggregates> FROM usage`: a WHERE (and GROUP BY) follows. */
-export const aggregateSelect = (sql: SqlClient.SqlClient, key: ReturnType<SqlClient.SqlClient["literal"]>) => sql`SELECT ${key} AS key, COUNT(*) AS requests,
+export const aggregateSelect = (
+  sql: SqlClient.SqlClient,
+  key: ReturnType<SqlClient.SqlClient["literal"]>
+) => sql`SELECT ${key} AS key, COUNT(*) AS requests,
           SUM(CASE WHEN status BETWEEN 200 AND 299 THEN 0 ELSE 1 END) AS errors,
           SUM(tokens_in) AS tokens_in, SUM(tokens_out) AS tokens_out, SUM(tokens_cached) AS tokens_cached,
           SUM(tokens_reasoning) AS tokens_reasoning, SUM(cost_usd) AS cost_usd, SUM(cache_hit) AS cache_hits,

@@ -18,18 +18,30 @@ export const makeHistory =
       const from = q.from ? instantMs(q.from) : to - 7 * DAY
       const groupBy = q.groupBy ?? "day"
       const where = sql.and([sql`ts >= ${from}`, sql`ts <= ${to}`, ...filters(sql, q)])
-      const rows = yield* sql<AggregateRow>`${aggregateSelect(sql, sql.literal(GROUP_KEYS[groupBy]!))} WHERE ${where} GROUP BY 1 ORDER BY 1`.pipe(Effect.orDie)
+      const rows =
+        yield* sql<AggregateRow>`${aggregateSelect(sql, sql.literal(GROUP_KEYS[groupBy]!))} WHERE ${where} GROUP BY 1 ORDER BY 1`.pipe(
+          Effect.orDie
+        )
       const [totals] = yield* sql<AggregateRow>`${aggregateSelect(sql, sql.literal("NULL"))} WHERE ${where}`.pipe(Effect.orDie)
       // Time buckets come back as their start (epoch ms) and are shown as `2024-05-01T13:00:00Z` / `2024-05-01`.
       const label = groupBy === "hour" || groupBy === "day" ? (k: string | number) => bucketLabel(k, groupBy) : String
-      return { from: iso(from), to: iso(to), groupBy, rows: rows.map((r) => aggregate(r, r.key === null ? null : label(r.key))), totals: aggregate(totals, null) }
+      return {
+        from: iso(from),
+        to: iso(to),
+        groupBy,
+        rows: rows.map((r) => aggregate(r, r.key === null ? null : label(r.key))),
+        totals: aggregate(totals, null)
+      }
     })
 
 /** One connection's usage: its last request, its last 24 hours, 7 and 30 days, and its models over 30 days. */
 export const makeConnectionUsage = ({ sql, writer }: UsageReadDeps): UsageQueriesShape["connection"] => {
   const windowSummary = (connectionId: string, since: number) =>
     Effect.gen(function* () {
-      const [agg] = yield* sql<AggregateRow>`${aggregateSelect(sql, sql.literal("NULL"))} WHERE connection_id = ${connectionId} AND ts >= ${since}`.pipe(Effect.orDie)
+      const [agg] =
+        yield* sql<AggregateRow>`${aggregateSelect(sql, sql.literal("NULL"))} WHERE connection_id = ${connectionId} AND ts >= ${since}`.pipe(
+          Effect.orDie
+        )
       const latencies = (yield* sql<{
         l: number
       }>`SELECT latency_ms AS l FROM usage WHERE connection_id = ${connectionId} AND ts >= ${since} AND latency_ms IS NOT NULL AND status BETWEEN 200 AND 299 ORDER BY latency_ms LIMIT 100000`.pipe(
@@ -86,7 +98,9 @@ export const makeTelemetry =
         status: number
         latency_ms: number | null
         ttft_ms: number | null
-      }>`SELECT provider, status, latency_ms, ttft_ms FROM usage WHERE ts >= ${from} AND provider IS NOT NULL ORDER BY id DESC LIMIT 200000`.pipe(Effect.orDie)
+      }>`SELECT provider, status, latency_ms, ttft_ms FROM usage WHERE ts >= ${from} AND provider IS NOT NULL ORDER BY id DESC LIMIT 200000`.pipe(
+        Effect.orDie
+      )
       const byProvider = new Map<string, { count: number; errors: number; latencies: Array<number>; ttfts: Array<number> }>()
       for (const r of rows) {
         const p = byProvider.get(r.provider!) ?? { count: 0, errors: 0, latencies: [], ttfts: [] }
@@ -107,7 +121,15 @@ export const makeTelemetry =
           .map(([provider, p]) => {
             const l = p.latencies.sort((a, b) => a - b)
             const t = p.ttfts.sort((a, b) => a - b)
-            return { provider, count: p.count, errors: p.errors, p50: quantile(l, 0.5), p95: quantile(l, 0.95), p99: quantile(l, 0.99), p50TtftMs: quantile(t, 0.5) }
+            return {
+              provider,
+              count: p.count,
+              errors: p.errors,
+              p50: quantile(l, 0.5),
+              p95: quantile(l, 0.95),
+              p99: quantile(l, 0.99),
+              p50TtftMs: quantile(t, 0.5)
+            }
           })
       }
     })

@@ -88,7 +88,8 @@ export const makeBookkeeping = (disableAfter: number): Effect.Effect<Bookkeeping
 
     const write = (rows: ReadonlyArray<DeliveryRow>, ids: ReadonlyArray<string>, changes: ReadonlyArray<readonly [string, HookChange]>) =>
       Effect.gen(function* () {
-        for (const part of chunks(rows)) yield* sql`INSERT INTO webhook_deliveries ${sql.insert(part as Array<DeliveryRow & Record<string, string | number>>)}`
+        for (const part of chunks(rows))
+          yield* sql`INSERT INTO webhook_deliveries ${sql.insert(part as Array<DeliveryRow & Record<string, string | number>>)}`
         for (const part of chunks(ids)) yield* sql`DELETE FROM webhook_deliveries WHERE ${sql.in("id", part)}`
         for (const [id, c] of changes) {
           const count = c.reset ? sql`${c.failures}` : sql`failure_count + ${c.failures}`
@@ -105,7 +106,11 @@ export const makeBookkeeping = (disableAfter: number): Effect.Effect<Bookkeeping
      * What a write the store refused had taken goes back, under what was recorded since: a
      * delivery finished meanwhile is neither inserted nor deleted; the hooks' changes add up.
      */
-    const giveBack = (rows: ReadonlyArray<DeliveryRow>, ids: ReadonlyArray<string>, changes: ReadonlyArray<readonly [string, HookChange]>) => {
+    const giveBack = (
+      rows: ReadonlyArray<DeliveryRow>,
+      ids: ReadonlyArray<string>,
+      changes: ReadonlyArray<readonly [string, HookChange]>
+    ) => {
       const back = new Map<string, DeliveryRow>()
       for (const row of rows) {
         if (deletes.delete(row.id)) health.release(1)
@@ -156,7 +161,10 @@ export const makeBookkeeping = (disableAfter: number): Effect.Effect<Bookkeeping
               }
               health.release(rows.length)
               return Effect.as(
-                Effect.logWarning(`webhooks: writing delivery bookkeeping failed (${rows.length} new, ${ids.length} finished, ${changes.length} webhooks)`, cause),
+                Effect.logWarning(
+                  `webhooks: writing delivery bookkeeping failed (${rows.length} new, ${ids.length} finished, ${changes.length} webhooks)`,
+                  cause
+                ),
                 true
               )
             })

@@ -40,10 +40,12 @@ export const USER_AGENT = "Gateway-Webhook/1.0"
 const ANSWER_MAX_BYTES = 64 * 1024
 
 /** The envelope of the spec: `event`, `timestamp` (ISO 8601, when the event happened), `data`. */
-export const envelope = (event: string, timestamp: string, data: Readonly<Record<string, unknown>>): string => JSON.stringify({ event, timestamp, data })
+export const envelope = (event: string, timestamp: string, data: Readonly<Record<string, unknown>>): string =>
+  JSON.stringify({ event, timestamp, data })
 
 /** `X-Webhook-Signature`: `sha256=` + hex HMAC-SHA256 of the raw body, keyed by the secret's characters. */
-export const specSignature = (secret: string, body: string): string => `sha256=${crypto.createHmac("sha256", secret).update(body).digest("hex")}`
+export const specSignature = (secret: string, body: string): string =>
+  `sha256=${crypto.createHmac("sha256", secret).update(body).digest("hex")}`
 
 /**
  * The Standard Webhooks key. A secret `whsec_<base64>` (the generated `whsec_` + 48 hex is one:
@@ -99,7 +101,10 @@ export const attempt = (http: UpstreamHttpShape, target: DeliveryTarget, message
         maxBodyBytes: ANSWER_MAX_BYTES
       })
       .pipe(
-        Effect.timeoutFail({ duration: ATTEMPT_TIMEOUT, onTimeout: () => ({ kind: "timeout" as const, message: "no answer within 10 s" }) }),
+        Effect.timeoutFail({
+          duration: ATTEMPT_TIMEOUT,
+          onTimeout: () => ({ kind: "timeout" as const, message: "no answer within 10 s" })
+        }),
         Effect.match({
           onFailure: (e): AttemptOutcome => ({
             ok: false,
@@ -116,7 +121,8 @@ export const attempt = (http: UpstreamHttpShape, target: DeliveryTarget, message
   )
 
 /** Waits before the retries: `2^n * base` (1, 2, 4 s with the spec's base of 1 s), at most RETRIES of them. */
-export const retrySchedule = (base: Duration.DurationInput) => Schedule.exponential(base, 2).pipe(Schedule.intersect(Schedule.recurs(RETRIES)))
+export const retrySchedule = (base: Duration.DurationInput) =>
+  Schedule.exponential(base, 2).pipe(Schedule.intersect(Schedule.recurs(RETRIES)))
 
 /**
  * A delivery: the first attempt and up to 3 retries while the outcome is retryable, each reported

@@ -93,7 +93,8 @@ const makeClaims = (keys: SharedKeys): Effect.Effect<Claims, never, Scope.Scope>
         if (got === true) claimed.add(deliveryId)
         return got
       })
-    if (keys.exact) yield* Effect.addFinalizer(() => Effect.forEach([...claimed], (id) => keys.release(claimKey(id), owner), { discard: true }))
+    if (keys.exact)
+      yield* Effect.addFinalizer(() => Effect.forEach([...claimed], (id) => keys.release(claimKey(id), owner), { discard: true }))
     return {
       exact: keys.exact,
       claim,
@@ -125,7 +126,9 @@ const makeWorker = (deps: WorkerDeps) => {
       hook.failures = outcome.ok ? 0 : hook.failures + 1
       if (outcome.ok || hook.failures < DISABLE_AFTER || !hook.enabled) return Effect.void
       hook.enabled = false
-      return Effect.logWarning(`webhook ${hook.id} disabled after ${hook.failures} failed deliveries in a row (${outcome.error ?? "failed"})`)
+      return Effect.logWarning(
+        `webhook ${hook.id} disabled after ${hook.failures} failed deliveries in a row (${outcome.error ?? "failed"})`
+      )
     })
 
   return (hook: Hook) =>
@@ -155,7 +158,12 @@ const makeWorker = (deps: WorkerDeps) => {
  * A batch of events fanned out: a delivery for each enabled webhook that wants the event, persisted
  * (and claimed) before it is queued; one whose queue is full drops it.
  */
-const makeFanOut = (deps: { readonly hooks: ReadonlyMap<string, Hook>; readonly books: Bookkeeping; readonly claims: Claims; readonly capacity: number }) => {
+const makeFanOut = (deps: {
+  readonly hooks: ReadonlyMap<string, Hook>
+  readonly books: Bookkeeping
+  readonly claims: Claims
+  readonly capacity: number
+}) => {
   const { hooks, books, claims, capacity } = deps
   let seq = 0
   return (events: Chunk.Chunk<GatewayEvent>) =>
@@ -170,7 +178,9 @@ const makeFanOut = (deps: { readonly hooks: ReadonlyMap<string, Hook>; readonly 
             // Overflow: the new delivery is dropped (the queued ones keep their order), logged at most once a minute per webhook.
             if (now - hook.lastDropLog >= 60_000) {
               hook.lastDropLog = now
-              yield* Effect.logWarning(`webhook ${hook.id}: ${capacity} deliveries pending, dropping new '${e.event}' deliveries (${QUEUE_SIZE_ENV})`)
+              yield* Effect.logWarning(
+                `webhook ${hook.id}: ${capacity} deliveries pending, dropping new '${e.event}' deliveries (${QUEUE_SIZE_ENV})`
+              )
             }
             continue
           }
@@ -207,7 +217,8 @@ const loadAll = (deps: {
 }) =>
   Effect.gen(function* () {
     const { sql, secrets, books, claims, capacity, hooks, addHook } = deps
-    const rows = yield* sql<Row>`SELECT id, url, events, secret, enabled, description, created_at, last_triggered_at, last_status, failure_count FROM webhooks`
+    const rows =
+      yield* sql<Row>`SELECT id, url, events, secret, enabled, description, created_at, last_triggered_at, last_status, failure_count FROM webhooks`
     for (const row of rows) {
       const decrypted = yield* Effect.either(secrets.decrypt(row.secret))
       if (decrypted._tag === "Left") {
@@ -216,7 +227,9 @@ const loadAll = (deps: {
       }
       yield* addHook(row, Redacted.value(decrypted.right))
     }
-    const pending = yield* sql<Job & { webhook_id: string }>`SELECT id, webhook_id, event, body FROM webhook_deliveries ORDER BY created_at, seq`
+    const pending = yield* sql<
+      Job & { webhook_id: string }
+    >`SELECT id, webhook_id, event, body FROM webhook_deliveries ORDER BY created_at, seq`
     const dropped: Array<string> = []
     let others = 0
     for (const p of pending) {
@@ -233,7 +246,8 @@ const loadAll = (deps: {
       hook.pending++
       Queue.unsafeOffer(hook.queue, { id: p.id, event: p.event, body: p.body })
     }
-    if (pending.length > dropped.length + others) yield* Effect.logInfo(`webhooks: ${pending.length - dropped.length - others} pending deliveries resumed`)
+    if (pending.length > dropped.length + others)
+      yield* Effect.logInfo(`webhooks: ${pending.length - dropped.length - others} pending deliveries resumed`)
     if (others > 0) yield* Effect.logInfo(`webhooks: ${others} pending deliveries left to the processes that queued them`)
     for (const id of dropped) books.finished(id)
   })
@@ -253,7 +267,8 @@ export interface DispatcherDeps {
 }
 
 export interface Dispatcher {
-  /** Every webhook and its pending deliveries (in the order they were queued), then the dispatcher, listening while a webhook is enabled. */
+  /** Every webhook and its pending deliveries (in the order they were queued), then the dispatcher, listening while a webhook is enabled.
+   * */
   readonly start: Effect.Effect<void, never, Scope.Scope>
   /** A webhook created or edited: delivered to as `row` says from now on (its worker started if it had none). */
   readonly install: (row: Row, secret: string, events: ReadonlyArray<string>) => Effect.Effect<void>

@@ -36,7 +36,9 @@ export const makeRegistry = (deps: {
       // What every finished delivery did to the row is written first.
       Effect.zipRight(
         books.flush,
-        Effect.orDie(sql<Row>`SELECT id, url, events, secret, enabled, description, created_at, last_triggered_at, last_status, failure_count FROM webhooks WHERE id = ${id}`)
+        Effect.orDie(
+          sql<Row>`SELECT id, url, events, secret, enabled, description, created_at, last_triggered_at, last_status, failure_count FROM webhooks WHERE id = ${id}`
+        )
       ),
       (rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(new NotFound({ message: `no webhook '${id}'` })))
     )

@@ -50,5 +50,7 @@ export const toView = (row: Row, secret: string): WebhookView => ({
 /** A created or edited webhook's answer: a warning for each event name that is not one. */
 export const saved = (view: WebhookView, events: ReadonlyArray<string>): WebhookSaved => {
   const unknown = unknownEvents(events)
-  return unknown.length === 0 ? view : { ...view, warnings: unknown.map((e) => `events: '${e}' is not an event name; it is stored but never matches`) }
+  return unknown.length === 0
+    ? view
+    : { ...view, warnings: unknown.map((e) => `events: '${e}' is not an event name; it is stored but never matches`) }
 }

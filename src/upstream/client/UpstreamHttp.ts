@@ -7,7 +7,15 @@ import * as Layer from "effect/Layer"
 import { EventEmitter } from "node:events"
 import { Readable as NodeReadable } from "node:stream"
 import * as Option from "effect/Option"
-import { Agent, buildConnector, type Dispatcher, errors as undiciErrors, fetch as undiciFetch, type request, util as undiciUtil } from "undici"
+import {
+  Agent,
+  buildConnector,
+  type Dispatcher,
+  errors as undiciErrors,
+  fetch as undiciFetch,
+  type request,
+  util as undiciUtil
+} from "undici"
 import { positiveInteger } from "../../platform/config/AppConfig.js"
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
 import type { UrlPolicyFlags } from "../providers/urlPolicy.js"
@@ -48,7 +56,8 @@ export class UpstreamBodyError extends Error {
   }
 }
 
-const tooLarge = (limit: number) => new UpstreamBodyError("too_large", `upstream answer larger than ${limit} bytes (${MAX_RESPONSE_BYTES_ENV})`)
+const tooLarge = (limit: number) =>
+  new UpstreamBodyError("too_large", `upstream answer larger than ${limit} bytes (${MAX_RESPONSE_BYTES_ENV})`)
 
 /** The upstream could not be reached or did not answer in time; no HTTP status exists. */
 export class UpstreamTransportError extends Data.TaggedError("UpstreamTransportError")<{
@@ -130,7 +139,12 @@ export interface UpstreamHttpShape {
  * UpstreamBodyError (`fail`). Interruption (the client went away) destroys the body, which
  * aborts the upstream request.
  */
-export const readUpstreamBody = (body: UpstreamResponse["body"], maxBytes = Number.POSITIVE_INFINITY, overflow: "cut" | "fail" = "cut", idleMs?: number) =>
+export const readUpstreamBody = (
+  body: UpstreamResponse["body"],
+  maxBytes = Number.POSITIVE_INFINITY,
+  overflow: "cut" | "fail" = "cut",
+  idleMs?: number
+) =>
   Effect.async<Buffer, Error>((resume) => {
     collect(body, maxBytes, overflow, (error, bytes) => resume(error ? Effect.fail(error) : Effect.succeed(bytes!)), idleMs)
     return Effect.sync(() => body.destroy())
@@ -143,7 +157,13 @@ export const readUpstreamBody = (body: UpstreamResponse["body"], maxBytes = Numb
  * silent that long is destroyed and `done` gets an UpstreamBodyError (`stalled`); for a body
  * whose request set no undici body timeout (a stream asked for, answered whole).
  */
-export const collect = (body: UpstreamBody, maxBytes: number, overflow: "cut" | "fail", done: (error: Error | undefined, bytes?: Buffer) => void, idleMs?: number) => {
+export const collect = (
+  body: UpstreamBody,
+  maxBytes: number,
+  overflow: "cut" | "fail",
+  done: (error: Error | undefined, bytes?: Buffer) => void,
+  idleMs?: number
+) => {
   const chunks: Array<Buffer> = []
   let size = 0
   let over = false
@@ -214,7 +234,8 @@ const bodyFailure = (e: Error, ms: number | undefined): Error =>
       ? e
       : new UpstreamBodyError("broken", e.message)
 
-/** Error codes of a failed TLS handshake: node's (`ERR_TLS_CERT_ALTNAME_INVALID`, `ERR_SSL_...`) and OpenSSL's verify results (`CERT_HAS_EXPIRED`, `DEPTH_ZERO_SELF_SIGNED_CERT`...). */
+/** Error codes of a failed TLS handshake: node's (`ERR_TLS_CERT_ALTNAME_INVALID`, `ERR_SSL_...`) and OpenSSL's verify results
+ * (`CERT_HAS_EXPIRED`, `DEPTH_ZERO_SELF_SIGNED_CERT`...). */
 const TLS_CODES = /^(?:ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|HOSTNAME_MISMATCH$|EPROTO$)/
 
 /**
@@ -239,11 +260,20 @@ const unresolved = (code: string, message: string, hostname: string | undefined)
 }
 
 const classify = (cause: unknown): UpstreamTransportError => {
-  const err = cause as { code?: string; message?: string; hostname?: string; cause?: { code?: string; message?: string; hostname?: string } }
+  const err = cause as {
+    code?: string
+    message?: string
+    hostname?: string
+    cause?: { code?: string; message?: string; hostname?: string }
+  }
   const code = err.code ?? err.cause?.code ?? ""
-  if (code === "ESSRF_BLOCKED") return new UpstreamTransportError({ kind: "blocked", message: err.message ?? err.cause?.message ?? "blocked by the outbound policy" })
+  if (code === "ESSRF_BLOCKED")
+    return new UpstreamTransportError({ kind: "blocked", message: err.message ?? err.cause?.message ?? "blocked by the outbound policy" })
   if (code === "PROXY_FAMILY_UNAVAILABLE")
-    return new UpstreamTransportError({ kind: "proxy_family", message: err.message ?? err.cause?.message ?? "the proxy has no address of its pinned family" })
+    return new UpstreamTransportError({
+      kind: "proxy_family",
+      message: err.message ?? err.cause?.message ?? "the proxy has no address of its pinned family"
+    })
   const message = err.cause?.message ?? err.message ?? String(cause)
   if (cause instanceof undiciErrors.HeadersTimeoutError) {
     return new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" })
@@ -255,9 +285,14 @@ const classify = (cause: unknown): UpstreamTransportError => {
     return new UpstreamTransportError({ kind: "timeout", message: `connect timeout: ${message}` })
   }
   if (TLS_CODES.test(code)) return new UpstreamTransportError({ kind: "tls", message: `${code}: ${message}` })
-  if (DNS_CODES.has(code)) return new UpstreamTransportError({ kind: "connect", message: unresolved(code, message, err.hostname ?? err.cause?.hostname) })
+  if (DNS_CODES.has(code))
+    return new UpstreamTransportError({ kind: "connect", message: unresolved(code, message, err.hostname ?? err.cause?.hostname) })
   // Reset before any answer (an upstream that crashed or restarted, a middlebox): nothing was answered, another target may.
-  if (code === "ECONNRESET") return new UpstreamTransportError({ kind: "connect", message: `${code}: the upstream reset the connection before answering (${message})` })
+  if (code === "ECONNRESET")
+    return new UpstreamTransportError({
+      kind: "connect",
+      message: `${code}: the upstream reset the connection before answering (${message})`
+    })
   if (["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH"].includes(code)) {
     return new UpstreamTransportError({ kind: "connect", message: `${code}: ${message}` })
   }
@@ -265,14 +300,18 @@ const classify = (cause: unknown): UpstreamTransportError => {
 }
 
 /** Origin and path of an upstream URL, parsed once per distinct URL (a handful per connection). */
-const parsed = new BoundedMap<string, { readonly origin: string; readonly path: string; readonly host: string } | string>({ maxEntries: 1000 })
+const parsed = new BoundedMap<string, { readonly origin: string; readonly path: string; readonly host: string } | string>({
+  maxEntries: 1000
+})
 const splitUrl = (url: string): { readonly origin: string; readonly path: string; readonly host: string } | string => {
   let hit = parsed.get(url)
   if (hit === undefined) {
     try {
       const u = new URL(url)
       hit =
-        u.protocol === "http:" || u.protocol === "https:" ? { origin: u.origin, path: u.pathname + u.search, host: u.hostname } : `unsupported upstream URL scheme ${u.protocol}`
+        u.protocol === "http:" || u.protocol === "https:"
+          ? { origin: u.origin, path: u.pathname + u.search, host: u.hostname }
+          : `unsupported upstream URL scheme ${u.protocol}`
     } catch {
       hit = `invalid upstream URL: ${url}`
     }
@@ -306,7 +345,12 @@ const headersTimedOut = () => new UpstreamTransportError({ kind: "timeout", mess
  * once). A whole answer (`readWhole`) is read by a dispatch handler of its own (`WholeAnswer`);
  * a streamed one is handed over as undici's body stream.
  */
-const sendNow = (sending: Sending, req: UpstreamRequest, policy: UrlPolicyFlags, done: (outcome: UpstreamOutcome) => void): (() => void) | undefined => {
+const sendNow = (
+  sending: Sending,
+  req: UpstreamRequest,
+  policy: UrlPolicyFlags,
+  done: (outcome: UpstreamOutcome) => void
+): (() => void) | undefined => {
   const target = splitUrl(req.url)
   if (typeof target === "string") {
     done({ _tag: "failed", error: new UpstreamTransportError({ kind: "network", message: target }) })
@@ -451,7 +495,14 @@ const sendWhole = (
   answer.startTimer(ms)
   const via = req.dispatcher ?? sending.agent
   via.dispatch(
-    { origin: target.origin, path: target.path, method: req.method, headers: req.headers, body: req.body ?? null, ...(bodyTimeout === undefined ? {} : { bodyTimeout }) },
+    {
+      origin: target.origin,
+      path: target.path,
+      method: req.method,
+      headers: req.headers,
+      body: req.body ?? null,
+      ...(bodyTimeout === undefined ? {} : { bodyTimeout })
+    },
     answer
   )
   return cancel
@@ -509,22 +560,33 @@ const sendStreamed = (
     if (settled) return undefined
   }
   const via = req.dispatcher ?? sending.agent
-  via.request({ origin: target.origin, path: target.path, method: req.method, headers: req.headers, body: req.body ?? null, signal: abort, bodyTimeout }, (err, data) => {
-    clearTimeout(timer)
-    if (settled) {
-      if (!err) data?.body?.destroy()
-      return
+  via.request(
+    {
+      origin: target.origin,
+      path: target.path,
+      method: req.method,
+      headers: req.headers,
+      body: req.body ?? null,
+      signal: abort,
+      bodyTimeout
+    },
+    (err, data) => {
+      clearTimeout(timer)
+      if (settled) {
+        if (!err) data?.body?.destroy()
+        return
+      }
+      if (err) {
+        settle()
+        return done({ _tag: "failed", error: classify(err) })
+      }
+      body = data.body
+      // Watching the caller goes on until the body is done with (read or destroyed).
+      settled = true
+      if (unwatch) data.body.once("close", unwatch)
+      done({ _tag: "answered", response: { status: data.statusCode, headers: data.headers, body: data.body } })
     }
-    if (err) {
-      settle()
-      return done({ _tag: "failed", error: classify(err) })
-    }
-    body = data.body
-    // Watching the caller goes on until the body is done with (read or destroyed).
-    settled = true
-    if (unwatch) data.body.once("close", unwatch)
-    done({ _tag: "answered", response: { status: data.statusCode, headers: data.headers, body: data.body } })
-  })
+  )
   return cancel
 }
 
@@ -546,7 +608,9 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
         const guard = f.peekEnabled("OUTBOUND_SSRF_GUARD_ENABLED")
         const allowLocal = f.peekEnabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS")
         const allowPrivate = f.peekEnabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS")
-        return guard !== undefined && allowLocal !== undefined && allowPrivate !== undefined ? { guard, allowLocal, allowPrivate } : undefined
+        return guard !== undefined && allowLocal !== undefined && allowPrivate !== undefined
+          ? { guard, allowLocal, allowPrivate }
+          : undefined
       }
       const readPolicy = (): Promise<UrlPolicyFlags> => {
         const f = Option.getOrThrow(flags)
@@ -617,7 +681,11 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
           else
             readPolicy().then(
               (p) => sendNow(sending, req, p, done),
-              (e: unknown) => done({ _tag: "failed", error: new UpstreamTransportError({ kind: "network", message: `the outbound policy could not be read: ${String(e)}` }) })
+              (e: unknown) =>
+                done({
+                  _tag: "failed",
+                  error: new UpstreamTransportError({ kind: "network", message: `the outbound policy could not be read: ${String(e)}` })
+                })
             )
         }
       } satisfies UpstreamHttpShape

@@ -54,7 +54,8 @@ const styleHeaders = (style: AuthStyle, apiKey: string | undefined): Record<stri
  * operator's header wins over the gateway's).
  */
 export const providerAuthHeaders = (provider: ProviderSpec, format: FormatId, apiKey: string | undefined): Record<string, string> => {
-  if (provider.clientCompat) return { ...upstreamAuthHeaders(provider.authStyle, format, apiKey), ...compatHeaders(provider, apiKey, undefined) }
+  if (provider.clientCompat)
+    return { ...upstreamAuthHeaders(provider.authStyle, format, apiKey), ...compatHeaders(provider, apiKey, undefined) }
   if (!provider.node) return upstreamAuthHeaders(provider.authStyle, format, apiKey)
   const headers: Record<string, string> = styleHeaders(provider.authStyle, apiKey)
   if (format === "anthropic") headers["anthropic-version"] = ANTHROPIC_VERSION
@@ -66,7 +67,11 @@ export const providerAuthHeaders = (provider: ProviderSpec, format: FormatId, ap
  * A client-compatible provider's own headers (`clientCompat`): the client's headers, a list header
  * (`anthropic-beta`) merged with the value a client sent, and the key also as a bearer token.
  */
-export const compatHeaders = (provider: ProviderSpec, apiKey: string | undefined, forward: Readonly<Record<string, string>> | undefined): Record<string, string> => {
+export const compatHeaders = (
+  provider: ProviderSpec,
+  apiKey: string | undefined,
+  forward: Readonly<Record<string, string>> | undefined
+): Record<string, string> => {
   const compat = provider.clientCompat
   if (!compat) return {}
   const headers: Record<string, string> = {}

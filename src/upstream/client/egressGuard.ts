@@ -14,7 +14,9 @@ export type Resolve = (hostname: string) => Promise<ReadonlyArray<ResolvedAddres
 
 /** The system's resolver (the hosts file, then DNS): DnsResolver's default. */
 export const systemResolve: Resolve = (hostname) =>
-  dns.promises.lookup(hostname, { all: true, verbatim: true }).then((list) => list.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 })))
+  dns.promises
+    .lookup(hostname, { all: true, verbatim: true })
+    .then((list) => list.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 })))
 
 /**
  * How outbound connections resolve host names: the system resolver, or a test's own (which is
@@ -30,7 +32,8 @@ export const DEFAULT_URL_POLICY: UrlPolicyFlags = { guard: true, allowLocal: tru
 const blockedBy = (kind: HostClass, policy: UrlPolicyFlags): string | undefined => {
   if (!policy.guard || kind === "public") return undefined
   if (kind === "metadata") return "cloud metadata addresses are always blocked"
-  if (kind === "loopback" || kind === "lan") return policy.allowLocal || policy.allowPrivate ? undefined : "GATEWAY_ALLOW_LOCAL_PROVIDER_URLS is off"
+  if (kind === "loopback" || kind === "lan")
+    return policy.allowLocal || policy.allowPrivate ? undefined : "GATEWAY_ALLOW_LOCAL_PROVIDER_URLS is off"
   return policy.allowPrivate ? undefined : "GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS is off"
 }
 
@@ -45,7 +48,9 @@ export class EgressBlocked extends Error {
     readonly addressClass: HostClass,
     readonly reason: string
   ) {
-    super(`${host} ${net.isIP(host.replace(/^\[|\]$/g, "")) ? "is" : "resolves to"} a ${addressClass === "metadata" ? "cloud metadata" : addressClass} address; ${reason}`)
+    super(
+      `${host} ${net.isIP(host.replace(/^\[|\]$/g, "")) ? "is" : "resolves to"} a ${addressClass === "metadata" ? "cloud metadata" : addressClass} address; ${reason}`
+    )
     this.name = "EgressBlocked"
   }
 }
@@ -70,7 +75,8 @@ export const guardedLookup =
   (resolve: () => Resolve, policy: () => UrlPolicyFlags | Promise<UrlPolicyFlags>) =>
   (hostname: string, options: dns.LookupOptions | number | LookupCallback, callback?: LookupCallback): void => {
     const cb = (typeof options === "function" ? options : callback) as LookupCallback
-    const opts: dns.LookupOptions = typeof options === "object" && options !== null ? options : typeof options === "number" ? { family: options } : {}
+    const opts: dns.LookupOptions =
+      typeof options === "object" && options !== null ? options : typeof options === "number" ? { family: options } : {}
     void (async () => {
       const rules = await policy()
       const named = checkHostLiteral(hostname, rules)

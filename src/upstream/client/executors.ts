@@ -18,7 +18,8 @@ export interface CustomCall {
   readonly path: string
   readonly method?: "GET" | "POST" | "DELETE"
   readonly json?: Record<string, unknown>
-  /** Bytes with their content type: in memory, or streamed (an upload read from disk as the upstream takes it; `length` then sets Content-Length). */
+  /** Bytes with their content type: in memory, or streamed (an upload read from disk as the upstream takes it; `length` then sets
+   * Content-Length). */
   readonly bytes?: { readonly data: Buffer | Readable; readonly contentType: string; readonly length?: number }
   readonly accept?: string
   /** An absolute URL (a result's download link): still sent with the connection's credentials, so it must pass the URL policy too. */
@@ -76,7 +77,8 @@ export const upstreamRequest = (
   const payload = format === "gemini" ? withoutModel(body) : { ...body, model: options.model }
   if (format === "ollama" && op === "generate") payload["stream"] = options.stream
   const compat = connection.provider.clientCompat
-  if (compat?.systemPreamble && format === "anthropic" && op === "generate") payload["system"] = withPreamble(payload["system"], compat.systemPreamble)
+  if (compat?.systemPreamble && format === "anthropic" && op === "generate")
+    payload["system"] = withPreamble(payload["system"], compat.systemPreamble)
   return {
     url: joinUrl(connection.effectiveBaseUrl ?? "", path(format, op, options.model, options.stream)),
     method: "POST",
@@ -89,7 +91,9 @@ export const upstreamRequest = (
       ...(connection.provider.oauth
         ? oauthHeaders(connection, format, options.forward)
         : providerAuthHeaders(connection.provider, format, connection.apiKey ? Redacted.value(connection.apiKey) : undefined)),
-      ...(compat ? compatHeaders(connection.provider, connection.apiKey ? Redacted.value(connection.apiKey) : undefined, options.forward) : {})
+      ...(compat
+        ? compatHeaders(connection.provider, connection.apiKey ? Redacted.value(connection.apiKey) : undefined, options.forward)
+        : {})
     },
     body: JSON.stringify(payload)
   }
@@ -100,7 +104,11 @@ export const upstreamRequest = (
  * format (an Anthropic upstream takes OAuth tokens that way, not as `x-api-key`), and the
  * provider's extra headers (Anthropic's OAuth beta), merged with a client's own `anthropic-beta`.
  */
-export const oauthHeaders = (connection: Connection, format: FormatId, forward: Readonly<Record<string, string>> | undefined): Record<string, string> => {
+export const oauthHeaders = (
+  connection: Connection,
+  format: FormatId,
+  forward: Readonly<Record<string, string>> | undefined
+): Record<string, string> => {
   const headers: Record<string, string> = {}
   if (connection.apiKey) headers["authorization"] = `Bearer ${Redacted.value(connection.apiKey)}`
   if (format === "anthropic") headers["anthropic-version"] = ANTHROPIC_VERSION
@@ -146,7 +154,10 @@ export const customRequest = (connection: Connection, call: CustomCall, userAgen
       ...(call.json
         ? { "content-type": "application/json" }
         : call.bytes
-          ? { "content-type": call.bytes.contentType, ...(call.bytes.length !== undefined ? { "content-length": String(call.bytes.length) } : {}) }
+          ? {
+              "content-type": call.bytes.contentType,
+              ...(call.bytes.length !== undefined ? { "content-length": String(call.bytes.length) } : {})
+            }
           : {}),
       accept: call.accept ?? "application/json",
       "accept-encoding": "identity",

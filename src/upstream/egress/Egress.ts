@@ -54,7 +54,11 @@ export interface EgressShape {
    * A control-plane call to `url` (provider checks, OAuth token endpoints, provider-node probes,
    * the sync server): `dispatcherFor(proxyId, "control", host, tlsProfile)`, skipped when `isDirect`.
    */
-  readonly control: (proxyId: string | null | undefined, url: string, tlsProfile?: TlsProfile | null) => Effect.Effect<Dispatcher | undefined, EgressRefused>
+  readonly control: (
+    proxyId: string | null | undefined,
+    url: string,
+    tlsProfile?: TlsProfile | null
+  ) => Effect.Effect<Dispatcher | undefined, EgressRefused>
   /** Which proxy a call would use (for the proxy test and the docs' examples); undefined: direct. */
   readonly choose: (proxyId: string | null | undefined, targetHost: string) => Effect.Effect<EgressChoice | undefined, EgressRefused>
   /** The guard's lookup, for a caller that opens its own socket to a proxy (the proxy test). */
@@ -109,7 +113,9 @@ export class Egress extends Context.Tag("gateway/Egress")<Egress, EgressShape>()
 
       // With the fingerprint on, no call is direct: each goes through the fingerprinted transport.
       const isDirect: EgressShape["isDirect"] =
-        transports === undefined ? (proxyId) => !proxyId && settings.current().proxy.url === null && flags.peekEnabled("PROXY_AUTO_SELECT_ENABLED") === false : () => false
+        transports === undefined
+          ? (proxyId) => !proxyId && settings.current().proxy.url === null && flags.peekEnabled("PROXY_AUTO_SELECT_ENABLED") === false
+          : () => false
 
       return {
         isDirect,

@@ -21,7 +21,9 @@ const bare = (host: string) => host.replace(/^\[(.*)\]$/, "$1")
  */
 export const proxySocketOptions = (spec: ProxySpec, lookup: LookupFunction) => {
   const family = familyNumber(spec.family)
-  return family === 0 ? { lookup: lookup as never } : { lookup: pinnedLookup(lookup, spec.family) as never, family, autoSelectFamily: false }
+  return family === 0
+    ? { lookup: lookup as never }
+    : { lookup: pinnedLookup(lookup, spec.family) as never, family, autoSelectFamily: false }
 }
 
 /** Opens a TCP connection to the proxy (the guard's lookup, the pinned family), for SOCKS5 and reachability tests. */
@@ -30,7 +32,11 @@ export const connectToProxy = (spec: ProxySpec, lookup: LookupFunction, timeoutM
     const socket = net.connect({ host: bare(spec.host), port: spec.port, ...proxySocketOptions(spec, lookup) })
     const timer = setTimeout(() => {
       socket.destroy()
-      reject(Object.assign(new Error(`proxy ${spec.host}:${spec.port} did not accept a connection within ${timeoutMs} ms`), { code: "UND_ERR_CONNECT_TIMEOUT" }))
+      reject(
+        Object.assign(new Error(`proxy ${spec.host}:${spec.port} did not accept a connection within ${timeoutMs} ms`), {
+          code: "UND_ERR_CONNECT_TIMEOUT"
+        })
+      )
     }, timeoutMs)
     socket.once("connect", () => {
       clearTimeout(timer)
@@ -87,7 +93,8 @@ export const buildDispatcher = (spec: ProxySpec, lookup: LookupFunction): Dispat
  * A direct dispatcher over the guard's lookup with the direct agent's pool settings: plain-HTTP
  * origins of the fingerprinted transport's direct route (src/upstream/egress/fingerprint.ts).
  */
-export const directDispatcher = (lookup: LookupFunction): Dispatcher => new Agent({ ...POOL, connect: buildConnector({ timeout: CONNECT_TIMEOUT_MS, lookup: lookup as never }) })
+export const directDispatcher = (lookup: LookupFunction): Dispatcher =>
+  new Agent({ ...POOL, connect: buildConnector({ timeout: CONNECT_TIMEOUT_MS, lookup: lookup as never }) })
 
 /**
  * A TCP connection to an upstream itself (the fingerprinted transport's direct route): a name is
@@ -98,7 +105,11 @@ export const dialDirect = (host: string, port: number, lookup: LookupFunction): 
     const socket = net.connect({ host, port, lookup: lookup as never })
     const timer = setTimeout(() => {
       socket.destroy()
-      reject(Object.assign(new Error(`${host}:${port} did not accept a connection within ${CONNECT_TIMEOUT_MS} ms`), { code: "UND_ERR_CONNECT_TIMEOUT" }))
+      reject(
+        Object.assign(new Error(`${host}:${port} did not accept a connection within ${CONNECT_TIMEOUT_MS} ms`), {
+          code: "UND_ERR_CONNECT_TIMEOUT"
+        })
+      )
     }, CONNECT_TIMEOUT_MS)
     const onError = (e: Error) => {
       clearTimeout(timer)
@@ -118,7 +129,12 @@ const socksTunnel = (spec: ProxySpec, lookup: LookupFunction, host: string, port
     loadSocks()
       .then((SocksClient) =>
         SocksClient.createConnection({
-          proxy: { host: bare(spec.host), port: spec.port, type: 5, ...(spec.username ? { userId: spec.username, password: spec.password ?? "" } : {}) },
+          proxy: {
+            host: bare(spec.host),
+            port: spec.port,
+            type: 5,
+            ...(spec.username ? { userId: spec.username, password: spec.password ?? "" } : {})
+          },
           command: "connect",
           destination: { host, port },
           existing_socket: existing,
@@ -150,13 +166,21 @@ const connectTunnel = (spec: ProxySpec, lookup: LookupFunction, host: string, po
           reject(e)
         }
         const timer = setTimeout(
-          () => fail(Object.assign(new Error(`proxy ${spec.host}:${spec.port} did not open a tunnel within ${CONNECT_TIMEOUT_MS} ms`), { code: "UND_ERR_CONNECT_TIMEOUT" })),
+          () =>
+            fail(
+              Object.assign(new Error(`proxy ${spec.host}:${spec.port} did not open a tunnel within ${CONNECT_TIMEOUT_MS} ms`), {
+                code: "UND_ERR_CONNECT_TIMEOUT"
+              })
+            ),
           CONNECT_TIMEOUT_MS
         )
         const name = bare(spec.host)
-        const socket: net.Socket = spec.type === "https" ? tls.connect({ socket: raw, ...(net.isIP(name) ? {} : { servername: name }) }) : raw
+        const socket: net.Socket =
+          spec.type === "https" ? tls.connect({ socket: raw, ...(net.isIP(name) ? {} : { servername: name }) }) : raw
         const target = net.isIPv6(host) ? `[${host}]:${port}` : `${host}:${port}`
-        const auth = spec.username ? `Proxy-Authorization: Basic ${Buffer.from(`${spec.username}:${spec.password ?? ""}`).toString("base64")}\r\n` : ""
+        const auth = spec.username
+          ? `Proxy-Authorization: Basic ${Buffer.from(`${spec.username}:${spec.password ?? ""}`).toString("base64")}\r\n`
+          : ""
         socket.once("error", fail)
         socket.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n${auth}\r\n`)
         let head = Buffer.alloc(0)
@@ -170,9 +194,14 @@ const connectTunnel = (spec: ProxySpec, lookup: LookupFunction, host: string, po
           socket.off("data", onData)
           const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(head.subarray(0, end).toString("latin1"))?.[1])
           if (status !== 200) {
-            const e = Object.assign(new Error(`proxy ${spec.host}:${spec.port} refused the tunnel to ${target} (${Number.isNaN(status) ? "no HTTP answer" : status})`), {
-              code: "ECONNREFUSED"
-            })
+            const e = Object.assign(
+              new Error(
+                `proxy ${spec.host}:${spec.port} refused the tunnel to ${target} (${Number.isNaN(status) ? "no HTTP answer" : status})`
+              ),
+              {
+                code: "ECONNREFUSED"
+              }
+            )
             return fail(e)
           }
           clearTimeout(timer)

@@ -40,7 +40,9 @@ export interface ProxySpec {
  */
 export const proxyUrl = (p: ProxySpec): string => {
   const host = net.isIPv6(bare(p.host)) ? `[${bare(p.host)}]` : p.host
-  const auth = p.username ? `${encodeURIComponent(p.username)}${p.password !== null ? `:${p.password === "****" ? "****" : encodeURIComponent(p.password)}` : ""}@` : ""
+  const auth = p.username
+    ? `${encodeURIComponent(p.username)}${p.password !== null ? `:${p.password === "****" ? "****" : encodeURIComponent(p.password)}` : ""}@`
+    : ""
   return withFamilyMarker(`${p.type}://${auth}${host}:${p.port}/`, p.family)
 }
 
@@ -85,9 +87,12 @@ export const preflight = async (resolve: Resolve, host: string, family: ProxyFam
   try {
     all = await resolve(host)
   } catch (e) {
-    throw new ProxyFamilyUnavailable(`proxy host ${host} could not be resolved (${(e as Error).message}); egress pinned to ${family} is refused`)
+    throw new ProxyFamilyUnavailable(
+      `proxy host ${host} could not be resolved (${(e as Error).message}); egress pinned to ${family} is refused`
+    )
   }
-  if (!all.some((a) => a.family === wanted)) throw new ProxyFamilyUnavailable(`proxy host ${host} has no IPv${wanted} address; egress pinned to ${family} is refused`)
+  if (!all.some((a) => a.family === wanted))
+    throw new ProxyFamilyUnavailable(`proxy host ${host} has no IPv${wanted} address; egress pinned to ${family} is refused`)
 }
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | Array<dns.LookupAddress>, family?: number) => void
@@ -105,7 +110,11 @@ export const pinnedLookup =
     if (wanted === 0) return lookup(hostname, options, callback)
     lookup(hostname, { ...options, family: wanted }, (err, address, fam) => {
       if (err && (err as { code?: string }).code !== "ESSRF_BLOCKED") {
-        return callback(new ProxyFamilyUnavailable(`proxy host ${hostname} has no usable IPv${wanted} address (${err.message})`), options.all ? [] : "", 0)
+        return callback(
+          new ProxyFamilyUnavailable(`proxy host ${hostname} has no usable IPv${wanted} address (${err.message})`),
+          options.all ? [] : "",
+          0
+        )
       }
       callback(err, address, fam)
     })

@@ -245,7 +245,9 @@ export class FingerprintDispatcher extends Dispatcher {
   override dispatch(opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
     const origin = typeof opts.origin === "string" ? opts.origin : String(opts.origin ?? "")
     if (!origin.startsWith("https:")) return this.plain.dispatch(opts, handler)
-    const legacy = handler as Required<Pick<Dispatcher.DispatchHandler, "onConnect" | "onHeaders" | "onData" | "onComplete" | "onError"> & { onResponseStarted?: () => void }>
+    const legacy = handler as Required<
+      Pick<Dispatcher.DispatchHandler, "onConnect" | "onHeaders" | "onData" | "onComplete" | "onError"> & { onResponseStarted?: () => void }
+    >
     const url = new URL(opts.path, origin)
     const controller = new AbortController()
     let finished = false
@@ -367,7 +369,13 @@ export const makeFingerprinting = (load: () => Promise<ImpitClass> = loadImpit):
     transport: (profile, open, plain) =>
       start().then(({ Impit, relay }) => {
         const route = relay.add(open)
-        const impit = new Impit({ browser: profile, proxyUrl: relay.proxyUrl(route), followRedirects: false, timeout: NO_TIMEOUT_MS, headers: BROWSER_HEADERS })
+        const impit = new Impit({
+          browser: profile,
+          proxyUrl: relay.proxyUrl(route),
+          followRedirects: false,
+          timeout: NO_TIMEOUT_MS,
+          headers: BROWSER_HEADERS
+        })
         return new FingerprintDispatcher(impit, relay, route, plain, profile)
       }),
     close: () => (started ? started.then(({ relay }) => relay.close()).catch(() => undefined) : Promise.resolve())
@@ -388,7 +396,9 @@ const loadImpit = (): Promise<ImpitClass> => {
       return Impit
     },
     (e: unknown) => {
-      throw new Error(`ENABLE_TLS_FINGERPRINT is on but its TLS stack (the impit package) could not be loaded: ${e instanceof Error ? e.message.trim() : String(e)}`)
+      throw new Error(
+        `ENABLE_TLS_FINGERPRINT is on but its TLS stack (the impit package) could not be loaded: ${e instanceof Error ? e.message.trim() : String(e)}`
+      )
     }
   )
 }

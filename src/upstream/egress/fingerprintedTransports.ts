@@ -29,7 +29,9 @@ export const makeFingerprintedTransports = ({ fingerprinting, lookup, mark }: Fi
   const openDirect: TunnelOpener = (host, port) => {
     const dial = mark?.current()
     if (dial === undefined) return dialDirect(host, port, lookup)
-    return new Promise((resolve, reject) => lookup(host, {}, (error, address) => (error ? reject(error) : dial(String(address), port, CONNECT_TIMEOUT_MS).then(resolve, reject))))
+    return new Promise((resolve, reject) =>
+      lookup(host, {}, (error, address) => (error ? reject(error) : dial(String(address), port, CONNECT_TIMEOUT_MS).then(resolve, reject)))
+    )
   }
   let directPlain: Dispatcher | undefined
 
@@ -47,7 +49,10 @@ export const makeFingerprintedTransports = ({ fingerprinting, lookup, mark }: Fi
       held.transport.catch(() => fingerprinted.get(key) === held && fingerprinted.delete(key))
     }
     const transport = held.transport
-    return Effect.tryPromise({ try: () => transport, catch: (e) => new EgressRefused({ code: "PROXY_UNAVAILABLE", message: e instanceof Error ? e.message : String(e) }) })
+    return Effect.tryPromise({
+      try: () => transport,
+      catch: (e) => new EgressRefused({ code: "PROXY_UNAVAILABLE", message: e instanceof Error ? e.message : String(e) })
+    })
   }
 
   /** The transports built over `plain` (a dispatcher just retired) are dropped and closed. */

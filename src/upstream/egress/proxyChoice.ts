@@ -51,7 +51,8 @@ const specOfEntry = (e: ProxyEntry): ProxySpec => ({
 })
 
 /** What a registry entry's dispatcher was built for (its id, version and URL, password masked): a changed key means a new dispatcher. */
-export const keyOf = (e: ProxyEntry) => `${e.id}@${e.updatedAt}|${proxyUrl({ ...specOfEntry(e), password: e.password === null ? null : "****" })}`
+export const keyOf = (e: ProxyEntry) =>
+  `${e.id}@${e.updatedAt}|${proxyUrl({ ...specOfEntry(e), password: e.password === null ? null : "****" })}`
 
 export interface ProxyChoiceDeps {
   readonly registry: ProxyRegistryShape
@@ -66,7 +67,8 @@ export interface ProxyChoiceDeps {
 export const makeChoose = ({ registry, settings, flags, resolver, lookup }: ProxyChoiceDeps): EgressShape["choose"] => {
   const autoTested = new Map<string, { readonly ok: boolean; readonly at: number }>()
 
-  const usable = (e: ProxyEntry, freeOn: boolean): boolean => !(e.type === "socks5" && !registry.socks5Enabled) && !(e.free && !freeOn) && e.passwordError === null
+  const usable = (e: ProxyEntry, freeOn: boolean): boolean =>
+    !(e.type === "socks5" && !registry.socks5Enabled) && !(e.free && !freeOn) && e.passwordError === null
 
   /** Auto-select's test of one proxy: the family rules pass and it accepts a TCP connection within REACH_TIMEOUT_MS. */
   const passes = (e: ProxyEntry) =>
@@ -91,8 +93,13 @@ export const makeChoose = ({ registry, settings, flags, resolver, lookup }: Prox
       if (proxyId) {
         const s = yield* registry.snapshot
         const e = s.byId.get(proxyId)
-        if (!e) return yield* new EgressRefused({ code: "PROXY_UNAVAILABLE", message: `the connection names proxy '${proxyId}', which no longer exists` })
-        if (e.passwordError) return yield* new EgressRefused({ code: "PROXY_UNAVAILABLE", message: `proxy '${e.name}': ${e.passwordError}` })
+        if (!e)
+          return yield* new EgressRefused({
+            code: "PROXY_UNAVAILABLE",
+            message: `the connection names proxy '${proxyId}', which no longer exists`
+          })
+        if (e.passwordError)
+          return yield* new EgressRefused({ code: "PROXY_UNAVAILABLE", message: `proxy '${e.name}': ${e.passwordError}` })
         return { via: "connection", key: keyOf(e), name: e.name, spec: specOfEntry(e), free: e.free } satisfies EgressChoice
       }
       const doc = settings.current()
@@ -106,7 +113,8 @@ export const makeChoose = ({ registry, settings, flags, resolver, lookup }: Prox
       const s = yield* registry.snapshot
       for (const e of s.all) {
         if (!usable(e, freeOn)) continue
-        if (yield* passes(e)) return { via: "auto-select", key: keyOf(e), name: e.name, spec: specOfEntry(e), free: e.free } satisfies EgressChoice
+        if (yield* passes(e))
+          return { via: "auto-select", key: keyOf(e), name: e.name, spec: specOfEntry(e), free: e.free } satisfies EgressChoice
       }
       // No registry proxy answers: the call goes direct, as it would with auto-select off.
       return undefined

@@ -63,7 +63,10 @@ export const makeProxyDispatchers = ({ registry, flags, resolver, lookup, policy
       if (choice.spec.type === "socks5" && !registry.socks5Enabled)
         return yield* new EgressRefused({ code: "PROXY_DISABLED", message: `proxy '${choice.name}': ${SOCKS5_DISABLED}` })
       if (choice.free && !(yield* flags.enabled("FREE_PROXY_ENABLED"))) {
-        return yield* new EgressRefused({ code: "PROXY_DISABLED", message: `proxy '${choice.name}' is a free proxy and FREE_PROXY_ENABLED is off` })
+        return yield* new EgressRefused({
+          code: "PROXY_DISABLED",
+          message: `proxy '${choice.name}' is a free proxy and FREE_PROXY_ENABLED is off`
+        })
       }
       // The proxy's own address is judged like an upstream's (a name, by the guard's lookup when it connects).
       const blocked = checkHostLiteral(choice.spec.host, yield* Effect.promise(async () => policyNow()))
@@ -110,14 +113,20 @@ export const makeRoute =
       const fallback = purpose === "control" && (yield* flags.enabled("GATEWAY_CONTROL_PLANE_PROXY_DIRECT_FALLBACK"))
       if (built._tag === "Left") {
         if (!fallback) return yield* built.left
-        yield* Effect.logWarning(`control-plane call to ${targetHost} goes direct: proxy '${choice.name}' failed its pre-check (${built.left.message})`)
+        yield* Effect.logWarning(
+          `control-plane call to ${targetHost} goes direct: proxy '${choice.name}' failed its pre-check (${built.left.message})`
+        )
         return undefined
       }
       if (fallback) {
         // The pre-check of a control-plane call that may fall back: the proxy must accept a connection.
-        const reach = yield* Effect.either(Effect.tryPromise({ try: () => connectToProxy(choice.spec, lookup, REACH_TIMEOUT_MS), catch: refuse }))
+        const reach = yield* Effect.either(
+          Effect.tryPromise({ try: () => connectToProxy(choice.spec, lookup, REACH_TIMEOUT_MS), catch: refuse })
+        )
         if (reach._tag === "Left") {
-          yield* Effect.logWarning(`control-plane call to ${targetHost} goes direct: proxy '${choice.name}' is unreachable (${reach.left.message})`)
+          yield* Effect.logWarning(
+            `control-plane call to ${targetHost} goes direct: proxy '${choice.name}' is unreachable (${reach.left.message})`
+          )
           return undefined
         }
         reach.right.destroy()

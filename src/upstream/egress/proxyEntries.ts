@@ -100,16 +100,23 @@ export interface ProxyReadsDeps {
 /** `find` an entry with the connections using it, and `list` them all (views). */
 export const makeProxyReads = ({ sql, snapshot }: ProxyReadsDeps) => {
   /** Connection names per proxy id, read now (connections change without telling the registry). */
-  const usedBy = Effect.map(sql<{ proxy_id: string; name: string }>`SELECT proxy_id, name FROM connections WHERE proxy_id IS NOT NULL ORDER BY name`.pipe(Effect.orDie), (rows) => {
-    const m = new Map<string, Array<string>>()
-    for (const u of rows) m.set(u.proxy_id, [...(m.get(u.proxy_id) ?? []), u.name])
-    return m
-  })
+  const usedBy = Effect.map(
+    sql<{ proxy_id: string; name: string }>`SELECT proxy_id, name FROM connections WHERE proxy_id IS NOT NULL ORDER BY name`.pipe(
+      Effect.orDie
+    ),
+    (rows) => {
+      const m = new Map<string, Array<string>>()
+      for (const u of rows) m.set(u.proxy_id, [...(m.get(u.proxy_id) ?? []), u.name])
+      return m
+    }
+  )
 
   const find = (id: string) =>
     Effect.flatMap(snapshot, (s) => {
       const e = s.byId.get(id)
-      return e ? Effect.map(usedBy, (m) => ({ entry: e, usedBy: m.get(id) ?? [] })) : Effect.fail(new NotFound({ message: `no proxy with id '${id}'` }))
+      return e
+        ? Effect.map(usedBy, (m) => ({ entry: e, usedBy: m.get(id) ?? [] }))
+        : Effect.fail(new NotFound({ message: `no proxy with id '${id}'` }))
     })
 
   const list = Effect.flatMap(snapshot, (s) => Effect.map(usedBy, (m) => s.all.map((e) => proxyView(e, m.get(e.id) ?? []))))

@@ -83,7 +83,12 @@ const connectTo = async (host: string, port: number, secure: boolean, reach: Pro
 }
 
 const httpTunnel = async (proxy: URL, host: string, port: number, reach: ProxyReach): Promise<net.Socket> => {
-  const socket = await connectTo(proxy.hostname, Number(proxy.port || (proxy.protocol === "https:" ? 443 : 80)), proxy.protocol === "https:", reach)
+  const socket = await connectTo(
+    proxy.hostname,
+    Number(proxy.port || (proxy.protocol === "https:" ? 443 : 80)),
+    proxy.protocol === "https:",
+    reach
+  )
   const auth = proxy.username
     ? `Proxy-Authorization: Basic ${Buffer.from(`${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`).toString("base64")}\r\n`
     : ""
@@ -149,7 +154,10 @@ const expand6 = (ip: string): Array<number> => {
 
 const fetchOver = async (socket: net.Socket, target: URL): Promise<number> => {
   // The tunnel's socket was paused after the handshake: resumed once its new reader is attached.
-  const conn = target.protocol === "https:" ? tls.connect({ socket, servername: net.isIP(target.hostname.replace(/^\[|\]$/g, "")) ? undefined : target.hostname }) : socket
+  const conn =
+    target.protocol === "https:"
+      ? tls.connect({ socket, servername: net.isIP(target.hostname.replace(/^\[|\]$/g, "")) ? undefined : target.hostname })
+      : socket
   if (conn !== socket) {
     socket.resume()
     await once(conn, "secureConnect")
@@ -172,7 +180,12 @@ const fetchOver = async (socket: net.Socket, target: URL): Promise<number> => {
   })
 }
 
-export const testProxy = (proxyUrl: string, targetUrl: string, timeoutMs: number, via: ProxyReach = { family: "auto" }): Effect.Effect<ProxyTestResult> =>
+export const testProxy = (
+  proxyUrl: string,
+  targetUrl: string,
+  timeoutMs: number,
+  via: ProxyReach = { family: "auto" }
+): Effect.Effect<ProxyTestResult> =>
   Effect.gen(function* () {
     const started = Date.now()
     const proxy = new URL(proxyUrl)

@@ -23,7 +23,9 @@ export const SOCKS5_DISABLED = "SOCKS5 proxies are disabled (ENABLE_SOCKS5_PROXY
 const nameTaken =
   (name: string) =>
   <A, R>(effect: Effect.Effect<A, SqlError, R>): Effect.Effect<A, Conflict, R> =>
-    Effect.catchAll(effect, (e) => (isUniqueViolation(e) ? Effect.fail(new Conflict({ message: `a proxy named '${name}' already exists` })) : Effect.die(e)))
+    Effect.catchAll(effect, (e) =>
+      isUniqueViolation(e) ? Effect.fail(new Conflict({ message: `a proxy named '${name}' already exists` })) : Effect.die(e)
+    )
 
 export interface ProxyWritesDeps {
   readonly sql: SqlClient.SqlClient
@@ -38,7 +40,8 @@ export interface ProxyWritesDeps {
 
 /** `create`, `update` and `remove`. */
 export const makeProxyWrites = ({ sql, secrets, writer, socks5Enabled, find, changed }: ProxyWritesDeps) => {
-  const audit = (actor: string, action: string, target: string) => writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
+  const audit = (actor: string, action: string, target: string) =>
+    writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
 
   /** The entry's rules that a schema cannot see: SOCKS5 switched off, a literal host against its family. */
   const check = (type: ProxyType, host: string, family: ProxyFamily) => {
@@ -70,13 +73,16 @@ export const makeProxyWrites = ({ sql, secrets, writer, socks5Enabled, find, cha
       })}`.pipe(nameTaken(input.name))
       yield* changed
       audit(actor, "proxy.create", id)
-      yield* Effect.logInfo(`proxy created: ${input.name} (${input.type} ${net.isIPv6(input.host) ? `[${input.host}]` : input.host}:${input.port}, family ${family})`)
+      yield* Effect.logInfo(
+        `proxy created: ${input.name} (${input.type} ${net.isIPv6(input.host) ? `[${input.host}]` : input.host}:${input.port}, family ${family})`
+      )
       return yield* Effect.map(find(id).pipe(Effect.orDie), (f) => proxyView(f.entry, f.usedBy))
     })
 
   const update: ProxyRegistryShape["update"] = (id, patch, actor) =>
     Effect.gen(function* () {
-      if (patch.id !== undefined && patch.id !== id) return yield* new BadRequest({ message: `id: '${patch.id}' does not match the path ('${id}')` })
+      if (patch.id !== undefined && patch.id !== id)
+        return yield* new BadRequest({ message: `id: '${patch.id}' does not match the path ('${id}')` })
       const { entry } = yield* find(id)
       const type = patch.type ?? entry.type
       const host = patch.host ?? entry.host

@@ -26,7 +26,10 @@ export const DEFAULT_MAX_TOKENS = 8192
 export const decodeImage = (b: Record<string, unknown>): ImageBlock | undefined => {
   const source = obj(b["source"])
   if (str(source?.["type"]) === "base64") {
-    return { type: "image", source: { kind: "base64", mediaType: str(source?.["media_type"]) ?? "image/png", data: str(source?.["data"]) ?? "" } }
+    return {
+      type: "image",
+      source: { kind: "base64", mediaType: str(source?.["media_type"]) ?? "image/png", data: str(source?.["data"]) ?? "" }
+    }
   }
   if (str(source?.["type"]) === "url") return { type: "image", source: { kind: "url", url: str(source?.["url"]) ?? "" } }
   return undefined
@@ -34,7 +37,8 @@ export const decodeImage = (b: Record<string, unknown>): ImageBlock | undefined 
 
 export const decodeBlocks = (content: unknown, where: string): Array<ContentBlock> => {
   if (typeof content === "string") return content ? [{ type: "text", text: content }] : []
-  if (!Array.isArray(content)) throw new RequestDecodeError(`${where}.content must be a string or an array of content blocks`, `${where}.content`)
+  if (!Array.isArray(content))
+    throw new RequestDecodeError(`${where}.content must be a string or an array of content blocks`, `${where}.content`)
   const out: Array<ContentBlock> = []
   for (const raw of content) {
     const b = obj(raw)
@@ -165,7 +169,9 @@ export const encodeBlock = (b: ContentBlock): Record<string, unknown> | undefine
     case "tool_use":
       return { type: "tool_use", id: idWithSignature(b.id, b.signature), name: b.name, input: b.input ?? {} }
     case "reasoning":
-      return b.redacted ? { type: "redacted_thinking", data: b.redacted } : { type: "thinking", thinking: b.text, signature: b.encrypted ? "" : (b.signature ?? "") }
+      return b.redacted
+        ? { type: "redacted_thinking", data: b.redacted }
+        : { type: "thinking", thinking: b.text, signature: b.encrypted ? "" : (b.signature ?? "") }
     default:
       return undefined
   }
@@ -266,7 +272,11 @@ export class AnthropicStreamDecoder implements StreamDecoder {
         const bt = str(b["type"])
         if (bt === "tool_use" || bt === "server_tool_use") {
           const { id, signature } = splitSignedId(str(b["id"]) ?? newId("toolu_"))
-          out.push({ type: "block_start", index, block: { type: "tool_use", id, name: str(b["name"]) ?? "", ...(signature ? { signature } : {}) } })
+          out.push({
+            type: "block_start",
+            index,
+            block: { type: "tool_use", id, name: str(b["name"]) ?? "", ...(signature ? { signature } : {}) }
+          })
           const input = obj(b["input"])
           if (input && Object.keys(input).length > 0) out.push({ type: "tool_args_delta", index, partialJson: JSON.stringify(input) })
         } else if (bt === "thinking") {
@@ -308,7 +318,11 @@ export class AnthropicStreamDecoder implements StreamDecoder {
       case "message_delta": {
         const d = obj(ev["delta"]) ?? {}
         const reason = str(d["stop_reason"])
-        if (reason) this.stop = { reason: STOP_FROM[reason] ?? "end_turn", ...(str(d["stop_sequence"]) ? { sequence: str(d["stop_sequence"])! } : {}) }
+        if (reason)
+          this.stop = {
+            reason: STOP_FROM[reason] ?? "end_turn",
+            ...(str(d["stop_sequence"]) ? { sequence: str(d["stop_sequence"])! } : {})
+          }
         // output_tokens is cumulative; newer API versions repeat the input counts here too.
         const usage = usageFromAnthropic(ev["usage"])
         if (usage) out.push({ type: "usage", usage })
@@ -316,14 +330,22 @@ export class AnthropicStreamDecoder implements StreamDecoder {
       }
       case "message_stop":
         this.done = true
-        out.push({ type: "finish", stopReason: this.stop?.reason ?? "end_turn", ...(this.stop?.sequence ? { stopSequence: this.stop.sequence } : {}) })
+        out.push({
+          type: "finish",
+          stopReason: this.stop?.reason ?? "end_turn",
+          ...(this.stop?.sequence ? { stopSequence: this.stop.sequence } : {})
+        })
         break
       case "error": {
         this.done = true
         const e = obj(ev["error"]) ?? {}
         const etype = str(e["type"])
-        const status = etype === "overloaded_error" ? 529 : etype === "rate_limit_error" ? 429 : etype === "invalid_request_error" ? 400 : 500
-        out.push({ type: "error", error: { status, kind: errorKindForStatus(status), message: str(e["message"]) ?? "upstream error", code: etype ?? null } })
+        const status =
+          etype === "overloaded_error" ? 529 : etype === "rate_limit_error" ? 429 : etype === "invalid_request_error" ? 400 : 500
+        out.push({
+          type: "error",
+          error: { status, kind: errorKindForStatus(status), message: str(e["message"]) ?? "upstream error", code: etype ?? null }
+        })
         break
       }
     }
@@ -336,7 +358,12 @@ export class AnthropicStreamDecoder implements StreamDecoder {
     // No event of a Messages stream at all (HTML, another format): not an answer that broke off.
     if (!this.recognized) return [malformedStream("Messages event")]
     // The upstream closed without message_stop: that is a broken stream, not a finished one.
-    return [{ type: "error", error: { status: 502, kind: "upstream", message: "upstream stream ended before message_stop", code: "stream_interrupted" } }]
+    return [
+      {
+        type: "error",
+        error: { status: 502, kind: "upstream", message: "upstream stream ended before message_stop", code: "stream_interrupted" }
+      }
+    ]
   }
 }
 
@@ -405,15 +432,27 @@ export class AnthropicStreamEncoder implements StreamEncoder {
         // Written from a template (the same bytes as the object's JSON): the stream's most frequent event.
         return `${this.start()}event: content_block_delta\ndata: {"type":"content_block_delta","index":${this.idx(ev.index)},"delta":{"type":"text_delta","text":${JSON.stringify(ev.text)}}}\n\n`
       case "reasoning_delta":
-        return this.start() + sseData({ type: "content_block_delta", index: this.idx(ev.index), delta: { type: "thinking_delta", thinking: ev.text } }, "content_block_delta")
+        return (
+          this.start() +
+          sseData(
+            { type: "content_block_delta", index: this.idx(ev.index), delta: { type: "thinking_delta", thinking: ev.text } },
+            "content_block_delta"
+          )
+        )
       case "signature":
         // An OpenAI encrypted reasoning blob is not an Anthropic signature.
         return ev.encrypted
           ? ""
-          : sseData({ type: "content_block_delta", index: this.idx(ev.index), delta: { type: "signature_delta", signature: ev.signature } }, "content_block_delta")
+          : sseData(
+              { type: "content_block_delta", index: this.idx(ev.index), delta: { type: "signature_delta", signature: ev.signature } },
+              "content_block_delta"
+            )
       case "tool_args_delta":
         return ev.partialJson
-          ? sseData({ type: "content_block_delta", index: this.idx(ev.index), delta: { type: "input_json_delta", partial_json: ev.partialJson } }, "content_block_delta")
+          ? sseData(
+              { type: "content_block_delta", index: this.idx(ev.index), delta: { type: "input_json_delta", partial_json: ev.partialJson } },
+              "content_block_delta"
+            )
           : ""
       case "block_stop": {
         const index = this.idx(ev.index)

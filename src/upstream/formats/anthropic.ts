@@ -132,7 +132,13 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
     ...(num(body["top_k"]) !== undefined ? { topK: num(body["top_k"])! } : {}),
     ...(stop.length ? { stop } : {}),
     ...(thinkingType === "enabled" || thinkingType === "adaptive"
-      ? { reasoning: { enabled: true, includeThoughts: true, ...(num(thinking?.["budget_tokens"]) !== undefined ? { budgetTokens: num(thinking?.["budget_tokens"])! } : {}) } }
+      ? {
+          reasoning: {
+            enabled: true,
+            includeThoughts: true,
+            ...(num(thinking?.["budget_tokens"]) !== undefined ? { budgetTokens: num(thinking?.["budget_tokens"])! } : {})
+          }
+        }
       : thinkingType === "disabled"
         ? { reasoning: { enabled: false } }
         : {}),
@@ -206,13 +212,18 @@ export const encodeAnthropicRequest = (req: CanonicalRequest): Record<string, un
     if (last && last.role === role) last.content.push(...content)
     else messages.push({ role, content })
   }
-  if (messages.length === 0 || messages[0]!.role !== "user") messages.unshift({ role: "user", content: [{ type: "text", text: "(continue)" }] })
+  if (messages.length === 0 || messages[0]!.role !== "user")
+    messages.unshift({ role: "user", content: [{ type: "text", text: "(continue)" }] })
 
   const maxTokens = req.maxTokens ?? DEFAULT_MAX_TOKENS
   const body: Record<string, unknown> = { model: req.model, max_tokens: maxTokens, messages }
   if (req.system.length > 0) body["system"] = req.system.map((b) => ({ type: "text", text: b.text }))
   if (req.tools.length > 0) {
-    body["tools"] = req.tools.map((t) => ({ name: t.name, ...(t.description ? { description: t.description } : {}), input_schema: t.parameters }))
+    body["tools"] = req.tools.map((t) => ({
+      name: t.name,
+      ...(t.description ? { description: t.description } : {}),
+      input_schema: t.parameters
+    }))
   }
   if (req.toolChoice && req.tools.length > 0) {
     const tc = req.toolChoice
@@ -227,7 +238,8 @@ export const encodeAnthropicRequest = (req: CanonicalRequest): Record<string, un
   if (req.stop?.length) body["stop_sequences"] = req.stop
   if (req.topK !== undefined) body["top_k"] = req.topK
   // Structured outputs, Anthropic's own: the schema in its rules (docs/structured-outputs.md).
-  if (req.responseFormat?.type === "json_schema") body["output_config"] = { format: { type: "json_schema", schema: anthropicOutputSchema(req.responseFormat.schema) } }
+  if (req.responseFormat?.type === "json_schema")
+    body["output_config"] = { format: { type: "json_schema", schema: anthropicOutputSchema(req.responseFormat.schema) } }
   if (req.user) body["metadata"] = { user_id: req.user }
 
   // Extended thinking: Anthropic rejects a tool-use turn in history whose thinking block is
@@ -261,13 +273,15 @@ export const encodeAnthropicRequest = (req: CanonicalRequest): Record<string, un
 const anthropicServerSide = (body: Record<string, unknown>): boolean =>
   body["mcp_servers"] !== undefined ||
   body["container"] !== undefined ||
-  (Array.isArray(body["tools"]) && body["tools"].some((t) => /^(web_search|web_fetch|code_execution|mcp)/.test(str(obj(t)?.["type"]) ?? ""))) ||
+  (Array.isArray(body["tools"]) &&
+    body["tools"].some((t) => /^(web_search|web_fetch|code_execution|mcp)/.test(str(obj(t)?.["type"]) ?? ""))) ||
   JSON.stringify(body["messages"] ?? null).includes('"citations"')
 
 /** Claude Code puts a `role: "system"` message inside messages; Anthropic only takes `system`. */
 const passthroughBody = (body: Record<string, unknown>): Record<string, unknown> => {
   if (!Array.isArray(body["messages"])) return body
-  const system: Array<unknown> = typeof body["system"] === "string" ? [{ type: "text", text: body["system"] }] : [...((body["system"] as Array<unknown>) ?? [])]
+  const system: Array<unknown> =
+    typeof body["system"] === "string" ? [{ type: "text", text: body["system"] }] : [...((body["system"] as Array<unknown>) ?? [])]
   const messages: Array<unknown> = []
   for (const m of body["messages"] as Array<Record<string, unknown>>) {
     if (m?.["role"] !== "system") messages.push(m)

@@ -63,7 +63,12 @@ export class StreamCollector {
           b.type === "text"
             ? { type: "text", text: "" }
             : b.type === "reasoning"
-              ? { type: "reasoning", text: "", ...(b.redacted !== undefined ? { redacted: b.redacted } : {}), ...(b.itemId ? { itemId: b.itemId } : {}) }
+              ? {
+                  type: "reasoning",
+                  text: "",
+                  ...(b.redacted !== undefined ? { redacted: b.redacted } : {}),
+                  ...(b.itemId ? { itemId: b.itemId } : {})
+                }
               : { type: "tool_use", id: b.id, name: b.name, args: "", ...(b.signature ? { signature: b.signature } : {}) }
         )
         if (b.type === "tool_use") this.began = true
@@ -138,7 +143,14 @@ export class StreamCollector {
           ...(b.redacted !== undefined ? { redacted: b.redacted } : {}),
           ...(b.itemId ? { itemId: b.itemId } : {})
         })
-      } else content.push({ type: "tool_use", id: b.id, name: b.name, input: parseArgs(b.args), ...(b.signature ? { signature: b.signature } : {}) })
+      } else
+        content.push({
+          type: "tool_use",
+          id: b.id,
+          name: b.name,
+          input: parseArgs(b.args),
+          ...(b.signature ? { signature: b.signature } : {})
+        })
     }
     const calls = content.some((c) => c.type === "tool_use")
     return {

@@ -7,7 +7,8 @@ export const imageSourceFromUrl = (url: string): ImageSource => {
   return { kind: "url", url }
 }
 
-export const imageSourceToUrl = (source: ImageSource): string => (source.kind === "url" ? source.url : `data:${source.mediaType};base64,${source.data}`)
+export const imageSourceToUrl = (source: ImageSource): string =>
+  source.kind === "url" ? source.url : `data:${source.mediaType};base64,${source.data}`
 
 /**
  * Gemini's thoughtSignature must come back with its functionCall. Client formats without a
@@ -108,7 +109,15 @@ const joinAssistantTurns = (messages: ReadonlyArray<Message>): Array<Message> =>
     const tail = content[content.length - 1]
     const [head, ...rest] = m.content
     if (tail?.type === "text" && head?.type === "text") content[content.length - 1] = { type: "text", text: tail.text + head.text }
-    else if (tail?.type === "reasoning" && head?.type === "reasoning" && !tail.signature && !tail.redacted && !tail.encrypted && !head.redacted && !head.encrypted)
+    else if (
+      tail?.type === "reasoning" &&
+      head?.type === "reasoning" &&
+      !tail.signature &&
+      !tail.redacted &&
+      !tail.encrypted &&
+      !head.redacted &&
+      !head.encrypted
+    )
       content[content.length - 1] = { ...head, text: tail.text + head.text }
     else content.push(head!)
     out[out.length - 1] = { role: "assistant", content: [...content, ...rest] }
@@ -135,7 +144,8 @@ export const num = (v: unknown): number | undefined => (typeof v === "number" &&
 
 export const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined)
 
-export const obj = (v: unknown): Record<string, unknown> | undefined => (v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined)
+export const obj = (v: unknown): Record<string, unknown> | undefined =>
+  v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined
 
 export const arr = (v: unknown): ReadonlyArray<unknown> => (Array.isArray(v) ? v : [])
 
@@ -143,7 +153,8 @@ export const nowSeconds = (): number => Math.floor(Date.now() / 1000)
 
 /** Parses a JSON text, or undefined. */
 /** The message of an error inside a 2xx answer: the error itself when it is a string, else its `message`. */
-export const messageIn200 = (e: unknown): string => (typeof e === "string" ? e : ((obj(e)?.["message"] as string | undefined) ?? "the upstream answered 200 with an error body"))
+export const messageIn200 = (e: unknown): string =>
+  typeof e === "string" ? e : ((obj(e)?.["message"] as string | undefined) ?? "the upstream answered 200 with an error body")
 
 export const tryJson = (text: string): unknown => {
   try {
@@ -184,7 +195,12 @@ export const answerProblem =
  */
 export const malformedStream = (what: string): StreamEvent => ({
   type: "error",
-  error: { status: 502, kind: "upstream", message: `upstream answered 200 with a stream that carried no ${what}`, code: "upstream_malformed" }
+  error: {
+    status: 502,
+    kind: "upstream",
+    message: `upstream answered 200 with a stream that carried no ${what}`,
+    code: "upstream_malformed"
+  }
 })
 
 /** The message of an upstream error that has no structured one: status and the start of the body. */
@@ -197,7 +213,11 @@ export const fallbackMessage = (status: number, text: string): string => {
  * A custom tool (free-form text input, OpenAI's `type: "custom"`) in canonical form: a function
  * with one string argument, `input`.
  */
-export const CUSTOM_TOOL_PARAMETERS = { type: "object", properties: { input: { type: "string", description: "The tool input." } }, required: ["input"] }
+export const CUSTOM_TOOL_PARAMETERS = {
+  type: "object",
+  properties: { input: { type: "string", description: "The tool input." } },
+  required: ["input"]
+}
 
 /** The text input of a call to a custom tool, from its canonical arguments (JSON text). */
 export const customToolInput = (args: string): string => {

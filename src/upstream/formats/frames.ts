@@ -150,6 +150,7 @@ export class NdjsonParser {
   }
 }
 
-export const sseData = (data: unknown, event?: string): string => (event ? `event: ${event}\n` : "") + `data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`
+export const sseData = (data: unknown, event?: string): string =>
+  (event ? `event: ${event}\n` : "") + `data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`
 
 export const ndjsonLine = (data: unknown): string => JSON.stringify(data) + "\n"

@@ -27,7 +27,11 @@ export const SKIP_SIGNATURE = "skip_thought_signature_validator"
 
 // ---------------------------------------------------------------- content (requests and responses)
 
-export const decodeParts = (parts: ReadonlyArray<unknown>, pendingCalls: Array<ToolUseBlock>, counter: { n: number }): Array<ContentBlock> => {
+export const decodeParts = (
+  parts: ReadonlyArray<unknown>,
+  pendingCalls: Array<ToolUseBlock>,
+  counter: { n: number }
+): Array<ContentBlock> => {
   const out: Array<ContentBlock> = []
   for (const raw of parts) {
     const p = obj(raw)
@@ -45,7 +49,8 @@ export const decodeParts = (parts: ReadonlyArray<unknown>, pendingCalls: Array<T
     const inline = obj(p["inlineData"]) ?? obj(p["inline_data"])
     if (inline) {
       const mediaType = str(inline["mimeType"]) ?? str(inline["mime_type"]) ?? "application/octet-stream"
-      if (mediaType.startsWith("image/")) out.push({ type: "image", source: { kind: "base64", mediaType, data: str(inline["data"]) ?? "" } })
+      if (mediaType.startsWith("image/"))
+        out.push({ type: "image", source: { kind: "base64", mediaType, data: str(inline["data"]) ?? "" } })
       continue
     }
     const file = obj(p["fileData"]) ?? obj(p["file_data"])
@@ -57,7 +62,13 @@ export const decodeParts = (parts: ReadonlyArray<unknown>, pendingCalls: Array<T
     const call = obj(p["functionCall"]) ?? obj(p["function_call"])
     if (call) {
       const id = str(call["id"]) ?? `call_${counter.n++}`
-      const block: ToolUseBlock = { type: "tool_use", id, name: str(call["name"]) ?? "", input: call["args"] ?? {}, ...(signature ? { signature } : {}) }
+      const block: ToolUseBlock = {
+        type: "tool_use",
+        id,
+        name: str(call["name"]) ?? "",
+        input: call["args"] ?? {},
+        ...(signature ? { signature } : {})
+      }
       pendingCalls.push(block)
       out.push(block)
       continue
@@ -172,7 +183,10 @@ export const encodePart = (b: ContentBlock): Record<string, unknown> | undefined
     case "reasoning":
       return { text: b.text, thought: true, ...(b.signature && !b.encrypted ? { thoughtSignature: b.signature } : {}) }
     case "tool_use":
-      return { functionCall: { id: b.id, name: b.name, args: obj(b.input) ?? {} }, ...(b.signature ? { thoughtSignature: b.signature } : {}) }
+      return {
+        functionCall: { id: b.id, name: b.name, args: obj(b.input) ?? {} },
+        ...(b.signature ? { thoughtSignature: b.signature } : {})
+      }
     default:
       return undefined
   }
@@ -227,7 +241,9 @@ export const isErrorBody = (body: unknown): boolean => obj(obj(body)?.["error"])
 /** A 200 with an `error`: its `code` is the status Google meant. */
 export const errorIn200 = (body: unknown): CanonicalError | undefined => {
   const b = obj(body)
-  return b?.["error"] ? { status: (obj(b["error"])?.["code"] as number | undefined) ?? 502, kind: "upstream", message: messageIn200(b["error"]) } : undefined
+  return b?.["error"]
+    ? { status: (obj(b["error"])?.["code"] as number | undefined) ?? 502, kind: "upstream", message: messageIn200(b["error"]) }
+    : undefined
 }
 
 // ---------------------------------------------------------------- streams
@@ -254,10 +270,17 @@ export class GeminiStreamDecoder extends SequentialBlocks implements StreamDecod
       const status = num(e["code"]) ?? 500
       return [{ type: "error", error: { status, kind: errorKindForStatus(status), message: str(e["message"]) ?? "upstream error" } }]
     }
-    if (!this.recognized) this.recognized = Array.isArray(chunk["candidates"]) || obj(chunk["usageMetadata"]) !== undefined || obj(chunk["promptFeedback"]) !== undefined
+    if (!this.recognized)
+      this.recognized =
+        Array.isArray(chunk["candidates"]) || obj(chunk["usageMetadata"]) !== undefined || obj(chunk["promptFeedback"]) !== undefined
     if (!this.started) {
       this.started = true
-      out.push({ type: "start", id: str(chunk["responseId"]) ?? newId("gen-"), model: str(chunk["modelVersion"]) ?? "", created: Math.floor(Date.now() / 1000) })
+      out.push({
+        type: "start",
+        id: str(chunk["responseId"]) ?? newId("gen-"),
+        model: str(chunk["modelVersion"]) ?? "",
+        created: Math.floor(Date.now() / 1000)
+      })
     }
     if (blockingFinish(chunk)) this.blocked = true
     const candidate = obj(arr(chunk["candidates"])[0])
@@ -273,7 +296,12 @@ export class GeminiStreamDecoder extends SequentialBlocks implements StreamDecod
         out.push({
           type: "block_start",
           index,
-          block: { type: "tool_use", id: str(call["id"]) ?? newId("call_"), name: str(call["name"]) ?? "", ...(signature ? { signature } : {}) }
+          block: {
+            type: "tool_use",
+            id: str(call["id"]) ?? newId("call_"),
+            name: str(call["name"]) ?? "",
+            ...(signature ? { signature } : {})
+          }
         })
         out.push({ type: "tool_args_delta", index, partialJson: JSON.stringify(call["args"] ?? {}) })
         out.push({ type: "block_stop", index })
@@ -283,7 +311,11 @@ export class GeminiStreamDecoder extends SequentialBlocks implements StreamDecod
         const kind = p["thought"] === true ? "reasoning" : "text"
         if (p["text"] !== "") {
           this.ensure(kind, out)
-          out.push(kind === "text" ? { type: "text_delta", index: this.open!.index, text: p["text"] } : { type: "reasoning_delta", index: this.open!.index, text: p["text"] })
+          out.push(
+            kind === "text"
+              ? { type: "text_delta", index: this.open!.index, text: p["text"] }
+              : { type: "reasoning_delta", index: this.open!.index, text: p["text"] }
+          )
         }
         if (signature && kind === "reasoning") {
           this.ensure("reasoning", out)
@@ -373,7 +405,12 @@ export class GeminiStreamEncoder implements StreamEncoder {
         return ""
       case "block_start":
         if (ev.block.type === "tool_use")
-          this.tools.set(ev.index, { id: ev.block.id, name: ev.block.name, args: "", ...(ev.block.signature ? { signature: ev.block.signature } : {}) })
+          this.tools.set(ev.index, {
+            id: ev.block.id,
+            name: ev.block.name,
+            args: "",
+            ...(ev.block.signature ? { signature: ev.block.signature } : {})
+          })
         return ""
       case "text_delta":
         return ev.text ? this.chunk([{ text: ev.text }]) : ""
@@ -391,7 +428,12 @@ export class GeminiStreamEncoder implements StreamEncoder {
         const t = this.tools.get(ev.index)
         if (t) {
           this.tools.delete(ev.index)
-          return this.chunk([{ functionCall: { id: t.id, name: t.name, args: obj(parseArguments(t.args)) ?? {} }, ...(t.signature ? { thoughtSignature: t.signature } : {}) }])
+          return this.chunk([
+            {
+              functionCall: { id: t.id, name: t.name, args: obj(parseArguments(t.args)) ?? {} },
+              ...(t.signature ? { thoughtSignature: t.signature } : {})
+            }
+          ])
         }
         const signature = this.reasoning.get(ev.index)
         if (signature) {

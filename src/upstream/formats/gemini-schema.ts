@@ -72,7 +72,8 @@ const mergeAllOf = (parts: ReadonlyArray<unknown>): Schema => {
 /** What is left of a schema cut short: its type without structure. */
 const cut = (s: Schema): Schema => {
   const type = Array.isArray(s["type"]) ? s["type"].find((t) => t !== "null") : s["type"]
-  const kept = typeof type === "string" && TYPES.has(type) ? type : isObj(s["properties"]) || typeof s["$ref"] === "string" ? "object" : "string"
+  const kept =
+    typeof type === "string" && TYPES.has(type) ? type : isObj(s["properties"]) || typeof s["$ref"] === "string" ? "object" : "string"
   return {
     type: kept,
     ...(kept === "array" ? { items: { type: "string" } } : {}),
@@ -89,7 +90,9 @@ const sanitize = (input: unknown, walk: Walk, depth: number, refs: ReadonlySet<s
     const ref = s["$ref"]
     const target = refs.has(ref) ? undefined : resolveRef(ref, walk.root)
     const { $ref: _ref, ...rest } = s
-    s = target ? { ...target, ...rest } : { type: "object", description: typeof rest["description"] === "string" ? rest["description"] : "object" }
+    s = target
+      ? { ...target, ...rest }
+      : { type: "object", description: typeof rest["description"] === "string" ? rest["description"] : "object" }
     if (target) refs = new Set([...refs, ref])
   }
   if (Array.isArray(s["allOf"])) {
@@ -137,7 +140,11 @@ const sanitize = (input: unknown, walk: Walk, depth: number, refs: ReadonlySet<s
   for (const [k, v] of Object.entries(s)) {
     if (!KEEP.has(k) || k in out || k === "type") continue
     if (k === "format") {
-      if (typeof v === "string" && ((type === "string" && STRING_FORMATS.has(v)) || ((type === "number" || type === "integer") && NUMBER_FORMATS.has(v)))) out[k] = v
+      if (
+        typeof v === "string" &&
+        ((type === "string" && STRING_FORMATS.has(v)) || ((type === "number" || type === "integer") && NUMBER_FORMATS.has(v)))
+      )
+        out[k] = v
     } else if (k === "properties" || k === "items" || k === "anyOf" || k === "required") {
       // handled below
     } else if (k === "example" || k === "default") {
@@ -151,7 +158,9 @@ const sanitize = (input: unknown, walk: Walk, depth: number, refs: ReadonlySet<s
     if (names.length > 0) {
       out["properties"] = Object.fromEntries(names.map((n) => [n, sanitize(props[n], walk, depth + 1, refs)]))
       const optional = new Set(names.filter((n) => isObj(props[n]) && (props[n] as Schema)["optional"] === true))
-      const required = (Array.isArray(s["required"]) ? s["required"] : []).filter((r): r is string => typeof r === "string" && names.includes(r) && !optional.has(r))
+      const required = (Array.isArray(s["required"]) ? s["required"] : []).filter(
+        (r): r is string => typeof r === "string" && names.includes(r) && !optional.has(r)
+      )
       if (required.length > 0) out["required"] = Array.from(new Set(required))
     }
   }
@@ -163,7 +172,8 @@ const sanitize = (input: unknown, walk: Walk, depth: number, refs: ReadonlySet<s
 }
 
 /** A JSON Schema rewritten into the Schema subset Gemini accepts. */
-export const sanitizeGeminiSchema = (schema: Record<string, unknown>): Record<string, unknown> => sanitize(schema, { root: schema, budget: MAX_NODES }, 0, new Set())
+export const sanitizeGeminiSchema = (schema: Record<string, unknown>): Record<string, unknown> =>
+  sanitize(schema, { root: schema, budget: MAX_NODES }, 0, new Set())
 
 /** Whether a sanitized parameters schema is an object without properties (Gemini wants those omitted). */
 export const isEmptyObjectSchema = (schema: Record<string, unknown>): boolean => schema["type"] === "object" && !isObj(schema["properties"])

@@ -1,9 +1,30 @@
 /** The gemini wire format: requests here; responses, errors and streams in gemini-answers.ts. */
 import { geminiJsonSchema } from "./structured.js"
-import type { CanonicalRequest, Message, ResponseFormat, TextBlock, ToolChoice, ToolDefinition, ToolUseBlock } from "../../domain/canonical.js"
+import type {
+  CanonicalRequest,
+  Message,
+  ResponseFormat,
+  TextBlock,
+  ToolChoice,
+  ToolDefinition,
+  ToolUseBlock
+} from "../../domain/canonical.js"
 import { answerProblem, arr, num, obj, repairToolHistory, resultText, str, tryJson } from "./common.js"
 import { listField, RequestDecodeError, type WireFormat } from "./format.js"
-import { array, boolean, checkParams, integer, number, object, type Param, params, requireParam, string, stringOrObject, strings } from "./params.js"
+import {
+  array,
+  boolean,
+  checkParams,
+  integer,
+  number,
+  object,
+  type Param,
+  params,
+  requireParam,
+  string,
+  stringOrObject,
+  strings
+} from "./params.js"
 import { isEmptyObjectSchema, sanitizeGeminiSchema } from "./gemini-schema.js"
 
 /**
@@ -44,7 +65,9 @@ const bothSpellings = (known: ReadonlyArray<Param>): ReadonlyArray<Param> =>
   })
 
 /** The generateContent parameters whose values are checked (docs/formats.md); `contents` is required. */
-const REQUEST_PARAMS = bothSpellings(params({ systemInstruction: stringOrObject, toolConfig: object, safetySettings: array, cachedContent: string, generationConfig: object }))
+const REQUEST_PARAMS = bothSpellings(
+  params({ systemInstruction: stringOrObject, toolConfig: object, safetySettings: array, cachedContent: string, generationConfig: object })
+)
 const GENERATION_PARAMS = bothSpellings(
   params({
     temperature: number(0, 2),
@@ -88,7 +111,9 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
   const system: Array<TextBlock> =
     typeof systemRaw === "string"
       ? [{ type: "text", text: systemRaw }]
-      : arr(obj(systemRaw)?.["parts"]).flatMap((p) => (str(obj(p)?.["text"]) ? [{ type: "text" as const, text: str(obj(p)?.["text"])! }] : []))
+      : arr(obj(systemRaw)?.["parts"]).flatMap((p) =>
+          str(obj(p)?.["text"]) ? [{ type: "text" as const, text: str(obj(p)?.["text"])! }] : []
+        )
   const pending: Array<ToolUseBlock> = []
   const counter = { n: 0 }
   const messages: Array<Message> = []
@@ -125,7 +150,11 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
   const mime = str(gc["responseMimeType"] ?? gc["response_mime_type"])
   const schema = obj(gc["responseJsonSchema"] ?? gc["response_json_schema"]) ?? obj(gc["responseSchema"] ?? gc["response_schema"])
   const responseFormat: ResponseFormat | undefined =
-    mime === "application/json" ? (schema ? { type: "json_schema", name: "response", schema: lowerTypes(schema) } : { type: "json_object" }) : undefined
+    mime === "application/json"
+      ? schema
+        ? { type: "json_schema", name: "response", schema: lowerTypes(schema) }
+        : { type: "json_object" }
+      : undefined
   const toolChoice = decodeToolChoice(body["toolConfig"] ?? body["tool_config"])
   const stop = arr(gc["stopSequences"] ?? gc["stop_sequences"]).filter((s): s is string => typeof s === "string")
   const maxTokens = num(gc["maxOutputTokens"] ?? gc["max_output_tokens"])
@@ -166,14 +195,24 @@ const lowerTypes = (schema: Record<string, unknown>): Record<string, unknown> =>
   const walk = (v: unknown): unknown => {
     if (Array.isArray(v)) return v.map(walk)
     if (v === null || typeof v !== "object") return v
-    return Object.fromEntries(Object.entries(v as Record<string, unknown>).map(([k, x]) => [k, k === "type" && typeof x === "string" ? x.toLowerCase() : walk(x)]))
+    return Object.fromEntries(
+      Object.entries(v as Record<string, unknown>).map(([k, x]) => [k, k === "type" && typeof x === "string" ? x.toLowerCase() : walk(x)])
+    )
   }
   return walk(schema) as Record<string, unknown>
 }
 
 const guessMime = (url: string): string => {
   const ext = /\.([a-z0-9]+)(?:[?#]|$)/i.exec(url)?.[1]?.toLowerCase()
-  return ext === "png" ? "image/png" : ext === "gif" ? "image/gif" : ext === "webp" ? "image/webp" : ext === "pdf" ? "application/pdf" : "image/jpeg"
+  return ext === "png"
+    ? "image/png"
+    : ext === "gif"
+      ? "image/gif"
+      : ext === "webp"
+        ? "image/webp"
+        : ext === "pdf"
+          ? "application/pdf"
+          : "image/jpeg"
 }
 
 const resultPayload = (text: string, isError: boolean | undefined): Record<string, unknown> => {
@@ -191,7 +230,9 @@ const MIN_THINKING_BUDGET = 512
  * the client set, the level's budget leaves a quarter of it (at least 1024) for the answer.
  */
 const levelBudget = (effort: keyof typeof THINKING_BUDGET, maxTokens: number | undefined): number =>
-  maxTokens === undefined ? THINKING_BUDGET[effort] : Math.max(MIN_THINKING_BUDGET, Math.min(THINKING_BUDGET[effort], maxTokens - Math.max(1024, Math.floor(maxTokens / 4))))
+  maxTokens === undefined
+    ? THINKING_BUDGET[effort]
+    : Math.max(MIN_THINKING_BUDGET, Math.min(THINKING_BUDGET[effort], maxTokens - Math.max(1024, Math.floor(maxTokens / 4))))
 
 export const encodeGeminiRequest = (req: CanonicalRequest): Record<string, unknown> => {
   const contents: Array<{ role: string; parts: Array<Record<string, unknown>> }> = []
@@ -212,7 +253,8 @@ export const encodeGeminiRequest = (req: CanonicalRequest): Record<string, unkno
           break
         case "reasoning":
           // Thoughts go back only with their signature (Gemini's own); others are dropped.
-          if (m.role === "assistant" && b.signature && !b.encrypted && !b.redacted) parts.push({ text: b.text, thought: true, thoughtSignature: b.signature })
+          if (m.role === "assistant" && b.signature && !b.encrypted && !b.redacted)
+            parts.push({ text: b.text, thought: true, thoughtSignature: b.signature })
           break
         case "tool_use":
           parts.push({
@@ -243,7 +285,11 @@ export const encodeGeminiRequest = (req: CanonicalRequest): Record<string, unkno
       {
         functionDeclarations: req.tools.map((t) => {
           const parameters = sanitizeGeminiSchema(t.parameters)
-          return { name: t.name, ...(t.description ? { description: t.description } : {}), ...(isEmptyObjectSchema(parameters) ? {} : { parameters }) }
+          return {
+            name: t.name,
+            ...(t.description ? { description: t.description } : {}),
+            ...(isEmptyObjectSchema(parameters) ? {} : { parameters })
+          }
         })
       }
     ]
@@ -251,7 +297,10 @@ export const encodeGeminiRequest = (req: CanonicalRequest): Record<string, unkno
   if (req.toolChoice && req.tools.length > 0) {
     const tc = req.toolChoice
     body["toolConfig"] = {
-      functionCallingConfig: tc.type === "tool" ? { mode: "ANY", allowedFunctionNames: [tc.name] } : { mode: tc.type === "required" ? "ANY" : tc.type === "none" ? "NONE" : "AUTO" }
+      functionCallingConfig:
+        tc.type === "tool"
+          ? { mode: "ANY", allowedFunctionNames: [tc.name] }
+          : { mode: tc.type === "required" ? "ANY" : tc.type === "none" ? "NONE" : "AUTO" }
     }
   }
   const gc: Record<string, unknown> = {}
@@ -275,7 +324,10 @@ export const encodeGeminiRequest = (req: CanonicalRequest): Record<string, unkno
       if (/flash/i.test(req.model)) gc["thinkingConfig"] = { thinkingBudget: 0 }
     } else {
       const budget = req.reasoning.budgetTokens ?? (req.reasoning.effort ? levelBudget(req.reasoning.effort, req.maxTokens) : undefined)
-      gc["thinkingConfig"] = { includeThoughts: req.reasoning.includeThoughts !== false, ...(budget !== undefined ? { thinkingBudget: budget } : {}) }
+      gc["thinkingConfig"] = {
+        includeThoughts: req.reasoning.includeThoughts !== false,
+        ...(budget !== undefined ? { thinkingBudget: budget } : {})
+      }
     }
   }
   if (Object.keys(gc).length > 0) body["generationConfig"] = gc
@@ -324,7 +376,9 @@ export const gemini: WireFormat = {
       !(
         Array.isArray(body["tools"]) &&
         body["tools"].some((t) =>
-          ["googleSearch", "google_search", "googleSearchRetrieval", "codeExecution", "code_execution", "urlContext", "url_context"].some((k) => obj(t)?.[k] !== undefined)
+          ["googleSearch", "google_search", "googleSearchRetrieval", "codeExecution", "code_execution", "urlContext", "url_context"].some(
+            (k) => obj(t)?.[k] !== undefined
+          )
         )
       )
     )
@@ -338,7 +392,10 @@ export const gemini: WireFormat = {
   isErrorBody,
   errorIn200,
   // A prompt blocked before any candidate says so in promptFeedback instead.
-  answerProblem: answerProblem((b) => Array.isArray(b["candidates"]) || obj(b["promptFeedback"]) !== undefined, "a generateContent answer (no candidates)"),
+  answerProblem: answerProblem(
+    (b) => Array.isArray(b["candidates"]) || obj(b["promptFeedback"]) !== undefined,
+    "a generateContent answer (no candidates)"
+  ),
   usageOf: (frame) => (frame.data.includes("usageMetadata") ? usageFromGemini(obj(tryJson(frame.data))?.["usageMetadata"]) : undefined),
   usageOfResponse: (body) => usageFromGemini(obj(body)?.["usageMetadata"])
 }

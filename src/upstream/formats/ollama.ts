@@ -36,7 +36,9 @@ const mediaTypeOf = (b64: string): string => {
 }
 
 const images = (v: unknown): Array<ImageBlock> =>
-  arr(v).flatMap((i) => (typeof i === "string" && i ? [{ type: "image" as const, source: { kind: "base64" as const, mediaType: mediaTypeOf(i), data: i } }] : []))
+  arr(v).flatMap((i) =>
+    typeof i === "string" && i ? [{ type: "image" as const, source: { kind: "base64" as const, mediaType: mediaTypeOf(i), data: i } }] : []
+  )
 
 const decodeFormat = (v: unknown): ResponseFormat | undefined =>
   v === "json" ? { type: "json_object" } : obj(v) ? { type: "json_schema", name: "response", schema: obj(v)! } : undefined
@@ -60,7 +62,16 @@ const COMMON_PARAMS = {
   keep_alive: either(string, number())
 }
 const CHAT_PARAMS = params(COMMON_PARAMS)
-const GENERATE_PARAMS = params({ ...COMMON_PARAMS, prompt: string, system: string, suffix: string, template: string, raw: boolean, images: array, context: array })
+const GENERATE_PARAMS = params({
+  ...COMMON_PARAMS,
+  prompt: string,
+  system: string,
+  suffix: string,
+  template: string,
+  raw: boolean,
+  images: array,
+  context: array
+})
 /** `options`, the model parameters (also taken by /api/embed). */
 export const OPTIONS_PARAMS = params({
   temperature: number(0),
@@ -92,7 +103,11 @@ const decodeOptions = (body: Record<string, unknown>) => {
     ...(num(o["temperature"]) !== undefined ? { temperature: num(o["temperature"])! } : {}),
     ...(num(o["top_p"]) !== undefined ? { topP: num(o["top_p"])! } : {}),
     ...(num(o["top_k"]) !== undefined ? { topK: num(o["top_k"])! } : {}),
-    ...(typeof stop === "string" ? { stop: [stop] } : Array.isArray(stop) ? { stop: stop.filter((s): s is string => typeof s === "string") } : {}),
+    ...(typeof stop === "string"
+      ? { stop: [stop] }
+      : Array.isArray(stop)
+        ? { stop: stop.filter((s): s is string => typeof s === "string") }
+        : {}),
     ...(num(o["seed"]) !== undefined ? { seed: num(o["seed"])! } : {}),
     ...(num(o["presence_penalty"]) !== undefined ? { presencePenalty: num(o["presence_penalty"])! } : {}),
     ...(num(o["frequency_penalty"]) !== undefined ? { frequencyPenalty: num(o["frequency_penalty"])! } : {})
@@ -187,7 +202,10 @@ export const decodeGenerateRequest = (body: Record<string, unknown>): CanonicalR
   return {
     model,
     system: system ? [{ type: "text", text: system }] : [],
-    messages: prompt || body["images"] ? [{ role: "user", content: [...(prompt ? [{ type: "text" as const, text: prompt }] : []), ...images(body["images"])] }] : [],
+    messages:
+      prompt || body["images"]
+        ? [{ role: "user", content: [...(prompt ? [{ type: "text" as const, text: prompt }] : []), ...images(body["images"])] }]
+        : [],
     tools: [],
     ...(format ? { responseFormat: format } : {}),
     ...decodeOptions(body),
@@ -202,7 +220,8 @@ export const encodeOllamaRequest = (req: CanonicalRequest): Record<string, unkno
   if (systemText) messages.push({ role: "system", content: systemText })
   for (const m of repairToolHistory(req.messages)) {
     if (m.role === "tool") {
-      for (const r of m.content) if (r.type === "tool_result") messages.push({ role: "tool", content: resultText(r), ...(r.name ? { tool_name: r.name } : {}) })
+      for (const r of m.content)
+        if (r.type === "tool_result") messages.push({ role: "tool", content: resultText(r), ...(r.name ? { tool_name: r.name } : {}) })
       continue
     }
     const text = m.content
@@ -233,10 +252,25 @@ export const encodeOllamaRequest = (req: CanonicalRequest): Record<string, unkno
     model: req.model,
     messages,
     stream: req.stream,
-    ...(req.tools.length ? { tools: req.tools.map((t) => ({ type: "function", function: { name: t.name, description: t.description ?? "", parameters: t.parameters } })) } : {}),
-    ...(req.responseFormat?.type === "json_object" ? { format: "json" } : req.responseFormat?.type === "json_schema" ? { format: req.responseFormat.schema } : {}),
+    ...(req.tools.length
+      ? {
+          tools: req.tools.map((t) => ({
+            type: "function",
+            function: { name: t.name, description: t.description ?? "", parameters: t.parameters }
+          }))
+        }
+      : {}),
+    ...(req.responseFormat?.type === "json_object"
+      ? { format: "json" }
+      : req.responseFormat?.type === "json_schema"
+        ? { format: req.responseFormat.schema }
+        : {}),
     ...(Object.keys(options).length ? { options } : {}),
-    ...(req.reasoning ? { think: req.reasoning.enabled ? (req.reasoning.effort && req.reasoning.effort !== "minimal" ? req.reasoning.effort : true) : false } : {})
+    ...(req.reasoning
+      ? {
+          think: req.reasoning.enabled ? (req.reasoning.effort && req.reasoning.effort !== "minimal" ? req.reasoning.effort : true) : false
+        }
+      : {})
   }
 }
 
@@ -249,7 +283,8 @@ const usageFromOllama = (body: Record<string, unknown>): Partial<Usage> | undefi
   return { inputTokens: input ?? 0, outputTokens: output ?? 0 }
 }
 
-const stopFrom = (reason: string | undefined, calls: boolean): StopReason => stopWithCalls(reason === "length" ? "max_tokens" : undefined, calls)
+const stopFrom = (reason: string | undefined, calls: boolean): StopReason =>
+  stopWithCalls(reason === "length" ? "max_tokens" : undefined, calls)
 
 const decodeResponse = (raw: unknown): CanonicalResponse => {
   const body = obj(raw) ?? {}
@@ -313,7 +348,11 @@ export const encodeOllamaResponse = (res: CanonicalResponse, ctx: { readonly mod
   const tail = { done: true, done_reason: res.stopReason === "max_tokens" ? "length" : "stop", ...timing(res.usage, Date.now()) }
   return mode === "generate"
     ? { ...base, response: text, ...(thinking ? { thinking } : {}), ...tail }
-    : { ...base, message: { role: "assistant", content: text, ...(thinking ? { thinking } : {}), ...(calls.length ? { tool_calls: calls } : {}) }, ...tail }
+    : {
+        ...base,
+        message: { role: "assistant", content: text, ...(thinking ? { thinking } : {}), ...(calls.length ? { tool_calls: calls } : {}) },
+        ...tail
+      }
 }
 
 // ---------------------------------------------------------------- errors
@@ -347,7 +386,8 @@ class OllamaStreamDecoder extends SequentialBlocks implements StreamDecoder {
       this.done = true
       return [{ type: "error", error: { status: 500, kind: "upstream", message: chunk["error"] } }]
     }
-    if (!this.recognized) this.recognized = obj(chunk["message"]) !== undefined || typeof chunk["response"] === "string" || typeof chunk["done"] === "boolean"
+    if (!this.recognized)
+      this.recognized = obj(chunk["message"]) !== undefined || typeof chunk["response"] === "string" || typeof chunk["done"] === "boolean"
     const out: Array<StreamEvent> = []
     if (!this.started) {
       this.started = true
@@ -370,7 +410,11 @@ class OllamaStreamDecoder extends SequentialBlocks implements StreamDecoder {
       const index = this.next++
       this.sawTools = true
       const args = fn?.["arguments"]
-      out.push({ type: "block_start", index, block: { type: "tool_use", id: str(obj(c)?.["id"]) ?? newId("call_"), name: str(fn?.["name"]) ?? "" } })
+      out.push({
+        type: "block_start",
+        index,
+        block: { type: "tool_use", id: str(obj(c)?.["id"]) ?? newId("call_"), name: str(fn?.["name"]) ?? "" }
+      })
       out.push({ type: "tool_args_delta", index, partialJson: typeof args === "string" ? args : JSON.stringify(args ?? {}) })
       out.push({ type: "block_stop", index })
     }
@@ -388,7 +432,12 @@ class OllamaStreamDecoder extends SequentialBlocks implements StreamDecoder {
     if (this.done) return []
     this.done = true
     if (!this.recognized) return [malformedStream("Ollama chat line")]
-    return [{ type: "error", error: { status: 502, kind: "upstream", message: "upstream stream ended before its final (done) line", code: "stream_interrupted" } }]
+    return [
+      {
+        type: "error",
+        error: { status: 502, kind: "upstream", message: "upstream stream ended before its final (done) line", code: "stream_interrupted" }
+      }
+    ]
   }
 }
 
@@ -446,7 +495,9 @@ export class OllamaStreamEncoder implements StreamEncoder {
       case "finish": {
         const base = { model: this.model, created_at: new Date().toISOString() }
         const tail = { done: true, done_reason: ev.stopReason === "max_tokens" ? "length" : "stop", ...timing(this.usage, this.started) }
-        return ndjsonLine(this.mode === "generate" ? { ...base, response: "", ...tail } : { ...base, message: { role: "assistant", content: "" }, ...tail })
+        return ndjsonLine(
+          this.mode === "generate" ? { ...base, response: "", ...tail } : { ...base, message: { role: "assistant", content: "" }, ...tail }
+        )
       }
       case "error":
         return ndjsonLine(encodeOllamaError(ev.error))

@@ -107,7 +107,10 @@ export const decodeResponse = (raw: unknown): CanonicalResponse => {
 export const customToolsOf = (options: Readonly<Record<string, unknown>> | undefined): ReadonlySet<string> =>
   (options?.["customTools"] as ReadonlySet<string> | undefined) ?? new Set()
 
-export const encodeResponse = (res: CanonicalResponse, ctx: { readonly model: string; readonly options?: Readonly<Record<string, unknown>> }) => {
+export const encodeResponse = (
+  res: CanonicalResponse,
+  ctx: { readonly model: string; readonly options?: Readonly<Record<string, unknown>> }
+) => {
   const text = res.content
     .filter((b): b is TextBlock => b.type === "text")
     .map((b) => b.text)
@@ -119,8 +122,20 @@ export const encodeResponse = (res: CanonicalResponse, ctx: { readonly model: st
       b.type !== "tool_use"
         ? []
         : custom.has(b.name)
-          ? [{ id: idWithSignature(b.id, b.signature), type: "custom", custom: { name: b.name, input: customToolInput(JSON.stringify(b.input ?? {})) } }]
-          : [{ id: idWithSignature(b.id, b.signature), type: "function", function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } }]
+          ? [
+              {
+                id: idWithSignature(b.id, b.signature),
+                type: "custom",
+                custom: { name: b.name, input: customToolInput(JSON.stringify(b.input ?? {})) }
+              }
+            ]
+          : [
+              {
+                id: idWithSignature(b.id, b.signature),
+                type: "function",
+                function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) }
+              }
+            ]
   )
   return {
     id: res.id.startsWith("chatcmpl") ? res.id : `chatcmpl-${res.id}`,
@@ -227,7 +242,12 @@ export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder
     if (!this.recognized) this.recognized = Array.isArray(chunk["choices"]) || obj(chunk["usage"]) !== undefined
     if (!this.started) {
       this.started = true
-      out.push({ type: "start", id: str(chunk["id"]) ?? newId("chatcmpl-"), model: str(chunk["model"]) ?? "", created: num(chunk["created"]) ?? nowSeconds() })
+      out.push({
+        type: "start",
+        id: str(chunk["id"]) ?? newId("chatcmpl-"),
+        model: str(chunk["model"]) ?? "",
+        created: num(chunk["created"]) ?? nowSeconds()
+      })
     }
     const choice = obj(arr(chunk["choices"])[0])
     const delta = obj(choice?.["delta"])
@@ -250,7 +270,9 @@ export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder
         // Some servers omit `index` (Gemini's OpenAI endpoint) or number every call 0: a call
         // with an id not seen before is a new call; a piece without index or id continues the open one.
         const explicit = num(call["index"])
-        const toolIndex = explicit ?? (id !== undefined ? (this.keyOfId.get(id) ?? -(this.toolBlocks.size + 1)) : this.open?.kind === "tool" ? this.open.toolIndex! : 0)
+        const toolIndex =
+          explicit ??
+          (id !== undefined ? (this.keyOfId.get(id) ?? -(this.toolBlocks.size + 1)) : this.open?.kind === "tool" ? this.open.toolIndex! : 0)
         const known = this.toolBlocks.get(toolIndex)
         if (known === undefined || (id !== undefined && this.idOfBlock.get(known) !== id)) {
           this.close(out)
@@ -303,7 +325,8 @@ export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder
 
   protected override close(out: Array<StreamEvent>) {
     // A custom tool call's text input closes its {"input": "..."} arguments first.
-    if (this.open && this.customBlocks.delete(this.open.index)) out.push({ type: "tool_args_delta", index: this.open.index, partialJson: '"}' })
+    if (this.open && this.customBlocks.delete(this.open.index))
+      out.push({ type: "tool_args_delta", index: this.open.index, partialJson: '"}' })
     super.close(out)
   }
 }
@@ -374,7 +397,14 @@ export class ChatStreamEncoder implements StreamEncoder {
           this.noArgs.add(ev.index)
           return this.chunk(
             this.withRole({
-              tool_calls: [{ index: i, id: idWithSignature(ev.block.id, ev.block.signature), type: "function", function: { name: ev.block.name, arguments: "" } }]
+              tool_calls: [
+                {
+                  index: i,
+                  id: idWithSignature(ev.block.id, ev.block.signature),
+                  type: "function",
+                  function: { name: ev.block.name, arguments: "" }
+                }
+              ]
             })
           )
         }

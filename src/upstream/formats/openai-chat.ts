@@ -13,7 +13,20 @@ import {
   type ToolDefinition,
   type ToolResultBlock
 } from "../../domain/canonical.js"
-import { answerProblem, arr, CUSTOM_TOOL_PARAMETERS, imageSourceFromUrl, imageSourceToUrl, num, obj, repairToolHistory, resultText, splitSignedId, str, tryJson } from "./common.js"
+import {
+  answerProblem,
+  arr,
+  CUSTOM_TOOL_PARAMETERS,
+  imageSourceFromUrl,
+  imageSourceToUrl,
+  num,
+  obj,
+  repairToolHistory,
+  resultText,
+  splitSignedId,
+  str,
+  tryJson
+} from "./common.js"
 import { listField, type ProviderQuirks, RequestDecodeError, type WireFormat } from "./format.js"
 import { array, boolean, checkParams, integer, number, object, params, string, stringOrObject, stringOrStrings } from "./params.js"
 import {
@@ -203,7 +216,12 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
   for (const f of arr(body["functions"])) {
     const fn = obj(f)
     const name = str(fn?.["name"])
-    if (name) tools.push({ name, description: str(fn?.["description"]) ?? "", parameters: obj(fn?.["parameters"]) ?? { type: "object", properties: {} } })
+    if (name)
+      tools.push({
+        name,
+        description: str(fn?.["description"]) ?? "",
+        parameters: obj(fn?.["parameters"]) ?? { type: "object", properties: {} }
+      })
   }
 
   const stop = body["stop"]
@@ -224,7 +242,11 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
     ...(num(body["temperature"]) !== undefined ? { temperature: num(body["temperature"])! } : {}),
     ...(num(body["top_p"]) !== undefined ? { topP: num(body["top_p"])! } : {}),
     ...(num(body["top_k"]) !== undefined ? { topK: num(body["top_k"])! } : {}),
-    ...(typeof stop === "string" ? { stop: [stop] } : Array.isArray(stop) ? { stop: stop.filter((s): s is string => typeof s === "string") } : {}),
+    ...(typeof stop === "string"
+      ? { stop: [stop] }
+      : Array.isArray(stop)
+        ? { stop: stop.filter((s): s is string => typeof s === "string") }
+        : {}),
     ...(num(body["seed"]) !== undefined ? { seed: num(body["seed"])! } : {}),
     ...(num(body["presence_penalty"]) !== undefined ? { presencePenalty: num(body["presence_penalty"])! } : {}),
     ...(num(body["frequency_penalty"]) !== undefined ? { frequencyPenalty: num(body["frequency_penalty"])! } : {}),
@@ -278,8 +300,13 @@ export const encodeChatRequest = (req: CanonicalRequest, options: ChatEncodeOpti
         .filter((b): b is TextBlock => b.type === "text")
         .map((b) => b.text)
         .join("")
-      const calls = m.content.flatMap((b) => (b.type === "tool_use" ? [{ id: b.id, type: "function", function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } }] : []))
-      const reasoning = options.reasoningContent && calls.length ? m.content.flatMap((b) => (b.type === "reasoning" && b.text ? [b.text] : [])).join("") : ""
+      const calls = m.content.flatMap((b) =>
+        b.type === "tool_use" ? [{ id: b.id, type: "function", function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } }] : []
+      )
+      const reasoning =
+        options.reasoningContent && calls.length
+          ? m.content.flatMap((b) => (b.type === "reasoning" && b.text ? [b.text] : [])).join("")
+          : ""
       messages.push({
         role: "assistant",
         content: text === "" && calls.length > 0 ? null : text,
@@ -297,11 +324,17 @@ export const encodeChatRequest = (req: CanonicalRequest, options: ChatEncodeOpti
   if (req.tools.length > 0) {
     body["tools"] = req.tools.map((t) => ({
       type: "function",
-      function: { name: t.name, ...(t.description ? { description: t.description } : {}), parameters: t.parameters, ...(t.strict !== undefined ? { strict: t.strict } : {}) }
+      function: {
+        name: t.name,
+        ...(t.description ? { description: t.description } : {}),
+        parameters: t.parameters,
+        ...(t.strict !== undefined ? { strict: t.strict } : {})
+      }
     }))
   }
   if (req.toolChoice && (req.tools.length > 0 || req.toolChoice.type === "none")) {
-    body["tool_choice"] = req.toolChoice.type === "tool" ? { type: "function", function: { name: req.toolChoice.name } } : req.toolChoice.type
+    body["tool_choice"] =
+      req.toolChoice.type === "tool" ? { type: "function", function: { name: req.toolChoice.name } } : req.toolChoice.type
   }
   if (req.parallelToolCalls !== undefined && req.tools.length > 0) body["parallel_tool_calls"] = req.parallelToolCalls
   if (req.responseFormat) {
@@ -357,12 +390,16 @@ export const openAiChat: WireFormat = {
   decodeResponse,
   encodeResponse,
   streamDecoder: () => new ChatStreamDecoder(),
-  streamEncoder: (ctx) => new ChatStreamEncoder(ctx.model, obj(ctx.options?.["stream_options"])?.["include_usage"] === true, customToolsOf(ctx.options)),
+  streamEncoder: (ctx) =>
+    new ChatStreamEncoder(ctx.model, obj(ctx.options?.["stream_options"])?.["include_usage"] === true, customToolsOf(ctx.options)),
   encodeError: encodeOpenAiError,
   decodeError: decodeOpenAiError,
   isErrorBody: isOpenAiErrorBody,
   errorIn200,
-  answerProblem: answerProblem((b) => obj(obj(arr(b["choices"])[0])?.["message"]) !== undefined, "a chat completion (no choices[0].message)"),
+  answerProblem: answerProblem(
+    (b) => obj(obj(arr(b["choices"])[0])?.["message"]) !== undefined,
+    "a chat completion (no choices[0].message)"
+  ),
   usageOf: (frame) => (USAGE_OBJECT.test(frame.data) ? usageFromOpenAi(obj(tryJson(frame.data))?.["usage"]) : undefined),
   usageOfResponse: (body) => usageFromOpenAi(obj(body)?.["usage"])
 }

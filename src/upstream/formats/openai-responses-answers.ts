@@ -44,7 +44,8 @@ export const contentParts = (content: unknown, where: string): Array<TextBlock |
   })
 }
 
-export const reasoningText = (item: Record<string, unknown>): string => [...arr(item["summary"]), ...arr(item["content"])].map((s) => str(obj(s)?.["text"]) ?? "").join("")
+export const reasoningText = (item: Record<string, unknown>): string =>
+  [...arr(item["summary"]), ...arr(item["content"])].map((s) => str(obj(s)?.["text"]) ?? "").join("")
 
 // ---------------------------------------------------------------- responses
 
@@ -67,9 +68,23 @@ export const decodeOutputItem = (item: Record<string, unknown>): Array<ContentBl
     case "message":
       return contentParts(item["content"] ?? [], "output")
     case "function_call":
-      return [{ type: "tool_use", id: str(item["call_id"]) ?? newId("call_"), name: str(item["name"]) ?? "", input: parseArguments(str(item["arguments"]) ?? "") }]
+      return [
+        {
+          type: "tool_use",
+          id: str(item["call_id"]) ?? newId("call_"),
+          name: str(item["name"]) ?? "",
+          input: parseArguments(str(item["arguments"]) ?? "")
+        }
+      ]
     case "custom_tool_call":
-      return [{ type: "tool_use", id: str(item["call_id"]) ?? newId("call_"), name: str(item["name"]) ?? "", input: { input: str(item["input"]) ?? "" } }]
+      return [
+        {
+          type: "tool_use",
+          id: str(item["call_id"]) ?? newId("call_"),
+          name: str(item["name"]) ?? "",
+          input: { input: str(item["input"]) ?? "" }
+        }
+      ]
     case "reasoning": {
       const encrypted = str(item["encrypted_content"])
       const itemId = str(item["id"])
@@ -90,8 +105,20 @@ export const failureOf = (body: Record<string, unknown>): CanonicalError | undef
   const error = obj(body["error"])
   if (str(body["status"]) !== "failed" && !error) return undefined
   const code = str(error?.["code"])
-  const status = code === "rate_limit_exceeded" ? 429 : code === "invalid_prompt" || code === "invalid_request_error" ? 400 : code === "server_error" ? 500 : 502
-  return { status, kind: errorKindForStatus(status), message: str(error?.["message"]) ?? "the upstream response failed", code: code ?? null }
+  const status =
+    code === "rate_limit_exceeded"
+      ? 429
+      : code === "invalid_prompt" || code === "invalid_request_error"
+        ? 400
+        : code === "server_error"
+          ? 500
+          : 502
+  return {
+    status,
+    kind: errorKindForStatus(status),
+    message: str(error?.["message"]) ?? "the upstream response failed",
+    code: code ?? null
+  }
 }
 
 export const decodeResponse = (raw: unknown): CanonicalResponse => {
@@ -180,7 +207,9 @@ export const encodeOutput = (content: ReadonlyArray<ContentBlock>, custom: Reado
       })
     } else if (b.type === "tool_use") {
       flush()
-      out.push(toolItem(idWithSignature(b.id, b.signature), b.name, JSON.stringify(b.input ?? {}), custom.has(b.name), "completed", newId("fc_")))
+      out.push(
+        toolItem(idWithSignature(b.id, b.signature), b.name, JSON.stringify(b.input ?? {}), custom.has(b.name), "completed", newId("fc_"))
+      )
     }
   }
   flush()
@@ -192,7 +221,10 @@ export const echoOptions = (o: Readonly<Record<string, unknown>> | undefined): R
   request: (o?.["request"] as Record<string, unknown> | undefined) ?? {}
 })
 
-export const encodeResponsesResponse = (res: CanonicalResponse, ctx: { readonly model: string; readonly options?: Readonly<Record<string, unknown>> }) => {
+export const encodeResponsesResponse = (
+  res: CanonicalResponse,
+  ctx: { readonly model: string; readonly options?: Readonly<Record<string, unknown>> }
+) => {
   const options = echoOptions(ctx.options)
   const incomplete = res.stopReason === "max_tokens" || res.stopReason === "content_filter"
   return responseObject(
@@ -233,7 +265,12 @@ export class ResponsesStreamDecoder implements StreamDecoder {
         if (this.started) break
         this.started = true
         const r = obj(ev["response"]) ?? {}
-        out.push({ type: "start", id: str(r["id"]) ?? newId("resp_"), model: str(r["model"]) ?? "", created: num(r["created_at"]) ?? Math.floor(Date.now() / 1000) })
+        out.push({
+          type: "start",
+          id: str(r["id"]) ?? newId("resp_"),
+          model: str(r["model"]) ?? "",
+          created: num(r["created_at"]) ?? Math.floor(Date.now() / 1000)
+        })
         break
       }
       case "response.output_item.added": {
@@ -243,7 +280,11 @@ export class ResponsesStreamDecoder implements StreamDecoder {
           const index = this.next++
           this.sawTools = true
           this.items.set(outputIndex, { index, kind: "tool", open: true })
-          out.push({ type: "block_start", index, block: { type: "tool_use", id: str(item["call_id"]) ?? newId("call_"), name: str(item["name"]) ?? "" } })
+          out.push({
+            type: "block_start",
+            index,
+            block: { type: "tool_use", id: str(item["call_id"]) ?? newId("call_"), name: str(item["name"]) ?? "" }
+          })
           const args = str(item["arguments"])
           if (args) out.push({ type: "tool_args_delta", index, partialJson: args })
         } else if (itemType === "reasoning") {
@@ -270,7 +311,12 @@ export class ResponsesStreamDecoder implements StreamDecoder {
       case "response.custom_tool_call_input.delta": {
         const entry = this.items.get(outputIndex)
         const delta = str(ev["delta"])
-        if (entry && delta) out.push({ type: "tool_args_delta", index: entry.index, partialJson: type.startsWith("response.custom") ? JSON.stringify(delta).slice(1, -1) : delta })
+        if (entry && delta)
+          out.push({
+            type: "tool_args_delta",
+            index: entry.index,
+            partialJson: type.startsWith("response.custom") ? JSON.stringify(delta).slice(1, -1) : delta
+          })
         break
       }
       case "response.reasoning_summary_text.delta":
@@ -307,7 +353,10 @@ export class ResponsesStreamDecoder implements StreamDecoder {
       }
       case "response.failed": {
         this.done = true
-        out.push({ type: "error", error: failureOf(obj(ev["response"]) ?? {}) ?? { status: 502, kind: "upstream", message: "the upstream response failed" } })
+        out.push({
+          type: "error",
+          error: failureOf(obj(ev["response"]) ?? {}) ?? { status: 502, kind: "upstream", message: "the upstream response failed" }
+        })
         break
       }
       case "error": {
@@ -332,7 +381,12 @@ export class ResponsesStreamDecoder implements StreamDecoder {
     if (this.done) return []
     this.done = true
     if (!this.recognized) return [malformedStream("Responses event")]
-    return [{ type: "error", error: { status: 502, kind: "upstream", message: "upstream stream ended before response.completed", code: "stream_interrupted" } }]
+    return [
+      {
+        type: "error",
+        error: { status: 502, kind: "upstream", message: "upstream stream ended before response.completed", code: "stream_interrupted" }
+      }
+    ]
   }
 }
 
@@ -350,7 +404,14 @@ export class ResponsesStreamEncoder implements StreamEncoder {
   private readonly output: Array<Record<string, unknown>> = []
   private readonly blocks = new Map<
     number,
-    { outputIndex: number; itemId: string; kind: "text" | "reasoning" | "tool"; text: string; encrypted?: string; call?: { id: string; name: string } }
+    {
+      outputIndex: number
+      itemId: string
+      kind: "text" | "reasoning" | "tool"
+      text: string
+      encrypted?: string
+      call?: { id: string; name: string }
+    }
   >()
   private readonly options: ResponsesEchoOptions
 
@@ -385,33 +446,52 @@ export class ResponsesStreamEncoder implements StreamEncoder {
   }
 
   private response(status: "in_progress" | "completed" | "incomplete" | "failed", extra: Record<string, unknown> = {}) {
-    return responseObject(this.id, this.created, this.model, status, status === "in_progress" ? [] : this.output, this.usage, this.options, extra)
+    return responseObject(
+      this.id,
+      this.created,
+      this.model,
+      status,
+      status === "in_progress" ? [] : this.output,
+      this.usage,
+      this.options,
+      extra
+    )
   }
 
   /** A response that generates nothing (Codex's prewarm, `generate: false`). */
   empty(): string {
     this.started = true
-    return this.emit("response.created", { response: this.response("in_progress") }) + this.emit("response.completed", { response: this.response("completed") })
+    return (
+      this.emit("response.created", { response: this.response("in_progress") }) +
+      this.emit("response.completed", { response: this.response("completed") })
+    )
   }
 
   /** Whether `response.created` went out: the openai SDK needs it before any other event. */
   private started = false
 
   push(ev: StreamEvent): string {
-    if (ev.type !== "start" && !this.started) return this.push({ type: "start", id: this.id, model: this.model, created: this.created }) + this.push(ev)
+    if (ev.type !== "start" && !this.started)
+      return this.push({ type: "start", id: this.id, model: this.model, created: this.created }) + this.push(ev)
     switch (ev.type) {
       case "start":
         if (this.started) return ""
         this.started = true
         this.created = ev.created
-        return this.emit("response.created", { response: this.response("in_progress") }) + this.emit("response.in_progress", { response: this.response("in_progress") })
+        return (
+          this.emit("response.created", { response: this.response("in_progress") }) +
+          this.emit("response.in_progress", { response: this.response("in_progress") })
+        )
       case "block_start": {
         const outputIndex = this.outputIndex++
         if (ev.block.type === "text") {
           const itemId = newId("msg_")
           this.blocks.set(ev.index, { outputIndex, itemId, kind: "text", text: "" })
           return (
-            this.emit("response.output_item.added", { output_index: outputIndex, item: { id: itemId, type: "message", status: "in_progress", role: "assistant", content: [] } }) +
+            this.emit("response.output_item.added", {
+              output_index: outputIndex,
+              item: { id: itemId, type: "message", status: "in_progress", role: "assistant", content: [] }
+            }) +
             this.emit("response.content_part.added", {
               item_id: itemId,
               output_index: outputIndex,
@@ -425,7 +505,12 @@ export class ResponsesStreamEncoder implements StreamEncoder {
           this.blocks.set(ev.index, { outputIndex, itemId, kind: "reasoning", text: "" })
           return (
             this.emit("response.output_item.added", { output_index: outputIndex, item: { id: itemId, type: "reasoning", summary: [] } }) +
-            this.emit("response.reasoning_summary_part.added", { item_id: itemId, output_index: outputIndex, summary_index: 0, part: { type: "summary_text", text: "" } })
+            this.emit("response.reasoning_summary_part.added", {
+              item_id: itemId,
+              output_index: outputIndex,
+              summary_index: 0,
+              part: { type: "summary_text", text: "" }
+            })
           )
         }
         const itemId = newId("fc_")
@@ -440,13 +525,24 @@ export class ResponsesStreamEncoder implements StreamEncoder {
         const b = this.blocks.get(ev.index)
         if (!b || !ev.text) return ""
         b.text += ev.text
-        return this.emit("response.output_text.delta", { item_id: b.itemId, output_index: b.outputIndex, content_index: 0, delta: ev.text, logprobs: [] })
+        return this.emit("response.output_text.delta", {
+          item_id: b.itemId,
+          output_index: b.outputIndex,
+          content_index: 0,
+          delta: ev.text,
+          logprobs: []
+        })
       }
       case "reasoning_delta": {
         const b = this.blocks.get(ev.index)
         if (!b || !ev.text) return ""
         b.text += ev.text
-        return this.emit("response.reasoning_summary_text.delta", { item_id: b.itemId, output_index: b.outputIndex, summary_index: 0, delta: ev.text })
+        return this.emit("response.reasoning_summary_text.delta", {
+          item_id: b.itemId,
+          output_index: b.outputIndex,
+          summary_index: 0,
+          delta: ev.text
+        })
       }
       case "signature": {
         const b = this.blocks.get(ev.index)
@@ -458,7 +554,11 @@ export class ResponsesStreamEncoder implements StreamEncoder {
         if (!b || !ev.partialJson) return ""
         b.text += ev.partialJson
         if (this.options.customTools?.has(b.call?.name ?? "")) return "" // custom tool input goes out whole
-        return this.emit("response.function_call_arguments.delta", { item_id: b.itemId, output_index: b.outputIndex, delta: ev.partialJson })
+        return this.emit("response.function_call_arguments.delta", {
+          item_id: b.itemId,
+          output_index: b.outputIndex,
+          delta: ev.partialJson
+        })
       }
       case "block_stop":
         return this.close(ev.index)
@@ -472,14 +572,19 @@ export class ResponsesStreamEncoder implements StreamEncoder {
         return incomplete
           ? out +
               this.emit("response.incomplete", {
-                response: this.response("incomplete", { incomplete_details: { reason: ev.stopReason === "max_tokens" ? "max_output_tokens" : "content_filter" } })
+                response: this.response("incomplete", {
+                  incomplete_details: { reason: ev.stopReason === "max_tokens" ? "max_output_tokens" : "content_filter" }
+                })
               })
           : out + this.emit("response.completed", { response: this.response("completed") })
       }
       case "error":
         return this.emit("response.failed", {
           response: this.response("failed", {
-            error: { code: ev.error.code ?? (ev.error.kind === "rate_limit" ? "rate_limit_exceeded" : "server_error"), message: ev.error.message }
+            error: {
+              code: ev.error.code ?? (ev.error.kind === "rate_limit" ? "rate_limit_exceeded" : "server_error"),
+              message: ev.error.message
+            }
           })
         })
     }
@@ -494,7 +599,13 @@ export class ResponsesStreamEncoder implements StreamEncoder {
       const item = { id: b.itemId, type: "message", status: "completed", role: "assistant", content: [part] }
       this.output[b.outputIndex] = item
       return (
-        this.emit("response.output_text.done", { item_id: b.itemId, output_index: b.outputIndex, content_index: 0, text: b.text, logprobs: [] }) +
+        this.emit("response.output_text.done", {
+          item_id: b.itemId,
+          output_index: b.outputIndex,
+          content_index: 0,
+          text: b.text,
+          logprobs: []
+        }) +
         this.emit("response.content_part.done", { item_id: b.itemId, output_index: b.outputIndex, content_index: 0, part }) +
         this.emit("response.output_item.done", { output_index: b.outputIndex, item })
       )
@@ -504,8 +615,18 @@ export class ResponsesStreamEncoder implements StreamEncoder {
       const item = { id: b.itemId, type: "reasoning", summary, ...(b.encrypted ? { encrypted_content: b.encrypted } : {}) }
       this.output[b.outputIndex] = item
       return (
-        this.emit("response.reasoning_summary_text.done", { item_id: b.itemId, output_index: b.outputIndex, summary_index: 0, text: b.text }) +
-        this.emit("response.reasoning_summary_part.done", { item_id: b.itemId, output_index: b.outputIndex, summary_index: 0, part: { type: "summary_text", text: b.text } }) +
+        this.emit("response.reasoning_summary_text.done", {
+          item_id: b.itemId,
+          output_index: b.outputIndex,
+          summary_index: 0,
+          text: b.text
+        }) +
+        this.emit("response.reasoning_summary_part.done", {
+          item_id: b.itemId,
+          output_index: b.outputIndex,
+          summary_index: 0,
+          part: { type: "summary_text", text: b.text }
+        }) +
         this.emit("response.output_item.done", { output_index: b.outputIndex, item })
       )
     }
@@ -513,8 +634,13 @@ export class ResponsesStreamEncoder implements StreamEncoder {
     const item = toolItem(b.call!.id, b.call!.name, b.text || "{}", custom, "completed", b.itemId)
     this.output[b.outputIndex] = item
     return (
-      (custom ? "" : this.emit("response.function_call_arguments.done", { item_id: b.itemId, output_index: b.outputIndex, arguments: b.text || "{}" })) +
-      this.emit("response.output_item.done", { output_index: b.outputIndex, item })
+      (custom
+        ? ""
+        : this.emit("response.function_call_arguments.done", {
+            item_id: b.itemId,
+            output_index: b.outputIndex,
+            arguments: b.text || "{}"
+          })) + this.emit("response.output_item.done", { output_index: b.outputIndex, item })
     )
   }
 

@@ -11,7 +11,19 @@ import {
   type ToolChoice,
   type ToolDefinition
 } from "../../domain/canonical.js"
-import { answerProblem, arr, CUSTOM_TOOL_PARAMETERS, imageSourceToUrl, num, obj, repairToolHistory, resultText, splitSignedId, str, tryJson } from "./common.js"
+import {
+  answerProblem,
+  arr,
+  CUSTOM_TOOL_PARAMETERS,
+  imageSourceToUrl,
+  num,
+  obj,
+  repairToolHistory,
+  resultText,
+  splitSignedId,
+  str,
+  tryJson
+} from "./common.js"
 import { listField, type ProviderQuirks, RequestDecodeError, type WireFormat } from "./format.js"
 import { encodeOpenAiError, decodeOpenAiError, isOpenAiErrorBody } from "./openai-chat.js"
 import { array, boolean, checkParams, integer, number, object, params, string, stringOrArray, stringOrObject } from "./params.js"
@@ -57,12 +69,24 @@ export const decodeInput = (input: unknown, system: Array<TextBlock>): Array<Mes
       }
       case "function_call": {
         const { id, signature } = splitSignedId(str(item["call_id"]) ?? newId("call_"))
-        push("assistant", { type: "tool_use", id, name: str(item["name"]) ?? "", input: parseArguments(str(item["arguments"]) ?? ""), ...(signature ? { signature } : {}) })
+        push("assistant", {
+          type: "tool_use",
+          id,
+          name: str(item["name"]) ?? "",
+          input: parseArguments(str(item["arguments"]) ?? ""),
+          ...(signature ? { signature } : {})
+        })
         break
       }
       case "custom_tool_call": {
         const { id, signature } = splitSignedId(str(item["call_id"]) ?? newId("call_"))
-        push("assistant", { type: "tool_use", id, name: str(item["name"]) ?? "", input: { input: str(item["input"]) ?? "" }, ...(signature ? { signature } : {}) })
+        push("assistant", {
+          type: "tool_use",
+          id,
+          name: str(item["name"]) ?? "",
+          input: { input: str(item["input"]) ?? "" },
+          ...(signature ? { signature } : {})
+        })
         break
       }
       case "function_call_output":
@@ -75,7 +99,12 @@ export const decodeInput = (input: unknown, system: Array<TextBlock>): Array<Mes
       case "reasoning": {
         const encrypted = str(item["encrypted_content"])
         const itemId = str(item["id"])
-        push("assistant", { type: "reasoning", text: reasoningText(item), ...(encrypted ? { encrypted } : {}), ...(itemId ? { itemId } : {}) })
+        push("assistant", {
+          type: "reasoning",
+          text: reasoningText(item),
+          ...(encrypted ? { encrypted } : {}),
+          ...(itemId ? { itemId } : {})
+        })
         break
       }
       // item_reference, web_search_call and other server-side items have no canonical form.
@@ -124,7 +153,12 @@ const decodeTextFormat = (text: unknown): ResponseFormat | undefined => {
       return { type: "json_object" }
     case "json_schema": {
       const strict = f?.["strict"]
-      return { type: "json_schema", name: str(f?.["name"]) ?? "response", schema: obj(f?.["schema"]) ?? {}, ...(typeof strict === "boolean" ? { strict } : {}) }
+      return {
+        type: "json_schema",
+        name: str(f?.["name"]) ?? "response",
+        schema: obj(f?.["schema"]) ?? {},
+        ...(typeof strict === "boolean" ? { strict } : {})
+      }
     }
     default:
       return undefined
@@ -189,7 +223,13 @@ export const decodeResponsesRequest = (body: Record<string, unknown>): Canonical
     ...(effort === "none"
       ? { reasoning: { enabled: false } }
       : effort && EFFORTS.has(effort)
-        ? { reasoning: { enabled: true, effort: effort as "minimal" | "low" | "medium" | "high", includeThoughts: reasoning?.["summary"] !== undefined } }
+        ? {
+            reasoning: {
+              enabled: true,
+              effort: effort as "minimal" | "low" | "medium" | "high",
+              includeThoughts: reasoning?.["summary"] !== undefined
+            }
+          }
         : reasoning?.["summary"] !== undefined
           ? { reasoning: { enabled: true, includeThoughts: true } }
           : {}),
@@ -225,7 +265,12 @@ export const encodeResponsesRequest = (req: CanonicalRequest, quirks?: ProviderQ
         else if (b.type === "reasoning" && b.encrypted) {
           // Only OpenAI's own reasoning (encrypted) can go back to an OpenAI upstream.
           flush()
-          input.push({ type: "reasoning", ...(b.itemId ? { id: b.itemId } : {}), summary: b.text ? [{ type: "summary_text", text: b.text }] : [], encrypted_content: b.encrypted })
+          input.push({
+            type: "reasoning",
+            ...(b.itemId ? { id: b.itemId } : {}),
+            summary: b.text ? [{ type: "summary_text", text: b.text }] : [],
+            encrypted_content: b.encrypted
+          })
         } else if (b.type === "tool_use") {
           flush()
           input.push({ type: "function_call", call_id: b.id, name: b.name, arguments: JSON.stringify(b.input ?? {}) })
@@ -233,7 +278,8 @@ export const encodeResponsesRequest = (req: CanonicalRequest, quirks?: ProviderQ
       }
       flush()
     } else {
-      for (const r of m.content) if (r.type === "tool_result") input.push({ type: "function_call_output", call_id: r.toolUseId, output: resultText(r) })
+      for (const r of m.content)
+        if (r.type === "tool_result") input.push({ type: "function_call_output", call_id: r.toolUseId, output: resultText(r) })
     }
   }
   const body: Record<string, unknown> = { model: req.model, input }
@@ -249,7 +295,8 @@ export const encodeResponsesRequest = (req: CanonicalRequest, quirks?: ProviderQ
       strict: t.strict ?? false
     }))
   }
-  if (req.toolChoice && req.tools.length) body["tool_choice"] = req.toolChoice.type === "tool" ? { type: "function", name: req.toolChoice.name } : req.toolChoice.type
+  if (req.toolChoice && req.tools.length)
+    body["tool_choice"] = req.toolChoice.type === "tool" ? { type: "function", name: req.toolChoice.name } : req.toolChoice.type
   if (req.parallelToolCalls !== undefined && req.tools.length) body["parallel_tool_calls"] = req.parallelToolCalls
   if (req.responseFormat) {
     const rf = req.responseFormat
@@ -257,7 +304,12 @@ export const encodeResponsesRequest = (req: CanonicalRequest, quirks?: ProviderQ
     body["text"] = {
       format:
         rf.type === "json_schema"
-          ? { type: "json_schema", name: rf.name, schema: strict ?? rf.schema, ...(strict ? { strict: true } : rf.strict !== undefined ? { strict: rf.strict } : {}) }
+          ? {
+              type: "json_schema",
+              name: rf.name,
+              schema: strict ?? rf.schema,
+              ...(strict ? { strict: true } : rf.strict !== undefined ? { strict: rf.strict } : {})
+            }
           : { type: rf.type }
     }
   }
@@ -288,7 +340,11 @@ const cleanInputItem = (item: unknown, compatible: boolean): unknown => {
     ? (kept["content"] as Array<unknown>).map((p) => (obj(p) && "parsed" in obj(p)! ? (({ parsed: _p, ...rest }) => rest)(obj(p)!) : p))
     : kept["content"]
   if (!("parsed_arguments" in o) && !dropMeta && content === kept["content"]) return item
-  return { ...kept, ...(dropMeta ? {} : meta !== undefined ? { internal_chat_message_metadata_passthrough: meta } : {}), ...(content !== undefined ? { content } : {}) }
+  return {
+    ...kept,
+    ...(dropMeta ? {} : meta !== undefined ? { internal_chat_message_metadata_passthrough: meta } : {}),
+    ...(content !== undefined ? { content } : {})
+  }
 }
 
 /**
@@ -298,7 +354,9 @@ const cleanInputItem = (item: unknown, compatible: boolean): unknown => {
  */
 const passthroughBody = (body: Record<string, unknown>, quirks: ProviderQuirks): Record<string, unknown> => {
   const openAi = quirks.openAiResponsesFields === true
-  const input = Array.isArray(body["input"]) ? (body["input"] as Array<unknown>).map((item) => cleanInputItem(item, !openAi)) : body["input"]
+  const input = Array.isArray(body["input"])
+    ? (body["input"] as Array<unknown>).map((item) => cleanInputItem(item, !openAi))
+    : body["input"]
   if (openAi) return { ...body, input }
   const { client_metadata: _cm, prompt_cache_key: _pk, safety_identifier: _si, service_tier: _st, ...rest } = body
   return {

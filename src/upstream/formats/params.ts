@@ -16,7 +16,12 @@ type Rule = Omit<Param, "key">
 const isNumber = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v)
 
 export const number = (min?: number, max?: number): Rule => ({
-  expected: min !== undefined && max !== undefined ? `a number between ${min} and ${max}` : min !== undefined ? `a number of at least ${min}` : "a number",
+  expected:
+    min !== undefined && max !== undefined
+      ? `a number between ${min} and ${max}`
+      : min !== undefined
+        ? `a number of at least ${min}`
+        : "a number",
   ok: (v) => isNumber(v) && (min === undefined || v >= min) && (max === undefined || v <= max)
 })
 
@@ -47,7 +52,8 @@ export const oneOf = (...values: ReadonlyArray<string>): Rule => ({
 export const either = (a: Rule, b: Rule): Rule => ({ expected: `${a.expected} or ${b.expected}`, ok: (v) => a.ok(v) || b.ok(v) })
 
 /** The known parameters of a body, from `{ key: rule }`. */
-export const params = (rules: Readonly<Record<string, Rule>>): ReadonlyArray<Param> => Object.entries(rules).map(([key, rule]) => ({ key, ...rule }))
+export const params = (rules: Readonly<Record<string, Rule>>): ReadonlyArray<Param> =>
+  Object.entries(rules).map(([key, rule]) => ({ key, ...rule }))
 
 /** A value as the error message quotes it: JSON, cut short. */
 const shown = (v: unknown): string => {
@@ -57,7 +63,10 @@ const shown = (v: unknown): string => {
 
 /** The error for a bad (or missing) field; `field` is its path as the client spelled it. */
 export const invalidParam = (field: string, expected: string, v: unknown): RequestDecodeError =>
-  new RequestDecodeError(v === undefined ? `${field}: Field required, expected ${expected}` : `${field}: expected ${expected}, got ${shown(v)}`, field)
+  new RequestDecodeError(
+    v === undefined ? `${field}: Field required, expected ${expected}` : `${field}: expected ${expected}, got ${shown(v)}`,
+    field
+  )
 
 /** Throws for the first known parameter of `body` with a bad value; `prefix` is the path of `body` (`generationConfig.`). */
 export const checkParams = (body: Readonly<Record<string, unknown>>, known: ReadonlyArray<Param>, prefix = ""): void => {

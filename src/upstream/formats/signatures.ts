@@ -129,7 +129,8 @@ const bindBlock = (b: ContentBlock, target: string): ContentBlock | undefined =>
 }
 
 const sealed = (b: ContentBlock): boolean =>
-  (b.type === "tool_use" && isSealed(b.signature)) || (b.type === "reasoning" && (isSealed(b.signature) || isSealed(b.redacted) || isSealed(b.encrypted)))
+  (b.type === "tool_use" && isSealed(b.signature)) ||
+  (b.type === "reasoning" && (isSealed(b.signature) || isSealed(b.redacted) || isSealed(b.encrypted)))
 
 /** The conversation as `target` may receive it: its own reasoning state unsealed, others' dropped. */
 export const bindMessages = (messages: ReadonlyArray<Message>, target: string): ReadonlyArray<Message> =>
@@ -142,7 +143,8 @@ export const bindMessages = (messages: ReadonlyArray<Message>, target: string): 
 type Json = Record<string, unknown>
 const arr = (v: unknown): Array<unknown> | undefined => (Array.isArray(v) ? v : undefined)
 
-/** Seals the signature-bearing fields of one answer object (a whole answer or one stream event's data) in place; true when something changed. */
+/** Seals the signature-bearing fields of one answer object (a whole answer or one stream event's data) in place; true when something
+ * changed. */
 const SEAL_ANSWER: Partial<Record<FormatId, (o: Json, issuer: string) => boolean>> = {
   anthropic: (o, issuer) => {
     let changed = false
@@ -228,11 +230,16 @@ const hasSeal = (format: FormatId, body: Json): boolean => {
     return (arr(body["messages"]) ?? []).some((m) =>
       (arr(obj(m)?.["content"]) ?? []).some((c) => {
         const b = obj(c)
-        return (b?.["type"] === "thinking" && (isSealed(b["signature"]) || b["signature"] === "")) || (b?.["type"] === "redacted_thinking" && isSealed(b["data"]))
+        return (
+          (b?.["type"] === "thinking" && (isSealed(b["signature"]) || b["signature"] === "")) ||
+          (b?.["type"] === "redacted_thinking" && isSealed(b["data"]))
+        )
       })
     )
-  if (format === "openai-responses") return (arr(body["input"]) ?? []).some((i) => obj(i)?.["type"] === "reasoning" && isSealed(obj(i)?.["encrypted_content"]))
-  if (format === "gemini") return (arr(body["contents"]) ?? []).some((c) => (arr(obj(c)?.["parts"]) ?? []).some((p) => isSealed(obj(p)?.["thoughtSignature"])))
+  if (format === "openai-responses")
+    return (arr(body["input"]) ?? []).some((i) => obj(i)?.["type"] === "reasoning" && isSealed(obj(i)?.["encrypted_content"]))
+  if (format === "gemini")
+    return (arr(body["contents"]) ?? []).some((c) => (arr(obj(c)?.["parts"]) ?? []).some((p) => isSealed(obj(p)?.["thoughtSignature"])))
   return false
 }
 

@@ -13,7 +13,11 @@ const NAMED = new Set(["properties", "$defs", "definitions"])
 
 /** A key's value with each subschema in it passed through `f` (named maps by entry, anything else structured as a whole). */
 const mapSub = (k: string, v: unknown, f: (s: unknown) => unknown): unknown =>
-  NAMED.has(k) ? Object.fromEntries(Object.entries(obj(v) ?? {}).map(([p, x]) => [p, f(x)])) : typeof v === "object" && v !== null ? f(v) : v
+  NAMED.has(k)
+    ? Object.fromEntries(Object.entries(obj(v) ?? {}).map(([p, x]) => [p, f(x)]))
+    : typeof v === "object" && v !== null
+      ? f(v)
+      : v
 
 const lower = (s: unknown): unknown => {
   if (Array.isArray(s)) return s.map(lower)
@@ -21,7 +25,8 @@ const lower = (s: unknown): unknown => {
   if (!o) return s
   const out: Schema = {}
   for (const [k, v] of Object.entries(o)) {
-    if (k === "type") out[k] = typeof v === "string" ? v.toLowerCase() : Array.isArray(v) ? v.map((t) => (typeof t === "string" ? t.toLowerCase() : t)) : v
+    if (k === "type")
+      out[k] = typeof v === "string" ? v.toLowerCase() : Array.isArray(v) ? v.map((t) => (typeof t === "string" ? t.toLowerCase() : t)) : v
     else if (k !== "nullable") out[k] = mapSub(k, v, lower)
   }
   // OpenAPI's `nullable: true` (Gemini's responseSchema) is JSON Schema's `null` in the type.
@@ -57,7 +62,18 @@ export const requestedSchema = (format: FormatId, body: Record<string, unknown>)
 }
 
 /** Keywords Anthropic's structured outputs do not take: moved into the description (the answer is still validated against them). */
-const ANTHROPIC_UNSUPPORTED = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "maxItems", "minProperties", "maxProperties"]
+const ANTHROPIC_UNSUPPORTED = [
+  "minimum",
+  "maximum",
+  "exclusiveMinimum",
+  "exclusiveMaximum",
+  "multipleOf",
+  "minLength",
+  "maxLength",
+  "maxItems",
+  "minProperties",
+  "maxProperties"
+]
 
 /**
  * Anthropic's structured outputs: every object closed (`additionalProperties: false` is
@@ -75,7 +91,8 @@ export const anthropicOutputSchema = (schema: unknown): unknown => {
     else if (k === "additionalProperties") out[k] = false
     else out[k] = mapSub(k, v, anthropicOutputSchema)
   }
-  const isObject = o["type"] === "object" || (Array.isArray(o["type"]) && o["type"].includes("object")) || obj(o["properties"]) !== undefined
+  const isObject =
+    o["type"] === "object" || (Array.isArray(o["type"]) && o["type"].includes("object")) || obj(o["properties"]) !== undefined
   if (isObject) out["additionalProperties"] = false
   if (moved.length > 0) out["description"] = [str(o["description"]), `(${moved.join(", ")})`].filter(Boolean).join(" ")
   return out
@@ -217,10 +234,18 @@ export interface SchemaVerdict {
  */
 export const schemaEvent = (format: FormatId, verdict: SchemaVerdict, model: string, framed = true): string | undefined => {
   const v = { status: verdict.status, errors: verdict.errors }
-  const sse = (event: string | undefined, data: unknown) => (framed ? `${event ? `event: ${event}\n` : ""}data: ${JSON.stringify(data)}\n\n` : JSON.stringify(data))
+  const sse = (event: string | undefined, data: unknown) =>
+    framed ? `${event ? `event: ${event}\n` : ""}data: ${JSON.stringify(data)}\n\n` : JSON.stringify(data)
   switch (format) {
     case "openai-chat":
-      return sse(undefined, { id: "gateway-schema", object: "chat.completion.chunk", created: Math.floor(Date.now() / 1000), model, choices: [], gateway_schema: v })
+      return sse(undefined, {
+        id: "gateway-schema",
+        object: "chat.completion.chunk",
+        created: Math.floor(Date.now() / 1000),
+        model,
+        choices: [],
+        gateway_schema: v
+      })
     case "anthropic":
       return sse("gateway_schema", { type: "gateway_schema", ...v })
     case "openai-responses":

@@ -18,13 +18,24 @@ import { loadSnapshot, type Snapshot } from "./connectionSnapshot.js"
 import { makeConnectionWrites } from "./connectionWrites.js"
 import { targetsIn } from "./modelTargets.js"
 
-export { type Connection, type ConnectionOAuth, connectionModelIds, connectionView, ModelNotFound, type ResolvedTarget } from "./connection.js"
+export {
+  type Connection,
+  type ConnectionOAuth,
+  connectionModelIds,
+  connectionView,
+  ModelNotFound,
+  type ResolvedTarget
+} from "./connection.js"
 
 export interface ConnectionsShape {
   readonly list: Effect.Effect<ReadonlyArray<Connection>>
   readonly get: (idOrName: string) => Effect.Effect<Connection, NotFound>
   readonly create: (input: CreateConnection, actor?: string) => Effect.Effect<Connection, BadRequest | Conflict>
-  readonly update: (idOrName: string, patch: UpdateConnection, actor?: string) => Effect.Effect<Connection, BadRequest | NotFound | Conflict>
+  readonly update: (
+    idOrName: string,
+    patch: UpdateConnection,
+    actor?: string
+  ) => Effect.Effect<Connection, BadRequest | NotFound | Conflict>
   readonly remove: (idOrName: string, actor?: string) => Effect.Effect<Connection, NotFound>
   readonly recordTest: (id: string, result: { readonly ok: boolean; readonly error: string | null }) => Effect.Effect<void>
   /** Resolves `<name or provider>/<model>`, or a bare model id that exactly one catalog entry serves. */
@@ -75,18 +86,24 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
         const guard = flags.peekEnabled("OUTBOUND_SSRF_GUARD_ENABLED")
         const allowLocal = flags.peekEnabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS")
         const allowPrivate = flags.peekEnabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS")
-        return guard !== undefined && allowLocal !== undefined && allowPrivate !== undefined ? { guard, allowLocal, allowPrivate } : undefined
+        return guard !== undefined && allowLocal !== undefined && allowPrivate !== undefined
+          ? { guard, allowLocal, allowPrivate }
+          : undefined
       }
       const urlPolicy = Effect.suspend(() => {
         const known = peekUrlPolicy()
         return known ? Effect.succeed(known) : urlPolicyRead
       })
       const urlPolicyRead = Effect.flatMap(flags.enabled("OUTBOUND_SSRF_GUARD_ENABLED"), (guard) =>
-        Effect.zipWith(flags.enabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS"), flags.enabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS"), (allowLocal, allowPrivate) => ({
-          guard,
-          allowLocal,
-          allowPrivate
-        }))
+        Effect.zipWith(
+          flags.enabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS"),
+          flags.enabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS"),
+          (allowLocal, allowPrivate) => ({
+            guard,
+            allowLocal,
+            allowPrivate
+          })
+        )
       )
 
       const find = (s: Snapshot, idOrName: string) => s.all.find((c) => c.id === idOrName) ?? s.byName.get(idOrName.toLowerCase())

@@ -24,7 +24,10 @@ export interface ProviderChecksShape {
    * Probes a connection as given (the model list, authenticated as its requests are: an OAuth
    * grant's bearer token and headers included) and records nothing: the health checks.
    */
-  readonly probe: (c: Connection, timeout?: Duration.Duration) => Effect.Effect<ProbeResult & { readonly models: ReadonlyArray<ProbedModel> }>
+  readonly probe: (
+    c: Connection,
+    timeout?: Duration.Duration
+  ) => Effect.Effect<ProbeResult & { readonly models: ReadonlyArray<ProbedModel> }>
 }
 
 const unreachable = (error: string) => ({ ok: false, status: null, latencyMs: 0, modelCount: null, error, models: [] })

@@ -10,12 +10,18 @@ import { makeModelCatalog } from "./modelCatalog.js"
 import { makeProviderModelRecords } from "./providerModelRecords.js"
 
 export interface ProviderModelsShape {
-  readonly list: (filter: { readonly provider?: string | undefined; readonly model?: string | undefined }) => Effect.Effect<ReadonlyArray<ProviderModelView>, BadRequest>
+  readonly list: (filter: {
+    readonly provider?: string | undefined
+    readonly model?: string | undefined
+  }) => Effect.Effect<ReadonlyArray<ProviderModelView>, BadRequest>
   readonly create: (input: CreateProviderModel, actor: string) => Effect.Effect<ProviderModelView, BadRequest | Conflict>
   readonly patch: (input: PatchProviderModel, actor: string) => Effect.Effect<ProviderModelView, BadRequest | NotFound>
   readonly remove: (provider: string, model: string, actor: string) => Effect.Effect<ProviderModelView, BadRequest | NotFound>
   /** `GET /api/models/catalog`: the catalog with custom models, hidden ones left out. */
-  readonly catalog: (query: { readonly provider?: string | undefined; readonly scope?: "all" | "connected" | undefined }) => Effect.Effect<ReadonlyArray<CatalogModel>>
+  readonly catalog: (query: {
+    readonly provider?: string | undefined
+    readonly scope?: "all" | "connected" | undefined
+  }) => Effect.Effect<ReadonlyArray<CatalogModel>>
 }
 
 /**

@@ -2,7 +2,14 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { BadRequest, Conflict, NotFound } from "../../domain/errors.js"
-import type { CreateProviderNode, PatchProviderNode, ProviderNodeTestResult, ProviderNodeView, ReplaceProviderNode, TestProviderNode } from "../../domain/nodes.js"
+import type {
+  CreateProviderNode,
+  PatchProviderNode,
+  ProviderNodeTestResult,
+  ProviderNodeView,
+  ReplaceProviderNode,
+  TestProviderNode
+} from "../../domain/nodes.js"
 import { BatchWriter } from "../../platform/store/BatchWriter.js"
 import { KeyValue } from "../../platform/store/KeyValue.js"
 import { Secrets } from "../../platform/store/Secrets.js"
@@ -17,7 +24,11 @@ export interface ProviderNodesShape {
   readonly list: Effect.Effect<ReadonlyArray<ProviderNodeView>>
   readonly get: (id: string) => Effect.Effect<ProviderNodeView, NotFound>
   readonly create: (input: CreateProviderNode, actor: string) => Effect.Effect<ProviderNodeView, BadRequest | Conflict>
-  readonly replace: (id: string, input: ReplaceProviderNode, actor: string) => Effect.Effect<ProviderNodeView, BadRequest | Conflict | NotFound>
+  readonly replace: (
+    id: string,
+    input: ReplaceProviderNode,
+    actor: string
+  ) => Effect.Effect<ProviderNodeView, BadRequest | Conflict | NotFound>
   readonly patch: (id: string, input: PatchProviderNode, actor: string) => Effect.Effect<ProviderNodeView, BadRequest | Conflict | NotFound>
   /** 409 while connections use the node (it names them): delete those first. */
   readonly remove: (id: string, actor: string) => Effect.Effect<ProviderNodeView, Conflict | NotFound>

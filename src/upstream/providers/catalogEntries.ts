@@ -25,7 +25,9 @@ export const catalogEntries = (connections: ReadonlyArray<Connection>): Array<Ca
       connectionModelIds(c).flatMap((modelId) => {
         const spec = c.provider.models.find((m) => m.id === modelId)
         const entry = { id: `${c.name}/${modelId}`, connection: c, modelId, spec, alias: false }
-        return spec && hasNoThinkingAlias(c.provider, spec) ? [entry, { ...entry, id: `${NO_THINKING_PREFIX}${entry.id}`, alias: true }] : [entry]
+        return spec && hasNoThinkingAlias(c.provider, spec)
+          ? [entry, { ...entry, id: `${NO_THINKING_PREFIX}${entry.id}`, alias: true }]
+          : [entry]
       })
     )
 
@@ -53,7 +55,9 @@ export const modelObject = (e: CatalogEntry, includeNames: boolean) => ({
   ...(includeNames ? { display_name: displayName(e), name: displayName(e) } : {}),
   kind: entryKind(e),
   // Media models (images, speech, rerank...) have no context window to advertise.
-  ...(e.spec && (e.spec.kind === "chat" || e.spec.kind === "embedding") ? { context_length: e.spec.contextWindow, max_output_tokens: e.spec.maxOutput } : {})
+  ...(e.spec && (e.spec.kind === "chat" || e.spec.kind === "embedding")
+    ? { context_length: e.spec.contextWindow, max_output_tokens: e.spec.maxOutput }
+    : {})
 })
 
 export const geminiModel = (e: CatalogEntry) => ({
@@ -64,7 +68,8 @@ export const geminiModel = (e: CatalogEntry) => ({
   description: `${e.connection.provider.name} via connection ${e.connection.name}`,
   inputTokenLimit: e.spec?.contextWindow ?? 0,
   outputTokenLimit: e.spec?.maxOutput ?? 0,
-  supportedGenerationMethods: e.spec?.kind === "embedding" ? ["embedContent", "batchEmbedContents"] : ["generateContent", "streamGenerateContent", "countTokens"]
+  supportedGenerationMethods:
+    e.spec?.kind === "embedding" ? ["embedContent", "batchEmbedContents"] : ["generateContent", "streamGenerateContent", "countTokens"]
 })
 
 export const ollamaModel = (e: CatalogEntry) => ({
@@ -73,7 +78,14 @@ export const ollamaModel = (e: CatalogEntry) => ({
   modified_at: new Date(e.connection.updatedAt).toISOString(),
   size: 0,
   digest: crypto.createHash("sha256").update(e.id).digest("hex"),
-  details: { parent_model: "", format: "remote", family: e.connection.provider.id, families: [e.connection.provider.id], parameter_size: "", quantization_level: "" }
+  details: {
+    parent_model: "",
+    format: "remote",
+    family: e.connection.provider.id,
+    families: [e.connection.provider.id],
+    parameter_size: "",
+    quantization_level: ""
+  }
 })
 
 /** A combo or auto id in OpenAI/Anthropic list shape (owned by the gateway). */

@@ -92,11 +92,19 @@ const timeoutsOf = (json: string | null): ConnectionTimeouts | null => {
 
 const byPriority = (a: Connection, b: Connection) => a.priority - b.priority || a.createdAt - b.createdAt
 
-/** A connection from its row: the provider (catalog or node) with its custom models applied, the key decrypted (a key that does not decrypt is kept as the error). */
-const fromRow = (secrets: SecretsShape, row: Row, custom: ReadonlyArray<CustomModelRecord>, nodeBy: ReadonlyMap<string, ProviderSpec>): Effect.Effect<Connection> =>
+/** A connection from its row: the provider (catalog or node) with its custom models applied, the key decrypted (a key that does not decrypt
+ * is kept as the error). */
+const fromRow = (
+  secrets: SecretsShape,
+  row: Row,
+  custom: ReadonlyArray<CustomModelRecord>,
+  nodeBy: ReadonlyMap<string, ProviderSpec>
+): Effect.Effect<Connection> =>
   Effect.gen(function* () {
     const catalogProvider = findProvider(row.provider) ?? nodeBy.get(row.provider) ?? { ...UNKNOWN_PROVIDER, id: row.provider }
-    const records = custom.filter((r) => r.scope === "provider" && r.scopeId === catalogProvider.id).concat(custom.filter((r) => r.scope === "connection" && r.scopeId === row.id))
+    const records = custom
+      .filter((r) => r.scope === "provider" && r.scopeId === catalogProvider.id)
+      .concat(custom.filter((r) => r.scope === "connection" && r.scopeId === row.id))
     const applied = applyRecords(catalogProvider, records)
     const provider = applied.provider
     let apiKey: Redacted.Redacted<string> | null = null
@@ -159,12 +167,19 @@ const fromRow = (secrets: SecretsShape, row: Row, custom: ReadonlyArray<CustomMo
 export const loadSnapshot = (deps: { readonly sql: SqlClient.SqlClient; readonly secrets: SecretsShape }): Effect.Effect<Snapshot> => {
   const { sql, secrets } = deps
   return Effect.gen(function* () {
-    const rows = yield* sql<Row>`SELECT c.*, o.flow AS oauth_flow, o.expires_at AS oauth_expires_at, o.email AS oauth_email, o.account_id AS oauth_account_id,
+    const rows =
+      yield* sql<Row>`SELECT c.*, o.flow AS oauth_flow, o.expires_at AS oauth_expires_at, o.email AS oauth_email, o.account_id AS oauth_account_id,
       CASE WHEN o.refresh_token_enc IS NULL THEN 0 ELSE 1 END AS oauth_has_refresh, o.refreshed_at AS oauth_refreshed_at
       FROM connections c LEFT JOIN oauth_tokens o ON o.connection_id = c.id ORDER BY c.priority, c.created_at`.pipe(Effect.orDie)
-    const kv = yield* sql<{ key: string; value: string }>`SELECT key, value FROM kv WHERE namespace = ${PROVIDER_MODELS_NAMESPACE} ORDER BY key`.pipe(Effect.orDie)
+    const kv = yield* sql<{
+      key: string
+      value: string
+    }>`SELECT key, value FROM kv WHERE namespace = ${PROVIDER_MODELS_NAMESPACE} ORDER BY key`.pipe(Effect.orDie)
     const custom = parseRecords(kv.map((r) => [r.key, r.value] as const)).sort((a, b) => a.createdAt - b.createdAt)
-    const nodeRows = yield* sql<{ key: string; value: string }>`SELECT key, value FROM kv WHERE namespace = ${PROVIDER_NODES_NAMESPACE} ORDER BY key`.pipe(Effect.orDie)
+    const nodeRows = yield* sql<{
+      key: string
+      value: string
+    }>`SELECT key, value FROM kv WHERE namespace = ${PROVIDER_NODES_NAMESPACE} ORDER BY key`.pipe(Effect.orDie)
     const nodes = yield* Effect.forEach(parseNodes(nodeRows.map((r) => [r.key, r.value] as const)), (record) =>
       Effect.map(
         Effect.forEach(Object.entries(record.headers), ([name, enc]) =>
@@ -187,7 +202,9 @@ export const loadSnapshot = (deps: { readonly sql: SqlClient.SqlClient; readonly
     const byModel = new Map<string, Array<Connection>>()
     for (const c of all.filter((c) => c.enabled).sort(byPriority)) {
       // A node's connections answer to its prefix too (`<prefix>/<model>`).
-      for (const key of c.provider.node && c.provider.node.prefix !== c.provider.id ? [c.provider.id, c.provider.node.prefix] : [c.provider.id]) {
+      for (const key of c.provider.node && c.provider.node.prefix !== c.provider.id
+        ? [c.provider.id, c.provider.node.prefix]
+        : [c.provider.id]) {
         const list = byProvider.get(key) ?? []
         list.push(c)
         byProvider.set(key, list)

@@ -21,7 +21,9 @@ import { checkProviderUrl, type UrlPolicyFlags } from "./urlPolicy.js"
 const nameTaken =
   (name: string) =>
   <A, R>(effect: Effect.Effect<A, SqlError, R>): Effect.Effect<A, Conflict, R> =>
-    Effect.catchAll(effect, (e) => (isUniqueViolation(e) ? Effect.fail(new Conflict({ message: `a provider connection named '${name}' already exists` })) : Effect.die(e)))
+    Effect.catchAll(effect, (e) =>
+      isUniqueViolation(e) ? Effect.fail(new Conflict({ message: `a provider connection named '${name}' already exists` })) : Effect.die(e)
+    )
 
 const originOf = (url: string | null): string | null => {
   if (!url) return null
@@ -78,10 +80,13 @@ export const makeConnectionWrites = (deps: {
   /** A connection may only name a proxy of the registry (read from its table: no dependency on the egress layer). */
   const checkProxy = (proxyId: string) =>
     Effect.flatMap(sql<{ id: string }>`SELECT id FROM proxies WHERE id = ${proxyId}`.pipe(Effect.orDie), (rows) =>
-      rows.length > 0 ? Effect.void : Effect.fail(new BadRequest({ message: `proxyId: no proxy with id '${proxyId}' (GET /api/v1/management/proxies lists them)` }))
+      rows.length > 0
+        ? Effect.void
+        : Effect.fail(new BadRequest({ message: `proxyId: no proxy with id '${proxyId}' (GET /api/v1/management/proxies lists them)` }))
     )
 
-  const audit = (actor: string, action: string, target: string) => writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
+  const audit = (actor: string, action: string, target: string) =>
+    writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
 
   const create = (input: CreateConnection, actor = "system"): Effect.Effect<Connection, BadRequest | Conflict> =>
     Effect.gen(function* () {
@@ -95,7 +100,9 @@ export const makeConnectionWrites = (deps: {
         })
       }
       if (provider.id === CC_COMPATIBLE_PROVIDER_ID && !(yield* flags.enabled("ENABLE_CC_COMPATIBLE_PROVIDER"))) {
-        return yield* new BadRequest({ message: `provider ${provider.id} needs the flag ENABLE_CC_COMPATIBLE_PROVIDER (takes effect after restart)` })
+        return yield* new BadRequest({
+          message: `provider ${provider.id} needs the flag ENABLE_CC_COMPATIBLE_PROVIDER (takes effect after restart)`
+        })
       }
       if (provider.node) {
         const existing = s.all.filter((c) => c.provider.id === provider.id)
@@ -145,7 +152,11 @@ export const makeConnectionWrites = (deps: {
       return yield* get(id).pipe(Effect.orDie)
     })
 
-  const update = (idOrName: string, patch: UpdateConnection, actor = "system"): Effect.Effect<Connection, BadRequest | NotFound | Conflict> =>
+  const update = (
+    idOrName: string,
+    patch: UpdateConnection,
+    actor = "system"
+  ): Effect.Effect<Connection, BadRequest | NotFound | Conflict> =>
     Effect.gen(function* () {
       const current = yield* get(idOrName)
       if (patch.provider !== undefined && patch.provider.toLowerCase() !== current.provider.id) {
@@ -162,7 +173,11 @@ export const makeConnectionWrites = (deps: {
       }
       if (patch.baseUrl !== undefined) yield* checkUrl(baseUrl ?? current.provider.baseUrl)
       const hasStoredKey = current.apiKey !== null || current.keyError !== null
-      if (hasStoredKey && patch.apiKey === undefined && originOf(baseUrl ?? current.provider.baseUrl) !== originOf(current.effectiveBaseUrl)) {
+      if (
+        hasStoredKey &&
+        patch.apiKey === undefined &&
+        originOf(baseUrl ?? current.provider.baseUrl) !== originOf(current.effectiveBaseUrl)
+      ) {
         // The stored key is never sent to a new host on an edit alone: masked listings would
         // mean little if pointing the connection elsewhere revealed the key to that host.
         return yield* new BadRequest({

@@ -20,7 +20,9 @@ export interface CustomModelRecord {
   readonly contextLength?: number | undefined
   readonly maxOutput?: number | undefined
   readonly capabilities?: ReadonlyArray<CapabilityName> | undefined
-  readonly price?: { readonly input?: number | undefined; readonly output?: number | undefined; readonly cachedInput?: number | undefined } | undefined
+  readonly price?:
+    | { readonly input?: number | undefined; readonly output?: number | undefined; readonly cachedInput?: number | undefined }
+    | undefined
   readonly tier?: ModelSpec["tier"] | undefined
   readonly noThinkingAlias?: boolean | null | undefined
   readonly hidden: boolean
@@ -54,7 +56,10 @@ export const specOf = (provider: ProviderSpec, r: CustomModelRecord, base: Model
   const capabilities = r.capabilities
     ? { tools: has("tools"), vision: has("vision"), reasoning: has("reasoning"), json: has("json"), audio: has("audio") }
     : (base?.capabilities ?? { tools: true, vision: false, reasoning: false, json: true })
-  const pricing = { ...(base?.pricing ?? { input: 0, output: 0 }), ...Object.fromEntries(Object.entries(r.price ?? {}).filter(([, v]) => v !== undefined)) }
+  const pricing = {
+    ...(base?.pricing ?? { input: 0, output: 0 }),
+    ...Object.fromEntries(Object.entries(r.price ?? {}).filter(([, v]) => v !== undefined))
+  }
   const kind = r.kind ?? base?.kind ?? kindOf(provider, r.model)
   const sized = kind === "chat" || kind === "embedding"
   const noThinking = r.noThinkingAlias === undefined || r.noThinkingAlias === null ? base?.noThinkingAlias : r.noThinkingAlias

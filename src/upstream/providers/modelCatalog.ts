@@ -48,7 +48,9 @@ export const makeModelCatalog =
     Effect.gen(function* () {
       const all = yield* connections.list
       const wanted = (provider: string, connection: string | null) =>
-        query.provider === undefined || query.provider.toLowerCase() === provider || query.provider.toLowerCase() === connection?.toLowerCase()
+        query.provider === undefined ||
+        query.provider.toLowerCase() === provider ||
+        query.provider.toLowerCase() === connection?.toLowerCase()
       if (query.scope === "connected") {
         return catalogEntries(all)
           .filter((e) => !e.alias && wanted(e.connection.provider.id, e.connection.name))
@@ -71,7 +73,10 @@ export const makeModelCatalog =
           records.filter((r) => r.scope === "provider" && r.scopeId === p.id)
         )
         for (const m of applied.provider.models) {
-          if (!applied.hidden.has(m.id)) out.push(catalogModel(applied.provider, m, `${p.node?.prefix ?? p.id}/${m.id}`, null, applied.custom.has(m.id) || p.node !== undefined))
+          if (!applied.hidden.has(m.id))
+            out.push(
+              catalogModel(applied.provider, m, `${p.node?.prefix ?? p.id}/${m.id}`, null, applied.custom.has(m.id) || p.node !== undefined)
+            )
         }
       }
       // Models a single connection adds or changes, under that connection's name.

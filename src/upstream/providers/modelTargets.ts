@@ -28,7 +28,8 @@ export const targetsIn = (s: Snapshot, model: string): Either.Either<ReadonlyArr
   // connections that serve exactly this model id, best priority first.
   const serving = s.byModel.get(model)
   if (serving) return Either.right(serving.map((connection) => ({ connection, model })))
-  const known = findProvider(slash > 0 ? model.slice(0, slash) : "") ?? (slash > 0 ? s.nodeBy.get(model.slice(0, slash).toLowerCase()) : undefined)
+  const known =
+    findProvider(slash > 0 ? model.slice(0, slash) : "") ?? (slash > 0 ? s.nodeBy.get(model.slice(0, slash).toLowerCase()) : undefined)
   const prefixes = Array.from(new Set(s.all.filter((c) => c.enabled).map((c) => c.name))).sort()
   return Either.left(
     new ModelNotFound({

@@ -18,7 +18,9 @@ export interface NodeModelRecord {
   readonly contextLength?: number | undefined
   readonly maxOutput?: number | undefined
   readonly capabilities?: ReadonlyArray<CapabilityName> | undefined
-  readonly price?: { readonly input?: number | undefined; readonly output?: number | undefined; readonly cachedInput?: number | undefined } | undefined
+  readonly price?:
+    | { readonly input?: number | undefined; readonly output?: number | undefined; readonly cachedInput?: number | undefined }
+    | undefined
 }
 
 export interface NodeRecord {
@@ -41,7 +43,13 @@ export const parseNodes = (rows: ReadonlyArray<readonly [string, string]>): Arra
   for (const [, value] of rows) {
     try {
       const r = JSON.parse(value) as NodeRecord
-      if (typeof r.id === "string" && typeof r.prefix === "string" && typeof r.baseUrl === "string" && typeof r.family === "string" && Array.isArray(r.models)) {
+      if (
+        typeof r.id === "string" &&
+        typeof r.prefix === "string" &&
+        typeof r.baseUrl === "string" &&
+        typeof r.family === "string" &&
+        Array.isArray(r.models)
+      ) {
         out.push({ ...r, headers: r.headers ?? {} })
       }
     } catch {

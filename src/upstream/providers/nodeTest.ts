@@ -45,7 +45,19 @@ export const makeNodeTest =
       const known = new Set(current.models.map((m) => m.id))
       const imported = input.importModels === true && probed.ok ? probed.models.map((m) => m.id).filter((m) => !known.has(m)) : []
       if (imported.length > 0) {
-        yield* store({ ...current, models: [...current.models, ...imported.map((m) => ({ id: m }))], updatedAt: Date.now() }, actor, "provider_node.import_models")
+        yield* store(
+          { ...current, models: [...current.models, ...imported.map((m) => ({ id: m }))], updatedAt: Date.now() },
+          actor,
+          "provider_node.import_models"
+        )
       }
-      return { id: current.id, ok: probed.ok, status: probed.status, latencyMs: probed.latencyMs, error: probed.error, models: probed.models.map((m) => m.id), imported }
+      return {
+        id: current.id,
+        ok: probed.ok,
+        status: probed.status,
+        latencyMs: probed.latencyMs,
+        error: probed.error,
+        models: probed.models.map((m) => m.id),
+        imported
+      }
     })

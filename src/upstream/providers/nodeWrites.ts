@@ -49,7 +49,10 @@ export const makeNodeWrites = ({ kv, connections, secrets, writer, views }: Node
       }
       const all = yield* connections.list
       const clash = all.find((c) => c.name.toLowerCase() === prefix && c.provider.id !== id)
-      if (clash) return yield* new Conflict({ message: `prefix '${prefix}' is the name of provider connection '${clash.name}' (${clash.provider.id}); pick another prefix` })
+      if (clash)
+        return yield* new Conflict({
+          message: `prefix '${prefix}' is the name of provider connection '${clash.name}' (${clash.provider.id}); pick another prefix`
+        })
       if (self && self.prefix !== prefix && usersOf(id, all).length > 0) {
         return yield* new Conflict({
           message: `prefix cannot change while connections use the node (${usersOf(id, all)
@@ -89,7 +92,9 @@ export const makeNodeWrites = ({ kv, connections, secrets, writer, views }: Node
     Effect.gen(function* () {
       const { id, ...def } = input
       if ((yield* records).some((n) => n.id === id)) {
-        return yield* new Conflict({ message: `provider node '${id}' already exists; change it with PUT or PATCH /api/provider-nodes/${id}` })
+        return yield* new Conflict({
+          message: `provider node '${id}' already exists; change it with PUT or PATCH /api/provider-nodes/${id}`
+        })
       }
       yield* check(id, def, undefined)
       return yield* store(recordOf(id, def, undefined, Date.now()), actor, "provider_node.create")
@@ -110,7 +115,9 @@ export const makeNodeWrites = ({ kv, connections, secrets, writer, views }: Node
         prefix: input.prefix ?? current.prefix,
         baseUrl: input.baseUrl ?? current.baseUrl,
         family: input.family ?? current.family,
-        authStyle: input.authStyle ?? (input.family !== undefined && current.authStyle === FAMILY_AUTH[current.family] ? FAMILY_AUTH[input.family] : current.authStyle),
+        authStyle:
+          input.authStyle ??
+          (input.family !== undefined && current.authStyle === FAMILY_AUTH[current.family] ? FAMILY_AUTH[input.family] : current.authStyle),
         models: input.models ?? current.models
       }
       yield* check(current.id, def, current)
@@ -132,10 +139,17 @@ export const makeNodeWrites = ({ kv, connections, secrets, writer, views }: Node
       yield* kv.remove(PROVIDER_NODES_NAMESPACE, current.id)
       // The node's provider-wide custom models go with it.
       for (const r of yield* connections.customModels) {
-        if (r.scope === "provider" && r.scopeId === current.id) yield* kv.remove(PROVIDER_MODELS_NAMESPACE, recordKey(r.scope, r.scopeId, r.model))
+        if (r.scope === "provider" && r.scopeId === current.id)
+          yield* kv.remove(PROVIDER_MODELS_NAMESPACE, recordKey(r.scope, r.scopeId, r.model))
       }
       yield* connections.reload
-      writer.append("audit_log", { ts: Date.now(), actor, action: "provider_node.remove", target: `provider_node:${current.id}`, detail: null })
+      writer.append("audit_log", {
+        ts: Date.now(),
+        actor,
+        action: "provider_node.remove",
+        target: `provider_node:${current.id}`,
+        detail: null
+      })
       return removed
     })
 

@@ -41,7 +41,11 @@ export const resolveEndpoints = (spec: OAuthSpec, env: Readonly<Record<string, s
 })
 
 /** The authorization-code URL with the PKCE challenge (S256) and the one-time state. */
-export const authorizeUrl = (spec: OAuthSpec, e: OAuthEndpoints, p: { readonly redirectUri: string; readonly state: string; readonly challenge: string }): string => {
+export const authorizeUrl = (
+  spec: OAuthSpec,
+  e: OAuthEndpoints,
+  p: { readonly redirectUri: string; readonly state: string; readonly challenge: string }
+): string => {
   const url = new URL(e.authorizeUrl!)
   for (const [k, v] of Object.entries(spec.authorizeParams ?? {})) url.searchParams.set(k, v)
   url.searchParams.set("response_type", "code")
@@ -55,7 +59,10 @@ export const authorizeUrl = (spec: OAuthSpec, e: OAuthEndpoints, p: { readonly r
 }
 
 /** A token request body in the provider's encoding. */
-export const tokenBody = (spec: OAuthSpec, params: Readonly<Record<string, string>>): { readonly contentType: string; readonly body: string } =>
+export const tokenBody = (
+  spec: OAuthSpec,
+  params: Readonly<Record<string, string>>
+): { readonly contentType: string; readonly body: string } =>
   spec.tokenRequest === "json"
     ? { contentType: "application/json", body: JSON.stringify(params) }
     : { contentType: "application/x-www-form-urlencoded", body: new URLSearchParams(params).toString() }
@@ -94,7 +101,8 @@ export const parseTokenAnswer = (json: unknown, now: number): TokenSet | string 
   const o = json as Record<string, unknown>
   const accessToken = str(o["access_token"])
   if (!accessToken) return "the token endpoint's answer has no access_token"
-  const expiresIn = typeof o["expires_in"] === "number" ? o["expires_in"] : typeof o["expires_in"] === "string" ? Number(o["expires_in"]) : NaN
+  const expiresIn =
+    typeof o["expires_in"] === "number" ? o["expires_in"] : typeof o["expires_in"] === "string" ? Number(o["expires_in"]) : NaN
   const idToken = str(o["id_token"])
   const claims = jwtClaims(idToken)
   const account = o["account"] !== null && typeof o["account"] === "object" ? (o["account"] as Record<string, unknown>) : {}
@@ -152,8 +160,16 @@ export const pastedCode = (input: {
     const fromHash = new URLSearchParams(url.hash.replace(/^#/, ""))
     const error = q.get("error") ?? fromHash.get("error")
     if (error)
-      return { code: null, state: q.get("state"), error: `the authorization server answered ${error}${q.get("error_description") ? `: ${q.get("error_description")}` : ""}` }
-    return { code: q.get("code") ?? fromHash.get("code"), state: q.get("state") ?? fromHash.get("state") ?? input.state ?? null, error: null }
+      return {
+        code: null,
+        state: q.get("state"),
+        error: `the authorization server answered ${error}${q.get("error_description") ? `: ${q.get("error_description")}` : ""}`
+      }
+    return {
+      code: q.get("code") ?? fromHash.get("code"),
+      state: q.get("state") ?? fromHash.get("state") ?? input.state ?? null,
+      error: null
+    }
   }
   if (input.code) {
     const hash = input.code.indexOf("#")

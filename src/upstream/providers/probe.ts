@@ -30,7 +30,9 @@ const modelListPath = (format: FormatId): string => {
 
 const parseModels = (format: FormatId, body: unknown): ReadonlyArray<ProbedModel> => {
   const b = body as Record<string, unknown> | null
-  const rows = (format === "gemini" || format === "ollama" ? b?.["models"] : b?.["data"]) as ReadonlyArray<Record<string, unknown>> | undefined
+  const rows = (format === "gemini" || format === "ollama" ? b?.["models"] : b?.["data"]) as
+    | ReadonlyArray<Record<string, unknown>>
+    | undefined
   if (!Array.isArray(rows)) return []
   return rows.flatMap((m) => {
     const raw = (format === "ollama" ? (m["name"] ?? m["model"]) : format === "gemini" ? m["name"] : m["id"]) as unknown
@@ -99,18 +101,34 @@ export const probeProvider = (
           Effect.orElseSucceed(() => ""),
           Effect.map((text) => {
             if (res.status < 200 || res.status >= 300) {
-              return { ok: false, status: res.status, latencyMs: elapsed(), modelCount: null, error: errorText(res.status, text, apiKey), models: [] }
+              return {
+                ok: false,
+                status: res.status,
+                latencyMs: elapsed(),
+                modelCount: null,
+                error: errorText(res.status, text, apiKey),
+                models: []
+              }
             }
             let models: ReadonlyArray<ProbedModel> = []
             try {
               models = parseModels(format, JSON.parse(text))
             } catch {
-              return { ok: false, status: res.status, latencyMs: elapsed(), modelCount: null, error: "upstream answered with something other than JSON", models }
+              return {
+                ok: false,
+                status: res.status,
+                latencyMs: elapsed(),
+                modelCount: null,
+                error: "upstream answered with something other than JSON",
+                models
+              }
             }
             return { ok: true, status: res.status, latencyMs: elapsed(), modelCount: models.length, error: null, models }
           })
         )
       ),
-      Effect.catchAll((e) => Effect.succeed({ ok: false, status: null, latencyMs: elapsed(), modelCount: null, error: e.message, models: [] }))
+      Effect.catchAll((e) =>
+        Effect.succeed({ ok: false, status: null, latencyMs: elapsed(), modelCount: null, error: e.message, models: [] })
+      )
     )
 }

@@ -24,7 +24,8 @@ interface Scope {
   readonly connection: Connection | undefined
 }
 
-const labelOf = (r: CustomModelRecord, all: ReadonlyArray<Connection>) => (r.scope === "provider" ? r.scopeId : (all.find((c) => c.id === r.scopeId)?.name ?? r.scopeId))
+const labelOf = (r: CustomModelRecord, all: ReadonlyArray<Connection>) =>
+  r.scope === "provider" ? r.scopeId : (all.find((c) => c.id === r.scopeId)?.name ?? r.scopeId)
 
 /** An entry as the API shows it. */
 const view = (r: CustomModelRecord, all: ReadonlyArray<Connection>, nodes: ReadonlyArray<ProviderSpec>): ProviderModelView => {
@@ -91,7 +92,8 @@ export const makeProviderModelRecords = ({ kv, connections, writer, nodeSpecs }:
       return yield* new BadRequest({ message: `provider: '${ref}' is neither a provider connection's name nor a provider id` })
     })
 
-  const find = (s: Scope, model: string) => Effect.map(connections.customModels, (all) => all.find((r) => r.scope === s.scope && r.scopeId === s.scopeId && r.model === model))
+  const find = (s: Scope, model: string) =>
+    Effect.map(connections.customModels, (all) => all.find((r) => r.scope === s.scope && r.scopeId === s.scopeId && r.model === model))
 
   const store = (r: CustomModelRecord, actor: string, action: string) =>
     Effect.gen(function* () {
@@ -105,10 +107,16 @@ export const makeProviderModelRecords = ({ kv, connections, writer, nodeSpecs }:
     Effect.gen(function* () {
       const s = yield* scopeOf(input.provider)
       if (yield* find(s, input.model)) {
-        return yield* new Conflict({ message: `model '${input.model}' of ${s.label} already has an entry; change it with PATCH /api/provider-models` })
+        return yield* new Conflict({
+          message: `model '${input.model}' of ${s.label} already has an entry; change it with PATCH /api/provider-models`
+        })
       }
       const t = Date.now()
-      return yield* store({ scope: s.scope, scopeId: s.scopeId, model: input.model, hidden: false, ...fieldsOf(input), createdAt: t, updatedAt: t }, actor, "provider_model.create")
+      return yield* store(
+        { scope: s.scope, scopeId: s.scopeId, model: input.model, hidden: false, ...fieldsOf(input), createdAt: t, updatedAt: t },
+        actor,
+        "provider_model.create"
+      )
     })
 
   const patch: ProviderModelsShape["patch"] = (input, actor) =>
@@ -118,11 +126,18 @@ export const makeProviderModelRecords = ({ kv, connections, writer, nodeSpecs }:
       const t = Date.now()
       if (current) return yield* store({ ...current, ...fieldsOf(input), updatedAt: t }, actor, "provider_model.update")
       // A catalog model (or one the connection lists) gets its first override.
-      const known = s.provider.models.some((m) => m.id === input.model) || (s.connection?.models.includes(input.model) ?? false) || s.connection?.defaultModel === input.model
+      const known =
+        s.provider.models.some((m) => m.id === input.model) ||
+        (s.connection?.models.includes(input.model) ?? false) ||
+        s.connection?.defaultModel === input.model
       if (!known) {
         return yield* new NotFound({ message: `no model '${input.model}' at ${s.label}: add it with POST /api/provider-models` })
       }
-      return yield* store({ scope: s.scope, scopeId: s.scopeId, model: input.model, hidden: false, ...fieldsOf(input), createdAt: t, updatedAt: t }, actor, "provider_model.update")
+      return yield* store(
+        { scope: s.scope, scopeId: s.scopeId, model: input.model, hidden: false, ...fieldsOf(input), createdAt: t, updatedAt: t },
+        actor,
+        "provider_model.update"
+      )
     })
 
   const remove: ProviderModelsShape["remove"] = (provider, model, actor) =>
@@ -132,7 +147,13 @@ export const makeProviderModelRecords = ({ kv, connections, writer, nodeSpecs }:
       if (!current) return yield* new NotFound({ message: `no custom model or override '${model}' at ${s.label}` })
       yield* kv.remove(PROVIDER_MODELS_NAMESPACE, recordKey(current.scope, current.scopeId, current.model))
       yield* connections.reload
-      writer.append("audit_log", { ts: Date.now(), actor, action: "provider_model.remove", target: `${s.scope}:${s.scopeId}/${model}`, detail: null })
+      writer.append("audit_log", {
+        ts: Date.now(),
+        actor,
+        action: "provider_model.remove",
+        target: `${s.scope}:${s.scopeId}/${model}`,
+        detail: null
+      })
       return view(current, yield* connections.list, yield* nodeSpecs)
     })
 
@@ -141,7 +162,8 @@ export const makeProviderModelRecords = ({ kv, connections, writer, nodeSpecs }:
       const s = filter.provider === undefined ? undefined : yield* scopeOf(filter.provider)
       const all = yield* connections.list
       const records = (yield* connections.customModels).filter(
-        (r) => (s === undefined || (r.scope === s.scope && r.scopeId === s.scopeId)) && (filter.model === undefined || r.model === filter.model)
+        (r) =>
+          (s === undefined || (r.scope === s.scope && r.scopeId === s.scopeId)) && (filter.model === undefined || r.model === filter.model)
       )
       const nodes = yield* nodeSpecs
       return records.map((r) => view(r, all, nodes))

@@ -27,7 +27,14 @@ const classifyV4 = (ip: string): HostClass => {
   const n = v4ToInt(ip)
   if (inV4(n, "127.0.0.0/8")) return "loopback"
   if (inV4(n, "10.0.0.0/8") || inV4(n, "172.16.0.0/12") || inV4(n, "192.168.0.0/16")) return "lan"
-  if (inV4(n, "0.0.0.0/8") || inV4(n, "100.64.0.0/10") || inV4(n, "169.254.0.0/16") || inV4(n, "198.18.0.0/15") || inV4(n, "224.0.0.0/4") || inV4(n, "240.0.0.0/4"))
+  if (
+    inV4(n, "0.0.0.0/8") ||
+    inV4(n, "100.64.0.0/10") ||
+    inV4(n, "169.254.0.0/16") ||
+    inV4(n, "198.18.0.0/15") ||
+    inV4(n, "224.0.0.0/4") ||
+    inV4(n, "240.0.0.0/4")
+  )
     return "private"
   return "public"
 }
@@ -64,7 +71,8 @@ const classifyV6 = (ip: string): HostClass => {
   if (embedded) return classifyV4(b.slice(12).join("."))
   if (zeros(0, 15) && b[15] === 1) return "loopback"
   if (zeros(0, 16)) return "private"
-  if (b[0] === 0xfd && b[1] === 0x00 && b[2] === 0x0e && b[3] === 0xc2 && zeros(4, 14) && b[14] === 0x02 && b[15] === 0x54) return "metadata"
+  if (b[0] === 0xfd && b[1] === 0x00 && b[2] === 0x0e && b[3] === 0xc2 && zeros(4, 14) && b[14] === 0x02 && b[15] === 0x54)
+    return "metadata"
   if ((b[0]! & 0xfe) === 0xfc) return "lan"
   if (b[0] === 0xfe && (b[1]! & 0xc0) === 0x80) return "private"
   if (b[0] === 0xff) return "private"
@@ -122,8 +130,12 @@ const judge = (raw: string, flags: UrlPolicyFlags): Verdict => {
       return { ok: false, reason: `${url.hostname} is a cloud metadata address and is always blocked` }
     case "loopback":
     case "lan":
-      return flags.allowLocal || flags.allowPrivate ? { ok: true } : { ok: false, reason: `${url.hostname} is a local address; GATEWAY_ALLOW_LOCAL_PROVIDER_URLS is off` }
+      return flags.allowLocal || flags.allowPrivate
+        ? { ok: true }
+        : { ok: false, reason: `${url.hostname} is a local address; GATEWAY_ALLOW_LOCAL_PROVIDER_URLS is off` }
     case "private":
-      return flags.allowPrivate ? { ok: true } : { ok: false, reason: `${url.hostname} is a private address; GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS is off` }
+      return flags.allowPrivate
+        ? { ok: true }
+        : { ok: false, reason: `${url.hostname} is a private address; GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS is off` }
   }
 }

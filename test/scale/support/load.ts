@@ -47,7 +47,15 @@ export const chatOnce = async (base: string, options: LoadOptions, stream: boole
     const requestId = res.headers.get("x-gateway-request-id")
     // A stream that broke off without its end is not an answer.
     const error = res.status === 200 && stream && !text.includes("data: [DONE]") ? "the stream ended without [DONE]" : undefined
-    return { status: res.status, stream, startedAt, endedAt: Date.now(), requestId, ...(error ? { error } : {}), ...(res.status === 200 ? {} : { body: text.slice(0, 500) }) }
+    return {
+      status: res.status,
+      stream,
+      startedAt,
+      endedAt: Date.now(),
+      requestId,
+      ...(error ? { error } : {}),
+      ...(res.status === 200 ? {} : { body: text.slice(0, 500) })
+    }
   } catch (e) {
     const cause = (e as { cause?: { code?: string; message?: string } }).cause
     return {
@@ -87,7 +95,10 @@ export const startLoad = (base: string, options: LoadOptions): Load => {
 export const failures = (outcomes: ReadonlyArray<Outcome>): Array<string> =>
   outcomes
     .filter((o) => o.status !== 200 || o.error !== undefined)
-    .map((o) => `${new Date(o.startedAt).toISOString()} ${o.stream ? "stream" : "whole"} ${o.status} ${o.error ?? ""} ${o.body ?? ""} (${o.endedAt - o.startedAt} ms)`)
+    .map(
+      (o) =>
+        `${new Date(o.startedAt).toISOString()} ${o.stream ? "stream" : "whole"} ${o.status} ${o.error ?? ""} ${o.body ?? ""} (${o.endedAt - o.startedAt} ms)`
+    )
 
 /** The value of a Prometheus sample line `name{labels} value` in a scrape (undefined when absent). */
 export const sample = (scrape: string, name: string, labels = ""): number | undefined => {

@@ -23,7 +23,10 @@ const exists = (file: string) => {
 /** The first of `candidates` that exists, or a failure naming the Debian package. */
 const binary = (what: string, pkg: string, candidates: ReadonlyArray<string>): string => {
   const found = candidates.find(exists)
-  if (!found) throw new Error(`the scale-out suite needs ${what}: install Debian's ${pkg} package (apt-get install ${pkg}); looked for ${candidates.join(", ")}`)
+  if (!found)
+    throw new Error(
+      `the scale-out suite needs ${what}: install Debian's ${pkg} package (apt-get install ${pkg}); looked for ${candidates.join(", ")}`
+    )
   return found
 }
 
@@ -67,7 +70,9 @@ const waitForPort = async (port: number, what: string, child?: ChildProcess, log
 const isRoot = () => process.getuid?.() === 0
 /** Runs a PostgreSQL program as `postgres` when root (PostgreSQL will not run as root). */
 const asPostgres = (file: string, args: ReadonlyArray<string>): [string, Array<string>] =>
-  isRoot() ? [binary("runuser", "util-linux", ["/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser"]), ["-u", "postgres", "--", file, ...args]] : [file, [...args]]
+  isRoot()
+    ? [binary("runuser", "util-linux", ["/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser"]), ["-u", "postgres", "--", file, ...args]]
+    : [file, [...args]]
 
 export interface Server {
   /** postgres://… or redis://… or http://… */
@@ -224,18 +229,27 @@ ${upstreams.map((u) => `    server ${u};`).join("\n")}
 /** The environment variable the scale-out suite reads, or a failure naming it. */
 export const required = (name: "GATEWAY_TEST_DATABASE_URL" | "GATEWAY_TEST_REDIS_URL"): string => {
   const v = process.env[name]
-  if (!v) throw new Error(`${name} is not set: run the scale-out suite with \`npm run test:scale\`, which starts PostgreSQL and Redis and sets it`)
+  if (!v)
+    throw new Error(
+      `${name} is not set: run the scale-out suite with \`npm run test:scale\`, which starts PostgreSQL and Redis and sets it`
+    )
   return v
 }
 
 /** Runs one SQL statement with psql (PostgreSQL's client, from the postgresql package); answers its unaligned output. */
 export const psql = (url: string, statement: string): string => {
   const file = binary("psql", "postgresql-client", ["/usr/bin/psql", "/usr/local/bin/psql"])
-  return execFileSync(file, [url, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", statement], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim()
+  return execFileSync(file, [url, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", statement], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"]
+  }).trim()
 }
 
 /** A fresh database on the server of `maintenanceUrl` (C collation), and its URL. */
-export const createDatabase = (maintenanceUrl: string, prefix: string): { readonly name: string; readonly url: string; readonly drop: () => void } => {
+export const createDatabase = (
+  maintenanceUrl: string,
+  prefix: string
+): { readonly name: string; readonly url: string; readonly drop: () => void } => {
   const name = `${prefix}_${Math.random().toString(16).slice(2, 10)}`
   psql(maintenanceUrl, `CREATE DATABASE ${name} TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'`)
   const url = new URL(maintenanceUrl)

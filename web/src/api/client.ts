@@ -63,6 +63,7 @@ export const ok = async <T>(call: Promise<{ data?: T; error?: unknown; response:
   } catch (e) {
     throw new ApiError(`the gateway did not answer: ${e instanceof Error ? e.message : String(e)}`, 0)
   }
-  if (result.error !== undefined || !result.response.ok) throw new ApiError(errorMessage(result.error, result.response.status), result.response.status)
+  if (result.error !== undefined || !result.response.ok)
+    throw new ApiError(errorMessage(result.error, result.response.status), result.response.status)
   return result.data as T
 }

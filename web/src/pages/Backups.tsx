@@ -1,6 +1,23 @@
 import { useState } from "preact/hooks"
 import { api, ok } from "../api/client"
-import { Badge, Button, Checkbox, Dialog, Empty, Field, fmtBytes, fmtDate, Form, Loader, Page, Section, Table, TextInput, useAction, useLoad } from "../ui"
+import {
+  Badge,
+  Button,
+  Checkbox,
+  Dialog,
+  Empty,
+  Field,
+  fmtBytes,
+  fmtDate,
+  Form,
+  Loader,
+  Page,
+  Section,
+  Table,
+  TextInput,
+  useAction,
+  useLoad
+} from "../ui"
 import { BackupSchedule } from "./operate/BackupSchedule"
 import "./operate/operate.css"
 
@@ -31,7 +48,8 @@ const saveBlob = (blob: Blob, response: Response, fallback: string) => {
 const RestoredNote = (p: { result: Restored | undefined }) =>
   p.result ? (
     <p class="result result-ok" role="status">
-      Restored <code class="mono">{p.result.restored}</code>. The state it replaced is kept as backup <code class="mono">{p.result.safetyBackup.id}</code>
+      Restored <code class="mono">{p.result.restored}</code>. The state it replaced is kept as backup{" "}
+      <code class="mono">{p.result.safetyBackup.id}</code>
       {p.result.migrated.length > 0 ? `; migrations applied: ${p.result.migrated.join(", ")}` : ""}.
     </p>
   ) : null
@@ -59,7 +77,8 @@ const Downloads = () => {
   return (
     <>
       <p class="muted">
-        The database alone (a SQLite file), or an archive of everything (database, and optionally the storage key that decrypts provider keys, sealed with a passphrase).
+        The database alone (a SQLite file), or an archive of everything (database, and optionally the storage key that decrypts provider
+        keys, sealed with a passphrase).
       </p>
       <div class="actions">
         <Button busy={busy} onClick={exportDb}>
@@ -131,7 +150,8 @@ const Upload = (p: { onRestored: (r: Restored) => void }) => {
       </Form>
       <Dialog open={confirm} title="Replace the database with this file?" onClose={() => setConfirm(false)}>
         <p>
-          Everything stored now (keys, providers, settings, usage) is replaced by <strong>{file?.name}</strong>. The current state is kept as a pre-restore backup.
+          Everything stored now (keys, providers, settings, usage) is replaced by <strong>{file?.name}</strong>. The current state is kept
+          as a pre-restore backup.
         </p>
         <div class="actions">
           <Button kind="danger" busy={busy} onClick={upload}>
@@ -215,8 +235,8 @@ export default function BackupsPage() {
         </Section>
         <Dialog open={restoring !== undefined} title="Restore this backup?" onClose={() => setRestoring(undefined)}>
           <p>
-            The database goes back to <code class="mono wrap">{restoring?.id}</code> ({fmtDate(restoring?.createdAt)}). Changes made since are undone; the current state is kept as
-            a pre-restore backup.
+            The database goes back to <code class="mono wrap">{restoring?.id}</code> ({fmtDate(restoring?.createdAt)}). Changes made since
+            are undone; the current state is kept as a pre-restore backup.
           </p>
           <div class="actions">
             <Button kind="danger" busy={busy} onClick={() => restoring && restore(restoring)}>

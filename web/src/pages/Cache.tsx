@@ -12,7 +12,8 @@ export default function CachePage() {
   const clear = () =>
     run(
       () => ok(api.DELETE("/api/cache/stats")),
-      (r) => `Cache cleared: ${fmtNumber(r.cleared.memory)} in memory, ${fmtNumber(r.cleared.db)} stored, ${fmtNumber(r.cleared.idempotencyKeys)} idempotency keys`
+      (r) =>
+        `Cache cleared: ${fmtNumber(r.cleared.memory)} in memory, ${fmtNumber(r.cleared.db)} stored, ${fmtNumber(r.cleared.idempotencyKeys)} idempotency keys`
     ).then(() => {
       setConfirming(false)
       stats.reload()
@@ -40,28 +41,45 @@ export default function CachePage() {
                     value={lookups ? `${(c.hitRate * 100).toFixed(1)} %` : "—"}
                     hint={lookups ? `${fmtNumber(lookups)} lookups since start` : "No cacheable request yet"}
                   />
-                  <Stat label="Hits" value={fmtNumber(c.hits)} hint={c.similarHits ? `${fmtNumber(c.similarHits)} by similarity` : undefined} />
+                  <Stat
+                    label="Hits"
+                    value={fmtNumber(c.hits)}
+                    hint={c.similarHits ? `${fmtNumber(c.similarHits)} by similarity` : undefined}
+                  />
                   <Stat label="Misses" value={fmtNumber(c.misses)} />
-                  <Stat label="In memory" value={`${fmtNumber(c.memorySize)} / ${fmtNumber(c.memoryMaxSize)}`} hint="entries (most recent kept)" />
+                  <Stat
+                    label="In memory"
+                    value={`${fmtNumber(c.memorySize)} / ${fmtNumber(c.memoryMaxSize)}`}
+                    hint="entries (most recent kept)"
+                  />
                   <Stat label="Stored" value={fmtNumber(c.dbSize)} hint="entries in the database" />
                   <Stat label="Time to live" value={`${fmtNumber(c.ttlSeconds)} s`} />
-                  <Stat label="Similarity matching" value={c.embeddingModel ?? "off"} hint={c.embeddingModel ? "embedding model" : "exact matches only"} />
+                  <Stat
+                    label="Similarity matching"
+                    value={c.embeddingModel ?? "off"}
+                    hint={c.embeddingModel ? "embedding model" : "exact matches only"}
+                  />
                 </div>
                 {lookups === 0 && (
                   <p class="muted">
-                    Nothing looked up yet. A non-streamed request with <code>temperature: 0</code> or a <code>seed</code> is cached; the second identical one answers with{" "}
-                    <code>X-Gateway-Cache: HIT</code>. Send <code>X-Gateway-No-Cache: true</code> to bypass it.
+                    Nothing looked up yet. A non-streamed request with <code>temperature: 0</code> or a <code>seed</code> is cached; the
+                    second identical one answers with <code>X-Gateway-Cache: HIT</code>. Send <code>X-Gateway-No-Cache: true</code> to
+                    bypass it.
                   </p>
                 )}
               </Section>
               <Section title="Idempotency">
                 <div class="stats" aria-label="Idempotency statistics">
                   <Stat label="Active keys" value={fmtNumber(s.idempotency.activeKeys)} hint="requests in flight or answered recently" />
-                  <Stat label="Window" value={`${fmtNumber(s.idempotency.windowMs / 1000)} s`} hint="a repeat within it gets the same answer" />
+                  <Stat
+                    label="Window"
+                    value={`${fmtNumber(s.idempotency.windowMs / 1000)} s`}
+                    hint="a repeat within it gets the same answer"
+                  />
                 </div>
                 <p class="muted">
-                  A request with an <code>Idempotency-Key</code> (or <code>X-Request-Id</code>) header sent again while the first runs, or just after, gets the first one's answer
-                  instead of a second upstream call.
+                  A request with an <code>Idempotency-Key</code> (or <code>X-Request-Id</code>) header sent again while the first runs, or
+                  just after, gets the first one's answer instead of a second upstream call.
                 </p>
               </Section>
             </>
@@ -69,7 +87,10 @@ export default function CachePage() {
         }}
       </Loader>
       <Section title="Settings">
-        <p>The cache is configured when the gateway starts (environment variables); its on/off switches are feature flags you can change at run time:</p>
+        <p>
+          The cache is configured when the gateway starts (environment variables); its on/off switches are feature flags you can change at
+          run time:
+        </p>
         <dl class="settings-list">
           <dt>
             <code>GATEWAY_SEMANTIC_CACHE_ENABLED</code>
@@ -96,10 +117,16 @@ export default function CachePage() {
           </dt>
           <dd>Match near-identical prompts by embedding similarity (off unless a model is set; threshold default 0.95).</dd>
         </dl>
-        <p class="muted">The environment variables take effect on restart; docs/accounting.md, “The response cache and idempotency”, explains what is cached and why.</p>
+        <p class="muted">
+          The environment variables take effect on restart; docs/accounting.md, “The response cache and idempotency”, explains what is
+          cached and why.
+        </p>
       </Section>
       <Dialog open={confirming} title="Clear the cache?" onClose={() => setConfirming(false)}>
-        <p>Every cached answer (memory and database) and every idempotency key is forgotten; the hit counters start again. The next requests go upstream.</p>
+        <p>
+          Every cached answer (memory and database) and every idempotency key is forgotten; the hit counters start again. The next requests
+          go upstream.
+        </p>
         <div class="actions">
           <Button kind="danger" busy={busy} onClick={() => void clear()}>
             Clear everything

@@ -180,7 +180,8 @@ const bodyOf = (d: Draft) => {
   if (d.strategy === "fusion") {
     if (d.judgeModel.trim()) config.judgeModel = d.judgeModel.trim()
     const tuning = { minPanel: d.minPanel, stragglerGraceMs: d.stragglerGraceMs, panelHardTimeoutMs: d.panelHardTimeoutMs }
-    if (Object.values(tuning).some((v) => v !== undefined)) config.fusionTuning = Object.fromEntries(Object.entries(tuning).filter(([, v]) => v !== undefined))
+    if (Object.values(tuning).some((v) => v !== undefined))
+      config.fusionTuning = Object.fromEntries(Object.entries(tuning).filter(([, v]) => v !== undefined))
   }
   if (d.strategy === "auto") {
     const router = d.routerStrategy === "custom" ? d.customRouter.trim() : d.routerStrategy
@@ -201,7 +202,9 @@ const bodyOf = (d: Draft) => {
   return {
     name: d.name.trim(),
     strategy: d.strategy,
-    targets: d.targets.filter((t) => t.model.trim() !== "").map((t) => ({ model: t.model.trim(), ...(t.weight !== undefined ? { weight: t.weight } : {}) })),
+    targets: d.targets
+      .filter((t) => t.model.trim() !== "")
+      .map((t) => ({ model: t.model.trim(), ...(t.weight !== undefined ? { weight: t.weight } : {}) })),
     config,
     description: d.description.trim() || null,
     enabled: d.enabled
@@ -234,7 +237,10 @@ const targetHint = (strategy: Strategy, info: ModelInfo | undefined): string | u
     return info
       ? `blended $${(0.6 * info.input + 0.4 * info.output).toFixed(2)} per 1M tokens (in $${info.input}, out $${info.output})`
       : "no known price: ranked after priced targets"
-  if (strategy === "context-optimized") return info && info.contextWindow > 0 ? `context window ${fmtNumber(info.contextWindow)} tokens` : "unknown window: ranked after known ones"
+  if (strategy === "context-optimized")
+    return info && info.contextWindow > 0
+      ? `context window ${fmtNumber(info.contextWindow)} tokens`
+      : "unknown window: ranked after known ones"
   return undefined
 }
 
@@ -254,13 +260,21 @@ const TargetsEditor = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; lis
   return (
     <fieldset class="full combo-targets">
       <legend>
-        {d.strategy === "fusion" ? "Panel (targets asked at once)" : d.strategy === "auto" ? "Candidates (empty: every connected model)" : "Targets, first tried first"}
+        {d.strategy === "fusion"
+          ? "Panel (targets asked at once)"
+          : d.strategy === "auto"
+            ? "Candidates (empty: every connected model)"
+            : "Targets, first tried first"}
       </legend>
       {d.targets.length === 0 && <p class="muted">No targets.</p>}
       {d.strategy === "strict-random" && <p class="muted small">List a target twice to make it twice as likely to be tried first.</p>}
-      {d.strategy === "context-relay" && <p class="muted small">Clients keep a conversation on one target by sending an X-Session-Id header.</p>}
+      {d.strategy === "context-relay" && (
+        <p class="muted small">Clients keep a conversation on one target by sending an X-Session-Id header.</p>
+      )}
       {(d.strategy === "fill-first" || d.strategy === "headroom" || d.strategy === "reset-aware" || d.strategy === "reset-window") && (
-        <p class="muted small">Ranked by the quota each upstream reports (see Resilience); targets without a report keep the given order.</p>
+        <p class="muted small">
+          Ranked by the quota each upstream reports (see Resilience); targets without a report keep the given order.
+        </p>
       )}
       <ol>
         {d.targets.map((t, i) => (
@@ -289,7 +303,11 @@ const TargetsEditor = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; lis
               <Button onClick={() => move(i, 1)} disabled={i === d.targets.length - 1} aria-label={`Move target ${i + 1} down`}>
                 ↓
               </Button>
-              <Button kind="danger" onClick={() => set((x) => ({ ...x, targets: x.targets.filter((_, j) => j !== i) }))} aria-label={`Remove target ${i + 1}`}>
+              <Button
+                kind="danger"
+                onClick={() => set((x) => ({ ...x, targets: x.targets.filter((_, j) => j !== i) }))}
+                aria-label={`Remove target ${i + 1}`}
+              >
                 Remove
               </Button>
             </div>
@@ -301,7 +319,11 @@ const TargetsEditor = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; lis
   )
 }
 
-const AutoSettings = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; providers: ReadonlyArray<{ provider: string; name: string }> }) => {
+const AutoSettings = (p: {
+  d: Draft
+  set: (f: (d: Draft) => Draft) => void
+  providers: ReadonlyArray<{ provider: string; name: string }>
+}) => {
   const { d, set } = p
   const field =
     <K extends keyof Draft>(k: K) =>
@@ -328,7 +350,9 @@ const AutoSettings = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; prov
             ]}
             onChange={field("routerStrategy")}
           />
-          {d.routerStrategy === "custom" && <TextInput label="Custom router strategy name" value={d.customRouter} onInput={field("customRouter")} required />}
+          {d.routerStrategy === "custom" && (
+            <TextInput label="Custom router strategy name" value={d.customRouter} onInput={field("customRouter")} required />
+          )}
           <Select
             label="Weight pack"
             value={d.modePack}
@@ -345,7 +369,14 @@ const AutoSettings = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; prov
             step={0.01}
             hint="Share of requests sent to a random candidate; default 0.05."
           />
-          <NumberInput label="Budget cap per request (USD)" value={d.budgetCap} onInput={field("budgetCap")} min={0} step="any" hint="Candidates estimated above it are dropped." />
+          <NumberInput
+            label="Budget cap per request (USD)"
+            value={d.budgetCap}
+            onInput={field("budgetCap")}
+            min={0}
+            step="any"
+            hint="Candidates estimated above it are dropped."
+          />
         </div>
       </fieldset>
       <fieldset class="full">
@@ -378,7 +409,9 @@ const AutoSettings = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; prov
                 key={o}
                 label={o}
                 checked={pool.has(o)}
-                onChange={(on) => set((x) => ({ ...x, candidatePool: on ? [...x.candidatePool, o] : x.candidatePool.filter((y) => y !== o) }))}
+                onChange={(on) =>
+                  set((x) => ({ ...x, candidatePool: on ? [...x.candidatePool, o] : x.candidatePool.filter((y) => y !== o) }))
+                }
               />
             ))}
           </div>
@@ -388,10 +421,34 @@ const AutoSettings = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; prov
         <fieldset class="full">
           <legend>Service level (sla-aware)</legend>
           <div class="form">
-            <NumberInput label="Target p95 latency (ms)" value={d.slaTargetP95Ms} onInput={field("slaTargetP95Ms")} min={1} hint="Default 5000." />
-            <NumberInput label="Max error rate (0–1)" value={d.slaMaxErrorRate} onInput={field("slaMaxErrorRate")} min={0} max={1} step={0.01} hint="Default 0.05." />
-            <NumberInput label="Max cost per 1M tokens (USD)" value={d.slaMaxCostPer1MTokens} onInput={field("slaMaxCostPer1MTokens")} min={0} hint="Default 10." />
-            <Checkbox label="Hard constraints (fewest violations first)" checked={d.slaHardConstraints} onChange={field("slaHardConstraints")} />
+            <NumberInput
+              label="Target p95 latency (ms)"
+              value={d.slaTargetP95Ms}
+              onInput={field("slaTargetP95Ms")}
+              min={1}
+              hint="Default 5000."
+            />
+            <NumberInput
+              label="Max error rate (0–1)"
+              value={d.slaMaxErrorRate}
+              onInput={field("slaMaxErrorRate")}
+              min={0}
+              max={1}
+              step={0.01}
+              hint="Default 0.05."
+            />
+            <NumberInput
+              label="Max cost per 1M tokens (USD)"
+              value={d.slaMaxCostPer1MTokens}
+              onInput={field("slaMaxCostPer1MTokens")}
+              min={0}
+              hint="Default 10."
+            />
+            <Checkbox
+              label="Hard constraints (fewest violations first)"
+              checked={d.slaHardConstraints}
+              onChange={field("slaHardConstraints")}
+            />
           </div>
         </fieldset>
       )}
@@ -409,10 +466,38 @@ const FusionSettings = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; li
     <fieldset class="full">
       <legend>Fusion</legend>
       <div class="form">
-        <ModelInput label="Judge model" value={d.judgeModel} onInput={field("judgeModel")} list={p.list} hint="Writes the final answer; empty: the first panel model." />
-        <NumberInput label="Minimum panel answers" value={d.minPanel} onInput={field("minPanel")} min={1} max={64} step={1} hint="Default 2." />
-        <NumberInput label="Straggler grace (ms)" value={d.stragglerGraceMs} onInput={field("stragglerGraceMs")} min={1} step={1} hint="Default 8000." />
-        <NumberInput label="Panel hard timeout (ms)" value={d.panelHardTimeoutMs} onInput={field("panelHardTimeoutMs")} min={1} step={1} hint="Default 90000." />
+        <ModelInput
+          label="Judge model"
+          value={d.judgeModel}
+          onInput={field("judgeModel")}
+          list={p.list}
+          hint="Writes the final answer; empty: the first panel model."
+        />
+        <NumberInput
+          label="Minimum panel answers"
+          value={d.minPanel}
+          onInput={field("minPanel")}
+          min={1}
+          max={64}
+          step={1}
+          hint="Default 2."
+        />
+        <NumberInput
+          label="Straggler grace (ms)"
+          value={d.stragglerGraceMs}
+          onInput={field("stragglerGraceMs")}
+          min={1}
+          step={1}
+          hint="Default 8000."
+        />
+        <NumberInput
+          label="Panel hard timeout (ms)"
+          value={d.panelHardTimeoutMs}
+          onInput={field("panelHardTimeoutMs")}
+          min={1}
+          step={1}
+          hint="Default 90000."
+        />
       </div>
     </fieldset>
   )
@@ -434,7 +519,10 @@ const ComboEditor = (p: {
   const body = bodyOf(d)
   const save = () =>
     void run(
-      () => (d.id ? ok(api.PUT("/api/combos/{id}", { params: { path: { id: d.id } }, body: body as never })) : ok(api.POST("/api/combos", { body: body as never }))),
+      () =>
+        d.id
+          ? ok(api.PUT("/api/combos/{id}", { params: { path: { id: d.id } }, body: body as never }))
+          : ok(api.POST("/api/combos", { body: body as never })),
       d.id ? "Combo saved" : "Combo created"
     ).then((r) => {
       if (!r) return
@@ -450,12 +538,24 @@ const ComboEditor = (p: {
             <option key={m} value={m} />
           ))}
         </datalist>
-        <TextInput label="Combo name" value={d.name} onInput={(v) => set((x) => ({ ...x, name: v }))} required hint="Clients send it as the model id (no '/', not 'auto')." />
+        <TextInput
+          label="Combo name"
+          value={d.name}
+          onInput={(v) => set((x) => ({ ...x, name: v }))}
+          required
+          hint="Clients send it as the model id (no '/', not 'auto')."
+        />
         <Select
           label="Strategy"
           value={d.strategy}
           options={STRATEGIES.map(([s]) => s)}
-          onChange={(s) => set((x) => ({ ...x, strategy: s, targets: s !== "auto" && x.targets.length === 0 ? [{ model: "", weight: undefined }] : x.targets }))}
+          onChange={(s) =>
+            set((x) => ({
+              ...x,
+              strategy: s,
+              targets: s !== "auto" && x.targets.length === 0 ? [{ model: "", weight: undefined }] : x.targets
+            }))
+          }
           hint={about}
         />
         <TextInput label="Description" value={d.description} onInput={(v) => set((x) => ({ ...x, description: v }))} />
@@ -567,7 +667,8 @@ export default function CombosPage() {
     const m = new Map<string, ModelInfo>()
     const windows = new Map<string, number>()
     for (const c of catalog.data?.models ?? []) windows.set(`${c.provider}/${c.model}`, c.contextWindow)
-    for (const c of catalog.data?.models ?? []) m.set(`${c.provider}/${c.model}`, { input: c.price.input, output: c.price.output, contextWindow: c.contextWindow })
+    for (const c of catalog.data?.models ?? [])
+      m.set(`${c.provider}/${c.model}`, { input: c.price.input, output: c.price.output, contextWindow: c.contextWindow })
     for (const r of pricing.data?.prices ?? [])
       m.set(`${r.provider}/${r.model}`, {
         input: r.input,
@@ -670,8 +771,9 @@ export default function CombosPage() {
         }
       >
         <p class="muted">
-          Clients can send these ids as the model without any setup: the auto scorer picks among every connected model. Their settings are fixed; to choose your own weights, pack,
-          router strategy, candidates or SLA, create a combo with strategy <code>auto</code> (<strong>Tune an auto combo</strong>).
+          Clients can send these ids as the model without any setup: the auto scorer picks among every connected model. Their settings are
+          fixed; to choose your own weights, pack, router strategy, candidates or SLA, create a combo with strategy <code>auto</code> (
+          <strong>Tune an auto combo</strong>).
         </p>
         <Loader of={auto}>
           {(a) => (
@@ -694,19 +796,32 @@ export default function CombosPage() {
                         .join(", ")
                   },
                   { label: "Exploration", class: "num", render: (v) => `${Math.round(v.explorationRate * 100)} %` },
-                  { label: "Pool models", class: "num", render: (v) => (v.pool.length === 0 ? <span class="muted">none yet</span> : fmtNumber(v.pool.length)) }
+                  {
+                    label: "Pool models",
+                    class: "num",
+                    render: (v) => (v.pool.length === 0 ? <span class="muted">none yet</span> : fmtNumber(v.pool.length))
+                  }
                 ]}
               />
               <p class="muted small">
-                Also advertised: {a.advertised.join(", ")}. Compose <code>auto/&lt;category&gt;[:&lt;tier&gt;]</code> from categories {a.categories.join(", ")} and tiers{" "}
-                {a.tiers.join(", ")}.
+                Also advertised: {a.advertised.join(", ")}. Compose <code>auto/&lt;category&gt;[:&lt;tier&gt;]</code> from categories{" "}
+                {a.categories.join(", ")} and tiers {a.tiers.join(", ")}.
               </p>
             </>
           )}
         </Loader>
       </Section>
       <Dialog open={!!editing} title={editing?.id ? `Edit combo ${editing.name}` : "New combo"} onClose={() => setEditing(undefined)}>
-        {editing && <ComboEditor initial={editing} models={models} info={info} providers={conns} onSaved={reload} onClose={() => setEditing(undefined)} />}
+        {editing && (
+          <ComboEditor
+            initial={editing}
+            models={models}
+            info={info}
+            providers={conns}
+            onSaved={reload}
+            onClose={() => setEditing(undefined)}
+          />
+        )}
       </Dialog>
       <Dialog open={!!raw} title={`JSON of ${raw?.name ?? "combo"}`} onClose={() => setRaw(undefined)}>
         {raw && <RawEditor combo={raw} onSaved={reload} onClose={() => setRaw(undefined)} />}

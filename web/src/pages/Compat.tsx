@@ -1,6 +1,24 @@
 import { useState } from "preact/hooks"
 import { api, ok } from "../api/client"
-import { Badge, Button, Dialog, ErrorBox, Form, fmtDate, fmtMoney, fmtMs, Loader, NumberInput, Page, Section, Stat, TextInput, useAction, useInterval, useLoad } from "../ui"
+import {
+  Badge,
+  Button,
+  Dialog,
+  ErrorBox,
+  Form,
+  fmtDate,
+  fmtMoney,
+  fmtMs,
+  Loader,
+  NumberInput,
+  Page,
+  Section,
+  Stat,
+  TextInput,
+  useAction,
+  useInterval,
+  useLoad
+} from "../ui"
 import "./Shadow.css"
 
 // The live compatibility matrix (docs/compat.md): the supported clients' recorded requests
@@ -93,7 +111,13 @@ const MatrixTable = (p: { m: Matrix; onOpen: (cell: Cell) => void }) => {
                 return (
                   <td key={model}>
                     {x?.exchangeId ? (
-                      <button type="button" class="btn compat-cell" aria-label={label} title={x.reason ?? undefined} onClick={() => p.onOpen(x)}>
+                      <button
+                        type="button"
+                        class="btn compat-cell"
+                        aria-label={label}
+                        title={x.reason ?? undefined}
+                        onClick={() => p.onOpen(x)}
+                      >
                         <Badge kind={mark.kind}>{mark.text}</Badge>
                       </button>
                     ) : (
@@ -135,8 +159,9 @@ export default function Compat() {
       title="Client compatibility"
       description={
         <>
-          The recorded requests of the supported clients (the SDKs and coding agents: text, streaming, tools, a tool round trip, structured output, reasoning, images) sent through
-          this gateway to each model, and whether each client gets an answer it can use. See docs/compat.md.
+          The recorded requests of the supported clients (the SDKs and coding agents: text, streaming, tools, a tool round trip, structured
+          output, reasoning, images) sent through this gateway to each model, and whether each client gets an answer it can use. See
+          docs/compat.md.
         </>
       }
     >
@@ -190,7 +215,10 @@ export default function Compat() {
                   () =>
                     ok(
                       api.POST("/api/compat/run", {
-                        body: { ...(m.models.length > 0 ? { models: [...m.models] } : {}), ...(budget !== undefined ? { budgetUsd: budget } : {}) }
+                        body: {
+                          ...(m.models.length > 0 ? { models: [...m.models] } : {}),
+                          ...(budget !== undefined ? { budgetUsd: budget } : {})
+                        }
                       })
                     ),
                   (r) => `Running ${r.run?.total ?? 0} cells`
@@ -199,7 +227,14 @@ export default function Compat() {
                 })
               }
             >
-              <NumberInput label="Budget (USD)" value={budget} onInput={setBudget} min={0} step="any" hint="No call starts once the run has cost this much." />
+              <NumberInput
+                label="Budget (USD)"
+                value={budget}
+                onInput={setBudget}
+                min={0}
+                step="any"
+                hint="No call starts once the run has cost this much."
+              />
               <div class="actions">
                 <Button kind="primary" type="submit" busy={busy || underWay}>
                   Run against {m.models.length} model{m.models.length === 1 ? "" : "s"}
@@ -214,7 +249,8 @@ export default function Compat() {
           <MatrixTable m={m} onOpen={setOpened} />
           {m.cells.some((c) => c.latencyMs !== null) && (
             <p class="muted small">
-              Slowest cell: {fmtMs(Math.max(...m.cells.map((c) => c.latencyMs ?? 0)))}. A cell's button opens its exchange: the request as sent and the answer.
+              Slowest cell: {fmtMs(Math.max(...m.cells.map((c) => c.latencyMs ?? 0)))}. A cell's button opens its exchange: the request as
+              sent and the answer.
             </p>
           )}
         </Section>

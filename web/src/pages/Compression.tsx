@@ -70,20 +70,28 @@ const AnalyticsView = (p: { a: Analytics }) => {
     <>
       <div class="stats">
         <Stat label="Requests compressed" value={fmtNumber(t.requests)} />
-        <Stat label="Tokens saved" value={fmtNumber(t.tokensSaved)} hint={`${pct(t.tokensBefore, t.tokensAfter)} of ${fmtNumber(t.tokensBefore)}`} />
+        <Stat
+          label="Tokens saved"
+          value={fmtNumber(t.tokensSaved)}
+          hint={`${pct(t.tokensBefore, t.tokensAfter)} of ${fmtNumber(t.tokensBefore)}`}
+        />
         <Stat label="Saved" value={fmtMoney(t.savedUsd)} />
         <Stat label="Injected by memory and skills" value={fmtNumber(t.injectedTokens)} />
       </div>
       {a.byDay.length === 0 ? (
         <Empty title="Nothing compressed in this range">
-          Requests are compressed when they ask for it (<code>x-gateway-compression: default</code>), or when the settings below choose a profile, the auto-trigger or compress by
-          default. Try the preview below first.
+          Requests are compressed when they ask for it (<code>x-gateway-compression: default</code>), or when the settings below choose a
+          profile, the auto-trigger or compress by default. Try the preview below first.
         </Empty>
       ) : (
         <>
           <TimeChart title="Tokens saved per day" x={x} series={series} kind="bars" format={(v) => fmtNumber(v)} />
           <div class="grid">
-            <Bars title="Saved by engine" rows={a.byEngine.filter((e) => e.tokensSaved > 0).map((e) => ({ label: e.engine, value: e.tokensSaved }))} format={fmtNumber} />
+            <Bars
+              title="Saved by engine"
+              rows={a.byEngine.filter((e) => e.tokensSaved > 0).map((e) => ({ label: e.engine, value: e.tokensSaved }))}
+              format={fmtNumber}
+            />
             <Bars title="Saved by combo" rows={a.byCombo.map((e) => ({ label: e.combo, value: e.tokensSaved }))} format={fmtNumber} />
             <Bars title="Saved by model" rows={a.byModel.map((e) => ({ label: e.model, value: e.tokensSaved }))} format={fmtNumber} />
           </div>
@@ -95,7 +103,10 @@ const AnalyticsView = (p: { a: Analytics }) => {
 
 const AnalyticsSection = () => {
   const [range, setRange] = useState("30")
-  const analytics = useLoad(() => ok(api.GET("/api/context/analytics", { params: { query: { from: daysAgo(Number(range) - 1), to: daysAgo(0) } } })), [range])
+  const analytics = useLoad(
+    () => ok(api.GET("/api/context/analytics", { params: { query: { from: daysAgo(Number(range) - 1), to: daysAgo(0) } } })),
+    [range]
+  )
   return (
     <Section title="Savings">
       <div class="narrow">
@@ -127,7 +138,8 @@ const SettingsForm = (p: { settings: Settings; combos: ReadonlyArray<Combo>; sav
     ...ENGINES.map((e) => ({ value: `engine:${e}`, label: `engine:${e}` })),
     ...p.combos.map((c) => ({ value: c.name, label: `combo: ${c.name}` }))
   ]
-  const save = () => void run(() => ok(api.PUT("/api/settings/compression", { body: s })), "Compression settings saved").then((r) => r && p.saved())
+  const save = () =>
+    void run(() => ok(api.PUT("/api/settings/compression", { body: s })), "Compression settings saved").then((r) => r && p.saved())
   const trig = s.autoTrigger
   return (
     <Form onSubmit={save} label="Compression settings">
@@ -170,7 +182,11 @@ const SettingsForm = (p: { settings: Settings; combos: ReadonlyArray<Combo>; sav
           onChange={(compressByDefault) => setS({ ...s, compressByDefault })}
           hint="With the default combo, when nothing else chose."
         />
-        <Checkbox label="Auto-trigger on long prompts" checked={trig.enabled} onChange={(enabled) => setS({ ...s, autoTrigger: { ...trig, enabled } })} />
+        <Checkbox
+          label="Auto-trigger on long prompts"
+          checked={trig.enabled}
+          onChange={(enabled) => setS({ ...s, autoTrigger: { ...trig, enabled } })}
+        />
       </div>
       {trig.enabled && (
         <div class="filters full">
@@ -209,7 +225,12 @@ const NewCombo = (p: { done: () => void }) => {
   const [run, busy] = useAction()
   const submit = () =>
     void run(
-      () => ok(api.POST("/api/context/combos", { body: { name, description, engines: list(engines).map((engine) => ({ engine: engine as (typeof ENGINES)[number] })) } })),
+      () =>
+        ok(
+          api.POST("/api/context/combos", {
+            body: { name, description, engines: list(engines).map((engine) => ({ engine: engine as (typeof ENGINES)[number] })) }
+          })
+        ),
       (c) => `Combo ${c.name} created`
     ).then((r) => r && p.done())
   return (
@@ -230,7 +251,13 @@ const Assignments = (p: { combo: Combo; done: () => void }) => {
   const [run, busy] = useAction()
   const save = () =>
     void run(
-      () => ok(api.PUT("/api/context/combos/{id}/assignments", { params: { path: { id: p.combo.id } }, body: { routingCombos: list(routing), models: list(models) } })),
+      () =>
+        ok(
+          api.PUT("/api/context/combos/{id}/assignments", {
+            params: { path: { id: p.combo.id } },
+            body: { routingCombos: list(routing), models: list(models) }
+          })
+        ),
       "Assignments saved"
     ).then((r) => r && p.done())
   return (
@@ -259,7 +286,9 @@ const Combos = (p: { combos: Res<"/api/context/combos", "get">; reload: () => vo
   const [run] = useAction()
   const remove = (c: Combo) => {
     if (!confirm(`Delete the combo ${c.name}? Its assignments go with it.`)) return
-    void run(() => ok(api.DELETE("/api/context/combos/{id}", { params: { path: { id: c.id } } })), `Combo ${c.name} deleted`).then(() => p.reload())
+    void run(() => ok(api.DELETE("/api/context/combos/{id}", { params: { path: { id: c.id } } })), `Combo ${c.name} deleted`).then(() =>
+      p.reload()
+    )
   }
   return (
     <Section title="Compression combos" actions={<Button onClick={() => setCreating(true)}>New combo</Button>}>
@@ -269,7 +298,8 @@ const Combos = (p: { combos: Res<"/api/context/combos", "get">; reload: () => vo
         rows={p.combos.combos}
         empty={
           <Empty title="No combos yet">
-            The built-in default (json, rtk, whitespace) works without one. Create a combo to choose engines and their order, then assign it to routing combos or models.
+            The built-in default (json, rtk, whitespace) works without one. Create a combo to choose engines and their order, then assign it
+            to routing combos or models.
           </Empty>
         }
         columns={[
@@ -283,7 +313,10 @@ const Combos = (p: { combos: Res<"/api/context/combos", "get">; reload: () => vo
             )
           },
           { label: "Engines", render: (c) => c.engines.map((e) => e.engine).join(" → ") },
-          { label: "Assigned to", render: (c) => [...c.assignments.routingCombos.map((r) => `combo ${r}`), ...c.assignments.models].join(", ") || "—" },
+          {
+            label: "Assigned to",
+            render: (c) => [...c.assignments.routingCombos.map((r) => `combo ${r}`), ...c.assignments.models].join(", ") || "—"
+          },
           {
             label: "Actions",
             render: (c) => (
@@ -366,7 +399,8 @@ const PreviewSection = (p: { combos: ReadonlyArray<Combo> }) => {
   const [format, setFormat] = useState<"openai-chat" | "openai-responses" | "anthropic" | "gemini" | "ollama">("openai-chat")
   const [result, setResult] = useState<Preview | null>(null)
   const [run, busy] = useAction()
-  const preview = () => void run(() => ok(api.POST("/api/compression/preview", { body: { format, mode, body: asBody(text) } }))).then((r) => r && setResult(r))
+  const preview = () =>
+    void run(() => ok(api.POST("/api/compression/preview", { body: { format, mode, body: asBody(text) } }))).then((r) => r && setResult(r))
   return (
     <Section title="Preview">
       <Form onSubmit={preview} label="Compression preview">
@@ -380,7 +414,12 @@ const PreviewSection = (p: { combos: ReadonlyArray<Combo> }) => {
         />
         <div class="filters full">
           <Select label="Mode" value={mode} options={modeOptions(p.combos)} onChange={setMode} />
-          <Select label="Format" value={format} options={["openai-chat", "openai-responses", "anthropic", "gemini", "ollama"] as const} onChange={setFormat} />
+          <Select
+            label="Format"
+            value={format}
+            options={["openai-chat", "openai-responses", "anthropic", "gemini", "ollama"] as const}
+            onChange={setFormat}
+          />
         </div>
         <Button kind="primary" type="submit" busy={busy}>
           Preview
@@ -446,7 +485,14 @@ const EngineConfig = (p: { engine: ConfigEngine }) => {
     <Loader of={config}>
       {() => (
         <Form onSubmit={save} label={`${p.engine} settings`}>
-          <TextArea label={`${p.engine} settings (JSON)`} value={text} onInput={setText} rows={8} mono hint={<>docs/compression.md, "Engines", lists each field.</>} />
+          <TextArea
+            label={`${p.engine} settings (JSON)`}
+            value={text}
+            onInput={setText}
+            rows={8}
+            mono
+            hint={<>docs/compression.md, "Engines", lists each field.</>}
+          />
           <Button kind="primary" type="submit" busy={busy}>
             Save {p.engine}
           </Button>
@@ -480,11 +526,19 @@ const RtkTester = () => {
   const [result, setResult] = useState<Res<"/api/context/rtk/test", "post"> | null>(null)
   const [run, busy] = useAction()
   const test = () =>
-    void run(() => ok(api.POST("/api/context/rtk/test", { body: { text, ...(command.trim() ? { command: command.trim() } : {}) } }))).then((r) => r && setResult(r))
+    void run(() => ok(api.POST("/api/context/rtk/test", { body: { text, ...(command.trim() ? { command: command.trim() } : {}) } }))).then(
+      (r) => r && setResult(r)
+    )
   return (
     <Section title="rtk filter tester">
       <Form onSubmit={test} label="Test rtk">
-        <TextInput label="Command that produced it" value={command} onInput={setCommand} placeholder="npm test" hint="Chooses the filter, as the tool call's command would." />
+        <TextInput
+          label="Command that produced it"
+          value={command}
+          onInput={setCommand}
+          placeholder="npm test"
+          hint="Chooses the filter, as the tool call's command would."
+        />
         <TextArea label="Tool output" value={text} onInput={setText} rows={6} mono />
         <Button kind="primary" type="submit" busy={busy}>
           Test
@@ -493,8 +547,8 @@ const RtkTester = () => {
       {result && (
         <div class="preview-result" aria-live="polite">
           <p>
-            Filter <Badge kind={result.filter ? "info" : "muted"}>{result.filter ?? "none"}</Badge>: {fmtNumber(result.linesBefore)} → {fmtNumber(result.linesAfter)} lines,{" "}
-            {fmtNumber(result.tokensBefore)} → {fmtNumber(result.tokensAfter)} tokens.
+            Filter <Badge kind={result.filter ? "info" : "muted"}>{result.filter ?? "none"}</Badge>: {fmtNumber(result.linesBefore)} →{" "}
+            {fmtNumber(result.linesAfter)} lines, {fmtNumber(result.tokensBefore)} → {fmtNumber(result.tokensAfter)} tokens.
             {result.steps.length > 0 && <span class="muted"> Steps: {result.steps.join(", ")}.</span>}
           </p>
           <pre class="mono preview-body" tabIndex={0}>

@@ -21,7 +21,8 @@ const CATEGORY_TITLES: Record<Flag["category"], string> = {
 const isOn = (v: string) => ["true", "1", "yes"].includes(v.trim().toLowerCase())
 
 /** Where the value comes from, in the words the page uses: the database override is "stored". */
-const sourceBadge = (s: Flag["source"]) => (s === "db" ? <Badge kind="info">stored</Badge> : s === "env" ? <Badge kind="warn">env</Badge> : <Badge kind="muted">default</Badge>)
+const sourceBadge = (s: Flag["source"]) =>
+  s === "db" ? <Badge kind="info">stored</Badge> : s === "env" ? <Badge kind="warn">env</Badge> : <Badge kind="muted">default</Badge>
 
 const FlagValue = (p: { flag: Flag; onChanged: () => void }) => {
   const [run, busy] = useAction()
@@ -131,7 +132,13 @@ export default function FlagsPage() {
                 <Stat label="From environment" value={data.summary.overriddenByEnv} />
               </div>
               <div class="toolbar">
-                <TextInput label="Search flags" type="search" value={query} onInput={setQuery} placeholder="name, description or category" />
+                <TextInput
+                  label="Search flags"
+                  type="search"
+                  value={query}
+                  onInput={setQuery}
+                  placeholder="name, description or category"
+                />
               </div>
               {categories.length === 0 ? (
                 <Empty title="No flag matches the search">Clear the search box to see every flag.</Empty>

@@ -42,7 +42,8 @@ const GUARDRAILS: ReadonlyArray<{ key: string; what: string }> = [
   { key: "TOOL_POLICY_MODE", what: "Whether the tool rules of policies are ignored (disabled), warned about or enforced (block)." }
 ]
 
-const isOn = (f: Flag) => (f.type === "boolean" ? f.effectiveValue === "true" : f.effectiveValue !== "off" && f.effectiveValue !== "disabled")
+const isOn = (f: Flag) =>
+  f.type === "boolean" ? f.effectiveValue === "true" : f.effectiveValue !== "off" && f.effectiveValue !== "disabled"
 
 const FlagControl = (p: { flag: Flag; done: () => void }) => {
   const [run, busy] = useAction()
@@ -75,7 +76,10 @@ const GuardrailFlags = (p: { changed: () => void }) => {
   const flags = useLoad(() => ok(api.GET("/api/settings/feature-flags")))
   return (
     <Section title="Guardrails" actions={<Link to="/flags">All feature flags</Link>}>
-      <p class="muted">Each guardrail is a feature flag; a change applies from the next request. Actions they take appear in the audit log below (kind guardrail).</p>
+      <p class="muted">
+        Each guardrail is a feature flag; a change applies from the next request. Actions they take appear in the audit log below (kind
+        guardrail).
+      </p>
       <Loader of={flags}>
         {(d) => {
           const byKey = new Map(d.flags.map((f) => [f.key, f]))
@@ -102,7 +106,9 @@ const GuardrailFlags = (p: { changed: () => void }) => {
                 {
                   label: "State",
                   render: (r) => (
-                    <Badge kind={isOn(r.flag) ? "ok" : "muted"}>{r.flag.type === "boolean" ? (r.flag.effectiveValue === "true" ? "on" : "off") : r.flag.effectiveValue}</Badge>
+                    <Badge kind={isOn(r.flag) ? "ok" : "muted"}>
+                      {r.flag.type === "boolean" ? (r.flag.effectiveValue === "true" ? "on" : "off") : r.flag.effectiveValue}
+                    </Badge>
                   )
                 },
                 {
@@ -157,7 +163,8 @@ const describePolicy = (p: Policy): string[] => {
   const out: string[] = []
   if (p.tools?.allow?.length) out.push(`tools allowed: ${p.tools.allow.join(", ")}`)
   if (p.tools?.deny?.length) out.push(`tools denied: ${p.tools.deny.join(", ")}`)
-  if (p.models) for (const [k, v] of Object.entries(p.models)) out.push(`models for ${k === "*" ? "every key" : `key ${k}`}: ${v.join(", ")}`)
+  if (p.models)
+    for (const [k, v] of Object.entries(p.models)) out.push(`models for ${k === "*" ? "every key" : `key ${k}`}: ${v.join(", ")}`)
   if (p.maxTokens !== null) out.push(`at most ${p.maxTokens} output tokens`)
   if (p.maxCostUsd !== null) out.push(`at most ${fmtMoney(p.maxCostUsd)} per request`)
   if (p.blockedTerms?.length) out.push(`${p.blockedTerms.length} blocked term${p.blockedTerms.length === 1 ? "" : "s"}`)
@@ -190,13 +197,24 @@ const NewPolicy = (p: { done: () => void }) => {
               ? { maxCostUsd: maxCost }
               : { blockedTerms: list(terms) }
     void run(
-      () => ok(api.POST("/api/policies", { body: { name: name.trim(), ...(description.trim() ? { description: description.trim() } : {}), enabled, ...rules } })),
+      () =>
+        ok(
+          api.POST("/api/policies", {
+            body: { name: name.trim(), ...(description.trim() ? { description: description.trim() } : {}), enabled, ...rules }
+          })
+        ),
       (r) => `Policy ${r.name} v${r.version} saved`
     ).then((r) => r && p.done())
   }
   return (
     <Form onSubmit={submit} label="New policy">
-      <TextInput label="Name" value={name} onInput={setName} required hint="Letters, digits, '.', '_' or '-'. Saving an existing name makes its next version." />
+      <TextInput
+        label="Name"
+        value={name}
+        onInput={setName}
+        required
+        hint="Letters, digits, '.', '_' or '-'. Saving an existing name makes its next version."
+      />
       <TextInput label="Description" value={description} onInput={setDescription} />
       <Select label="Rule" value={kind} options={KINDS} onChange={setKind} />
       {kind === "tools" && (
@@ -209,7 +227,14 @@ const NewPolicy = (p: { done: () => void }) => {
             mono
             hint="Globs, one per line or comma-separated (read_*, search). Empty: any tool not denied."
           />
-          <TextArea label="Denied tools" value={deny} onInput={setDeny} rows={2} mono hint="Deny wins over allow (shell_*). Enforced when TOOL_POLICY_MODE is warn or block." />
+          <TextArea
+            label="Denied tools"
+            value={deny}
+            onInput={setDeny}
+            rows={2}
+            mono
+            hint="Deny wins over allow (shell_*). Enforced when TOOL_POLICY_MODE is warn or block."
+          />
         </>
       )}
       {kind === "models" && (
@@ -217,16 +242,34 @@ const NewPolicy = (p: { done: () => void }) => {
           <Select
             label="For API key"
             value={modelKey}
-            options={[{ value: "*", label: "every key without its own entry (*)" }, ...(keys.data?.keys ?? []).map((k) => ({ value: k.id, label: `${k.name} (${k.id})` }))]}
+            options={[
+              { value: "*", label: "every key without its own entry (*)" },
+              ...(keys.data?.keys ?? []).map((k) => ({ value: k.id, label: `${k.name} (${k.id})` }))
+            ]}
             onChange={setModelKey}
           />
-          <TextArea label="Allowed models" value={models} onInput={setModels} rows={2} mono hint="Model ids or globs (gpt-4o*, openai/gpt-4o-mini)." />
+          <TextArea
+            label="Allowed models"
+            value={models}
+            onInput={setModels}
+            rows={2}
+            mono
+            hint="Model ids or globs (gpt-4o*, openai/gpt-4o-mini)."
+          />
         </>
       )}
-      {kind === "maxTokens" && <NumberInput label="Most output tokens per request" value={maxTokens} onInput={setMaxTokens} min={1} step={1} />}
+      {kind === "maxTokens" && (
+        <NumberInput label="Most output tokens per request" value={maxTokens} onInput={setMaxTokens} min={1} step={1} />
+      )}
       {kind === "maxCostUsd" && <NumberInput label="Most estimated cost per request (USD)" value={maxCost} onInput={setMaxCost} min={0} />}
       {kind === "blockedTerms" && (
-        <TextArea label="Blocked terms" value={terms} onInput={setTerms} rows={3} hint="Words or phrases, one per line; a request containing one is refused (403)." />
+        <TextArea
+          label="Blocked terms"
+          value={terms}
+          onInput={setTerms}
+          rows={3}
+          hint="Words or phrases, one per line; a request containing one is refused (403)."
+        />
       )}
       <Checkbox label="Enabled" checked={enabled} onChange={setEnabled} />
       <div class="row">
@@ -285,13 +328,19 @@ const Policies = (p: { changed: () => void }) => {
           <>
             <p class="muted">
               Every enabled policy applies to every request. Tool rules:{" "}
-              <Badge kind={d.toolPolicyMode === "block" ? "ok" : d.toolPolicyMode === "warn" ? "warn" : "muted"}>TOOL_POLICY_MODE {d.toolPolicyMode}</Badge>
+              <Badge kind={d.toolPolicyMode === "block" ? "ok" : d.toolPolicyMode === "warn" ? "warn" : "muted"}>
+                TOOL_POLICY_MODE {d.toolPolicyMode}
+              </Badge>
             </p>
             <Table
               caption="Policies"
               rowKey={(p) => p.id}
               rows={d.policies}
-              empty={<Empty title="No policies yet">Create one to limit the tools, models, output tokens or cost of requests, or to block terms.</Empty>}
+              empty={
+                <Empty title="No policies yet">
+                  Create one to limit the tools, models, output tokens or cost of requests, or to block terms.
+                </Empty>
+              }
               columns={[
                 { label: "Name", render: (p) => <strong>{p.name}</strong> },
                 { label: "Version", class: "num", render: (p) => `v${p.version}` },
@@ -342,7 +391,14 @@ const Policies = (p: { changed: () => void }) => {
 
 // ---------------------------------------------------------------- audit log
 
-type AuditFilter = { kind: "" | "management" | "guardrail" | "service"; actor: string; action: string; target: string; since: string; until: string }
+type AuditFilter = {
+  kind: "" | "management" | "guardrail" | "service"
+  actor: string
+  action: string
+  target: string
+  since: string
+  until: string
+}
 const NO_FILTER: AuditFilter = { kind: "", actor: "", action: "", target: "", since: "", until: "" }
 const PAGE = 50
 
@@ -389,7 +445,10 @@ const AuditLog = (p: { version: number }) => {
   const [filter, setFilter] = useState<AuditFilter>(NO_FILTER)
   const [older, setOlder] = useState<{ entries: AuditEntry[]; cursor: number | null } | null>(null)
   const [open, setOpen] = useState<AuditEntry | null>(null)
-  const page = useLoad(() => ok(api.GET("/api/compliance/audit-log", { params: { query: { ...auditQuery(filter), limit: String(PAGE) } } })), [filter, p.version])
+  const page = useLoad(
+    () => ok(api.GET("/api/compliance/audit-log", { params: { query: { ...auditQuery(filter), limit: String(PAGE) } } })),
+    [filter, p.version]
+  )
   useEffect(() => setOlder(null), [p.version])
   const [run, busy] = useAction()
   const set = (k: keyof AuditFilter) => (v: string) => setDraft({ ...draft, [k]: v })
@@ -398,9 +457,11 @@ const AuditLog = (p: { version: number }) => {
     setFilter(draft)
   }
   const more = (cursor: number) =>
-    void run(() => ok(api.GET("/api/compliance/audit-log", { params: { query: { ...auditQuery(filter), limit: String(PAGE), cursor: String(cursor) } } }))).then(
-      (r) => r && setOlder({ entries: [...(older?.entries ?? []), ...r.entries], cursor: r.nextCursor })
-    )
+    void run(() =>
+      ok(
+        api.GET("/api/compliance/audit-log", { params: { query: { ...auditQuery(filter), limit: String(PAGE), cursor: String(cursor) } } })
+      )
+    ).then((r) => r && setOlder({ entries: [...(older?.entries ?? []), ...r.entries], cursor: r.nextCursor }))
   const exportHref = `/api/compliance/audit-log/export?${new URLSearchParams(auditQuery(filter) as Record<string, string>).toString()}`
   return (
     <Section
@@ -453,7 +514,8 @@ const AuditLog = (p: { version: number }) => {
                 rows={rows}
                 empty={
                   <Empty title="No entries match">
-                    Every change made through the management API, and every guardrail or policy action on a request, is recorded here. Change the filters, or make a change.
+                    Every change made through the management API, and every guardrail or policy action on a request, is recorded here.
+                    Change the filters, or make a change.
                   </Empty>
                 }
                 columns={[
@@ -470,7 +532,11 @@ const AuditLog = (p: { version: number }) => {
                     )
                   },
                   { label: "Actor", render: (e) => <span title={e.ip ?? undefined}>{e.actor}</span> },
-                  { label: "Status", class: "num", render: (e) => (e.status === null ? "—" : <Badge kind={e.status < 400 ? "ok" : "bad"}>{e.status}</Badge>) },
+                  {
+                    label: "Status",
+                    class: "num",
+                    render: (e) => (e.status === null ? "—" : <Badge kind={e.status < 400 ? "ok" : "bad"}>{e.status}</Badge>)
+                  },
                   {
                     label: "Detail",
                     render: (e) => (
@@ -519,7 +585,10 @@ const NewEval = (p: { done: () => void }) => {
       () =>
         ok(
           api.POST("/api/evals", {
-            body: { name: name.trim(), cases: [{ prompt, grader: grader === "regex" ? { type: "regex", pattern: expected } : { type: grader, expected } }] }
+            body: {
+              name: name.trim(),
+              cases: [{ prompt, grader: grader === "regex" ? { type: "regex", pattern: expected } : { type: grader, expected } }]
+            }
           })
         ),
       (r) => `Eval ${r.name} created`
@@ -530,7 +599,9 @@ const NewEval = (p: { done: () => void }) => {
       <TextArea label="Prompt" value={prompt} onInput={setPrompt} rows={3} />
       <Select label="Grader" value={grader} options={["contains", "exact", "regex"] as const} onChange={setGrader} />
       <TextInput label={grader === "regex" ? "Pattern" : "Expected answer"} value={expected} onInput={setExpected} required />
-      <p class="muted small">One case here; the API takes more cases and the json-schema and judge graders (docs/guardrails.md, "Evals").</p>
+      <p class="muted small">
+        One case here; the API takes more cases and the json-schema and judge graders (docs/guardrails.md, "Evals").
+      </p>
       <Button kind="primary" type="submit" busy={busy}>
         Create eval
       </Button>
@@ -546,11 +617,20 @@ const EvalDetail = (p: { set: EvalSet }) => {
     if (detail.data?.runs.some((r) => r.status === "queued" || r.status === "running")) detail.reload()
   }, 2000)
   const start = () =>
-    void run(() => ok(api.POST("/api/evals/{id}/runs", { params: { path: { id: p.set.id } }, body: { models: list(models) } })), "Run queued").then((r) => r && detail.reload())
+    void run(
+      () => ok(api.POST("/api/evals/{id}/runs", { params: { path: { id: p.set.id } }, body: { models: list(models) } })),
+      "Run queued"
+    ).then((r) => r && detail.reload())
   return (
     <>
       <Form onSubmit={start} label="Run the eval">
-        <TextInput label="Models to run" value={models} onInput={setModels} required hint="Model ids the gateway serves, comma-separated." />
+        <TextInput
+          label="Models to run"
+          value={models}
+          onInput={setModels}
+          required
+          hint="Model ids the gateway serves, comma-separated."
+        />
         <Button kind="primary" type="submit" busy={busy}>
           Run
         </Button>
@@ -563,8 +643,8 @@ const EvalDetail = (p: { set: EvalSet }) => {
             d.runs.map((r) => (
               <div key={r.id} class="eval-run">
                 <p>
-                  <Badge kind={r.status === "completed" ? "ok" : r.status === "failed" ? "bad" : "info"}>{r.status}</Badge> {fmtDate(r.createdAt)}{" "}
-                  {r.error && <span class="muted">{r.error}</span>}
+                  <Badge kind={r.status === "completed" ? "ok" : r.status === "failed" ? "bad" : "info"}>{r.status}</Badge>{" "}
+                  {fmtDate(r.createdAt)} {r.error && <span class="muted">{r.error}</span>}
                 </p>
                 {r.results && (
                   <Table
@@ -601,7 +681,11 @@ const Evals = (p: { changed: () => void }) => {
             caption="Eval sets"
             rowKey={(e) => e.id}
             rows={d.evals}
-            empty={<Empty title="No evals yet">An eval is a set of prompts with graders; run it against models to compare their answers, latency and cost.</Empty>}
+            empty={
+              <Empty title="No evals yet">
+                An eval is a set of prompts with graders; run it against models to compare their answers, latency and cost.
+              </Empty>
+            }
             columns={[
               { label: "Name", render: (e) => e.name },
               { label: "Cases", class: "num", render: (e) => e.cases.length },
@@ -639,7 +723,10 @@ export default function GuardrailsPage() {
   const [version, setVersion] = useState(0)
   const changed = () => setVersion((v) => v + 1)
   return (
-    <Page title="Guardrails & audit" description="What the gateway checks on every request, the policies it enforces, and the record of every change.">
+    <Page
+      title="Guardrails & audit"
+      description="What the gateway checks on every request, the policies it enforces, and the record of every change."
+    >
       <GuardrailFlags changed={changed} />
       <Policies changed={changed} />
       <AuditLog version={version} />

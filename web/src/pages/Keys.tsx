@@ -40,7 +40,11 @@ const loadTokenLimits = () => ok(api.GET("/api/usage/token-limits"))
 const SCOPES = ["inference", "admin"] as const
 
 const keyState = (k: KeyView): { kind: "ok" | "bad" | "muted"; text: string } =>
-  !k.enabled ? { kind: "muted", text: "disabled" } : k.expiresAt && new Date(k.expiresAt).getTime() < Date.now() ? { kind: "bad", text: "expired" } : { kind: "ok", text: "active" }
+  !k.enabled
+    ? { kind: "muted", text: "disabled" }
+    : k.expiresAt && new Date(k.expiresAt).getTime() < Date.now()
+      ? { kind: "bad", text: "expired" }
+      : { kind: "ok", text: "active" }
 
 /** A datetime-local value (local time) as ISO 8601, or null when empty. */
 const isoOrNull = (local: string): string | null => (local ? new Date(local).toISOString() : null)
@@ -74,7 +78,13 @@ const CreateKey = (p: { onCreated: () => void }) => {
   return (
     <Section title="Create a key">
       <Form onSubmit={submit} label="Create a key">
-        <TextInput label="Key name" value={name} onInput={setName} placeholder="laptop, ci, team-a" hint="Shown in logs and usage; the secret is never shown again." />
+        <TextInput
+          label="Key name"
+          value={name}
+          onInput={setName}
+          placeholder="laptop, ci, team-a"
+          hint="Shown in logs and usage; the secret is never shown again."
+        />
         <Select
           label="Scope"
           value={scope}
@@ -152,13 +162,19 @@ const EditKey = (p: { k: KeyView; onClose: () => void; onSaved: () => void }) =>
         placeholder="e.g. anthropic/claude-sonnet-4=0.1"
         hint={
           <>
-            <code>model=sampleRate</code>, comma-separated: a share of this key's requests also goes to each, compared on the Shadow traffic page (report <code>key:{p.k.id}</code>
+            <code>model=sampleRate</code>, comma-separated: a share of this key's requests also goes to each, compared on the Shadow traffic
+            page (report <code>key:{p.k.id}</code>
             ).
           </>
         }
         wide
       />
-      <Checkbox label="Enabled" checked={enabled} onChange={setEnabled} hint="A disabled key is refused at once; enable it again any time." />
+      <Checkbox
+        label="Enabled"
+        checked={enabled}
+        onChange={setEnabled}
+        hint="A disabled key is refused at once; enable it again any time."
+      />
       <div class="actions">
         <Button kind="primary" type="submit" busy={busy}>
           Save
@@ -242,7 +258,12 @@ const TokenLimitForm = (p: { keys: ReadonlyArray<KeyView>; onSaved: () => void }
         ).then((r) => r && p.onSaved())
       }
     >
-      <Select label="Limit for key" value={apiKeyId || p.keys[0]!.id} options={p.keys.map((k) => ({ value: k.id, label: k.name }))} onChange={setKey} />
+      <Select
+        label="Limit for key"
+        value={apiKeyId || p.keys[0]!.id}
+        options={p.keys.map((k) => ({ value: k.id, label: k.name }))}
+        onChange={setKey}
+      />
       <Select label="Applies to" value={scope} options={["global", "provider", "model"]} onChange={setScope} />
       {scope !== "global" && (
         <TextInput
@@ -294,7 +315,9 @@ export default function KeysPage() {
               caption="API keys"
               rowKey={(k) => k.id}
               rows={d.keys.filter((k) => showDisabled || keyState(k).text === "active")}
-              empty={<Empty title="No API keys yet">Create one above, then point a client at this gateway with it as the bearer token.</Empty>}
+              empty={
+                <Empty title="No API keys yet">Create one above, then point a client at this gateway with it as the bearer token.</Empty>
+              }
               columns={[
                 { label: "Name", render: (k) => <strong>{k.name}</strong> },
                 { label: "Key", render: (k) => <code class="mono">{k.key}</code> },
@@ -302,7 +325,10 @@ export default function KeysPage() {
                 { label: "State", render: (k) => <Badge kind={keyState(k).kind}>{keyState(k).text}</Badge> },
                 {
                   label: "Limits",
-                  render: (k) => (k.rpm || k.tpm ? `${k.rpm ? `${fmtNumber(k.rpm)} rpm` : ""}${k.rpm && k.tpm ? " · " : ""}${k.tpm ? `${fmtNumber(k.tpm)} tpm` : ""}` : "none")
+                  render: (k) =>
+                    k.rpm || k.tpm
+                      ? `${k.rpm ? `${fmtNumber(k.rpm)} rpm` : ""}${k.rpm && k.tpm ? " · " : ""}${k.tpm ? `${fmtNumber(k.tpm)} tpm` : ""}`
+                      : "none"
                 },
                 {
                   label: "Budget spend",
@@ -319,7 +345,10 @@ export default function KeysPage() {
                     )
                   }
                 },
-                { label: "Shadow", render: (k) => (k.shadow.length === 0 ? "none" : k.shadow.map((t) => `${t.model} (${t.sampleRate})`).join(", ")) },
+                {
+                  label: "Shadow",
+                  render: (k) => (k.shadow.length === 0 ? "none" : k.shadow.map((t) => `${t.model} (${t.sampleRate})`).join(", "))
+                },
                 { label: "Last used", render: (k) => fmtDate(k.lastUsedAt) },
                 { label: "Expires", render: (k) => (k.expiresAt ? fmtDate(k.expiresAt) : "never") },
                 {
@@ -357,7 +386,9 @@ export default function KeysPage() {
         </Loader>
       </Section>
       <Section title="Budgets">
-        <p class="muted">A budget stops a key's requests once its spend (USD, at catalog or override prices) reaches a limit, until the window resets.</p>
+        <p class="muted">
+          A budget stops a key's requests once its spend (USD, at catalog or override prices) reaches a limit, until the window resets.
+        </p>
         <Loader of={budgets}>
           {(d) => (
             <Table
@@ -367,11 +398,45 @@ export default function KeysPage() {
               empty={<Empty title="No budgets">Set one below (or with the Budget button of a key).</Empty>}
               columns={[
                 { label: "Key", render: (b) => keyName(b.apiKeyId) },
-                { label: "Daily", class: "num", render: (b) => (b.windows.daily ? `${fmtMoney(b.windows.daily.spentUsd)} / ${fmtMoney(b.windows.daily.limitUsd)}` : "—") },
-                { label: "Weekly", class: "num", render: (b) => (b.windows.weekly ? `${fmtMoney(b.windows.weekly.spentUsd)} / ${fmtMoney(b.windows.weekly.limitUsd)}` : "—") },
-                { label: "Monthly", class: "num", render: (b) => (b.windows.monthly ? `${fmtMoney(b.windows.monthly.spentUsd)} / ${fmtMoney(b.windows.monthly.limitUsd)}` : "—") },
-                { label: "Used", render: (b) => <meter min={0} max={100} value={pct(b.spentUsd, b.limitUsd)} aria-label={`${keyName(b.apiKeyId)}: percent of budget used`} /> },
-                { label: "State", render: (b) => (b.exceeded ? <Badge kind="bad">exceeded</Badge> : b.warning ? <Badge kind="warn">warning</Badge> : <Badge kind="ok">ok</Badge>) },
+                {
+                  label: "Daily",
+                  class: "num",
+                  render: (b) => (b.windows.daily ? `${fmtMoney(b.windows.daily.spentUsd)} / ${fmtMoney(b.windows.daily.limitUsd)}` : "—")
+                },
+                {
+                  label: "Weekly",
+                  class: "num",
+                  render: (b) =>
+                    b.windows.weekly ? `${fmtMoney(b.windows.weekly.spentUsd)} / ${fmtMoney(b.windows.weekly.limitUsd)}` : "—"
+                },
+                {
+                  label: "Monthly",
+                  class: "num",
+                  render: (b) =>
+                    b.windows.monthly ? `${fmtMoney(b.windows.monthly.spentUsd)} / ${fmtMoney(b.windows.monthly.limitUsd)}` : "—"
+                },
+                {
+                  label: "Used",
+                  render: (b) => (
+                    <meter
+                      min={0}
+                      max={100}
+                      value={pct(b.spentUsd, b.limitUsd)}
+                      aria-label={`${keyName(b.apiKeyId)}: percent of budget used`}
+                    />
+                  )
+                },
+                {
+                  label: "State",
+                  render: (b) =>
+                    b.exceeded ? (
+                      <Badge kind="bad">exceeded</Badge>
+                    ) : b.warning ? (
+                      <Badge kind="warn">warning</Badge>
+                    ) : (
+                      <Badge kind="ok">ok</Badge>
+                    )
+                },
                 { label: "Resets", render: (b) => fmtDate(b.resetsAt) },
                 {
                   label: "Actions",
@@ -381,7 +446,10 @@ export default function KeysPage() {
                       busy={busy}
                       aria-label={`Remove the budget of ${keyName(b.apiKeyId)}`}
                       onClick={() =>
-                        void run(() => ok(api.DELETE("/api/usage/budget/{id}", { params: { path: { id: b.apiKeyId } } })), "Budget removed").then((r) => r && budgets.reload())
+                        void run(
+                          () => ok(api.DELETE("/api/usage/budget/{id}", { params: { path: { id: b.apiKeyId } } })),
+                          "Budget removed"
+                        ).then((r) => r && budgets.reload())
                       }
                     >
                       Remove
@@ -405,7 +473,11 @@ export default function KeysPage() {
               empty={<Empty title="No token limits">Add one below to cap a key's tokens per window.</Empty>}
               columns={[
                 { label: "Key", render: (l: TokenLimit) => keyName(l.apiKeyId) },
-                { label: "Applies to", render: (l) => (l.scope === "global" ? "everything" : l.scope === "provider" ? `provider ${l.provider}` : `model ${l.model}`) },
+                {
+                  label: "Applies to",
+                  render: (l) =>
+                    l.scope === "global" ? "everything" : l.scope === "provider" ? `provider ${l.provider}` : `model ${l.model}`
+                },
                 { label: "Used", class: "num", render: (l) => `${fmtNumber(l.usedTokens)} / ${fmtNumber(l.maxTokens)} per ${l.window}` },
                 { label: "Resets", render: (l) => fmtDate(l.resetsAt) },
                 {
@@ -415,7 +487,11 @@ export default function KeysPage() {
                       kind="danger"
                       busy={busy}
                       aria-label={`Remove token limit ${l.id}`}
-                      onClick={() => void run(() => ok(api.DELETE("/api/usage/token-limits", { body: { id: l.id } })), "Token limit removed").then((r) => r && limits.reload())}
+                      onClick={() =>
+                        void run(() => ok(api.DELETE("/api/usage/token-limits", { body: { id: l.id } })), "Token limit removed").then(
+                          (r) => r && limits.reload()
+                        )
+                      }
                     >
                       Remove
                     </Button>
@@ -449,8 +525,17 @@ export default function KeysPage() {
                 empty={<Empty title="No key is limited">Set requests or tokens per minute on a key to see its use here.</Empty>}
                 columns={[
                   { label: "Key", render: (i) => i.name },
-                  { label: "Requests", class: "num", render: (i) => (i.requests ? `${fmtNumber(i.requests.used)} / ${fmtNumber(i.requests.limit)} (${i.requests.source})` : "—") },
-                  { label: "Tokens", class: "num", render: (i) => (i.tokens ? `${fmtNumber(i.tokens.used)} / ${fmtNumber(i.tokens.limit)} (${i.tokens.source})` : "—") },
+                  {
+                    label: "Requests",
+                    class: "num",
+                    render: (i) =>
+                      i.requests ? `${fmtNumber(i.requests.used)} / ${fmtNumber(i.requests.limit)} (${i.requests.source})` : "—"
+                  },
+                  {
+                    label: "Tokens",
+                    class: "num",
+                    render: (i) => (i.tokens ? `${fmtNumber(i.tokens.used)} / ${fmtNumber(i.tokens.limit)} (${i.tokens.source})` : "—")
+                  },
                   { label: "Resets in", class: "num", render: (i) => `${i.resetSeconds} s` }
                 ]}
               />
@@ -464,7 +549,13 @@ export default function KeysPage() {
                   {
                     label: "State",
                     render: (a) => (
-                      <Badge kind={a.state === "ok" || a.state === "active" || a.state === "available" ? "ok" : a.rateLimitedUntil ? "warn" : "muted"}>{a.state}</Badge>
+                      <Badge
+                        kind={
+                          a.state === "ok" || a.state === "active" || a.state === "available" ? "ok" : a.rateLimitedUntil ? "warn" : "muted"
+                        }
+                      >
+                        {a.state}
+                      </Badge>
                     )
                   },
                   { label: "Limited until", render: (a) => fmtDate(a.rateLimitedUntil) },
@@ -472,7 +563,10 @@ export default function KeysPage() {
                   {
                     label: "Quota left",
                     class: "num",
-                    render: (a) => (a.quota ? `${fmtNumber(a.quota.remainingCount ?? a.quota.remaining)}${a.quota.limit ? ` / ${fmtNumber(a.quota.limit)}` : ""}` : "—")
+                    render: (a) =>
+                      a.quota
+                        ? `${fmtNumber(a.quota.remainingCount ?? a.quota.remaining)}${a.quota.limit ? ` / ${fmtNumber(a.quota.limit)}` : ""}`
+                        : "—"
                   }
                 ]}
               />

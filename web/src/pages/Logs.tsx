@@ -104,7 +104,10 @@ const FilterForm = (p: { value: Filters; keys: ReadonlyArray<{ id: string; name:
 
 const Detail = (p: { row: RequestRow; keyName: string }) => {
   const r = p.row
-  const conn = useLoad(() => (r.connectionId ? ok(api.GET("/api/usage/{id}", { params: { path: { id: r.connectionId } } })) : Promise.resolve(undefined)), [r.connectionId])
+  const conn = useLoad(
+    () => (r.connectionId ? ok(api.GET("/api/usage/{id}", { params: { path: { id: r.connectionId } } })) : Promise.resolve(undefined)),
+    [r.connectionId]
+  )
   const facts: Array<[string, string | number | null | undefined]> = [
     ["Time", fmtDate(r.time)],
     ["Request id", r.requestId],
@@ -158,7 +161,8 @@ const Detail = (p: { row: RequestRow; keyName: string }) => {
                   <div>
                     <dt>Last 24 h</dt>
                     <dd>
-                      {fmtNumber(c.last24h.requests)} requests, {(c.last24h.errorRate * 100).toFixed(1)} % errors, p95 {fmtMs(c.last24h.p95LatencyMs)}
+                      {fmtNumber(c.last24h.requests)} requests, {(c.last24h.errorRate * 100).toFixed(1)} % errors, p95{" "}
+                      {fmtMs(c.last24h.p95LatencyMs)}
                     </dd>
                   </div>
                   <div>
@@ -250,7 +254,10 @@ export default function LogsPage() {
                 },
                 {
                   label: "Model",
-                  render: (r) => (r.requestedModel && r.requestedModel !== r.model ? `${r.requestedModel} → ${r.model ?? "?"}` : (r.model ?? r.requestedModel ?? "—"))
+                  render: (r) =>
+                    r.requestedModel && r.requestedModel !== r.model
+                      ? `${r.requestedModel} → ${r.model ?? "?"}`
+                      : (r.model ?? r.requestedModel ?? "—")
                 },
                 { label: "Provider", render: (r) => r.provider ?? "—" },
                 { label: "Key", render: (r) => keyName(r.apiKeyId) },

@@ -1,7 +1,23 @@
 import { useState } from "preact/hooks"
 import { api, ok } from "../api/client"
 import { Link } from "../router"
-import { Badge, Button, Checkbox, Empty, fmtDate, fmtNumber, Form, Loader, NumberInput, Page, Section, Table, TextInput, useAction, useLoad } from "../ui"
+import {
+  Badge,
+  Button,
+  Checkbox,
+  Empty,
+  fmtDate,
+  fmtNumber,
+  Form,
+  Loader,
+  NumberInput,
+  Page,
+  Section,
+  Table,
+  TextInput,
+  useAction,
+  useLoad
+} from "../ui"
 import "./Models.css"
 
 const price = (n: number | null | undefined) => (n === null || n === undefined ? "—" : n === 0 ? "$0" : `$${n.toFixed(n < 1 ? 3 : 2)}`)
@@ -25,7 +41,8 @@ const CatalogSection = () => {
           return (
             <>
               <p class="muted" aria-live="polite">
-                {fmtNumber(rows.length)} models{rows.length > LIMIT ? `, the first ${LIMIT} shown: search to narrow` : ""}. Prices in USD per 1M tokens.
+                {fmtNumber(rows.length)} models{rows.length > LIMIT ? `, the first ${LIMIT} shown: search to narrow` : ""}. Prices in USD
+                per 1M tokens.
               </p>
               <Table
                 caption="Model catalog"
@@ -85,7 +102,8 @@ const AliasesSection = () => {
       setTarget("")
       aliases.reload()
     }, `Alias ${alias.trim()} saved`)
-  const remove = (a: string) => run(() => ok(api.DELETE("/api/models/alias", { params: { query: { alias: a } } })), `Alias ${a} removed`).then(aliases.reload)
+  const remove = (a: string) =>
+    run(() => ok(api.DELETE("/api/models/alias", { params: { query: { alias: a } } })), `Alias ${a} removed`).then(aliases.reload)
   return (
     <Section title="Aliases">
       <p class="muted">A client asking for the alias gets the target model (any model id: a connection's, a combo's).</p>
@@ -143,17 +161,29 @@ const CustomModelsSection = () => {
   const [run, busy] = useAction()
   const add = () =>
     run(async () => {
-      const p = input !== undefined || output !== undefined ? { price: { ...(input !== undefined ? { input } : {}), ...(output !== undefined ? { output } : {}) } } : {}
-      await ok(api.POST("/api/provider-models", { body: { provider, model, ...(name.trim() ? { name: name.trim() } : {}), ...(contextLength ? { contextLength } : {}), ...p } }))
+      const p =
+        input !== undefined || output !== undefined
+          ? { price: { ...(input !== undefined ? { input } : {}), ...(output !== undefined ? { output } : {}) } }
+          : {}
+      await ok(
+        api.POST("/api/provider-models", {
+          body: { provider, model, ...(name.trim() ? { name: name.trim() } : {}), ...(contextLength ? { contextLength } : {}), ...p }
+        })
+      )
       setModel("")
       setName("")
       models.reload()
     }, "Model added")
   const remove = (prov: string, m: string) =>
-    run(() => ok(api.DELETE("/api/provider-models", { params: { query: { provider: prov, model: m } } })), `${m} removed`).then(models.reload)
+    run(() => ok(api.DELETE("/api/provider-models", { params: { query: { provider: prov, model: m } } })), `${m} removed`).then(
+      models.reload
+    )
   return (
     <Section title="Custom models">
-      <p class="muted">Models a provider serves that the catalog does not know (or corrections to one it knows). The provider is a provider id or a connection name.</p>
+      <p class="muted">
+        Models a provider serves that the catalog does not know (or corrections to one it knows). The provider is a provider id or a
+        connection name.
+      </p>
       <div class="section-form">
         <Form onSubmit={() => void add()} label="Add a custom model">
           <TextInput label="Provider or connection" value={provider} onInput={setProvider} required placeholder="openai-compatible" />
@@ -179,7 +209,11 @@ const CustomModelsSection = () => {
               { label: "Name", render: (m) => m.name ?? "—" },
               { label: "Scope", render: (m) => m.scope },
               { label: "Context", class: "num", render: (m) => count(m.contextLength) },
-              { label: "Price in / out", class: "num", render: (m) => (m.price ? `${price(m.price.input)} / ${price(m.price.output)}` : "—") },
+              {
+                label: "Price in / out",
+                class: "num",
+                render: (m) => (m.price ? `${price(m.price.input)} / ${price(m.price.output)}` : "—")
+              },
               {
                 label: "Actions",
                 render: (m) => (
@@ -211,10 +245,13 @@ const PricingSection = () => {
       await ok(api.PUT("/api/pricing", { body: { provider, model, ...body } }))
       prices.reload()
     }, "Price saved")
-  const remove = (prov: string, m: string) => run(() => ok(api.DELETE("/api/pricing", { body: { provider: prov, model: m } })), "Override removed").then(prices.reload)
+  const remove = (prov: string, m: string) =>
+    run(() => ok(api.DELETE("/api/pricing", { body: { provider: prov, model: m } })), "Override removed").then(prices.reload)
   return (
     <Section title="Price overrides">
-      <p class="muted">Prices (USD per 1M tokens) used for cost accounting. An override replaces the catalog's or the synced price of one model.</p>
+      <p class="muted">
+        Prices (USD per 1M tokens) used for cost accounting. An override replaces the catalog's or the synced price of one model.
+      </p>
       <div class="section-form">
         <Form onSubmit={() => void save()} label="Set a price override">
           <TextInput label="Price provider" value={provider} onInput={setProvider} required placeholder="openai" />
@@ -249,7 +286,11 @@ const PricingSection = () => {
                   label: "Actions",
                   render: (p) =>
                     p.source.includes("override") ? (
-                      <Button kind="danger" onClick={() => void remove(p.provider, p.model)} aria-label={`Remove override of ${p.provider}/${p.model}`}>
+                      <Button
+                        kind="danger"
+                        onClick={() => void remove(p.provider, p.model)}
+                        aria-label={`Remove override of ${p.provider}/${p.model}`}
+                      >
                         Remove override
                       </Button>
                     ) : (
@@ -284,10 +325,19 @@ const TABS = [
 export default function ModelsPage() {
   const [tab, setTab] = useState<(typeof TABS)[number]["value"]>("catalog")
   return (
-    <Page title="Models & aliases" description="Every model the gateway can route to, the short names clients may use, and the prices cost is counted with.">
+    <Page
+      title="Models & aliases"
+      description="Every model the gateway can route to, the short names clients may use, and the prices cost is counted with."
+    >
       <div class="tabs" role="group" aria-label="Sections">
         {TABS.map((t) => (
-          <button key={t.value} type="button" class={`btn ${tab === t.value ? "btn-primary" : ""}`} aria-pressed={tab === t.value} onClick={() => setTab(t.value)}>
+          <button
+            key={t.value}
+            type="button"
+            class={`btn ${tab === t.value ? "btn-primary" : ""}`}
+            aria-pressed={tab === t.value}
+            onClick={() => setTab(t.value)}
+          >
             {t.label}
           </button>
         ))}

@@ -62,7 +62,8 @@ const LiveFeed = () => {
       {state === "off" && <p class="muted">{detail}</p>}
       {events.length === 0 ? (
         <Empty title="No requests yet">
-          Point a client at this gateway's base URL with one of your <Link to="/keys">API keys</Link>; each request appears here as it finishes.
+          Point a client at this gateway's base URL with one of your <Link to="/keys">API keys</Link>; each request appears here as it
+          finishes.
         </Empty>
       ) : (
         <ul class="feed" aria-label="Live events" aria-live="off">
@@ -108,8 +109,8 @@ export default function OverviewPage() {
               <Link to="/keys">Create an API key</Link> for your clients.
             </li>
             <li>
-              Set up a coding tool in one click on <Link to="/tools">Coding tools</Link>, or point any OpenAI, Anthropic, Gemini or Ollama client at{" "}
-              <code>{location.origin}/v1</code>.
+              Set up a coding tool in one click on <Link to="/tools">Coding tools</Link>, or point any OpenAI, Anthropic, Gemini or Ollama
+              client at <code>{location.origin}/v1</code>.
             </li>
           </ol>
         </Section>
@@ -119,7 +120,11 @@ export default function OverviewPage() {
         <Stat label="Requests today" value={fmtNumber(t?.requests)} />
         <Stat label="Errors today" value={fmtNumber(t?.errors)} />
         <Stat label="Spend today" value={fmtMoney(t?.costUsd)} />
-        <Stat label="Tokens today" value={t ? fmtNumber(t.tokensIn + t.tokensOut) : "—"} hint={t ? `${fmtNumber(t.tokensIn)} in, ${fmtNumber(t.tokensOut)} out` : undefined} />
+        <Stat
+          label="Tokens today"
+          value={t ? fmtNumber(t.tokensIn + t.tokensOut) : "—"}
+          hint={t ? `${fmtNumber(t.tokensIn)} in, ${fmtNumber(t.tokensOut)} out` : undefined}
+        />
         <Stat
           label="Health"
           value={health.data ? <Badge kind={stateKind(health.data.status)}>{health.data.status}</Badge> : "—"}
@@ -143,9 +148,16 @@ export default function OverviewPage() {
                 columns={[
                   { label: "Connection", render: (r) => r.connection },
                   { label: "Provider", render: (r) => r.provider },
-                  { label: "State", render: (r) => <Badge kind={r.enabled ? stateKind(r.state) : "muted"}>{r.enabled ? r.state : "disabled"}</Badge> },
+                  {
+                    label: "State",
+                    render: (r) => <Badge kind={r.enabled ? stateKind(r.state) : "muted"}>{r.enabled ? r.state : "disabled"}</Badge>
+                  },
                   { label: "Breaker", render: (r) => <Badge kind={stateKind(r.breaker)}>{r.breaker}</Badge> },
-                  { label: "24 h", class: "num", render: (r) => `${fmtNumber(r.requests24h)} (${(r.errorRate24h * 100).toFixed(1)} % errors)` }
+                  {
+                    label: "24 h",
+                    class: "num",
+                    render: (r) => `${fmtNumber(r.requests24h)} (${(r.errorRate24h * 100).toFixed(1)} % errors)`
+                  }
                 ]}
               />
             )}

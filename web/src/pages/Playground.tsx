@@ -1,15 +1,53 @@
 import { useEffect, useRef, useState } from "preact/hooks"
 import { api, errorMessage, ok } from "../api/client"
-import { Badge, Button, Checkbox, Dialog, fmtMoney, fmtMs, fmtNumber, NumberInput, Page, Section, Select, TextArea, TextInput, toast, useAction, useLoad } from "../ui"
+import {
+  Badge,
+  Button,
+  Checkbox,
+  Dialog,
+  fmtMoney,
+  fmtMs,
+  fmtNumber,
+  NumberInput,
+  Page,
+  Section,
+  Select,
+  TextArea,
+  TextInput,
+  toast,
+  useAction,
+  useLoad
+} from "../ui"
 import { curlSnippet, pythonSnippet, type SnippetRequest, typescriptSnippet } from "./playground/snippets"
-import { authHeaders, type ChatRun, emptyRun, errorOf, estimateCost, type Params, type Price, streamChat, tokensPerSecond } from "./playground/stream"
+import {
+  authHeaders,
+  type ChatRun,
+  emptyRun,
+  errorOf,
+  estimateCost,
+  type Params,
+  type Price,
+  streamChat,
+  tokensPerSecond
+} from "./playground/stream"
 import "./Playground.css"
 
 // The playground (docs/playground.md): one workspace for the gateway's 10 endpoints, streaming
 // chat with its metrics, a compare view of up to 4 models, presets (/api/playground/presets),
 // prompt improvement (/api/playground/improve-prompt) and code to copy.
 
-const ENDPOINTS = ["chat-completions", "completions", "embeddings", "images", "audio", "speech", "transcriptions", "moderations", "rerank", "search"] as const
+const ENDPOINTS = [
+  "chat-completions",
+  "completions",
+  "embeddings",
+  "images",
+  "audio",
+  "speech",
+  "transcriptions",
+  "moderations",
+  "rerank",
+  "search"
+] as const
 type Endpoint = (typeof ENDPOINTS)[number]
 
 const PATHS: Record<Endpoint, string> = {
@@ -42,14 +80,19 @@ const KEY_STORE = "gateway.playground.key"
 type Form = { endpoint: Endpoint; model: string; system: string; prompt: string; documents: string; params: Params }
 const blank: Form = { endpoint: "chat-completions", model: "", system: "", prompt: "", documents: "", params: {} }
 
-const cleanParams = (p: Params): Params => Object.fromEntries(Object.entries(p).filter(([, v]) => v !== undefined && v !== "" && !(Array.isArray(v) && v.length === 0))) as Params
+const cleanParams = (p: Params): Params =>
+  Object.fromEntries(Object.entries(p).filter(([, v]) => v !== undefined && v !== "" && !(Array.isArray(v) && v.length === 0))) as Params
 
 /** The request body of the endpoint (multipart endpoints: the fields besides the file). */
 const bodyOf = (f: Form, model = f.model): Record<string, unknown> => {
   const params = cleanParams(f.params)
   switch (f.endpoint) {
     case "chat-completions":
-      return { model, messages: [...(f.system.trim() ? [{ role: "system", content: f.system }] : []), { role: "user", content: f.prompt }], ...params }
+      return {
+        model,
+        messages: [...(f.system.trim() ? [{ role: "system", content: f.system }] : []), { role: "user", content: f.prompt }],
+        ...params
+      }
     case "completions":
       return { model, prompt: f.system.trim() ? `${f.system}\n\n${f.prompt}` : f.prompt, ...params }
     case "embeddings":
@@ -95,7 +138,9 @@ const Metrics = (p: { run: ChatRun; prices: ReadonlyArray<Price> }) => {
       </div>
       <div>
         <dt>Tokens {r.reported ? "(in / out)" : "(out, estimated)"}</dt>
-        <dd data-metric="tokens">{r.reported ? `${fmtNumber(r.promptTokens)} / ${fmtNumber(r.completionTokens)}` : fmtNumber(r.completionTokens)}</dd>
+        <dd data-metric="tokens">
+          {r.reported ? `${fmtNumber(r.promptTokens)} / ${fmtNumber(r.completionTokens)}` : fmtNumber(r.completionTokens)}
+        </dd>
       </div>
       <div>
         <dt>Cost (estimate)</dt>
@@ -139,10 +184,14 @@ const ChatColumn = (p: { run: ChatRun; prompt: string; prices: ReadonlyArray<Pri
   </div>
 )
 
-type Other = { kind: "json"; endpoint: Endpoint; body: any } | { kind: "audio"; url: string; captions: string } | { kind: "error"; message: string }
+type Other =
+  | { kind: "json"; endpoint: Endpoint; body: any }
+  | { kind: "audio"; url: string; captions: string }
+  | { kind: "error"; message: string }
 
 /** The spoken text as a caption track for the generated speech. */
-const captionsOf = (text: string) => URL.createObjectURL(new Blob([`WEBVTT\n\n00:00.000 --> 99:59:59.000\n${text.replace(/-->/g, "→")}\n`], { type: "text/vtt" }))
+const captionsOf = (text: string) =>
+  URL.createObjectURL(new Blob([`WEBVTT\n\n00:00.000 --> 99:59:59.000\n${text.replace(/-->/g, "→")}\n`], { type: "text/vtt" }))
 
 const OtherResult = (p: { result: Other }) => {
   const r = p.result
@@ -231,7 +280,8 @@ const lineDiff = (before: string, after: string): Array<{ kind: "same" | "del" |
   const n = a.length
   const m = b.length
   const lcs: number[][] = Array.from({ length: n + 1 }, () => new Array<number>(m + 1).fill(0))
-  for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--) lcs[i]![j] = a[i] === b[j] ? lcs[i + 1]![j + 1]! + 1 : Math.max(lcs[i + 1]![j]!, lcs[i]![j + 1]!)
+  for (let i = n - 1; i >= 0; i--)
+    for (let j = m - 1; j >= 0; j--) lcs[i]![j] = a[i] === b[j] ? lcs[i + 1]![j + 1]! + 1 : Math.max(lcs[i + 1]![j]!, lcs[i]![j + 1]!)
   const out: Array<{ kind: "same" | "del" | "add"; text: string }> = []
   let i = 0
   let j = 0
@@ -272,7 +322,9 @@ export default function PlaygroundPage() {
   const [other, setOther] = useState<Other | undefined>()
   const [file, setFile] = useState<File | undefined>()
   const [busy, setBusy] = useState(false)
-  const [improved, setImproved] = useState<{ improvedSystem?: string; improvedPrompt?: string; tokensIn: number; tokensOut: number } | undefined>()
+  const [improved, setImproved] = useState<
+    { improvedSystem?: string; improvedPrompt?: string; tokensIn: number; tokensOut: number } | undefined
+  >()
   const [tone, setTone] = useState<"neutral" | "concise" | "detailed" | "formal" | "friendly" | "precise">("neutral")
   const [snippetLang, setSnippetLang] = useState<"curl" | "python" | "typescript">("curl")
   const [presetName, setPresetName] = useState("")
@@ -312,7 +364,11 @@ export default function PlaygroundPage() {
         const current: ChatRun[] = chosen.map(emptyRun)
         setRuns(current)
         // Each column streams on its own; one failing stops none of the others.
-        await Promise.all(chosen.map((m, i) => streamChat(bodyOf(form, m), key, (r) => setRuns((rs) => rs.map((x, j) => (j === i ? r : x))), controller.signal)))
+        await Promise.all(
+          chosen.map((m, i) =>
+            streamChat(bodyOf(form, m), key, (r) => setRuns((rs) => rs.map((x, j) => (j === i ? r : x))), controller.signal)
+          )
+        )
         return
       }
       setRuns([])
@@ -333,7 +389,8 @@ export default function PlaygroundPage() {
         })
       }
       if (!res.ok) return setOther({ kind: "error", message: await errorOf(res) })
-      if (form.endpoint === "speech") return setOther({ kind: "audio", url: URL.createObjectURL(await res.blob()), captions: captionsOf(form.prompt) })
+      if (form.endpoint === "speech")
+        return setOther({ kind: "audio", url: URL.createObjectURL(await res.blob()), captions: captionsOf(form.prompt) })
       setOther({ kind: "json", endpoint: form.endpoint, body: await res.json() })
     } catch (e) {
       setOther({ kind: "error", message: (e as Error).name === "AbortError" ? "stopped" : `the request failed: ${(e as Error).message}` })
@@ -344,7 +401,11 @@ export default function PlaygroundPage() {
 
   const improve = () =>
     void run(() =>
-      ok(api.POST("/api/playground/improve-prompt", { body: { prompt: form.prompt, model: form.model, tone, ...(form.system.trim() ? { system: form.system } : {}) } }))
+      ok(
+        api.POST("/api/playground/improve-prompt", {
+          body: { prompt: form.prompt, model: form.model, tone, ...(form.system.trim() ? { system: form.system } : {}) }
+        })
+      )
     ).then((r) => r && setImproved(r))
 
   const loadPreset = (id: string) => {
@@ -366,7 +427,13 @@ export default function PlaygroundPage() {
       () =>
         ok(
           api.POST("/api/playground/presets", {
-            body: { name: presetName.trim() || "Untitled", endpoint: form.endpoint, model: form.model, system: form.system, params_json: JSON.stringify(cleanParams(form.params)) }
+            body: {
+              name: presetName.trim() || "Untitled",
+              endpoint: form.endpoint,
+              model: form.model,
+              system: form.system,
+              params_json: JSON.stringify(cleanParams(form.params))
+            }
           })
         ),
       (p) => `Preset ${p.name} saved`
@@ -383,10 +450,14 @@ export default function PlaygroundPage() {
     ...(FILE_ENDPOINTS.has(form.endpoint) ? { fileField: "file" } : {}),
     ...(form.endpoint === "speech" ? { binary: true } : {})
   }
-  const code = snippetLang === "curl" ? curlSnippet(snippet) : snippetLang === "python" ? pythonSnippet(snippet) : typescriptSnippet(snippet)
+  const code =
+    snippetLang === "curl" ? curlSnippet(snippet) : snippetLang === "python" ? pythonSnippet(snippet) : typescriptSnippet(snippet)
 
   return (
-    <Page title="Playground" description="Try a prompt against any model the gateway routes to, compare models side by side, and copy the request as code.">
+    <Page
+      title="Playground"
+      description="Try a prompt against any model the gateway routes to, compare models side by side, and copy the request as code."
+    >
       <div class="pg-grid">
         <Section title="Request">
           <form
@@ -397,7 +468,13 @@ export default function PlaygroundPage() {
               void send()
             }}
           >
-            <Select label="Endpoint" name="endpoint" value={form.endpoint} options={ENDPOINTS.map((e) => ({ value: e, label: LABELS[e] }))} onChange={(v) => set("endpoint", v)} />
+            <Select
+              label="Endpoint"
+              name="endpoint"
+              value={form.endpoint}
+              options={ENDPOINTS.map((e) => ({ value: e, label: LABELS[e] }))}
+              onChange={(v) => set("endpoint", v)}
+            />
             <div class="field">
               <label for="pg-model">Model</label>
               <input
@@ -414,29 +491,73 @@ export default function PlaygroundPage() {
                 ))}
               </datalist>
             </div>
-            {(isChat || form.endpoint === "completions") && <TextArea label="System prompt" name="system" value={form.system} onInput={(v) => set("system", v)} rows={3} />}
+            {(isChat || form.endpoint === "completions") && (
+              <TextArea label="System prompt" name="system" value={form.system} onInput={(v) => set("system", v)} rows={3} />
+            )}
             {!FILE_ENDPOINTS.has(form.endpoint) && (
               <TextArea
-                label={form.endpoint === "rerank" || form.endpoint === "search" ? "Query" : form.endpoint === "speech" ? "Text to speak" : "Prompt"}
+                label={
+                  form.endpoint === "rerank" || form.endpoint === "search"
+                    ? "Query"
+                    : form.endpoint === "speech"
+                      ? "Text to speak"
+                      : "Prompt"
+                }
                 name="prompt"
                 value={form.prompt}
                 onInput={(v) => set("prompt", v)}
                 rows={5}
               />
             )}
-            {form.endpoint === "rerank" && <TextArea label="Documents (one a line)" name="documents" value={form.documents} onInput={(v) => set("documents", v)} rows={4} />}
+            {form.endpoint === "rerank" && (
+              <TextArea
+                label="Documents (one a line)"
+                name="documents"
+                value={form.documents}
+                onInput={(v) => set("documents", v)}
+                rows={4}
+              />
+            )}
             {FILE_ENDPOINTS.has(form.endpoint) && (
               <div class="field">
                 <label for="pg-file">Audio file</label>
-                <input id="pg-file" type="file" accept="audio/*" onChange={(e) => setFile((e.currentTarget as HTMLInputElement).files?.[0])} />
+                <input
+                  id="pg-file"
+                  type="file"
+                  accept="audio/*"
+                  onChange={(e) => setFile((e.currentTarget as HTMLInputElement).files?.[0])}
+                />
               </div>
             )}
             {(isChat || form.endpoint === "completions") && (
               <fieldset class="pg-params">
                 <legend>Parameters</legend>
-                <NumberInput label="temperature" name="temperature" min={0} max={2} step={0.1} value={form.params.temperature} onInput={(v) => setParam("temperature", v)} />
-                <NumberInput label="max_tokens" name="max_tokens" min={1} step={1} value={form.params.max_tokens} onInput={(v) => setParam("max_tokens", v)} />
-                <NumberInput label="top_p" name="top_p" min={0} max={1} step={0.05} value={form.params.top_p} onInput={(v) => setParam("top_p", v)} />
+                <NumberInput
+                  label="temperature"
+                  name="temperature"
+                  min={0}
+                  max={2}
+                  step={0.1}
+                  value={form.params.temperature}
+                  onInput={(v) => setParam("temperature", v)}
+                />
+                <NumberInput
+                  label="max_tokens"
+                  name="max_tokens"
+                  min={1}
+                  step={1}
+                  value={form.params.max_tokens}
+                  onInput={(v) => setParam("max_tokens", v)}
+                />
+                <NumberInput
+                  label="top_p"
+                  name="top_p"
+                  min={0}
+                  max={1}
+                  step={0.05}
+                  value={form.params.top_p}
+                  onInput={(v) => setParam("top_p", v)}
+                />
                 <NumberInput
                   label="presence_penalty"
                   name="presence_penalty"
@@ -459,12 +580,24 @@ export default function PlaygroundPage() {
               </fieldset>
             )}
             {isChat && (
-              <Checkbox label="Compare with other models" name="compare" checked={compare} onChange={setCompare} hint="Up to 4 models in parallel, each streaming on its own." />
+              <Checkbox
+                label="Compare with other models"
+                name="compare"
+                checked={compare}
+                onChange={setCompare}
+                hint="Up to 4 models in parallel, each streaming on its own."
+              />
             )}
             {isChat &&
               compare &&
               others.map((m, i) => (
-                <TextInput key={i} label={`Model ${i + 2}`} name={`model-${i + 2}`} value={m} onInput={(v) => setOthers((o) => o.map((x, j) => (j === i ? v : x)))} />
+                <TextInput
+                  key={i}
+                  label={`Model ${i + 2}`}
+                  name={`model-${i + 2}`}
+                  value={m}
+                  onInput={(v) => setOthers((o) => o.map((x, j) => (j === i ? v : x)))}
+                />
               ))}
             <TextInput
               label="Gateway API key (only if the gateway requires one)"
@@ -484,7 +617,13 @@ export default function PlaygroundPage() {
           </form>
           {(isChat || form.endpoint === "completions") && (
             <div class="pg-improve">
-              <Select label="Tone" name="tone" value={tone} options={["neutral", "concise", "detailed", "formal", "friendly", "precise"] as const} onChange={setTone} />
+              <Select
+                label="Tone"
+                name="tone"
+                value={tone}
+                options={["neutral", "concise", "detailed", "formal", "friendly", "precise"] as const}
+                onChange={setTone}
+              />
               <Button busy={acting} disabled={!form.prompt.trim() || !form.model.trim()} onClick={improve}>
                 Improve prompt
               </Button>
@@ -509,7 +648,10 @@ export default function PlaygroundPage() {
             label="Load a preset"
             name="preset"
             value={presetId}
-            options={[{ value: "", label: "—" }, ...(presets.data?.presets ?? []).map((p) => ({ value: p.id, label: `${p.name} (${p.endpoint})` }))]}
+            options={[
+              { value: "", label: "—" },
+              ...(presets.data?.presets ?? []).map((p) => ({ value: p.id, label: `${p.name} (${p.endpoint})` }))
+            ]}
             onChange={loadPreset}
           />
           <TextInput label="Preset name" name="preset-name" value={presetName} onInput={setPresetName} />

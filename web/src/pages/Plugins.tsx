@@ -31,7 +31,14 @@ import "./operate/operate.css"
 const loadPlugins = () => ok(api.GET("/api/plugins"))
 type Plugin = Awaited<ReturnType<typeof loadPlugins>>["plugins"][number]
 type Value = string | number | boolean
-type FieldSpec = { type: "string" | "number" | "boolean" | "select"; default?: Value; min?: number; max?: number; enum?: ReadonlyArray<string | number>; description?: string }
+type FieldSpec = {
+  type: "string" | "number" | "boolean" | "select"
+  default?: Value
+  min?: number
+  max?: number
+  enum?: ReadonlyArray<string | number>
+  description?: string
+}
 
 const stateBadge = (p: Plugin) =>
   p.state === "running" ? (
@@ -59,7 +66,9 @@ const ConfigForm = (p: { plugin: Plugin; onSaved: () => void }) => {
         ok(
           api.PATCH("/api/plugins/{name}/config", {
             params: { path: { name: p.plugin.name } },
-            body: { values: Object.fromEntries(keys.map((k) => [k, values[k] === undefined || values[k] === "" ? null : (values[k] as Value)])) }
+            body: {
+              values: Object.fromEntries(keys.map((k) => [k, values[k] === undefined || values[k] === "" ? null : (values[k] as Value)]))
+            }
           })
         ),
       () => `${p.plugin.name}: settings saved`
@@ -69,9 +78,21 @@ const ConfigForm = (p: { plugin: Plugin; onSaved: () => void }) => {
       {keys.map((k) => {
         const f = schema[k]!
         const hint = f.description
-        if (f.type === "boolean") return <Checkbox key={k} name={k} label={k} hint={hint} checked={values[k] === true} onChange={(v) => set(k, v)} />
+        if (f.type === "boolean")
+          return <Checkbox key={k} name={k} label={k} hint={hint} checked={values[k] === true} onChange={(v) => set(k, v)} />
         if (f.type === "number")
-          return <NumberInput key={k} name={k} label={k} hint={hint} min={f.min} max={f.max} value={values[k] as number | undefined} onInput={(v) => set(k, v)} />
+          return (
+            <NumberInput
+              key={k}
+              name={k}
+              label={k}
+              hint={hint}
+              min={f.min}
+              max={f.max}
+              value={values[k] as number | undefined}
+              onInput={(v) => set(k, v)}
+            />
+          )
         if (f.type === "select") {
           const numeric = typeof f.enum?.[0] === "number"
           return (
@@ -133,7 +154,8 @@ const PluginCard = (p: { plugin: Plugin; onChanged: () => void }) => {
           </p>
         )}
         <p class="muted small">
-          Permissions: {x.permissions.length > 0 ? x.permissions.join(", ") : "none"} · restarts {x.restarts} · installed {fmtDate(x.installedAt)}
+          Permissions: {x.permissions.length > 0 ? x.permissions.join(", ") : "none"} · restarts {x.restarts} · installed{" "}
+          {fmtDate(x.installedAt)}
           {x.pid !== null && ` · pid ${x.pid}`}
           {x.author && ` · by ${x.author}`}
         </p>
@@ -186,8 +208,22 @@ const InstallForm = (p: { onInstalled: () => void }) => {
     })
   return (
     <Form onSubmit={submit} label="Install a plugin">
-      <TextInput label="Folder or .tgz on the server" name="path" value={path} onInput={setPath} required wide hint="A folder with plugin.json, or a .tgz made by npm pack." />
-      <Checkbox label="Enable now" name="enable" checked={enable} onChange={setEnable} hint="Otherwise it starts only if its manifest says enabledByDefault." />
+      <TextInput
+        label="Folder or .tgz on the server"
+        name="path"
+        value={path}
+        onInput={setPath}
+        required
+        wide
+        hint="A folder with plugin.json, or a .tgz made by npm pack."
+      />
+      <Checkbox
+        label="Enable now"
+        name="enable"
+        checked={enable}
+        onChange={setEnable}
+        hint="Otherwise it starts only if its manifest says enabledByDefault."
+      />
       <div class="form-actions">
         <Button kind="primary" type="submit" busy={busy}>
           Install

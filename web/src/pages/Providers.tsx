@@ -2,7 +2,26 @@ import { useState } from "preact/hooks"
 import { api, ok } from "../api/client"
 import type { paths } from "../api/schema"
 import { Link } from "../router"
-import { Badge, Button, Checkbox, Dialog, Empty, fmtDate, fmtMs, fmtNumber, Form, Loader, NumberInput, Page, Section, Select, Table, TextInput, useAction, useLoad } from "../ui"
+import {
+  Badge,
+  Button,
+  Checkbox,
+  Dialog,
+  Empty,
+  fmtDate,
+  fmtMs,
+  fmtNumber,
+  Form,
+  Loader,
+  NumberInput,
+  Page,
+  Section,
+  Select,
+  Table,
+  TextInput,
+  useAction,
+  useLoad
+} from "../ui"
 import { NodesSection } from "./providers/Nodes"
 import { OAuthSection } from "./providers/OAuth"
 import "./Providers.css"
@@ -19,7 +38,15 @@ const FORMATS = ["", "openai-chat", "openai-responses", "anthropic", "gemini", "
 const TIERS = ["", "free", "standard", "pro", "ultra"] as const
 
 const statusKind = (c: Connection): "ok" | "bad" | "warn" | "muted" =>
-  !c.enabled ? "muted" : c.testStatus === "active" ? "ok" : c.testStatus === "error" || c.lastError ? "bad" : c.rateLimitedUntil ? "warn" : "muted"
+  !c.enabled
+    ? "muted"
+    : c.testStatus === "active"
+      ? "ok"
+      : c.testStatus === "error" || c.lastError
+        ? "bad"
+        : c.rateLimitedUntil
+          ? "warn"
+          : "muted"
 const statusText = (c: Connection) => (!c.enabled ? "disabled" : (c.testStatus ?? (c.lastError ? "error" : "not tested")))
 
 /** The result of the last test, said in words (ok, HTTP status, models, latency; or the upstream's error). */
@@ -89,9 +116,16 @@ const splitList = (s: string) =>
     .filter(Boolean)
 
 /** The add / edit form. On edit an empty API key keeps the stored one (the API never sends it back). */
-const ConnectionForm = (p: { editing: Connection | null; providers: ReadonlyArray<string>; proxies: ReadonlyArray<{ id: string; name: string }>; onDone: () => void }) => {
+const ConnectionForm = (p: {
+  editing: Connection | null
+  providers: ReadonlyArray<string>
+  proxies: ReadonlyArray<{ id: string; name: string }>
+  onDone: () => void
+}) => {
   const [f, setF] = useState<FormState>(() =>
-    p.editing ? fromConnection(p.editing) : emptyForm(p.providers.includes("openai-compatible") ? "openai-compatible" : (p.providers[0] ?? "openai"))
+    p.editing
+      ? fromConnection(p.editing)
+      : emptyForm(p.providers.includes("openai-compatible") ? "openai-compatible" : (p.providers[0] ?? "openai"))
   )
   const set =
     <K extends keyof FormState>(k: K) =>
@@ -144,7 +178,9 @@ const ConnectionForm = (p: { editing: Connection | null; providers: ReadonlyArra
 
   const validate = () =>
     check(async () => {
-      const r = await ok(api.POST("/api/providers/validate", { body: { provider: f.provider, baseUrl: f.baseUrl.trim() || null, apiKey: f.apiKey || null } }))
+      const r = await ok(
+        api.POST("/api/providers/validate", { body: { provider: f.provider, baseUrl: f.baseUrl.trim() || null, apiKey: f.apiKey || null } })
+      )
       setProbe({ id: "", name: f.name.trim() || f.provider, provider: f.provider, ...r })
     })
 
@@ -164,7 +200,12 @@ const ConnectionForm = (p: { editing: Connection | null; providers: ReadonlyArra
           hint="openai-compatible: any server that speaks the OpenAI API (base URL required)."
         />
       )}
-      <TextInput label="Name" value={f.name} onInput={set("name")} hint="Used as the model prefix (name/model). Default: the provider id." />
+      <TextInput
+        label="Name"
+        value={f.name}
+        onInput={set("name")}
+        hint="Used as the model prefix (name/model). Default: the provider id."
+      />
       <TextInput
         label="Base URL"
         type="url"
@@ -189,16 +230,37 @@ const ConnectionForm = (p: { editing: Connection | null; providers: ReadonlyArra
         }
       />
       <TextInput label="Default model" value={f.defaultModel} onInput={set("defaultModel")} placeholder="gpt-4o-mini" />
-      <TextInput label="Extra models" value={f.models} onInput={set("models")} hint="Model ids this connection serves beyond the catalog, separated by commas." wide />
+      <TextInput
+        label="Extra models"
+        value={f.models}
+        onInput={set("models")}
+        hint="Model ids this connection serves beyond the catalog, separated by commas."
+        wide
+      />
       <NumberInput label="Priority" value={f.priority} onInput={set("priority")} min={0} step={1} hint="Lower is preferred (default 1)." />
-      <NumberInput label="Max concurrent requests" value={f.maxConcurrent} onInput={set("maxConcurrent")} min={1} step={1} hint="Empty: no limit." />
+      <NumberInput
+        label="Max concurrent requests"
+        value={f.maxConcurrent}
+        onInput={set("maxConcurrent")}
+        min={1}
+        step={1}
+        hint="Empty: no limit."
+      />
       <Select
         label="Upstream format"
         value={f.upstreamFormat}
-        options={FORMATS.map((v) => ({ value: v, label: v || (p.editing ? `unchanged (${p.editing.upstreamFormat})` : "the provider's usual") }))}
+        options={FORMATS.map((v) => ({
+          value: v,
+          label: v || (p.editing ? `unchanged (${p.editing.upstreamFormat})` : "the provider's usual")
+        }))}
         onChange={set("upstreamFormat")}
       />
-      <Select label="Account tier" value={f.accountTier} options={TIERS.map((v) => ({ value: v, label: v || "standard (default)" }))} onChange={set("accountTier")} />
+      <Select
+        label="Account tier"
+        value={f.accountTier}
+        options={TIERS.map((v) => ({ value: v, label: v || "standard (default)" }))}
+        onChange={set("accountTier")}
+      />
       <Select
         label="Egress proxy"
         value={f.proxyId}
@@ -254,7 +316,9 @@ export default function ProvidersPage() {
   const list = useLoad(() => ok(api.GET("/api/providers")))
   const catalog = useLoad(() => ok(api.GET("/api/models/catalog", { params: { query: { scope: "all" } } })))
   const proxies = useLoad(() => ok(api.GET("/api/v1/management/proxies")))
-  const [dialog, setDialog] = useState<{ kind: "add" } | { kind: "edit"; c: Connection } | { kind: "models"; c: Connection } | { kind: "delete"; c: Connection } | null>(null)
+  const [dialog, setDialog] = useState<
+    { kind: "add" } | { kind: "edit"; c: Connection } | { kind: "models"; c: Connection } | { kind: "delete"; c: Connection } | null
+  >(null)
   const [results, setResults] = useState<Record<string, TestResult>>({})
   const [testing, setTesting] = useState<string | null>(null)
   const [run, busy] = useAction()
@@ -276,9 +340,10 @@ export default function ProvidersPage() {
     }
   }
   const toggle = (c: Connection) =>
-    run(() => ok(api.PUT("/api/providers/{id}", { params: { path: { id: c.id } }, body: { enabled: !c.enabled } })), `${c.name} ${c.enabled ? "disabled" : "enabled"}`).then(() =>
-      list.reload()
-    )
+    run(
+      () => ok(api.PUT("/api/providers/{id}", { params: { path: { id: c.id } }, body: { enabled: !c.enabled } })),
+      `${c.name} ${c.enabled ? "disabled" : "enabled"}`
+    ).then(() => list.reload())
   const remove = (c: Connection) =>
     run(() => ok(api.DELETE("/api/providers/{id}", { params: { path: { id: c.id } } })), `${c.name} deleted`).then(() => {
       setResults(({ [c.id]: _, ...rest }) => rest)
@@ -313,9 +378,9 @@ export default function ProvidersPage() {
                 rows={d.connections}
                 empty={
                   <Empty title="No providers yet">
-                    Press <strong>Add provider</strong>, pick the provider (or <code>openai-compatible</code> for any OpenAI-style server), paste its API key and press{" "}
-                    <strong>Check credentials</strong>; then test it here. Subscriptions that sign in with OAuth connect below. Then <Link to="/keys">create an API key</Link> for
-                    your clients.
+                    Press <strong>Add provider</strong>, pick the provider (or <code>openai-compatible</code> for any OpenAI-style server),
+                    paste its API key and press <strong>Check credentials</strong>; then test it here. Subscriptions that sign in with OAuth
+                    connect below. Then <Link to="/keys">create an API key</Link> for your clients.
                   </Empty>
                 }
                 columns={[
@@ -381,7 +446,11 @@ export default function ProvidersPage() {
       </Section>
       <OAuthSection onChange={list.reload} />
       <NodesSection />
-      <Dialog open={dialog?.kind === "add" || dialog?.kind === "edit"} title={dialog?.kind === "edit" ? `Edit ${dialog.c.name}` : "Add a provider"} onClose={close}>
+      <Dialog
+        open={dialog?.kind === "add" || dialog?.kind === "edit"}
+        title={dialog?.kind === "edit" ? `Edit ${dialog.c.name}` : "Add a provider"}
+        onClose={close}
+      >
         {(dialog?.kind === "add" || dialog?.kind === "edit") && (
           <ConnectionForm
             key={dialog.kind === "edit" ? dialog.c.id : "new"}
@@ -399,7 +468,8 @@ export default function ProvidersPage() {
         {dialog?.kind === "delete" && (
           <>
             <p>
-              <strong>{dialog.c.name}</strong> ({dialog.c.provider}) and its stored key are removed; requests for <code>{dialog.c.name}/…</code> stop routing to it.
+              <strong>{dialog.c.name}</strong> ({dialog.c.provider}) and its stored key are removed; requests for{" "}
+              <code>{dialog.c.name}/…</code> stop routing to it.
             </p>
             <div class="actions">
               <Button kind="danger" busy={busy} onClick={() => void remove(dialog.c)}>

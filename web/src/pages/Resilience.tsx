@@ -2,7 +2,24 @@ import { useState } from "preact/hooks"
 import { api, ok } from "../api/client"
 import type { paths } from "../api/schema"
 import { Link } from "../router"
-import { Badge, Button, Checkbox, Empty, fmtDate, fmtMs, Form, Loader, NumberInput, Page, Section, Table, TextInput, useAction, useInterval, useLoad } from "../ui"
+import {
+  Badge,
+  Button,
+  Checkbox,
+  Empty,
+  fmtDate,
+  fmtMs,
+  Form,
+  Loader,
+  NumberInput,
+  Page,
+  Section,
+  Table,
+  TextInput,
+  useAction,
+  useInterval,
+  useLoad
+} from "../ui"
 
 type Status = paths["/api/resilience"]["get"]["responses"][200]["content"]["application/json"]
 type Settings = Status["settings"]
@@ -35,8 +52,9 @@ const SettingsForm = (p: { settings: Settings; onSaved: () => void }) => {
     <G extends keyof Settings>(group: G, key: keyof Settings[G]) =>
     (v: boolean) =>
       setS((x) => ({ ...x, [group]: { ...x[group], [key]: v } }))
-  const breaker = (cls: "apikey" | "oauth", key: "failureThreshold" | "degradationThreshold" | "resetTimeoutMs") => (v: number | undefined) =>
-    setS((x) => ({ ...x, providerBreaker: { ...x.providerBreaker, [cls]: { ...x.providerBreaker[cls], [key]: v ?? 1 } } }))
+  const breaker =
+    (cls: "apikey" | "oauth", key: "failureThreshold" | "degradationThreshold" | "resetTimeoutMs") => (v: number | undefined) =>
+      setS((x) => ({ ...x, providerBreaker: { ...x.providerBreaker, [cls]: { ...x.providerBreaker[cls], [key]: v ?? 1 } } }))
   const [codes, setCodes] = useState(p.settings.modelLockout.errorCodes.join(", "))
   const save = () =>
     run(async () => {
@@ -60,7 +78,13 @@ const SettingsForm = (p: { settings: Settings; onSaved: () => void }) => {
   return (
     <Form onSubmit={() => void save()} label="Resilience settings">
       <h3 class="full">Circuit breakers (API-key providers)</h3>
-      <NumberInput label="Failures to open (API key)" value={s.providerBreaker.apikey.failureThreshold} onInput={breaker("apikey", "failureThreshold")} min={1} step={1} />
+      <NumberInput
+        label="Failures to open (API key)"
+        value={s.providerBreaker.apikey.failureThreshold}
+        onInput={breaker("apikey", "failureThreshold")}
+        min={1}
+        step={1}
+      />
       <NumberInput
         label="Failures to degrade (API key)"
         value={s.providerBreaker.apikey.degradationThreshold}
@@ -68,31 +92,145 @@ const SettingsForm = (p: { settings: Settings; onSaved: () => void }) => {
         min={1}
         step={1}
       />
-      <NumberInput label="Reset timeout (API key)" value={s.providerBreaker.apikey.resetTimeoutMs} onInput={breaker("apikey", "resetTimeoutMs")} min={0} step={1} hint={ms} />
+      <NumberInput
+        label="Reset timeout (API key)"
+        value={s.providerBreaker.apikey.resetTimeoutMs}
+        onInput={breaker("apikey", "resetTimeoutMs")}
+        min={0}
+        step={1}
+        hint={ms}
+      />
       <h3 class="full">Circuit breakers (OAuth providers)</h3>
-      <NumberInput label="Failures to open (OAuth)" value={s.providerBreaker.oauth.failureThreshold} onInput={breaker("oauth", "failureThreshold")} min={1} step={1} />
-      <NumberInput label="Failures to degrade (OAuth)" value={s.providerBreaker.oauth.degradationThreshold} onInput={breaker("oauth", "degradationThreshold")} min={1} step={1} />
-      <NumberInput label="Reset timeout (OAuth)" value={s.providerBreaker.oauth.resetTimeoutMs} onInput={breaker("oauth", "resetTimeoutMs")} min={0} step={1} hint={ms} />
+      <NumberInput
+        label="Failures to open (OAuth)"
+        value={s.providerBreaker.oauth.failureThreshold}
+        onInput={breaker("oauth", "failureThreshold")}
+        min={1}
+        step={1}
+      />
+      <NumberInput
+        label="Failures to degrade (OAuth)"
+        value={s.providerBreaker.oauth.degradationThreshold}
+        onInput={breaker("oauth", "degradationThreshold")}
+        min={1}
+        step={1}
+      />
+      <NumberInput
+        label="Reset timeout (OAuth)"
+        value={s.providerBreaker.oauth.resetTimeoutMs}
+        onInput={breaker("oauth", "resetTimeoutMs")}
+        min={0}
+        step={1}
+        hint={ms}
+      />
       <h3 class="full">Connection cooldown</h3>
-      <NumberInput label="Base cooldown, API key" value={s.connectionCooldown.apiKeyBaseMs} onInput={num("connectionCooldown", "apiKeyBaseMs")} min={0} step={1} hint={ms} />
-      <NumberInput label="Base cooldown, OAuth" value={s.connectionCooldown.oauthBaseMs} onInput={num("connectionCooldown", "oauthBaseMs")} min={0} step={1} hint={ms} />
-      <NumberInput label="Longest cooldown" value={s.connectionCooldown.maxCooldownMs} onInput={num("connectionCooldown", "maxCooldownMs")} min={0} step={1} hint={ms} />
+      <NumberInput
+        label="Base cooldown, API key"
+        value={s.connectionCooldown.apiKeyBaseMs}
+        onInput={num("connectionCooldown", "apiKeyBaseMs")}
+        min={0}
+        step={1}
+        hint={ms}
+      />
+      <NumberInput
+        label="Base cooldown, OAuth"
+        value={s.connectionCooldown.oauthBaseMs}
+        onInput={num("connectionCooldown", "oauthBaseMs")}
+        min={0}
+        step={1}
+        hint={ms}
+      />
+      <NumberInput
+        label="Longest cooldown"
+        value={s.connectionCooldown.maxCooldownMs}
+        onInput={num("connectionCooldown", "maxCooldownMs")}
+        min={0}
+        step={1}
+        hint={ms}
+      />
       <h3 class="full">Model lockout</h3>
       <Checkbox label="Lock out a failing model" checked={s.modelLockout.enabled} onChange={bool("modelLockout", "enabled")} />
-      <Checkbox label="Exponential backoff" checked={s.modelLockout.useExponentialBackoff} onChange={bool("modelLockout", "useExponentialBackoff")} />
-      <NumberInput label="Base lockout" value={s.modelLockout.baseCooldownMs} onInput={num("modelLockout", "baseCooldownMs")} min={0} step={1} hint={ms} />
-      <NumberInput label="Longest lockout" value={s.modelLockout.maxCooldownMs} onInput={num("modelLockout", "maxCooldownMs")} min={0} step={1} hint={ms} />
-      <NumberInput label="Backoff steps" value={s.modelLockout.maxBackoffSteps} onInput={num("modelLockout", "maxBackoffSteps")} min={0} max={30} step={1} />
+      <Checkbox
+        label="Exponential backoff"
+        checked={s.modelLockout.useExponentialBackoff}
+        onChange={bool("modelLockout", "useExponentialBackoff")}
+      />
+      <NumberInput
+        label="Base lockout"
+        value={s.modelLockout.baseCooldownMs}
+        onInput={num("modelLockout", "baseCooldownMs")}
+        min={0}
+        step={1}
+        hint={ms}
+      />
+      <NumberInput
+        label="Longest lockout"
+        value={s.modelLockout.maxCooldownMs}
+        onInput={num("modelLockout", "maxCooldownMs")}
+        min={0}
+        step={1}
+        hint={ms}
+      />
+      <NumberInput
+        label="Backoff steps"
+        value={s.modelLockout.maxBackoffSteps}
+        onInput={num("modelLockout", "maxBackoffSteps")}
+        min={0}
+        max={30}
+        step={1}
+      />
       <TextInput label="Status codes that lock a model out" value={codes} onInput={setCodes} hint="HTTP statuses, separated by commas." />
       <h3 class="full">Combos wait for a cooldown</h3>
-      <Checkbox label="Wait instead of failing when every target cools down" checked={s.comboCooldownWait.enabled} onChange={bool("comboCooldownWait", "enabled")} />
-      <NumberInput label="Longest single wait" value={s.comboCooldownWait.maxWaitMs} onInput={num("comboCooldownWait", "maxWaitMs")} min={0} step={1} hint={ms} />
-      <NumberInput label="Total wait budget" value={s.comboCooldownWait.budgetMs} onInput={num("comboCooldownWait", "budgetMs")} min={0} step={1} hint={ms} />
-      <NumberInput label="Wait attempts" value={s.comboCooldownWait.maxAttempts} onInput={num("comboCooldownWait", "maxAttempts")} min={0} max={10} step={1} />
+      <Checkbox
+        label="Wait instead of failing when every target cools down"
+        checked={s.comboCooldownWait.enabled}
+        onChange={bool("comboCooldownWait", "enabled")}
+      />
+      <NumberInput
+        label="Longest single wait"
+        value={s.comboCooldownWait.maxWaitMs}
+        onInput={num("comboCooldownWait", "maxWaitMs")}
+        min={0}
+        step={1}
+        hint={ms}
+      />
+      <NumberInput
+        label="Total wait budget"
+        value={s.comboCooldownWait.budgetMs}
+        onInput={num("comboCooldownWait", "budgetMs")}
+        min={0}
+        step={1}
+        hint={ms}
+      />
+      <NumberInput
+        label="Wait attempts"
+        value={s.comboCooldownWait.maxAttempts}
+        onInput={num("comboCooldownWait", "maxAttempts")}
+        min={0}
+        max={10}
+        step={1}
+      />
       <h3 class="full">Queue at a connection's concurrency limit</h3>
-      <Checkbox label="Queue requests when a connection is full" checked={s.quotaShareConcurrencyLimit.enabled} onChange={bool("quotaShareConcurrencyLimit", "enabled")} />
-      <NumberInput label="Queue length" value={s.quotaShareConcurrencyLimit.maxQueue} onInput={num("quotaShareConcurrencyLimit", "maxQueue")} min={0} step={1} />
-      <NumberInput label="Queue wait" value={s.quotaShareConcurrencyLimit.waitTimeoutMs} onInput={num("quotaShareConcurrencyLimit", "waitTimeoutMs")} min={0} step={1} hint={ms} />
+      <Checkbox
+        label="Queue requests when a connection is full"
+        checked={s.quotaShareConcurrencyLimit.enabled}
+        onChange={bool("quotaShareConcurrencyLimit", "enabled")}
+      />
+      <NumberInput
+        label="Queue length"
+        value={s.quotaShareConcurrencyLimit.maxQueue}
+        onInput={num("quotaShareConcurrencyLimit", "maxQueue")}
+        min={0}
+        step={1}
+      />
+      <NumberInput
+        label="Queue wait"
+        value={s.quotaShareConcurrencyLimit.waitTimeoutMs}
+        onInput={num("quotaShareConcurrencyLimit", "waitTimeoutMs")}
+        min={0}
+        step={1}
+        hint={ms}
+      />
       <Button kind="primary" type="submit" busy={busy}>
         Save settings
       </Button>
@@ -108,7 +246,8 @@ export default function ResiliencePage() {
   const reset = (provider?: string) =>
     run(
       () => ok(api.POST("/api/resilience/reset", { body: provider ? { provider, connections: true } : { connections: true } })),
-      (r) => `Reset ${r.breakersReset} breaker${r.breakersReset === 1 ? "" : "s"} and ${r.connectionsReset} connection${r.connectionsReset === 1 ? "" : "s"}`
+      (r) =>
+        `Reset ${r.breakersReset} breaker${r.breakersReset === 1 ? "" : "s"} and ${r.connectionsReset} connection${r.connectionsReset === 1 ? "" : "s"}`
     ).then(status.reload)
   const clearCooldowns = () =>
     run(
@@ -116,9 +255,10 @@ export default function ResiliencePage() {
       (r) => `Cleared ${r.cleared} model cooldown${r.cleared === 1 ? "" : "s"}`
     ).then(status.reload)
   const clearOne = (m: Status["modelCooldowns"][number]) =>
-    run(() => ok(api.DELETE("/api/resilience/model-cooldowns", { body: { provider: m.provider, model: m.model, connection: m.connection } })), `Cleared ${m.model}`).then(
-      status.reload
-    )
+    run(
+      () => ok(api.DELETE("/api/resilience/model-cooldowns", { body: { provider: m.provider, model: m.model, connection: m.connection } })),
+      `Cleared ${m.model}`
+    ).then(status.reload)
   return (
     <Page
       title="Resilience"
@@ -137,7 +277,11 @@ export default function ResiliencePage() {
                 caption="Circuit breakers"
                 rowKey={(b) => b.key}
                 rows={d.breakers}
-                empty={<Empty title="No breakers yet">A breaker appears for each upstream once a request has been sent to it. Nothing is failing.</Empty>}
+                empty={
+                  <Empty title="No breakers yet">
+                    A breaker appears for each upstream once a request has been sent to it. Nothing is failing.
+                  </Empty>
+                }
                 columns={[
                   {
                     label: "Upstream",
@@ -191,7 +335,11 @@ export default function ResiliencePage() {
                   {
                     label: "Actions",
                     render: (c) => (
-                      <Button onClick={() => void reset(c.provider)} disabled={busy} aria-label={`Reset provider ${c.provider} (${c.name})`}>
+                      <Button
+                        onClick={() => void reset(c.provider)}
+                        disabled={busy}
+                        aria-label={`Reset provider ${c.provider} (${c.name})`}
+                      >
                         Reset provider
                       </Button>
                     )
@@ -213,7 +361,11 @@ export default function ResiliencePage() {
                 caption="Model cooldowns"
                 rowKey={(m) => `${m.connection}/${m.model}`}
                 rows={d.modelCooldowns}
-                empty={<Empty title="No model is locked out">A model that keeps failing on a connection is locked out for a while; it would be listed here.</Empty>}
+                empty={
+                  <Empty title="No model is locked out">
+                    A model that keeps failing on a connection is locked out for a while; it would be listed here.
+                  </Empty>
+                }
                 columns={[
                   { label: "Model", render: (m) => <code>{m.model}</code> },
                   { label: "Connection", render: (m) => `${m.connection} (${m.provider})` },
@@ -236,7 +388,11 @@ export default function ResiliencePage() {
                 caption="Auto exclusions"
                 rowKey={(a) => a.key}
                 rows={d.autoExclusions}
-                empty={<Empty title="Nothing excluded">Auto routing leaves out a target that keeps failing; such targets are listed here until they are tried again.</Empty>}
+                empty={
+                  <Empty title="Nothing excluded">
+                    Auto routing leaves out a target that keeps failing; such targets are listed here until they are tried again.
+                  </Empty>
+                }
                 columns={[
                   { label: "Target", render: (a) => <code>{a.key}</code> },
                   { label: "Level", class: "num", render: (a) => a.level },

@@ -55,7 +55,9 @@ const ProxySection = (p: { value: Settings["proxy"]; onSaved: () => void }) => {
   const [family, setFamily] = useState<Family>(p.value.family as Family)
   const [noProxy, setNoProxy] = useState(p.value.noProxy.join("\n"))
   const [target, setTarget] = useState("")
-  const [result, setResult] = useState<{ ok: boolean; status: number | null; latencyMs: number; error: string | null; proxy: string; family: string | null } | undefined>()
+  const [result, setResult] = useState<
+    { ok: boolean; status: number | null; latencyMs: number; error: string | null; proxy: string; family: string | null } | undefined
+  >()
   const [run, busy] = useAction()
   const [test, testing] = useAction()
   return (
@@ -63,9 +65,10 @@ const ProxySection = (p: { value: Settings["proxy"]; onSaved: () => void }) => {
       <Form
         label="Upstream proxy"
         onSubmit={() =>
-          void run(() => ok(api.PUT("/api/settings/proxy", { body: { url: url.trim() ? url.trim() : null, family, noProxy: lines(noProxy) } })), "Proxy saved").then(
-            (r) => r && p.onSaved()
-          )
+          void run(
+            () => ok(api.PUT("/api/settings/proxy", { body: { url: url.trim() ? url.trim() : null, family, noProxy: lines(noProxy) } })),
+            "Proxy saved"
+          ).then((r) => r && p.onSaved())
         }
       >
         <TextInput
@@ -76,8 +79,21 @@ const ProxySection = (p: { value: Settings["proxy"]; onSaved: () => void }) => {
           hint="http, https, socks5 or socks5h; empty: connect directly. A stored password shows as ****; leave it so to keep it."
           wide
         />
-        <Select label="Address family" value={family} options={FAMILIES} onChange={setFamily} hint="Pinning to one family has no fallback." />
-        <TextArea label="Hosts that go direct (no proxy)" value={noProxy} onInput={setNoProxy} rows={3} mono hint="One a line: a host, .domain suffix, IP, CIDR or *." />
+        <Select
+          label="Address family"
+          value={family}
+          options={FAMILIES}
+          onChange={setFamily}
+          hint="Pinning to one family has no fallback."
+        />
+        <TextArea
+          label="Hosts that go direct (no proxy)"
+          value={noProxy}
+          onInput={setNoProxy}
+          rows={3}
+          mono
+          hint="One a line: a host, .domain suffix, IP, CIDR or *."
+        />
         <Button kind="primary" type="submit" busy={busy}>
           Save proxy
         </Button>
@@ -87,19 +103,33 @@ const ProxySection = (p: { value: Settings["proxy"]; onSaved: () => void }) => {
         label="Test the proxy"
         onSubmit={() =>
           void test(() =>
-            ok(api.POST("/api/settings/proxy/test", { body: { url: target.trim(), ...(url.trim() && url.trim() !== p.value.url ? { proxy: url.trim(), family } : {}) } }))
+            ok(
+              api.POST("/api/settings/proxy/test", {
+                body: { url: target.trim(), ...(url.trim() && url.trim() !== p.value.url ? { proxy: url.trim(), family } : {}) }
+              })
+            )
           ).then((r) => r && setResult(r))
         }
       >
-        <TextInput label="URL to fetch through the proxy" type="url" value={target} onInput={setTarget} required placeholder="https://api.openai.com/v1/models" wide />
+        <TextInput
+          label="URL to fetch through the proxy"
+          type="url"
+          value={target}
+          onInput={setTarget}
+          required
+          placeholder="https://api.openai.com/v1/models"
+          wide
+        />
         <Button type="submit" busy={testing}>
           Test
         </Button>
       </Form>
       {result && (
         <p class={`result ${result.ok ? "result-ok" : "result-bad"}`} role="status">
-          {result.ok ? <Badge kind="ok">reached</Badge> : <Badge kind="bad">failed</Badge>} via <code class="mono wrap">{result.proxy}</code>
-          {result.status !== null ? ` · HTTP ${result.status}` : ""} · {Math.round(result.latencyMs)} ms{result.family ? ` · ${result.family}` : ""}
+          {result.ok ? <Badge kind="ok">reached</Badge> : <Badge kind="bad">failed</Badge>} via{" "}
+          <code class="mono wrap">{result.proxy}</code>
+          {result.status !== null ? ` · HTTP ${result.status}` : ""} · {Math.round(result.latencyMs)} ms
+          {result.family ? ` · ${result.family}` : ""}
           {result.error ? ` · ${result.error}` : ""}
         </p>
       )}
@@ -109,7 +139,16 @@ const ProxySection = (p: { value: Settings["proxy"]; onSaved: () => void }) => {
 
 // ---------------------------------------------------------------- proxy registry
 
-type ProxyForm = { name: string; type: "http" | "https" | "socks5"; host: string; port: number | undefined; username: string; password: string; family: Family; free: boolean }
+type ProxyForm = {
+  name: string
+  type: "http" | "https" | "socks5"
+  host: string
+  port: number | undefined
+  username: string
+  password: string
+  family: Family
+  free: boolean
+}
 const emptyProxy: ProxyForm = { name: "", type: "http", host: "", port: 3128, username: "", password: "", family: "auto", free: false }
 
 const ProxyFields = (p: { value: ProxyForm; onChange: (v: ProxyForm) => void; editing: boolean }) => {
@@ -163,7 +202,9 @@ const ProxyRegistry = () => {
             caption="Registered proxies"
             rows={data.proxies}
             rowKey={(x) => x.id}
-            empty={<Empty title="No proxies registered">Add one below; a provider connection then names it to send its calls through it.</Empty>}
+            empty={
+              <Empty title="No proxies registered">Add one below; a provider connection then names it to send its calls through it.</Empty>
+            }
             columns={[
               { label: "Name", render: (x) => <strong>{x.name}</strong> },
               { label: "URL", render: (x) => <code class="mono wrap">{x.url}</code> },
@@ -178,7 +219,16 @@ const ProxyRegistry = () => {
                       onClick={() =>
                         setEditing({
                           id: x.id,
-                          form: { name: x.name, type: x.type, host: x.host, port: x.port, username: x.username ?? "", password: "", family: x.family, free: x.free }
+                          form: {
+                            name: x.name,
+                            type: x.type,
+                            host: x.host,
+                            port: x.port,
+                            username: x.username ?? "",
+                            password: "",
+                            family: x.family,
+                            free: x.free
+                          }
                         })
                       }
                       aria-label={`Edit proxy ${x.name}`}
@@ -216,13 +266,17 @@ const ProxyRegistry = () => {
           <Form
             label="Edit proxy"
             onSubmit={() =>
-              void run(() => ok(api.PATCH("/api/v1/management/proxies/{id}", { params: { path: { id: editing.id } }, body: body(editing.form, true) })), "Proxy saved").then(
-                (r) => {
-                  if (!r) return
-                  setEditing(undefined)
-                  list.reload()
-                }
-              )
+              void run(
+                () =>
+                  ok(
+                    api.PATCH("/api/v1/management/proxies/{id}", { params: { path: { id: editing.id } }, body: body(editing.form, true) })
+                  ),
+                "Proxy saved"
+              ).then((r) => {
+                if (!r) return
+                setEditing(undefined)
+                list.reload()
+              })
             }
           >
             <ProxyFields value={editing.form} onChange={(f) => setEditing({ ...editing, form: f })} editing />
@@ -264,7 +318,12 @@ const IpFilterSection = (p: { value: Settings["ipFilter"]; onSaved: () => void }
   return (
     <Form
       label="IP filter"
-      onSubmit={() => void run(() => ok(api.PUT("/api/settings/ip-filter", { body: { allow: lines(allow), deny: lines(deny) } })), "IP filter saved").then((r) => r && p.onSaved())}
+      onSubmit={() =>
+        void run(
+          () => ok(api.PUT("/api/settings/ip-filter", { body: { allow: lines(allow), deny: lines(deny) } })),
+          "IP filter saved"
+        ).then((r) => r && p.onSaved())
+      }
     >
       <TextArea
         label="Allow"
@@ -289,7 +348,12 @@ const ThinkingSection = (p: { value: Settings["thinkingBudget"]; onSaved: () => 
   const [v, setV] = useState(p.value)
   const [run, busy] = useAction()
   return (
-    <Form label="Thinking budget" onSubmit={() => void run(() => ok(api.PUT("/api/settings/thinking-budget", { body: v })), "Thinking budget saved").then((r) => r && p.onSaved())}>
+    <Form
+      label="Thinking budget"
+      onSubmit={() =>
+        void run(() => ok(api.PUT("/api/settings/thinking-budget", { body: v })), "Thinking budget saved").then((r) => r && p.onSaved())
+      }
+    >
       <Select<Mode>
         label="Mode"
         value={v.mode}
@@ -343,9 +407,10 @@ const SystemPromptSection = (p: { value: Settings["systemPrompt"]; onSaved: () =
     <Form
       label="System prompt"
       onSubmit={() =>
-        void run(() => ok(api.PUT("/api/settings/system-prompt", { body: { enabled, text, position, skipKeyIds: lines(skip) } })), "System prompt saved").then(
-          (r) => r && p.onSaved()
-        )
+        void run(
+          () => ok(api.PUT("/api/settings/system-prompt", { body: { enabled, text, position, skipKeyIds: lines(skip) } })),
+          "System prompt saved"
+        ).then((r) => r && p.onSaved())
       }
     >
       <Checkbox label="Add this system prompt to every request" checked={enabled} onChange={setEnabled} />
@@ -372,7 +437,12 @@ const LoginSection = (p: { value: boolean; onSaved: () => void }) => {
   const [on, setOn] = useState(p.value)
   const [run, busy] = useAction()
   return (
-    <Form label="Require login" onSubmit={() => void run(() => ok(api.PUT("/api/settings/require-login", { body: { requireLogin: on } })), "Saved").then((r) => r && p.onSaved())}>
+    <Form
+      label="Require login"
+      onSubmit={() =>
+        void run(() => ok(api.PUT("/api/settings/require-login", { body: { requireLogin: on } })), "Saved").then((r) => r && p.onSaved())
+      }
+    >
       <Checkbox
         label="Require a login for the dashboard and management API"
         checked={on}
@@ -416,15 +486,17 @@ const PurgeSection = () => {
       )}
       <Dialog open={confirm} title="Delete request history?" onClose={() => setConfirm(false)}>
         <p>
-          {days === undefined ? "Every usage row" : `Usage rows older than ${days} days`} will be deleted; usage charts and logs lose them. This cannot be undone (take a backup
-          first if unsure).
+          {days === undefined ? "Every usage row" : `Usage rows older than ${days} days`} will be deleted; usage charts and logs lose them.
+          This cannot be undone (take a backup first if unsure).
         </p>
         <div class="actions">
           <Button
             kind="danger"
             busy={busy}
             onClick={() =>
-              void run(() => ok(api.POST("/api/settings/purge-request-history", { body: days === undefined ? {} : { olderThanDays: days } }))).then((r) => {
+              void run(() =>
+                ok(api.POST("/api/settings/purge-request-history", { body: days === undefined ? {} : { olderThanDays: days } }))
+              ).then((r) => {
                 setConfirm(false)
                 if (r) setResult(r)
               })
@@ -453,7 +525,8 @@ const DocumentSection = (p: { value: Settings; onSaved: () => void }) => {
     }
     setError(undefined)
     void run(
-      () => (method === "PUT" ? ok(api.PUT("/api/settings", { body: body as never })) : ok(api.PATCH("/api/settings", { body: body as never }))),
+      () =>
+        method === "PUT" ? ok(api.PUT("/api/settings", { body: body as never })) : ok(api.PATCH("/api/settings", { body: body as never })),
       method === "PUT" ? "Settings replaced" : "Settings patched"
     ).then((r) => r && p.onSaved())
   }
@@ -483,7 +556,10 @@ const DocumentSection = (p: { value: Settings; onSaved: () => void }) => {
 export default function SettingsPage() {
   const doc = useLoad(loadSettings)
   return (
-    <Page title="Settings" description="Gateway-wide settings; each takes effect at once. Compression settings are on the Compression page, switches on Feature flags.">
+    <Page
+      title="Settings"
+      description="Gateway-wide settings; each takes effect at once. Compression settings are on the Compression page, switches on Feature flags."
+    >
       <div class="operate">
         <Loader of={doc}>
           {(d) => {

@@ -19,10 +19,13 @@ const loadScopes = async () => {
           .map((s) => s.model)
           .join(", ")}`
       })),
-    ...keys.keys.filter((k) => k.shadow.length > 0).map((k) => ({ value: `key:${k.id}`, label: `key ${k.name} → ${k.shadow.map((s) => s.model).join(", ")}` }))
+    ...keys.keys
+      .filter((k) => k.shadow.length > 0)
+      .map((k) => ({ value: `key:${k.id}`, label: `key ${k.name} → ${k.shadow.map((s) => s.model).join(", ")}` }))
   ]
 }
-const loadReport = (combo: string, days: string) => ok(api.GET("/api/shadow/report", { params: { query: { combo, ...(days === "all" ? {} : { days }) } } }))
+const loadReport = (combo: string, days: string) =>
+  ok(api.GET("/api/shadow/report", { params: { query: { combo, ...(days === "all" ? {} : { days }) } } }))
 
 /** A combo's shadow targets (its config is free-form in the listing). */
 const shadowOf = (c: { config: unknown }): ReadonlyArray<{ model: string; sampleRate: number }> =>
@@ -45,7 +48,9 @@ const ReportView = (p: { combo: string; days: string }) => {
             />
           </div>
           {r.targets.length === 0 ? (
-            <Empty title="No pairs yet">Requests to {p.combo} are sampled as they come; pairs appear once their shadow calls have answered.</Empty>
+            <Empty title="No pairs yet">
+              Requests to {p.combo} are sampled as they come; pairs appear once their shadow calls have answered.
+            </Empty>
           ) : (
             r.targets.map((t) => <TargetCard key={t.shadowModel} t={t} />)
           )}
@@ -64,8 +69,8 @@ export default function Shadow() {
       title="Shadow traffic"
       description={
         <>
-          A sample of a combo's requests also goes to candidate models after the answer went out (its <code>config.shadow</code>), and the two answers are compared. See
-          docs/shadow.md.
+          A sample of a combo's requests also goes to candidate models after the answer went out (its <code>config.shadow</code>), and the
+          two answers are compared. See docs/shadow.md.
         </>
       }
     >

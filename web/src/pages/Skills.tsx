@@ -1,7 +1,26 @@
 import { useState } from "preact/hooks"
 import { api, ok } from "../api/client"
 import { Link } from "../router"
-import { Badge, Button, Checkbox, Dialog, Empty, fmtDate, fmtNumber, Form, Loader, Page, Section, Select, Stat, Table, TextArea, TextInput, useAction, useLoad } from "../ui"
+import {
+  Badge,
+  Button,
+  Checkbox,
+  Dialog,
+  Empty,
+  fmtDate,
+  fmtNumber,
+  Form,
+  Loader,
+  Page,
+  Section,
+  Select,
+  Stat,
+  Table,
+  TextArea,
+  TextInput,
+  useAction,
+  useLoad
+} from "../ui"
 import type { Res } from "./govern/types"
 import "./Skills.css"
 
@@ -19,7 +38,10 @@ const list = (s: string) =>
 // ---------------------------------------------------------------- the agent-skill catalog
 
 const SkillText = (p: { skill: Skill }) => {
-  const raw = useLoad(() => ok(api.GET("/api/agent-skills/{id}/raw", { params: { path: { id: p.skill.id } }, parseAs: "text" })), [p.skill.id])
+  const raw = useLoad(
+    () => ok(api.GET("/api/agent-skills/{id}/raw", { params: { path: { id: p.skill.id } }, parseAs: "text" })),
+    [p.skill.id]
+  )
   return (
     <>
       <p class="muted">
@@ -67,7 +89,9 @@ const Catalog = () => {
         </>
       }
     >
-      <p class="muted">Markdown files that teach an agent this gateway's API and CLI. Give an agent a skill's address, or inject it into prompts below.</p>
+      <p class="muted">
+        Markdown files that teach an agent this gateway's API and CLI. Give an agent a skill's address, or inject it into prompts below.
+      </p>
       {coverage.data && (
         <div class="stats">
           <Stat label="API skills" value={`${coverage.data.api.have} / ${coverage.data.api.total}`} />
@@ -78,8 +102,8 @@ const Catalog = () => {
       {report && (
         <div class="report" role="status">
           <p>
-            {report.dryRun ? "Dry run" : "Generated"} in <code>{report.dir}</code>: {report.generated.length} {report.dryRun ? "would change" : "written"},{" "}
-            {report.unchanged.length} unchanged, {report.pruned.length} pruned
+            {report.dryRun ? "Dry run" : "Generated"} in <code>{report.dir}</code>: {report.generated.length}{" "}
+            {report.dryRun ? "would change" : "written"}, {report.unchanged.length} unchanged, {report.pruned.length} pruned
             {report.orphansDetected.length > 0 && `, orphans: ${report.orphansDetected.join(", ")}`}.
           </p>
           {report.errors.length > 0 && (
@@ -150,7 +174,11 @@ const NewContextSkill = (p: { catalog: ReadonlyArray<Skill>; done: () => void })
       () =>
         ok(
           api.POST("/api/context/skills", {
-            body: { name, ...(source ? { catalogId: source } : { text }), trigger: { always, keywords: list(keywords), models: list(models) } }
+            body: {
+              name,
+              ...(source ? { catalogId: source } : { text }),
+              trigger: { always, keywords: list(keywords), models: list(models) }
+            }
           })
         ),
       (r) => `Skill ${r.name} added`
@@ -197,12 +225,15 @@ const ContextSkills = () => {
     ).then(() => skills.reload())
   const remove = (s: ContextSkill) => {
     if (!confirm(`Remove the skill ${s.name}?`)) return
-    void run(() => ok(api.DELETE("/api/context/skills/{id}", { params: { path: { id: s.id } } })), `${s.name} removed`).then(() => skills.reload())
+    void run(() => ok(api.DELETE("/api/context/skills/{id}", { params: { path: { id: s.id } } })), `${s.name} removed`).then(() =>
+      skills.reload()
+    )
   }
   return (
     <Section title="Skills injected into prompts" actions={<Button onClick={() => setCreating(true)}>Add skill</Button>}>
       <p class="muted">
-        Added to a request's system prompt when its trigger matches, within the injection budget of the <Link to="/compression">compression settings</Link>.
+        Added to a request's system prompt when its trigger matches, within the injection budget of the{" "}
+        <Link to="/compression">compression settings</Link>.
       </p>
       <Loader of={skills}>
         {(d) => (
@@ -272,7 +303,12 @@ const MemorySection = () => {
   const [run, busy] = useAction()
   const add = () =>
     void run(
-      () => ok(api.POST("/api/context/memory", { body: { text, scope, scopeId: scope === "global" ? null : scopeId.trim() || null, tags: list(tags) } })),
+      () =>
+        ok(
+          api.POST("/api/context/memory", {
+            body: { text, scope, scopeId: scope === "global" ? null : scopeId.trim() || null, tags: list(tags) }
+          })
+        ),
       "Memory saved"
     ).then((r) => {
       if (!r) return
@@ -281,10 +317,14 @@ const MemorySection = () => {
       memory.reload()
     })
   const toggle = (m: Memory) =>
-    void run(() => ok(api.PUT("/api/context/memory/{id}", { params: { path: { id: m.id } }, body: { enabled: !m.enabled } }))).then(() => memory.reload())
+    void run(() => ok(api.PUT("/api/context/memory/{id}", { params: { path: { id: m.id } }, body: { enabled: !m.enabled } }))).then(() =>
+      memory.reload()
+    )
   const remove = (m: Memory) => {
     if (!confirm("Remove this memory entry?")) return
-    void run(() => ok(api.DELETE("/api/context/memory/{id}", { params: { path: { id: m.id } } })), "Memory removed").then(() => memory.reload())
+    void run(() => ok(api.DELETE("/api/context/memory/{id}", { params: { path: { id: m.id } } })), "Memory removed").then(() =>
+      memory.reload()
+    )
   }
   return (
     <Section title="Memory">
@@ -293,7 +333,9 @@ const MemorySection = () => {
         <TextArea label="Memory text" value={text} onInput={setText} rows={3} />
         <div class="filters full">
           <Select label="Scope" value={scope} options={["global", "key", "session"] as const} onChange={setScope} />
-          {scope !== "global" && <TextInput label={scope === "key" ? "API key id" : "Session id"} value={scopeId} onInput={setScopeId} required />}
+          {scope !== "global" && (
+            <TextInput label={scope === "key" ? "API key id" : "Session id"} value={scopeId} onInput={setScopeId} required />
+          )}
           <TextInput label="Tags" value={tags} onInput={setTags} hint="Comma-separated." />
         </div>
         <Button kind="primary" type="submit" busy={busy}>
@@ -306,7 +348,9 @@ const MemorySection = () => {
             caption="Memory entries"
             rowKey={(m) => m.id}
             rows={d.entries}
-            empty={<Empty title="No memory yet">Write a fact above, such as "Our services run on Node 20", and it joins every prompt.</Empty>}
+            empty={
+              <Empty title="No memory yet">Write a fact above, such as "Our services run on Node 20", and it joins every prompt.</Empty>
+            }
             columns={[
               { label: "Text", render: (m) => <span class="memory-text">{m.text}</span> },
               { label: "Scope", render: (m) => (m.scopeId ? `${m.scope}: ${m.scopeId}` : m.scope) },

@@ -1,14 +1,33 @@
 import { useState } from "preact/hooks"
 import { api, ok } from "../api/client"
 import { Link } from "../router"
-import { Badge, Button, Checkbox, Dialog, Empty, fmtDate, Form, Loader, Page, SecretOnce, Section, Select, Stat, Table, TextInput, useAction, useLoad } from "../ui"
+import {
+  Badge,
+  Button,
+  Checkbox,
+  Dialog,
+  Empty,
+  fmtDate,
+  Form,
+  Loader,
+  Page,
+  SecretOnce,
+  Section,
+  Select,
+  Stat,
+  Table,
+  TextInput,
+  useAction,
+  useLoad
+} from "../ui"
 import type { Res } from "./govern/types"
 import "./Tools.css"
 
 type Runtime = Res<"/api/cli-tools/runtime/{toolId}", "get">
 type Saved = Res<"/api/cli-tools/{tool}-settings", "post">
 
-const configKind = (s: string): "ok" | "warn" | "bad" | "muted" | "info" => (s === "configured" ? "ok" : s === "other" ? "warn" : s === "not_configured" ? "info" : "muted")
+const configKind = (s: string): "ok" | "warn" | "bad" | "muted" | "info" =>
+  s === "configured" ? "ok" : s === "other" ? "warn" : s === "not_configured" ? "info" : "muted"
 const configLabel: Record<string, string> = {
   configured: "configured",
   other: "points elsewhere",
@@ -20,7 +39,9 @@ const configLabel: Record<string, string> = {
 /** Every tool's catalog entry and status: all-statuses, then the catalog entry of each. */
 const loadTools = async (): Promise<Runtime[]> => {
   const statuses = await ok(api.GET("/api/cli-tools/all-statuses"))
-  const entries = await Promise.all(Object.keys(statuses).map((toolId) => ok(api.GET("/api/cli-tools/runtime/{toolId}", { params: { path: { toolId } } }))))
+  const entries = await Promise.all(
+    Object.keys(statuses).map((toolId) => ok(api.GET("/api/cli-tools/runtime/{toolId}", { params: { path: { toolId } } })))
+  )
   // Spec document 2, "Catalog entry fields": a tool without base-URL support is not shown.
   return entries.filter((e) => e.baseUrlSupport !== "none").sort((a, b) => a.name.localeCompare(b.name))
 }
@@ -44,7 +65,11 @@ const Configure = (p: { tool: Runtime; done: () => void }) => {
       const saved = await ok(
         api.POST("/api/cli-tools/{tool}-settings", {
           params: { path: { tool: t.id } },
-          body: { ...(apiKey && (needsKey || keyChoice === "paste") ? { apiKey } : {}), ...(model ? { model } : {}), ...(offline ? { offline: true } : {}) }
+          body: {
+            ...(apiKey && (needsKey || keyChoice === "paste") ? { apiKey } : {}),
+            ...(model ? { model } : {}),
+            ...(offline ? { offline: true } : {})
+          }
         })
       )
       return { saved, secret }
@@ -144,7 +169,10 @@ const Configure = (p: { tool: Runtime; done: () => void }) => {
       <Select
         label="Model"
         value={model}
-        options={[{ value: "", label: "the gateway's first chat model" }, ...(models.data?.models ?? []).map((m) => ({ value: m.id, label: m.id }))]}
+        options={[
+          { value: "", label: "the gateway's first chat model" },
+          ...(models.data?.models ?? []).map((m) => ({ value: m.id, label: m.id }))
+        ]}
         onChange={setModel}
         hint={
           models.data && models.data.models.length === 0 ? (
@@ -168,7 +196,8 @@ const ToolsTable = () => {
   return (
     <Section title="Coding tools on this machine" actions={<Button onClick={tools.reload}>Refresh</Button>}>
       <p class="muted">
-        Detected on the gateway's machine (its PATH and HOME). Configuring a tool writes its own configuration file so it sends its requests to <code>{location.origin}</code>.
+        Detected on the gateway's machine (its PATH and HOME). Configuring a tool writes its own configuration file so it sends its requests
+        to <code>{location.origin}</code>.
       </p>
       <Loader of={tools}>
         {(list) => (
@@ -192,7 +221,9 @@ const ToolsTable = () => {
                 render: (t) =>
                   t.status.detection.installed ? (
                     <>
-                      <Badge kind={t.status.detection.runnable ? "ok" : "warn"}>{t.status.detection.version ? `v${t.status.detection.version}` : "found"}</Badge>
+                      <Badge kind={t.status.detection.runnable ? "ok" : "warn"}>
+                        {t.status.detection.version ? `v${t.status.detection.version}` : "found"}
+                      </Badge>
                       {t.status.detection.reason && <div class="muted small">{t.status.detection.reason}</div>}
                     </>
                   ) : (
@@ -244,7 +275,8 @@ const ToolsTable = () => {
 const AcpAgents = () => {
   const agents = useLoad(() => ok(api.GET("/api/acp/agents")))
   const [run, busy] = useAction()
-  const refresh = () => void run(() => ok(api.POST("/api/acp/agents", { body: { refresh: true } })), "Agents detected again").then(() => agents.reload())
+  const refresh = () =>
+    void run(() => ok(api.POST("/api/acp/agents", { body: { refresh: true } })), "Agents detected again").then(() => agents.reload())
   return (
     <Section
       title="ACP agents"
@@ -268,7 +300,12 @@ const AcpAgents = () => {
               columns={[
                 { label: "Agent", render: (a) => a.name },
                 { label: "Command", render: (a) => <code>{[a.binary, ...a.args].join(" ")}</code> },
-                { label: "Installed", render: (a) => <Badge kind={a.installed ? "ok" : "muted"}>{a.installed ? (a.version ? `v${a.version}` : "yes") : "not found"}</Badge> },
+                {
+                  label: "Installed",
+                  render: (a) => (
+                    <Badge kind={a.installed ? "ok" : "muted"}>{a.installed ? (a.version ? `v${a.version}` : "yes") : "not found"}</Badge>
+                  )
+                },
                 { label: "Kind", render: (a) => (a.isCustom ? "custom" : "built in") }
               ]}
             />
@@ -307,7 +344,8 @@ const Mcp = () => {
               <Stat label="Protocol" value={s.latestProtocolVersion} />
             </div>
             <p class="muted">
-              {s.restartedAt ? `Restarted ${fmtDate(s.restartedAt)}` : `Running since ${fmtDate(s.startedAt)}`}; scopes {s.enforceScopes ? "enforced" : "not enforced"}.
+              {s.restartedAt ? `Restarted ${fmtDate(s.restartedAt)}` : `Running since ${fmtDate(s.startedAt)}`}; scopes{" "}
+              {s.enforceScopes ? "enforced" : "not enforced"}.
             </p>
             <ul>
               {s.transports.map((t) => (

@@ -13,14 +13,20 @@ import "./Tunnels.css"
 // here goes with one call and is cleared; the authtoken is never shown back.
 
 const loadAll = async () => {
-  const [quick, token, mesh] = await Promise.all([ok(api.GET("/api/tunnels/quick")), ok(api.GET("/api/tunnels/token")), ok(api.GET("/api/tunnels/mesh"))])
+  const [quick, token, mesh] = await Promise.all([
+    ok(api.GET("/api/tunnels/quick")),
+    ok(api.GET("/api/tunnels/token")),
+    ok(api.GET("/api/tunnels/mesh"))
+  ])
   return { quick, token, mesh }
 }
 type All = Awaited<ReturnType<typeof loadAll>>
 type Status = All["quick"] & { tunnelUrl?: string | null; funnelNotEnabled?: boolean; enableUrl?: string }
 
 const phaseBadge = (phase: Status["phase"]) => (
-  <Badge kind={phase === "running" ? "ok" : phase === "error" ? "bad" : phase === "stopped" ? "muted" : "warn"}>{phase.replace("_", " ")}</Badge>
+  <Badge kind={phase === "running" ? "ok" : phase === "error" ? "bad" : phase === "stopped" ? "muted" : "warn"}>
+    {phase.replace("_", " ")}
+  </Badge>
 )
 
 const copy = (text: string) =>
@@ -63,7 +69,12 @@ const Address = (p: { status: Status }) => {
       {apiUrl && (
         <figure class="qr">
           {/* biome-ignore lint/security/noDangerouslySetInnerHtml: the SVG is made here by the QR encoder from our own URL, not from input. */}
-          <div role="img" aria-label={`QR code of ${apiUrl}`} data-qr={apiUrl} dangerouslySetInnerHTML={{ __html: renderSVG(apiUrl, { ecc: "M", border: 2 }) }} />
+          <div
+            role="img"
+            aria-label={`QR code of ${apiUrl}`}
+            data-qr={apiUrl}
+            dangerouslySetInnerHTML={{ __html: renderSVG(apiUrl, { ecc: "M", border: 2 }) }}
+          />
           <figcaption class="muted small">Scan with a phone: the API base URL (with a gateway API key).</figcaption>
         </figure>
       )}
@@ -74,7 +85,8 @@ const Address = (p: { status: Status }) => {
 const StatusLine = (p: { status: Status }) => (
   <>
     <p>
-      {phaseBadge(p.status.phase)} {p.status.phase === "starting" && <span class="muted">Starting: the address is shown once the tunnel is registered.</span>}
+      {phaseBadge(p.status.phase)}{" "}
+      {p.status.phase === "starting" && <span class="muted">Starting: the address is shown once the tunnel is registered.</span>}
     </p>
     {p.status.lastError && (
       <p class={p.status.phase === "error" ? "result result-bad" : "result"} role="status" data-last-error>
@@ -132,7 +144,10 @@ const Token = (p: { status: Status; reload: () => void }) => {
         ) : null
       }
     >
-      <p class="muted">A tunnel of your account with the vendor (a stable domain if your account has one). The authtoken is stored encrypted and never shown again.</p>
+      <p class="muted">
+        A tunnel of your account with the vendor (a stable domain if your account has one). The authtoken is stored encrypted and never
+        shown again.
+      </p>
       <StatusLine status={p.status} />
       {!on && (
         <Form onSubmit={start} label="Start the token tunnel">
@@ -143,7 +158,9 @@ const Token = (p: { status: Status; reload: () => void }) => {
             value={token}
             onInput={setToken}
             hint={
-              p.status.phase === "needs_auth" ? "Needed: none is known yet, or the last one was refused." : "Leave empty to use the one already saved (or TOKEN_TUNNEL_AUTHTOKEN)."
+              p.status.phase === "needs_auth"
+                ? "Needed: none is known yet, or the last one was refused."
+                : "Leave empty to use the one already saved (or TOKEN_TUNNEL_AUTHTOKEN)."
             }
           />
           <div class="actions">
@@ -199,7 +216,9 @@ const Mesh = (p: { status: Status; reload: () => void }) => {
     })
   const enable = () =>
     void run(async () => {
-      await ok(api.POST("/api/tunnels/mesh/enable", { body: { ...withSudo(), ...(hostname ? { hostname } : {}), ...(port ? { port } : {}) } }))
+      await ok(
+        api.POST("/api/tunnels/mesh/enable", { body: { ...withSudo(), ...(hostname ? { hostname } : {}), ...(port ? { port } : {}) } })
+      )
       p.reload()
       check.reload()
     })
@@ -213,7 +232,9 @@ const Mesh = (p: { status: Status; reload: () => void }) => {
   const on = p.status.phase !== "stopped"
   return (
     <Section title="Mesh funnel" actions={<Button onClick={check.reload}>Check again</Button>}>
-      <p class="muted">Your machine's stable address on a mesh VPN (https://&lt;machine&gt;.&lt;network&gt;.ts.net/), opened to the internet by its funnel.</p>
+      <p class="muted">
+        Your machine's stable address on a mesh VPN (https://&lt;machine&gt;.&lt;network&gt;.ts.net/), opened to the internet by its funnel.
+      </p>
       <StatusLine status={p.status} />
       {p.status.funnelNotEnabled && p.status.enableUrl && (
         <p class="result" role="status">
@@ -228,7 +249,8 @@ const Mesh = (p: { status: Status; reload: () => void }) => {
         {(c) => (
           <ol class="steps" aria-label="Mesh setup">
             <li data-step="install">
-              {c.installed ? <Badge kind="ok">installed</Badge> : <Badge kind="warn">not installed</Badge>} The mesh CLI{c.version ? ` ${c.version}` : ""}{" "}
+              {c.installed ? <Badge kind="ok">installed</Badge> : <Badge kind="warn">not installed</Badge>} The mesh CLI
+              {c.version ? ` ${c.version}` : ""}{" "}
               {!c.installed && (
                 <Button busy={busy} onClick={install}>
                   Install
@@ -244,7 +266,8 @@ const Mesh = (p: { status: Status; reload: () => void }) => {
               )}
             </li>
             <li data-step="login">
-              {c.loggedIn ? <Badge kind="ok">logged in</Badge> : <Badge kind="warn">not logged in</Badge>} {c.dnsName ? <code class="mono">{c.dnsName}</code> : "Your account"}{" "}
+              {c.loggedIn ? <Badge kind="ok">logged in</Badge> : <Badge kind="warn">not logged in</Badge>}{" "}
+              {c.dnsName ? <code class="mono">{c.dnsName}</code> : "Your account"}{" "}
               {c.daemonRunning && !c.loggedIn && (
                 <Button busy={busy} onClick={login}>
                   Log in
@@ -271,7 +294,14 @@ const Mesh = (p: { status: Status; reload: () => void }) => {
         </pre>
       )}
       <Form onSubmit={on ? disable : enable} label={on ? "Stop the mesh funnel" : "Start the mesh funnel"}>
-        {!on && <TextInput label="Machine name (optional)" value={hostname} onInput={setHostname} hint="One DNS label; changes this machine's name on the mesh." />}
+        {!on && (
+          <TextInput
+            label="Machine name (optional)"
+            value={hostname}
+            onInput={setHostname}
+            hint="One DNS label; changes this machine's name on the mesh."
+          />
+        )}
         {!on && <NumberInput label="Local port (optional)" value={port} onInput={setPort} hint="Default: the gateway's own port." />}
         <TextInput
           label="sudo password (optional)"

@@ -2,7 +2,24 @@ import { useMemo, useState } from "preact/hooks"
 import { api, ok } from "../api/client"
 import { Bars, TimeChart } from "../chart"
 import { Link, navigate, useLocation } from "../router"
-import { Badge, Button, ErrorBox, Empty, fmtMoney, fmtMs, fmtNumber, Form, Loader, Page, Section, Select, Stat, Table, TextInput, useLoad } from "../ui"
+import {
+  Badge,
+  Button,
+  ErrorBox,
+  Empty,
+  fmtMoney,
+  fmtMs,
+  fmtNumber,
+  Form,
+  Loader,
+  Page,
+  Section,
+  Select,
+  Stat,
+  Table,
+  TextInput,
+  useLoad
+} from "../ui"
 import "./Usage.css"
 
 // Usage & cost: requests, tokens and cost over a range (by hour or day), rankings by model,
@@ -50,7 +67,14 @@ const useQueryRange = () => {
     const to = query.get("to") ?? new Date(now).toISOString().slice(0, 10)
     const fromMs = Date.parse(`${from}T00:00:00Z`)
     const toMs = Math.max(fromMs, Date.parse(`${to}T23:59:59Z`))
-    return { range, fromText: from, toText: to, from: fromMs, to: toMs, bucket: (toMs - fromMs <= 2 * DAY ? "hour" : "day") as "hour" | "day" }
+    return {
+      range,
+      fromText: from,
+      toText: to,
+      from: fromMs,
+      to: toMs,
+      bucket: (toMs - fromMs <= 2 * DAY ? "hour" : "day") as "hour" | "day"
+    }
   }
   const r = RANGES.find((x) => x.value === range)!
   // Rounded to the minute, so re-renders reuse the same query.
@@ -125,7 +149,11 @@ export default function UsagePage() {
   const plain = (k: string | null) => k ?? "unknown"
   const unit = r.bucket === "hour" ? "hour" : "day"
   return (
-    <Page title="Usage & cost" description="Requests, tokens and spend through this gateway." actions={<RangePicker range={r.range} fromText={r.fromText} toText={r.toText} />}>
+    <Page
+      title="Usage & cost"
+      description="Requests, tokens and spend through this gateway."
+      actions={<RangePicker range={r.range} fromText={r.fromText} toText={r.toText} />}
+    >
       <ErrorBox error={series.error} retry={series.reload} />
       <div class="stats" aria-label="Totals for the range">
         <Stat label="Requests" value={fmtNumber(t?.requests)} hint={t ? `${fmtNumber(t.errors)} errors` : undefined} />
@@ -179,7 +207,10 @@ export default function UsagePage() {
               rows={[...h.rows].sort((a, b) => b.requests - a.requests)}
               empty={<Empty title="Nothing yet">Models appear here once requests go through.</Empty>}
               columns={[
-                { label: "Model", render: (x) => (x.key ? <Link to={`/logs?model=${encodeURIComponent(x.key)}`}>{x.key}</Link> : "unknown") },
+                {
+                  label: "Model",
+                  render: (x) => (x.key ? <Link to={`/logs?model=${encodeURIComponent(x.key)}`}>{x.key}</Link> : "unknown")
+                },
                 { label: "Requests", class: "num", render: (x) => fmtNumber(x.requests) },
                 { label: "Errors", class: "num", render: (x) => (x.errors > 0 ? <Badge kind="bad">{fmtNumber(x.errors)}</Badge> : "0") },
                 { label: "Tokens in", class: "num", render: (x) => fmtNumber(x.tokensIn) },

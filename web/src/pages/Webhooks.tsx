@@ -1,6 +1,23 @@
 import { useState } from "preact/hooks"
 import { api, ok } from "../api/client"
-import { Badge, Button, Checkbox, Confirm, Dialog, Empty, fmtDate, Form, Loader, Page, SecretOnce, Section, Table, TextInput, useAction, useLoad } from "../ui"
+import {
+  Badge,
+  Button,
+  Checkbox,
+  Confirm,
+  Dialog,
+  Empty,
+  fmtDate,
+  Form,
+  Loader,
+  Page,
+  SecretOnce,
+  Section,
+  Table,
+  TextInput,
+  useAction,
+  useLoad
+} from "../ui"
 import "./operate/operate.css"
 
 // Webhooks (docs/webhooks.md): signed deliveries of events to receivers the admin registers.
@@ -11,7 +28,15 @@ type Hook = Awaited<ReturnType<typeof loadHooks>>["webhooks"][number]
 type TestResult = { delivered: boolean; status: number; error: string | null }
 
 /** The events a webhook can receive (src/domain/webhooks.ts WEBHOOK_EVENTS); `*` is all of them. */
-const EVENTS = ["request.completed", "request.failed", "provider.error", "provider.recovered", "quota.exceeded", "combo.switched", "test.ping"] as const
+const EVENTS = [
+  "request.completed",
+  "request.failed",
+  "provider.error",
+  "provider.recovered",
+  "quota.exceeded",
+  "combo.switched",
+  "test.ping"
+] as const
 /** Failed deliveries in a row that disable a webhook. */
 const DISABLE_AT = 10
 
@@ -22,7 +47,15 @@ const EventPicker = (p: { value: ReadonlyArray<string>; onChange: (v: string[]) 
     <fieldset class="checks full">
       <legend>Events</legend>
       <Checkbox label="All events (*)" checked={all} onChange={(on) => p.onChange(on ? ["*"] : [])} />
-      {!all && EVENTS.map((e) => <Checkbox key={e} label={e} checked={p.value.includes(e)} onChange={(on) => p.onChange(on ? [...p.value, e] : p.value.filter((x) => x !== e))} />)}
+      {!all &&
+        EVENTS.map((e) => (
+          <Checkbox
+            key={e}
+            label={e}
+            checked={p.value.includes(e)}
+            onChange={(on) => p.onChange(on ? [...p.value, e] : p.value.filter((x) => x !== e))}
+          />
+        ))}
     </fieldset>
   )
 }
@@ -49,7 +82,12 @@ const CreateForm = (p: { onCreated: (secret: string) => void }) => {
   const [run, busy] = useAction()
   const submit = () =>
     void run(
-      () => ok(api.POST("/api/webhooks", { body: { url: url.trim(), events, ...(description.trim() ? { description: description.trim() } : {}) } })),
+      () =>
+        ok(
+          api.POST("/api/webhooks", {
+            body: { url: url.trim(), events, ...(description.trim() ? { description: description.trim() } : {}) }
+          })
+        ),
       (r) => (r.warnings?.length ? `Webhook created; these names match no event: ${r.warnings.join(", ")}` : "Webhook created")
     ).then((r) => {
       if (!r) return
@@ -60,7 +98,15 @@ const CreateForm = (p: { onCreated: (secret: string) => void }) => {
     })
   return (
     <Form onSubmit={submit} label="New webhook">
-      <TextInput label="Receiver URL" type="url" value={url} onInput={setUrl} required placeholder="https://example.com/hooks/gateway" wide />
+      <TextInput
+        label="Receiver URL"
+        type="url"
+        value={url}
+        onInput={setUrl}
+        required
+        placeholder="https://example.com/hooks/gateway"
+        wide
+      />
       <EventPicker value={events} onChange={setEvents} />
       <TextInput label="Description" value={description} onInput={setDescription} hint="Optional: what receives these events." wide />
       <Button kind="primary" type="submit" busy={busy} disabled={events.length === 0}>
@@ -126,16 +172,24 @@ export default function WebhooksPage() {
     list.reload()
   }
   const reEnable = (h: Hook) =>
-    void run(() => ok(api.PUT("/api/webhooks/{id}", { params: { path: { id: h.id } }, body: { enabled: true } })), "Webhook enabled again").then(list.reload)
+    void run(
+      () => ok(api.PUT("/api/webhooks/{id}", { params: { path: { id: h.id } }, body: { enabled: true } })),
+      "Webhook enabled again"
+    ).then(list.reload)
 
   return (
-    <Page title="Webhooks" description="Signed HTTP deliveries of gateway events (requests, provider errors and recoveries, quotas, combo switches) to your own receivers.">
+    <Page
+      title="Webhooks"
+      description="Signed HTTP deliveries of gateway events (requests, provider errors and recoveries, quotas, combo switches) to your own receivers."
+    >
       <div class="operate">
         <Section title="New webhook">
           {secret && (
             <div class="sub">
               <SecretOnce label="Signing secret" value={secret} />
-              <p class="muted small">Receivers verify each delivery's Standard Webhooks signature (webhook-signature) and X-Webhook-Signature with it.</p>
+              <p class="muted small">
+                Receivers verify each delivery's Standard Webhooks signature (webhook-signature) and X-Webhook-Signature with it.
+              </p>
               <Button kind="plain" onClick={() => setSecret(undefined)}>
                 I have copied it
               </Button>

@@ -16,7 +16,11 @@ const pct = (x: number | null) => (x === null ? "—" : `${(x * 100).toFixed(0)}
 const ShareBars = (p: { title: string; rows: ReadonlyArray<{ label: string; value: number | null }> }) => (
   <figure class="shadow-chart">
     <figcaption>{p.title}</figcaption>
-    <svg viewBox={`0 0 320 ${p.rows.length * 28}`} role="img" aria-label={`${p.title}: ${p.rows.map((r) => `${r.label} ${pct(r.value)}`).join(", ")}`}>
+    <svg
+      viewBox={`0 0 320 ${p.rows.length * 28}`}
+      role="img"
+      aria-label={`${p.title}: ${p.rows.map((r) => `${r.label} ${pct(r.value)}`).join(", ")}`}
+    >
       {p.rows.map((r, i) => (
         <g key={r.label} transform={`translate(0 ${i * 28})`}>
           <text x="0" y="17" class="shadow-label">
@@ -47,7 +51,8 @@ const JudgeBar = (p: { judge: Target["judge"] }) => {
         <rect x={w(wins) + w(ties)} y="2" width={w(losses)} height="20" class="shadow-loss" />
       </svg>
       <p class="shadow-legend">
-        <span class="shadow-key shadow-win" /> {wins} wins <span class="shadow-key shadow-tie" /> {ties} ties <span class="shadow-key shadow-loss" /> {losses} losses
+        <span class="shadow-key shadow-win" /> {wins} wins <span class="shadow-key shadow-tie" /> {ties} ties{" "}
+        <span class="shadow-key shadow-loss" /> {losses} losses
       </p>
     </figure>
   )
@@ -62,7 +67,11 @@ const IntervalChart = (p: { title: string; interval: Interval | null; format: (v
   return (
     <figure class="shadow-chart">
       <figcaption>{p.title}</figcaption>
-      <svg viewBox="0 0 320 30" role="img" aria-label={`${p.title}: mean ${p.format(i.mean)}, 95% interval ${p.format(i.low)} to ${p.format(i.high)}, ${i.n} pairs`}>
+      <svg
+        viewBox="0 0 320 30"
+        role="img"
+        aria-label={`${p.title}: mean ${p.format(i.mean)}, 95% interval ${p.format(i.low)} to ${p.format(i.high)}, ${i.n} pairs`}
+      >
         <line x1="160" x2="160" y1="0" y2="30" class="shadow-zero" />
         <rect x={x(i.low)} y="11" width={Math.max(1, x(i.high) - x(i.low))} height="8" class="shadow-range" />
         <circle cx={x(i.mean)} cy="15" r="5" class="shadow-mean" />
@@ -87,7 +96,10 @@ export const TargetCard = (p: { t: Target; baseline?: string }) => {
       <div class="stats">
         <Stat label="Pairs" value={t.pairs} hint={t.failed > 0 ? `${t.failed} shadow calls failed` : undefined} />
         <Stat label="Normalized agreement" value={pct(t.normalizedAgreement)} />
-        <Stat label="Schema valid (primary / candidate)" value={t.schemaValid ? `${pct(t.schemaValid.primary)} / ${pct(t.schemaValid.shadow)}` : "—"} />
+        <Stat
+          label="Schema valid (primary / candidate)"
+          value={t.schemaValid ? `${pct(t.schemaValid.primary)} / ${pct(t.schemaValid.shadow)}` : "—"}
+        />
       </div>
       <div class="shadow-charts">
         <ShareBars
@@ -114,7 +126,10 @@ export const TargetCard = (p: { t: Target; baseline?: string }) => {
           { label: "Primary answered", render: (w) => <span class="shadow-clip">{w.primary}</span> },
           { label: "Candidate answered", render: (w) => <span class="shadow-clip">{w.shadow}</span> },
           { label: "Similarity", render: (w) => w.similarity.toFixed(2) },
-          { label: "Judge", render: (w) => (w.judge ? <Badge kind={w.judge === "win" ? "ok" : w.judge === "loss" ? "bad" : "muted"}>{w.judge}</Badge> : "—") }
+          {
+            label: "Judge",
+            render: (w) => (w.judge ? <Badge kind={w.judge === "win" ? "ok" : w.judge === "loss" ? "bad" : "muted"}>{w.judge}</Badge> : "—")
+          }
         ]}
       />
     </Section>

@@ -27,7 +27,11 @@ const count = (v: unknown): { state: number; bypass: number } => {
     if (Array.isArray(x)) return x.forEach(walk)
     if (x === null || typeof x !== "object") return
     const o = x as Record<string, unknown>
-    if ((o["type"] === "thinking" && typeof o["signature"] === "string" && o["signature"] !== "") || (o["type"] === "redacted_thinking" && typeof o["data"] === "string")) state++
+    if (
+      (o["type"] === "thinking" && typeof o["signature"] === "string" && o["signature"] !== "") ||
+      (o["type"] === "redacted_thinking" && typeof o["data"] === "string")
+    )
+      state++
     if (typeof o["encrypted_content"] === "string") state++
     if (typeof o["thoughtSignature"] === "string") o["thoughtSignature"] === BYPASS ? bypass++ : state++
     for (const k in o) walk(o[k])
@@ -55,6 +59,7 @@ export const reasoningNotes = (client: Kept | null, upstream: Kept | null): Read
     notes.push(
       `${before.state - after.state} of ${before.state} pieces of reasoning state were not sent: this account cannot accept them (another account or provider issued them).`
     )
-  if (after.bypass > before.bypass) notes.push("Gemini's bypass value was sent for a function call whose thought signature another account issued.")
+  if (after.bypass > before.bypass)
+    notes.push("Gemini's bypass value was sent for a function call whose thought signature another account issued.")
   return notes
 }

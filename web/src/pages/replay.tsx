@@ -1,6 +1,20 @@
 import { useState } from "preact/hooks"
 import { api, ok } from "../api/client"
-import { Badge, Button, Empty, ErrorBox, Form, fmtMoney, fmtNumber, NumberInput, Stat, TextInput, useAction, useInterval, useLoad } from "../ui"
+import {
+  Badge,
+  Button,
+  Empty,
+  ErrorBox,
+  Form,
+  fmtMoney,
+  fmtNumber,
+  NumberInput,
+  Stat,
+  TextInput,
+  useAction,
+  useInterval,
+  useLoad
+} from "../ui"
 import { TargetCard } from "./comparison"
 
 // Replay (docs/replay.md): a saved inspector session sent again to candidate models, and the
@@ -51,7 +65,14 @@ export const ReplayForm = (p: { sessionId: string; onStarted: (job: Job) => void
         required
       />
       <NumberInput label="Concurrency" value={concurrency} onInput={setConcurrency} min={1} max={16} hint="Requests replayed at once." />
-      <NumberInput label="Budget (USD)" value={budget} onInput={setBudget} min={0} step="any" hint="No call starts once the replay has cost this much." />
+      <NumberInput
+        label="Budget (USD)"
+        value={budget}
+        onInput={setBudget}
+        min={0}
+        step="any"
+        hint="No call starts once the replay has cost this much."
+      />
       <div class="actions">
         <Button kind="primary" type="submit" busy={busy}>
           Start replay
@@ -68,12 +89,21 @@ export const ReplayJobView = (p: { id: string }) => {
   useInterval(() => job.data?.state === "running" && job.reload(), 1000)
   const j = job.data
   if (!j) return <ErrorBox error={job.error} retry={job.reload} />
-  const baseline = j.baseline === "recorded" ? "the recorded answer" : j.baseline === "first-model" ? `${j.models[0]}` : "the recorded answer"
+  const baseline =
+    j.baseline === "recorded" ? "the recorded answer" : j.baseline === "first-model" ? `${j.models[0]}` : "the recorded answer"
   return (
     <section aria-label={`Replay ${j.id}`}>
       <div class="stats">
-        <Stat label="Replay" value={<Badge kind={j.state === "done" ? "ok" : j.state === "running" ? "info" : "warn"}>{j.state}</Badge>} hint={j.id} />
-        <Stat label="Calls" value={`${fmtNumber(j.calls.done)} / ${fmtNumber(j.calls.total)}`} hint={j.calls.failed > 0 ? `${j.calls.failed} failed` : undefined} />
+        <Stat
+          label="Replay"
+          value={<Badge kind={j.state === "done" ? "ok" : j.state === "running" ? "info" : "warn"}>{j.state}</Badge>}
+          hint={j.id}
+        />
+        <Stat
+          label="Calls"
+          value={`${fmtNumber(j.calls.done)} / ${fmtNumber(j.calls.total)}`}
+          hint={j.calls.failed > 0 ? `${j.calls.failed} failed` : undefined}
+        />
         <Stat label="Spent" value={`${fmtMoney(j.spentUsd)} of ${fmtMoney(j.budgetUsd)}`} />
         <Stat
           label="Left out"

@@ -39,12 +39,22 @@ export const audioFamily = (c: Connection): AudioFamily | undefined =>
  * client gets this 400 naming the field.
  */
 export const unable = (message: string, param: string): Effect.Effect<never, AttemptFailed> =>
-  Effect.fail(attemptFailed(clientError(openAiChat, { status: 400, kind: "invalid_request", message, code: "unsupported_value", param }), undefined, true))
+  Effect.fail(
+    attemptFailed(
+      clientError(openAiChat, { status: 400, kind: "invalid_request", message, code: "unsupported_value", param }),
+      undefined,
+      true
+    )
+  )
 
 /**
  * What an answer is charged by, so nothing is charged twice: the tokens the upstream reported when
  * the model has token prices (Gemini, gpt-4o-transcribe), else its units (characters of input,
  * seconds of audio).
  */
-export const chargedUnits = (accounting: AccountingShape, c: Candidate, usage: Partial<Usage> | undefined, units: MediaUnits): MediaUnits =>
-  usage !== undefined && accounting.mediaCost(c.connection.provider.id, c.model, usage, {}) > 0 ? {} : units
+export const chargedUnits = (
+  accounting: AccountingShape,
+  c: Candidate,
+  usage: Partial<Usage> | undefined,
+  units: MediaUnits
+): MediaUnits => (usage !== undefined && accounting.mediaCost(c.connection.provider.id, c.model, usage, {}) > 0 ? {} : units)

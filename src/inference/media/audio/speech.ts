@@ -221,7 +221,12 @@ const bodyFailure = (e: unknown) => {
   const stalled = (e as { code?: unknown } | undefined)?.code === "UND_ERR_BODY_TIMEOUT"
   const message = stalled ? "the upstream's audio stalled" : `the upstream's audio broke off: ${ERROR_TEXT(e)}`
   return {
-    info: { status: stalled ? 504 : 502, kind: stalled ? ("stalled" as const) : ("cut" as const), message, code: stalled ? "upstream_stalled" : "stream_interrupted" },
+    info: {
+      status: stalled ? 504 : 502,
+      kind: stalled ? ("stalled" as const) : ("cut" as const),
+      message,
+      code: stalled ? "upstream_stalled" : "stream_interrupted"
+    },
     message
   }
 }
@@ -247,7 +252,15 @@ export const trySpeech =
           if (piped.error === undefined) return yield* Effect.fail(badAnswer(r, c.connection, "answered no audio"))
           const { info, message } = bodyFailure(piped.error)
           return yield* Effect.fail(
-            attemptFailed(clientError(r.format, { status: info.status, kind: "upstream", message: `${c.connection.name}: ${message}`, code: info.code }), info)
+            attemptFailed(
+              clientError(r.format, {
+                status: info.status,
+                kind: "upstream",
+                message: `${c.connection.name}: ${message}`,
+                code: info.code
+              }),
+              info
+            )
           )
         }
         const broken = piped.error === undefined ? undefined : bodyFailure(piped.error)
@@ -305,8 +318,17 @@ export const trySpeech =
           const { pcm, usage } = answer
           if (r.responseFormat === "mp3" && !MP3_RATES.has(pcm.sampleRate))
             return yield* Effect.fail(badAnswer(r, c.connection, `answered PCM at ${pcm.sampleRate} Hz, which MP3 cannot carry`))
-          const audio = r.responseFormat === "wav" ? wavOf(pcm) : r.responseFormat === "pcm" ? pcm.data : yield* Effect.promise(() => mp3Of(pcm))
-          return { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), units: chargedUnits(accounting, c, usage, units), audio } satisfies Spoken
+          const audio =
+            r.responseFormat === "wav" ? wavOf(pcm) : r.responseFormat === "pcm" ? pcm.data : yield* Effect.promise(() => mp3Of(pcm))
+          return {
+            status: 200,
+            usage,
+            ttftMs: null,
+            error: null,
+            headers: headerValue(res.headers),
+            units: chargedUnits(accounting, c, usage, units),
+            audio
+          } satisfies Spoken
         })
       }
       default:
@@ -315,7 +337,11 @@ export const trySpeech =
   }
 
 /** Gemini's answer: the audio part's PCM (or the PCM inside its WAV), and the tokens it reports. */
-const geminiAudio = (r: SpeechRequest, c: Candidate, bytes: Buffer): Effect.Effect<{ readonly pcm: Pcm; readonly usage: Partial<Usage> | undefined }, AttemptFailed> => {
+const geminiAudio = (
+  r: SpeechRequest,
+  c: Candidate,
+  bytes: Buffer
+): Effect.Effect<{ readonly pcm: Pcm; readonly usage: Partial<Usage> | undefined }, AttemptFailed> => {
   let answer: any
   try {
     answer = JSON.parse(bytes.toString("utf8"))
@@ -326,14 +352,21 @@ const geminiAudio = (r: SpeechRequest, c: Candidate, bytes: Buffer): Effect.Effe
   if (typeof blocked === "string") {
     return Effect.fail(
       attemptFailed(
-        clientError(openAiChat, { status: 400, kind: "invalid_request", message: `${c.connection.name} refused the input (${blocked})`, code: "content_blocked", param: "input" }),
+        clientError(openAiChat, {
+          status: 400,
+          kind: "invalid_request",
+          message: `${c.connection.name} refused the input (${blocked})`,
+          code: "content_blocked",
+          param: "input"
+        }),
         undefined
       )
     )
   }
   const parts: ReadonlyArray<any> = Array.isArray(answer?.candidates?.[0]?.content?.parts) ? answer.candidates[0].content.parts : []
   const inline = parts.map((p) => p?.inlineData ?? p?.inline_data).find((d) => typeof d?.data === "string")
-  if (!inline) return Effect.fail(badAnswer(r, c.connection, `answered no audio (finish reason ${answer?.candidates?.[0]?.finishReason ?? "none"})`))
+  if (!inline)
+    return Effect.fail(badAnswer(r, c.connection, `answered no audio (finish reason ${answer?.candidates?.[0]?.finishReason ?? "none"})`))
   const data = Buffer.from(inline.data, "base64")
   const mimeType = String(inline.mimeType ?? inline.mime_type ?? "")
   const pcm: Pcm | undefined = /wav/i.test(mimeType)
@@ -341,7 +374,8 @@ const geminiAudio = (r: SpeechRequest, c: Candidate, bytes: Buffer): Effect.Effe
     : /L16|pcm/i.test(mimeType) || mimeType === ""
       ? { data: data.subarray(0, data.length - (data.length % 2)), sampleRate: rateOf(mimeType), channels: 1 }
       : undefined
-  if (!pcm || pcm.data.length === 0) return Effect.fail(badAnswer(r, c.connection, `answered audio the gateway cannot read (${mimeType.slice(0, 60)})`))
+  if (!pcm || pcm.data.length === 0)
+    return Effect.fail(badAnswer(r, c.connection, `answered audio the gateway cannot read (${mimeType.slice(0, 60)})`))
   const meta = answer?.usageMetadata
   const usage =
     meta && typeof meta.promptTokenCount === "number"

@@ -101,7 +101,10 @@ const openAiTranscript = (bytes: Buffer): { transcript: Transcript; usage: Parti
         .map((w: any): Word => ({ word: w.word, start: w.start, end: w.end }))
     : undefined
   const u = answer.usage
-  const tokens = u?.type === "tokens" || num(u?.input_tokens) !== undefined ? { inputTokens: num(u.input_tokens) ?? 0, outputTokens: num(u.output_tokens) ?? 0 } : undefined
+  const tokens =
+    u?.type === "tokens" || num(u?.input_tokens) !== undefined
+      ? { inputTokens: num(u.input_tokens) ?? 0, outputTokens: num(u.output_tokens) ?? 0 }
+      : undefined
   return {
     transcript: {
       text,
@@ -151,7 +154,13 @@ const elevenLabsTranscript = (bytes: Buffer): Transcript | undefined => {
   if (text === undefined) return undefined
   const words: Array<Word> = Array.isArray(answer.words)
     ? answer.words
-        .filter((w: any) => (w?.type === undefined || w.type === "word") && typeof w?.text === "string" && num(w?.start) !== undefined && num(w?.end) !== undefined)
+        .filter(
+          (w: any) =>
+            (w?.type === undefined || w.type === "word") &&
+            typeof w?.text === "string" &&
+            num(w?.start) !== undefined &&
+            num(w?.end) !== undefined
+        )
         .map((w: any) => ({ word: w.text, start: w.start, end: w.end }))
     : []
   return { text, language: str(answer.language_code) ?? null, words }
@@ -162,7 +171,9 @@ const elevenLabsTranscript = (bytes: Buffer): Transcript | undefined => {
 /** What Gemini is asked: the transcript (or English translation) and the spoken language, as JSON. */
 const geminiInstruction = (r: TranscriptionRequest): string =>
   [
-    r.task === "transcribe" ? "Transcribe this audio verbatim, in the language it is spoken in." : "Translate the speech in this audio into English.",
+    r.task === "transcribe"
+      ? "Transcribe this audio verbatim, in the language it is spoken in."
+      : "Translate the speech in this audio into English.",
     r.language !== undefined && r.task === "transcribe" ? `The audio is in the language with ISO-639-1 code "${r.language}".` : "",
     r.prompt !== undefined ? `Context for the transcription (spellings, names, style): ${r.prompt}` : "",
     `Answer with JSON: "text" is the ${r.task === "transcribe" ? "transcript" : "English translation"} only, "language" the ISO-639-1 code of the spoken language.`
@@ -179,7 +190,9 @@ const geminiMime = (r: TranscriptionRequest): string => {
 const geminiCall = (r: TranscriptionRequest, c: Candidate, data: Buffer): CustomCall => ({
   path: `/v1beta/models/${encodeComponent(c.model)}:generateContent`,
   json: {
-    contents: [{ role: "user", parts: [{ text: geminiInstruction(r) }, { inlineData: { mimeType: geminiMime(r), data: data.toString("base64") } }] }],
+    contents: [
+      { role: "user", parts: [{ text: geminiInstruction(r) }, { inlineData: { mimeType: geminiMime(r), data: data.toString("base64") } }] }
+    ],
     generationConfig: {
       responseMimeType: "application/json",
       responseSchema: { type: "OBJECT", properties: { text: { type: "STRING" }, language: { type: "STRING" } }, required: ["text"] },
@@ -196,8 +209,14 @@ const geminiTranscript = (bytes: Buffer): { transcript: Transcript; usage: Parti
   const raw = texts.join("")
   const asked = parseJson(Buffer.from(raw, "utf8")) as any
   const meta = answer.usageMetadata
-  const usage = num(meta?.promptTokenCount) !== undefined ? { inputTokens: meta.promptTokenCount, outputTokens: num(meta.candidatesTokenCount) ?? 0 } : undefined
-  const transcript: Transcript = typeof asked?.text === "string" ? { text: asked.text.trim(), language: str(asked.language) ?? null } : { text: raw.trim(), language: null }
+  const usage =
+    num(meta?.promptTokenCount) !== undefined
+      ? { inputTokens: meta.promptTokenCount, outputTokens: num(meta.candidatesTokenCount) ?? 0 }
+      : undefined
+  const transcript: Transcript =
+    typeof asked?.text === "string"
+      ? { text: asked.text.trim(), language: str(asked.language) ?? null }
+      : { text: raw.trim(), language: null }
   return { transcript, usage }
 }
 
@@ -210,12 +229,21 @@ export const tryTranscription =
     const family = audioFamily(c.connection)
     if (family === undefined) return unable(`${c.connection.name} (${c.connection.provider.id}) has no speech-to-text API`, "model")
     if (r.task === "translate" && (family === "deepgram" || family === "elevenlabs")) {
-      return unable(`${FAMILY_NAMES[family]} (${c.connection.name}) offers no translation; use an OpenAI-compatible or Gemini model`, "model")
+      return unable(
+        `${FAMILY_NAMES[family]} (${c.connection.name}) offers no translation; use an OpenAI-compatible or Gemini model`,
+        "model"
+      )
     }
     return Effect.gen(function* () {
       // Gemini takes the audio inline (base64 in JSON): read whole for it only; the others stream it from disk.
       const call =
-        family === "openai" ? openAiCall(r, c) : family === "deepgram" ? deepgramCall(r, c) : family === "elevenlabs" ? elevenLabsCall(r, c) : geminiCall(r, c, yield* r.bytes)
+        family === "openai"
+          ? openAiCall(r, c)
+          : family === "deepgram"
+            ? deepgramCall(r, c)
+            : family === "elevenlabs"
+              ? elevenLabsCall(r, c)
+              : geminiCall(r, c, yield* r.bytes)
       const res = yield* sendMedia(inference, r, c, call)
       const bytes = yield* mediaBytes(inference, r, c.connection, res)
       const read =

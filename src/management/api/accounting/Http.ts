@@ -36,7 +36,9 @@ export const AccountingLive = HttpApiBuilder.group(ManagementApi, "accounting", 
       .handle("removeTokenLimit", ({ payload }) => Effect.map(limits.remove(payload.id), (removed) => ({ removed })))
       .handle("pricing", () => Effect.map(pricing.list, (prices) => ({ prices })))
       .handle("setPrice", ({ payload }) => pricing.setOverride(payload))
-      .handle("removePrice", ({ payload }) => Effect.map(pricing.removeOverride(payload.provider, payload.model), (removed) => ({ removed })))
+      .handle("removePrice", ({ payload }) =>
+        Effect.map(pricing.removeOverride(payload.provider, payload.model), (removed) => ({ removed }))
+      )
       .handle("cacheStats", () =>
         Effect.gen(function* () {
           const stats = yield* cache.stats
@@ -61,7 +63,9 @@ export const AccountingLive = HttpApiBuilder.group(ManagementApi, "accounting", 
         Effect.gen(function* () {
           const cleared = yield* cache.clear
           const idempotencyKeys = yield* idempotency.clear
-          yield* Effect.logInfo(`caches cleared: ${cleared.memory} in memory, ${cleared.db} in the database, ${idempotencyKeys} idempotency keys`)
+          yield* Effect.logInfo(
+            `caches cleared: ${cleared.memory} in memory, ${cleared.db} in the database, ${idempotencyKeys} idempotency keys`
+          )
           return { cleared: { memory: cleared.memory, db: cleared.db, idempotencyKeys } }
         })
       )

@@ -8,7 +8,13 @@ import { ManagementAuth } from "../Principal.js"
 /** `/api/acp/agents`: Agent Client Protocol agents, built in and custom (docs/coding-tools.md). */
 export class AcpGroup extends HttpApiGroup.make("acp")
   .add(HttpApiEndpoint.get("list", "/api/acp/agents").addSuccess(AcpAgentList))
-  .add(HttpApiEndpoint.post("change", "/api/acp/agents").setPayload(AcpAgentsRequest).addSuccess(AcpAgentList).addError(BadRequest).addError(Conflict))
+  .add(
+    HttpApiEndpoint.post("change", "/api/acp/agents")
+      .setPayload(AcpAgentsRequest)
+      .addSuccess(AcpAgentList)
+      .addError(BadRequest)
+      .addError(Conflict)
+  )
   .add(
     HttpApiEndpoint.del("remove", "/api/acp/agents")
       .setUrlParams(AcpDeleteQuery)

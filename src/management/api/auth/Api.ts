@@ -5,7 +5,13 @@ import { LoginRequest, LoginResult, SessionInfo, SetupRequest } from "../../../d
 import { BadRequest, Conflict, Forbidden, TooManyRequests, Unauthorized } from "../../../domain/errors.js"
 
 export class AuthGroup extends HttpApiGroup.make("auth")
-  .add(HttpApiEndpoint.post("login", "/api/auth/login").setPayload(LoginRequest).addSuccess(LoginResult).addError(Unauthorized).addError(TooManyRequests))
+  .add(
+    HttpApiEndpoint.post("login", "/api/auth/login")
+      .setPayload(LoginRequest)
+      .addSuccess(LoginResult)
+      .addError(Unauthorized)
+      .addError(TooManyRequests)
+  )
   .add(HttpApiEndpoint.post("logout", "/api/auth/logout").addSuccess(Schema.Struct({ ok: Schema.Boolean })))
   .add(HttpApiEndpoint.get("session", "/api/auth/session").addSuccess(SessionInfo))
   .add(

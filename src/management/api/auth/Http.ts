@@ -34,11 +34,14 @@ export const AuthLive = HttpApiBuilder.group(ManagementApi, "auth", (handlers) =
           .pipe(
             Effect.tapError((e) =>
               e._tag === "TooManyRequests"
-                ? HttpApp.appendPreResponseHandler((_req, res) => Effect.succeed(HttpServerResponse.setHeader(res, "retry-after", String(e.retryAfterSeconds))))
+                ? HttpApp.appendPreResponseHandler((_req, res) =>
+                    Effect.succeed(HttpServerResponse.setHeader(res, "retry-after", String(e.retryAfterSeconds)))
+                  )
                 : Effect.void
             )
           )
-        const secure = (source.socket as { encrypted?: boolean }).encrypted === true || (trustProxy && req.headers["x-forwarded-proto"] === "https")
+        const secure =
+          (source.socket as { encrypted?: boolean }).encrypted === true || (trustProxy && req.headers["x-forwarded-proto"] === "https")
         yield* HttpApp.appendPreResponseHandler((_req, res) =>
           Effect.succeed(
             HttpServerResponse.unsafeSetCookie(res, SESSION_COOKIE, token, {
@@ -72,7 +75,9 @@ export const AuthLive = HttpApiBuilder.group(ManagementApi, "auth", (handlers) =
           yield* setupLock.withPermits(1)(
             Effect.gen(function* () {
               if (yield* admin.hasPassword) {
-                return yield* new Conflict({ message: "an admin password is already set: log in (POST /api/auth/login); to change it run `gateway reset-password`" })
+                return yield* new Conflict({
+                  message: "an admin password is already set: log in (POST /api/auth/login); to change it run `gateway reset-password`"
+                })
               }
               yield* admin.setPassword(payload.password, "setup")
             })

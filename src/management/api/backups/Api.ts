@@ -38,5 +38,11 @@ export class BackupsGroup extends HttpApiGroup.make("backups")
       .addError(Conflict)
       .addError(ServiceUnavailable)
   )
-  .add(HttpApiEndpoint.get("exportAll", "/api/db-backups/exportAll").setUrlParams(ExportAllQuery).addSuccess(ArchiveFile).addError(BadRequest).addError(Conflict))
+  .add(
+    HttpApiEndpoint.get("exportAll", "/api/db-backups/exportAll")
+      .setUrlParams(ExportAllQuery)
+      .addSuccess(ArchiveFile)
+      .addError(BadRequest)
+      .addError(Conflict)
+  )
   .middleware(ManagementAuth) {}

@@ -71,17 +71,25 @@ export const BackupsLive = HttpApiBuilder.group(ManagementApi, "backups", (handl
     const importForm = (req: HttpServerRequest.HttpServerRequest) =>
       Effect.scoped(
         Effect.gen(function* () {
-          const form = yield* parseMultipart(req.source as http.IncomingMessage, { maxFileBytes: importLimit, maxFiles: 1, maxFields: 8 }).pipe(
-            Effect.mapError((e) => (e.status === 413 ? tooLarge() : new BadRequest({ message: `file: ${e.message}` })))
-          )
+          const form = yield* parseMultipart(req.source as http.IncomingMessage, {
+            maxFileBytes: importLimit,
+            maxFiles: 1,
+            maxFields: 8
+          }).pipe(Effect.mapError((e) => (e.status === 413 ? tooLarge() : new BadRequest({ message: `file: ${e.message}` }))))
           const upload = filesOf(form, "file")[0]
           if (!upload) {
             const text = field(form, "file")
             return yield* new BadRequest({
-              message: text === undefined ? "file: the form has no file field (send the database or archive as the 'file' part)" : "file: must be a file part, not a text field"
+              message:
+                text === undefined
+                  ? "file: the form has no file field (send the database or archive as the 'file' part)"
+                  : "file: must be a file part, not a text field"
             })
           }
-          return yield* restoreUpload(upload.path, upload.filename ? `the uploaded file ${JSON.stringify(upload.filename.slice(0, 100))}` : "the uploaded file")
+          return yield* restoreUpload(
+            upload.path,
+            upload.filename ? `the uploaded file ${JSON.stringify(upload.filename.slice(0, 100))}` : "the uploaded file"
+          )
         })
       )
 
@@ -170,7 +178,10 @@ export const BackupsLive = HttpApiBuilder.group(ManagementApi, "backups", (handl
               Effect.either,
               Effect.ensuring(Effect.sync(() => fs.closeSync(fd)))
             )
-            if (written > importLimit) return yield* Effect.fail(new PayloadTooLarge({ message: `upload exceeds ${importLimit} bytes (GATEWAY_BACKUP_IMPORT_MAX_MB)` }))
+            if (written > importLimit)
+              return yield* Effect.fail(
+                new PayloadTooLarge({ message: `upload exceeds ${importLimit} bytes (GATEWAY_BACKUP_IMPORT_MAX_MB)` })
+              )
             if (copied._tag === "Left") return yield* Effect.die(copied.left)
             return yield* restoreUpload(file, "the uploaded file")
           }).pipe(Effect.ensuring(removeFile(file)))
@@ -180,14 +191,17 @@ export const BackupsLive = HttpApiBuilder.group(ManagementApi, "backups", (handl
         Effect.gen(function* () {
           yield* available
           if (urlParams.passphrase !== undefined) {
-            return yield* new BadRequest({ message: `passphrase: send it in the X-Export-Passphrase header, not in the URL (URLs end up in logs)` })
+            return yield* new BadRequest({
+              message: `passphrase: send it in the X-Export-Passphrase header, not in the URL (URLs end up in logs)`
+            })
           }
           const req = yield* HttpServerRequest.HttpServerRequest
           const passphrase = req.headers[EXPORT_PASSPHRASE_HEADER]
           const includeKey = urlParams.includeKey === "true"
           if (includeKey && (passphrase === undefined || passphrase.length < 8)) {
             return yield* new BadRequest({
-              message: "includeKey=true needs a passphrase of at least 8 characters in the X-Export-Passphrase header: the storage key leaves the gateway only sealed with it"
+              message:
+                "includeKey=true needs a passphrase of at least 8 characters in the X-Export-Passphrase header: the storage key leaves the gateway only sealed with it"
             })
           }
           const file = yield* exportAll(includeKey ? passphrase : undefined)

@@ -10,6 +10,12 @@ import { ManagementAuth } from "../Principal.js"
  */
 export class CloudGroup extends HttpApiGroup.make("cloud")
   .add(HttpApiEndpoint.get("latest", "/api/cloud/bundles/:space").setPath(SpacePath).addSuccess(CloudBundle).addError(NotFound))
-  .add(HttpApiEndpoint.put("put", "/api/cloud/bundles/:space").setPath(SpacePath).setPayload(PutBundle).addSuccess(CloudVersionView, { status: 201 }).addError(VersionConflict))
+  .add(
+    HttpApiEndpoint.put("put", "/api/cloud/bundles/:space")
+      .setPath(SpacePath)
+      .setPayload(PutBundle)
+      .addSuccess(CloudVersionView, { status: 201 })
+      .addError(VersionConflict)
+  )
   .add(HttpApiEndpoint.get("versions", "/api/cloud/bundles/:space/versions").setPath(SpacePath).addSuccess(CloudVersionList))
   .middleware(ManagementAuth) {}

@@ -47,7 +47,9 @@ export const CombosLive = HttpApiBuilder.group(ManagementApi, "combos", (handler
       .handle("get", ({ path }) => Effect.map(combos.get(path.id), comboView))
       .handle("update", ({ path, payload }) => Effect.flatMap(actor, (a) => Effect.map(combos.update(path.id, payload, a), comboView)))
       .handle("patch", ({ path, payload }) => Effect.flatMap(actor, (a) => Effect.map(combos.update(path.id, payload, a), comboView)))
-      .handle("remove", ({ path }) => Effect.flatMap(actor, (a) => Effect.map(combos.remove(path.id, a), (c) => ({ removed: comboView(c) }))))
+      .handle("remove", ({ path }) =>
+        Effect.flatMap(actor, (a) => Effect.map(combos.remove(path.id, a), (c) => ({ removed: comboView(c) })))
+      )
   })
 )
 

@@ -15,5 +15,7 @@ export class CompatGroup extends HttpApiGroup.make("compat")
       .addError(Conflict)
       .addError(ServiceUnavailable)
   )
-  .add(HttpApiEndpoint.get("exchange", "/api/compat/exchanges/:id").setPath(CompatExchangePath).addSuccess(CompatExchange).addError(NotFound))
+  .add(
+    HttpApiEndpoint.get("exchange", "/api/compat/exchanges/:id").setPath(CompatExchangePath).addSuccess(CompatExchange).addError(NotFound)
+  )
   .middleware(ManagementAuth) {}

@@ -60,13 +60,22 @@ export const audited = <E, R>(
     const pathTarget = segments.slice(2).join("/")
     let before: unknown
     if (req.method !== "POST" && pathTarget !== "") {
-      const got = yield* Effect.either(Effect.provideService(Effect.provideService(app, HttpServerRequest.HttpServerRequest, asGet(req)), AuditSlot, slot))
+      const got = yield* Effect.either(
+        Effect.provideService(Effect.provideService(app, HttpServerRequest.HttpServerRequest, asGet(req)), AuditSlot, slot)
+      )
       if (got._tag === "Right" && got.right.status === 200) before = bodyJson(got.right)
     }
     const res = yield* Effect.provideService(guarded, AuditSlot, slot)
     const after = bodyJson(res)
     const created = after as { id?: unknown; name?: unknown } | undefined
-    const target = pathTarget !== "" ? pathTarget : typeof created?.id === "string" ? created.id : typeof created?.name === "string" ? created.name : null
+    const target =
+      pathTarget !== ""
+        ? pathTarget
+        : typeof created?.id === "string"
+          ? created.id
+          : typeof created?.name === "string"
+            ? created.name
+            : null
     const forwarded =
       flags.peekEnabled("GATEWAY_TRUST_PROXY_HEADERS") === true
         ? String(req.headers["x-forwarded-for"] ?? "")

@@ -39,7 +39,10 @@ export class ContextGroup extends HttpApiGroup.make("context")
       .setPayload(PreviewPayload)
       .addSuccess(PreviewResult)
       .addError(BadRequest)
-      .annotate(OpenApi.Summary, "A body in any wire format compressed as `mode` would: the output and the tokens before and after, per engine.")
+      .annotate(
+        OpenApi.Summary,
+        "A body in any wire format compressed as `mode` would: the output and the tokens before and after, per engine."
+      )
   )
   .add(
     HttpApiEndpoint.get("languagePacks", "/api/compression/language-packs")
@@ -52,16 +55,26 @@ export class ContextGroup extends HttpApiGroup.make("context")
       .annotate(OpenApi.Summary, "Every rule of every engine.")
   )
   .add(HttpApiEndpoint.get("cavemanConfig", "/api/context/caveman/config").addSuccess(EngineConfig))
-  .add(HttpApiEndpoint.put("setCavemanConfig", "/api/context/caveman/config").setPayload(EngineConfig).addSuccess(EngineConfig).addError(BadRequest))
+  .add(
+    HttpApiEndpoint.put("setCavemanConfig", "/api/context/caveman/config")
+      .setPayload(EngineConfig)
+      .addSuccess(EngineConfig)
+      .addError(BadRequest)
+  )
   .add(HttpApiEndpoint.get("rtkConfig", "/api/context/rtk/config").addSuccess(EngineConfig))
-  .add(HttpApiEndpoint.put("setRtkConfig", "/api/context/rtk/config").setPayload(EngineConfig).addSuccess(EngineConfig).addError(BadRequest))
+  .add(
+    HttpApiEndpoint.put("setRtkConfig", "/api/context/rtk/config").setPayload(EngineConfig).addSuccess(EngineConfig).addError(BadRequest)
+  )
   .add(HttpApiEndpoint.get("summarizeConfig", "/api/context/summarize/config").addSuccess(EngineConfig))
   .add(
     HttpApiEndpoint.put("setSummarizeConfig", "/api/context/summarize/config")
       .setPayload(EngineConfig)
       .addSuccess(EngineConfig)
       .addError(BadRequest)
-      .annotate(OpenApi.Summary, "The summarize engine: the model that writes summaries, how long a conversation must be, how many turns stay whole, background or wait.")
+      .annotate(
+        OpenApi.Summary,
+        "The summarize engine: the model that writes summaries, how long a conversation must be, how many turns stay whole, background or wait."
+      )
   )
   .add(HttpApiEndpoint.get("rtkFilters", "/api/context/rtk/filters").addSuccess(RtkFilterList))
   .add(
@@ -102,7 +115,12 @@ export class ContextGroup extends HttpApiGroup.make("context")
       .addSuccess(Schema.Struct({ removed: CompressionComboView }))
       .addError(NotFound)
   )
-  .add(HttpApiEndpoint.get("assignments", "/api/context/combos/:id/assignments").setPath(IdPath).addSuccess(CompressionAssignments).addError(NotFound))
+  .add(
+    HttpApiEndpoint.get("assignments", "/api/context/combos/:id/assignments")
+      .setPath(IdPath)
+      .addSuccess(CompressionAssignments)
+      .addError(NotFound)
+  )
   .add(
     HttpApiEndpoint.put("setAssignments", "/api/context/combos/:id/assignments")
       .setPath(IdPath)
@@ -125,9 +143,21 @@ export class ContextGroup extends HttpApiGroup.make("context")
       .addSuccess(Schema.Struct({ entries: Schema.Array(MemoryView) }))
       .addError(BadRequest)
   )
-  .add(HttpApiEndpoint.post("createMemory", "/api/context/memory").setPayload(CreateMemory).addSuccess(MemoryView, { status: 201 }).addError(BadRequest))
+  .add(
+    HttpApiEndpoint.post("createMemory", "/api/context/memory")
+      .setPayload(CreateMemory)
+      .addSuccess(MemoryView, { status: 201 })
+      .addError(BadRequest)
+  )
   .add(HttpApiEndpoint.get("memoryEntry", "/api/context/memory/:id").setPath(IdPath).addSuccess(MemoryView).addError(NotFound))
-  .add(HttpApiEndpoint.put("updateMemory", "/api/context/memory/:id").setPath(IdPath).setPayload(UpdateMemory).addSuccess(MemoryView).addError(BadRequest).addError(NotFound))
+  .add(
+    HttpApiEndpoint.put("updateMemory", "/api/context/memory/:id")
+      .setPath(IdPath)
+      .setPayload(UpdateMemory)
+      .addSuccess(MemoryView)
+      .addError(BadRequest)
+      .addError(NotFound)
+  )
   .add(
     HttpApiEndpoint.del("removeMemory", "/api/context/memory/:id")
       .setPath(IdPath)
@@ -136,7 +166,11 @@ export class ContextGroup extends HttpApiGroup.make("context")
   )
   .add(HttpApiEndpoint.get("skills", "/api/context/skills").addSuccess(Schema.Struct({ skills: Schema.Array(ContextSkillView) })))
   .add(
-    HttpApiEndpoint.post("createSkill", "/api/context/skills").setPayload(CreateContextSkill).addSuccess(ContextSkillView, { status: 201 }).addError(BadRequest).addError(Conflict)
+    HttpApiEndpoint.post("createSkill", "/api/context/skills")
+      .setPayload(CreateContextSkill)
+      .addSuccess(ContextSkillView, { status: 201 })
+      .addError(BadRequest)
+      .addError(Conflict)
   )
   .add(HttpApiEndpoint.get("skill", "/api/context/skills/:id").setPath(IdPath).addSuccess(ContextSkillView).addError(NotFound))
   .add(

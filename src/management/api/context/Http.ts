@@ -41,7 +41,9 @@ export const ContextLive = HttpApiBuilder.group(ManagementApi, "context", (handl
           Effect.flatMap(actor, (a) => store.updateCombo(path.id, payload, a))
         )
       )
-      .handle("removeCombo", ({ path }) => Effect.flatMap(actor, (a) => Effect.map(store.removeCombo(path.id, a), (removed) => ({ removed }))))
+      .handle("removeCombo", ({ path }) =>
+        Effect.flatMap(actor, (a) => Effect.map(store.removeCombo(path.id, a), (removed) => ({ removed })))
+      )
       .handle("assignments", ({ path }) => store.getAssignments(path.id))
       .handle("setAssignments", ({ path, payload }) => Effect.flatMap(actor, (a) => store.setAssignments(path.id, payload, a)))
       .handle("analytics", ({ urlParams }) => compression.analytics(urlParams))
@@ -49,11 +51,15 @@ export const ContextLive = HttpApiBuilder.group(ManagementApi, "context", (handl
       .handle("createMemory", ({ payload }) => Effect.flatMap(actor, (a) => store.createMemory(payload, a)))
       .handle("memoryEntry", ({ path }) => store.getMemory(path.id))
       .handle("updateMemory", ({ path, payload }) => Effect.flatMap(actor, (a) => store.updateMemory(path.id, payload, a)))
-      .handle("removeMemory", ({ path }) => Effect.flatMap(actor, (a) => Effect.map(store.removeMemory(path.id, a), (removed) => ({ removed }))))
+      .handle("removeMemory", ({ path }) =>
+        Effect.flatMap(actor, (a) => Effect.map(store.removeMemory(path.id, a), (removed) => ({ removed })))
+      )
       .handle("skills", () => Effect.map(store.listSkills, (skills) => ({ skills })))
       .handle("createSkill", ({ payload }) => Effect.flatMap(actor, (a) => store.createSkill(payload, catalogText, a)))
       .handle("skill", ({ path }) => store.getSkill(path.id))
       .handle("updateSkill", ({ path, payload }) => Effect.flatMap(actor, (a) => store.updateSkill(path.id, payload, a)))
-      .handle("removeSkill", ({ path }) => Effect.flatMap(actor, (a) => Effect.map(store.removeSkill(path.id, a), (removed) => ({ removed }))))
+      .handle("removeSkill", ({ path }) =>
+        Effect.flatMap(actor, (a) => Effect.map(store.removeSkill(path.id, a), (removed) => ({ removed })))
+      )
   })
 )

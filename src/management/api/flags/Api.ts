@@ -6,6 +6,11 @@ import { ManagementAuth } from "../Principal.js"
 
 export class FeatureFlagsGroup extends HttpApiGroup.make("featureFlags")
   .add(HttpApiEndpoint.get("list", "/api/settings/feature-flags").addSuccess(FeatureFlagList))
-  .add(HttpApiEndpoint.put("set", "/api/settings/feature-flags").setPayload(SetFeatureFlag).addSuccess(SetFeatureFlagResult).addError(BadRequest))
+  .add(
+    HttpApiEndpoint.put("set", "/api/settings/feature-flags")
+      .setPayload(SetFeatureFlag)
+      .addSuccess(SetFeatureFlagResult)
+      .addError(BadRequest)
+  )
   .add(HttpApiEndpoint.del("clear", "/api/settings/feature-flags").addSuccess(ClearFeatureFlagsResult))
   .middleware(ManagementAuth) {}

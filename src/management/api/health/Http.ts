@@ -8,7 +8,8 @@ const startedAt = Date.now()
 // Which process answered: with `gateway --workers N`, the worker's number (1..N) too.
 const worker = process.env.GATEWAY_WORKER_ID === undefined ? undefined : Number(process.env.GATEWAY_WORKER_ID)
 
-/** `GET /api/health/ping`: liveness, version, uptime, the answering process (pid, worker) and whether a tunnel is open, without authentication. */
+/** `GET /api/health/ping`: liveness, version, uptime, the answering process (pid, worker) and whether a tunnel is open, without
+ * authentication. */
 export const HealthLive = HttpApiBuilder.group(ManagementApi, "health", (handlers) =>
   Effect.map(Tunnels, (tunnels) =>
     handlers.handle("ping", () =>

@@ -51,7 +51,11 @@ export const InspectorLive = HttpApiBuilder.group(ManagementApi, "inspector", (h
     const filtered = (urlParams: ListFilter) => Effect.map(entriesFor(urlParams), (all) => select(all, urlParams))
     return handlers
       .handle("list", ({ urlParams }) =>
-        Effect.map(filtered(urlParams), (list) => ({ requests: list.map(summaryOf), total: list.length, bufferSize: inspector.config.bufferSize }))
+        Effect.map(filtered(urlParams), (list) => ({
+          requests: list.map(summaryOf),
+          total: list.length,
+          bufferSize: inspector.config.bufferSize
+        }))
       )
       .handle("clear", () =>
         Effect.zipRight(
@@ -68,7 +72,9 @@ export const InspectorLive = HttpApiBuilder.group(ManagementApi, "inspector", (h
           const show = urlParams.showSecrets === "true"
           if (show && inspector.config.maskSecrets) {
             // Masked before buffering: there is nothing to show.
-            return yield* Effect.fail(new Forbidden({ message: "secrets were masked before buffering (INSPECTOR_MASK_SECRETS=true): none are kept to show" }))
+            return yield* Effect.fail(
+              new Forbidden({ message: "secrets were masked before buffering (INSPECTOR_MASK_SECRETS=true): none are kept to show" })
+            )
           }
           yield* inspector.gathered
           const e = core.get(path.id, show)
@@ -76,13 +82,20 @@ export const InspectorLive = HttpApiBuilder.group(ManagementApi, "inspector", (h
           return e
         })
       )
-      .handle("replay", ({ path }) => Effect.zipRight(inspector.gathered, Effect.mapError(Effect.tryPromise({ try: () => core.replay(path.id), catch: (e) => e }), mapped)))
+      .handle("replay", ({ path }) =>
+        Effect.zipRight(
+          inspector.gathered,
+          Effect.mapError(Effect.tryPromise({ try: () => core.replay(path.id), catch: (e) => e }), mapped)
+        )
+      )
       .handle("annotate", ({ path, payload }) =>
         Effect.zipRight(
           inspector.gathered,
           Effect.suspend(() => {
             const e = core.annotate(path.id, payload.note)
-            return e ? Effect.succeed(summaryOf(e)) : Effect.fail(new NotFound({ message: `no intercepted request ${path.id} in the buffer` }))
+            return e
+              ? Effect.succeed(summaryOf(e))
+              : Effect.fail(new NotFound({ message: `no intercepted request ${path.id} in the buffer` }))
           })
         )
       )
@@ -104,11 +117,14 @@ export const InspectorLive = HttpApiBuilder.group(ManagementApi, "inspector", (h
         )
       )
       .handle("updateSession", ({ path, payload }) =>
-        Effect.mapError(payload.action === "stop" ? inspector.sessions.stop(path.id) : inspector.sessions.rename(path.id, payload.name ?? null), (e) =>
-          e.status === 404 ? new NotFound({ message: e.message }) : new Conflict({ message: e.message })
+        Effect.mapError(
+          payload.action === "stop" ? inspector.sessions.stop(path.id) : inspector.sessions.rename(path.id, payload.name ?? null),
+          (e) => (e.status === 404 ? new NotFound({ message: e.message }) : new Conflict({ message: e.message }))
         )
       )
-      .handle("deleteSession", ({ path }) => Effect.mapError(Effect.as(inspector.sessions.remove(path.id), { deleted: path.id }), (e) => new NotFound({ message: e.message })))
+      .handle("deleteSession", ({ path }) =>
+        Effect.mapError(Effect.as(inspector.sessions.remove(path.id), { deleted: path.id }), (e) => new NotFound({ message: e.message }))
+      )
       .handle("sessionHar", ({ path }) =>
         Effect.mapError(
           Effect.map(inspector.sessions.get(path.id), (s) => encode(core.har(s.entries, `session ${s.meta.name ?? s.meta.id}`))),
@@ -139,7 +155,8 @@ export const InspectorOpenLive = HttpApiBuilder.group(ManagementApi, "inspectorO
       .handle("caPem", () => Effect.map(capture.caPem, (pem) => new TextEncoder().encode(pem)))
       .handle("ingest", ({ payload }) =>
         Effect.gen(function* () {
-          if (expected === undefined) return yield* Effect.fail(new Forbidden({ message: "the ingest route is off: set INSPECTOR_INTERNAL_INGEST_TOKEN to use it" }))
+          if (expected === undefined)
+            return yield* Effect.fail(new Forbidden({ message: "the ingest route is off: set INSPECTOR_INTERNAL_INGEST_TOKEN to use it" }))
           const req = yield* HttpServerRequest.HttpServerRequest
           const presented = req.headers[INGEST_TOKEN_HEADER]
           const given = crypto
@@ -155,7 +172,8 @@ export const InspectorOpenLive = HttpApiBuilder.group(ManagementApi, "inspectorO
           } catch {
             return yield* Effect.fail(new BadRequest({ message: "url must be an absolute http(s) URL" }))
           }
-          if (url.protocol !== "http:" && url.protocol !== "https:") return yield* Effect.fail(new BadRequest({ message: "url must be an absolute http(s) URL" }))
+          if (url.protocol !== "http:" && url.protocol !== "https:")
+            return yield* Effect.fail(new BadRequest({ message: "url must be an absolute http(s) URL" }))
           const source = payload.source ?? "agent-bridge"
           const id = inspector.core.sink.begin({
             source,
@@ -164,7 +182,8 @@ export const InspectorOpenLive = HttpApiBuilder.group(ManagementApi, "inspectorO
             headers: payload.requestHeaders ?? {},
             ...(payload.requestBody !== undefined ? { body: Buffer.from(payload.requestBody) } : {})
           })
-          if (payload.status === "error" || (payload.status === undefined && payload.error !== undefined)) inspector.core.sink.fail(id, payload.error ?? "failed")
+          if (payload.status === "error" || (payload.status === undefined && payload.error !== undefined))
+            inspector.core.sink.fail(id, payload.error ?? "failed")
           else if (payload.status !== undefined)
             inspector.core.sink.end(id, {
               status: payload.status,

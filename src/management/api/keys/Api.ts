@@ -8,7 +8,15 @@ import { ManagementAuth, IdPath } from "../Principal.js"
 export class KeysGroup extends HttpApiGroup.make("keys")
   .add(HttpApiEndpoint.get("list", "/api/keys").addSuccess(Schema.Struct({ keys: Schema.Array(ApiKeyView) })))
   .add(HttpApiEndpoint.post("create", "/api/keys").setPayload(CreateApiKey).addSuccess(CreatedApiKey, { status: 201 }).addError(BadRequest))
-  .add(HttpApiEndpoint.patch("update", "/api/keys/:id").setPath(IdPath).setPayload(UpdateApiKey).addSuccess(ApiKeyView).addError(BadRequest).addError(NotFound).addError(Conflict))
+  .add(
+    HttpApiEndpoint.patch("update", "/api/keys/:id")
+      .setPath(IdPath)
+      .setPayload(UpdateApiKey)
+      .addSuccess(ApiKeyView)
+      .addError(BadRequest)
+      .addError(NotFound)
+      .addError(Conflict)
+  )
   .add(
     HttpApiEndpoint.del("remove", "/api/keys/:id")
       .setPath(IdPath)

@@ -16,7 +16,10 @@ const MetricsAuthLive = Layer.effect(
   MetricsAuth,
   Effect.gen(function* () {
     const management = yield* ManagementAuth
-    const token = Option.filter(yield* Effect.orDie(Config.option(Config.redacted("GATEWAY_METRICS_TOKEN"))), (t) => Redacted.value(t).trim() !== "")
+    const token = Option.filter(
+      yield* Effect.orDie(Config.option(Config.redacted("GATEWAY_METRICS_TOKEN"))),
+      (t) => Redacted.value(t).trim() !== ""
+    )
     return Effect.gen(function* () {
       const req = yield* HttpServerRequest.HttpServerRequest
       const presented = bearerToken(req.headers["authorization"])
@@ -27,6 +30,6 @@ const MetricsAuthLive = Layer.effect(
 )
 
 /** `GET /metrics`: the Prometheus text exposition of this process's metrics. */
-export const MetricsLive = HttpApiBuilder.group(ManagementApi, "metrics", (handlers) => handlers.handle("scrape", () => Effect.flatMap(GatewayMetrics, (m) => m.scrape))).pipe(
-  Layer.provide(MetricsAuthLive)
-)
+export const MetricsLive = HttpApiBuilder.group(ManagementApi, "metrics", (handlers) =>
+  handlers.handle("scrape", () => Effect.flatMap(GatewayMetrics, (m) => m.scrape))
+).pipe(Layer.provide(MetricsAuthLive))

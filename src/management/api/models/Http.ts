@@ -14,10 +14,14 @@ export const ModelsLive = HttpApiBuilder.group(ManagementApi, "models", (handler
       .handle("catalog", ({ urlParams }) => Effect.map(models.catalog(urlParams), (list) => ({ models: list })))
       .handle("aliases", () => aliases.list)
       .handle("setAlias", ({ payload }) => Effect.flatMap(actor, (a) => aliases.set(payload, a)))
-      .handle("removeAlias", ({ urlParams }) => Effect.flatMap(actor, (a) => Effect.map(aliases.remove(urlParams.alias, a), (removed) => ({ removed }))))
+      .handle("removeAlias", ({ urlParams }) =>
+        Effect.flatMap(actor, (a) => Effect.map(aliases.remove(urlParams.alias, a), (removed) => ({ removed })))
+      )
       .handle("customModels", ({ urlParams }) => Effect.map(models.list(urlParams), (list) => ({ models: list })))
       .handle("addModel", ({ payload }) => Effect.flatMap(actor, (a) => models.create(payload, a)))
       .handle("updateModel", ({ payload }) => Effect.flatMap(actor, (a) => models.patch(payload, a)))
-      .handle("removeModel", ({ urlParams }) => Effect.flatMap(actor, (a) => Effect.map(models.remove(urlParams.provider, urlParams.model, a), (removed) => ({ removed }))))
+      .handle("removeModel", ({ urlParams }) =>
+        Effect.flatMap(actor, (a) => Effect.map(models.remove(urlParams.provider, urlParams.model, a), (removed) => ({ removed })))
+      )
   })
 )

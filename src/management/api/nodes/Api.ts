@@ -2,13 +2,26 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as Schema from "effect/Schema"
 import { BadRequest, Conflict, NotFound } from "../../../domain/errors.js"
-import { CreateProviderNode, PatchProviderNode, ProviderNodeTestResult, ProviderNodeView, ReplaceProviderNode, TestProviderNode } from "../../../domain/nodes.js"
+import {
+  CreateProviderNode,
+  PatchProviderNode,
+  ProviderNodeTestResult,
+  ProviderNodeView,
+  ReplaceProviderNode,
+  TestProviderNode
+} from "../../../domain/nodes.js"
 import { IdPath, ManagementAuth } from "../Principal.js"
 
 /** `/api/provider-nodes*`: custom provider definitions (docs/operations.md, "Provider nodes"). */
 export class NodesGroup extends HttpApiGroup.make("nodes")
   .add(HttpApiEndpoint.get("list", "/api/provider-nodes").addSuccess(Schema.Struct({ nodes: Schema.Array(ProviderNodeView) })))
-  .add(HttpApiEndpoint.post("create", "/api/provider-nodes").setPayload(CreateProviderNode).addSuccess(ProviderNodeView, { status: 201 }).addError(BadRequest).addError(Conflict))
+  .add(
+    HttpApiEndpoint.post("create", "/api/provider-nodes")
+      .setPayload(CreateProviderNode)
+      .addSuccess(ProviderNodeView, { status: 201 })
+      .addError(BadRequest)
+      .addError(Conflict)
+  )
   .add(HttpApiEndpoint.get("get", "/api/provider-nodes/:id").setPath(IdPath).addSuccess(ProviderNodeView).addError(NotFound))
   .add(
     HttpApiEndpoint.put("replace", "/api/provider-nodes/:id")

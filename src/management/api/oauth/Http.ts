@@ -17,7 +17,9 @@ import { actor } from "../Principal.js"
  */
 const callbackBase = (configured: Option.Option<string>) =>
   Effect.map(HttpServerRequest.HttpServerRequest, (req) =>
-    Option.isSome(configured) ? configured.value.replace(/\/+$/, "") : `${throughTunnel(req.headers) ? "https" : "http"}://${req.headers["host"] ?? "127.0.0.1:20128"}`
+    Option.isSome(configured)
+      ? configured.value.replace(/\/+$/, "")
+      : `${throughTunnel(req.headers) ? "https" : "http"}://${req.headers["host"] ?? "127.0.0.1:20128"}`
   )
 
 /** OAuth connections (docs/operations.md, "OAuth connections"). */
@@ -28,20 +30,26 @@ export const OAuthLive = HttpApiBuilder.group(ManagementApi, "oauth", (handlers)
     const legacyUrl = yield* Config.option(Config.string("GATEWAY_PUBLIC_URL")).pipe(Effect.orDie)
     const publicUrl = Option.orElse(Option.fromNullable(app.publicBaseUrl), () => legacyUrl)
     return handlers
-      .handle("authorize", ({ path, payload }) => Effect.flatMap(callbackBase(publicUrl), (base) => oauth.startAuthorize(path.provider, payload, base)))
+      .handle("authorize", ({ path, payload }) =>
+        Effect.flatMap(callbackBase(publicUrl), (base) => oauth.startAuthorize(path.provider, payload, base))
+      )
       .handle("complete", ({ path, payload }) => Effect.flatMap(actor, (a) => oauth.complete(path.provider, payload, a)))
       .handle("deviceCode", ({ path, payload }) => oauth.startDevice(path.provider, payload))
       .handle("poll", ({ path, payload }) => Effect.flatMap(actor, (a) => oauth.poll(path.provider, payload, a)))
       .handle("refresh", ({ path, payload }) =>
         Effect.gen(function* () {
           const c = yield* oauth.pick(path.provider, payload.connection)
-          const refreshed = yield* Effect.mapError(oauth.refresh(c.id), (e) => (e.permanent ? new BadRequest({ message: e.message }) : new BadGateway({ message: e.message })))
+          const refreshed = yield* Effect.mapError(oauth.refresh(c.id), (e) =>
+            e.permanent ? new BadRequest({ message: e.message }) : new BadGateway({ message: e.message })
+          )
           return { connection: connectionView(refreshed) }
         })
       )
       .handle("status", ({ path }) => oauth.status(path.provider))
       .handle("revoke", ({ path, payload }) =>
-        Effect.flatMap(actor, (a) => Effect.map(oauth.revoke(path.provider, payload.connection, a), (c) => ({ removed: connectionView(c) })))
+        Effect.flatMap(actor, (a) =>
+          Effect.map(oauth.revoke(path.provider, payload.connection, a), (c) => ({ removed: connectionView(c) }))
+        )
       )
   })
 )
@@ -55,7 +63,11 @@ export const OAuthCallbackLive = HttpApiBuilder.group(ManagementApi, "oauthCallb
         const url = `http://x/?${new URLSearchParams(Object.entries(urlParams).filter((e): e is [string, string] => typeof e[1] === "string")).toString()}`
         return oauth.complete(path.provider, { url }, "oauth-callback")
       }
-      return oauth.complete(path.provider, { ...(urlParams.code ? { code: urlParams.code } : {}), state: urlParams.state ?? "" }, "oauth-callback")
+      return oauth.complete(
+        path.provider,
+        { ...(urlParams.code ? { code: urlParams.code } : {}), state: urlParams.state ?? "" },
+        "oauth-callback"
+      )
     })
   })
 )

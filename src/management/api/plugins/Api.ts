@@ -13,7 +13,13 @@ const UploadQuery = Schema.Struct({ enable: Schema.optional(Schema.BooleanFromSt
 export class PluginsGroup extends HttpApiGroup.make("plugins")
   .add(HttpApiEndpoint.get("list", "/api/plugins").addSuccess(PluginList))
   /** Installs from a folder or a .tgz on the server's disk. */
-  .add(HttpApiEndpoint.post("install", "/api/plugins").setPayload(InstallPlugin).addSuccess(PluginView, { status: 201 }).addError(BadRequest).addError(Conflict))
+  .add(
+    HttpApiEndpoint.post("install", "/api/plugins")
+      .setPayload(InstallPlugin)
+      .addSuccess(PluginView, { status: 201 })
+      .addError(BadRequest)
+      .addError(Conflict)
+  )
   /** Installs an uploaded .tgz (the raw body, e.g. what `npm pack` makes). */
   .add(
     HttpApiEndpoint.post("upload", "/api/plugins/upload")
@@ -28,7 +34,12 @@ export class PluginsGroup extends HttpApiGroup.make("plugins")
   .add(HttpApiEndpoint.post("disable", "/api/plugins/:name/disable").setPath(NamePath).addSuccess(PluginView).addError(NotFound))
   /** Changes settings (the others keep their values; null: back to the default), checked against the plugin's configSchema. */
   .add(
-    HttpApiEndpoint.patch("configure", "/api/plugins/:name/config").setPath(NamePath).setPayload(PluginConfigUpdate).addSuccess(PluginView).addError(BadRequest).addError(NotFound)
+    HttpApiEndpoint.patch("configure", "/api/plugins/:name/config")
+      .setPath(NamePath)
+      .setPayload(PluginConfigUpdate)
+      .addSuccess(PluginView)
+      .addError(BadRequest)
+      .addError(NotFound)
   )
   .add(HttpApiEndpoint.del("remove", "/api/plugins/:name").setPath(NamePath).addSuccess(PluginRemoved).addError(NotFound))
   .middleware(ManagementAuth) {}

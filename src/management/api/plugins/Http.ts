@@ -10,7 +10,10 @@ import { ManagementApi } from "../Api.js"
 /** Plugins (docs/plugins.md, "Operating plugins"). */
 export const PluginsLive = HttpApiBuilder.group(ManagementApi, "plugins", (handlers) =>
   Effect.map(Plugins, (plugins) => {
-    const tooLarge = () => new PayloadTooLarge({ message: `the archive is larger than ${Math.round(plugins.maxUploadBytes / 1024 / 1024)} MB (PLUGIN_MAX_UPLOAD_MB)` })
+    const tooLarge = () =>
+      new PayloadTooLarge({
+        message: `the archive is larger than ${Math.round(plugins.maxUploadBytes / 1024 / 1024)} MB (PLUGIN_MAX_UPLOAD_MB)`
+      })
     return handlers
       .handle("list", () => Effect.map(plugins.list, (list) => ({ plugins: list })))
       .handle("install", ({ payload }) => plugins.installPath(payload.path, payload.enable))
@@ -27,7 +30,8 @@ export const PluginsLive = HttpApiBuilder.group(ManagementApi, "plugins", (handl
             }),
             Stream.runCollect
           )
-          if (size === 0) return yield* new BadRequest({ message: "the body is empty: send the plugin's .tgz (npm pack makes one) as the raw body" })
+          if (size === 0)
+            return yield* new BadRequest({ message: "the body is empty: send the plugin's .tgz (npm pack makes one) as the raw body" })
           return yield* plugins.installArchive(Buffer.concat(Chunk.toReadonlyArray(chunks)), urlParams.enable)
         })
       )

@@ -8,7 +8,9 @@ import { IdPath, ManagementAuth } from "../Principal.js"
 /** `/api/policies`: versioned policy documents applied on the request path (docs/guardrails.md). */
 export class PoliciesGroup extends HttpApiGroup.make("policies")
   .add(HttpApiEndpoint.get("list", "/api/policies").addSuccess(PolicyList))
-  .add(HttpApiEndpoint.post("create", "/api/policies").setPayload(CreatePolicy).addSuccess(PolicyView, { status: 201 }).addError(BadRequest))
+  .add(
+    HttpApiEndpoint.post("create", "/api/policies").setPayload(CreatePolicy).addSuccess(PolicyView, { status: 201 }).addError(BadRequest)
+  )
   .add(HttpApiEndpoint.get("get", "/api/policies/:id").setPath(IdPath).addSuccess(PolicyDetail).addError(NotFound))
   .add(
     HttpApiEndpoint.del("remove", "/api/policies/:id")

@@ -1,14 +1,30 @@
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as Schema from "effect/Schema"
-import { ConnectionModels, ConnectionTestResult, ConnectionView, CreateConnection, ProbeResult, UpdateConnection, ValidateProvider } from "../../../domain/connections.js"
+import {
+  ConnectionModels,
+  ConnectionTestResult,
+  ConnectionView,
+  CreateConnection,
+  ProbeResult,
+  UpdateConnection,
+  ValidateProvider
+} from "../../../domain/connections.js"
 import { BadRequest, Conflict, NotFound } from "../../../domain/errors.js"
 import { ManagementAuth, IdPath } from "../Principal.js"
 
 export class ProvidersGroup extends HttpApiGroup.make("providers")
   .add(HttpApiEndpoint.get("list", "/api/providers").addSuccess(Schema.Struct({ connections: Schema.Array(ConnectionView) })))
-  .add(HttpApiEndpoint.post("create", "/api/providers").setPayload(CreateConnection).addSuccess(ConnectionView, { status: 201 }).addError(BadRequest).addError(Conflict))
-  .add(HttpApiEndpoint.post("validate", "/api/providers/validate").setPayload(ValidateProvider).addSuccess(ProbeResult).addError(BadRequest))
+  .add(
+    HttpApiEndpoint.post("create", "/api/providers")
+      .setPayload(CreateConnection)
+      .addSuccess(ConnectionView, { status: 201 })
+      .addError(BadRequest)
+      .addError(Conflict)
+  )
+  .add(
+    HttpApiEndpoint.post("validate", "/api/providers/validate").setPayload(ValidateProvider).addSuccess(ProbeResult).addError(BadRequest)
+  )
   .add(HttpApiEndpoint.get("get", "/api/providers/:id").setPath(IdPath).addSuccess(ConnectionView).addError(NotFound))
   .add(
     HttpApiEndpoint.put("update", "/api/providers/:id")

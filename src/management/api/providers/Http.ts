@@ -26,7 +26,9 @@ export const ProvidersLive = HttpApiBuilder.group(ManagementApi, "providers", (h
           return live(updated)
         })
       )
-      .handle("remove", ({ path }) => Effect.flatMap(actor, (a) => Effect.map(connections.remove(path.id, a), (c) => ({ removed: connectionView(c) }))))
+      .handle("remove", ({ path }) =>
+        Effect.flatMap(actor, (a) => Effect.map(connections.remove(path.id, a), (c) => ({ removed: connectionView(c) })))
+      )
       .handle("test", ({ path }) => checks.test(path.id))
       .handle("models", ({ path }) => checks.models(path.id))
   })

@@ -8,7 +8,13 @@ import { IdPath, ManagementAuth } from "../Principal.js"
 /** `/api/v1/management/proxies`: the upstream proxy registry (docs/egress.md). */
 export class ProxiesGroup extends HttpApiGroup.make("proxies")
   .add(HttpApiEndpoint.get("list", "/api/v1/management/proxies").addSuccess(Schema.Struct({ proxies: Schema.Array(ProxyView) })))
-  .add(HttpApiEndpoint.post("create", "/api/v1/management/proxies").setPayload(CreateProxy).addSuccess(ProxyView, { status: 201 }).addError(BadRequest).addError(Conflict))
+  .add(
+    HttpApiEndpoint.post("create", "/api/v1/management/proxies")
+      .setPayload(CreateProxy)
+      .addSuccess(ProxyView, { status: 201 })
+      .addError(BadRequest)
+      .addError(Conflict)
+  )
   .add(HttpApiEndpoint.get("get", "/api/v1/management/proxies/:id").setPath(IdPath).addSuccess(ProxyView).addError(NotFound))
   .add(
     HttpApiEndpoint.patch("update", "/api/v1/management/proxies/:id")

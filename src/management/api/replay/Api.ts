@@ -7,7 +7,12 @@ import { ManagementAuth } from "../Principal.js"
 /** `/api/replay`: recorded requests sent again to candidate models, compared (docs/replay.md). */
 export class ReplayGroup extends HttpApiGroup.make("replay")
   .add(
-    HttpApiEndpoint.post("start", "/api/replay").setPayload(StartReplay).addSuccess(ReplayJob, { status: 202 }).addError(BadRequest).addError(NotFound).addError(ServiceUnavailable)
+    HttpApiEndpoint.post("start", "/api/replay")
+      .setPayload(StartReplay)
+      .addSuccess(ReplayJob, { status: 202 })
+      .addError(BadRequest)
+      .addError(NotFound)
+      .addError(ServiceUnavailable)
   )
   .add(HttpApiEndpoint.get("get", "/api/replay/:id").setPath(ReplayIdPath).addSuccess(ReplayJob).addError(NotFound))
   .middleware(ManagementAuth) {}

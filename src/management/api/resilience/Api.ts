@@ -25,13 +25,21 @@ export class ResilienceGroup extends HttpApiGroup.make("resilience")
       .addError(BadRequest)
   )
   .add(HttpApiEndpoint.post("reset", "/api/resilience/reset").setPayload(ResetResilienceBody).addSuccess(ResetResult).addError(BadRequest))
-  .add(HttpApiEndpoint.get("modelCooldowns", "/api/resilience/model-cooldowns").addSuccess(Schema.Struct({ modelCooldowns: Schema.Array(LockoutViewSchema) })))
+  .add(
+    HttpApiEndpoint.get("modelCooldowns", "/api/resilience/model-cooldowns").addSuccess(
+      Schema.Struct({ modelCooldowns: Schema.Array(LockoutViewSchema) })
+    )
+  )
   .add(
     HttpApiEndpoint.del("clearModelCooldowns", "/api/resilience/model-cooldowns")
       .setPayload(ClearModelCooldowns)
       .addSuccess(Schema.Struct({ cleared: Schema.Number }))
       .addError(BadRequest)
   )
-  .add(HttpApiEndpoint.get("rateLimits", "/api/rate-limits").addSuccess(Schema.Struct({ accounts: Schema.Array(RateLimitStatus), inbound: Schema.Array(InboundKeyLimitStatus) })))
+  .add(
+    HttpApiEndpoint.get("rateLimits", "/api/rate-limits").addSuccess(
+      Schema.Struct({ accounts: Schema.Array(RateLimitStatus), inbound: Schema.Array(InboundKeyLimitStatus) })
+    )
+  )
   .add(HttpApiEndpoint.get("rateLimit", "/api/rate-limit").addSuccess(RateLimitConfig))
   .middleware(ManagementAuth) {}

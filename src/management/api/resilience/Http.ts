@@ -60,14 +60,17 @@ export const ResilienceLive = HttpApiBuilder.group(ManagementApi, "resilience", 
             breakers: list.map((b) => ({ ...b, retryAt: toIso(b.retryAt), lastFailureAt: toIso(b.lastFailureAt) })),
             connections: yield* connectionStates,
             modelCooldowns: (yield* lockouts.list).map(lockoutView),
-            autoExclusions: engine.healing.snapshot(now).map((x) => ({ key: x.key, until: new Date(x.until).toISOString(), level: x.level }))
+            autoExclusions: engine.healing
+              .snapshot(now)
+              .map((x) => ({ key: x.key, until: new Date(x.until).toISOString(), level: x.level }))
           }
         })
       )
       .handle("update", ({ payload }) => Effect.map(config.update(payload), (settings) => ({ settings })))
       .handle("reset", ({ payload }) =>
         Effect.gen(function* () {
-          if (payload.origin !== undefined && payload.provider === undefined) return yield* new BadRequest({ message: "origin needs provider" })
+          if (payload.origin !== undefined && payload.provider === undefined)
+            return yield* new BadRequest({ message: "origin needs provider" })
           const origin = payload.origin === undefined ? undefined : originOf(payload.origin)
           if (origin === null) return yield* new BadRequest({ message: `origin is not a URL: ${payload.origin}` })
           const breakersReset = yield* breakers.reset(payload.provider, origin)
@@ -79,7 +82,8 @@ export const ResilienceLive = HttpApiBuilder.group(ManagementApi, "resilience", 
               const provider = (at < 0 ? payload.provider : payload.provider.slice(0, at)).toLowerCase()
               const only = at < 0 ? origin : originOf(payload.provider.slice(at + 1))
               const matching = (c: Connection) =>
-                (c.provider.id === provider && (only === undefined || originOf(c.effectiveBaseUrl) === only)) || c.name.toLowerCase() === payload.provider!.toLowerCase()
+                (c.provider.id === provider && (only === undefined || originOf(c.effectiveBaseUrl) === only)) ||
+                c.name.toLowerCase() === payload.provider!.toLowerCase()
               for (const c of (yield* connections.list).filter(matching)) {
                 connectionsReset += yield* cooldowns.reset(c.id)
               }

@@ -56,7 +56,8 @@ export const SettingsLive = HttpApiBuilder.group(ManagementApi, "settings", (han
         Effect.gen(function* () {
           const configured = (yield* settings.get).proxy
           const proxy = payload.proxy ?? configured.url
-          if (!proxy) return yield* new BadRequest({ message: "proxy: no proxy is configured (PUT /api/settings/proxy) and none was given" })
+          if (!proxy)
+            return yield* new BadRequest({ message: "proxy: no proxy is configured (PUT /api/settings/proxy) and none was given" })
           const family = payload.family ?? (payload.proxy ? "auto" : configured.family)
           return yield* testProxy(proxy, payload.url, payload.timeoutMs ?? 10_000, { family, lookup: egress.lookup })
         })
@@ -72,7 +73,9 @@ export const SettingsLive = HttpApiBuilder.group(ManagementApi, "settings", (han
       .handle("get-backups", () => getSection("backups"))
       .handle("put-backups", ({ payload }) => putSection("backups", payload))
       .handle("get-require-login", () => Effect.map(settings.get, (doc) => ({ requireLogin: doc.requireLogin })))
-      .handle("put-require-login", ({ payload }) => Effect.map(putSection("requireLogin", payload.requireLogin), (requireLogin) => ({ requireLogin })))
+      .handle("put-require-login", ({ payload }) =>
+        Effect.map(putSection("requireLogin", payload.requireLogin), (requireLogin) => ({ requireLogin }))
+      )
       .handle("purge-request-history", ({ payload }) =>
         Effect.gen(function* () {
           const result = yield* purgeRequestHistory(sql, payload.olderThanDays, Date.now())

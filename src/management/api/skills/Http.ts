@@ -21,7 +21,10 @@ export const AgentSkillsLive = HttpApiBuilder.group(ManagementApi, "agentSkills"
     const found =
       (id: string) =>
       <A>(o: Option.Option<A>) =>
-        Option.match(o, { onNone: () => Effect.fail(new NotFound({ message: `no agent skill '${id.slice(0, 100)}'` })), onSome: Effect.succeed })
+        Option.match(o, {
+          onNone: () => Effect.fail(new NotFound({ message: `no agent skill '${id.slice(0, 100)}'` })),
+          onSome: Effect.succeed
+        })
     return handlers
       .handle("list", ({ urlParams }) =>
         Effect.map(

@@ -7,8 +7,21 @@ import { ManagementAuth } from "../Principal.js"
 
 /** The sync client: this gateway's configuration kept in a space on a sync server (docs/operations.md, "Cloud sync"). */
 export class SyncGroup extends HttpApiGroup.make("sync")
-  .add(HttpApiEndpoint.post("initialize", "/api/sync/initialize").setPayload(SyncInitialize).addSuccess(SyncStatus).addError(BadRequest).addError(SyncServerError))
+  .add(
+    HttpApiEndpoint.post("initialize", "/api/sync/initialize")
+      .setPayload(SyncInitialize)
+      .addSuccess(SyncStatus)
+      .addError(BadRequest)
+      .addError(SyncServerError)
+  )
   .add(HttpApiEndpoint.get("status", "/api/sync/cloud").addSuccess(SyncStatus))
-  .add(HttpApiEndpoint.post("run", "/api/sync/cloud").setPayload(SyncAction).addSuccess(SyncResult).addError(BadRequest).addError(SyncConflict).addError(SyncServerError))
+  .add(
+    HttpApiEndpoint.post("run", "/api/sync/cloud")
+      .setPayload(SyncAction)
+      .addSuccess(SyncResult)
+      .addError(BadRequest)
+      .addError(SyncConflict)
+      .addError(SyncServerError)
+  )
   .add(HttpApiEndpoint.del("disconnect", "/api/sync/cloud").addSuccess(Schema.Struct({ disconnected: Schema.Boolean })))
   .middleware(ManagementAuth) {}

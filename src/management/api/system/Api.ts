@@ -15,5 +15,10 @@ export class InitGroup extends HttpApiGroup.make("init").add(HttpApiEndpoint.get
 export class SystemGroup extends HttpApiGroup.make("system")
   .add(HttpApiEndpoint.post("restart", "/api/restart").addSuccess(StopAccepted, { status: 202 }))
   .add(HttpApiEndpoint.post("shutdown", "/api/shutdown").addSuccess(StopAccepted, { status: 202 }))
-  .add(HttpApiEndpoint.post("envRepair", "/api/system/env/repair").setPayload(EnvRepairRequest).addSuccess(EnvRepairResult).addError(BadRequest))
+  .add(
+    HttpApiEndpoint.post("envRepair", "/api/system/env/repair")
+      .setPayload(EnvRepairRequest)
+      .addSuccess(EnvRepairResult)
+      .addError(BadRequest)
+  )
   .middleware(ManagementAuth) {}

@@ -81,18 +81,23 @@ export const SystemLive = HttpApiBuilder.group(ManagementApi, "system", (handler
           return {
             accepted,
             action: "shutdown" as const,
-            message: accepted ? "shutting down: no new connections, in-flight requests finish, then the process exits 0" : "a stop or restart is already under way"
+            message: accepted
+              ? "shutting down: no new connections, in-flight requests finish, then the process exits 0"
+              : "a stop or restart is already under way"
           }
         })
       )
       .handle("envRepair", ({ payload }) =>
         Effect.gen(function* () {
           const provider = findProvider(payload.provider.trim())
-          if (!provider) return yield* new BadRequest({ message: `provider: unknown provider '${payload.provider}' (see gateway providers available)` })
+          if (!provider)
+            return yield* new BadRequest({ message: `provider: unknown provider '${payload.provider}' (see gateway providers available)` })
           const names = providerEnvVars(provider)
           const result = yield* Effect.sync(() => repairEnvFile(lifecycle.envFile, config.dataDir, names))
           const now = yield* Effect.sync(() => readEnvFile(lifecycle.envFile))
-          yield* Effect.logInfo(`env repair for ${provider.id} by ${yield* actor}: ${result.repaired.length ? `restored ${result.repaired.join(", ")}` : "nothing restored"}`)
+          yield* Effect.logInfo(
+            `env repair for ${provider.id} by ${yield* actor}: ${result.repaired.length ? `restored ${result.repaired.join(", ")}` : "nothing restored"}`
+          )
           return {
             success: true,
             provider: provider.id,

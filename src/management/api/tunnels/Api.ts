@@ -3,7 +3,17 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as Schema from "effect/Schema"
 import { BadRequest } from "../../../domain/errors.js"
-import { MeshCheckResult, MeshCommandResult, MeshEnable, MeshLogin, MeshLoginResult, MeshPrivileged, MeshStatus, TunnelAction, TunnelStatus } from "../../../domain/tunnels.js"
+import {
+  MeshCheckResult,
+  MeshCommandResult,
+  MeshEnable,
+  MeshLogin,
+  MeshLoginResult,
+  MeshPrivileged,
+  MeshStatus,
+  TunnelAction,
+  TunnelStatus
+} from "../../../domain/tunnels.js"
 import { ManagementAuth } from "../Principal.js"
 
 /** Server-sent events: `progress` ({line}) while it runs, then `done` ({ok, error?}). */

@@ -33,7 +33,9 @@ export const TunnelsLive = HttpApiBuilder.group(ManagementApi, "tunnels", (handl
       .handle("quickStatus", () => Effect.map(tunnels.status("quick"), common))
       .handle("quick", ({ payload }) =>
         payload.authToken !== undefined
-          ? Effect.fail(new BadRequest({ message: "authToken is for the token tunnel (POST /api/tunnels/token); the quick tunnel needs none" }))
+          ? Effect.fail(
+              new BadRequest({ message: "authToken is for the token tunnel (POST /api/tunnels/token); the quick tunnel needs none" })
+            )
           : Effect.map(tunnels.quick(payload.action), common)
       )
       .handle("tokenStatus", () => Effect.map(tunnels.status("token"), common))
@@ -51,7 +53,9 @@ export const TunnelsLive = HttpApiBuilder.group(ManagementApi, "tunnels", (handl
                 void emit.end()
               },
               (e: unknown) => {
-                void emit.single(sse("done", { ok: false, error: `the install could not run: ${e instanceof Error ? e.message : String(e)}` }))
+                void emit.single(
+                  sse("done", { ok: false, error: `the install could not run: ${e instanceof Error ? e.message : String(e)}` })
+                )
                 void emit.end()
               }
             )

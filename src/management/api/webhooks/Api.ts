@@ -8,9 +8,18 @@ import { IdPath, ManagementAuth } from "../Principal.js"
 /** `/api/webhooks`: the registry of signed event deliveries (docs/webhooks.md). */
 export class WebhooksGroup extends HttpApiGroup.make("webhooks")
   .add(HttpApiEndpoint.get("list", "/api/webhooks").addSuccess(WebhookList))
-  .add(HttpApiEndpoint.post("create", "/api/webhooks").setPayload(CreateWebhook).addSuccess(WebhookSaved, { status: 201 }).addError(BadRequest))
+  .add(
+    HttpApiEndpoint.post("create", "/api/webhooks").setPayload(CreateWebhook).addSuccess(WebhookSaved, { status: 201 }).addError(BadRequest)
+  )
   .add(HttpApiEndpoint.get("get", "/api/webhooks/:id").setPath(IdPath).addSuccess(WebhookView).addError(NotFound))
-  .add(HttpApiEndpoint.put("update", "/api/webhooks/:id").setPath(IdPath).setPayload(UpdateWebhook).addSuccess(WebhookSaved).addError(BadRequest).addError(NotFound))
+  .add(
+    HttpApiEndpoint.put("update", "/api/webhooks/:id")
+      .setPath(IdPath)
+      .setPayload(UpdateWebhook)
+      .addSuccess(WebhookSaved)
+      .addError(BadRequest)
+      .addError(NotFound)
+  )
   .add(
     HttpApiEndpoint.del("remove", "/api/webhooks/:id")
       .setPath(IdPath)

@@ -52,5 +52,7 @@ export const claude: ToolModule = {
       tempFiles: { "settings.json": jsonText({ env, model: target.model }) }
     }
   },
-  notes: ["Claude Code's background calls (titles, summaries) ask for a Haiku model: connect a provider that serves it, or ignore their failures."]
+  notes: [
+    "Claude Code's background calls (titles, summaries) ask for a Haiku model: connect a provider that serves it, or ignore their failures."
+  ]
 }

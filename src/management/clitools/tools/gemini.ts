@@ -1,5 +1,16 @@
 import * as path from "node:path"
-import { dirFrom, gatewayRoot, jsonText, mergeDotenv, objectAt, parseDotenv, parseJsonObject, stringAt, type ToolEnv, type ToolModule } from "../tool.js"
+import {
+  dirFrom,
+  gatewayRoot,
+  jsonText,
+  mergeDotenv,
+  objectAt,
+  parseDotenv,
+  parseJsonObject,
+  stringAt,
+  type ToolEnv,
+  type ToolModule
+} from "../tool.js"
 
 /**
  * Gemini CLI (`@google/gemini-cli`): `~/.gemini/settings.json` (JSON; `$GEMINI_CLI_HOME`

@@ -1,5 +1,16 @@
 import * as path from "node:path"
-import { gatewayRoot, isObject, jsonText, objectAt, parseJsonObject, stringAt, type Target, type ToolEnv, type ToolModule, xdgConfig } from "../tool.js"
+import {
+  gatewayRoot,
+  isObject,
+  jsonText,
+  objectAt,
+  parseJsonObject,
+  stringAt,
+  type Target,
+  type ToolEnv,
+  type ToolModule,
+  xdgConfig
+} from "../tool.js"
 
 /**
  * opencode (`opencode-ai`) and its fork Kilo (`@kilocode/cli`): `$XDG_CONFIG_HOME/<dir>/<file>`

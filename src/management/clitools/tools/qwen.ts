@@ -15,7 +15,11 @@ export const qwen: ToolModule = {
   render: (env, current, target) => {
     const file = settingsFile(env)
     const settings = parseJsonObject(file, current.get(file))
-    Object.assign(objectAt(settings, "security", "auth"), { selectedType: "openai", apiKey: target.apiKey, baseUrl: `${target.baseUrl}/v1` })
+    Object.assign(objectAt(settings, "security", "auth"), {
+      selectedType: "openai",
+      apiKey: target.apiKey,
+      baseUrl: `${target.baseUrl}/v1`
+    })
     objectAt(settings, "model").name = target.model
     if (target.offline) {
       objectAt(settings, "general").enableAutoUpdate = false

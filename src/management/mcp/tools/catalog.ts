@@ -19,7 +19,8 @@ export const catalogTools = (catalog: SkillCatalogShape): ReadonlyArray<McpTool>
       "Each entry has id, name, description, category, area and rawUrl, where the markdown file can be fetched.",
     args: SkillsListArgs,
     readOnly: true,
-    run: (args, { caller }) => Effect.map(catalog.list({ category: args.category, area: args.area }, caller.baseUrl), (skills) => ({ skills }))
+    run: (args, { caller }) =>
+      Effect.map(catalog.list({ category: args.category, area: args.area }, caller.baseUrl), (skills) => ({ skills }))
   }),
   tool({
     name: "gateway_agent_skills_get",

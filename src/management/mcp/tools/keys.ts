@@ -48,7 +48,8 @@ export const keyTools = (keys: ApiKeysShape): ReadonlyArray<McpTool> => [
     name: "gateway_keys_revoke",
     title: "Revoke an API key",
     scope: "write:keys",
-    description: "Revokes (deletes) an API key by id or name; clients using it are refused from then on. A name shared by several keys must be given as an id.",
+    description:
+      "Revokes (deletes) an API key by id or name; clients using it are refused from then on. A name shared by several keys must be given as an id.",
     args: KeyRevokeArgs,
     readOnly: false,
     destructive: true,

@@ -45,7 +45,8 @@ export const managementTools = (deps: ManagementToolDeps): ReadonlyArray<McpTool
     name: "gateway_combos_list",
     title: "List routing combos",
     scope: "read:combos",
-    description: "Lists the routing combos: model ids that route over several targets with a strategy (priority, weighted, auto and others), with their targets in order.",
+    description:
+      "Lists the routing combos: model ids that route over several targets with a strategy (priority, weighted, auto and others), with their targets in order.",
     args: NoArgs,
     readOnly: true,
     run: () => Effect.map(deps.combos.list, (list) => ({ combos: list.map(comboView) }))
@@ -60,11 +61,14 @@ export const managementTools = (deps: ManagementToolDeps): ReadonlyArray<McpTool
     args: ComboSwitchArgs,
     readOnly: false,
     run: (args, { caller }) =>
-      Effect.map(switchPrimary(deps.combos, args.combo.trim(), { model: args.model.trim(), weight: args.weight }, actorOf(caller)), (s) => ({
-        combo: comboView(s.combo),
-        primary: s.primary,
-        added: s.added
-      }))
+      Effect.map(
+        switchPrimary(deps.combos, args.combo.trim(), { model: args.model.trim(), weight: args.weight }, actorOf(caller)),
+        (s) => ({
+          combo: comboView(s.combo),
+          primary: s.primary,
+          added: s.added
+        })
+      )
   }),
   tool({
     name: "gateway_usage_summary",

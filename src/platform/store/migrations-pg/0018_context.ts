@@ -67,5 +67,6 @@ export default Effect.gen(function* () {
     created_at BIGINT NOT NULL,
     expires_at BIGINT NOT NULL
   )`
-  for (const table of ["compression_combos", "compression_assignments", "context_memory", "context_skills"]) yield* notifyOnChange(sql, table)
+  for (const table of ["compression_combos", "compression_assignments", "context_memory", "context_skills"])
+    yield* notifyOnChange(sql, table)
 })

@@ -23,5 +23,7 @@ BEGIN
   RETURN NULL;
 END
 $$`)
-    yield* sql.unsafe(`CREATE TRIGGER ${table}_notify AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON ${table} FOR EACH STATEMENT EXECUTE FUNCTION gateway_notify_change()`)
+    yield* sql.unsafe(
+      `CREATE TRIGGER ${table}_notify AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON ${table} FOR EACH STATEMENT EXECUTE FUNCTION gateway_notify_change()`
+    )
   })

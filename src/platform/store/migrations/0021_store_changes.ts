@@ -34,5 +34,7 @@ export default Effect.gen(function* () {
   yield* sql`INSERT INTO store_changes (id, n) VALUES (1, 0)`
   for (const table of CACHED_TABLES)
     for (const op of ["INSERT", "UPDATE", "DELETE"])
-      yield* sql.unsafe(`CREATE TRIGGER ${table}_changed_${op.toLowerCase()} AFTER ${op} ON ${table} BEGIN UPDATE store_changes SET n = n + 1 WHERE id = 1; END`)
+      yield* sql.unsafe(
+        `CREATE TRIGGER ${table}_changed_${op.toLowerCase()} AFTER ${op} ON ${table} BEGIN UPDATE store_changes SET n = n + 1 WHERE id = 1; END`
+      )
 })

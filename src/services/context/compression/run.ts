@@ -78,7 +78,13 @@ export const makeApply = (deps: {
     return out
   }
 
-  return (format: FormatId, endpoint: string, input: Readonly<Record<string, unknown>>, steps: ReadonlyArray<EngineStep>, owner: string | null = null): Applied => {
+  return (
+    format: FormatId,
+    endpoint: string,
+    input: Readonly<Record<string, unknown>>,
+    steps: ReadonlyArray<EngineStep>,
+    owner: string | null = null
+  ): Applied => {
     let body = input
     let summarized: EngineRun | undefined
     if (steps.some((s) => s.engine === "summarize")) {
@@ -97,7 +103,8 @@ export const makeApply = (deps: {
       if (Either.isLeft(c)) continue
       runs.push({ entry, config: c.right, pairs: [] })
     }
-    if (runs.length === 0) return summarized ? { body: body as Record<string, unknown>, engines: [summarized] } : { body: undefined, engines: [] }
+    if (runs.length === 0)
+      return summarized ? { body: body as Record<string, unknown>, engines: [summarized] } : { body: undefined, engines: [] }
     const mapped = mapSegments(format, endpoint, body, (text: string, segment: Segment) => {
       let t = text
       for (const r of runs) {

@@ -158,7 +158,10 @@ export const makeCompressionStats = (deps: { readonly sql: SqlClient.SqlClient; 
   }
 
   /** Puts rows a failed write took back, for the next flush. */
-  const keepForNext = (rows: ReadonlyArray<readonly [string, StatRow]>, raws: ReadonlyArray<readonly [string, { text: string; at: number }]>) => {
+  const keepForNext = (
+    rows: ReadonlyArray<readonly [string, StatRow]>,
+    raws: ReadonlyArray<readonly [string, { text: string; at: number }]>
+  ) => {
     for (const [k, r] of rows) {
       const [d, engine, combo, model] = k.split("\u0000") as [string, string, string, string]
       bump(d, engine, combo, model, (x) => {
@@ -199,7 +202,13 @@ export const makeCompressionStats = (deps: { readonly sql: SqlClient.SqlClient; 
             ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at`
         }
       })
-    ).pipe(Effect.catchAll((e) => Effect.sync(() => keepForNext(rows, raws)).pipe(Effect.zipRight(Effect.logWarning(`compression stats not written yet: ${e.message}`)))))
+    ).pipe(
+      Effect.catchAll((e) =>
+        Effect.sync(() => keepForNext(rows, raws)).pipe(
+          Effect.zipRight(Effect.logWarning(`compression stats not written yet: ${e.message}`))
+        )
+      )
+    )
     yield* sql`DELETE FROM rtk_raw_outputs WHERE expires_at < ${now}`.pipe(Effect.ignore)
   })
 
@@ -207,7 +216,8 @@ export const makeCompressionStats = (deps: { readonly sql: SqlClient.SqlClient; 
     Effect.gen(function* () {
       const to = q.to ?? day(Date.now())
       const from = q.from ?? day(Date.now() - 29 * 86_400_000)
-      if (Number.isNaN(Date.parse(from)) || Number.isNaN(Date.parse(to))) return yield* new BadRequest({ message: "from and to must be real days (YYYY-MM-DD)" })
+      if (Number.isNaN(Date.parse(from)) || Number.isNaN(Date.parse(to)))
+        return yield* new BadRequest({ message: "from and to must be real days (YYYY-MM-DD)" })
       if (from > to) return yield* new BadRequest({ message: `from (${from}) is after to (${to})` })
       yield* flush
       const rows = yield* sql<StatsRow>`

@@ -16,7 +16,8 @@ const SUMMARY_NAMESPACE = "compression.summaries"
 /** Asks `model` for a summary on behalf of `owner` (the API key whose conversation it is): its text, or a failure message. */
 export type Summarizer = (model: string, prompt: string, maxTokens: number, owner: string | null) => Effect.Effect<string, string>
 
-const summaryKey = (model: string, transcript: string) => crypto.createHash("sha256").update(model).update("\u0000").update(transcript).digest("hex").slice(0, 40)
+const summaryKey = (model: string, transcript: string) =>
+  crypto.createHash("sha256").update(model).update("\u0000").update(transcript).digest("hex").slice(0, 40)
 
 /**
  * The summarize engine (docs/compression.md): the older turns of a conversation replaced by a
@@ -82,7 +83,13 @@ export const makeSummaries = (deps: {
   }
 
   /** For a profile with a summarize step in `wait` mode: waits (bounded) for the summary this body needs. */
-  const prepare = (format: FormatId, endpoint: string, body: Readonly<Record<string, unknown>>, steps: ReadonlyArray<EngineStep>, owner: string | null) => {
+  const prepare = (
+    format: FormatId,
+    endpoint: string,
+    body: Readonly<Record<string, unknown>>,
+    steps: ReadonlyArray<EngineStep>,
+    owner: string | null
+  ) => {
     const c = settings()
     if (c.mode !== "wait" || c.model === null || !summarizer || !steps.some((s) => s.engine === "summarize")) return Effect.void
     const cut = cutOf(format, endpoint, body, c)
@@ -90,7 +97,10 @@ export const makeSummaries = (deps: {
     const key = summaryKey(c.model, cut.transcript)
     if (summaries.get(key) !== undefined) return Effect.void
     const model = c.model
-    return Effect.promise(() => makeSummary(key, model, cut.transcript, owner)).pipe(Effect.timeout(Duration.millis(c.timeoutMs)), Effect.ignore)
+    return Effect.promise(() => makeSummary(key, model, cut.transcript, owner)).pipe(
+      Effect.timeout(Duration.millis(c.timeoutMs)),
+      Effect.ignore
+    )
   }
 
   return {

@@ -75,7 +75,9 @@ const compile = (pack: LanguagePack, family: Family, rule: PhraseRule, article =
 
 const compilePack = (pack: LanguagePack): ReadonlyArray<CompiledRule> =>
   FAMILY_ORDER.flatMap((family) =>
-    family === "articles" ? pack.articles.map((word) => compile(pack, family, { id: word, phrase: word }, true)) : pack[family].map((rule) => compile(pack, family, rule))
+    family === "articles"
+      ? pack.articles.map((word) => compile(pack, family, { id: word, phrase: word }, true))
+      : pack[family].map((rule) => compile(pack, family, rule))
   )
 
 /** A pack's rules, compiled (a few hundred Unicode regexes, ~25 ms) by the first rewrite or listing that needs them, not at start. */
@@ -97,7 +99,9 @@ export const LANGUAGE_PACKS: ReadonlyArray<{ readonly id: string; readonly name:
 /** For GET /api/compression/rules: every rule of every pack, plus the repetition rule. */
 export const describe = (): ReadonlyArray<{ readonly engine: "caveman"; readonly id: string; readonly description: string }> => [
   { engine: "caveman", id: "repetition", description: "a line or sentence repeated right after itself is kept once" },
-  ...PACKS.flatMap((p) => compiled(p.id).map((r) => ({ engine: "caveman" as const, id: r.id, description: `${p.name}, ${r.family}: ${r.description}` })))
+  ...PACKS.flatMap((p) =>
+    compiled(p.id).map((r) => ({ engine: "caveman" as const, id: r.id, description: `${p.name}, ${r.family}: ${r.description}` }))
+  )
 ]
 
 // ---------------------------------------------------------------------------------------------
@@ -127,7 +131,8 @@ const mask = (content: string, spans: Array<string>): string =>
     return `${MASK_OPEN}${known === -1 ? spans.push(span) - 1 : known}${MASK_CLOSE}`
   })
 
-const unmask = (content: string, spans: ReadonlyArray<string>): string => content.replace(/\uE001(\d+)\uE002/g, (_, i: string) => spans[Number(i)]!)
+const unmask = (content: string, spans: ReadonlyArray<string>): string =>
+  content.replace(/\uE001(\d+)\uE002/g, (_, i: string) => spans[Number(i)]!)
 
 // ---------------------------------------------------------------------------------------------
 // Rewriting one line's content.
@@ -162,8 +167,9 @@ const applyRule = (content: string, rule: CompiledRule): string =>
 
 /** Capitalises a plain lowercase word after a CAP mark (a dropped sentence start); never an identifier. */
 const resolveCaps = (content: string): string =>
-  content.replace(/\uE000+[ \t]*(?:[,;:][ \t]*)?(?:([¿¡]?)(\p{Ll}[\p{Ll}'’]*)(?=$|[\s,;:!?)]|\.(?:\s|$)))?/gu, (_, mark: string | undefined, word: string | undefined) =>
-    word === undefined ? "" : (mark ?? "") + capitalise(word)
+  content.replace(
+    /\uE000+[ \t]*(?:[,;:][ \t]*)?(?:([¿¡]?)(\p{Ll}[\p{Ll}'’]*)(?=$|[\s,;:!?)]|\.(?:\s|$)))?/gu,
+    (_, mark: string | undefined, word: string | undefined) => (word === undefined ? "" : (mark ?? "") + capitalise(word))
   )
 
 /** Tidies what dropping words leaves: doubled spaces, spaces before punctuation, orphan commas. */
@@ -276,7 +282,8 @@ const allowed = (segment: Segment, config: Config): boolean =>
 
 export const caveman: TextEngine<Config> = {
   id: "caveman",
-  description: "Terse rewriting of prose: drops politeness, filler, hedges and articles, collapses repetition; never code, identifiers, paths, numbers, URLs or quotes",
+  description:
+    "Terse rewriting of prose: drops politeness, filler, hedges and articles, collapses repetition; never code, identifiers, paths, numbers, URLs or quotes",
   applies: (segment) => segment.kind === "prose" && segment.role !== "tool",
   apply: (text, segment, config) => {
     if (text.length < config.minChars || !allowed(segment, config)) return text

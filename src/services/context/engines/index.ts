@@ -45,11 +45,23 @@ const entry = <A, I>(engine: TextEngine<A>, schema: Schema.Schema<A, I>, rules: 
  * (a coding agent edits from what it read; a cut file makes wrong edits, and the agent cannot
  * fetch the raw output). Compared without case.
  */
-export const FILE_READ_TOOLS = new Set(["read", "read_file", "readfile", "read_many_files", "view", "open_file", "get_file", "cat_file", "str_replace_based_edit_tool"])
+export const FILE_READ_TOOLS = new Set([
+  "read",
+  "read_file",
+  "readfile",
+  "read_many_files",
+  "view",
+  "open_file",
+  "get_file",
+  "cat_file",
+  "str_replace_based_edit_tool"
+])
 
 const rtkEngine: TextEngine<rtk.RtkConfig> = {
   ...rtk.rtk,
-  applies: (segment) => rtk.rtk.applies(segment) && !(segment.toolName !== undefined && segment.command === undefined && FILE_READ_TOOLS.has(segment.toolName.toLowerCase()))
+  applies: (segment) =>
+    rtk.rtk.applies(segment) &&
+    !(segment.toolName !== undefined && segment.command === undefined && FILE_READ_TOOLS.has(segment.toolName.toLowerCase()))
 }
 
 export const ENGINES: ReadonlyMap<EngineId, EngineEntry> = new Map<EngineId, EngineEntry>([

@@ -20,7 +20,11 @@ export const Config = Schema.Struct({
 export type Config = typeof Config.Type
 
 export const describe = (): ReadonlyArray<{ readonly engine: "json"; readonly id: string; readonly description: string }> => [
-  { engine: "json", id: "whole-text", description: "a tool result (or prose, with prose: true) that is one JSON object or array is minified" },
+  {
+    engine: "json",
+    id: "whole-text",
+    description: "a tool result (or prose, with prose: true) that is one JSON object or array is minified"
+  },
   { engine: "json", id: "fenced-block", description: "the body of a ```json fenced block is minified, the fence kept" }
 ]
 

@@ -19,7 +19,8 @@ export { FilterSpec } from "./rtk/filter.js"
 export { parseProjectFilters, type ProjectFiltersResult } from "./rtk/project.js"
 
 const bool = (value: boolean) => Schema.optionalWith(Schema.Boolean, { default: () => value })
-const int = (min: number, max: number, value: number) => Schema.optionalWith(Schema.Int.pipe(Schema.between(min, max)), { default: () => value })
+const int = (min: number, max: number, value: number) =>
+  Schema.optionalWith(Schema.Int.pipe(Schema.between(min, max)), { default: () => value })
 
 export const RtkConfig = Schema.Struct({
   /** Remove ANSI escape sequences (colours, cursor moves, hyperlinks). */
@@ -70,7 +71,10 @@ const activeFilters = (config: RtkConfig): ReadonlyArray<FilterSpec> => {
   if (active) return active
   const disabled = new Set(config.disabledFilters)
   const enabled = new Set(config.filters)
-  active = [...config.customFilters.filter((f) => !disabled.has(f.id)), ...BUILTIN_FILTERS.filter((f) => enabled.has(f.id) && !disabled.has(f.id))]
+  active = [
+    ...config.customFilters.filter((f) => !disabled.has(f.id)),
+    ...BUILTIN_FILTERS.filter((f) => enabled.has(f.id) && !disabled.has(f.id))
+  ]
   activeCache.set(config, active)
   return active
 }
@@ -87,7 +91,8 @@ interface Envelope {
   readonly foot: string
   readonly command?: string
 }
-const CODEX = /^((?:Chunk ID: [^\n]*\n)?Wall time: [^\n]*\n(?:Process exited with code [^\n]*\n)?(?:Original token count: [^\n]*\n)?Output:\n)([\s\S]*)$/
+const CODEX =
+  /^((?:Chunk ID: [^\n]*\n)?Wall time: [^\n]*\n(?:Process exited with code [^\n]*\n)?(?:Original token count: [^\n]*\n)?Output:\n)([\s\S]*)$/
 const QWEN = /^(Command: ([^\n]*)\nDirectory: [^\n]*\nOutput: )([\s\S]*)(\nError: [\s\S]*\nExit Code: [\s\S]*)$/
 const REMINDER = /^([\s\S]*?)(\n+<system-reminder>[\s\S]*<\/system-reminder>\s*)$/
 
@@ -175,7 +180,11 @@ export const run = (text: string, command: string | undefined, config: RtkConfig
     )
   if (config.collapseRepeats) step("collapseRepeats", collapseRepeats(lines))
   if (config.collapseSimilar) step("collapseSimilar", collapseSimilar(lines))
-  const truncated = truncate(lines, { maxLines: filter?.maxLines ?? config.maxLines, maxChars: config.maxChars, headLines: config.headLines, tailLines: config.tailLines }, keep)
+  const truncated = truncate(
+    lines,
+    { maxLines: filter?.maxLines ?? config.maxLines, maxChars: config.maxChars, headLines: config.headLines, tailLines: config.tailLines },
+    keep
+  )
   if (truncated) step("truncate", truncated)
 
   const changed = steps.length > 0
@@ -187,7 +196,8 @@ export const run = (text: string, command: string | undefined, config: RtkConfig
 const PREVIEW_CONTEXT: EngineContext = { keepRaw: () => "preview" }
 
 /** `POST /api/context/rtk/test`: rtk over `text` as if `command` produced it. */
-export const test = (text: string, command: string | undefined, config: RtkConfig, context: EngineContext = PREVIEW_CONTEXT): RtkResult => run(text, command, config, context)
+export const test = (text: string, command: string | undefined, config: RtkConfig, context: EngineContext = PREVIEW_CONTEXT): RtkResult =>
+  run(text, command, config, context)
 
 export const rtk: TextEngine<RtkConfig> = {
   id: "rtk",
@@ -204,13 +214,26 @@ export interface RtkRule {
 
 const GENERIC_RULES: ReadonlyArray<RtkRule> = [
   { engine: "rtk", id: "ansi", description: "Removes ANSI escape sequences (colours, cursor moves, hyperlinks)" },
-  { engine: "rtk", id: "progress", description: "Keeps only the final state of \\r-redrawn lines; drops lines that are only a progress bar" },
-  { engine: "rtk", id: "collapseRepeats", description: "3 or more identical consecutive lines become the line and … (repeated N times); blank runs one blank line" },
-  { engine: "rtk", id: "collapseSimilar", description: "4 or more consecutive lines differing only in numbers keep the first and last (off by default)" },
+  {
+    engine: "rtk",
+    id: "progress",
+    description: "Keeps only the final state of \\r-redrawn lines; drops lines that are only a progress bar"
+  },
+  {
+    engine: "rtk",
+    id: "collapseRepeats",
+    description: "3 or more identical consecutive lines become the line and … (repeated N times); blank runs one blank line"
+  },
+  {
+    engine: "rtk",
+    id: "collapseSimilar",
+    description: "4 or more consecutive lines differing only in numbers keep the first and last (off by default)"
+  },
   {
     engine: "rtk",
     id: "truncate",
-    description: "Past maxLines or maxChars keeps headLines and tailLines with a marker naming the raw output's id; error lines in the cut part are kept"
+    description:
+      "Past maxLines or maxChars keeps headLines and tailLines with a marker naming the raw output's id; error lines in the cut part are kept"
   }
 ]
 

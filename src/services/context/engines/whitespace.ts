@@ -17,8 +17,16 @@ export const Config = Schema.Struct({
 export type Config = typeof Config.Type
 
 export const describe = (): ReadonlyArray<{ readonly engine: "whitespace"; readonly id: string; readonly description: string }> => [
-  { engine: "whitespace", id: "trailing", description: "trailing spaces and tabs of a line removed (prose outside code blocks, tool results)" },
-  { engine: "whitespace", id: "blank-runs", description: "3 or more blank lines in a row become one blank line (prose outside code blocks, tool results)" },
+  {
+    engine: "whitespace",
+    id: "trailing",
+    description: "trailing spaces and tabs of a line removed (prose outside code blocks, tool results)"
+  },
+  {
+    engine: "whitespace",
+    id: "blank-runs",
+    description: "3 or more blank lines in a row become one blank line (prose outside code blocks, tool results)"
+  },
   {
     engine: "whitespace",
     id: "inner-runs",

@@ -61,7 +61,8 @@ const loadForge = async (): Promise<void> => {
   forge ??= (await import("node-forge")).default
 }
 
-const newRsaKey = async (): Promise<crypto.KeyObject> => (await generateKeyPair("rsa", { modulusLength: 2048, publicExponent: 0x10001 })).privateKey
+const newRsaKey = async (): Promise<crypto.KeyObject> =>
+  (await generateKeyPair("rsa", { modulusLength: 2048, publicExponent: 0x10001 })).privateKey
 
 /** A positive serial of 16 random bytes, first byte in 0x40..0x7f: DER-minimal and never negative (RFC 5280 §4.1.2.2). */
 const randomSerial = (): string => {
@@ -70,7 +71,8 @@ const randomSerial = (): string => {
   return bytes.toString("hex")
 }
 
-const forgePublicKey = (key: crypto.KeyObject): Forge.pki.PublicKey => forge.pki.publicKeyFromPem(crypto.createPublicKey(key).export({ type: "spki", format: "pem" }).toString())
+const forgePublicKey = (key: crypto.KeyObject): Forge.pki.PublicKey =>
+  forge.pki.publicKeyFromPem(crypto.createPublicKey(key).export({ type: "spki", format: "pem" }).toString())
 
 const keyPem = (key: crypto.KeyObject): string => key.export({ type: "pkcs8", format: "pem" }).toString()
 
@@ -118,7 +120,12 @@ export const normalizeCertHost = (host: string): string => {
   if (h.startsWith("[") && h.endsWith("]")) h = h.slice(1, -1)
   if (h.endsWith(".")) h = h.slice(0, -1)
   if (net.isIP(h) !== 0) return h
-  if (h.length === 0 || h.length > 253 || !/^[a-z0-9_](?:[a-z0-9_.-]*[a-z0-9_])?$/.test(h) || h.split(".").some((label) => label.length === 0 || label.length > 63)) {
+  if (
+    h.length === 0 ||
+    h.length > 253 ||
+    !/^[a-z0-9_](?:[a-z0-9_.-]*[a-z0-9_])?$/.test(h) ||
+    h.split(".").some((label) => label.length === 0 || label.length > 63)
+  ) {
     throw new Error(`not a host name a certificate can be issued for: ${JSON.stringify(host.slice(0, 100))}`)
   }
   return h

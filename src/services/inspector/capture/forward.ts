@@ -25,7 +25,17 @@ export { createUpstreams, type Dial, type Upstreams } from "./upstreams.js"
 import type { CaptureEnd, CaptureSource, DetectedKind, InspectorSink } from "../types.js"
 
 /** Headers of one hop, never forwarded (RFC 9110 §7.6.1, plus the proxy ones clients still send). */
-const HOP_BY_HOP = new Set(["connection", "proxy-connection", "keep-alive", "proxy-authorization", "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade"])
+const HOP_BY_HOP = new Set([
+  "connection",
+  "proxy-connection",
+  "keep-alive",
+  "proxy-authorization",
+  "proxy-authenticate",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade"
+])
 const NONE: ReadonlySet<string> = new Set()
 /** `Expect: 100-continue` was answered by this server already (node does it before the request handler runs). */
 const REQUEST_DROP: ReadonlySet<string> = new Set(["expect"])
@@ -74,12 +84,17 @@ export const describeUpstreamError = (error: unknown, target: string): { code: F
       message: `the certificate of ${target} was refused: ${detail} (${code}); trust its CA with INSPECTOR_UPSTREAM_CA_FILE, or turn off verification with the flag MITM_DISABLE_TLS_VERIFY at your own risk`
     }
   }
-  if (code === "ETIMEDOUT" || code === "UPSTREAM_IDLE") return { code: "upstream_timeout", message: `${target} did not answer in time: ${detail}` }
+  if (code === "ETIMEDOUT" || code === "UPSTREAM_IDLE")
+    return { code: "upstream_timeout", message: `${target} did not answer in time: ${detail}` }
   if (code === "ECONNRESET" || code === "EPIPE") return { code: "upstream_reset", message: `${target} closed the connection: ${detail}` }
-  return { code: "upstream_unreachable", message: `${target} is unreachable: ${detail}${code !== "" && !detail.includes(code) ? ` (${code})` : ""}` }
+  return {
+    code: "upstream_unreachable",
+    message: `${target} is unreachable: ${detail}${code !== "" && !detail.includes(code) ? ` (${code})` : ""}`
+  }
 }
 
-/** A JSON error answer, unless the answer has started (then the connection is cut: the client sees a truncated answer, as from the origin). */
+/** A JSON error answer, unless the answer has started (then the connection is cut: the client sees a truncated answer, as from the origin).
+ * */
 export const sendJsonError = (res: http.ServerResponse, status: number, code: string, message: string): void => {
   if (res.headersSent) {
     res.destroy()
@@ -138,7 +153,13 @@ interface UpstreamCall {
 }
 
 /** The request options for `target` (through `connect` when given), over the server's pooled agents. */
-const upstreamCall = async (target: URL, method: string, headers: Array<string>, opts: ForwardOptions, pooled: boolean): Promise<UpstreamCall> => {
+const upstreamCall = async (
+  target: URL,
+  method: string,
+  headers: Array<string>,
+  opts: ForwardOptions,
+  pooled: boolean
+): Promise<UpstreamCall> => {
   const host = bareHost(target)
   const to = opts.connect !== undefined ? await opts.connect() : { address: host, port: defaultPort(target) }
   const tlsTarget = target.protocol === "https:"
@@ -237,7 +258,9 @@ export const forwardRequest = (req: http.IncomingMessage, res: http.ServerRespon
       if (settled) return
       const up = call.request(call.options)
       upReq = up
-      up.setTimeout(opts.idleTimeoutMs, () => up.destroy(Object.assign(new Error(`no data for ${opts.idleTimeoutMs} ms`), { code: "UPSTREAM_IDLE" })))
+      up.setTimeout(opts.idleTimeoutMs, () =>
+        up.destroy(Object.assign(new Error(`no data for ${opts.idleTimeoutMs} ms`), { code: "UPSTREAM_IDLE" }))
+      )
       up.on("error", (error) => {
         if (!res.headersSent) return fail(error)
         // Broken off mid-answer: the client sees the cut, as it would from the origin.
@@ -351,11 +374,15 @@ export const forwardUpgrade = (req: http.IncomingMessage, client: stream.Duplex,
     .then((call) => {
       if (settled || client.destroyed) return
       const up = call.request(call.options)
-      up.setTimeout(opts.idleTimeoutMs, () => up.destroy(Object.assign(new Error(`no answer for ${opts.idleTimeoutMs} ms`), { code: "UPSTREAM_IDLE" })))
+      up.setTimeout(opts.idleTimeoutMs, () =>
+        up.destroy(Object.assign(new Error(`no answer for ${opts.idleTimeoutMs} ms`), { code: "UPSTREAM_IDLE" }))
+      )
       up.on("error", (error) => {
         const { code, message } = describeUpstreamError(error, label)
         const body = JSON.stringify({ error: { message, code } })
-        client.end(`HTTP/1.1 502 Bad Gateway\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+        client.end(
+          `HTTP/1.1 502 Bad Gateway\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`
+        )
         fail(message)
       })
       up.on("upgrade", (upRes, upSocket, upHead) => {
@@ -369,7 +396,13 @@ export const forwardUpgrade = (req: http.IncomingMessage, client: stream.Duplex,
         relay(client, upSocket, opts.idleTimeoutMs, (up, down) => {
           if (settled) return
           settled = true
-          const end: ConnectionEnd = { status: upRes.statusCode ?? 101, headers: upRes.headers, bodySize: down + upHead.length, ttfbMs, requestBodySize: up + head.length }
+          const end: ConnectionEnd = {
+            status: upRes.statusCode ?? 101,
+            headers: upRes.headers,
+            bodySize: down + upHead.length,
+            ttfbMs,
+            requestBodySize: up + head.length
+          }
           sink.end(id, end)
         })
       })
@@ -407,7 +440,12 @@ const rawHead = (res: http.IncomingMessage, headers: ReadonlyArray<string>): str
  * Relays two connections both ways until both are closed, counting bytes (`up`: client to origin),
  * with half-close passed on and the idle time bounded. `done` is called once.
  */
-export const relay = (client: stream.Duplex, origin: stream.Duplex, idleTimeoutMs: number, done: (up: number, down: number) => void): void => {
+export const relay = (
+  client: stream.Duplex,
+  origin: stream.Duplex,
+  idleTimeoutMs: number,
+  done: (up: number, down: number) => void
+): void => {
   let up = 0
   let down = 0
   let open = 2
@@ -440,7 +478,8 @@ export const relay = (client: stream.Duplex, origin: stream.Duplex, idleTimeoutM
   })
 }
 
-/** A capture listener that could not start. `code` is the system's (`EADDRINUSE`: the caller answers 409; `EACCES`: a port below 1024 without rights). */
+/** A capture listener that could not start. `code` is the system's (`EADDRINUSE`: the caller answers 409; `EACCES`: a port below 1024
+ * without rights). */
 export class CaptureListenError extends Error {
   override readonly name = "CaptureListenError"
   constructor(

@@ -35,7 +35,8 @@ export class HostsFileError extends Data.TaggedError("HostsFileError")<{
  */
 export const validateHostName = (host: string, file = ""): string => {
   const h = host.trim().toLowerCase().replace(/\.$/, "")
-  const refuse = (why: string) => new HostsFileError({ reason: "invalid-host", file, message: `invalid host ${JSON.stringify(host.slice(0, 100))}: ${why}` })
+  const refuse = (why: string) =>
+    new HostsFileError({ reason: "invalid-host", file, message: `invalid host ${JSON.stringify(host.slice(0, 100))}: ${why}` })
   if (net.isIP(h.replace(/^\[|\]$/g, "")) !== 0) throw refuse("an IP address cannot be redirected through the hosts file; give a host name")
   if (h.length === 0) throw refuse("empty")
   if (h.length > 253) throw refuse("longer than 253 characters")
@@ -71,7 +72,8 @@ const joinLines = (lines: ReadonlyArray<Line>): string => lines.map((l) => l.tex
 
 const ENTRY = /^\s*(?:127\.0\.0\.1|::1)\s+(\S+)\s*$/
 
-/** The block's line range `[begin, end]` (inclusive). A begin marker without its end (a hand-edited file) spans the entry lines after it. */
+/** The block's line range `[begin, end]` (inclusive). A begin marker without its end (a hand-edited file) spans the entry lines after it.
+ * */
 const findBlock = (lines: ReadonlyArray<Line>): { begin: number; end: number } | undefined => {
   const begin = lines.findIndex((l) => l.text.trim() === BLOCK_BEGIN)
   if (begin < 0) return undefined
@@ -91,7 +93,8 @@ const fsError = (file: string, error: unknown, doing: string): HostsFileError =>
       message: `cannot ${doing} ${file} (${code}): editing the hosts file needs elevated rights; run the gateway as root (Administrator on Windows) or make the file writable by its user`
     })
   }
-  if (code === "EROFS") return new HostsFileError({ reason: "permission", file, message: `cannot ${doing} ${file}: it is on a read-only file system` })
+  if (code === "EROFS")
+    return new HostsFileError({ reason: "permission", file, message: `cannot ${doing} ${file}: it is on a read-only file system` })
   return new HostsFileError({ reason: "io", file, message: `cannot ${doing} ${file}: ${(error as Error)?.message ?? String(error)}` })
 }
 
@@ -126,7 +129,8 @@ const write = async (file: string, content: string): Promise<void> => {
   } catch (error) {
     await fs.rm(tmp, { force: true }).catch(() => undefined)
     const code = (error as NodeJS.ErrnoException).code
-    if (code !== "EBUSY" && code !== "EXDEV" && code !== "EPERM" && code !== "EACCES" && code !== "EROFS") throw fsError(file, error, "write")
+    if (code !== "EBUSY" && code !== "EXDEV" && code !== "EPERM" && code !== "EACCES" && code !== "EROFS")
+      throw fsError(file, error, "write")
   }
   try {
     await fs.writeFile(file, content)

@@ -13,7 +13,17 @@ import type * as stream from "node:stream"
 import * as tls from "node:tls"
 import type { CaptureSource, InspectorSink } from "../types.js"
 import type { LocalCa } from "./ca.js"
-import { type ConnectionEnd, describeUpstreamError, forwardRequest, forwardUpgrade, type Live, readLive, relay, sendJsonError, type Upstreams } from "./forward.js"
+import {
+  type ConnectionEnd,
+  describeUpstreamError,
+  forwardRequest,
+  forwardUpgrade,
+  type Live,
+  readLive,
+  relay,
+  sendJsonError,
+  type Upstreams
+} from "./forward.js"
 
 /** TLS records start with a handshake byte (0x16): what a client sends first on a connection it means to encrypt. */
 export const TLS_HANDSHAKE = 0x16
@@ -93,7 +103,8 @@ export interface RawTunnelOptions {
 }
 
 export interface Interceptor {
-  /** TLS answered here, HTTP/1.1 on the decrypted stream, each request forwarded and recorded. `first` is the client's first bytes (its ClientHello). */
+  /** TLS answered here, HTTP/1.1 on the decrypted stream, each request forwarded and recorded. `first` is the client's first bytes (its
+   * ClientHello). */
   readonly decrypt: (client: net.Socket, first: Buffer, target: InterceptTarget, meta: InterceptMeta) => void
   /** Bytes relayed as they are, recorded as one metadata entry. `head` goes first to the origin. */
   readonly tunnel: (client: net.Socket, head: Buffer, target: InterceptTarget, meta: InterceptMeta, options: RawTunnelOptions) => void
@@ -267,7 +278,10 @@ export const makeInterceptor = (opts: InterceptorOptions): Interceptor => {
           // Sockets the listener itself closes on stop are no refusal.
           if (reported || opts.closing()) return
           reported = true
-          handshakeFailed(`${why}; the client must trust the inspector CA (SHA-256 fingerprint ${ca.fingerprint256})`, `${urlHost(d.host)}:${d.port}`)
+          handshakeFailed(
+            `${why}; the client must trust the inspector CA (SHA-256 fingerprint ${ca.fingerprint256})`,
+            `${urlHost(d.host)}:${d.port}`
+          )
         }
         secure.once("secure", () => {
           securedAt = Date.now()

@@ -17,7 +17,18 @@ import type * as tls from "node:tls"
 import { BoundedMap } from "../../../kernel/BoundedMap.js"
 import type { DetectedKind, InspectorSink } from "../types.js"
 import { type LocalCa, normalizeCertHost } from "./ca.js"
-import { closeAll, createUpstreams, type Dial, forwardRequest, forwardUpgrade, isLoopbackHost, type Live, listenOn, readLive, sendJsonError } from "./forward.js"
+import {
+  closeAll,
+  createUpstreams,
+  type Dial,
+  forwardRequest,
+  forwardUpgrade,
+  isLoopbackHost,
+  type Live,
+  listenOn,
+  readLive,
+  sendJsonError
+} from "./forward.js"
 
 /** A custom host as the host form keeps it. */
 export interface MitmHostEntry {
@@ -35,7 +46,8 @@ export interface MitmServerOptions {
   /** INSPECTOR_MITM_PORT (443); 0 picks a free port (tests). */
   readonly port: number
   readonly sink: InspectorSink
-  /** The custom hosts (a list, or a map by host name), read at every handshake and request: a host disabled later stops being served at once. */
+  /** The custom hosts (a list, or a map by host name), read at every handshake and request: a host disabled later stops being served at
+   * once. */
   readonly hosts: () => ReadonlyArray<MitmHostEntry> | ReadonlyMap<string, Omit<MitmHostEntry, "host">>
   readonly ca: () => Promise<LocalCa>
   readonly upstreamCa?: ReadonlyArray<string>
@@ -69,7 +81,8 @@ export const resolvePastHostsFile = (): ResolveUpstream => {
     const records = await resolver.resolve4(host, { ttl: true }).catch(() => [] as Array<dns.RecordWithTtl>)
     const found = records.length > 0 ? records : await resolver.resolve6(host, { ttl: true }).catch(() => [] as Array<dns.RecordWithTtl>)
     const first = found[0]
-    if (first === undefined) throw Object.assign(new Error(`${host} has no address in DNS (the hosts file is bypassed on purpose)`), { code: "ENOTFOUND" })
+    if (first === undefined)
+      throw Object.assign(new Error(`${host} has no address in DNS (the hosts file is bypassed on purpose)`), { code: "ENOTFOUND" })
     cache.set(host, { address: first.address, expires: now + Math.min(300, Math.max(5, first.ttl)) * 1000 })
     return { address: first.address, port: 443 }
   }
@@ -142,7 +155,8 @@ export const startMitmServer = async (opts: MitmServerOptions): Promise<RunningM
       // port (443). A different port named in Host is the one the client's URL meant: the real host is reached there.
       const named = target.port !== "" ? Number(target.port) : undefined
       const port = named !== undefined && named !== boundPort ? named : to.port
-      if (isLoopbackHost(to.address) && port === boundPort) throw Object.assign(new Error(`${name} resolves to this server`), { code: "ELOOP" })
+      if (isLoopbackHost(to.address) && port === boundPort)
+        throw Object.assign(new Error(`${name} resolves to this server`), { code: "ELOOP" })
       return { address: to.address, port }
     }
     return { entry, target, connect, clientPort: socket.remotePort }
@@ -162,7 +176,8 @@ export const startMitmServer = async (opts: MitmServerOptions): Promise<RunningM
   server.on("request", (req, res) => {
     const r = route(req)
     // The host was disabled after this connection's handshake.
-    if (r === undefined) return sendJsonError(res, 421, "misdirected_request", "this host is no longer an enabled custom host of the inspector")
+    if (r === undefined)
+      return sendJsonError(res, 421, "misdirected_request", "this host is no longer an enabled custom host of the inspector")
     void forwardRequest(req, res, r.target, forwardOptions(r))
   })
   server.on("upgrade", (req: http.IncomingMessage, socket: stream.Duplex, head: Buffer) => {

@@ -79,7 +79,13 @@ export const parseTcpTable = (text: string): TcpRow[] => {
     const remote = splitEndpoint(f[2]!)
     const inode = Number.parseInt(f[9]!, 10)
     if (local === null || remote === null || Number.isNaN(inode)) continue
-    rows.push({ localPort: local.port, remotePort: remote.port, state: f[3]!.toUpperCase(), inode, remoteLoopback: isLoopbackHex(remote.addr) })
+    rows.push({
+      localPort: local.port,
+      remotePort: remote.port,
+      state: f[3]!.toUpperCase(),
+      inode,
+      remoteLoopback: isLoopbackHex(remote.addr)
+    })
   }
   return rows
 }
@@ -94,7 +100,8 @@ export const pickRow = (rows: ReadonlyArray<TcpRow>, localPort: number, serverPo
   let bestScore = -1
   for (const r of rows) {
     if (r.localPort !== localPort || r.inode === 0 || r.state === LISTEN) continue
-    const score = (serverPort !== undefined && r.remotePort === serverPort ? 4 : 0) + (r.state === ESTABLISHED ? 2 : 0) + (r.remoteLoopback ? 1 : 0)
+    const score =
+      (serverPort !== undefined && r.remotePort === serverPort ? 4 : 0) + (r.state === ESTABLISHED ? 2 : 0) + (r.remoteLoopback ? 1 : 0)
     if (score > bestScore) (best = r), (bestScore = score)
   }
   return best

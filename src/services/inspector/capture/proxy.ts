@@ -15,7 +15,18 @@ import * as net from "node:net"
 import type * as stream from "node:stream"
 import type { CaptureSource, InspectorSink } from "../types.js"
 import type { LocalCa } from "./ca.js"
-import { closeAll, createUpstreams, type Dial, forwardRequest, forwardUpgrade, isLoopbackHost, type Live, listenOn, readLive, sendJsonError } from "./forward.js"
+import {
+  closeAll,
+  createUpstreams,
+  type Dial,
+  forwardRequest,
+  forwardUpgrade,
+  isLoopbackHost,
+  type Live,
+  listenOn,
+  readLive,
+  sendJsonError
+} from "./forward.js"
 import { makeInterceptor, onFirstBytes, rawJson, TLS_HANDSHAKE } from "./intercept.js"
 
 export interface HttpProxyOptions {
@@ -132,7 +143,12 @@ export const startHttpProxy = async (opts: HttpProxyOptions): Promise<RunningPro
     track,
     closing: () => closing
   })
-  const metaOf = (req: http.IncomingMessage, client: net.Socket) => ({ clientPort: clientPortOf(client), headers: req.headers, httpVersion: req.httpVersion, method: "CONNECT" })
+  const metaOf = (req: http.IncomingMessage, client: net.Socket) => ({
+    clientPort: clientPortOf(client),
+    headers: req.headers,
+    httpVersion: req.httpVersion,
+    method: "CONNECT"
+  })
   /** CONNECT without interception (or a non-TLS tunnel under it): bytes relayed as they are, one entry for the whole tunnel. */
   const tunnel = (req: http.IncomingMessage, client: net.Socket, head: Buffer, target: { host: string; port: number }, answered: boolean) =>
     interceptor.tunnel(client, head, target, metaOf(req, client), {
@@ -148,11 +164,16 @@ export const startHttpProxy = async (opts: HttpProxyOptions): Promise<RunningPro
     client.on("error", () => client.destroy())
     const target = parseAuthority(req.url ?? "")
     if (target === undefined) return void client.end(rawJson("400 Bad Request", "bad_request", "CONNECT needs host:port"))
-    if (isSelf(target.host, target.port)) return void client.end(rawJson("400 Bad Request", "proxy_loop", "the tunnel targets this proxy itself"))
+    if (isSelf(target.host, target.port))
+      return void client.end(rawJson("400 Bad Request", "proxy_loop", "the tunnel targets this proxy itself"))
     if (!opts.intercept()) return tunnel(req, client, head, target, false)
-    // Interception: the tunnel is accepted at once and its first bytes decide; a client that speaks TLS is decrypted, any other is relayed raw.
+    // Interception: the tunnel is accepted at once and its first bytes decide; a client that speaks TLS is decrypted, any other is relayed
+    // raw.
     client.write("HTTP/1.1 200 Connection Established\r\n\r\n")
-    const decide = (first: Buffer) => (first[0] === TLS_HANDSHAKE ? interceptor.decrypt(client, first, target, metaOf(req, client)) : tunnel(req, client, first, target, true))
+    const decide = (first: Buffer) =>
+      first[0] === TLS_HANDSHAKE
+        ? interceptor.decrypt(client, first, target, metaOf(req, client))
+        : tunnel(req, client, first, target, true)
     if (head.length > 0) return decide(head)
     onFirstBytes(client, idleTimeoutMs, decide)
   })

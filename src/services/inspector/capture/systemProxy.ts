@@ -129,7 +129,8 @@ export const MAX_SAVED_CONTENT = 64 * 1024
 /** When the guard timer must revert the mode (epoch ms). */
 export const guardDeadline = (appliedAt: number, minutes: number): number => appliedAt + minutes * 60_000
 
-const isLoopbackHost = (host: string): boolean => host === "localhost" || host === "::1" || /^127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.test(host)
+const isLoopbackHost = (host: string): boolean =>
+  host === "localhost" || host === "::1" || /^127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.test(host)
 
 export const proxyUrl = (p: ProxyTarget): string => `http://${p.host.includes(":") ? `[${p.host}]` : p.host}:${p.port}`
 
@@ -250,7 +251,8 @@ export const makeSystemProxy = (opts: SystemProxyOptions): SystemProxy => {
 
   const gsettings = async (args: string[]): Promise<string> => {
     const r = await run("gsettings", args)
-    if (r.code !== 0) throw new Error(`gsettings ${args.join(" ")} exited with ${r.code}${r.stderr.trim() === "" ? "" : `: ${r.stderr.trim()}`}`)
+    if (r.code !== 0)
+      throw new Error(`gsettings ${args.join(" ")} exited with ${r.code}${r.stderr.trim() === "" ? "" : `: ${r.stderr.trim()}`}`)
     return r.stdout.trim()
   }
 
@@ -273,7 +275,11 @@ export const makeSystemProxy = (opts: SystemProxyOptions): SystemProxy => {
       if (errorCode(e) === "ENOENT") return { saved: [], note: "gsettings not found: desktop proxy settings left unchanged" }
       return { saved: [], note: `gsettings unusable (${message(e)}): desktop proxy settings left unchanged` }
     }
-    if (probe.code !== 0) return { saved: [], note: `gsettings unusable (${probe.stderr.trim() || `exit ${probe.code}`}): desktop proxy settings left unchanged` }
+    if (probe.code !== 0)
+      return {
+        saved: [],
+        note: `gsettings unusable (${probe.stderr.trim() || `exit ${probe.code}`}): desktop proxy settings left unchanged`
+      }
     if (/memory.{0,3} GSettings backend/i.test(probe.stderr))
       return { saved: [], note: "gsettings has no desktop session to write to (memory backend): desktop proxy settings left unchanged" }
     const saved: SavedGsetting[] = [{ ...first, previous: probe.stdout.trim() }]
@@ -364,8 +370,13 @@ export const makeSystemProxy = (opts: SystemProxyOptions): SystemProxy => {
         }
       }
     return {
-      change: { kind: "file", target: f.path, detail: f.appended === "" ? "proxy block already present" : f.existed ? "proxy block appended" : "created with the proxy block" },
-      // Appending (not rewriting) leaves the rest of the file alone even if the user saves it at the same moment; a symlinked start file stays a symlink.
+      change: {
+        kind: "file",
+        target: f.path,
+        detail: f.appended === "" ? "proxy block already present" : f.existed ? "proxy block appended" : "created with the proxy block"
+      },
+      // Appending (not rewriting) leaves the rest of the file alone even if the user saves it at the same moment; a symlinked start file
+      // stays a symlink.
       apply: async () => {
         if (f.appended === "") return
         await appendFile(f.path, f.appended)
@@ -401,7 +412,10 @@ export const makeSystemProxy = (opts: SystemProxyOptions): SystemProxy => {
    * blocks, then the desktop settings. Every undo copes with its step not having happened, which
    * is what a crash between the save and the last step leaves.
    */
-  const steps = (s: SavedState, own: { uid: number; gid: number } | null): Array<{ step: Step; entry: string | SavedFile | SavedGsetting }> => [
+  const steps = (
+    s: SavedState,
+    own: { uid: number; gid: number } | null
+  ): Array<{ step: Step; entry: string | SavedFile | SavedGsetting }> => [
     ...s.createdDirs.map((d) => ({ step: dirStep(d, own), entry: d })),
     ...s.files.filter((f) => f.kind === "env").map((f) => ({ step: fileStep(f, own), entry: f })),
     ...s.files.filter((f) => f.kind === "rc").map((f) => ({ step: fileStep(f, own), entry: f })),
@@ -445,8 +459,12 @@ export const makeSystemProxy = (opts: SystemProxyOptions): SystemProxy => {
   const apply = (proxy: ProxyTarget): Promise<AppliedState> =>
     serialized(async () => {
       if (!isLoopbackHost(proxy.host))
-        throw new SystemProxyError("invalid-proxy", `the proxy host must be a loopback address (127.0.0.0/8, ::1, localhost), not ${JSON.stringify(proxy.host)}`)
-      if (!Number.isInteger(proxy.port) || proxy.port < 1 || proxy.port > 65535) throw new SystemProxyError("invalid-proxy", `invalid proxy port ${proxy.port}`)
+        throw new SystemProxyError(
+          "invalid-proxy",
+          `the proxy host must be a loopback address (127.0.0.0/8, ::1, localhost), not ${JSON.stringify(proxy.host)}`
+        )
+      if (!Number.isInteger(proxy.port) || proxy.port < 1 || proxy.port > 65535)
+        throw new SystemProxyError("invalid-proxy", `invalid proxy port ${proxy.port}`)
       const recorded = await store.load()
       if (recorded !== undefined)
         throw new SystemProxyError(
@@ -464,7 +482,16 @@ export const makeSystemProxy = (opts: SystemProxyOptions): SystemProxy => {
       const files = await readFiles(target)
       const createdDirs: string[] = []
       for (const d of [configDir, gatewayDir, environmentDir]) if (!(await exists(d))) createdDirs.push(d)
-      const state: SavedState = { version: 1, phase: "applying", appliedAt: Date.now(), proxy: target, home, gsettings: gsaved, files, createdDirs }
+      const state: SavedState = {
+        version: 1,
+        phase: "applying",
+        appliedAt: Date.now(),
+        proxy: target,
+        home,
+        gsettings: gsaved,
+        files,
+        createdDirs
+      }
       await store.save(state)
 
       const own = await owner().catch(() => null)
@@ -480,10 +507,19 @@ export const makeSystemProxy = (opts: SystemProxyOptions): SystemProxy => {
         // The failed step is undone too: a write may have got halfway.
         const { failures, failed } = await undoAll(list.slice(0, done))
         await settle(state, failed, failures)
-        const left = failures.length === 0 ? "" : `; undoing it failed for ${failures.map((f) => `${f.target} (${f.error})`).join(", ")}, kept recorded for revert`
+        const left =
+          failures.length === 0
+            ? ""
+            : `; undoing it failed for ${failures.map((f) => `${f.target} (${f.error})`).join(", ")}, kept recorded for revert`
         throw new SystemProxyError("apply-failed", `applying the system proxy failed: ${message(e)}${left}`)
       }
-      return { appliedAt: state.appliedAt, proxy: target, proxyUrl: proxyUrl(target), changes: list.map(({ step }) => step.change), notes: note === null ? [] : [note] }
+      return {
+        appliedAt: state.appliedAt,
+        proxy: target,
+        proxyUrl: proxyUrl(target),
+        changes: list.map(({ step }) => step.change),
+        notes: note === null ? [] : [note]
+      }
     })
 
   const revertRecorded = async (): Promise<RevertResult> => {

@@ -19,9 +19,11 @@ export interface Upstreams {
   /** Sockets outside the agents (tunnels, upgraded connections) that `destroy` must close too. */
   readonly track: (socket: stream.Duplex) => void
   readonly destroy: () => void
-  /** How origins are dialled when not by a plain `net.connect` (a socket carrying the transparent capture's bypass mark), read per connection. */
+  /** How origins are dialled when not by a plain `net.connect` (a socket carrying the transparent capture's bypass mark), read per
+   * connection. */
   readonly dial: () => Dial | undefined
-  /** An agent for one request outside the pool (an upgrade): one that dials through `dial` while it gives one; else none (node's `agent: false`). */
+  /** An agent for one request outside the pool (an upgrade): one that dials through `dial` while it gives one; else none (node's `agent:
+   * false`). */
   readonly oneShot: (tlsTarget: boolean) => http.Agent | false
 }
 
@@ -37,9 +39,14 @@ type AgentCallback = (error: Error | null, socket?: stream.Duplex) => void
  * otherwise. HTTPS runs TLS over the dialled socket with the request's TLS options (server name,
  * verification, CA store, ALPN).
  */
-const dialingAgent = (tlsTarget: boolean, dial: () => Dial | undefined, options: http.AgentOptions & { readonly connectTimeoutMs: number }): http.Agent => {
+const dialingAgent = (
+  tlsTarget: boolean,
+  dial: () => Dial | undefined,
+  options: http.AgentOptions & { readonly connectTimeoutMs: number }
+): http.Agent => {
   const agent: http.Agent = tlsTarget ? new https.Agent(options) : new http.Agent(options)
-  const usual = (agent as unknown as { createConnection: (opts: unknown, callback: AgentCallback) => stream.Duplex | undefined }).createConnection
+  const usual = (agent as unknown as { createConnection: (opts: unknown, callback: AgentCallback) => stream.Duplex | undefined })
+    .createConnection
   const connect = (opts: http.ClientRequestArgs & tls.ConnectionOptions, callback: AgentCallback): stream.Duplex | undefined => {
     const d = dial()
     if (d === undefined) return usual.call(agent, opts, callback)
@@ -74,7 +81,8 @@ export const createUpstreams = (options: {
   readonly dial?: (() => Dial | undefined) | undefined
 }): Upstreams => {
   const extra = options.upstreamCa ?? []
-  const secureContext = extra.length === 0 ? undefined : tls.createSecureContext({ ca: [...tls.rootCertificates, ...extraEnvCas(), ...extra] })
+  const secureContext =
+    extra.length === 0 ? undefined : tls.createSecureContext({ ca: [...tls.rootCertificates, ...extraEnvCas(), ...extra] })
   const agentOptions = { keepAlive: true, timeout: options.idleTimeoutMs, scheduling: "lifo" as const }
   const dial = options.dial ?? (() => undefined)
   const dialOptions = { ...agentOptions, connectTimeoutMs: options.idleTimeoutMs }

@@ -70,7 +70,8 @@ const listenFd = (server: net.Server, fd: number): Promise<void> =>
  */
 export const startTransparentListener = async (opts: TransparentListenerOptions): Promise<RunningTransparentListener> => {
   const { sink, idleTimeoutMs, native, bypassMark } = opts
-  const marked: Dial = (address, port, timeoutMs) => markedSocket(native, address, port, bypassMark, Math.max(1, Math.min(timeoutMs, 30_000)))
+  const marked: Dial = (address, port, timeoutMs) =>
+    markedSocket(native, address, port, bypassMark, Math.max(1, Math.min(timeoutMs, 30_000)))
   const upstreams = createUpstreams({ upstreamCa: opts.upstreamCa, idleTimeoutMs, dial: () => marked })
   const sockets = new Set<stream.Duplex>()
   const track = (socket: stream.Duplex) => {
@@ -78,7 +79,16 @@ export const startTransparentListener = async (opts: TransparentListenerOptions)
     socket.once("close", () => sockets.delete(socket))
   }
   let closing = false
-  const interceptor = makeInterceptor({ sink, source: () => "tproxy", ca: opts.ca, upstreams, verifyUpstream: opts.verifyUpstream, idleTimeoutMs, track, closing: () => closing })
+  const interceptor = makeInterceptor({
+    sink,
+    source: () => "tproxy",
+    ca: opts.ca,
+    upstreams,
+    verifyUpstream: opts.verifyUpstream,
+    idleTimeoutMs,
+    track,
+    closing: () => closing
+  })
 
   const onConnection = (client: net.Socket) => {
     track(client)

@@ -51,7 +51,9 @@ export interface TproxyNative {
 }
 
 /** The addon, or why it cannot be used. */
-export type TproxyNativeLoad = { readonly available: true; readonly native: TproxyNative } | { readonly available: false; readonly reason: string }
+export type TproxyNativeLoad =
+  | { readonly available: true; readonly native: TproxyNative }
+  | { readonly available: false; readonly reason: string }
 
 /** Where native/build.mjs puts the addon, from src/ (vitest, tsx), dist/ and dist/bundle/ alike. */
 export const TPROXY_ADDON_PATH: string = path.join(PACKAGE_ROOT, "native", "build", "Release", "gateway_tproxy.node")
@@ -66,14 +68,23 @@ export const loadTproxyNative = (): TproxyNativeLoad => {
   if (loaded) return loaded
   if (process.platform !== "linux") return (loaded = { available: false, reason: "not Linux" })
   if (!existsSync(TPROXY_ADDON_PATH))
-    return (loaded = { available: false, reason: "the native addon is not built: run npm run build:native (needs python3, make and a C compiler)" })
+    return (loaded = {
+      available: false,
+      reason: "the native addon is not built: run npm run build:native (needs python3, make and a C compiler)"
+    })
   try {
     const native = createRequire(import.meta.url)(TPROXY_ADDON_PATH) as Partial<TproxyNative>
     if (typeof native.listenTransparent !== "function" || typeof native.connectMarked !== "function")
-      return (loaded = { available: false, reason: `${TPROXY_ADDON_PATH} is not the transparent-capture addon: rebuild it with npm run build:native` })
+      return (loaded = {
+        available: false,
+        reason: `${TPROXY_ADDON_PATH} is not the transparent-capture addon: rebuild it with npm run build:native`
+      })
     return (loaded = { available: true, native: native as TproxyNative })
   } catch (e) {
-    return (loaded = { available: false, reason: `the native addon ${TPROXY_ADDON_PATH} did not load: ${e instanceof Error ? e.message : String(e)}` })
+    return (loaded = {
+      available: false,
+      reason: `the native addon ${TPROXY_ADDON_PATH} did not load: ${e instanceof Error ? e.message : String(e)}`
+    })
   }
 }
 
@@ -81,7 +92,13 @@ export const loadTproxyNative = (): TproxyNativeLoad => {
  * `native.connectMarked` wrapped in a `net.Socket` (connected, reading): ready for bytes or for
  * `tls.connect({ socket })`. Rejects as `connectMarked` does.
  */
-export const markedSocket = async (native: TproxyNative, address: string, port: number, mark: number, timeoutMs: number): Promise<net.Socket> => {
+export const markedSocket = async (
+  native: TproxyNative,
+  address: string,
+  port: number,
+  mark: number,
+  timeoutMs: number
+): Promise<net.Socket> => {
   const fd = await native.connectMarked(address, port, mark, timeoutMs)
   try {
     return new net.Socket({ fd, readable: true, writable: true })

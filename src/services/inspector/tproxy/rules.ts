@@ -88,7 +88,8 @@ export const validateTproxyConfig = (body: unknown): ValidationResult => {
   if (typeof body !== "object" || Array.isArray(body)) return { ok: false, field: "body", message: "the start body must be a JSON object" }
   const input = body as Record<string, unknown>
   for (const key of Object.keys(input))
-    if (!(FIELDS as ReadonlyArray<string>).includes(key)) return { ok: false, field: key, message: `unknown field; the start body takes ${FIELDS.join(", ")}` }
+    if (!(FIELDS as ReadonlyArray<string>).includes(key))
+      return { ok: false, field: key, message: `unknown field; the start body takes ${FIELDS.join(", ")}` }
   const port = "an integer from 1 to 65535"
   const positive = `an integer from 1 to ${MAX_U32} (32 bits)`
   const rules: ReadonlyArray<readonly [keyof TproxyConfig, number, number, string]> = [
@@ -106,7 +107,11 @@ export const validateTproxyConfig = (body: unknown): ValidationResult => {
     config[field] = input[field] as number
   }
   if (RESERVED_TABLES.includes(config.routeTable))
-    return { ok: false, field: "routeTable", message: `must not be one of the kernel's own tables (253 default, 254 main, 255 local), got ${config.routeTable}` }
+    return {
+      ok: false,
+      field: "routeTable",
+      message: `must not be one of the kernel's own tables (253 default, 254 main, 255 local), got ${config.routeTable}`
+    }
   if (config.bypassMark === config.mark) {
     // Name the field the caller set: a `mark` equal to the default bypass mark is the `mark`'s fault.
     const field = input["bypassMark"] !== undefined ? "bypassMark" : "mark"
@@ -119,7 +124,11 @@ export const validateTproxyConfig = (body: unknown): ValidationResult => {
 }
 
 /** Runs one command (with `input` on its standard input when given); resolves with its exit code, never rejects. */
-export type Run = (command: string, args: ReadonlyArray<string>, input?: string) => Promise<{ code: number; stdout: string; stderr: string }>
+export type Run = (
+  command: string,
+  args: ReadonlyArray<string>,
+  input?: string
+) => Promise<{ code: number; stdout: string; stderr: string }>
 
 /** Exit code `execRun` reports for a command that is not installed (as a shell does). */
 export const NOT_FOUND = 127
@@ -139,11 +148,17 @@ export const execRun: Run = (command, args, input) =>
       { timeout: 60_000, encoding: "utf8", windowsHide: true, maxBuffer: 16 * 1024 * 1024, env: { ...process.env, LC_ALL: "C" } },
       (err, stdout, stderr) => {
         if (err === null) return resolve({ code: 0, stdout, stderr })
-        const e = err as { readonly code?: number | string | null; readonly killed?: boolean; readonly signal?: NodeJS.Signals | null; readonly message: string }
+        const e = err as {
+          readonly code?: number | string | null
+          readonly killed?: boolean
+          readonly signal?: NodeJS.Signals | null
+          readonly message: string
+        }
         if (typeof e.code === "number") return resolve({ code: e.code, stdout, stderr })
         if (e.code === "ENOENT") return resolve({ code: NOT_FOUND, stdout, stderr: `${stderr}${command}: not found (spawn ENOENT)` })
         if (e.killed) return resolve({ code: TIMED_OUT, stdout, stderr: `${stderr}${command}: timed out after 60 s` })
-        if (e.signal) return resolve({ code: 128 + (constants.signals[e.signal] ?? 0), stdout, stderr: `${stderr}${command}: killed by ${e.signal}` })
+        if (e.signal)
+          return resolve({ code: 128 + (constants.signals[e.signal] ?? 0), stdout, stderr: `${stderr}${command}: killed by ${e.signal}` })
         resolve({ code: 126, stdout, stderr: `${stderr}${command}: ${e.message}` })
       }
     )
@@ -199,12 +214,40 @@ export const planSteps = (config: TproxyConfig): ReadonlyArray<RuleStep> => {
   const ruleSpec = ["fwmark", M, "lookup", T]
   const routeSpec = (family: 4 | 6) => ["local", family === 4 ? "0.0.0.0/0" : "::/0", "dev", "lo", "table", T]
   const connmark = [
-    ...["-p", "tcp", "--dport", D, "--syn", "-m", "mark", "!", "--mark", B, "-m", "addrtype", "!", "--dst-type", "LOCAL", "-m", "conntrack", "--ctstate", "NEW"],
+    ...[
+      "-p",
+      "tcp",
+      "--dport",
+      D,
+      "--syn",
+      "-m",
+      "mark",
+      "!",
+      "--mark",
+      B,
+      "-m",
+      "addrtype",
+      "!",
+      "--dst-type",
+      "LOCAL",
+      "-m",
+      "conntrack",
+      "--ctstate",
+      "NEW"
+    ],
     ...comment,
     ...["-j", "CONNMARK", "--set-mark", M]
   ]
-  const mark = [...["-p", "tcp", "--dport", D, "-m", "mark", "!", "--mark", B, "-m", "connmark", "--mark", M], ...comment, ...["-j", "MARK", "--set-mark", M]]
-  const tproxy = [...["-p", "tcp", "--dport", D, "-m", "mark", "--mark", M], ...comment, ...["-j", "TPROXY", "--on-port", P, "--tproxy-mark", M]]
+  const mark = [
+    ...["-p", "tcp", "--dport", D, "-m", "mark", "!", "--mark", B, "-m", "connmark", "--mark", M],
+    ...comment,
+    ...["-j", "MARK", "--set-mark", M]
+  ]
+  const tproxy = [
+    ...["-p", "tcp", "--dport", D, "-m", "mark", "--mark", M],
+    ...comment,
+    ...["-j", "TPROXY", "--on-port", P, "--tproxy-mark", M]
+  ]
   return [
     ...families.map(
       (family): RuleStep => ({
@@ -254,7 +297,13 @@ export const planSteps = (config: TproxyConfig): ReadonlyArray<RuleStep> => {
   ]
 }
 
-const PACKAGES: Record<string, string> = { ip: "iproute2", iptables: "iptables", ip6tables: "iptables", "iptables-save": "iptables", "ip6tables-save": "iptables" }
+const PACKAGES: Record<string, string> = {
+  ip: "iproute2",
+  iptables: "iptables",
+  ip6tables: "iptables",
+  "iptables-save": "iptables",
+  "ip6tables-save": "iptables"
+}
 
 /** Quotes an argument for a POSIX shell when it needs it. */
 const shellWord = (arg: string) => (/^[A-Za-z0-9_@%+=:,./!-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'\\''`)}'`)

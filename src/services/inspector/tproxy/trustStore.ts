@@ -30,7 +30,11 @@ export const TRUST_STORES: ReadonlyArray<TrustStoreKind> = [
 ]
 
 /** How the trust store's commands run: `execRun` of rules.ts (the password for sudo on standard input). */
-export type Exec = (command: string, args: ReadonlyArray<string>, input?: string) => Promise<{ readonly code: number; readonly stdout: string; readonly stderr: string }>
+export type Exec = (
+  command: string,
+  args: ReadonlyArray<string>,
+  input?: string
+) => Promise<{ readonly code: number; readonly stdout: string; readonly stderr: string }>
 
 export class TrustStoreError extends Error {
   constructor(
@@ -70,7 +74,10 @@ const asRoot = async (opts: TrustStoreOptions, command: string, args: ReadonlyAr
       : await opts.exec("sudo", ["-S", "-p", "", command, ...args], `${opts.sudoPassword}\n${input ?? ""}`)
   if (r.code !== 0) {
     const why = r.stderr.trim().split("\n").slice(-2).join(" ")
-    throw new TrustStoreError(`${command} ${args.join(" ")} failed (exit ${r.code}): ${why || "no message"}`, opts.root ? "command" : "permission")
+    throw new TrustStoreError(
+      `${command} ${args.join(" ")} failed (exit ${r.code}): ${why || "no message"}`,
+      opts.root ? "command" : "permission"
+    )
   }
 }
 

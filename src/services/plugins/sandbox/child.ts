@@ -36,13 +36,21 @@ const defineGlobals = (vm: SandboxVm, load: LoadRequest) => {
   if (granted.has("network"))
     vm.defineFetch(async (url, method, headers, body) => {
       const res = await fetch(url, { method, headers, ...(body !== undefined ? { body } : {}) })
-      return { status: res.status, statusText: res.statusText, headers: Object.fromEntries(res.headers), body: await res.text(), url: res.url }
+      return {
+        status: res.status,
+        statusText: res.statusText,
+        headers: Object.fromEntries(res.headers),
+        body: await res.text(),
+        url: res.url
+      }
     })
   const needsFs = granted.has("file-read") || granted.has("file-write")
   if (needsFs) {
     const fsObj = ctx.newObject()
     if (granted.has("file-read")) {
-      vm.fn(fsObj, "readFile", (p, encoding) => vm.bridge(() => fs.promises.readFile(String(p), (encoding as BufferEncoding | undefined) ?? "utf8")))
+      vm.fn(fsObj, "readFile", (p, encoding) =>
+        vm.bridge(() => fs.promises.readFile(String(p), (encoding as BufferEncoding | undefined) ?? "utf8"))
+      )
       vm.fn(fsObj, "readdir", (p) => vm.bridge(() => fs.promises.readdir(String(p))))
       vm.fn(fsObj, "stat", (p) =>
         vm.bridge(async () => {
@@ -81,15 +89,21 @@ const defineGlobals = (vm: SandboxVm, load: LoadRequest) => {
       vm.bridge(
         () =>
           new Promise((resolve, reject) =>
-            execFile(String(command), Array.isArray(args) ? args.map(String) : [], { encoding: "utf8", timeout: 60_000 }, (error, stdout, stderr) =>
-              error && typeof error.code !== "number" ? reject(error) : resolve({ code: error ? error.code : 0, stdout, stderr })
+            execFile(
+              String(command),
+              Array.isArray(args) ? args.map(String) : [],
+              { encoding: "utf8", timeout: 60_000 },
+              (error, stdout, stderr) =>
+                error && typeof error.code !== "number" ? reject(error) : resolve({ code: error ? error.code : 0, stdout, stderr })
             )
           )
       )
     )
     vm.fn(g, "execSync", (command, args) => {
       try {
-        return ctx.newString(execFileSync(String(command), Array.isArray(args) ? args.map(String) : [], { encoding: "utf8", timeout: 10_000 }))
+        return ctx.newString(
+          execFileSync(String(command), Array.isArray(args) ? args.map(String) : [], { encoding: "utf8", timeout: 10_000 })
+        )
       } catch (e) {
         throw ctx.newError((e as Error).message)
       }
@@ -119,7 +133,13 @@ const load = async (req: LoadRequest): Promise<void> => {
   if (ctx.typeof(plugin) !== "object") throw new Error(`${req.main} must default-export what definePlugin returns`)
   const described = ctx.dump(plugin) as Record<string, unknown>
   const hooks = PLUGIN_HOOKS.filter((h) => ctx.typeof(ctx.getProp(plugin!, h)) === "function")
-  send({ t: "loaded", name: String(described["name"] ?? ""), priority: Number(described["priority"] ?? 100), enabled: described["enabled"] !== false, hooks })
+  send({
+    t: "loaded",
+    name: String(described["name"] ?? ""),
+    priority: Number(described["priority"] ?? 100),
+    enabled: described["enabled"] !== false,
+    hooks
+  })
 }
 
 const call = async (id: number, hook: string, ctxValue: unknown, timeoutMs: number): Promise<void> => {

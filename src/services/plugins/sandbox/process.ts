@@ -73,7 +73,8 @@ export const permissionArgs = (opts: Pick<PluginProcessOptions, "dir" | "permiss
 
 export const spawnPluginProcess = (opts: PluginProcessOptions): Promise<PluginProcess> => {
   const script = sandboxScript("child.js")
-  if (!fs.existsSync(script)) return Promise.reject(new PluginProcessError(`the plugin sandbox is not built (${script}): run npm run build`))
+  if (!fs.existsSync(script))
+    return Promise.reject(new PluginProcessError(`the plugin sandbox is not built (${script}): run npm run build`))
   if (opts.integrity !== undefined) {
     let actual: string
     try {
@@ -85,7 +86,11 @@ export const spawnPluginProcess = (opts: PluginProcessOptions): Promise<PluginPr
       return Promise.reject(new PluginProcessError(`${opts.main} cannot be read: ${(e as Error).message}`))
     }
     if (actual !== opts.integrity)
-      return Promise.reject(new PluginProcessError(`${opts.main} does not match the manifest's integrity (${opts.integrity}, the file is ${actual}): not loaded`))
+      return Promise.reject(
+        new PluginProcessError(
+          `${opts.main} does not match the manifest's integrity (${opts.integrity}, the file is ${actual}): not loaded`
+        )
+      )
   }
   let sdkSource: string
   try {
@@ -143,7 +148,8 @@ export const spawnPluginProcess = (opts: PluginProcessOptions): Promise<PluginPr
                   if (gone !== undefined) return fail(new PluginProcessError(gone))
                   if (deadline !== undefined) {
                     const left = deadline - Date.now()
-                    if (left <= 0) return fail(new PluginProcessError(`${hook} waited past its time limit behind the plugin's other calls; not sent`))
+                    if (left <= 0)
+                      return fail(new PluginProcessError(`${hook} waited past its time limit behind the plugin's other calls; not sent`))
                     timeoutMs = Math.min(timeoutMs, left)
                   }
                   const id = nextId++

@@ -46,16 +46,25 @@ export interface LoadRequest {
   readonly sdkSource: string
 }
 
-export type ParentMessage = LoadRequest | { readonly t: "call"; readonly id: number; readonly hook: string; readonly ctx: unknown; readonly timeoutMs: number }
+export type ParentMessage =
+  | LoadRequest
+  | { readonly t: "call"; readonly id: number; readonly hook: string; readonly ctx: unknown; readonly timeoutMs: number }
 
 export type ChildMessage =
-  | { readonly t: "loaded"; readonly name: string; readonly priority: number; readonly enabled: boolean; readonly hooks: ReadonlyArray<PluginHook> }
+  | {
+      readonly t: "loaded"
+      readonly name: string
+      readonly priority: number
+      readonly enabled: boolean
+      readonly hooks: ReadonlyArray<PluginHook>
+    }
   | { readonly t: "error"; readonly message: string }
   | { readonly t: "result"; readonly id: number; readonly value: unknown }
   | { readonly t: "failed"; readonly id: number; readonly message: string }
   | { readonly t: "log"; readonly level: string; readonly text: string }
 
-/** The SDK a plugin imports: the package's public entry (`sdk/plugin-sdk.js`, exported as `gateway/plugin-sdk`), its text evaluated in the sandbox. */
+/** The SDK a plugin imports: the package's public entry (`sdk/plugin-sdk.js`, exported as `gateway/plugin-sdk`), its text evaluated in the
+ * sandbox. */
 export const SDK_FILE = "sdk/plugin-sdk.js"
 
 /** One script run to its end (./run.ts): what the gateway sends once the process started. */

@@ -38,7 +38,12 @@ delete globalThis.__stdin
 const run = async (req: RunRequest): Promise<void> => {
   const dir = path.resolve(req.dir)
   const realDir = fs.realpathSync(dir)
-  const vm = await SandboxVm.create({ dir, memoryLimitBytes: req.memoryLimitBytes, who: "the script", importsOnly: "a script imports only its own files (./lib.mjs)" })
+  const vm = await SandboxVm.create({
+    dir,
+    memoryLimitBytes: req.memoryLimitBytes,
+    who: "the script",
+    importsOnly: "a script imports only its own files (./lib.mjs)"
+  })
   const ctx = vm.ctx
   const g = ctx.global
   const write = (stream: "stdout" | "stderr", text: string) => send({ t: "out", stream, text })
@@ -66,11 +71,14 @@ const run = async (req: RunRequest): Promise<void> => {
   const inside = async (p: unknown): Promise<string> => {
     const resolved = path.resolve(dir, String(p))
     const real = await fs.promises.realpath(resolved).catch(() => resolved)
-    if (real !== realDir && !real.startsWith(`${realDir}${path.sep}`)) throw new Error(`${String(p)}: outside the script's folder; a script reads only its skill's files`)
+    if (real !== realDir && !real.startsWith(`${realDir}${path.sep}`))
+      throw new Error(`${String(p)}: outside the script's folder; a script reads only its skill's files`)
     return real
   }
   const fsObj = ctx.newObject()
-  vm.fn(fsObj, "readFile", (p, encoding) => vm.bridge(async () => fs.promises.readFile(await inside(p), (encoding as BufferEncoding | undefined) ?? "utf8")))
+  vm.fn(fsObj, "readFile", (p, encoding) =>
+    vm.bridge(async () => fs.promises.readFile(await inside(p), (encoding as BufferEncoding | undefined) ?? "utf8"))
+  )
   vm.fn(fsObj, "readdir", (p) => vm.bridge(async () => fs.promises.readdir(await inside(p ?? "."))))
   vm.fn(fsObj, "stat", (p) =>
     vm.bridge(async () => {
@@ -87,7 +95,10 @@ const run = async (req: RunRequest): Promise<void> => {
     const allowed = req.networkOff === null && hostAllowed(url, req.hosts)
     send({ t: "fetch", target: t.target, allowed })
     if (req.networkOff !== null) throw new Error(`fetch ${url}: ${req.networkOff}`)
-    if (!allowed) throw new Error(`fetch ${url}: ${t.target} is not one of the hosts this script may reach (${req.hosts.length > 0 ? req.hosts.join(", ") : "none are named"})`)
+    if (!allowed)
+      throw new Error(
+        `fetch ${url}: ${t.target} is not one of the hosts this script may reach (${req.hosts.length > 0 ? req.hosts.join(", ") : "none are named"})`
+      )
     // Redirects are not followed: the script gets the 3xx and may fetch its Location, checked again.
     const res = await fetch(url, { method, headers, redirect: "manual", ...(body !== undefined ? { body } : {}) })
     return { status: res.status, statusText: res.statusText, headers: Object.fromEntries(res.headers), body: await res.text(), url }
@@ -99,7 +110,11 @@ const run = async (req: RunRequest): Promise<void> => {
   } catch (e) {
     if (exitRequested === undefined) {
       const error = e instanceof Error ? e.message : String(e)
-      return void send(vm.limitHit === undefined ? { t: "done", exitCode: 1, error, stopped: null } : { t: "done", exitCode: null, error, stopped: vm.limitHit })
+      return void send(
+        vm.limitHit === undefined
+          ? { t: "done", exitCode: 1, error, stopped: null }
+          : { t: "done", exitCode: null, error, stopped: vm.limitHit }
+      )
     }
   }
   if (exitRequested !== undefined) return void send({ t: "done", exitCode: exitRequested, error: null, stopped: null })

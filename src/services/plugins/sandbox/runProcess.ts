@@ -48,8 +48,17 @@ export const runScript = (opts: ScriptRunOptions): Promise<ScriptRun> => {
   const out = { stdout: "", stderr: "" }
   let truncated = false
   const fetches: Array<{ target: string; allowed: boolean }> = []
-  const finish = (r: Pick<ScriptRun, "exitCode" | "error" | "stopped">): ScriptRun => ({ ...r, ...out, truncated, fetches, durationMs: Date.now() - started })
-  if (!fs.existsSync(script)) return Promise.resolve(finish({ exitCode: null, error: `the script sandbox is not built (${script}): run npm run build`, stopped: null }))
+  const finish = (r: Pick<ScriptRun, "exitCode" | "error" | "stopped">): ScriptRun => ({
+    ...r,
+    ...out,
+    truncated,
+    fetches,
+    durationMs: Date.now() - started
+  })
+  if (!fs.existsSync(script))
+    return Promise.resolve(
+      finish({ exitCode: null, error: `the script sandbox is not built (${script}): run npm run build`, stopped: null })
+    )
 
   const sandbox = spawnSandbox(script, confinementArgs([opts.dir, ...sandboxReads(script)]), {
     env: { PATH: process.env["PATH"] ?? "" },
@@ -78,10 +87,23 @@ export const runScript = (opts: ScriptRunOptions): Promise<ScriptRun> => {
     sandbox.exited.then((how) => {
       clearTimeout(timer)
       const mb = Math.round(opts.memoryLimitBytes / 1024 / 1024)
-      if (sandbox.overLimit()) resolve(finish({ exitCode: null, error: `the script went over its memory limit (${mb} MB); its process was stopped`, stopped: "memory" }))
+      if (sandbox.overLimit())
+        resolve(
+          finish({ exitCode: null, error: `the script went over its memory limit (${mb} MB); its process was stopped`, stopped: "memory" })
+        )
       else if (done !== undefined) resolve(finish(done))
-      else if (wedged) resolve(finish({ exitCode: null, error: `the script did not end in ${opts.timeoutMs} ms; its process was stopped`, stopped: "time" }))
-      else resolve(finish({ exitCode: null, error: `the script's process exited (${how})${sandbox.stderr() ? `: ${sandbox.stderr()}` : ""}`, stopped: null }))
+      else if (wedged)
+        resolve(
+          finish({ exitCode: null, error: `the script did not end in ${opts.timeoutMs} ms; its process was stopped`, stopped: "time" })
+        )
+      else
+        resolve(
+          finish({
+            exitCode: null,
+            error: `the script's process exited (${how})${sandbox.stderr() ? `: ${sandbox.stderr()}` : ""}`,
+            stopped: null
+          })
+        )
     })
     const request: RunRequest = {
       t: "run",

@@ -19,16 +19,24 @@ export const sandboxScript = (name: string): string => {
 }
 
 /** Node's permission flag: `--permission` where this Node knows it (22.13+), else the experimental one. */
-const permissionFlag = (): string => (process.allowedNodeEnvironmentFlags.has("--permission") ? "--permission" : "--experimental-permission")
+const permissionFlag = (): string =>
+  process.allowedNodeEnvironmentFlags.has("--permission") ? "--permission" : "--experimental-permission"
 
 /** What every sandbox process reads besides its own folder: the sandbox's code and the packages it loads (QuickJS). */
-export const sandboxReads = (script: string): Array<string> => [path.dirname(script), path.join(PACKAGE_ROOT, "node_modules"), path.join(PACKAGE_ROOT, "package.json")]
+export const sandboxReads = (script: string): Array<string> => [
+  path.dirname(script),
+  path.join(PACKAGE_ROOT, "node_modules"),
+  path.join(PACKAGE_ROOT, "package.json")
+]
 
 /**
  * The flags that confine a process: the paths it may read (`*`: any), where it may write, whether
  * it may start processes. Nothing else: no addon, no worker.
  */
-export const confinementArgs = (reads: ReadonlyArray<string>, options: { readonly write?: string; readonly childProcess?: boolean } = {}): Array<string> => {
+export const confinementArgs = (
+  reads: ReadonlyArray<string>,
+  options: { readonly write?: string; readonly childProcess?: boolean } = {}
+): Array<string> => {
   // Each path once: Node 20 aborts on a path given twice (an assertion in its permission tree).
   // Node checks both the path given and the real one it resolves to: a symlinked node_modules (a worktree, pnpm) is allowed at both.
   const real = (r: string) => {
@@ -38,7 +46,10 @@ export const confinementArgs = (reads: ReadonlyArray<string>, options: { readonl
       return path.resolve(r)
     }
   }
-  const args = [permissionFlag(), ...[...new Set(reads.flatMap((r) => (r === "*" ? [r] : [path.resolve(r), real(r)])))].map((r) => `--allow-fs-read=${r}`)]
+  const args = [
+    permissionFlag(),
+    ...[...new Set(reads.flatMap((r) => (r === "*" ? [r] : [path.resolve(r), real(r)])))].map((r) => `--allow-fs-read=${r}`)
+  ]
   if (options.write !== undefined) args.push(`--allow-fs-write=${options.write}`)
   if (options.childProcess === true) args.push("--allow-child-process")
   return args
@@ -77,7 +88,11 @@ export const spawnSandbox = (
   args: ReadonlyArray<string>,
   options: { readonly cwd: string; readonly env: NodeJS.ProcessEnv; readonly memoryLimitBytes: number }
 ): SandboxChild => {
-  const child = spawn(process.execPath, [...args, "--no-warnings", script], { stdio: ["ignore", "ignore", "pipe", "ipc"], env: options.env, cwd: options.cwd })
+  const child = spawn(process.execPath, [...args, "--no-warnings", script], {
+    stdio: ["ignore", "ignore", "pipe", "ipc"],
+    env: options.env,
+    cwd: options.cwd
+  })
   let stderr = ""
   child.stderr?.on("data", (d: Buffer) => {
     if (stderr.length < 8192) stderr += d.toString("utf8")

@@ -9,7 +9,8 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { getQuickJS, type QuickJSContext, type QuickJSHandle, type QuickJSRuntime } from "quickjs-emscripten"
 
-/** A refused import's module name (no file path starts so): the loader answers it with this error (a throw from the normalizer loses its message). */
+/** A refused import's module name (no file path starts so): the loader answers it with this error (a throw from the normalizer loses its
+ * message). */
 const REFUSED = "gateway:refused:"
 
 export interface SandboxVmOptions {
@@ -71,7 +72,8 @@ globalThis.fetch = async (input, init) => {
 }
 `
 
-const messageOf = (e: unknown): string => (typeof e === "object" && e !== null && "message" in e ? String((e as { message: unknown }).message) : String(e))
+const messageOf = (e: unknown): string =>
+  typeof e === "object" && e !== null && "message" in e ? String((e as { message: unknown }).message) : String(e)
 
 export class SandboxVm {
   /** Host operations (fetch, fs) whose VM promises are still open. */
@@ -101,10 +103,12 @@ export class SandboxVm {
     const modules = opts.modules ?? {}
     const normalize = (base: string, requested: string): string => {
       if (Object.hasOwn(modules, requested)) return requested
-      if (!requested.startsWith("./") && !requested.startsWith("../")) return `${REFUSED}cannot import ${JSON.stringify(requested)}: ${opts.importsOnly}`
+      if (!requested.startsWith("./") && !requested.startsWith("../"))
+        return `${REFUSED}cannot import ${JSON.stringify(requested)}: ${opts.importsOnly}`
       const from = Object.hasOwn(modules, base) ? dir : path.dirname(base)
       const resolved = path.resolve(from, requested)
-      if (resolved !== dir && !resolved.startsWith(`${dir}${path.sep}`)) return `${REFUSED}cannot import ${JSON.stringify(requested)}: it is outside ${opts.who}'s folder`
+      if (resolved !== dir && !resolved.startsWith(`${dir}${path.sep}`))
+        return `${REFUSED}cannot import ${JSON.stringify(requested)}: it is outside ${opts.who}'s folder`
       return resolved
     }
     runtime.setModuleLoader((name) => {
@@ -226,7 +230,14 @@ export class SandboxVm {
   /** `fetch`, `Headers`, `Request`, `Response`, `AbortController`; every request goes to `hostFetch`. */
   defineFetch(hostFetch: HostFetch): void {
     this.fn(this.ctx.global, "__hostFetch", (url, method, headers, body) =>
-      this.bridge(() => hostFetch(String(url), String(method), headers as Record<string, string>, body === undefined || body === null ? undefined : String(body)))
+      this.bridge(() =>
+        hostFetch(
+          String(url),
+          String(method),
+          headers as Record<string, string>,
+          body === undefined || body === null ? undefined : String(body)
+        )
+      )
     )
     this.ctx.unwrapResult(this.ctx.evalCode(NETWORK_PRELUDE, "gateway:network")).dispose()
   }

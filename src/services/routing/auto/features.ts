@@ -60,7 +60,9 @@ const textOfMessage = (m: Message): string =>
 export const TASK_RULES: ReadonlyArray<{ readonly task: Exclude<TaskType, "chat">; readonly patterns: ReadonlyArray<RegExp> }> = [
   {
     task: "debugging",
-    patterns: [/\b(errors?|exceptions?|stack ?traces?|bugs?|buggy|fix(es|ed|ing)?|tracebacks?|failing|fails|failed|crash(es|ed|ing)?|debug(ging)?|segfault)\b/i]
+    patterns: [
+      /\b(errors?|exceptions?|stack ?traces?|bugs?|buggy|fix(es|ed|ing)?|tracebacks?|failing|fails|failed|crash(es|ed|ing)?|debug(ging)?|segfault)\b/i
+    ]
   },
   // "PR" only in capitals: a lower-case "pr" is too often something else.
   { task: "review", patterns: [/\b(review(s|ing)?|critique|code review|pull request)\b/i, /\bPRs?\b/] },
@@ -86,8 +88,17 @@ export const classifyTask = (text: string, hasTools: boolean): TaskType => {
  * specificity = 0.40 × min(1, tokenEstimate / 4000) + 0.25 (tools) + 0.20 (a ``` block in any
  * message) + 0.15 (reasoning asked), clamped to [0, 1].
  */
-export const specificityOf = (f: { readonly tokenEstimate: number; readonly hasTools: boolean; readonly hasCodeBlock: boolean; readonly wantsReasoning: boolean }): number => {
-  const s = 0.4 * Math.min(1, Math.max(0, f.tokenEstimate) / SPECIFICITY_TOKEN_SCALE) + (f.hasTools ? 0.25 : 0) + (f.hasCodeBlock ? 0.2 : 0) + (f.wantsReasoning ? 0.15 : 0)
+export const specificityOf = (f: {
+  readonly tokenEstimate: number
+  readonly hasTools: boolean
+  readonly hasCodeBlock: boolean
+  readonly wantsReasoning: boolean
+}): number => {
+  const s =
+    0.4 * Math.min(1, Math.max(0, f.tokenEstimate) / SPECIFICITY_TOKEN_SCALE) +
+    (f.hasTools ? 0.25 : 0) +
+    (f.hasCodeBlock ? 0.2 : 0) +
+    (f.wantsReasoning ? 0.15 : 0)
   return Math.min(1, Math.max(0, s))
 }
 

@@ -81,12 +81,19 @@ export const costStrategy: RouterStrategy = {
     const considered = dropOpen(pool)
     const i = argMin(considered, (e) => e.costPer1MTokens)
     const e = considered[i]!
-    return decide(e, "cost", `lowest cost ${fmt(e.costPer1MTokens)} USD/1M tokens of ${considered.length} candidate(s)`, considered.length, scoreEntry(e, considered, ctx))
+    return decide(
+      e,
+      "cost",
+      `lowest cost ${fmt(e.costPer1MTokens)} USD/1M tokens of ${considered.length} candidate(s)`,
+      considered.length,
+      scoreEntry(e, considered, ctx)
+    )
   }
 }
 
 /** The latency strategy's sort key: p95 + errorRate × 1000 (unknown p95 → +Infinity). */
-export const latencyKey = (e: PoolEntry): number => (e.p95LatencyMs === undefined || !Number.isFinite(e.p95LatencyMs) ? Infinity : e.p95LatencyMs + e.errorRate * 1000)
+export const latencyKey = (e: PoolEntry): number =>
+  e.p95LatencyMs === undefined || !Number.isFinite(e.p95LatencyMs) ? Infinity : e.p95LatencyMs + e.errorRate * 1000
 
 /** `latency` / `fast`: drop OPEN, ascending by p95LatencyMs + errorRate × 1000. */
 export const latencyStrategy: RouterStrategy = {
@@ -97,7 +104,13 @@ export const latencyStrategy: RouterStrategy = {
     const considered = dropOpen(pool)
     const i = argMin(considered, latencyKey)
     const e = considered[i]!
-    return decide(e, "latency", `lowest p95 + errorRate×1000 = ${fmt(latencyKey(e))} ms of ${considered.length} candidate(s)`, considered.length, scoreEntry(e, considered, ctx))
+    return decide(
+      e,
+      "latency",
+      `lowest p95 + errorRate×1000 = ${fmt(latencyKey(e))} ms of ${considered.length} candidate(s)`,
+      considered.length,
+      scoreEntry(e, considered, ctx)
+    )
   }
 }
 
@@ -146,7 +159,8 @@ export const slaEvaluate = (e: PoolEntry, sla: SlaPolicy | undefined): SlaEvalua
 /** `sla-aware` / `sla`: composite descending; with hard constraints, fewest violations first. OPEN dropped (fail-open). */
 export const slaStrategy: RouterStrategy = {
   name: "sla-aware",
-  description: "SLA composite: latency 35%, error 35%, health 15%, cost 10%, stability 5% (alias sla); with hard constraints fewest violations first.",
+  description:
+    "SLA composite: latency 35%, error 35%, health 15%, cost 10%, stability 5% (alias sla); with hard constraints fewest violations first.",
   select: (pool, ctx) => {
     requireEntries(pool, "sla-aware")
     const considered = dropOpen(pool)
@@ -156,14 +170,18 @@ export const slaStrategy: RouterStrategy = {
     for (let i = 1; i < evals.length; i++) {
       const a = evals[i]!
       const b = evals[best]!
-      const better = hard ? a.violations < b.violations || (a.violations === b.violations && a.composite > b.composite) : a.composite > b.composite
+      const better = hard
+        ? a.violations < b.violations || (a.violations === b.violations && a.composite > b.composite)
+        : a.composite > b.composite
       if (better) best = i
     }
     const ev = evals[best]!
     return decide(
       considered[best]!,
       "sla-aware",
-      `best SLA composite ${fmt(ev.composite)}` + (hard ? ` with ${ev.violations} violation(s) (hard constraints)` : "") + ` of ${considered.length} candidate(s)`,
+      `best SLA composite ${fmt(ev.composite)}` +
+        (hard ? ` with ${ev.violations} violation(s) (hard constraints)` : "") +
+        ` of ${considered.length} candidate(s)`,
       considered.length,
       ev.composite
     )
@@ -243,10 +261,12 @@ export class RouterRegistry {
     const s = strategy as Partial<RouterStrategy> | null | undefined
     if (s === null || typeof s !== "object") throw new Error("router strategy must be an object with name, description and select")
     if (typeof s.name !== "string" || s.name.trim() === "") throw new Error("router strategy name must be a non-empty string")
-    if (!ROUTER_NAME_PATTERN.test(s.name)) throw new Error(`router strategy name '${s.name}' is invalid: use letters, digits, '.', '_' and '-', starting with a letter or digit`)
+    if (!ROUTER_NAME_PATTERN.test(s.name))
+      throw new Error(`router strategy name '${s.name}' is invalid: use letters, digits, '.', '_' and '-', starting with a letter or digit`)
     const key = s.name.toLowerCase()
     if (this.builtInNames.has(key)) throw new Error(`router strategy '${s.name}' is built in and cannot be replaced`)
-    if (typeof s.description !== "string" || s.description.trim() === "") throw new Error(`router strategy '${s.name}' needs a non-empty description`)
+    if (typeof s.description !== "string" || s.description.trim() === "")
+      throw new Error(`router strategy '${s.name}' needs a non-empty description`)
     if (typeof s.select !== "function") throw new Error(`router strategy '${s.name}' needs a select(pool, context) function`)
     this.byName.set(key, strategy)
     const at = this.listing.findIndex((l) => !l.builtIn && l.strategy.name.toLowerCase() === key)

@@ -3,7 +3,16 @@
  * [0, 1]; pool-relative factors (costInv, latencyInv) are normalised over the pool passed in.
  * Formulas and the choices the spec leaves open are listed in docs (Auto routing).
  */
-import { FACTORS, type AccountTier, type BreakerState, type Factor, type PoolEntry, type RequestFeatures, type RoutingContext, type Weights } from "../types.js"
+import {
+  FACTORS,
+  type AccountTier,
+  type BreakerState,
+  type Factor,
+  type PoolEntry,
+  type RequestFeatures,
+  type RoutingContext,
+  type Weights
+} from "../types.js"
 import { taskFit } from "./taskFit.js"
 
 export type ModelTier = PoolEntry["modelTier"]
@@ -97,7 +106,8 @@ export const connectionDensityScore = (e: Pick<PoolEntry, "inFlight" | "provider
 }
 
 /** Sooner reset → higher: 1 − min(1, resetInMs / 24 h); unknown 0.5. */
-export const resetWindowScore = (resetInMs: number | undefined): number => (known(resetInMs) ? clamp01(1 - Math.max(0, resetInMs) / RESET_HORIZON_MS) : 0.5)
+export const resetWindowScore = (resetInMs: number | undefined): number =>
+  known(resetInMs) ? clamp01(1 - Math.max(0, resetInMs) / RESET_HORIZON_MS) : 0.5
 
 /** Equal tiers 1, adjacent 0.5, two apart 0. */
 export const tierAffinityScore = (modelTier: ModelTier, recommended: ModelTier): number => {
@@ -106,13 +116,21 @@ export const tierAffinityScore = (modelTier: ModelTier, recommended: ModelTier):
 }
 
 /** Every factor of one entry, each in [0, 1]. `stats` may be passed when scoring many entries of one pool. */
-export const factorScores = (entry: PoolEntry, pool: ReadonlyArray<PoolEntry>, ctx: RoutingContext, stats: PoolStats = poolStats(pool)): Record<Factor, number> => {
+export const factorScores = (
+  entry: PoolEntry,
+  pool: ReadonlyArray<PoolEntry>,
+  ctx: RoutingContext,
+  stats: PoolStats = poolStats(pool)
+): Record<Factor, number> => {
   const f = ctx.request
   return {
     health: HEALTH_SCORES[entry.breaker] ?? 0,
     quota: clamp01(entry.quotaRemaining),
     costInv: Number.isFinite(entry.costPer1MTokens) ? inverseNormalized(entry.costPer1MTokens, stats.minCost, stats.maxCost) : 0,
-    latencyInv: known(entry.p95LatencyMs) && stats.minP95 !== undefined && stats.maxP95 !== undefined ? inverseNormalized(entry.p95LatencyMs, stats.minP95, stats.maxP95) : 0.5,
+    latencyInv:
+      known(entry.p95LatencyMs) && stats.minP95 !== undefined && stats.maxP95 !== undefined
+        ? inverseNormalized(entry.p95LatencyMs, stats.minP95, stats.maxP95)
+        : 0.5,
     taskFit: ctx.fitness?.(entry.model, entry.provider) ?? taskFit(entry.model, entry.provider, f.taskType),
     stability: stabilityScore(entry),
     tierPriority: TIER_PRIORITY[entry.accountTier] ?? 0,
@@ -138,5 +156,9 @@ export const weightedScore = (factors: Readonly<Record<Factor, number>>, weights
 }
 
 /** The weighted score of one entry against its pool, with ctx.weights. */
-export const scoreEntry = (entry: PoolEntry, pool: ReadonlyArray<PoolEntry>, ctx: RoutingContext, stats: PoolStats = poolStats(pool)): number =>
-  weightedScore(factorScores(entry, pool, ctx, stats), ctx.weights)
+export const scoreEntry = (
+  entry: PoolEntry,
+  pool: ReadonlyArray<PoolEntry>,
+  ctx: RoutingContext,
+  stats: PoolStats = poolStats(pool)
+): number => weightedScore(factorScores(entry, pool, ctx, stats), ctx.weights)

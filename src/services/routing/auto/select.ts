@@ -97,7 +97,8 @@ export const orderAuto = (pool: ReadonlyArray<PoolEntry>, opts: AutoOrderOptions
   // 3. self-healing
   const notExcluded = affordable.filter((e) => !healing.isExcluded(e.candidate.key, now))
   const remaining = notExcluded.length > 0 ? notExcluded : affordable
-  const excluded = notExcluded.length > 0 ? affordable.filter((e) => healing.isExcluded(e.candidate.key, now)).map((e) => e.candidate.key) : []
+  const excluded =
+    notExcluded.length > 0 ? affordable.filter((e) => healing.isExcluded(e.candidate.key, now)).map((e) => e.candidate.key) : []
   const probes = remaining.filter((e) => healing.needsProbe(e.candidate.key, now)).map((e) => e.candidate.key)
 
   // 4. incident mode

@@ -17,10 +17,12 @@ export const PROBE_TIMEOUT_FLOOR_MS = 2000
 export const INCIDENT_OPEN_SHARE = 0.5
 
 /** Exclusion length of the n-th consecutive exclusion (n >= 1): 5, 10, 20, 30, 30... minutes. */
-export const exclusionMs = (level: number): number => Math.min(MAX_EXCLUSION_MS, BASE_EXCLUSION_MS * 2 ** Math.max(0, Math.floor(level) - 1))
+export const exclusionMs = (level: number): number =>
+  Math.min(MAX_EXCLUSION_MS, BASE_EXCLUSION_MS * 2 ** Math.max(0, Math.floor(level) - 1))
 
 /** The reduced timeout of a probe request. */
-export const probeTimeoutMs = (normalMs: number): number => Math.min(normalMs, Math.max(PROBE_TIMEOUT_FLOOR_MS, normalMs * PROBE_TIMEOUT_FACTOR))
+export const probeTimeoutMs = (normalMs: number): number =>
+  Math.min(normalMs, Math.max(PROBE_TIMEOUT_FLOOR_MS, normalMs * PROBE_TIMEOUT_FACTOR))
 
 /** True when more than 50% of the distinct providers in the pool have an OPEN breaker. */
 export const isIncidentPool = (pool: ReadonlyArray<PoolEntry>): boolean => {

@@ -1,7 +1,8 @@
 /**
  * The static task-fitness map of the `taskFit` factor. The spec leaves per-model scores
  * unshown, so fitness comes from this table (a synced leaderboard ELO, LEADERBOARD_ELO_SYNC_ENABLED,
- * overrides it per listed model: src/services/routing/auto/leaderboard.ts): wildcard model-id patterns (`*` = any run of characters, case-insensitive) matched
+ * overrides it per listed model: src/services/routing/auto/leaderboard.ts): wildcard model-id patterns (`*` = any run of characters,
+ * case-insensitive) matched
  * against the model id and against `<provider>/<model>`; the first matching entry wins, so
  * entries go from most specific to least, ending with `*` (0.5 for every task).
  * The numbers are this build's judgement of each family, on a 0..1 scale.
@@ -17,7 +18,15 @@ export interface FitnessEntry {
 }
 
 /** coding, review, planning, analysis, debugging, documentation, chat */
-const s = (coding: number, review: number, planning: number, analysis: number, debugging: number, documentation: number, chat: number): TaskScores => ({
+const s = (
+  coding: number,
+  review: number,
+  planning: number,
+  analysis: number,
+  debugging: number,
+  documentation: number,
+  chat: number
+): TaskScores => ({
   coding,
   review,
   planning,
@@ -125,7 +134,11 @@ export const matchesModel = (pattern: string, modelId: string, provider: string)
 const defaultMatches = new BoundedMap<string, FitnessEntry | undefined>({ maxEntries: 10_000 })
 
 /** The first fitness entry matching the model (the `*` entry at worst). */
-export const fitnessEntry = (modelId: string, provider: string, map: ReadonlyArray<FitnessEntry> = FITNESS_MAP): FitnessEntry | undefined => {
+export const fitnessEntry = (
+  modelId: string,
+  provider: string,
+  map: ReadonlyArray<FitnessEntry> = FITNESS_MAP
+): FitnessEntry | undefined => {
   if (map !== FITNESS_MAP) return map.find((e) => matchesModel(e.pattern, modelId, provider))
   const key = `${provider}\u0000${modelId}`
   if (defaultMatches.has(key)) return defaultMatches.get(key)

@@ -36,17 +36,42 @@ export interface AutoSpec {
 }
 
 const VARIANT_SPECS: Readonly<Record<AutoVariant, Pick<AutoSpec, "routerStrategy" | "weightsName" | "explorationRate" | "description">>> = {
-  lkgp: { routerStrategy: "lkgp", weightsName: "balanced", explorationRate: DEFAULT_EXPLORATION_RATE, description: "Last known good path; balanced weights." },
-  coding: { routerStrategy: "rules", weightsName: "quality-first", explorationRate: DEFAULT_EXPLORATION_RATE, description: "Quality-first weights." },
-  fast: { routerStrategy: "rules", weightsName: "ship-fast", explorationRate: DEFAULT_EXPLORATION_RATE, description: "Low-latency weighted selection (ship-fast weights)." },
-  cheap: { routerStrategy: "cost", weightsName: "cost-saver", explorationRate: DEFAULT_EXPLORATION_RATE, description: "Lowest cost first." },
+  lkgp: {
+    routerStrategy: "lkgp",
+    weightsName: "balanced",
+    explorationRate: DEFAULT_EXPLORATION_RATE,
+    description: "Last known good path; balanced weights."
+  },
+  coding: {
+    routerStrategy: "rules",
+    weightsName: "quality-first",
+    explorationRate: DEFAULT_EXPLORATION_RATE,
+    description: "Quality-first weights."
+  },
+  fast: {
+    routerStrategy: "rules",
+    weightsName: "ship-fast",
+    explorationRate: DEFAULT_EXPLORATION_RATE,
+    description: "Low-latency weighted selection (ship-fast weights)."
+  },
+  cheap: {
+    routerStrategy: "cost",
+    weightsName: "cost-saver",
+    explorationRate: DEFAULT_EXPLORATION_RATE,
+    description: "Lowest cost first."
+  },
   offline: {
     routerStrategy: "rules",
     weightsName: "offline-friendly",
     explorationRate: DEFAULT_EXPLORATION_RATE,
     description: "Favours the highest quota availability (offline-friendly weights)."
   },
-  smart: { routerStrategy: "rules", weightsName: "quality-first", explorationRate: SMART_EXPLORATION_RATE, description: "Quality-first weights plus 10% exploration." }
+  smart: {
+    routerStrategy: "rules",
+    weightsName: "quality-first",
+    explorationRate: SMART_EXPLORATION_RATE,
+    description: "Quality-first weights plus 10% exploration."
+  }
 }
 
 const TIER_WEIGHTS: Readonly<Record<AutoTier, AutoSpec["weightsName"]>> = {
@@ -72,7 +97,14 @@ export const parseAutoId = (id: string): AutoSpec | undefined => {
   if (typeof id !== "string") return undefined
   const s = id.trim().toLowerCase()
   if (s === "auto")
-    return { id: "auto", kind: "default", variant: "lkgp", ...VARIANT_SPECS.lkgp, description: "Default auto: same as auto/lkgp; balanced weights.", weights: DEFAULT_WEIGHTS }
+    return {
+      id: "auto",
+      kind: "default",
+      variant: "lkgp",
+      ...VARIANT_SPECS.lkgp,
+      description: "Default auto: same as auto/lkgp; balanced weights.",
+      weights: DEFAULT_WEIGHTS
+    }
   if (!s.startsWith("auto/")) return undefined
   const rest = s.slice("auto/".length)
   const colon = rest.indexOf(":")
@@ -135,7 +167,8 @@ export const filterPool = (pool: ReadonlyArray<PoolEntry>, spec: AutoSpec): Arra
   const cat = spec.category === undefined ? undefined : CATEGORY_FILTERS[spec.category]
   if (cat !== undefined) out = failOpen(out, cat)
   if (spec.tier === "free") out = failOpen(out, (e) => e.modelTier === "free")
-  else if (spec.tier === "pro") out = failOpen(out, (e) => e.modelTier === "premium" || e.accountTier === "pro" || e.accountTier === "ultra")
+  else if (spec.tier === "pro")
+    out = failOpen(out, (e) => e.modelTier === "premium" || e.accountTier === "pro" || e.accountTier === "ultra")
   return [...out]
 }
 
@@ -143,4 +176,11 @@ export const filterPool = (pool: ReadonlyArray<PoolEntry>, spec: AutoSpec): Arra
 export const AUTO_VARIANT_IDS: ReadonlyArray<string> = ["auto", ...AUTO_VARIANTS.map((v) => `auto/${v}`)]
 
 /** The ids listed in the model list: the 7 plus a few compositions; any valid composition resolves on demand. */
-export const ADVERTISED_AUTO_IDS: ReadonlyArray<string> = [...AUTO_VARIANT_IDS, "auto/coding:fast", "auto/coding:cheap", "auto/reasoning", "auto/vision", "auto/chat:free"]
+export const ADVERTISED_AUTO_IDS: ReadonlyArray<string> = [
+  ...AUTO_VARIANT_IDS,
+  "auto/coding:fast",
+  "auto/coding:cheap",
+  "auto/reasoning",
+  "auto/vision",
+  "auto/chat:free"
+]

@@ -31,11 +31,51 @@ export type ModePackName = "ship-fast" | "cost-saver" | "quality-first" | "offli
  * `reliability-first` is not given by the spec; this build's values sum to 1.0.
  */
 export const MODE_PACKS: Readonly<Record<ModePackName, Weights>> = Object.freeze({
-  "ship-fast": Object.freeze({ quota: 0.14, health: 0.28, costInv: 0.05, latencyInv: 0.32, taskFit: 0.1, stability: 0, tierPriority: 0.05 }),
-  "cost-saver": Object.freeze({ quota: 0.14, health: 0.19, costInv: 0.37, latencyInv: 0.05, taskFit: 0.1, stability: 0.05, tierPriority: 0.05 }),
-  "quality-first": Object.freeze({ quota: 0.1, health: 0.18, costInv: 0.05, latencyInv: 0.05, taskFit: 0.37, stability: 0.15, tierPriority: 0.05 }),
-  "offline-friendly": Object.freeze({ quota: 0.37, health: 0.28, costInv: 0.1, latencyInv: 0.05, taskFit: 0, stability: 0.1, tierPriority: 0.05 }),
-  "reliability-first": Object.freeze({ health: 0.3, stability: 0.25, latencyInv: 0.15, quota: 0.15, costInv: 0.05, taskFit: 0.05, tierPriority: 0.05 })
+  "ship-fast": Object.freeze({
+    quota: 0.14,
+    health: 0.28,
+    costInv: 0.05,
+    latencyInv: 0.32,
+    taskFit: 0.1,
+    stability: 0,
+    tierPriority: 0.05
+  }),
+  "cost-saver": Object.freeze({
+    quota: 0.14,
+    health: 0.19,
+    costInv: 0.37,
+    latencyInv: 0.05,
+    taskFit: 0.1,
+    stability: 0.05,
+    tierPriority: 0.05
+  }),
+  "quality-first": Object.freeze({
+    quota: 0.1,
+    health: 0.18,
+    costInv: 0.05,
+    latencyInv: 0.05,
+    taskFit: 0.37,
+    stability: 0.15,
+    tierPriority: 0.05
+  }),
+  "offline-friendly": Object.freeze({
+    quota: 0.37,
+    health: 0.28,
+    costInv: 0.1,
+    latencyInv: 0.05,
+    taskFit: 0,
+    stability: 0.1,
+    tierPriority: 0.05
+  }),
+  "reliability-first": Object.freeze({
+    health: 0.3,
+    stability: 0.25,
+    latencyInv: 0.15,
+    quota: 0.15,
+    costInv: 0.05,
+    taskFit: 0.05,
+    tierPriority: 0.05
+  })
 })
 
 /** Mode names (header values and saved packs) to a pack name, or "balanced" for the default weights. */

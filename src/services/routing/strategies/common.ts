@@ -43,10 +43,12 @@ export const thenBy =
   }
 
 /** Quota used up: flagged exhausted, or nothing remaining. Unknown quota is not exhausted. */
-export const isExhausted = (quota: QuotaInfo | undefined): boolean => quota !== undefined && (quota.exhausted === true || quota.remaining <= 0)
+export const isExhausted = (quota: QuotaInfo | undefined): boolean =>
+  quota !== undefined && (quota.exhausted === true || quota.remaining <= 0)
 
 /** Blended USD per 1M tokens: 60% input price + 40% output price; undefined without catalog data. */
-export const blendedCost = (c: Candidate): number | undefined => (c.spec === undefined ? undefined : 0.6 * c.spec.pricing.input + 0.4 * c.spec.pricing.output)
+export const blendedCost = (c: Candidate): number | undefined =>
+  c.spec === undefined ? undefined : 0.6 * c.spec.pricing.input + 0.4 * c.spec.pricing.output
 
 /** A finite positive weight, or undefined when the weight is 0, negative or not a finite number. */
 export const positiveWeight = (c: Candidate): number | undefined => (Number.isFinite(c.weight) && c.weight > 0 ? c.weight : undefined)
@@ -90,7 +92,11 @@ export const moveKeyFirst = (candidates: ReadonlyArray<Candidate>, key: string |
  * before exhausted ones; within each group ascending by `metric` of the quota (undefined after
  * known values); ties in given order.
  */
-export const quotaOrder = (candidates: ReadonlyArray<Candidate>, ctx: StrategyContext, metric: (quota: QuotaInfo | undefined) => number | undefined): Array<Candidate> => {
+export const quotaOrder = (
+  candidates: ReadonlyArray<Candidate>,
+  ctx: StrategyContext,
+  metric: (quota: QuotaInfo | undefined) => number | undefined
+): Array<Candidate> => {
   const quota = new Map(candidates.map((c) => [c, ctx.state.quota(c)] as const))
   const spent = (c: Candidate) => isExhausted(quota.get(c))
   const byMetric = ascendingUnknownLast((c) => metric(quota.get(c)))

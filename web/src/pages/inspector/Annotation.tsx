@@ -13,12 +13,24 @@ export const Annotation = (p: { entry: Detail }) => {
       label="Annotation"
       onSubmit={() =>
         void run(
-          () => ok(api.PUT("/api/tools/traffic-inspector/requests/{id}/annotation", { params: { path: { id: p.entry.id } }, body: { note: note.trim() ? note : null } })),
+          () =>
+            ok(
+              api.PUT("/api/tools/traffic-inspector/requests/{id}/annotation", {
+                params: { path: { id: p.entry.id } },
+                body: { note: note.trim() ? note : null }
+              })
+            ),
           note.trim() ? "Note saved" : "Note removed"
         )
       }
     >
-      <TextArea label="Note" value={note} onInput={setNote} rows={2} hint="Kept with the entry while it is in the buffer (and in its sessions' exports)." />
+      <TextArea
+        label="Note"
+        value={note}
+        onInput={setNote}
+        rows={2}
+        hint="Kept with the entry while it is in the buffer (and in its sessions' exports)."
+      />
       <div class="actions">
         <Button type="submit" busy={busy}>
           Save note

@@ -38,7 +38,9 @@ export const BodyView = (p: { label: string; body: Body | null }) => {
             <p class="muted small">Empty.</p>
           ) : (
             <pre class="mono" tabIndex={0}>
-              {shown.text.length > SHOWN ? `${shown.text.slice(0, SHOWN)}\n… (${fmtBytes(shown.text.length - SHOWN)} more not shown)` : shown.text}
+              {shown.text.length > SHOWN
+                ? `${shown.text.slice(0, SHOWN)}\n… (${fmtBytes(shown.text.length - SHOWN)} more not shown)`
+                : shown.text}
             </pre>
           )}
         </>

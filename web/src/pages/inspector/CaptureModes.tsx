@@ -24,10 +24,12 @@ export const CaptureModes = () => {
               </h3>
               <p class="muted small">
                 Every request through this gateway, with the upstream side.{" "}
-                {m.agentBridge.capturingBodies ? "Bodies are kept now" : "Bodies are kept while an inspector client is connected or a session records"} (
-                {fmtNumber(m.agentBridge.subscribers)} client{m.agentBridge.subscribers === 1 ? "" : "s"} connected). Buffer: {fmtNumber(m.buffer.entries)} of{" "}
-                {fmtNumber(m.buffer.bufferSize)} entries, {fmtBytes(m.buffer.bodyBytes)} of {fmtBytes(m.buffer.maxBodyBytes)} bodies; secrets{" "}
-                {m.buffer.maskSecrets ? "masked" : "kept"}.
+                {m.agentBridge.capturingBodies
+                  ? "Bodies are kept now"
+                  : "Bodies are kept while an inspector client is connected or a session records"}{" "}
+                ({fmtNumber(m.agentBridge.subscribers)} client{m.agentBridge.subscribers === 1 ? "" : "s"} connected). Buffer:{" "}
+                {fmtNumber(m.buffer.entries)} of {fmtNumber(m.buffer.bufferSize)} entries, {fmtBytes(m.buffer.bodyBytes)} of{" "}
+                {fmtBytes(m.buffer.maxBodyBytes)} bodies; secrets {m.buffer.maskSecrets ? "masked" : "kept"}.
               </p>
             </div>
             <HttpProxy state={m.httpProxy as HttpProxyState} tls={m.tlsIntercept.enabled} reload={modes.reload} />

@@ -5,7 +5,12 @@ import type { MitmState } from "./api"
 import { useInline } from "./useInline"
 
 /** A custom host's on/off box: shows the choice at once, then what the server kept. */
-const HostToggle = (p: { host: string; enabled: boolean; run: (f: () => Promise<unknown>, done?: string) => Promise<boolean>; done: () => void }) => {
+const HostToggle = (p: {
+  host: string
+  enabled: boolean
+  run: (f: () => Promise<unknown>, done?: string) => Promise<boolean>
+  done: () => void
+}) => {
   const [on, setOn] = useState(p.enabled)
   useEffect(() => setOn(p.enabled), [p.enabled])
   return (
@@ -40,10 +45,15 @@ export const CustomHosts = () => {
   const mitm = hosts.data?.mitm as MitmState | undefined
   return (
     <div class="insp-mode" aria-label="Custom hosts" role="group">
-      <h3>Custom hosts {mitm && <Badge kind={mitm.running ? "ok" : "muted"}>{mitm.running ? `TLS server on port ${mitm.port}` : "TLS server stopped"}</Badge>}</h3>
+      <h3>
+        Custom hosts{" "}
+        {mitm && (
+          <Badge kind={mitm.running ? "ok" : "muted"}>{mitm.running ? `TLS server on port ${mitm.port}` : "TLS server stopped"}</Badge>
+        )}
+      </h3>
       <p class="muted small">
-        Names resolved to this machine through a marked block in {hosts.data ? <code>{hosts.data.hostsFile}</code> : "the hosts file"}, answered by the local TLS server (the client
-        must trust the CA).
+        Names resolved to this machine through a marked block in {hosts.data ? <code>{hosts.data.hostsFile}</code> : "the hosts file"},
+        answered by the local TLS server (the client must trust the CA).
       </p>
       {mitm?.error && (
         <p class="error-box" role="note">
@@ -53,7 +63,10 @@ export const CustomHosts = () => {
       <Form
         label="Add a custom host"
         onSubmit={() =>
-          void run(() => ok(api.POST("/api/tools/traffic-inspector/hosts", { body: { host: host.trim(), kind } })), `${host.trim()} added`).then(() => {
+          void run(
+            () => ok(api.POST("/api/tools/traffic-inspector/hosts", { body: { host: host.trim(), kind } })),
+            `${host.trim()} added`
+          ).then(() => {
             setHost("")
             hosts.reload()
           })

@@ -66,7 +66,10 @@ export const DetailView = (p: { entry: Detail; onOpen: (id: string) => void }) =
           ["Total", fmtMs(e.timings.totalMs)],
           ["Request size", fmtBytes(e.requestSize)],
           ["Response size", fmtBytes(e.responseSize)],
-          ["Process", e.processName ? `${e.processName}${e.pid !== null ? ` (pid ${e.pid})` : ""}` : e.pid !== null ? `pid ${e.pid}` : null],
+          [
+            "Process",
+            e.processName ? `${e.processName}${e.pid !== null ? ` (pid ${e.pid})` : ""}` : e.pid !== null ? `pid ${e.pid}` : null
+          ],
           ["Agent", e.agent],
           ["Gateway request", e.requestId],
           ["Context", e.contextKey],

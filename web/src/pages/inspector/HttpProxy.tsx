@@ -22,7 +22,10 @@ export const HttpProxy = (p: { state: HttpProxyState; tls: boolean; reload: () =
       <h3>
         HTTP proxy <Badge kind={s.running ? "ok" : "muted"}>{s.running ? "running" : "stopped"}</Badge>
       </h3>
-      <p class="muted small">An explicit proxy on this machine: point a client's HTTP_PROXY / HTTPS_PROXY at it. HTTPS is tunnelled unless TLS interception is on.</p>
+      <p class="muted small">
+        An explicit proxy on this machine: point a client's HTTP_PROXY / HTTPS_PROXY at it. HTTPS is tunnelled unless TLS interception is
+        on.
+      </p>
       {s.running && s.url ? (
         <p>
           Listening on <code class="insp-proxy-url">{s.url}</code>

@@ -23,7 +23,9 @@ import "./Inspector.css"
 // (RequestTable.tsx), the details (DetailView.tsx and the views it composes), the sessions
 // (Sessions.tsx) and the capture modes (CaptureModes.tsx and a file per mode).
 
-const feedBadge = (s: FeedState) => <Badge kind={s === "open" ? "ok" : "warn"}>{s === "open" ? "live" : s === "connecting" ? "connecting…" : "reconnecting…"}</Badge>
+const feedBadge = (s: FeedState) => (
+  <Badge kind={s === "open" ? "ok" : "warn"}>{s === "open" ? "live" : s === "connecting" ? "connecting…" : "reconnecting…"}</Badge>
+)
 
 export default function InspectorPage() {
   const feed = useInspectorFeed()
@@ -34,7 +36,10 @@ export default function InspectorPage() {
   const query = queryOf(filters, session?.id)
   const queryKey = new URLSearchParams(query).toString()
   // A session's entries: from the API, with the same filters (not live).
-  const recorded = useLoad(() => (session ? ok(api.GET("/api/tools/traffic-inspector/requests", { params: { query } })) : Promise.resolve(undefined)), [session?.id, queryKey])
+  const recorded = useLoad(
+    () => (session ? ok(api.GET("/api/tools/traffic-inspector/requests", { params: { query } })) : Promise.resolve(undefined)),
+    [session?.id, queryKey]
+  )
   const rows = useMemo(
     () => (session ? [...(recorded.data?.requests ?? [])].reverse() : feed.entries.filter((e) => matches(e, filters))),
     [session, recorded.data, feed.entries, filters]
@@ -46,7 +51,10 @@ export default function InspectorPage() {
   const stamp = useRef("")
   if (current) stamp.current = `${current.id}|${current.status}|${current.annotation ?? ""}|${current.replays.length}|${current.hasBodies}`
   const detail = useLoad(
-    () => (selected ? ok(api.GET("/api/tools/traffic-inspector/requests/{id}", { params: { path: { id: selected } } })) : Promise.resolve(undefined)),
+    () =>
+      selected
+        ? ok(api.GET("/api/tools/traffic-inspector/requests/{id}", { params: { path: { id: selected } } }))
+        : Promise.resolve(undefined),
     [selected, stamp.current]
   )
   const shown = detail.data && detail.data.id === selected ? detail.data : undefined
@@ -62,7 +70,11 @@ export default function InspectorPage() {
       actions={
         <>
           {feedBadge(feed.state)}
-          <a class="btn insp-btn-link" href={`${BASE}/export.har${queryKey ? `?${queryKey}` : ""}`} download={session ? `${session.id}.har` : "inspector.har"}>
+          <a
+            class="btn insp-btn-link"
+            href={`${BASE}/export.har${queryKey ? `?${queryKey}` : ""}`}
+            download={session ? `${session.id}.har` : "inspector.har"}
+          >
             Download HAR
           </a>
           {!session && (
@@ -102,11 +114,17 @@ export default function InspectorPage() {
             </Empty>
           ) : (
             <Empty title="No requests captured yet">
-              Send a request through the gateway: it appears here as it starts and is updated when it ends. Other programs' traffic needs a capture mode (below).
+              Send a request through the gateway: it appears here as it starts and is updated when it ends. Other programs' traffic needs a
+              capture mode (below).
             </Empty>
           )
         ) : (
-          <RequestTable rows={rows} selected={selected} onSelect={setSelected} label={session ? `Requests of session ${sessionName(session)}` : "Intercepted requests"} />
+          <RequestTable
+            rows={rows}
+            selected={selected}
+            onSelect={setSelected}
+            label={session ? `Requests of session ${sessionName(session)}` : "Intercepted requests"}
+          />
         )}
       </Section>
       {selected && (

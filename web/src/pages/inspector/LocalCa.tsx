@@ -30,7 +30,12 @@ export const LocalCa = (p: { ca: Modes["ca"]; reload: () => void }) => {
           Download ca.pem
         </a>
         {!p.ca.fingerprint256 && (
-          <Button busy={busy} onClick={() => void run(() => ok(api.GET("/api/tools/traffic-inspector/ca.pem", { parseAs: "text" })), "CA created").then(p.reload)}>
+          <Button
+            busy={busy}
+            onClick={() =>
+              void run(() => ok(api.GET("/api/tools/traffic-inspector/ca.pem", { parseAs: "text" })), "CA created").then(p.reload)
+            }
+          >
             Create the CA
           </Button>
         )}

@@ -32,7 +32,9 @@ export const Replay = (p: { entry: Detail; onOpen: (id: string) => void }) => {
         <Button kind="primary" busy={busy} onClick={() => void replay()}>
           Replay
         </Button>
-        <span class="muted small">Sends the captured request again through the router, as the gateway's own caller (not with the client's key).</span>
+        <span class="muted small">
+          Sends the captured request again through the router, as the gateway's own caller (not with the client's key).
+        </span>
       </div>
       <ErrorBox error={error} />
       {result && (

@@ -11,32 +11,33 @@ const ROW = 34
 const HEAD = 32
 const OVERSCAN = 6
 
-const COLUMNS: ReadonlyArray<{ label: string; class?: string; render: (e: Summary) => ComponentChildren; title?: (e: Summary) => string }> = [
-  { label: "Time", render: () => null },
-  { label: "Source", render: (e) => e.source },
-  { label: "Method", render: (e) => e.method },
-  {
-    label: "Host and path",
-    title: (e) => e.url,
-    render: (e) => (
-      <>
-        {e.replayOf && <Badge kind="info">replay</Badge>} <span class="insp-host">{e.host}</span>
-        <span class="muted">{e.path}</span>
-      </>
-    )
-  },
-  { label: "Status", render: (e) => <Status status={e.status} /> },
-  { label: "Kind", render: (e) => e.detectedKind },
-  { label: "Model", title: (e) => e.llm?.model ?? "", render: (e) => e.llm?.model ?? "—" },
-  { label: "Tokens in/out", class: "num", render: (e) => (e.llm ? `${fmtNumber(e.llm.tokensIn)} / ${fmtNumber(e.llm.tokensOut)}` : "—") },
-  { label: "Cost", class: "num", render: (e) => fmtMoney(e.llm?.costEstimateUsd) },
-  { label: "Duration", class: "num", render: (e) => (e.status === "in-flight" ? "…" : fmtMs(e.timings.totalMs)) },
-  {
-    label: "Agent/process",
-    title: (e) => [e.agent, e.processName && `${e.processName}${e.pid !== null ? ` (pid ${e.pid})` : ""}`].filter(Boolean).join(" · "),
-    render: (e) => e.agent ?? e.processName ?? "—"
-  }
-]
+const COLUMNS: ReadonlyArray<{ label: string; class?: string; render: (e: Summary) => ComponentChildren; title?: (e: Summary) => string }> =
+  [
+    { label: "Time", render: () => null },
+    { label: "Source", render: (e) => e.source },
+    { label: "Method", render: (e) => e.method },
+    {
+      label: "Host and path",
+      title: (e) => e.url,
+      render: (e) => (
+        <>
+          {e.replayOf && <Badge kind="info">replay</Badge>} <span class="insp-host">{e.host}</span>
+          <span class="muted">{e.path}</span>
+        </>
+      )
+    },
+    { label: "Status", render: (e) => <Status status={e.status} /> },
+    { label: "Kind", render: (e) => e.detectedKind },
+    { label: "Model", title: (e) => e.llm?.model ?? "", render: (e) => e.llm?.model ?? "—" },
+    { label: "Tokens in/out", class: "num", render: (e) => (e.llm ? `${fmtNumber(e.llm.tokensIn)} / ${fmtNumber(e.llm.tokensOut)}` : "—") },
+    { label: "Cost", class: "num", render: (e) => fmtMoney(e.llm?.costEstimateUsd) },
+    { label: "Duration", class: "num", render: (e) => (e.status === "in-flight" ? "…" : fmtMs(e.timings.totalMs)) },
+    {
+      label: "Agent/process",
+      title: (e) => [e.agent, e.processName && `${e.processName}${e.pid !== null ? ` (pid ${e.pid})` : ""}`].filter(Boolean).join(" · "),
+      render: (e) => e.agent ?? e.processName ?? "—"
+    }
+  ]
 
 /**
  * The requests as a table of fixed-height rows inside a scroll container: only the rows in view
@@ -44,7 +45,12 @@ const COLUMNS: ReadonlyArray<{ label: string; class?: string; render: (e: Summar
  * body's height and the first row's offset are CSS custom properties set through the CSSOM (the
  * CSP allows no inline style attributes).
  */
-export const RequestTable = (p: { rows: ReadonlyArray<Summary>; selected: string | undefined; onSelect: (id: string) => void; label: string }) => {
+export const RequestTable = (p: {
+  rows: ReadonlyArray<Summary>
+  selected: string | undefined
+  onSelect: (id: string) => void
+  label: string
+}) => {
   const scroller = useRef<HTMLDivElement>(null)
   const body = useRef<HTMLDivElement>(null)
   const [view, setView] = useState({ top: 0, height: 480 })
@@ -117,7 +123,12 @@ export const RequestTable = (p: { rows: ReadonlyArray<Summary>; selected: string
             {COLUMNS.map((c, ci) => {
               const content = ci === 0 ? undefined : c.render(e)
               return (
-                <div role="cell" class={`insp-cell ${c.class ?? ""}`} key={c.label} title={c.title?.(e) ?? (typeof content === "string" ? content : undefined)}>
+                <div
+                  role="cell"
+                  class={`insp-cell ${c.class ?? ""}`}
+                  key={c.label}
+                  title={c.title?.(e) ?? (typeof content === "string" ? content : undefined)}
+                >
                   {ci === 0 ? (
                     <button type="button" class="insp-link" onClick={() => p.onSelect(e.id)}>
                       {fmtTime(e.timings.startedAt)}

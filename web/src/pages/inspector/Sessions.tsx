@@ -1,6 +1,22 @@
 import { useState } from "preact/hooks"
 import { api, ok } from "../../api/client"
-import { Badge, Button, Confirm, Dialog, Empty, fmtDate, fmtNumber, Form, Loader, Section, Table, TextInput, useAction, useInterval, useLoad } from "../../ui"
+import {
+  Badge,
+  Button,
+  Confirm,
+  Dialog,
+  Empty,
+  fmtDate,
+  fmtNumber,
+  Form,
+  Loader,
+  Section,
+  Table,
+  TextInput,
+  useAction,
+  useInterval,
+  useLoad
+} from "../../ui"
 import { ReplayForm, ReplayJobView } from "../replay"
 import { BASE, type Session } from "./api"
 
@@ -51,7 +67,10 @@ export const Sessions = (p: { viewing: string | undefined; onView: (s: Session |
             rowKey={(s) => s.id}
             rows={[...d.sessions].sort((a, b) => b.startedAt - a.startedAt)}
             empty={
-              <Empty title="No sessions yet">A session keeps every request captured while it records (with bodies), beyond the buffer's rotation, to view or export later.</Empty>
+              <Empty title="No sessions yet">
+                A session keeps every request captured while it records (with bodies), beyond the buffer's rotation, to view or export
+                later.
+              </Empty>
             }
             columns={[
               {
@@ -64,7 +83,11 @@ export const Sessions = (p: { viewing: string | undefined; onView: (s: Session |
               },
               { label: "State", render: (s) => <Badge kind={s.state === "recording" ? "warn" : "muted"}>{s.state}</Badge> },
               { label: "Started", render: (s) => fmtDate(s.startedAt) },
-              { label: "Requests", class: "num", render: (s) => `${fmtNumber(s.count)}${s.dropped > 0 ? ` (+${fmtNumber(s.dropped)} dropped)` : ""}` },
+              {
+                label: "Requests",
+                class: "num",
+                render: (s) => `${fmtNumber(s.count)}${s.dropped > 0 ? ` (+${fmtNumber(s.dropped)} dropped)` : ""}`
+              },
               {
                 label: "Actions",
                 render: (s) => (
@@ -73,7 +96,10 @@ export const Sessions = (p: { viewing: string | undefined; onView: (s: Session |
                       View
                     </Button>
                     {s.state === "recording" && (
-                      <Button onClick={() => void update(s, { action: "stop" }, `${sessionName(s)} saved`)} aria-label={`Stop ${sessionName(s)}`}>
+                      <Button
+                        onClick={() => void update(s, { action: "stop" }, `${sessionName(s)} saved`)}
+                        aria-label={`Stop ${sessionName(s)}`}
+                      >
                         Stop
                       </Button>
                     )}
@@ -91,7 +117,12 @@ export const Sessions = (p: { viewing: string | undefined; onView: (s: Session |
                         Replay
                       </Button>
                     )}
-                    <a class="btn insp-btn-link" href={`${BASE}/sessions/${encodeURIComponent(s.id)}/export.har`} download={`${s.id}.har`} aria-label={`HAR of ${sessionName(s)}`}>
+                    <a
+                      class="btn insp-btn-link"
+                      href={`${BASE}/sessions/${encodeURIComponent(s.id)}/export.har`}
+                      download={`${s.id}.har`}
+                      aria-label={`HAR of ${sessionName(s)}`}
+                    >
                       HAR
                     </a>
                     <a
@@ -112,7 +143,11 @@ export const Sessions = (p: { viewing: string | undefined; onView: (s: Session |
           />
         )}
       </Loader>
-      <Dialog open={renaming !== undefined} title={`Rename ${renaming ? sessionName(renaming) : ""}`} onClose={() => setRenaming(undefined)}>
+      <Dialog
+        open={renaming !== undefined}
+        title={`Rename ${renaming ? sessionName(renaming) : ""}`}
+        onClose={() => setRenaming(undefined)}
+      >
         {renaming && (
           <Form
             label="Rename the session"
@@ -132,10 +167,18 @@ export const Sessions = (p: { viewing: string | undefined; onView: (s: Session |
           </Form>
         )}
       </Dialog>
-      <Dialog open={replaying !== undefined} title={`Replay ${replaying ? sessionName(replaying.session) : ""} against candidate models`} onClose={() => setReplaying(undefined)}>
+      <Dialog
+        open={replaying !== undefined}
+        title={`Replay ${replaying ? sessionName(replaying.session) : ""} against candidate models`}
+        onClose={() => setReplaying(undefined)}
+      >
         {replaying &&
           (replaying.job === undefined ? (
-            <ReplayForm sessionId={replaying.session.id} onStarted={(j) => setReplaying({ ...replaying, job: j.id })} onCancel={() => setReplaying(undefined)} />
+            <ReplayForm
+              sessionId={replaying.session.id}
+              onStarted={(j) => setReplaying({ ...replaying, job: j.id })}
+              onCancel={() => setReplaying(undefined)}
+            />
           ) : (
             <>
               <ReplayJobView id={replaying.job} />

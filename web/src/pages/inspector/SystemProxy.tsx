@@ -15,7 +15,8 @@ export const SystemProxy = (p: { state: SystemProxyState; reload: () => void }) 
         System proxy <Badge kind={s.applied ? "warn" : "muted"}>{s.applied ? "applied" : "off"}</Badge>
       </h3>
       <p class="muted small">
-        Points this desktop's proxy settings (GNOME) and new shells at the HTTP proxy; reverted automatically after {s.guardMinutes} minutes and when the gateway stops.
+        Points this desktop's proxy settings (GNOME) and new shells at the HTTP proxy; reverted automatically after {s.guardMinutes} minutes
+        and when the gateway stops.
       </p>
       {s.applied && (
         <p>
@@ -45,7 +46,10 @@ export const SystemProxy = (p: { state: SystemProxyState; reload: () => void }) 
           <Button
             busy={busy}
             onClick={() =>
-              void run(() => ok(api.POST("/api/tools/traffic-inspector/capture-modes/system-proxy", { body: { action: "revert" } })), "System proxy reverted").then(p.reload)
+              void run(
+                () => ok(api.POST("/api/tools/traffic-inspector/capture-modes/system-proxy", { body: { action: "revert" } })),
+                "System proxy reverted"
+              ).then(p.reload)
             }
           >
             Revert system proxy
@@ -65,8 +69,8 @@ export const SystemProxy = (p: { state: SystemProxyState; reload: () => void }) 
       >
         {() => (
           <p>
-            The desktop's proxy settings and your shells' environment are pointed at the HTTP proxy (it starts if needed). Everything is recorded first and put back on revert,
-            after {s.guardMinutes} minutes, or when the gateway stops.
+            The desktop's proxy settings and your shells' environment are pointed at the HTTP proxy (it starts if needed). Everything is
+            recorded first and put back on revert, after {s.guardMinutes} minutes, or when the gateway stops.
           </p>
         )}
       </Confirm>

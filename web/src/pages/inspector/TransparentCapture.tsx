@@ -16,16 +16,18 @@ export const TransparentCapture = () => {
       {(t: TproxyState) => (
         <div class="insp-mode" aria-label="Transparent capture" role="group">
           <h3>
-            Transparent capture <Badge kind={t.running ? "warn" : "muted"}>{t.running ? "running" : t.available ? "off" : "unavailable"}</Badge>
+            Transparent capture{" "}
+            <Badge kind={t.running ? "warn" : "muted"}>{t.running ? "running" : t.available ? "off" : "unavailable"}</Badge>
           </h3>
           <p class="muted small">
-            Linux only: the outbound HTTPS (port {t.config?.dport ?? 443}) of every process on this machine is diverted to the gateway by firewall rules, decrypted with the CA
-            below and recorded, with no client setting. Undone on stop and when the gateway stops.
+            Linux only: the outbound HTTPS (port {t.config?.dport ?? 443}) of every process on this machine is diverted to the gateway by
+            firewall rules, decrypted with the CA below and recorded, with no client setting. Undone on stop and when the gateway stops.
           </p>
           {!t.available && t.reason && <p class="small">Not available here: {t.reason}</p>}
           {t.running && (
             <p>
-              Listening on port <strong>{t.port}</strong> since {fmtDate(t.startedAt)}; {fmtNumber(t.interceptCount)} connection{t.interceptCount === 1 ? "" : "s"} intercepted.
+              Listening on port <strong>{t.port}</strong> since {fmtDate(t.startedAt)}; {fmtNumber(t.interceptCount)} connection
+              {t.interceptCount === 1 ? "" : "s"} intercepted.
               {t.trustStore.installed ? (
                 <>
                   {" "}
@@ -51,7 +53,12 @@ export const TransparentCapture = () => {
           <ErrorBox error={error ?? t.lastError ?? undefined} />
           <div class="actions">
             {t.running ? (
-              <Button busy={busy} onClick={() => void run(() => ok(api.DELETE("/api/tools/agent-bridge/tproxy")), "Transparent capture stopped").then(status.reload)}>
+              <Button
+                busy={busy}
+                onClick={() =>
+                  void run(() => ok(api.DELETE("/api/tools/agent-bridge/tproxy")), "Transparent capture stopped").then(status.reload)
+                }
+              >
                 Stop transparent capture
               </Button>
             ) : (
@@ -71,8 +78,9 @@ export const TransparentCapture = () => {
           >
             {() => (
               <p>
-                Firewall rules and a routing rule send new HTTPS connections of every local process to the gateway, and the CA goes into the system trust store. Clients that do not
-                trust the CA will refuse their connections. Everything is recorded first and removed on stop, when the gateway stops, or at its next start after a crash.
+                Firewall rules and a routing rule send new HTTPS connections of every local process to the gateway, and the CA goes into the
+                system trust store. Clients that do not trust the CA will refuse their connections. Everything is recorded first and removed
+                on stop, when the gateway stops, or at its next start after a crash.
               </p>
             )}
           </Confirm>

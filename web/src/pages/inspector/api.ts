@@ -1,6 +1,7 @@
 import type { Res } from "../govern/types"
 
-/** Where the inspector's routes are (docs/inspector.md): its requests, sessions and capture modes, and its WebSocket feed at `${BASE}/ws`. */
+/** Where the inspector's routes are (docs/inspector.md): its requests, sessions and capture modes, and its WebSocket feed at `${BASE}/ws`.
+ * */
 export const BASE = "/api/tools/traffic-inspector"
 
 export type Summary = Res<"/api/tools/traffic-inspector/requests", "get">["requests"][number]

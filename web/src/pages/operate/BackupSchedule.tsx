@@ -13,9 +13,10 @@ const ScheduleForm = (p: { intervalHours: number | null; keep: number | null; on
     <Form
       label="Backup schedule"
       onSubmit={() =>
-        void run(() => ok(api.PUT("/api/settings/backups", { body: { intervalHours: intervalHours ?? null, keep: keep ?? null } })), "Backup schedule saved").then(
-          (r) => r && p.onSaved()
-        )
+        void run(
+          () => ok(api.PUT("/api/settings/backups", { body: { intervalHours: intervalHours ?? null, keep: keep ?? null } })),
+          "Backup schedule saved"
+        ).then((r) => r && p.onSaved())
       }
     >
       <NumberInput
@@ -50,10 +51,18 @@ export const BackupSchedule = () => {
       {(d) => (
         <>
           <p class="muted" data-schedule>
-            In effect: {d.info.backups.intervalHours === 0 ? "scheduled backups are off" : `a backup every ${d.info.backups.intervalHours} h, keeping ${d.info.backups.keep}`} (from{" "}
-            {d.info.backups.source === "env" ? "the environment or its default" : "these settings"}).
+            In effect:{" "}
+            {d.info.backups.intervalHours === 0
+              ? "scheduled backups are off"
+              : `a backup every ${d.info.backups.intervalHours} h, keeping ${d.info.backups.keep}`}{" "}
+            (from {d.info.backups.source === "env" ? "the environment or its default" : "these settings"}).
           </p>
-          <ScheduleForm key={JSON.stringify(d.backups)} intervalHours={d.backups.intervalHours} keep={d.backups.keep} onSaved={doc.reload} />
+          <ScheduleForm
+            key={JSON.stringify(d.backups)}
+            intervalHours={d.backups.intervalHours}
+            keep={d.backups.keep}
+            onSaved={doc.reload}
+          />
         </>
       )}
     </Loader>

@@ -78,7 +78,9 @@ export const typescriptSnippet = (r: SnippetRequest): string => {
       "",
       head,
       "const form = new FormData()",
-      ...Object.entries(r.body).map(([k, v]) => `form.append(${JSON.stringify(k)}, ${JSON.stringify(typeof v === "string" ? v : JSON.stringify(v))})`),
+      ...Object.entries(r.body).map(
+        ([k, v]) => `form.append(${JSON.stringify(k)}, ${JSON.stringify(typeof v === "string" ? v : JSON.stringify(v))})`
+      ),
       `form.append(${JSON.stringify(r.fileField)}, new Blob([await readFile("audio.mp3")]), "audio.mp3")`,
       `const res = await fetch(${JSON.stringify(url)}, { method: "POST", headers, body: form })`,
       "console.log(await res.json())"
@@ -94,6 +96,8 @@ export const typescriptSnippet = (r: SnippetRequest): string => {
     "  body: JSON.stringify(body)",
     "})",
     "if (!res.ok) throw new Error(`${res.status}: ${await res.text()}`)",
-    r.binary ? 'await writeFile("speech.mp3", Buffer.from(await res.arrayBuffer()))' : "console.log(JSON.stringify(await res.json(), null, 2))"
+    r.binary
+      ? 'await writeFile("speech.mp3", Buffer.from(await res.arrayBuffer()))'
+      : "console.log(JSON.stringify(await res.json(), null, 2))"
   ].join("\n")
 }

@@ -71,7 +71,12 @@ export const errorOf = async (res: Response): Promise<string> => {
  * Streams a chat completion, calling `update` with the run as it grows; resolves when it ends.
  * A failure (an error status, an error event, a cut connection) ends the run with `error`.
  */
-export const streamChat = async (body: Record<string, unknown>, key: string, update: (run: ChatRun) => void, signal?: AbortSignal): Promise<ChatRun> => {
+export const streamChat = async (
+  body: Record<string, unknown>,
+  key: string,
+  update: (run: ChatRun) => void,
+  signal?: AbortSignal
+): Promise<ChatRun> => {
   const run = emptyRun(String(body["model"]))
   const started = performance.now()
   const emit = () => update({ ...run, toolCalls: run.toolCalls.map((t) => ({ ...t })) })
@@ -137,7 +142,9 @@ export const streamChat = async (body: Record<string, unknown>, key: string, upd
 
 /** Tokens per second of the generation (after the first token). */
 export const tokensPerSecond = (r: ChatRun): number | null =>
-  r.completionTokens !== null && r.durationMs !== null && r.ttftMs !== null && r.durationMs > r.ttftMs ? (r.completionTokens * 1000) / (r.durationMs - r.ttftMs) : null
+  r.completionTokens !== null && r.durationMs !== null && r.ttftMs !== null && r.durationMs > r.ttftMs
+    ? (r.completionTokens * 1000) / (r.durationMs - r.ttftMs)
+    : null
 
 export interface Price {
   provider: string

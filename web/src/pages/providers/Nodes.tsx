@@ -1,7 +1,22 @@
 import { useState } from "preact/hooks"
 import { api, ok } from "../../api/client"
 import type { paths } from "../../api/schema"
-import { Badge, Button, Checkbox, Dialog, Empty, fmtMs, Form, Loader, Section, Select, Table, TextInput, useAction, useLoad } from "../../ui"
+import {
+  Badge,
+  Button,
+  Checkbox,
+  Dialog,
+  Empty,
+  fmtMs,
+  Form,
+  Loader,
+  Section,
+  Select,
+  Table,
+  TextInput,
+  useAction,
+  useLoad
+} from "../../ui"
 
 type Node = paths["/api/provider-nodes"]["get"]["responses"][200]["content"]["application/json"]["nodes"][number]
 type NodeTest = paths["/api/provider-nodes/{id}/test"]["post"]["responses"][200]["content"]["application/json"]
@@ -43,7 +58,15 @@ const NodeForm = (p: { onDone: () => void }) => {
       <TextInput label="Node id" value={id} onInput={setId} required hint="Lower case; becomes a provider id (connections use it)." />
       <TextInput label="Display name" value={name} onInput={setName} />
       <Select label="Family" value={family} options={FAMILIES} onChange={setFamily} hint="The wire format the endpoint speaks." />
-      <TextInput label="Node base URL" type="url" value={baseUrl} onInput={setBaseUrl} required placeholder="http://127.0.0.1:8000/v1" wide />
+      <TextInput
+        label="Node base URL"
+        type="url"
+        value={baseUrl}
+        onInput={setBaseUrl}
+        required
+        placeholder="http://127.0.0.1:8000/v1"
+        wide
+      />
       <TextInput label="Model prefix" value={prefix} onInput={setPrefix} hint="Default: the node id." />
       <TextInput label="Models" value={models} onInput={setModels} hint="Model ids, separated by commas (or import them with Test)." />
       <Button kind="primary" type="submit" busy={busy}>
@@ -60,13 +83,25 @@ const NodeTester = (p: { node: Node; onDone: () => void }) => {
   const [run, busy] = useAction()
   const submit = () =>
     run(async () => {
-      const r = await ok(api.POST("/api/provider-nodes/{id}/test", { params: { path: { id: p.node.id } }, body: { ...(apiKey ? { apiKey } : {}), importModels } }))
+      const r = await ok(
+        api.POST("/api/provider-nodes/{id}/test", {
+          params: { path: { id: p.node.id } },
+          body: { ...(apiKey ? { apiKey } : {}), importModels }
+        })
+      )
       setResult(r)
       if (r.imported.length) p.onDone()
     })
   return (
     <Form onSubmit={() => void submit()} label={`Test ${p.node.name}`}>
-      <TextInput label="API key for the test" type="password" autoComplete="off" value={apiKey} onInput={setApiKey} hint="Optional; not stored." />
+      <TextInput
+        label="API key for the test"
+        type="password"
+        autoComplete="off"
+        value={apiKey}
+        onInput={setApiKey}
+        hint="Optional; not stored."
+      />
       <Checkbox label="Import the models it lists" checked={importModels} onChange={setImport} />
       {result && (
         <div class={`full test-result ${result.ok ? "test-ok" : "test-bad"}`} role="status">
@@ -98,7 +133,8 @@ export const NodesSection = () => {
   return (
     <Section title="Provider nodes" actions={<Button onClick={() => setDialog({ kind: "add" })}>Add node</Button>}>
       <p class="muted">
-        A node is your own endpoint of the OpenAI, Anthropic, Gemini or Ollama family (a self-hosted server, a relay). Once added, connections can use its id as their provider.
+        A node is your own endpoint of the OpenAI, Anthropic, Gemini or Ollama family (a self-hosted server, a relay). Once added,
+        connections can use its id as their provider.
       </p>
       <Loader of={nodes}>
         {(d) => (
@@ -106,7 +142,11 @@ export const NodesSection = () => {
             caption="Provider nodes"
             rowKey={(n) => n.id}
             rows={d.nodes}
-            empty={<Empty title="No provider nodes">Add one when you run a compatible server of your own; the catalog's providers need no node.</Empty>}
+            empty={
+              <Empty title="No provider nodes">
+                Add one when you run a compatible server of your own; the catalog's providers need no node.
+              </Empty>
+            }
             columns={[
               { label: "Node", render: (n) => <strong>{n.name}</strong> },
               { label: "Id / prefix", render: (n) => <code>{n.id === n.prefix ? n.id : `${n.id} / ${n.prefix}`}</code> },
@@ -147,7 +187,12 @@ export const NodesSection = () => {
               <Button
                 kind="danger"
                 busy={busy}
-                onClick={() => void run(() => ok(api.DELETE("/api/provider-nodes/{id}", { params: { path: { id: dialog.n.id } } })), "Node deleted").then(done)}
+                onClick={() =>
+                  void run(
+                    () => ok(api.DELETE("/api/provider-nodes/{id}", { params: { path: { id: dialog.n.id } } })),
+                    "Node deleted"
+                  ).then(done)
+                }
               >
                 Delete {dialog.n.name}
               </Button>

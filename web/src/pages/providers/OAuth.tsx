@@ -11,7 +11,15 @@ type OAuthProvider = (typeof OAUTH_PROVIDERS)[number]["value"]
 
 type Flow =
   | { kind: "pkce"; provider: OAuthProvider; authorizeUrl: string; state: string }
-  | { kind: "device"; provider: OAuthProvider; state: string; userCode: string; verificationUri: string; verificationUriComplete: string | null; interval: number }
+  | {
+      kind: "device"
+      provider: OAuthProvider
+      state: string
+      userCode: string
+      verificationUri: string
+      verificationUriComplete: string | null
+      interval: number
+    }
 
 const stateKind = (s: string) => (s === "active" ? "ok" : s === "expiring" ? "warn" : "bad")
 
@@ -90,11 +98,18 @@ export const OAuthSection = (p: { onChange: () => void }) => {
 
   return (
     <Section title="OAuth sign-in">
-      <p class="muted">Subscriptions that sign in with an account instead of an API key. The gateway keeps the tokens encrypted and refreshes them.</p>
+      <p class="muted">
+        Subscriptions that sign in with an account instead of an API key. The gateway keeps the tokens encrypted and refreshes them.
+      </p>
       <div class="section-form">
         <Form onSubmit={() => void start()} label="Connect an OAuth account">
           <Select label="Account" value={provider} options={OAUTH_PROVIDERS} onChange={(v) => (cancel(), setProvider(v))} />
-          <TextInput label="Connection name" value={name} onInput={setName} hint="Default: the provider id. An existing name is re-authorized." />
+          <TextInput
+            label="Connection name"
+            value={name}
+            onInput={setName}
+            hint="Default: the provider id. An existing name is re-authorized."
+          />
           <div class="actions">
             <Button kind="primary" type="submit" busy={busy} disabled={flow !== null}>
               Connect
@@ -179,7 +194,8 @@ export const OAuthSection = (p: { onChange: () => void }) => {
                 busy={busy}
                 onClick={() =>
                   void run(
-                    () => ok(api.POST("/api/oauth/{provider}/revoke", { params: { path: { provider } }, body: { connection: revoking.id } })),
+                    () =>
+                      ok(api.POST("/api/oauth/{provider}/revoke", { params: { path: { provider } }, body: { connection: revoking.id } })),
                     `${revoking.name} revoked`
                   ).then(() => {
                     setRevoking(null)

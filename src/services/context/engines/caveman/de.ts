@@ -16,7 +16,19 @@ export const de: LanguagePack = {
     { id: "aufgrund-der-tatsache-dass", phrase: "aufgrund der tatsache,? dass", replace: "weil" },
     { id: "zum-jetzigen-zeitpunkt", phrase: "zum (jetzigen|gegenwärtigen) zeitpunkt", replace: "jetzt" },
     { id: "es-ist-wichtig-zu-beachten-dass", phrase: "es ist wichtig zu beachten,? dass" },
-    ...words("eigentlich", "grundsätzlich", "einfach", "halt", "eben", "wirklich", "ziemlich", "quasi", "sozusagen", "tatsächlich", "natürlich")
+    ...words(
+      "eigentlich",
+      "grundsätzlich",
+      "einfach",
+      "halt",
+      "eben",
+      "wirklich",
+      "ziemlich",
+      "quasi",
+      "sozusagen",
+      "tatsächlich",
+      "natürlich"
+    )
   ],
   articles: ["der", "die", "das", "den", "dem", "des", "ein", "eine", "einen", "einem", "einer", "eines"],
   relativePronouns: true,

@@ -26,7 +26,22 @@ export const en: LanguagePack = {
     { id: "as-a-matter-of-fact", phrase: "as a matter of fact,?" },
     { id: "needless-to-say", phrase: "needless to say,?" },
     { id: "go-ahead-and", phrase: "go ahead and" },
-    ...words("basically", "actually", "just", "really", "very", "simply", "literally", "totally", "quite", "essentially", "definitely", "certainly", "of course,?", "you know,?")
+    ...words(
+      "basically",
+      "actually",
+      "just",
+      "really",
+      "very",
+      "simply",
+      "literally",
+      "totally",
+      "quite",
+      "essentially",
+      "definitely",
+      "certainly",
+      "of course,?",
+      "you know,?"
+    )
   ],
   articles: ["the", "a", "an"],
   hedges: [

@@ -19,7 +19,17 @@ export const es: LanguagePack = {
     { id: "en-este-momento", phrase: "en este momento", replace: "ahora" },
     { id: "asegurate-de-que", phrase: "asegúrate de que", replace: "verifica que" },
     { id: "es-importante-destacar-que", phrase: "es importante (destacar|señalar|tener en cuenta) que,?" },
-    ...words("básicamente", "simplemente", "realmente", "literalmente", "totalmente", "sencillamente", "en realidad,?", "de hecho,?", "obviamente")
+    ...words(
+      "básicamente",
+      "simplemente",
+      "realmente",
+      "literalmente",
+      "totalmente",
+      "sencillamente",
+      "en realidad,?",
+      "de hecho,?",
+      "obviamente"
+    )
   ],
   articles: ["el", "la", "los", "las", "un", "una", "unos", "unas"],
   hedges: [

@@ -16,7 +16,10 @@ export const BUILTIN_FILTERS: ReadonlyArray<FilterSpec> = [
       command: cmd("git(?:\\s+-C\\s+\\S+)?\\s+status\\b"),
       output: "^(?:On branch \\S+|HEAD detached at \\S+|Changes (?:not staged for commit|to be committed):|Untracked files:)$"
     },
-    drop: ['^\\s*\\(use "git [^"]*"[^)]*\\)\\s*$', '^\\s*\\((?:commit or discard the untracked or modified content in submodules|all conflicts fixed: run "git commit")\\)\\s*$']
+    drop: [
+      '^\\s*\\(use "git [^"]*"[^)]*\\)\\s*$',
+      '^\\s*\\((?:commit or discard the untracked or modified content in submodules|all conflicts fixed: run "git commit")\\)\\s*$'
+    ]
   },
   {
     id: "git-diff",
@@ -33,17 +36,27 @@ export const BUILTIN_FILTERS: ReadonlyArray<FilterSpec> = [
   },
   {
     id: "test-js",
-    description: "vitest/jest: drops passing and skipped test lines and run banners; keeps failures, their messages, diffs, code frames and the summary",
+    description:
+      "vitest/jest: drops passing and skipped test lines and run banners; keeps failures, their messages, diffs, code frames and the summary",
     match: {
       command: cmd("(?:(?:npm|pnpm|yarn|bun)\\s+(?:run\\s+)?test\\b|(?:npx\\s+|pnpm\\s+(?:exec\\s+)?|yarn\\s+)?(?:vitest|jest)\\b)"),
       output: "^\\s*(?:Test Files\\s+\\d+|Tests:\\s+\\d+.*total)"
     },
-    drop: ["^\\s*[✓✔√]\\s", "^\\s*↓\\s", "^\\s*PASS\\s", "^\\s*RUN\\s+v\\d", "^\\s*Start at\\s", "^\\s*Duration\\s+[\\d.]+m?s\\s*\\(", "^\\s*Ran all test suites"],
+    drop: [
+      "^\\s*[✓✔√]\\s",
+      "^\\s*↓\\s",
+      "^\\s*PASS\\s",
+      "^\\s*RUN\\s+v\\d",
+      "^\\s*Start at\\s",
+      "^\\s*Duration\\s+[\\d.]+m?s\\s*\\(",
+      "^\\s*Ran all test suites"
+    ],
     replace: [{ pattern: "^⎯{5,}\\s*(.*?)\\s*⎯*$", with: "⎯⎯⎯ $1" }]
   },
   {
     id: "test-pytest",
-    description: "pytest: drops PASSED lines, platform/plugin banners and per-file progress; keeps FAILURES, tracebacks, short summary and the totals",
+    description:
+      "pytest: drops PASSED lines, platform/plugin banners and per-file progress; keeps FAILURES, tracebacks, short summary and the totals",
     match: {
       command: cmd("(?:python3?\\s+-m\\s+)?pytest\\b"),
       output: "^=+ (?:test session starts|FAILURES|short test summary info) =+$"
@@ -75,7 +88,9 @@ export const BUILTIN_FILTERS: ReadonlyArray<FilterSpec> = [
     id: "npm-install",
     description: "npm/pnpm/yarn install: drops download progress, fetch logs and deprecation warnings; keeps errors and the summary",
     match: {
-      command: cmd("(?:npm\\s+(?:install|i|ci|add|update|up)|pnpm\\s+(?:install|i|add|update|up)|yarn(?:\\s+(?:install|add|upgrade))?\\s*$|yarn\\s+(?:install|add|upgrade))\\b"),
+      command: cmd(
+        "(?:npm\\s+(?:install|i|ci|add|update|up)|pnpm\\s+(?:install|i|add|update|up)|yarn(?:\\s+(?:install|add|upgrade))?\\s*$|yarn\\s+(?:install|add|upgrade))\\b"
+      ),
       output: "^(?:npm (?:WARN|warn) deprecated |added \\d+ packages?|Progress: resolved \\d+|Packages: \\+\\d+|\\[\\d/\\d\\] )"
     },
     drop: [
@@ -95,7 +110,8 @@ export const BUILTIN_FILTERS: ReadonlyArray<FilterSpec> = [
   },
   {
     id: "pip-install",
-    description: "pip install: drops collecting/downloading/cached/already-satisfied lines and progress; keeps errors and Successfully installed",
+    description:
+      "pip install: drops collecting/downloading/cached/already-satisfied lines and progress; keeps errors and Successfully installed",
     match: {
       command: cmd("(?:python3?\\s+-m\\s+)?(?:pip3?|uv\\s+pip)\\s+install\\b"),
       output: "^(?:Collecting \\S+|Requirement already satisfied: |Successfully installed )"
@@ -148,8 +164,12 @@ export const BUILTIN_FILTERS: ReadonlyArray<FilterSpec> = [
   },
   {
     id: "build-tsc",
-    description: "tsc: drops watch-mode banners and file listings; keeps errors and warnings with their location and continuation lines, and the error count",
-    match: { command: cmd("(?:npx\\s+)?(?:tsc|vue-tsc)\\b"), output: "^\\S+\\(\\d+,\\d+\\): error TS\\d+: |^\\S+:\\d+:\\d+ - error TS\\d+: " },
+    description:
+      "tsc: drops watch-mode banners and file listings; keeps errors and warnings with their location and continuation lines, and the error count",
+    match: {
+      command: cmd("(?:npx\\s+)?(?:tsc|vue-tsc)\\b"),
+      output: "^\\S+\\(\\d+,\\d+\\): error TS\\d+: |^\\S+:\\d+:\\d+ - error TS\\d+: "
+    },
     drop: [
       "^\\[?\\d{1,2}:\\d\\d:\\d\\d(?: [AP]M)?\\]? - (?:Starting compilation|File change detected|Starting incremental compilation)",
       "^\\[?\\d{1,2}:\\d\\d:\\d\\d(?: [AP]M)?\\]? - Found 0 errors"
@@ -157,15 +177,20 @@ export const BUILTIN_FILTERS: ReadonlyArray<FilterSpec> = [
   },
   {
     id: "build-cargo",
-    description: "cargo build/check/clippy: drops Compiling/Checking/Downloading progress; keeps errors and warnings with their --> locations and code frames",
+    description:
+      "cargo build/check/clippy: drops Compiling/Checking/Downloading progress; keeps errors and warnings with their --> locations and code frames",
     match: { command: cmd("cargo\\s+(?:build|check|clippy|run)\\b"), output: "^\\s+Compiling \\S+ v\\d" },
     drop: ["^\\s*(?:Compiling|Checking|Downloaded|Downloading|Fresh|Blocking|Locking|Updating|Adding)\\s+\\S", "^\\s*Building \\[[=> ]*\\]"]
   },
   {
     id: "build-make",
-    description: "make/cmake/ninja: keeps error and warning lines with 2 lines of context and make's own failure lines; drops compiler invocations and directory changes",
+    description:
+      "make/cmake/ninja: keeps error and warning lines with 2 lines of context and make's own failure lines; drops compiler invocations and directory changes",
     match: { command: cmd("(?:make|gmake|cmake\\s+--build|ninja)\\b"), output: "^make(?:\\[\\d+\\])?: (?:Entering|Leaving) directory" },
-    drop: ["^\\s*(?:cc|gcc|g\\+\\+|c\\+\\+|clang|clang\\+\\+|ar|ld|libtool|ranlib)\\s", "^make(?:\\[\\d+\\])?: (?:Entering|Leaving) directory"],
+    drop: [
+      "^\\s*(?:cc|gcc|g\\+\\+|c\\+\\+|clang|clang\\+\\+|ar|ld|libtool|ranlib)\\s",
+      "^make(?:\\[\\d+\\])?: (?:Entering|Leaving) directory"
+    ],
     keep: ["(?:^|\\s)(?:error|warning|Error|Warning|ERROR|WARNING)\\b", "^make(?:\\[\\d+\\])?: \\*\\*\\*", "^\\S+:\\d+(?::\\d+)?: "],
     context: 2
   }

@@ -8,16 +8,22 @@ import { strict } from "../../../../domain/parse.js"
 import { checkRegex } from "./regex.js"
 
 /** A regex source that compiles, is at most 500 characters, and has no catastrophic shape. */
-export const SafeRegexSource = Schema.String.pipe(Schema.filter((source) => checkRegex(source, false) ?? true, { identifier: "SafeRegexSource" }))
+export const SafeRegexSource = Schema.String.pipe(
+  Schema.filter((source) => checkRegex(source, false) ?? true, { identifier: "SafeRegexSource" })
+)
 /** A regex source that compiles and is at most 500 characters (trusted filters: no shape check). */
-export const TrustedRegexSource = Schema.String.pipe(Schema.filter((source) => checkRegex(source, true) ?? true, { identifier: "TrustedRegexSource" }))
+export const TrustedRegexSource = Schema.String.pipe(
+  Schema.filter((source) => checkRegex(source, true) ?? true, { identifier: "TrustedRegexSource" })
+)
 
 const Count = (max: number) => Schema.Int.pipe(Schema.between(0, max))
 
 const makeFilterSchema = (Regex: typeof SafeRegexSource | typeof TrustedRegexSource) =>
   Schema.Struct({
     /** Unique id (letters, digits, `-`, `_`, `.`). */
-    id: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, { message: () => "id: 1-64 letters, digits, '.', '_' or '-'" })),
+    id: Schema.String.pipe(
+      Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, { message: () => "id: 1-64 letters, digits, '.', '_' or '-'" })
+    ),
     description: Schema.String.pipe(Schema.maxLength(300)),
     /** When the filter applies: the command line matches `command`, or (no command matched) the output matches `output`. */
     match: Schema.Struct({
@@ -33,15 +39,23 @@ const makeFilterSchema = (Regex: typeof SafeRegexSource | typeof TrustedRegexSou
     /** Lines right after a kept line that match this are kept too (continuation lines of a message). */
     continuation: Schema.optionalWith(Regex, { exact: true }),
     /** Line rewrites, first matching rule wins: `$1`… name capture groups. */
-    replace: Schema.optionalWith(Schema.Array(Schema.Struct({ pattern: Regex, with: Schema.String.pipe(Schema.maxLength(200)) }).annotations(strict)).pipe(Schema.maxItems(20)), {
-      exact: true
-    }),
+    replace: Schema.optionalWith(
+      Schema.Array(Schema.Struct({ pattern: Regex, with: Schema.String.pipe(Schema.maxLength(200)) }).annotations(strict)).pipe(
+        Schema.maxItems(20)
+      ),
+      {
+        exact: true
+      }
+    ),
     /**
      * Multi-line records folded into one line: a record starts at a line matching `start`; the
      * capture groups of `start` and of the first line matching each of `fields` are joined by a space;
      * the record's other lines are dropped (git log → `hash subject`).
      */
-    records: Schema.optionalWith(Schema.Struct({ start: Regex, fields: Schema.Array(Regex).pipe(Schema.maxItems(10)) }).annotations(strict), { exact: true }),
+    records: Schema.optionalWith(
+      Schema.Struct({ start: Regex, fields: Schema.Array(Regex).pipe(Schema.maxItems(10)) }).annotations(strict),
+      { exact: true }
+    ),
     /**
      * Long sections (from a line matching `start` to before the next `start` or `end` line) cut to
      * `head` and `tail` lines when longer than `maxLines` (git diff hunks).
@@ -63,7 +77,10 @@ const makeFilterSchema = (Regex: typeof SafeRegexSource | typeof TrustedRegexSou
      * least `minLines` lines match: `braces` writes `key{a,b,c}` (find), `indent` writes `key:` then
      * `  rest` lines (grep).
      */
-    group: Schema.optionalWith(Schema.Struct({ pattern: Regex, minLines: Count(100_000), format: Schema.Literal("braces", "indent") }).annotations(strict), { exact: true }),
+    group: Schema.optionalWith(
+      Schema.Struct({ pattern: Regex, minLines: Count(100_000), format: Schema.Literal("braces", "indent") }).annotations(strict),
+      { exact: true }
+    ),
     /** Drops repeated lines (not only consecutive ones), keeping the first. */
     dedupe: Schema.optionalWith(Schema.Boolean, { exact: true }),
     /** Head-and-tail truncation threshold for this command's output (overrides the config's `maxLines`). */
@@ -147,7 +164,8 @@ const MAX_TEST_LINE = 4096
 const test = (r: RegExp, line: string): boolean => line.length <= MAX_TEST_LINE && r.test(line)
 const any = (rs: ReadonlyArray<RegExp>, line: string): boolean => rs.some((r) => test(r, line))
 
-const expand = (template: string, m: RegExpExecArray): string => template.replace(/\$(\$|\d{1,2})/g, (_, g: string) => (g === "$" ? "$" : (m[Number(g)] ?? "")))
+const expand = (template: string, m: RegExpExecArray): string =>
+  template.replace(/\$(\$|\d{1,2})/g, (_, g: string) => (g === "$" ? "$" : (m[Number(g)] ?? "")))
 
 /** What a section cut leaves in place of the lines it removed. */
 export type CutMarker = (omitted: number) => string
@@ -224,7 +242,12 @@ const foldRecords = (lines: ReadonlyArray<string>, r: { start: RegExp; fields: R
   return out
 }
 
-const keepOnly = (lines: ReadonlyArray<string>, keep: ReadonlyArray<RegExp>, context: number, continuation: RegExp | undefined): Array<string> => {
+const keepOnly = (
+  lines: ReadonlyArray<string>,
+  keep: ReadonlyArray<RegExp>,
+  context: number,
+  continuation: RegExp | undefined
+): Array<string> => {
   const kept = new Uint8Array(lines.length)
   for (let i = 0; i < lines.length; i++) {
     const l = lines[i]!
@@ -275,7 +298,11 @@ const groupLines = (lines: ReadonlyArray<string>, g: { pattern: RegExp; minLines
   return out
 }
 
-const cutSections = (lines: ReadonlyArray<string>, s: { start: RegExp; end?: RegExp; maxLines: number; head: number; tail: number }, cut: CutMarker): Array<string> => {
+const cutSections = (
+  lines: ReadonlyArray<string>,
+  s: { start: RegExp; end?: RegExp; maxLines: number; head: number; tail: number },
+  cut: CutMarker
+): Array<string> => {
   const out: Array<string> = []
   let section: Array<string> | undefined
   const flush = () => {

@@ -110,7 +110,8 @@ const SIMILAR = /^… \((\d+) similar lines omitted\)$/
  */
 export const collapseSimilar = (lines: ReadonlyArray<string>): Array<string> => {
   const out: Array<string> = []
-  const key = (l: string): string | undefined => (l.length > 1000 || !/\d/.test(l) || ERROR_LINE.test(l) || SIMILAR.test(l) ? undefined : digitsAway(l))
+  const key = (l: string): string | undefined =>
+    l.length > 1000 || !/\d/.test(l) || ERROR_LINE.test(l) || SIMILAR.test(l) ? undefined : digitsAway(l)
   let i = 0
   while (i < lines.length) {
     const k = key(lines[i]!)
@@ -126,7 +127,8 @@ export const collapseSimilar = (lines: ReadonlyArray<string>): Array<string> => 
 
 export const MARKER = /^\[rtk: \d+ (?:lines|chars) omitted; full output: GET \/api\/context\/rtk\/raw-output\/\S+\]$/
 
-export const marker = (omitted: number, unit: "lines" | "chars", id: string): string => `[rtk: ${omitted} ${unit} omitted; full output: GET /api/context/rtk/raw-output/${id}]`
+export const marker = (omitted: number, unit: "lines" | "chars", id: string): string =>
+  `[rtk: ${omitted} ${unit} omitted; full output: GET /api/context/rtk/raw-output/${id}]`
 
 export interface TruncateOptions {
   readonly maxLines: number
@@ -151,7 +153,12 @@ export const truncate = (lines: ReadonlyArray<string>, o: TruncateOptions, rawId
   if (lines.length > o.maxLines && lines.length > o.headLines + o.tailLines) {
     const middle = lines.slice(o.headLines, lines.length - o.tailLines)
     const errors = middle.filter((l) => l.length <= 4096 && ERROR_LINE.test(l))
-    kept = [...lines.slice(0, o.headLines), marker(middle.length - errors.length, "lines", rawId()), ...errors, ...lines.slice(lines.length - o.tailLines)]
+    kept = [
+      ...lines.slice(0, o.headLines),
+      marker(middle.length - errors.length, "lines", rawId()),
+      ...errors,
+      ...lines.slice(lines.length - o.tailLines)
+    ]
   }
   const text = kept.join("\n")
   if (text.length <= o.maxChars) return kept

@@ -13,7 +13,9 @@ import { FilterSpec, TrustedFilterSpec } from "./filter.js"
 
 export const MAX_PROJECT_FILTERS = 100
 
-export type ProjectFiltersResult = { readonly ok: true; readonly filters: ReadonlyArray<FilterSpec> } | { readonly ok: false; readonly errors: ReadonlyArray<string> }
+export type ProjectFiltersResult =
+  | { readonly ok: true; readonly filters: ReadonlyArray<FilterSpec> }
+  | { readonly ok: false; readonly errors: ReadonlyArray<string> }
 
 const list = (spec: typeof FilterSpec | typeof TrustedFilterSpec) => Schema.Array(spec)
 const safeList = list(FilterSpec)
@@ -44,7 +46,10 @@ export const parseProjectFilters = (json: unknown, trusted: boolean): ProjectFil
     if (extra.length > 0 || !("filters" in json)) {
       return {
         ok: false,
-        errors: extra.length > 0 ? extra.map((k) => `${k}: unknown field (a filter file is a list of filters or { "filters": [...] })`) : ["filters: is missing"]
+        errors:
+          extra.length > 0
+            ? extra.map((k) => `${k}: unknown field (a filter file is a list of filters or { "filters": [...] })`)
+            : ["filters: is missing"]
       }
     }
     items = (json as { filters: unknown }).filters
