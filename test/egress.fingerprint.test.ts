@@ -99,7 +99,12 @@ const onlyHello = async (action: () => Promise<unknown>): Promise<ClientHello> =
 }
 
 /** A hello's fingerprint without session resumption's pre_shared_key extension. */
-const withoutPsk = (h: ClientHello) => ({ ciphers: h.ciphers, extensions: h.extensions.filter((e) => e !== 41), groups: h.groups, sigs: h.signatureAlgorithms })
+const withoutPsk = (h: ClientHello) => ({
+  ciphers: h.ciphers,
+  extensions: h.extensions.filter((e) => e !== 41),
+  groups: h.groups,
+  sigs: h.signatureAlgorithms
+})
 
 /** GREASE (RFC 8701) among the cipher suites and the groups, as Chrome sends them. */
 const hasGrease = (h: ClientHello) => h.ciphers.some(isGrease) && h.groups.some(isGrease)
@@ -122,7 +127,10 @@ beforeAll(async () => {
     startGatewayChild({ adminKey: ADMIN, env: { ENABLE_TLS_FINGERPRINT: "true" } }, { env, startMs: 90_000 })
   ])
   for (const gw of [off, on]) {
-    const created = await gw.call("/api/v1/management/proxies", { body: { name: "tunnel", type: "http", host: "127.0.0.1", port: proxy.port }, headers: admin })
+    const created = await gw.call("/api/v1/management/proxies", {
+      body: { name: "tunnel", type: "http", host: "127.0.0.1", port: proxy.port },
+      headers: admin
+    })
     expect(created.status, created.text).toBe(201)
     const add = async (body: Record<string, unknown>) => {
       // `whole`: a non-streamed call asks for a whole answer (a JSON body read whole), not a stream it collects.
@@ -203,9 +211,10 @@ describe("ENABLE_TLS_FINGERPRINT", () => {
       expect(text).toContain("part2")
       expect(text).toContain("[DONE]")
     })
-    // Streamed as it was made: the chunks came ~100 ms apart, not all at the end.
+    // Streamed as it was made: the chunks came ~100 ms apart, not all at the end (on a loaded machine two of the three may
+    // arrive in one read, which leaves one gap of ~100 ms).
     expect(arrivals.length).toBeGreaterThanOrEqual(2)
-    expect(arrivals[arrivals.length - 1]! - arrivals[0]!).toBeGreaterThanOrEqual(120)
+    expect(arrivals[arrivals.length - 1]! - arrivals[0]!).toBeGreaterThanOrEqual(80)
     const check = await onlyHello(async () => {
       const res = await on.call("/api/providers/fp/test", { method: "POST", headers: admin })
       expect(res.status, res.text).toBe(200)
