@@ -10,7 +10,8 @@ import { findPlanned, PLANNED_INFERENCE, plannedMessage } from "../platform/http
 import { decodePathSegment, quotedPath } from "../kernel/untrusted.js"
 import { badRequest, InferenceError } from "../kernel/errors.js"
 import { sendJson } from "./io.js"
-import type { InferenceRequest } from "./requestProgram.js"
+import type { makeTryCommon } from "./commonRequest.js"
+import type { InferenceRequest, makeRequestPrograms } from "./requestProgram.js"
 import type { RouteDef } from "./routes/types.js"
 
 const normalise = (path: string): string => (path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path)
@@ -135,32 +136,11 @@ const EDITOR_PATHS: Record<string, string> = {
 export interface RouteLookupDeps {
   readonly table: RouteTable
   /** A request's program on its route (`token`: the editor path's key). */
-  readonly program: (
-    req: http.IncomingMessage,
-    res: http.ServerResponse,
-    path: string,
-    rawQuery: string,
-    route: RouteDef,
-    params: Record<string, string>,
-    token?: string
-  ) => InferenceRequest
+  readonly program: ReturnType<typeof makeRequestPrograms>["program"]
   /** The request on the common path when its route has one; false when not even begun. */
-  readonly tryCommon: (
-    req: http.IncomingMessage,
-    res: http.ServerResponse,
-    path: string,
-    rawQuery: string,
-    route: RouteDef,
-    params: Record<string, string>,
-    fork: (request: InferenceRequest) => void
-  ) => boolean
+  readonly tryCommon: ReturnType<typeof makeTryCommon>
 }
 
-/**
- * The dispatcher's `route`: a request's method and path looked up in the table (the editor's
- * paths by their inner route), its program made, or taken on the common path; undefined for a
- * path of the management plane.
- */
 export const makeRouteLookup = ({ table, program, tryCommon }: RouteLookupDeps) => {
   const editorInfo: RouteDef = {
     method: "GET",
