@@ -103,7 +103,7 @@ export const makeIdentify =
 /**
  * An authentication middleware over `identify`: a session and a direct local caller are principals
  * as they are; `apiKey` decides what a valid key may do and `nobody` what no credential gets.
- * The principal is noted for the request's audit row (compliance/capture.ts).
+ * The principal is noted for the request's audit row (compliance/AuditSlot.ts).
  */
 const authenticate = (
   identify: ReturnType<typeof makeIdentify>,

@@ -156,7 +156,7 @@ const managementMiddleware = (deps: Parameters<typeof audited>[0]) =>
                 Effect.provideService(notTooDeep(req, app), HttpServerRequest.HttpServerRequest, withoutBody(req)),
                 Option.some(MAX_MANAGEMENT_BODY_BYTES)
               )
-      // Every change is written to the audit log once answered (compliance/capture.ts).
+      // Every change is written to the audit log once answered (compliance/AuditSlot.ts).
       return yield* audited(deps, req, app, guarded).pipe(
         Effect.catchAllCause((cause) => fallbackResponse(req, cause, requestId)),
         Effect.map((res) => HttpServerResponse.setHeaders(res, gatewayHeaders(requestId))),
