@@ -1,13 +1,6 @@
 /**
- * The token tunnel's life (docs/tunnels.md, "Token tunnel"): the vendor's maintained Node SDK
- * (`@ngrok/ngrok`, whose native part comes inside its per-platform package: nothing is downloaded
- * at install), or, when `TOKEN_TUNNEL_BIN` is set, the vendor's agent binary run as a supervised
- * helper (the same backend, checkable from outside with a stand-in). The authtoken goes to the SDK
- * in memory and to the agent in its environment (`NGROK_AUTHTOKEN`), never in argv. Either way
- * the edge is asked to add `X-Gateway-Tunnel: token` to every request it forwards, so the
- * gateway knows those came from the internet.
- *
- * `TokenTunnelConnector` is the layer tests replace: the vendor's edge is outside this machine.
+ * The token tunnel's life: the vendor's Node SDK, or its agent binary when `TOKEN_TUNNEL_BIN` is set (docs/tunnels.md#token-tunnel).
+ * The authtoken never goes in argv; the edge marks what it forwards `X-Gateway-Tunnel: token`. Tests replace this layer.
  */
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"

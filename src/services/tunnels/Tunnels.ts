@@ -1,12 +1,6 @@
 /**
- * Tunnels (spec document 2, "Tunnel API"; docs/tunnels.md): three backends, each a supervised
- * helper with the spec's status object (supervisor.ts): the quick tunnel (quick.ts, the vendor's
- * helper downloaded and checked by quickHelper.ts), the token tunnel (token.ts: the vendor's SDK,
- * or its agent binary with `TOKEN_TUNNEL_BIN`) and the mesh funnel (mesh.ts: the mesh VPN's CLI,
- * with its setup steps). More than one may run at once. Whether each is wanted is kept in the
- * store (`tunnels` kv namespace), so a restarted gateway opens it again; the token tunnel's
- * authtoken is kept there encrypted (Secrets), never answered back. Everything a backend started
- * is stopped with it, and with the gateway.
+ * Tunnels: the quick tunnel, token tunnel and mesh funnel, each a supervised helper, wanted-state kept in the store
+ * so a restart reopens them (docs/tunnels.md).
  */
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"

@@ -1,10 +1,6 @@
 /**
- * The mesh funnel (docs/tunnels.md, "Mesh funnel"): the mesh VPN's system CLI (`MESH_TUNNEL_BIN`,
- * default `tailscale`) does the work. Setup steps are one-shot commands (install, start the daemon,
- * log in); the funnel itself is the CLI's foreground `funnel <target>`, run as a supervised helper:
- * it serves while it runs and the mesh daemon removes the funnel when it ends, so no public
- * address outlives the gateway. Commands that need root take `sudoPassword`, passed to `sudo -S`
- * on stdin for that call only (process.ts); as root they run directly.
+ * The mesh funnel: setup steps are one-shot CLI commands, the funnel is the CLI's foreground form run as a supervised
+ * helper, so no public address outlives the gateway (docs/tunnels.md#mesh-funnel).
  */
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"

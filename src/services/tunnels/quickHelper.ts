@@ -1,10 +1,6 @@
 /**
- * The quick tunnel's helper binary (docs/tunnels.md, "Quick tunnel"): `QUICK_TUNNEL_BIN` when
- * set, else `<DATA_DIR>/tunnels/cloudflared`, downloaded on first use from
- * `QUICK_TUNNEL_DOWNLOAD_URL` (default: the vendor's release for this platform) and checked
- * against `QUICK_TUNNEL_SHA256` or the pinned table before it is ever made executable or run. A
- * mismatch deletes the download. The check runs again before every start: a file changed on
- * disk since is never run either.
+ * The quick tunnel's helper binary, downloaded on first use and checksum-checked before it is made executable and
+ * again before every start (docs/tunnels.md#quick-tunnel).
  */
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"

@@ -1,12 +1,6 @@
 /**
- * One supervisor for every tunnel backend (docs/tunnels.md): a backend's helper (a child process
- * or an SDK session) runs as a "life" that reports what it sees and fails when it ends. The
- * supervisor keeps the spec's status object honest: `starting` from the start, the public address
- * shown only once the life says it is registered (a request through it then reaches the gateway),
- * `needs_auth` when the helper waits for the user, `error` when trying again cannot help. A life
- * that ends while the tunnel is wanted is started again on a backoff Schedule; stopping
- * interrupts it (its finalizers kill the helper's process group). While a life is registered its
- * public host is one of the gateway's names (HostPolicy).
+ * One supervisor for every tunnel backend: keeps the status object honest (address shown only once registered) and
+ * restarts a life that ends while wanted (docs/tunnels.md#status-and-phases).
  */
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"

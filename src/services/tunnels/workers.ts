@@ -1,13 +1,6 @@
 /**
- * Tunnels under `gateway --workers N` (docs/tunnels.md, "With --workers N"): worker 1 runs the
- * backends; the other workers follow it over the shared-state channel `tunnels`. A follower
- * answers a status from the last one worker 1 published (asking for it when it has none yet) and
- * hands enable/disable to worker 1, answering what worker 1 answers. The mesh setup steps
- * (check, install, start-daemon, login) are system commands and run in whichever worker got the
- * request. Messages carry the gateway's node (host name and the cluster primary's pid): several
- * gateways on one Redis each follow their own worker 1. An authtoken or a sudo password in a
- * command is sealed with the storage key (Secrets) before it goes on the channel, which may be
- * Redis.
+ * Tunnels under `--workers N`: worker 1 runs the backends, the others follow it over the `tunnels` channel; secrets
+ * are sealed before they go on it (docs/tunnels.md#with---workers-n-and-several-gateways).
  */
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
