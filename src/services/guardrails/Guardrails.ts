@@ -1,11 +1,6 @@
 /**
- * The request and answer guardrails (docs/guardrails.md): the input sanitizer, the
- * prompt-injection guard, reversible PII redaction and response sanitization, attached to a
- * request as one lifecycle hook (docs/ARCHITECTURE.md, "Seam 2") when any of their flags is on.
- * With all of them off nothing is attached: the request pays one synchronous flag read.
- *
- * Every action is published on the event bus as `guardrail.action` (guardrail, rule, mode,
- * action, endpoint, format, key id, request id; never the matched text), for the audit log.
+ * The request and answer guardrails as one lifecycle hook, attached only when a flag is on; every action is published
+ * as `guardrail.action`, never with the matched text (docs/guardrails.md#where-they-run).
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"

@@ -1,11 +1,6 @@
 /**
- * The output side of the guardrails: an `AnswerRewrite` (hookEvents.ts) that, on what the client
- * gets, redacts, flags or blocks personal data the upstream wrote (response sanitization) and
- * puts back the request's PII placeholders (reversible redaction), in whole answers and in
- * streams of every format. Streams: each channel's text (a choice, a content block, an output
- * item) keeps back only what could still become a match, or the start of a placeholder, at the
- * end of a frame; it goes out with the channel's next delta, before the next event of another
- * kind (as a delta event of its own, cloned from the channel's last one), or at the stream's end.
+ * The output side of the guardrails: an `AnswerRewrite` that sanitizes what the upstream wrote and restores the request's
+ * PII placeholders, in whole answers and streams of every format (docs/guardrails.md#response-sanitization).
  */
 import type { CanonicalError, FormatId } from "../../domain/canonical.js"
 import { FORMATS } from "../../upstream/formats/registry.js"

@@ -1,12 +1,6 @@
 /**
- * Personal data and secrets in text (`PII_REDACTION_ENABLED`, `PII_RESPONSE_SANITIZATION`):
- * the detectors, the per-request placeholder map (reversible redaction) and the pieces the
- * stream rewriter needs (how much of a text's end could still be the start of a match).
- *
- * Detectors that a pattern alone would over-match are checked: payment cards by Luhn and issuer
- * prefix, IBANs by mod-97, SSNs by the ranges the SSA never issues, IP addresses by `node:net`
- * (and only public ones: loopback, private, link-local and unspecified addresses are not
- * personal), bearer tokens by entropy.
+ * Personal data and secrets in text: the detectors (each over-matching pattern checked further: Luhn, mod-97, ranges,
+ * public IPs only, entropy), the per-request placeholder map, and the stream hold (docs/guardrails.md#pii-redaction-reversible).
  */
 import { isIPv4, isIPv6 } from "node:net"
 

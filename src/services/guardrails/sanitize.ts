@@ -1,16 +1,6 @@
 /**
- * The input sanitizer (`INPUT_SANITIZER_ENABLED`): what it changes in prompt text is exactly
- * this (docs/guardrails.md, "Input sanitizer"):
- *
- * - terminal escape sequences (ANSI colours and cursor moves: `ESC [ … final`, OSC `ESC ] … BEL`
- *   or `ESC \`, and the short `ESC x`, `ESC ( B` forms) are removed whole, so a coloured tool output loses its
- *   colours, not only their ESC byte (which would leave `[33m` in the text);
- * - C0 controls U+0000–U+001F except tab, line feed and carriage return, DEL U+007F and the C1
- *   controls U+0080–U+009F are removed;
- * - zero-width characters U+200B–U+200D, U+2060 (word joiner) and U+FEFF (byte-order mark) are removed;
- * - bidirectional embeddings, overrides and isolates U+202A–U+202E and U+2066–U+2069 are removed;
- * - then the text is normalised to NFKC (full-width letters become ASCII, ligatures are split,
- *   compatibility forms fold).
+ * The input sanitizer: removes terminal escapes whole, control, zero-width and bidi characters, then applies NFKC
+ * (the exact list: docs/guardrails.md#input-sanitizer).
  */
 
 // eslint-disable-next-line no-control-regex

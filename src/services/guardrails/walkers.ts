@@ -1,15 +1,6 @@
 /**
- * Where the text is, per wire format: one table, one entry per inbound format, each with three
- * walkers that list the text slots of
- *
- * - a request body (`request`): system text, user text, tool results, and assistant turns and
- *   tool-call arguments of the history (they may carry values restored in an earlier answer);
- * - a whole answer (`answer`): assistant text and tool-call arguments;
- * - one event of a streamed answer (`event`): deltas (with the channel they extend: a choice, a
- *   content block, an output item) and whole texts (done and completed events that repeat it).
- *
- * A slot is a path into the JSON value; `json` marks text that is itself JSON (tool-call
- * arguments), so what is put in is escaped. Walkers only read; `setPaths` writes copy-on-write.
+ * Where the text is, per wire format: for each inbound format, walkers listing the text slots of a request, a whole
+ * answer and one stream event (docs/guardrails.md#where-they-run). Walkers only read; `setPaths` writes copy-on-write.
  */
 import type { FormatId } from "../../domain/canonical.js"
 
@@ -20,6 +11,7 @@ export interface Slot {
   readonly path: Path
   readonly text: string
   readonly role: Role
+  /** Text that is itself JSON (tool-call arguments): what is put in is escaped. */
   readonly json?: boolean
   /** Stream events: the channel this text extends (a delta); undefined for a whole text. */
   readonly channel?: string

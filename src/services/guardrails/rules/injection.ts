@@ -1,11 +1,6 @@
 /**
- * The prompt-injection rule set (`INJECTION_GUARD_MODE`), versioned: a rule's `version` goes up
- * whenever its pattern changes, and `RULESET_VERSION` with any change to the set, so a verdict
- * (event, header, audit entry) names exactly what matched. Rules are checked against user text
- * and tool results, never system text; `appliesTo` narrows a rule further.
- *
- * Keep patterns phrase-shaped (a verb and its object), not single words: the false-positive
- * check (test/guardrails.corpus.test.ts) runs every rule over recorded coding-agent traffic.
+ * The prompt-injection rule set, versioned so a verdict names exactly what matched; keep patterns phrase-shaped
+ * (docs/guardrails.md#injection-guard).
  */
 export interface InjectionRule {
   readonly id: string
