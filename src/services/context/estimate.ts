@@ -1,16 +1,6 @@
 /**
- * The prompt-size estimate compression decisions use (the auto-trigger's threshold, the
- * preview's before/after counts): the text pieces the walker finds (walk.ts) plus the tool
- * definitions' JSON, counted with the o200k tokenizer of src/upstream/formats/tokens.ts. Images, tool-call
- * arguments and per-message framing are left out: the estimate measures what compression can
- * change, and is slightly under a provider's own count.
- *
- * The tokenizer loads asynchronously on first use. `estimateTokens` waits for it;
- * `estimateTokensSync` counts with it when it is loaded and approximates (characters / 4) before,
- * so a request path never waits. The tokenizer is not loaded at start-up (its 200k-entry table
- * costs about 50 MB of memory, docs/performance.md "Memory at rest"): the first sync count starts
- * loading it in the background (about half a second), and counts after that are exact.
- * `approximateTokens` always approximates (o200k costs milliseconds on a long agent request).
+ * The prompt-size estimate compression decisions use: what compression can change, counted with o200k, or characters / 4
+ * where a request path must not wait for the tokenizer to load (docs/compression.md#the-estimate).
  */
 import type { FormatId } from "../../domain/canonical.js"
 import { loadCounter, loadedCounter } from "../../upstream/formats/tokens.js"

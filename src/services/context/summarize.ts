@@ -1,10 +1,6 @@
 /**
- * The `summarize` engine's pure parts (docs/compression.md, "summarize"): where a long
- * conversation is cut, the older turns as a transcript for the summarising model, and the body
- * with those turns replaced by the summary, in each wire format. The cut moves in steps of
- * `keepLastTurns`, so the same older part (and so the same summary, and the same prompt-cache
- * prefix) serves several turns in a row; it always lands before a user's own message, never
- * between a tool call and its result.
+ * The `summarize` engine's pure parts: where the conversation is cut (in steps of `keepLastTurns`, so one summary and
+ * prompt-cache prefix serves several turns), the transcript, and the body with the summary in (docs/compression.md#summarize).
  */
 import * as Schema from "effect/Schema"
 import { strict } from "../../domain/parse.js"

@@ -1,22 +1,7 @@
 /**
- * The wire-format walker (docs/compression.md, "Where the text is"): finds every piece of text a
- * client sends in a request body of any of the five wire formats, hands each to a function with
- * its place in the conversation (a `Segment`), and puts the answers back.
- *
- * - The input is never mutated; the new body shares every object and array that did not change.
- * - Only text changes: every other field of a message, part or block (ids, `cache_control`,
- *   signatures, images, reasoning, encrypted content) stays as it is, in its place.
- * - `fn` is called on non-empty texts only; an empty answer for a non-empty text keeps the text
- *   (providers refuse empty text blocks: an engine may shorten a piece, never delete it).
- * - Malformed bodies are walked as far as they make sense and never throw: the format's decoder
- *   answers the 400 afterwards.
- *
- * Turns: `turn` is the index of the entry in the conversation array (chat/Anthropic/Ollama
- * `messages`, Responses `input` items, Gemini `contents`), `turns` that array's length; a system
- * prompt kept outside the array (Anthropic `system`, Responses `instructions`, Gemini
- * `systemInstruction`, Ollama generate `system`) is turn 0 of the same count. A single prompt
- * (Responses `input` string, Ollama generate `prompt`, legacy completions `prompt` string) is
- * turn 0 of 1; a legacy `prompt` array is one turn per string.
+ * The wire-format walker: finds every text a client sends in any wire format, hands each to `fn` with its `Segment`,
+ * and puts the answers back without mutating the input or touching any other field
+ * (docs/compression.md#where-the-text-is-the-wire-format-walker).
  */
 import type { FormatId } from "../../domain/canonical.js"
 import type { Segment } from "./types.js"

@@ -7,12 +7,8 @@ import { es } from "./caveman/es.js"
 import type { LanguagePack, PhraseRule } from "./caveman/pack.js"
 
 /**
- * caveman: rule-based terse rewriting of prose (docs/compression.md). Drops politeness, filler,
- * hedges and articles, and collapses repeated sentences and lines, one line of prose at a time.
- * What it never touches: fenced code blocks, indented code and tables; inside a line, inline code,
- * XML-ish tags, URLs and quoted strings (masked before the rules run and put back byte for byte);
- * any word that is not a plain word (identifiers, paths, numbers, flags: the rules only match whole
- * plain words); heading, list and quote markers (the line's prefix is kept as is).
+ * caveman: rule-based terse rewriting of prose, one line at a time; code, tables, inline code, tags, URLs, quotes and
+ * non-plain words are never touched (docs/compression.md#caveman).
  */
 
 const PACKS: ReadonlyArray<LanguagePack> = [en, es, de]

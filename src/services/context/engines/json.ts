@@ -3,12 +3,8 @@ import { strict } from "../../../domain/parse.js"
 import type { TextEngine } from "../types.js"
 
 /**
- * json: JSON sent pretty-printed is sent minified (docs/compression.md). A tool result (or, with
- * `prose`, a prose segment) that is entirely one JSON object or array, and the body of a ```json
- * fenced block (the fence kept), lose every whitespace character between tokens. The text is
- * validated with JSON.parse but not re-serialised: only insignificant whitespace is removed, so every
- * number (1.0, 12345678901234567890, 1e3) and every string (its escapes) keeps its exact text, and
- * duplicate keys stay. Text that is not valid JSON is left alone.
+ * json: pretty-printed JSON minified by removing whitespace between tokens only (validated, never re-serialised, so
+ * numbers, escapes and duplicate keys keep their exact text) (docs/compression.md#json).
  */
 
 export const Config = Schema.Struct({

@@ -1,10 +1,6 @@
 /**
- * rtk: shrinks the output of tools and commands in tool results (docs/compression.md, "rtk").
- * Generic steps (ANSI removal, progress redraws and bars, repeated/similar line collapse,
- * head-and-tail truncation with a marker naming the raw output's id) and one declarative
- * per-command filter (rtk/builtins.ts, or a project's own, rtk/project.ts), chosen by the command
- * line or by the output's shape. Pure and deterministic; error lines are never dropped by the
- * generic steps; an output that needs nothing comes back as the same string.
+ * rtk: shrinks tool and command output with generic steps and one per-command filter; pure, deterministic, never drops
+ * an error line in a generic step (docs/compression.md#rtk-tool-and-command-output).
  */
 import * as Schema from "effect/Schema"
 import { strict } from "../../../domain/parse.js"
