@@ -1,15 +1,6 @@
 /**
- * The leaderboard ELO sync (LEADERBOARD_ELO_SYNC_ENABLED, default on; docs/feature-flags.md).
- *
- * Runs only when `GATEWAY_LEADERBOARD_URL` is set: unset (the default) the job never starts, so a
- * default install makes no outbound call. With a URL and the flag on (read every round), it downloads
- * a JSON leaderboard at start and every `GATEWAY_LEADERBOARD_SYNC_INTERVAL_SECONDS` (default 86400,
- * jittered) through `UpstreamHttp` (the outbound SSRF guard applies), 30 s timeout, three retries with
- * backoff. Format: `{ "models": [{ "model": "<id or provider/id>", "elo": <number> }] }` or a plain
- * array of such entries; bad entries are ignored. The ELOs replace the auto engine's in-memory
- * snapshot (`AutoEngine.leaderboard`), which the scorer's taskFit factor reads per request. A failed
- * round keeps the last snapshot; a round with the flag off clears it (the built-in table applies).
- * GATEWAY_DISABLE_BACKGROUND_SERVICES stops the job.
+ * The leaderboard ELO sync (`LEADERBOARD_ELO_SYNC_ENABLED`): only with `GATEWAY_LEADERBOARD_URL` set, so a default install
+ * makes no outbound call; its ELOs override the auto engine's task fitness per model (docs/feature-flags.md).
  */
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"

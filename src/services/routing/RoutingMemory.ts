@@ -162,12 +162,8 @@ export interface RoutingMemoryShape {
 type QuotaRecord = QuotaInfo & { readonly at: number; readonly limit?: number; readonly remainingCount?: number }
 
 /**
- * What the router remembers between requests, in process memory: a rolling latency and error
- * window per candidate (p95, deviation, error rate over the last 100 attempts or 10 minutes),
- * requests in flight per connection, use counts, round-robin turns, last-known-good targets,
- * relay legs and sticky sessions, deficit counters of quota-share groups, and quota reports.
- * Sticky sessions and relay legs also go to the other gateway processes on the `sessions`
- * channel (`SharedState`).
+ * What the router remembers between requests, in process memory (docs/routing.md#decisions-the-specification-leaves-open);
+ * sticky sessions and relay legs also go to the other processes on the `sessions` channel (docs/internals.md#seam-4-shared-state).
  */
 export class RoutingMemory extends Context.Tag("gateway/RoutingMemory")<RoutingMemory, RoutingMemoryShape>() {
   static readonly make = (shared: SharedStateShape = localSharedState): RoutingMemoryShape => {

@@ -60,17 +60,8 @@ const entryOf = (pool: ReadonlyArray<PoolEntry>, d: RouterDecision): number => {
 }
 
 /**
- * Orders an auto pool:
- * 1. drop OPEN entries (all OPEN → keep all);
- * 2. with a budget, drop entries whose estimated cost exceeds it (all exceed → only the cheapest);
- * 3. drop keys self-healing excludes (fail-open); keys due a probe are reported in `probes`;
- * 4. incident mode (more than 50% of the original pool's providers OPEN): no exploration and
- *    reliability-first weights;
- * 5. strategy.select picks the first; with probability explorationRate a uniformly random other
- *    entry goes first instead;
- * 6. the rest follow by repeated select over the entries not yet placed;
- * 7. every remaining entry's weighted score is reported to self-healing.
- * Throws when the pool is empty.
+ * Orders an auto pool: breakers, budget, self-healing, incident mode, then the strategy's picks with exploration
+ * (the seven steps: docs/routing.md#one-decision-orderauto). Throws when the pool is empty.
  */
 export const orderAuto = (pool: ReadonlyArray<PoolEntry>, opts: AutoOrderOptions): AutoOrder => {
   if (pool.length === 0) throw new Error("orderAuto: the candidate pool is empty")

@@ -1,11 +1,6 @@
 /**
- * The static task-fitness map of the `taskFit` factor. The spec leaves per-model scores
- * unshown, so fitness comes from this table (a synced leaderboard ELO, LEADERBOARD_ELO_SYNC_ENABLED,
- * overrides it per listed model: src/services/routing/auto/leaderboard.ts): wildcard model-id patterns (`*` = any run of characters,
- * case-insensitive) matched
- * against the model id and against `<provider>/<model>`; the first matching entry wins, so
- * entries go from most specific to least, ending with `*` (0.5 for every task).
- * The numbers are this build's judgement of each family, on a 0..1 scale.
+ * The static task-fitness map of the `taskFit` factor: wildcard patterns, first match wins, ending with `*`; a synced
+ * leaderboard ELO overrides it per model (docs/routing.md#the-12-factors-factorscores-every-value-in-0-1).
  */
 import type { TaskType } from "../types.js"
 import { BoundedMap } from "../../../kernel/BoundedMap.js"

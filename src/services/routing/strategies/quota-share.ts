@@ -10,20 +10,8 @@ export const QUOTA_SHARE_CAP_FACTOR = 10
 const quantumOf = (c: Candidate): number => QUOTA_SHARE_QUANTUM * (positiveWeight(c) ?? 1)
 
 /**
- * The internal `quota-share` mode (`qtSd/<group>/<provider>/<model>`; `ctx.scope` is the group):
- * deficit round robin over connections sharing one quota, so that over many requests each
- * candidate serves a share of the tokens proportional to its weight.
- *
- * - Cost of the request: max(1, estimated prompt tokens).
- * - Saturated: positive `maxConcurrent` and in-flight >= it, or quota exhausted. Saturated
- *   candidates earn no credit and go last, fewest in flight first.
- * - When no non-saturated candidate has deficit >= cost, each earns quantum × r, r the fewest
- *   whole rounds that lets at least one reach the cost. The largest deficit is picked (ties:
- *   given order) and charged the cost. Every deficit is then capped at 10 × (quantum + cost).
- * - When every candidate is saturated, deficits are left untouched.
- *
- * Deficits live in `ctx.state.deficits(group)`, keyed by candidate key; repeated keys are
- * collapsed to their first listing (they would share one counter).
+ * The internal `quota-share` mode (`qtSd/<group>/<provider>/<model>`; `ctx.scope` is the group): deficit round robin so
+ * each candidate serves tokens in proportion to its weight (the rules: docs/routing.md#combo-strategies-the-17-values).
  */
 export const quotaShare: Strategy = {
   name: "quota-share",
