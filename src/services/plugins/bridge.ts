@@ -1,13 +1,6 @@
 /**
- * A running plugin as hooks of the request lifecycle (src/kernel/hooks.ts, "Seam 2"): what each
- * plugin hook receives (docs/plugins.md, "Hook payloads"; sdk/plugin-sdk.d.ts) and how its
- * answer becomes a verdict. Plugins attach here and nowhere else.
- *
- * onRequest, onComboResolve and onModelSelect are awaited: they may block the request or change
- * its body (the request waits at most the hook's time limit). The others observe: the call is
- * sent and the request goes on at once, so a plugin never slows an answer it only watches; calls
- * to one plugin are answered in the order they were made, so it still sees the events in order.
- * The internal events (onAttemptStart, onFrame) are never sent across the process boundary.
+ * A running plugin as hooks of the request lifecycle: what each hook receives and how its answer becomes a verdict;
+ * only the awaited hooks can slow a request (docs/plugins.md#hooks-and-what-they-receive). Plugins attach here only.
  */
 import * as Effect from "effect/Effect"
 import type { HookRequest, HookReturn, HookTarget, HookVerdict, RequestHook } from "../../kernel/hooks.js"

@@ -1,17 +1,6 @@
 /**
- * One plugin's process (docs/plugins.md, "The sandbox"). Started by `spawnPluginProcess`
- * (./process.ts) with Node's permission model, it evaluates the plugin in a QuickJS context of its
- * own (quickjs-emscripten: a separate JavaScript engine compiled to WebAssembly, so nothing of
- * Node exists in it unless it is put there), whose globals are built from the granted permissions
- * only, and answers the gateway's hook calls over IPC.
- *
- * What the plugin's code can reach is what this file puts into its context: the SDK module
- * (`gateway/plugin-sdk`), its own files as modules, `console`, and per permission `fetch` and
- * friends (`network`), `fs` reads (`file-read`), `fs` writes in its data folder (`file-write`),
- * `process.env` (`env`), `exec`/`execSync` (`exec`). The process's permission model is the second
- * wall: without `file-read` it may read only its own folder and the sandbox's code, without
- * `file-write` write nothing, without `exec` start no process, and never load an addon or start a
- * worker.
+ * One plugin's process: evaluates the plugin in its own QuickJS context whose globals come from the granted permissions
+ * only, and answers hook calls over IPC; Node's permission model is the second wall (docs/plugins.md#the-sandbox).
  */
 import { execFile, execFileSync } from "node:child_process"
 import * as fs from "node:fs"

@@ -1,13 +1,6 @@
 /**
- * A plugin's process, from the gateway's side (docs/plugins.md, "The sandbox"): `node` running
- * ./child.ts under Node's permission model (`--experimental-permission` on Node 20, `--permission`
- * from 22), reading only the sandbox's own code and the plugin's folder (anywhere with
- * `file-read`), writing only its data folder with `file-write`, starting processes only with
- * `exec`, never loading addons or starting workers. Inside it the plugin runs in a QuickJS context
- * whose globals come from its permissions.
- *
- * Calls are answered one at a time, each within its time limit; a call that overruns it by a second
- * more (a host call stuck, the process wedged) kills the process. An exit rejects what is waiting.
+ * A plugin's process, from the gateway's side (docs/plugins.md#the-sandbox): calls are answered one at a time, each within
+ * its time limit; one that overruns it by a further second kills the process, and an exit rejects what is waiting.
  */
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"

@@ -1,17 +1,6 @@
 /**
- * One script run to its end (docs/skills.md, "Scripts"), in a process started by `runScript`
- * (./runProcess.ts) under Node's permission model, reading only the script's folder and the
- * sandbox's code. The script is an ES module evaluated in a QuickJS context (./vm.ts) whose
- * globals are only these:
- *
- * - `process`: `argv` (Node's shape: the arguments from index 2), `stdin` (the whole standard
- *   input, a string), `stdout.write` / `stderr.write`, `exitCode`, `exit(code)`;
- * - `console` (log, info and debug to stdout; warn and error to stderr);
- * - `fs.readFile`, `fs.readdir`, `fs.stat`: paths inside the folder (relative ones from it);
- * - `fetch` and friends: refused with the run's `networkOff` message, else only to its `hosts`.
- *
- * Its own files are importable (`./lib.mjs`); nothing else is. The run ends when the module's
- * evaluation settles, at `process.exit`, or at the time limit.
+ * One skill script run to its end, in a QuickJS context whose only globals are a small `process`, `console`, read-only
+ * `fs` inside its folder and `fetch` as its run allows (docs/skills.md#scripts).
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
