@@ -1,17 +1,6 @@
 /**
- * DNS-rebinding protection for the browser-reachable surfaces that act without a key on a
- * loopback gateway (`/mcp`): which `Host` and `Origin` a request may carry (docs/security.md,
- * "DNS rebinding"). A page on `evil.example` whose name is made to resolve to 127.0.0.1 sends
- * `Host: evil.example` and `Origin: http://evil.example`; the gateway's own names and origins do
- * not look like that.
- *
- * - Origin, when present, must be a loopback origin, one of `GATEWAY_ALLOWED_ORIGINS`, the origin
- *   of `NEXT_PUBLIC_BASE_URL`, or an origin on one of the allowed host names below; on a
- *   non-loopback bind also the request's own `Host` (same-origin behind a public name).
- * - Host, on a loopback bind only (a non-loopback bind requires keys, and reverse proxies pass
- *   any name), must name a loopback address or `localhost`, the bound address, a host of
- *   `GATEWAY_ALLOWED_HOSTS`, `GATEWAY_ALLOWED_ORIGINS` or `NEXT_PUBLIC_BASE_URL`, or the public
- *   host of a running tunnel (`addPublicHost`). Any port: port forwards change it.
+ * DNS-rebinding protection for `/mcp` on a loopback gateway: which `Host` and `Origin` a request may carry (the rules and
+ * why: docs/mcp.md#transports, "DNS rebinding").
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"

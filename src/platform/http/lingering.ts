@@ -1,25 +1,7 @@
 /**
- * A request body nobody reads (whole or in part) must never cost the client its answer. An
- * answer often comes before the body has arrived: a 401, 413 or 400 given early, a 404 or 405, a
- * GET or DELETE whose body no route reads, a body refused part-way through reading, a request
- * node's HTTP parser refuses (a malformed request line or header; the bytes of a body sent
- * without a length, read as the next request). What is left of the body is then still on its way,
- * and a socket closed with bytes unread (or arriving after) makes the kernel answer with a reset:
- * the client, still sending, gets ECONNRESET or EPIPE, often before it has read its answer.
- *
- * The server installs this on every connection, every request and every request its parser
- * refuses, on both planes (src/server/Server.ts), so no route has to think of it:
- * - the answer goes out as soon as it is written, never held back;
- * - after it, what is left of the body is read and dropped: on a keep-alive connection, which
- *   then serves the next request; on a connection that closes after the answer (`Connection:
- *   close`, HTTP/1.0, shutdown, a refused request), the gateway's side is closed at once (a FIN
- *   after the answer, as nginx's lingering close does) and the socket once the client has closed
- *   its side (it has read the answer and the FIN);
- * - a reader that stops part-way and destroys the request without a reason (the platform's body
- *   reader over a size limit) drains the rest instead of destroying the socket.
- * Bounded: at most LINGER_BYTES are read and dropped after an answer, with pauses of at most
- * LINGER_MS; past either bound, or for a body declared larger, the connection is closed after
- * the answer, which the client may see as a reset.
+ * A request body nobody reads must never cost the client its answer: the answer goes out at once, then the rest of the body
+ * is read and dropped (bounded) instead of the socket being closed on it, which the client would see as a reset. Installed
+ * by the server on every connection and request of both planes (docs/internals.md, "Bodies nobody reads"; docs/errors.md).
  */
 import * as http from "node:http"
 import type * as net from "node:net"
@@ -161,13 +143,8 @@ export const lingering = (req: http.IncomingMessage, res: http.ServerResponse): 
 }
 
 /**
- * A body refused part-way through reading (over a size limit) must still get its answer. The
- * platform's body reader destroys the request stream when it stops reading, which destroys the
- * socket: the client, still sending, gets a reset instead of its 413 (a chunked body, whose size
- * is known only as it arrives). A `destroy()` without a reason while the body has not been read
- * to its end (still arriving, or arrived but not all read) reads and drops the rest instead; the
- * answer's end then bounds it (`lingering`). A destroy with a reason (the client went away, a
- * parse error) is left as is.
+ * A body refused part-way (the platform's body reader over its limit destroys the request, and with it the socket): a
+ * `destroy()` without a reason before the body's end drains the rest instead, so the 413 still reaches the client.
  */
 const drainInsteadOfDestroy = (req: http.IncomingMessage): void => {
   const destroy = req.destroy
@@ -192,19 +169,9 @@ const REFUSED_STATUS: Readonly<Record<string, number>> = {
 }
 
 /**
- * The server's `clientError` listener: bytes node's HTTP parser refuses (a malformed request
- * line, header or chunk; headers too large; bytes after a request that said `Connection: close`;
- * the bytes of a body sent without a length, read as the next request) or a request that did
- * not arrive in time. Node's own handling writes a bare status and destroys the socket at once,
- * so a client still sending is reset, mostly before it has read anything.
- * - Bytes after a request whose answer is being written (or after `Connection: close`) belong to
- *   that request (a body sent without a length): that answer goes out, then the connection
- *   closes with a linger. The client reads its answer, then the end.
- * - A request cut by the client's own close (its FIN in the middle of it) is over: the socket is
- *   destroyed at once, as node does, which aborts the request for its handler.
- * - Anything else (a request of its own, or a request's malformed body) is answered with its
- *   status in OpenAI's error shape and `Connection: close`, unless an answer has begun, then the
- *   connection closes with a linger.
+ * The server's `clientError` listener, in place of node's bare status and immediate destroy: what the parser refused is
+ * answered in OpenAI's error shape with `Connection: close` (or, when it belongs to the request being answered, follows that
+ * answer), then the connection closes with a linger (docs/internals.md, "Bodies nobody reads").
  */
 export const answerRefused = (error: Error & { code?: string; reason?: string; rawPacket?: unknown }, socket: net.Socket): void => {
   if (refused.has(socket) || lingeringSockets.has(socket)) return

@@ -6,21 +6,8 @@ import * as Option from "effect/Option"
 import { BoundedMap } from "../../kernel/BoundedMap.js"
 
 /**
- * The shared-state seam (docs/ARCHITECTURE.md, "Seam 4: shared state").
- *
- * Each piece of state that several gateway processes would share (breakers, cooldowns, lockouts,
- * budgets, token limits, idempotency, sticky sessions, the `previous_response_id` store, the
- * response cache) is a service with a local read model: plain in-memory structures that the
- * request path reads synchronously. Every change the service makes to its read model is also
- * handed to a `StateChannel`; every change another process made arrives through the same
- * channel and the service applies it to its read model. This file is the one interface a
- * multi-process backend (Redis pub/sub) implements; the services do not know which one runs.
- *
- * - `SharedState.layer`: one process. Channels are not `shared`, `publish` does nothing, nothing
- *   ever arrives: the services are exactly their in-memory selves.
- * - `SharedState.layerCluster(cluster)`: several instances in one process linked through a
- *   `MemoryCluster` (tests; the stand-in for Redis). Changes go through the channel's codec, so
- *   what crosses is what a network transport would carry.
+ * The shared-state seam: each service keeps a local read model and hands every change to a `StateChannel`, through which
+ * other processes' changes arrive; the one interface a multi-process backend implements (docs/internals.md#seam-4-shared-state).
  */
 
 /** How a channel's changes become text on a wire and back. */

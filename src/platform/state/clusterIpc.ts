@@ -15,22 +15,8 @@ import {
 } from "./SharedState.js"
 
 /**
- * The shared-state transport of `gateway --workers N` without Redis (docs/scale-out.md,
- * "Workers"): the workers of one node:cluster talk through the primary over the IPC channel node
- * gives every worker. It implements `SharedStateShape` (docs/ARCHITECTURE.md, "Seam 4: shared
- * state") and nothing per service:
- *
- * - `channel(topic).publish(change)` sends `{ gw: "pub", topic, text }` to the primary, which
- *   relays it as `{ gw: "msg", topic, text }` to every other live worker; there it goes through
- *   the codec to the `apply`s registered for the topic. At most once, unordered between workers
- *   (a worker that is restarting misses what was published meanwhile), like Redis pub/sub.
- * - `counters`, `totals` and `keys` are held by the primary (one memory store each for the whole
- *   node): each call is one request and answer over IPC (`totals.add` is one message, no answer),
- *   so rate limits, budgets, token limits and idempotency claims are exact across the workers. A
- *   worker whose channel to the primary is gone (the primary died) uses its own memory.
- *
- * Messages are plain JSON objects whose `gw` field names them; node's own cluster messages
- * (`cmd: "NODE_…"`) do not have one.
+ * `SharedState` for `gateway --workers N` without Redis: the primary relays channels between workers over node's cluster IPC
+ * and holds the counters, totals and keys (docs/scale-out.md#workers). Our messages carry `gw`; node's own (`cmd`) do not.
  */
 
 /** The calls on the primary's stores. */

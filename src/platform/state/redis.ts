@@ -11,17 +11,8 @@ import { maskRedisUrl } from "./redisUrl.js"
 import { SharedState, type SharedStateShape } from "./SharedState.js"
 
 /**
- * `SharedState` on Redis (docs/scale-out.md, "Redis"; docs/ARCHITECTURE.md, "Seam 4").
- *
- * Two connections: a publisher (commands and `PUBLISH`) and a subscriber (`PSUBSCRIBE
- * <prefix>*`). A change goes out as `<node id>|<encoded change>` on `<prefix><topic>`; a
- * process drops the messages carrying its own node id. Counters, totals and keys are Lua
- * scripts (one round trip, atomic).
- *
- * Redis down: ioredis reconnects with backoff (100 ms doubling to 2 s); meanwhile publishing
- * drops changes, counters count in this process's memory, totals and claims answer
- * "unreachable" so the services fall back to their own read models. One warning per outage,
- * one info line when it is back. The URL is logged with its password masked.
+ * `SharedState` on Redis: a publisher and a subscriber connection, counters, totals and keys as Lua scripts; while Redis is
+ * down each process serves from its own state (docs/scale-out.md#how-it-works, #redis-unreachable).
  */
 
 export interface RedisOptionsForGateway {
