@@ -1,10 +1,6 @@
 /**
- * The gateway's metrics (docs/observability.md): the GenAI client metrics of the semantic
- * conventions per upstream attempt, and the gateway's own per request, kept in `metricStore.ts`
- * families updated synchronously where the request path already does its bookkeeping (the
- * guarded attempt's end, the request's end). Read by `GET /metrics` (Prometheus text, through
- * the OpenTelemetry Prometheus serializer) and, with `OTEL_EXPORTER_OTLP_(METRICS_)ENDPOINT`, pushed
- * over OTLP by a periodic reader. Both readers read the same families.
+ * The gateway's metrics: GenAI client metrics per upstream attempt and the gateway's own per request, updated
+ * synchronously in `metricStore.ts` families that `GET /metrics` and the OTLP reader both read (docs/observability.md#metrics).
  */
 import { sentToPrimary } from "../../platform/state/clusterIpc.js"
 import type { Resource } from "@opentelemetry/resources"

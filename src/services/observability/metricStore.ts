@@ -1,15 +1,7 @@
 /**
- * The gateway's metrics as plain in-memory series, updated synchronously on the request path
- * (a string key and a map lookup per update, no allocation once a series exists), and read as
- * OpenTelemetry metric data (`MetricProducer`) by the two readers: the Prometheus text of
- * `GET /metrics` and, when configured, the OTLP exporter. One source, two outputs.
- *
- * Why not the OpenTelemetry SDK's own instruments: a `Histogram.record` with six attributes
- * costs it about 2–4 µs (it sorts and JSON-encodes the attributes on every call), and a request
- * updates about ten series; here an update is a joined key and a `Map.get`.
- *
- * Cardinality is bounded per family: past `MAX_SERIES` label sets, further ones are counted in
- * one overflow series (attribute `otel.metric.overflow=true`, as the OpenTelemetry SDK does).
+ * The gateway's metrics as plain in-memory series (a joined key and a `Map.get` per update, not the SDK's instruments),
+ * read as OpenTelemetry metric data by both readers; label sets past `MAX_SERIES` go to one overflow series
+ * (docs/observability.md#what-it-costs).
  */
 import type { Attributes, HrTime, ValueType } from "@opentelemetry/api"
 import type { Resource } from "@opentelemetry/resources"
