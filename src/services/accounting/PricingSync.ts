@@ -1,22 +1,6 @@
 /**
- * The pricing sync (PRICING_SYNC_ENABLED, docs/accounting.md "Pricing sync"): a periodic download
- * of a public model price list, applied as the `synced` price layer (`Pricing.setSynced`) between
- * the built-in catalog and the `/api/pricing` overrides; a custom model's own price
- * (`/api/provider-models`) still wins over it.
- *
- * It runs only when BOTH the flag resolves on (database override, else the environment, else its
- * default, off) AND the environment variable `PRICING_SYNC_ENABLED` itself is set to a true value
- * (`true`, `1`, `yes`): the spec's "also needs the same-named environment variable". So a flag
- * turned on through `PUT /api/settings/feature-flags` alone does nothing, and an operator who set
- * the variable can still switch the sync off with a database override. Both are read every round.
- *
- * The source (`GATEWAY_PRICING_SYNC_URL`) defaults to LiteLLM's `model_prices_and_context_window.json`
- * (an object keyed by model name; `litellm_provider`, `input_cost_per_token`, `output_cost_per_token`,
- * `cache_read_input_token_cost`, `output_cost_per_image`,
- * `input_cost_per_character`, `output_cost_per_second` per entry). Every
- * `GATEWAY_PRICING_SYNC_INTERVAL_SECONDS` (default 86400, jittered; the first round at start), through
- * `UpstreamHttp` (the outbound SSRF guard applies), 30 s timeout, three retries with backoff. A failed
- * round keeps the last synced layer.
+ * The pricing sync: a periodic download of a public price list, applied as the `synced` price layer; it runs only when
+ * the `PRICING_SYNC_ENABLED` flag AND the same-named environment variable are both on (docs/accounting.md#pricing-sync).
  */
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"

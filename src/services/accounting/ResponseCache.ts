@@ -207,12 +207,8 @@ const toRow = (e: CacheEntry) => ({
 })
 
 /**
- * The response cache (docs: "Response cache"). Memory tier: an LRU of at most
- * `cacheMaxEntries` entries. Database tier: `cache_entries`, written through the batch writer,
- * read by key on a memory miss, swept of expired rows every minute. Similarity tier: cosine
- * similarity over in-memory entries only, when the caller passes an embedding. Stored entries
- * also go to the memory tier of the other gateway processes on the `response-cache` channel
- * (`SharedState`).
+ * The response cache: memory LRU, database tier, in-memory similarity tier (docs/accounting.md#tiers); stored entries
+ * also reach the other processes' memory tier on the `response-cache` channel.
  */
 export class ResponseCache extends Context.Tag("gateway/ResponseCache")<ResponseCache, ResponseCacheShape>() {
   static readonly layer = Layer.scoped(

@@ -2,14 +2,8 @@ import { createHash } from "node:crypto"
 import type { CanonicalRequest, ContentBlock, Message } from "../../domain/canonical.js"
 
 /**
- * Response cache keys (docs: "Response cache").
- *
- * A request is cacheable only when its answer is reproducible:
- * - `temperature === 0` (greedy decoding), or a `seed` is set (at any temperature: the client
- *   asked for a reproducible sample). Any other request is sampled: every call is meant to give
- *   a different answer, and serving one stored answer to all of them would change the model's
- *   behaviour as the client sees it.
- * - not streamed (`stream !== true`): the cache stores and serves whole answers only.
+ * Response cache keys. Cacheable only when the answer is reproducible (`temperature === 0` or a `seed`) and whole
+ * (not streamed) (docs/accounting.md#what-is-cached-and-why).
  */
 export const cacheable = (req: CanonicalRequest): boolean => (req.temperature === 0 || typeof req.seed === "number") && req.stream !== true
 

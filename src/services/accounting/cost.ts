@@ -1,20 +1,8 @@
 import type { Usage } from "../../domain/canonical.js"
 
 /**
- * Cost arithmetic (pure). Token prices are USD per 1M tokens; media prices are USD per unit
- * (per image, per second of audio or video, per character, per search).
- *
- * How the canonical `Usage` counts tokens (checked in src/upstream/formats/*.ts):
- * - `inputTokens` is every prompt token, cached or not. OpenAI chat and Responses report
- *   `cached_tokens` inside `prompt_tokens`/`input_tokens`; Gemini reports
- *   `cachedContentTokenCount` inside `promptTokenCount`; Anthropic reports `input_tokens`,
- *   `cache_read_input_tokens` and `cache_creation_input_tokens` apart, and `usageFromAnthropic`
- *   folds BOTH cache reads and cache writes into `inputTokens`. So the uncached (full price)
- *   part is `inputTokens - cachedInputTokens - cacheCreationTokens`.
- * - `outputTokens` includes reasoning: OpenAI's `reasoning_tokens` are a detail of
- *   `completion_tokens`/`output_tokens`; Gemini's `thoughtsTokenCount` is added to
- *   `candidatesTokenCount` by `usageFromGemini`; Anthropic bills thinking inside `output_tokens`.
- *   `reasoningTokens` is informational and never priced again.
+ * Cost arithmetic (pure): token prices per 1M tokens, media prices per unit. Canonical `inputTokens` includes cache
+ * reads and writes, `outputTokens` includes reasoning (per format: docs/accounting.md#pricing-and-cost).
  */
 
 export interface ModelPrice {

@@ -1,10 +1,6 @@
 /**
- * Accounting windows. All boundaries are computed in UTC (no time zones, no DST): a budget's
- * `resetTime` "06:00" means 06:00 UTC.
- *
- * Budget windows (`daily`, `weekly`, `monthly`) start at `resetTime` on each day, on each
- * Monday, or on the 1st of each month. Token-limit windows are fixed calendar windows aligned
- * to UTC: minute, hour, day (00:00), week (Monday 00:00), month (the 1st, 00:00).
+ * Accounting windows, all in UTC (no time zones, no DST): budget windows start at `resetTime`, token-limit windows are
+ * fixed calendar windows (docs/accounting.md#budgets, docs/accounting.md#token-limits).
  */
 
 export type BudgetWindow = "daily" | "weekly" | "monthly"
