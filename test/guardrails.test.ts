@@ -6,7 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { EventBus, type GatewayEvent } from "../src/platform/events/EventBus.js"
 import { FeatureFlags } from "../src/platform/flags/FeatureFlags.js"
-import { RequestHooks } from "../src/kernel/hooks.js"
+import { RequestHooks } from "../src/kernel/RequestHooks.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 import {

@@ -8,9 +8,9 @@ import {
   modifyBody,
   type ProviderErrorEvent,
   type RequestHook,
-  RequestHooks,
   type ResponseEvent
 } from "../src/kernel/hooks.js"
+import { RequestHooks } from "../src/kernel/RequestHooks.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 

@@ -3,7 +3,7 @@ import * as Effect from "effect/Effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
-import { RequestHooks } from "../src/kernel/hooks.js"
+import { RequestHooks } from "../src/kernel/RequestHooks.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 

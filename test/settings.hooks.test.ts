@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
-import { RequestHooks } from "../src/kernel/hooks.js"
+import { RequestHooks } from "../src/kernel/RequestHooks.js"
 import { type Family, FakeUpstream } from "./support/fakeUpstream.js"
 import { connectFamilies, FAMILIES } from "./support/families.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"

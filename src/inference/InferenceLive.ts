@@ -1,7 +1,7 @@
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { ConfigError } from "effect/ConfigError"
 import * as Layer from "effect/Layer"
-import type { RequestHooks } from "../kernel/hooks.js"
+import type { RequestHooks } from "../kernel/RequestHooks.js"
 import { InternalCalls } from "../kernel/internalCall.js"
 import type { AppConfig } from "../platform/config/AppConfig.js"
 import type { FeatureFlags } from "../platform/flags/FeatureFlags.js"

@@ -15,9 +15,7 @@
  * the request context (io.ts) satisfies.
  */
 import * as Cause from "effect/Cause"
-import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import * as Runtime from "effect/Runtime"
 import { errorKindForStatus } from "../domain/canonical.js"
 import type { WireFormat } from "../upstream/formats/format.js"
@@ -74,7 +72,7 @@ export type HookTable = { readonly [K in HookEvent]: ReadonlyArray<Entry<HookEve
 
 const NONE: ReadonlyArray<never> = Object.freeze([])
 
-const emptyTable = (runtime: Runtime.Runtime<never> | undefined, listeners: ReadonlyArray<LifecycleListener> = NONE): HookTable => ({
+export const emptyTable = (runtime: Runtime.Runtime<never> | undefined, listeners: ReadonlyArray<LifecycleListener> = NONE): HookTable => ({
   listeners,
   onRequest: NONE,
   onQuotaExhaust: NONE,
@@ -95,6 +93,8 @@ const emptyTable = (runtime: Runtime.Runtime<never> | undefined, listeners: Read
 export const EMPTY_HOOKS: HookTable = emptyTable(undefined)
 
 let sequence = 0
+/** The next registration number: built-in and registered hooks share one order for ties. */
+export const nextSequence = (): number => ++sequence
 
 const before = (a: Entry<unknown>, b: Entry<unknown>): boolean => a.priority < b.priority || (a.priority === b.priority && a.seq < b.seq)
 
@@ -107,7 +107,7 @@ const insert = <E>(list: ReadonlyArray<Entry<E>>, entry: Entry<E>): ReadonlyArra
   return out
 }
 
-const validated = (hook: RequestHook): void => {
+export const validated = (hook: RequestHook): void => {
   if (typeof hook !== "object" || hook === null) throw new TypeError("a hook must be an object")
   if (typeof hook.name !== "string" || hook.name.trim() === "") throw new TypeError("a hook needs a non-empty name")
   if (hook.priority !== undefined && (typeof hook.priority !== "number" || Number.isNaN(hook.priority)))
@@ -119,7 +119,7 @@ const validated = (hook: RequestHook): void => {
 }
 
 /** `table` with `hook`'s handlers inserted in order. */
-const withHook = (table: HookTable, hook: RequestHook, seq: number, builtin: boolean): HookTable => {
+export const withHook = (table: HookTable, hook: RequestHook, seq: number, builtin: boolean): HookTable => {
   const out: Record<string, unknown> = { ...table }
   const priority = hook.priority ?? DEFAULT_PRIORITY
   for (const event of HOOK_EVENTS) {
@@ -180,7 +180,7 @@ export interface HookHost {
  * are not caught and they get no request view.
  */
 export const attach = (host: HookHost, hook: RequestHook, builtin = true): void => {
-  host.hooks = withHook(host.hooks ?? EMPTY_HOOKS, hook, ++sequence, builtin)
+  host.hooks = withHook(host.hooks ?? EMPTY_HOOKS, hook, nextSequence(), builtin)
 }
 
 // ---------------------------------------------------------------- firing
@@ -637,79 +637,4 @@ export const endRequest = (host: HookHost, error?: InferenceError, gone = false)
 /** A built-in hook on the request's end that writes into the event for the handlers after it (the usage row). */
 export const setUsage = (event: ResponseEvent | ErrorEvent, usage: UsageRecord): void => {
   ;(event as { usage: UsageRecord | undefined }).usage = usage
-}
-
-// ---------------------------------------------------------------- the registry
-
-export interface RegisteredHook {
-  readonly name: string
-  readonly priority: number
-  readonly events: ReadonlyArray<HookEvent>
-}
-
-export interface RequestHooksShape {
-  /** Adds a hook for every request from now on; answers the function that removes it (calling it twice is harmless). */
-  readonly register: (hook: RequestHook) => () => void
-  /** Adds a listener for every request from now on; answers the function that removes it. */
-  readonly listen: (listener: LifecycleListener) => () => void
-  /** The handlers now registered, one array per event (a request takes this once, when it begins). */
-  readonly current: () => HookTable
-  /** The registered hooks in run order (ties: registration order). */
-  readonly registered: () => ReadonlyArray<RegisteredHook>
-}
-
-/** A registry; `runtime` logs failures and runs write-path Effects (the layer passes its own). */
-export const makeRequestHooks = (runtime?: Runtime.Runtime<never>): RequestHooksShape => {
-  let hooks: ReadonlyArray<{ readonly hook: RequestHook; readonly seq: number }> = []
-  let listeners: ReadonlyArray<LifecycleListener> = NONE
-  let table = emptyTable(runtime)
-  const rebuild = () => {
-    let t = emptyTable(runtime, listeners)
-    for (const h of hooks) t = withHook(t, h.hook, h.seq, false)
-    table = t
-  }
-  return {
-    listen: (listener) => {
-      listeners = [...listeners, listener]
-      rebuild()
-      let removed = false
-      return () => {
-        if (removed) return
-        removed = true
-        listeners = listeners.filter((l) => l !== listener)
-        rebuild()
-      }
-    },
-    register: (hook) => {
-      validated(hook)
-      const item = { hook, seq: ++sequence }
-      hooks = [...hooks, item]
-      table = withHook(table, hook, item.seq, false)
-      let removed = false
-      return () => {
-        if (removed) return
-        removed = true
-        hooks = hooks.filter((h) => h !== item)
-        rebuild()
-      }
-    },
-    current: () => table,
-    registered: () =>
-      [...hooks]
-        .sort((a, b) => (a.hook.priority ?? DEFAULT_PRIORITY) - (b.hook.priority ?? DEFAULT_PRIORITY) || a.seq - b.seq)
-        .map(({ hook }) => ({
-          name: hook.name,
-          priority: hook.priority ?? DEFAULT_PRIORITY,
-          events: HOOK_EVENTS.filter((e) => hook[e] !== undefined)
-        }))
-  }
-}
-
-/**
- * The request lifecycle's registry (docs/ARCHITECTURE.md, "Seam 2"): hooks (guardrails,
- * policies, compression, plugins) register with `register`; listeners (observability, the
- * webhooks' request events, the traffic inspector) with `listen`.
- */
-export class RequestHooks extends Context.Tag("gateway/RequestHooks")<RequestHooks, RequestHooksShape>() {
-  static readonly layer = Layer.effect(RequestHooks, Effect.map(Effect.runtime<never>(), makeRequestHooks))
 }

@@ -1,6 +1,6 @@
 import type { ConfigError } from "effect/ConfigError"
 import * as Layer from "effect/Layer"
-import type { RequestHooks } from "../kernel/hooks.js"
+import type { RequestHooks } from "../kernel/RequestHooks.js"
 import type { AppConfig } from "../platform/config/AppConfig.js"
 import type { FeatureFlags } from "../platform/flags/FeatureFlags.js"
 import { HostPolicy } from "../platform/http/HostPolicy.js"

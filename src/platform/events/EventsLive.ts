@@ -1,5 +1,5 @@
 import * as Layer from "effect/Layer"
-import { RequestHooks } from "../../kernel/hooks.js"
+import { RequestHooks } from "../../kernel/RequestHooks.js"
 import { EventBus } from "./EventBus.js"
 
 /**

@@ -1,7 +1,8 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { SettingsDocument } from "../../domain/settings.js"
-import { modifyBody, RequestHooks } from "../../kernel/hooks.js"
+import { modifyBody } from "../../kernel/hooks.js"
+import { RequestHooks } from "../../kernel/RequestHooks.js"
 import { withSystemPrompt, withThinkingBudget } from "./bodyPolicies.js"
 import { Settings } from "./Settings.js"
 

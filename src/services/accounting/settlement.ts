@@ -1,7 +1,7 @@
 import type * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type { Usage } from "../../domain/canonical.js"
-import type { RequestHooksShape } from "../../kernel/hooks.js"
+import type { RequestHooksShape } from "../../kernel/RequestHooks.js"
 import { fireSettled } from "../../kernel/listeners.js"
 import type { UsageShape } from "../usage/Usage.js"
 import type { AccountingShape } from "./Accounting.js"

@@ -1,10 +1,6 @@
 /**
- * Policies (docs/guardrails.md): versioned policy documents in the `policies` table
- * (policyVersions.ts), and the request-path hook that applies the current ones (policyHook.ts).
- * The hook reads a compiled in-memory snapshot (no database read per request) and is registered
- * only while at least one enabled policy exists, so a gateway without policies pays nothing.
- * Changes made here apply at once; changes made by another process on the same database within a
- * second (the store version is polled).
+ * Policies: versioned documents (policyVersions.ts) and a request hook over a compiled snapshot (policyHook.ts),
+ * registered only while an enabled policy exists, so a gateway without policies pays nothing (docs/guardrails.md#policies).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
@@ -16,7 +12,7 @@ import type { BadRequest, NotFound } from "../../domain/errors.js"
 import type { CreatePolicy, PolicyView } from "../../domain/policies.js"
 import { EventBus } from "../../platform/events/EventBus.js"
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
-import { RequestHooks } from "../../kernel/hooks.js"
+import { RequestHooks } from "../../kernel/RequestHooks.js"
 import { makeCachedLoad, StoreVersion } from "../../platform/store/StoreVersion.js"
 import { makePolicyChecks, makePolicyHook, type ToolPolicyMode, toolPolicyMode } from "./policyHook.js"
 import { loadCurrent, makePolicyVersions } from "./policyVersions.js"

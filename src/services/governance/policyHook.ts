@@ -18,7 +18,7 @@ import {
   type ModelSelectEvent,
   type RequestEvent
 } from "../../kernel/hooks.js"
-import type { RequestHooksShape } from "../../kernel/hooks.js"
+import type { RequestHooksShape } from "../../kernel/RequestHooks.js"
 import type { AccountingShape } from "../accounting/Accounting.js"
 import {
   compile,

@@ -1,7 +1,7 @@
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { ConfigError } from "effect/ConfigError"
 import * as Layer from "effect/Layer"
-import type { RequestHooks } from "../../kernel/hooks.js"
+import type { RequestHooks } from "../../kernel/RequestHooks.js"
 import type { AppConfig } from "../../platform/config/AppConfig.js"
 import type { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
 import type { Settings } from "../../platform/settings/Settings.js"
@@ -20,12 +20,8 @@ import { Tproxy } from "./Tproxy.js"
 import { TproxySystem } from "./TproxySystem.js"
 
 /**
- * The inspector area: the traffic inspector (the machine's side of the transparent capture, the
- * configuration, the buffer with its agent-bridge listener, then the capture modes) and what
- * compares traffic: shadow pairs, replay of recorded requests (it reads the inspector's sessions)
- * and compat runs of recorded clients. Reads the store, flags, settings, connections and the
- * egress mark (the core: capture marks its own connections), the request hooks (EventsLive),
- * prices and Accounting (AccountingLive: the buffer prices what it shows, compat what it runs).
+ * The inspector area: the traffic inspector with its capture modes, and what compares traffic (shadow, replay, compat). Needs the
+ * egress mark (capture marks its own connections), the request hooks, Pricing (the buffer's costs) and Accounting (compat's runs).
  */
 export const InspectorLive: Layer.Layer<
   TproxySystem | InspectorConfig | Inspector | Capture | Tproxy | Shadow | Compat | Replay,

@@ -1,14 +1,7 @@
 /**
- * Observability of the inference plane (docs/observability.md): the metrics of every request
- * and upstream attempt (always), OpenTelemetry spans of both (only when an OTLP traces endpoint
- * is configured), and the trace id that request log lines carry.
- *
- * It listens on the lifecycle seam (src/kernel/hooks.ts, `LifecycleListener`) at four points the
- * request path has: the request's start and end (fired by the dispatcher and the WebSocket
- * transport) and each attempt's start and end (fired by the guarded attempt). With tracing off, a request costs a few counter and histogram
- * updates (metricStore.ts) and no
- * allocation beyond their label arrays; no span, context or Effect is created, and the OpenTelemetry
- * SDK is not even loaded until `GET /metrics` is first read.
+ * Observability of the inference plane: metrics of every request and attempt, spans only with an OTLP traces endpoint,
+ * and the trace id of log lines, from four lifecycle listener points; with tracing off, no span, context or Effect is made
+ * and the OpenTelemetry SDK is not loaded until `/metrics` is read (docs/observability.md#what-it-costs).
  */
 import type * as OtelApi from "@opentelemetry/api"
 import type { Sampler } from "@opentelemetry/sdk-trace-base"
@@ -17,7 +10,8 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Types from "effect/Types"
-import { type LifecycleListener, RequestHooks } from "../../kernel/hooks.js"
+import { type LifecycleListener } from "../../kernel/hooks.js"
+import { RequestHooks } from "../../kernel/RequestHooks.js"
 import { type RequestContext, requestHeader } from "../../kernel/request.js"
 import { CircuitBreakers } from "../resilience/CircuitBreakers.js"
 import { StoreHealth } from "../../platform/store/StoreHealth.js"

@@ -1,16 +1,6 @@
 /**
- * Installed plugins (docs/plugins.md): their files in `<DATA_DIR>/plugins/<name>/`, their state
- * (enabled, configuration) in the store's `plugins` namespace (so in backups and sync bundles),
- * one sandboxed process each (./sandbox/process.ts) while enabled, attached to the request
- * lifecycle through ./bridge.ts.
- *
- * Supervision: a process that exits or goes over its memory limit is started again with a backoff
- * Schedule; five crashes in a row (a run of a minute or more starts the count again) disable the
- * plugin with the reason shown. Every call has a time limit (`PLUGIN_HOOK_TIMEOUT_MS`) and a rate
- * limit (`PLUGIN_RATE_LIMIT` calls a second, at most `PLUGIN_MAX_QUEUE` waiting): over them the
- * call is skipped (a fail-closed plugin refuses the request instead).
- *
- * With no plugin running, nothing is registered on the request path.
+ * Installed plugins: files in `<DATA_DIR>/plugins/<name>/`, state in the store, one supervised sandboxed process each
+ * while enabled (docs/plugins.md#limits-and-failures). With no plugin running, nothing is registered on the request path.
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -18,7 +8,7 @@ import * as Layer from "effect/Layer"
 import * as Runtime from "effect/Runtime"
 import type { BadRequest, Conflict, NotFound, PayloadTooLarge } from "../../domain/errors.js"
 import type { PluginView } from "../../domain/plugins.js"
-import { RequestHooks } from "../../kernel/hooks.js"
+import { RequestHooks } from "../../kernel/RequestHooks.js"
 import { AppConfig } from "../../platform/config/AppConfig.js"
 import { KeyValue } from "../../platform/store/KeyValue.js"
 import { StoreVersion } from "../../platform/store/StoreVersion.js"

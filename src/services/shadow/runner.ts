@@ -1,13 +1,6 @@
 /**
- * Shadow traffic's sampling and calls (docs/shadow.md). While a combo's `config.shadow` or the
- * settings' `shadow` names a target, an `onRequest` hook samples each request of that scope;
- * a sampled request gets a capture of its answer as written (its frames, or its whole body).
- * After the answer has gone to the client, the same request (the client's body and path, the
- * model replaced) goes to each sampled target through the gateway's own routes, so it is
- * routed, translated, priced and counted like any request: never before the primary's answer,
- * never changing it. Bounded: a number of shadow calls at once (a sampled request finding none
- * free is skipped), a budget per day, and none while the primary needed a fallback or the
- * target keeps failing (incident). The two answers are compared and the pair stored (`Shadow`).
+ * Shadow traffic's sampling and calls: a sampled request is sent again to each shadow target through the gateway's own
+ * routes after the primary's answer has gone out, never changing it, within bounds (docs/shadow.md#what-a-sampled-request-does).
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -15,7 +8,8 @@ import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import type { ShadowTarget } from "../../domain/shadow.js"
 import type { HookRequest, RequestEvent, ResponseEvent } from "../../kernel/hookEvents.js"
-import { attach, RequestHooks } from "../../kernel/hooks.js"
+import { attach } from "../../kernel/hooks.js"
+import { RequestHooks } from "../../kernel/RequestHooks.js"
 import { OwnRoutes } from "../../kernel/internalCall.js"
 import type { RequestContext } from "../../kernel/request.js"
 import { Settings } from "../../platform/settings/Settings.js"
