@@ -1,10 +1,6 @@
 /**
- * The audit log (docs/guardrails.md, "Audit log"): one append-only table, `audit_log`, written
- * through the batched writer. Three kinds of rows: `management` (every change through the
- * management API, written by the management middleware: who, from where, what, the status, the
- * resource before and the answer after, secrets masked), `guardrail` (every `guardrail.action`
- * event on the bus: policies and guardrails acting on a request) and `service` (the rows services
- * wrote before this, kind NULL). Rows older than GATEWAY_AUDIT_RETENTION_DAYS are pruned hourly.
+ * The audit log: one append-only `audit_log` table written through the batched writer, with `management`, `guardrail`
+ * and `service` rows, pruned hourly past the retention (docs/guardrails.md#audit-log).
  */
 import { backgroundJob } from "../../platform/flags/background.js"
 import * as SqlClient from "@effect/sql/SqlClient"

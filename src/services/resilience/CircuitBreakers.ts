@@ -50,14 +50,9 @@ export interface CircuitBreakersShape {
 }
 
 /**
- * Provider circuit breakers (spec document 1, "Provider circuit breaker"), in memory, one per
- * provider and upstream origin (`breakerKey`: a broken host does not block the provider's other
- * hosts; docs/resilience.md). Counts
- * consecutive provider-level failures: DEGRADED at `degradationThreshold`, OPEN at
- * `failureThreshold`; OPEN reads HALF_OPEN once `resetTimeoutMs` has passed, where one probe
- * at a time decides: success closes, failure re-opens for a full reset timeout. Verdicts also
- * go to the other gateway processes on the `breakers` channel (`SharedState`). The transitions
- * are breakerMachine.ts, what the breakers show is breakerViews.ts.
+ * Provider circuit breakers, in memory, one per provider and upstream origin so a broken host does not block the
+ * provider's others (docs/resilience.md#provider-circuit-breaker); verdicts also go out on the `breakers` channel.
+ * Transitions: breakerMachine.ts; views: breakerViews.ts.
  */
 export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<CircuitBreakers, CircuitBreakersShape>() {
   static readonly layer = Layer.effect(

@@ -48,12 +48,9 @@ export type CooldownChange =
   | { readonly op: "clearAll" }
 
 /**
- * Connection cooldowns and terminal states (spec document 1, "Connection cooldown"). In memory
- * and authoritative for the request path; changes reach the `connections` row through a
- * background writer (at most every 250 ms, and once more when the scope closes), so terminal
- * states and active cooldowns survive a restart and a request never waits for a write. Each
- * change also goes to the other gateway processes on the `cooldowns` channel (`SharedState`).
- * The state and its rules are cooldownState.ts, the rows' load and write-behind cooldownRows.ts.
+ * Connection cooldowns and terminal states: in memory and authoritative for the request path, written behind to the
+ * `connections` row so they survive a restart (docs/resilience.md#connection-cooldown-and-terminal-states); changes also
+ * go out on the `cooldowns` channel. Rules: cooldownState.ts; rows: cooldownRows.ts.
  */
 export class Cooldowns extends Context.Tag("gateway/Cooldowns")<Cooldowns, CooldownsShape>() {
   static readonly layer = Layer.scoped(

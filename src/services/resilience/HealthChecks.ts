@@ -1,21 +1,6 @@
 /**
- * Periodic connection health checks (docs/operations.md, "Background tasks"), two jobs:
- *
- * - **local** (every `GATEWAY_LOCAL_HEALTHCHECK_INTERVAL_SECONDS`, default 30, jittered): the
- *   connections of local runners (`authClass: "local"`, Ollama-style, and any connection whose
- *   base URL is a loopback or LAN address, provider nodes included) have their model list probed
- *   (`GATEWAY_LOCAL_HEALTHCHECK_TIMEOUT_MS`, default 3000). A runner that does not answer (refused,
- *   timeout) or answers 5xx is put into a connection cooldown lasting until the next probe, so
- *   routing skips it at once instead of waiting for a timeout; the first probe that gets an answer
- *   clears the cooldown. Switched off by GATEWAY_DISABLE_LOCAL_HEALTHCHECK.
- * - **token** (every `GATEWAY_TOKEN_HEALTHCHECK_INTERVAL_SECONDS`, default 1800, jittered): every
- *   connection with an API key or an OAuth grant has the same authenticated probe made; a 401 or
- *   403 puts it into the terminal state a 401 on a request would (`expired`, or `banned` /
- *   `credits_exhausted` when the answer says so), shown by GET /api/providers. Network errors and
- *   other statuses change nothing. Switched off by GATEWAY_DISABLE_TOKEN_HEALTHCHECK.
- *
- * Both flags are read at every round (no restart). Both jobs are background services:
- * GATEWAY_DISABLE_BACKGROUND_SERVICES keeps them from starting. An interval of 0 turns a job off.
+ * Periodic connection health checks: `local` probes local runners and cools down those that do not answer; `token`
+ * probes credentials and marks refused ones terminal (docs/operations.md#background-tasks).
  */
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"

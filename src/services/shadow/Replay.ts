@@ -1,13 +1,6 @@
 /**
- * Replay (docs/replay.md): the requests of a recorded inspector session, of usage rows whose
- * bodies the inspector kept, or of a JSONL text, sent again to candidate models through the
- * gateway's own routes, within a concurrency and a budget; each candidate's answer is compared
- * with the recorded one (or, none recorded, the first model's) and stored as a pair under the
- * scope `replay:<id>`, so the report is shadow traffic's (`Shadow.report`).
- *
- * A job runs in this process; its state is kept (KeyValue `replay.jobs`) as it goes, so any
- * gateway on the same database answers `GET /api/replay/{id}`, and a job whose process stopped
- * says `interrupted`.
+ * Replay: recorded requests sent again to candidate models through the gateway's own routes, compared and stored as
+ * shadow pairs under `replay:<id>`; job state is kept in the store so any gateway answers for it (docs/replay.md#the-job).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
