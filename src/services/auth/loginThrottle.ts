@@ -1,28 +1,9 @@
 import { isIP } from "node:net"
 
 /**
- * Failed-login throttle, per (client address, account). There is one admin account, so the
- * account is always `admin`; the pair is still the key, so that a username can join it later.
- *
- * Not a lockout: the first FREE_FAILURES failures cost nothing; after that every further attempt
- * of the pair waits 2^n seconds (n = failures beyond the free ones, so 2 s, 4 s, 8 s, …) up to
- * MAX_DELAY_SECONDS. An address only ever slows itself down: another address (the admin's own,
- * when an attacker shares nothing with it but the internet) is never affected, and one behind
- * the same NAT waits at most MAX_DELAY_SECONDS per attempt instead of being locked out. A
- * success forgets the pair; so does FORGET_AFTER_MS without a failure.
- *
- * An IPv6 address counts as its /64 (one host or customer is usually given a whole /64 and can
- * rotate through it), and an IPv4-mapped IPv6 address as the IPv4 address.
- *
- * At most MAX_ENTRIES pairs are tracked. A pair still waiting out a delay is never forgotten to
- * make room, or an attacker could spray from other addresses until its own count is dropped:
- * when every tracked pair is waiting, a new pair is refused (without being counted) until the
- * first of those delays ends.
- *
- * Several gateway processes share it through `onChange` and `apply` (AdminAuth puts them on a
- * shared-state channel): each counted failure and each success is told to the others, which
- * merge it into their own table, so guesses spread over the processes behind a load balancer
- * add up to one count (docs/scale-out.md).
+ * Failed-login throttle per (client address, account): growing delays after FREE_FAILURES, never a lockout; IPv6 counts
+ * as its /64, a waiting pair is never evicted, and processes share counts via `onChange`/`apply`
+ * (docs/auth.md#management-routes, docs/scale-out.md).
  */
 export const FREE_FAILURES = 5
 export const MAX_DELAY_SECONDS = 15 * 60

@@ -1,10 +1,6 @@
 /**
- * The live compatibility matrix (docs/compat.md): the recorded request shapes of the supported
- * clients (cases.generated.ts, from test/fixtures/clients) replayed against configured models
- * through the gateway's own routes, each answer checked as its client would need it. What a run
- * would cost is known before it starts (each answer at its output cap) and the run stops starting
- * calls at its budget. The last run and its exchanges are kept (KeyValue), so a failing cell's
- * request and answer are one call away.
+ * The live compatibility matrix: the supported clients' recorded requests replayed against configured models through
+ * the gateway's own routes, costed before the run and stopped at its budget; the last run is kept (docs/compat.md).
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"

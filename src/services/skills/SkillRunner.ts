@@ -1,10 +1,6 @@
 /**
- * Running a skill's scripts (docs/skills.md, "Scripts"): a script in `<dir>/<id>/scripts/` of
- * the catalog runs in the sandbox plugins run in (src/services/plugins/sandbox/: one process under
- * Node's permission model, QuickJS inside), reading only its skill's folder, within a time and a
- * memory limit. The network inside is absent unless SKILLS_SANDBOX_NETWORK_ENABLED is on, and
- * then only `fetch` to the hosts the skill's manifest names (`allowed-hosts` in its front matter).
- * Every run is a row of the audit log.
+ * Running a skill's scripts in the plugins' sandbox, reading only the skill's folder, within time and memory limits,
+ * with network only when enabled and to the manifest's hosts; every run is an audit row (docs/skills.md#scripts).
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"

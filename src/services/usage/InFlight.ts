@@ -69,13 +69,9 @@ const mayBeAlive = (instance: string): boolean => {
 }
 
 /**
- * Usage rows are written when a request ends (src/services/usage/Usage.ts, batched): a crash used to lose
- * every request in flight. The write-ahead keeps a small row in `usage_inflight` for each request
- * that has run for WRITE_AHEAD_AFTER_MS, from one background fiber (the request path only adds
- * and removes a map entry), and removes it a second after the request ended. At start, rows left
- * by a process that no longer runs become usage rows with status 0 and INTERRUPTED_ERROR, unless
- * that request's own row made it to disk. So a kill -9 loses only the requests that began in the
- * last ~100 ms (docs/accounting.md).
+ * The usage write-ahead: a small `usage_inflight` row for each request running longer than WRITE_AHEAD_AFTER_MS, turned
+ * into an interrupted usage row at the next start if the process died, so a kill -9 loses only the last ~100 ms of
+ * requests (docs/accounting.md#usage-rows-and-retention).
  */
 export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlightShape>() {
   static readonly layer = Layer.scoped(

@@ -7,13 +7,8 @@ import { isBusy, transaction } from "../../platform/store/dialect.js"
 import { StoreHealth } from "../../platform/store/StoreHealth.js"
 
 /**
- * The database side of webhook delivery (docs/webhooks.md, "Persistence"), batched: pending
- * deliveries (`webhook_deliveries`), finished ones removed, and each webhook's `last_*` and
- * `failure_count` columns. Calls only record what happened, synchronously; one fiber writes what
- * accumulated within LINGER in one transaction: one multi-row INSERT, one DELETE, one UPDATE per
- * webhook. A delivery that is finished before its row was written is never written at all.
- * Before: four statements (and commits) per delivery, which cost a gateway with one webhook
- * close to half its chat throughput (bench/webhooks.mjs).
+ * The database side of webhook delivery, batched: calls record synchronously and one fiber writes what accumulated
+ * within LINGER in one transaction; a delivery finished before its row was written is never written (docs/webhooks.md#delivery).
  */
 
 /** A pending delivery's row. */
