@@ -30,17 +30,8 @@ export interface BatchWriterShape {
 }
 
 /**
- * Append-only rows (usage, audit) leave the request path through an in-memory queue. A
- * background fiber writes whatever has accumulated in one transaction, one multi-row INSERT per
- * table (one insert per row cost ~30 µs inside a transaction, ~100 µs or more alone). The layer's finalizer stops the worker
- * between batches and writes what is left, so a SIGTERM loses nothing that was queued. A kill -9
- * loses only what was queued in the last LINGER and the batch being written: each commit is in the
- * WAL (synchronous = NORMAL, see Db.ts), which survives the process, only not a power loss.
- *
- * On a SQLite file the transactions run on a worker thread with its own connection
- * (src/platform/store/SqliteWriterThread.ts): better-sqlite3 blocks the thread it runs on, and a batch held every
- * request that arrived meanwhile. Should the thread fail, the writer goes on here, on the main
- * connection. PostgreSQL (and an in-memory SQLite) are written here: their client does not block.
+ * Appended rows (usage, audit, cache entries) leave the request path through a queue and are written in batches, one
+ * transaction each, on the SQLite writer thread when there is one; shutdown writes what is queued (docs/store.md, "Batched writer").
  */
 export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter, BatchWriterShape>() {
   static readonly layer = Layer.scoped(

@@ -1,14 +1,6 @@
 /**
- * The batch writer's SQLite writes on a worker thread (src/platform/store/BatchWriter.ts). better-sqlite3
- * is synchronous: a transaction of ~25 usage rows held the event loop for about a millisecond
- * every 20 ms, and every request that arrived meanwhile waited for it, which made most of the
- * gateway's latency tail (docs/performance.md, "The latency tail"). The worker has its own
- * connection to the same file (WAL: readers on the main connection go on; writers take turns
- * under the busy timeout) and the same per-connection settings as the main one.
- *
- * The worker is a short CommonJS script evaluated from a string, so the bundle, the compiled
- * tree and the tests start it the same way; it loads better-sqlite3 from the path this module
- * resolves.
+ * The batch writer's SQLite writes on a worker thread with its own connection: better-sqlite3 blocks the thread it runs on
+ * (docs/internals.md#seam-3-the-store-dialect, "The batch writer's thread"; docs/performance.md#the-latency-tail).
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -51,7 +43,8 @@ export interface SqliteWriter {
   /**
    * `PRAGMA data_version` on the thread's connection: it moves when another connection commits
    * (another process, or this process's main connection), never for the thread's own rows.
-   * StoreVersion polls this one: the main connection's moves with every batch the thread writes.
+   * StoreVersion polls this one when the database has no `store_changes` counter (the main
+   * connection's moves with every batch the thread writes).
    */
   readonly dataVersion: () => Promise<number>
   /** False once the thread has failed (its callers then use the main connection). */
@@ -69,6 +62,7 @@ const WRITER_NICE = 10
 /** Rows per INSERT statement: 500 rows of ~21 columns stay under SQLite's 32766 bound parameters. */
 const ROWS_PER_STATEMENT = 500
 
+// CommonJS evaluated from a string, so the bundle, the compiled tree and the tests start it alike; the driver is the path resolved here.
 const WORKER_SOURCE = String.raw`
 "use strict"
 const { parentPort, workerData } = require("node:worker_threads")
@@ -264,12 +258,8 @@ const sameColumns = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolea
 }
 
 /**
- * Starts the writer thread on `file` and answers its writer at once: calls made before the thread
- * is up wait in its message queue, so the thread's start (loading the driver, opening the file:
- * ~100 ms) overlaps whatever the process does meanwhile. `started` settles once a first (empty)
- * batch has gone through, and rejects when the thread could not open the file; every call then
- * fails as well and `alive()` is false, so callers turn to the main connection. `replacing` names
- * the tables whose rows replace the row with the same key (their key columns).
+ * Starts the writer thread on `file` and answers its writer at once: calls queue until it is up (~100 ms). `started` rejects
+ * when it cannot open the file, and `alive()` is then false. `replacing`: the tables upserted by key (their key columns).
  */
 export const startSqliteWriter = (
   file: string,

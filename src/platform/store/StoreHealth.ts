@@ -1,15 +1,6 @@
 /**
- * Whether the store takes writes, and the rows waiting for it (docs/resilience.md, "When the
- * store fails"). The rows written behind the request path (usage and audit rows, cache entries,
- * webhook deliveries' bookkeeping) are held in memory while the store is unavailable (the
- * PostgreSQL server stopped, the SQLite disk full or read-only) and written once it is back;
- * requests go on meanwhile. What is held is bounded by GATEWAY_STORE_BACKLOG_MAX_ROWS: past it a
- * new row is dropped, counted per table (`gateway_store_rows_dropped_total{table}`) and logged.
- *
- * The state is what the writes say: a write that fails because the store is unavailable
- * (`unavailableCause`, dialect.ts) marks it down, with one warning per outage; the next write that
- * goes through marks it up, with one line. Everything here is synchronous and reads memory: the
- * request path calls `hold` once per row.
+ * Whether the store takes writes, as the writes say, and the rows held in memory (bounded) until it does again; synchronous:
+ * the request path calls `hold` once per row (docs/resilience.md#when-the-store-fails).
  */
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"

@@ -8,19 +8,8 @@ import { SqliteWriterThread } from "./SqliteWriterThread.js"
 import { StoreKind } from "./StoreKind.js"
 
 /**
- * How in-memory caches learn that another process (the CLI, a second gateway) committed to the
- * database. The contract any store's layer keeps (docs/ARCHITECTURE.md, "Seam 3"):
- *
- * - `current` answers a number that changes after another process committed, at the latest
- *   one check interval later (a layer says its interval; SQLite's: 1 s). The number only ever
- *   grows and says nothing else: callers compare it with the one they loaded at. Whether this
- *   process's own commits change it is not promised; callers invalidate themselves when they write.
- * - `peek()` answers the number without any I/O when it is known to be fresh, else undefined
- *   (then `current` checks). It is called on the request path: constant time, no allocation.
- *
- * The SQLite layer polls `PRAGMA data_version` (`polledVersion`); a PostgreSQL layer can poll a
- * counter the same way, or listen (LISTEN/NOTIFY) and bump the number when notified, with
- * `peek` then always answering it.
+ * How in-memory caches learn that another process committed: a number that only grows, which `peek()` answers without I/O
+ * while fresh (the contract and each store's layer: docs/internals.md#seam-3-the-store-dialect, "StoreVersion").
  */
 export interface StoreVersionShape {
   /** The version, checked against the database at most once per interval. */
@@ -67,8 +56,8 @@ export const polledVersion = (probe: Effect.Effect<number>, intervalMs: number):
 
 export class StoreVersion extends Context.Tag("gateway/StoreVersion")<StoreVersion, StoreVersionShape>() {
   /**
-   * SQLite: `PRAGMA data_version`, polled at most once per `intervalMs`. PostgreSQL (`StoreKind`
-   * says which): LISTEN on the change notifications of the tables' triggers (src/platform/store/postgres.ts).
+   * SQLite: the cached tables' change counter (`store_changes`; `PRAGMA data_version` without it), polled at most once per
+   * `intervalMs`. PostgreSQL (`StoreKind` says which): LISTEN on the tables' change notifications (src/platform/store/postgres.ts).
    */
   static readonly layer = (intervalMs = 1000) =>
     Layer.scoped(

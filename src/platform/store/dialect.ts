@@ -1,12 +1,7 @@
 /**
- * The store dialect: the few things SQLite and PostgreSQL spell differently, written once in
- * the form both accept, so every query elsewhere in src/ stays portable (docs/ARCHITECTURE.md,
- * "Seam 3: the store dialect"). Plain functions, no service: nothing here depends on which
- * database is behind the SqlClient, so nothing is looked up per request.
- *
- * SQLite-only statements (pragmas, `data_version`, file checks) live in `sqlite.ts`; the
- * migrations in `migrations/` are the SQLite set. `test/store.dialect.test.ts` fails on
- * SQLite-only SQL anywhere else in src/.
+ * The store dialect: what SQLite and PostgreSQL spell differently, written once in a form both accept, as plain functions.
+ * SQLite-only SQL lives in `sqlite.ts` and the migrations; test/store.dialect.test.ts fails on it anywhere else in src/
+ * (docs/internals.md#seam-3-the-store-dialect).
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
@@ -16,12 +11,8 @@ import * as Effect from "effect/Effect"
 export type StoreRow = Readonly<Record<string, string | number | Uint8Array | null>>
 
 /**
- * `INSERT ... ON CONFLICT (key) DO UPDATE SET` every other column of the rows to the new value:
- * what `INSERT OR REPLACE` did for tables whose only unique key is `key` and whose rows name
- * every column, in the form SQLite (>= 3.24) and PostgreSQL both take. All rows must have the
- * same columns. Of several rows with the same key the last wins, as it did with REPLACE;
- * they are reduced to one before the statement (PostgreSQL refuses to update a row twice in
- * one statement).
+ * `INSERT ... ON CONFLICT (key) DO UPDATE SET` every other column (the portable `INSERT OR REPLACE`). Rows must share columns;
+ * of several with one key the last wins, reduced before the statement (PostgreSQL will not update a row twice in one).
  */
 export const upsert = (sql: SqlClient.SqlClient, table: string, rows: StoreRow | ReadonlyArray<StoreRow>, key: ReadonlyArray<string>) => {
   const list = Array.isArray(rows) ? lastPerKey(rows as ReadonlyArray<StoreRow>, key) : [rows as StoreRow]
@@ -138,19 +129,8 @@ const SOCKET_CODES = new Set([
 ])
 
 /**
- * Why the store cannot take a write now, when that is why a statement failed (not a bad row, not
- * a bug): one line naming the cause, for logs and for the 503 a caller answers; else undefined.
- * A store in this state comes back by itself (the server restarts, space is freed, the mount is
- * made writable again), so rows meant for it are kept and written later (StoreHealth.ts).
- *
- * - SQLite: SQLITE_FULL (the disk is full), SQLITE_READONLY* (a read-only file or mount),
- *   SQLITE_IOERR* (the disk failed), SQLITE_CANTOPEN, and SQLITE_BUSY / SQLITE_LOCKED still
- *   there after the busy timeout and the retries (another writer holds the file).
- * - Files in DATA_DIR: ENOSPC / EDQUOT (full), EROFS (read-only), EIO.
- * - PostgreSQL: the connection refused, broken or timed out (node's socket codes, node-postgres's
- *   "Connection terminated"), SQLSTATE class 08 (connection exception), 57P01-57P03 (the server
- *   shutting down or starting), 53xxx (the server out of disk, memory or connections), 25006
- *   (a read-only standby).
+ * Why the store cannot take a write now (full, read-only, failed disk, locked, server unreachable or down), as one line for
+ * logs and the 503; undefined for a bad row or a bug. Such a store comes back by itself (docs/resilience.md#when-the-store-fails).
  */
 export const unavailableCause = (error: unknown): string | undefined => {
   const code = driverCode(error)

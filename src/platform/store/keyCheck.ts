@@ -1,10 +1,6 @@
 /**
- * On a shared database (PostgreSQL: several gateways, docs/scale-out.md) every gateway must
- * encrypt provider secrets with the same key, or what one stores the others cannot read (their
- * upstream calls then fail with a decryption error, long after start). The first gateway to
- * start stores a check value encrypted with its key (`kv`, namespace `storage`); each server that
- * starts later decrypts it, and refuses to start when it cannot, saying why. On the embedded
- * SQLite file the key file sits beside the database, so there is nothing to check.
+ * On a shared (PostgreSQL) database, refuses to start a gateway whose storage key cannot decrypt the check value the first one
+ * stored in `kv`, instead of failing its upstream calls later (docs/scale-out.md). SQLite keeps its key file beside it.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Config from "effect/Config"

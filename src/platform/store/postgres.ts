@@ -117,12 +117,8 @@ export const serverFacts = (sql: SqlClient.SqlClient) =>
   })
 
 /**
- * StoreVersion on PostgreSQL: a client of its own LISTENs on the change channel the tables' triggers
- * NOTIFY (migrations-pg/notify.ts; sent when a writing transaction commits, by this process or
- * another). Every notification bumps the number at once, so `peek` always answers while the
- * listener is connected and other processes' commits reach the caches within milliseconds. When
- * the connection drops, `peek` answers undefined, it reconnects every 500 ms and bumps the number
- * once listening again (notifications in between are lost, so everything reloads once).
+ * StoreVersion on PostgreSQL: a client of its own LISTENs for the tables' change triggers and bumps the number on each, and
+ * once after a reconnect (every 500 ms; `peek` answers undefined meanwhile): docs/scale-out.md#changes-between-processes.
  */
 export const listenedVersion = (url: Redacted.Redacted<string>) =>
   Effect.gen(function* () {

@@ -98,15 +98,8 @@ export class TargetBusy extends Error {
 }
 
 /**
- * Copies `source` into the database file at `target` with SQLite's online backup API, all pages
- * in one write transaction on the target: readers on other connections see the old database or
- * the new one, never a mix. The target's other connections notice through `PRAGMA data_version`.
- * The caller keeps this process's own connection idle meanwhile.
- *
- * better-sqlite3 opens the target without a busy timeout and treats SQLITE_BUSY on the first
- * step as progress: the page counts are still 0 then, so its promise resolves having copied
- * nothing. A source always has at least one page, so a total of 0 means the target was locked:
- * that rejects with `TargetBusy` (callers retry), never a silent no-op.
+ * Copies `source` into the database file at `target` with SQLite's online backup API, in one write transaction; the caller
+ * keeps its own connection idle. A locked target rejects with `TargetBusy` (docs/internals.md#seam-3-the-store-dialect).
  */
 export const copyDatabase = (source: string, target: string): Promise<void> => {
   const src = openFile(source, { readonly: true, fileMustExist: true })

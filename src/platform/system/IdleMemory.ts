@@ -1,11 +1,6 @@
 /**
- * Gives V8's young generation back once the process is at rest (docs/performance.md, "Memory at
- * rest"). Start-up grows the new space to two 16 MB semi-spaces, and V8 shrinks it only in a
- * scavenge that finds the allocation rate low; an idle gateway allocates so little that its next
- * scavenge comes half a minute or more later, so it sat at ~145 MB RSS instead of ~113. Every
- * `GATEWAY_IDLE_GC_SECONDS` (default 5 on Node 20, 0 = off, the default on 22+), while the new space is larger than its
- * least size, this runs one scavenge (1–3 ms, off the request path) and lets V8 decide: under
- * load the rate is high and V8 keeps the space, as it would anyway.
+ * Gives V8's young generation back at rest: a scavenge every `GATEWAY_IDLE_GC_SECONDS` while it is grown lets V8 shrink it
+ * (docs/performance.md#memory-at-rest; docs/operations.md#tuning-the-latency-tail-v8s-settings).
  */
 import * as v8 from "node:v8"
 import * as vm from "node:vm"

@@ -5,13 +5,8 @@ import { parseEnv } from "node:util"
 import type { ProviderSpec } from "../../domain/catalog/modelSpec.js"
 
 /**
- * The env file the gateway reads (docs/operations.md, "Sessions and system"): `GATEWAY_ENV_FILE`,
- * else `.env` in the working directory. Loaded once at start (values already in the environment
- * win); `gateway env set` writes it atomically; the gateway keeps snapshots of it under
- * `DATA_DIR/env-backups/` (taken at start and before every `env set`), from which
- * `POST /api/system/env/repair` restores a provider's missing variables.
- *
- * Plain synchronous file code: it runs at start, in the CLI and in two management handlers.
+ * The env file: `GATEWAY_ENV_FILE`, else `./.env`, loaded at start; its snapshots and their repair are here too
+ * (docs/operations.md#the-env-file-and-its-repair). Synchronous: it runs at start, in the CLI and in two management handlers.
  */
 export const envFilePath = (env: NodeJS.ProcessEnv = process.env): string => path.resolve(env.GATEWAY_ENV_FILE?.trim() || ".env")
 

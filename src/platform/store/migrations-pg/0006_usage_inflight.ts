@@ -2,12 +2,9 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 
 /**
- * PostgreSQL set (src/platform/store/migrations-pg/index.ts): the SQLite migration of the same number in
- * PostgreSQL types.
- *
- * Requests written ahead while they run (src/services/usage/InFlight.ts): after a crash, the next start
- * turns the ones a dead process left into usage rows, so a kill -9 loses no request that had
- * run for more than about 100 ms.
+ * PostgreSQL twin of the SQLite migration of this number (index.ts). Requests written ahead while they run
+ * (src/services/usage/InFlight.ts): the next start turns those a dead process left into usage rows, so a kill -9 loses
+ * none that ran over about 100 ms.
  */
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

@@ -2,16 +2,8 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 
 /**
- * PostgreSQL set (src/platform/store/migrations-pg/index.ts): the SQLite migration of the same number in
- * PostgreSQL types.
- *
- * Media generation jobs (video and music, src/inference/media/MediaJobs.ts): the gateway's record of each
- * job a client submitted, tied to the API key that created it and the connection that took it.
- * Asynchronous upstreams (OpenAI videos, Gemini Veo operations) are polled through it until they
- * finish; synchronous ones (ElevenLabs music, Lyria) finish at once and keep their bytes in a
- * file under the data directory (`result_file`). The usage row priced per second of the result
- * is written when `status` first becomes final (a conditional UPDATE decides who writes it).
- * Times are epoch ms; a job is forgotten (and its file deleted) at `expires_at`.
+ * PostgreSQL twin of the SQLite migration of this number (index.ts). Media generation jobs (src/inference/media/MediaJobs.ts): each job
+ * a client submitted, polled until final; a conditional UPDATE decides who writes its usage row (docs/media.md#store-cost-and-the-sweep).
  */
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

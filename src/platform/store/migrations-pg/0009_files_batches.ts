@@ -2,19 +2,8 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 
 /**
- * PostgreSQL set (src/platform/store/migrations-pg/index.ts): the SQLite migration of the same number in
- * PostgreSQL types.
- *
- * Files and batches (docs/files-batches.md).
- *
- * - `files`: the metadata of `/v1/files` (the bytes live in the `FileStore`, under the same id),
- *   owned by the API key that uploaded it (`api_key_id`, '' when the gateway runs without keys).
- *   Times are epoch ms; a file past `expires_at` is invisible at once and removed by the sweep.
- * - `batches`: one row per `/v1/batches` object; `request_counts` are the `total`, `completed`
- *   and `failed` columns, moved in the same transaction as the line's result.
- * - `batch_lines`: every validated input line (its request) and, once answered, its result (the
- *   output or error file's line). A line with `status_code` set is done and never runs again: a
- *   restart resumes with the rest.
+ * PostgreSQL twin of the SQLite migration of this number (index.ts). Files and batches: `files` (metadata; `api_key_id` '' without keys),
+ * `batches` (`request_counts` as columns) and `batch_lines` (`status_code` set: done, never run again). docs/files-batches.md.
  */
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

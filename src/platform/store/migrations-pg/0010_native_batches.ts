@@ -2,12 +2,8 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 
 /**
- * PostgreSQL set (src/platform/store/migrations-pg/index.ts): the SQLite migration of the same number in
- * PostgreSQL types.
- *
- * Native batches (docs/files-batches.md, "Native batches"): a batch forwarded whole to its
- * provider's batch API keeps that upstream's state (connection, upstream batch and file ids, its
- * last status and counts) as JSON in `batches.native`; NULL for a batch the gateway runs itself.
+ * PostgreSQL twin of the SQLite migration of this number (index.ts). A batch forwarded whole to its provider's batch API keeps the
+ * upstream's state as JSON in `batches.native`; NULL for a batch the gateway runs itself (docs/files-batches.md#native-batches).
  */
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

@@ -3,14 +3,9 @@ import * as Effect from "effect/Effect"
 import { notifyOnChange } from "./notify.js"
 
 /**
- * PostgreSQL set (src/platform/store/migrations-pg/index.ts): the SQLite migration of the same number in
- * PostgreSQL types.
- *
- * OAuth connections (docs/operations.md, "OAuth connections"): the access token is the
- * connection's credential (`connections.api_key_enc`, encrypted like an API key); this table
- * keeps the rest of the grant, one row per connection: the refresh and id tokens (encrypted),
- * the expiry, the account the id token names, the endpoint overrides the flow was started with
- * (JSON), and the last refresh and its error.
+ * PostgreSQL twin of the SQLite migration of this number (index.ts). An OAuth connection's grant beside its access token
+ * (`connections.api_key_enc`): refresh and id tokens (encrypted), expiry, account, endpoint overrides, last refresh and its
+ * error (docs/operations.md#oauth-connections).
  */
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

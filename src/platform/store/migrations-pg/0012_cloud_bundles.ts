@@ -2,12 +2,9 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 
 /**
- * PostgreSQL set (src/platform/store/migrations-pg/index.ts): the SQLite migration of the same number in
- * PostgreSQL types.
- *
- * The sync server's store (docs/operations.md, "Cloud sync"): every version of each sync space's
- * bundle, as the clients sealed it (the server cannot read it). The latest versions are kept,
- * older ones pruned (GATEWAY_CLOUD_KEEP_VERSIONS).
+ * PostgreSQL twin of the SQLite migration of this number (index.ts). The sync server's store: every version of each space's
+ * bundle, sealed by the clients (the server cannot read it); older ones pruned (GATEWAY_CLOUD_KEEP_VERSIONS). See
+ * docs/operations.md#cloud-sync.
  */
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

@@ -3,12 +3,8 @@ import * as Effect from "effect/Effect"
 import { notifyOnChange } from "./notify.js"
 
 /**
- * PostgreSQL set (src/platform/store/migrations-pg/index.ts): the SQLite migration of the same number in
- * PostgreSQL types.
- *
- * Governance (docs/guardrails.md): versioned policy documents, the audit log's request columns
- * (kind, client address, method, route, status, before and after as masked JSON), eval sets and
- * their runs.
+ * PostgreSQL twin of the SQLite migration of this number (index.ts). Governance (docs/guardrails.md): versioned policies, the audit
+ * log's request columns (before and after as masked JSON), eval sets and their runs.
  */
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

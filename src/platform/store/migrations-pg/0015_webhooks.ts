@@ -3,12 +3,8 @@ import * as Effect from "effect/Effect"
 import { notifyOnChange } from "./notify.js"
 
 /**
- * PostgreSQL set (src/platform/store/migrations-pg/index.ts): the SQLite migration of the same number in
- * PostgreSQL types.
- *
- * Webhooks (docs/webhooks.md): the registered receivers with their aggregated delivery state
- * (the spec keeps no per-delivery history), and the deliveries not yet finished, so that they
- * survive a restart (a row is deleted once its delivery succeeded or finally failed).
+ * PostgreSQL twin of the SQLite migration of this number (index.ts). Webhooks (docs/webhooks.md): the receivers with their aggregated
+ * delivery state, and the deliveries not yet finished, so they survive a restart (deleted once done).
  */
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

@@ -2,12 +2,8 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 
 /**
- * PostgreSQL set (src/platform/store/migrations-pg/index.ts): the SQLite migration of the same number in
- * PostgreSQL types.
- *
- * The database file store (src/inference/files/dbFileStore.ts; docs/scale-out.md, "Files"): the bytes of
- * `/v1/files` in the shared database, in chunks of at most 1 MiB. No change trigger: no cache
- * loads from these tables (each read goes to the database).
+ * PostgreSQL twin of the SQLite migration of this number (index.ts). The database file store (src/inference/files/dbFileStore.ts;
+ * docs/scale-out.md#files): the bytes of `/v1/files` in chunks of at most 1 MiB. No change trigger: no cache loads from them.
  */
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

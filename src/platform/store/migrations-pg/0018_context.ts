@@ -3,12 +3,8 @@ import * as Effect from "effect/Effect"
 import { notifyOnChange } from "./notify.js"
 
 /**
- * PostgreSQL set (src/platform/store/migrations-pg/index.ts): the SQLite migration of the same number in
- * PostgreSQL types.
- *
- * Compression and context (docs/compression.md): compression combos and their assignments to
- * routing combos and models, memory entries, injected skills, the savings per day, and the raw
- * tool outputs rtk cut (kept for a time, retrievable by the id its marker names).
+ * PostgreSQL twin of the SQLite migration of this number (index.ts). Compression and context (docs/compression.md): compression combos
+ * and their assignments, memory entries, injected skills, savings per day, and the raw tool outputs rtk cut.
  */
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

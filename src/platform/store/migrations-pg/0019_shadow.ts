@@ -2,12 +2,8 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 
 /**
- * PostgreSQL set (src/platform/store/migrations-pg/index.ts): the SQLite migration of the same number in
- * PostgreSQL types.
- *
- * Shadow traffic (docs/shadow.md): each sampled request's pair, the primary's answer and a shadow
- * target's to the same request, with what was measured of each and how they compare. Kept for
- * the retention the settings give (`shadowOptions.retentionDays`).
+ * PostgreSQL twin of the SQLite migration of this number (index.ts). Shadow traffic (docs/shadow.md): each sampled request's pair of
+ * answers, primary and shadow, with their measures and comparison; kept `shadowOptions.retentionDays`.
  */
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

@@ -23,13 +23,8 @@ import m0021 from "./0021_store_changes.js"
 import m0022 from "./0022_connection_tls_profile.js"
 
 /**
- * The PostgreSQL migration set (chosen by Db.ts when DATABASE_URL is set): the same numbers and
- * names as the SQLite set (`../migrations/`), so `schema_migrations` reads alike, with the same
- * tables, columns and indexes in PostgreSQL types: BIGINT for every integer (epoch-ms times,
- * counters, 0/1 flags), identity columns for `usage.id` and `audit_log.id`, DOUBLE PRECISION,
- * BYTEA, no NOCASE (the `lower(name)` indexes of 0007 decide). Tables caches load from carry a
- * change trigger (`notify.ts`). Every schema change adds a migration to both sets;
- * test/scale/store.pg.test.ts compares them (docs/ARCHITECTURE.md, "Seam 3").
+ * The PostgreSQL migration set (Db.ts, with DATABASE_URL): the SQLite set's numbers, names, tables, columns and indexes in
+ * PostgreSQL types; every schema change adds a migration to both (docs/internals.md#seam-3-the-store-dialect; docs/scale-out.md#running).
  */
 export const loader = Migrator.fromRecord({
   "0001_init": m0001,

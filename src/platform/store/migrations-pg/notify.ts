@@ -8,12 +8,8 @@ import * as Effect from "effect/Effect"
 export const CHANGE_CHANNEL = "gateway_store_changed"
 
 /**
- * A statement-level trigger on `table` that NOTIFYs `CHANGE_CHANNEL` with the table's name.
- * PostgreSQL delivers a notification only when the transaction commits and folds identical
- * ones of one transaction into one, so a batch of writes costs one message. Tables written on
- * the request path (usage, usage_inflight, audit_log, cache_entries, batch lines, deliveries)
- * carry none: no cache is loaded from them. A migration that adds a table a cache reads adds
- * its trigger too (docs/scale-out.md, "PostgreSQL").
+ * A statement-level trigger on `table` that NOTIFYs `CHANGE_CHANNEL` with its name, once per committed transaction; only on
+ * tables a cache loads from, never on request-path ones (docs/scale-out.md#changes-between-processes).
  */
 export const notifyOnChange = (sql: SqlClient.SqlClient, table: string) =>
   Effect.gen(function* () {
