@@ -8,12 +8,8 @@ import type { DetectOptions } from "./detect.js"
 import type { ToolEnv } from "./tool.js"
 
 /**
- * Where the server looks for coding tools and their files: its own HOME and PATH, unless
- * `GATEWAY_CLI_TOOLS_HOME` / `GATEWAY_CLI_TOOLS_PATH` say otherwise (tests point them at
- * temporary directories). With `GATEWAY_CLI_TOOLS_HOME` set, the tools' own directory variables
- * (CODEX_HOME, CLAUDE_CONFIG_DIR, GEMINI_CLI_HOME, QWEN_HOME, XDG_CONFIG_HOME) are not read:
- * that home decides. `GATEWAY_CLI_TOOLS_DETECT_TIMEOUT_MS` (default 5000) bounds each
- * `<tool> --version`.
+ * Where the server looks for coding tools and their files: its own HOME and PATH unless `GATEWAY_CLI_TOOLS_*` override them
+ * (tests point them at temporary directories); the variables are in docs/coding-tools.md#the-api.
  */
 export interface CliToolsConfigShape {
   readonly env: ToolEnv

@@ -1,13 +1,8 @@
 import type { CliToolEntry } from "../../domain/clitools.js"
 
 /**
- * The coding-tool catalog (docs/coding-tools.md). `configType`: `custom` tools get their own
- * configuration file written by `gateway setup-<id>` (src/management/clitools/tools/); `guide` tools are
- * configured in their own interface (setup prints the steps); `mitm` tools cannot be pointed
- * at another base URL at all. `baseUrlSupport` other than `full` is listed, set up and launched
- * only with the flag CLI_COMPAT_ALL on.
- *
- * Static data only: the CLI's command list imports it at start.
+ * The coding-tool catalog, its fields and CLI_COMPAT_ALL's effect on it: docs/coding-tools.md#the-catalog.
+ * Static data only: the CLI's command list imports it at start (docs/cli.md#start-up-lazy-commands).
  */
 export const CLI_TOOLS: ReadonlyArray<CliToolEntry> = [
   {

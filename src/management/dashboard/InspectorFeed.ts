@@ -23,13 +23,8 @@ export interface InspectorFeedShape {
 }
 
 /**
- * The inspector's live feed (`GET /api/tools/traffic-inspector/ws`, docs/inspector.md): a
- * `snapshot` of the buffer's entries on connect, then `new`, `update` and `clear` events, as JSON
- * text frames of entry summaries (the detail is `GET requests/{id}`). Loopback-only, checked
- * before credentials (a tunnel's or a forwarded request is refused even with a session); then who
- * may use the management API may listen, from the gateway's own pages only. While a client is
- * connected the inspector keeps bodies. A client that cannot keep up is dropped, never buffered
- * without bound.
+ * The inspector's live feed of entry summaries (docs/inspector.md#api): loopback-only before credentials, then the management
+ * API's rules from the gateway's own pages (docs/dashboard.md#live-feed); a client that cannot keep up is dropped, not buffered.
  */
 export class InspectorFeed extends Context.Tag("gateway/InspectorFeed")<InspectorFeed, InspectorFeedShape>() {
   static readonly layer = Layer.scoped(

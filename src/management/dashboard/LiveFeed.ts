@@ -66,17 +66,8 @@ const makeAccept =
   }
 
 /**
- * The dashboard's live feed (docs/dashboard.md, "Live feed"): every event of the event bus
- * (requests completed and failed, provider errors and recoveries, quotas, combo switches,
- * guardrail actions) pushed to the dashboards that are open, as JSON text frames:
- * `{ type: "hello", recent: [...] }` once (the last 100), then `{ type: "event", event }`.
- *
- * `GATEWAY_ENABLE_LIVE_WS` (default on, read at start) starts it: on the gateway's own port at
- * /api/live/ws, which the dashboard uses, and on its own port, GATEWAY_LIVE_WS_PORT (20129 by
- * default; 0 picks a free one; when PORT is 0, so is it), for tools that expect it there. A port
- * already in use is a warning, not a failed start. Off, the path answers 404 and nothing
- * subscribes. Who may listen: what may use the management API (a session cookie, an admin key,
- * this machine while requireLogin is off), from the gateway's own pages only.
+ * The dashboard's live feed: every event-bus event pushed to the open dashboards, on /api/live/ws and GATEWAY_LIVE_WS_PORT
+ * while GATEWAY_ENABLE_LIVE_WS is on (ports, frames and who may listen: docs/dashboard.md#live-feed).
  */
 export class LiveFeed extends Context.Tag("gateway/LiveFeed")<LiveFeed, LiveFeedShape>() {
   static readonly layer = Layer.scoped(

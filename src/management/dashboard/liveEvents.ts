@@ -65,13 +65,8 @@ export interface LiveChannelDeps {
 }
 
 /**
- * Every process's events, whichever process a dashboard is connected to (`--workers`, several
- * gateways on Redis), on the `live` channel (docs/scale-out.md) — but only while a dashboard is
- * connected to some process: a process with clients says so (`watching`, again every
- * WATCH_EVERY_MS, forgotten after WATCH_FOR_MS, so one that died takes its watchers along); the
- * others then send their events, batched per turn, and once their recent ones. With nobody
- * watching, a request costs no message. `listener` is the event bus's listener (this process's
- * dashboards first); made once per layer.
+ * Shares events on the `live` channel only while some process has a dashboard connected (`watching`), so with nobody watching a
+ * request costs no message (docs/scale-out.md#what-each-shared-state-guarantees). `listener` is the bus's listener; once per layer.
  */
 export const makeLiveChannel = ({ shared, clients, enqueue }: LiveChannelDeps) => {
   const self = `${process.pid}-${Math.random().toString(36).slice(2, 10)}`

@@ -12,15 +12,8 @@ import { deriveKey, loadOrCreateKeyFile, type SecretsShape } from "../../platfor
 import * as Envelope from "./envelope.js"
 
 /**
- * The export archive of `GET /api/db-backups/exportAll` (docs/operations.md, "Backups"): a
- * gzipped tar (tar-stream) of
- *
- * - `manifest.json`: format, gateway version, time, the entries and whether the key is in;
- * - `gateway.db`: an online snapshot of the database (secrets encrypted with the storage key);
- * - `config.json`: the configuration bundle (src/management/sync/ConfigBundle.ts), secrets left as stored;
- * - with `includeKey`, sealed with the passphrase (src/management/sync/envelope.ts): `storage-key.enc`
- *   (`{ "format": "gateway-storage-key", "key": "<64 hex>" }`) and, when DATA_DIR/.env exists,
- *   `env.enc` (the file: it may hold provider keys or STORAGE_ENCRYPTION_KEY).
+ * The entries of `GET /api/db-backups/exportAll`'s gzipped tar (the sealed storage key and .env only with `includeKey`):
+ * docs/operations.md#the-exportall-archive.
  */
 export const ARCHIVE = {
   manifest: "manifest.json",

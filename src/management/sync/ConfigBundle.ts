@@ -27,18 +27,8 @@ import { StoreVersion } from "../../platform/store/StoreVersion.js"
 import * as Envelope from "./envelope.js"
 
 /**
- * The configuration bundle: what a gateway is configured with, apart from its traffic
- * (docs/operations.md, "Cloud sync"). The tables below, whole, plus every `kv` namespace but the
- * local ones. Columns ending in `_enc` hold secrets encrypted with the storage key: the bundle
- * carries them decrypted (it only ever travels sealed in a passphrase envelope) and an import
- * encrypts them again with the receiving gateway's key.
- *
- * Schema 2 added the compression and context configuration (migration 0018): compression combos,
- * their assignments, memory entries, skills. A bundle may lack those sections (one a schema-1
- * gateway made): a section a bundle lacks is not carried, so an import leaves the receiver's rows
- * of it as they are, and comparisons skip it. Migration 0018's other two tables,
- * `compression_stats` (savings per day) and `rtk_raw_outputs` (tool outputs rtk cut), are
- * traffic, not configuration, and are never bundled.
+ * The configuration bundle: the tables below plus the non-local `kv` namespaces, `_enc` secrets decrypted as it travels only sealed
+ * (docs/operations.md#what-a-bundle-carries; sections a schema-1 bundle lacks: #bundles-of-an-older-gateway-schema-1).
  */
 interface TableSection {
   readonly section: Exclude<BundleSection, "flags" | "settings">
@@ -193,12 +183,8 @@ const itemsOf = (content: BundleContent): Partial<Record<BundleSection, Items>> 
 const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
 
 /**
- * A digest of what a bundle configures (not when it was made): equal digests, same configuration.
- * A schema-2 section that is absent or empty is left out, so a configuration without compression
- * or context rows has the digest it had before schema 2 (a sync set up then sees no change from
- * the upgrade alone), and a schema-1 bundle digests like this gateway's configuration when the
- * two agree on every other section and this one has no such rows: importing it would change
- * nothing. A gateway that has such rows differs from any bundle that does not carry them.
+ * A digest of what a bundle configures (not when it was made): equal digests, same configuration. An absent or empty schema-2
+ * section is left out, so the digest did not move with schema 2 (docs/operations.md#bundles-of-an-older-gateway-schema-1).
  */
 export const digest = (content: BundleContent): string => {
   const items = itemsOf(content)

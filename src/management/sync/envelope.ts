@@ -2,12 +2,8 @@ import * as crypto from "node:crypto"
 import * as zlib from "node:zlib"
 
 /**
- * The passphrase envelope of configuration bundles and of the storage key in an export archive:
- * `gwenc1.<header>.<sealed>`, both parts base64url. The header (JSON) names the key derivation
- * (scrypt, its cost and a random 16-byte salt, new for every envelope); the sealed part is
- * `iv (12) | tag (16) | AES-256-GCM(gzip(plaintext))`, the header text bound as additional data,
- * so neither part can be swapped or edited. Plain functions over node:crypto, no Effect: the
- * CLI reads archives with them too.
+ * The passphrase envelope of bundles and archived secrets, `gwenc1.<header>.<sealed>` (docs/operations.md#the-seal-end-to-end-encryption).
+ * Plain functions over node:crypto, no Effect: the CLI reads archives with them too.
  */
 export const ENVELOPE_PREFIX = "gwenc1"
 

@@ -51,17 +51,8 @@ export const connectToProxy = (spec: ProxySpec, lookup: LookupFunction, timeoutM
   })
 
 /**
- * A dispatcher that sends every request through `spec` (docs/egress.md):
- *
- * - `http`/`https` proxies: undici's ProxyAgent, which opens a `CONNECT host:port` tunnel for
- *   every origin (http and https alike), with `Proxy-Authorization: Basic` from the credentials;
- *   TLS to an https origin runs inside the tunnel.
- * - `socks5`: an Agent whose connector opens the proxy socket, runs the SOCKS5 handshake
- *   (RFC 1928/1929, via the `socks` client) naming the origin by host name (the proxy resolves
- *   it), then TLS for https origins.
- *
- * Rule 3 is enforced here: an IP-literal proxy host that contradicts the family throws
- * ProxyFamilyUnavailable when the dispatcher is built.
+ * A dispatcher that sends every request through `spec`: a CONNECT tunnel (ProxyAgent) or a SOCKS5 connector
+ * (docs/egress.md#how-a-call-goes-through). Family rule 3: a contradicting IP-literal proxy host throws ProxyFamilyUnavailable here.
  */
 export const buildDispatcher = (spec: ProxySpec, lookup: LookupFunction): Dispatcher => {
   const contradiction = literalContradiction(spec.host, spec.family)

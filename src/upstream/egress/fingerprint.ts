@@ -1,19 +1,7 @@
 /**
- * The fingerprinted transport (ENABLE_TLS_FINGERPRINT, docs/egress.md "TLS fingerprint"): upstream
- * calls to https origins whose TLS ClientHello is a browser's. Node's TLS cannot make one (no
- * control of extension order, GREASE or padding), so the handshake is made by `impit` (rustls
- * with browser fingerprints, its native part in per-platform npm packages), loaded with the first
- * fingerprinted call and never while the flag is off.
- *
- * impit speaks to every origin through a loopback CONNECT relay of the gateway's own: the relay
- * opens the TCP leg with the gateway's egress (the SSRF guard's lookup on every resolved address,
- * the connection's proxy and its family rules, the capture's bypass mark), and impit runs the
- * browser's TLS inside that tunnel. So the only thing that changes with the flag is the TLS (and
- * HTTP/2) the upstream sees; where and how the bytes go stays the egress's.
- *
- * Each transport is an undici Dispatcher (`dispatch` with the handler undici's `request` and
- * `fetch` pass), so UpstreamHttp and its callers use it like a proxy's dispatcher: headers
- * timeout, body idle timeout, stream watchdogs and cancellation work as before.
+ * The fingerprinted transport (ENABLE_TLS_FINGERPRINT): impit, loaded with the first fingerprinted call, makes a browser's TLS inside
+ * a loopback CONNECT relay whose TCP leg is the gateway's own egress; each transport is an undici Dispatcher under UpstreamHttp.
+ * Why and how: docs/egress.md, "TLS fingerprint".
  */
 import * as crypto from "node:crypto"
 import * as net from "node:net"
