@@ -1,14 +1,6 @@
 /**
- * The capture modes 2-4 (docs/inspector.md, "Capture modes"): custom hosts (a marked block in the
- * hosts file and the MITM TLS server), the explicit HTTP proxy (plain HTTP and CONNECT, TLS
- * interception opt-in) and the system-wide proxy (the OS proxy settings pointed at the listener,
- * auto-reverted by the guard timer). The local CA is made on first use under DATA_DIR.
- *
- * What changes the system is recorded before it is changed and reverted on stop: the hosts file's
- * block is removed and the system proxy reverted when the gateway stops (SIGTERM included: this
- * layer's finalizer), and at the next start after a crash (a block left behind is rewritten from
- * the saved hosts, a saved system-proxy state is reverted). Which modes were on is kept in the
- * database, so a restart brings them back.
+ * Capture modes 2-4: custom hosts, the HTTP proxy and the system proxy. What they change on the system is recorded first and reverted
+ * on stop (SIGTERM included) and at the next start after a crash; the modes that were on come back (docs/inspector.md#capture-modes).
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"

@@ -1,17 +1,7 @@
 /**
- * The transparent-decrypt capture mode (TPROXY, spec document 3 "Transparent capture";
- * docs/capture.md): `GET`, `POST`, `DELETE /api/tools/agent-bridge/tproxy`.
- *
- * Start, in order, each step undone when a later one fails (tproxySession.ts): the config is validated
- * (400 naming the field, before any command runs); what this start will change is recorded in
- * `<DATA_DIR>/inspector/tproxy-state.json`; rules a dead process left are removed; the transparent
- * listener opens (the inspector's CA, its recording, its forwarding); the firewall steps are applied
- * (tproxy/rules.ts: a failed step reverts the others); the CA goes into the OS trust store
- * (tproxy/trustStore.ts). Stop is the reverse, and runs on DELETE, when the gateway stops (SIGTERM
- * included: this layer's finalizer) and, from the record, at the next start after a crash.
- *
- * One session at a time. Under `--workers` the mode lives on worker 1 (which holds the capture
- * listeners); the other workers forward their calls to it.
+ * Transparent capture (TPROXY): `GET`, `POST`, `DELETE /api/tools/agent-bridge/tproxy`, one session at a time, on worker 1 under
+ * `--workers`. Each start step is undone when a later one fails; stop reverses them on DELETE, on SIGTERM and after a crash
+ * (tproxySession.ts; docs/capture.md#what-it-changes-on-the-system).
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"

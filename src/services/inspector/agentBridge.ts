@@ -1,13 +1,6 @@
 /**
- * Capture mode 1, `agent-bridge` (docs/inspector.md): every request the gateway itself serves,
- * recorded from the request lifecycle. A listener (src/kernel/hookEvents.ts) records metadata of
- * every request: route, status, timings, and from the usage row provider, model, tokens and cost.
- *
- * Bodies cost something, so they are recorded only while someone looks (a feed subscriber, a
- * recording session, INSPECTOR_CAPTURE_BODIES, a replay): then the request gets its own hook
- * (`attach`: the client's body at onRequest, the answer's frames and whole body) and an exchange
- * tap (src/kernel/request.ts `ExchangeTap`: what went upstream after translation, what came back).
- * With nobody looking, a request costs the listener's `begin` and `end` and nothing per frame.
+ * Capture mode 1, `agent-bridge`: a lifecycle listener records every request the gateway serves. Bodies and the upstream exchange
+ * are recorded only while someone looks, so an unwatched request costs `begin` and `end` only (docs/inspector.md#1-agent-bridge).
  */
 import { attach, type LifecycleListener } from "../../kernel/hooks.js"
 import type { ExchangeTap, RequestContext } from "../../kernel/request.js"

@@ -1,10 +1,6 @@
 /**
- * What the inspector knows of an LLM call beyond bytes: its metadata (provider, API kind, model,
- * turns, tokens, streamed, mapped model, estimated cost) and its normalized conversation (the
- * request's turns, the answer's, merged from stream events). Built on the gateway's own wire
- * formats: a request body is decoded by its format into the canonical request, a stream is parsed
- * by the format's own SSE/NDJSON parser and stream decoder and put together by the same
- * `StreamCollector` that answers non-streamed requests from streams. No second set of parsers.
+ * What the inspector reads of an LLM call (metadata and the normalized conversation), with the gateway's own format decoders, stream
+ * parsers and `StreamCollector`: no second set of parsers (docs/inspector.md#what-an-entry-holds).
  */
 import { createHash } from "node:crypto"
 import type { CanonicalRequest, CanonicalResponse, ContentBlock, FormatId, Usage } from "../../domain/canonical.js"

@@ -1,17 +1,6 @@
 /**
- * The traffic inspector's buffer (docs/inspector.md): one in-memory ring of intercepted requests
- * shared by every capture source, the live feed's subscribers, recording sessions and replay.
- * Plain code, no Effect: the service around it (its layers, the saved sessions) is Inspector.ts.
- *
- * An entry is pushed `in-flight` when its request starts and updated in place when its answer (or
- * error) arrives; the oldest rotate out past INSPECTOR_BUFFER_SIZE. Bodies are kept only while
- * someone looks (a feed subscriber, a recording session, INSPECTOR_CAPTURE_BODIES), each cut at
- * INSPECTOR_MAX_BODY_KB, and all bodies together under INSPECTOR_MAX_TOTAL_MB (the oldest entries'
- * bodies are dropped first, the entries stay): memory is bounded whatever the traffic.
- *
- * With INSPECTOR_MASK_SECRETS (the default) credentials are masked before anything is kept; with
- * it off the buffer keeps them and every view masks them, except a detail asked with
- * `showSecrets` (the routes are loopback-only).
+ * The inspector's in-memory ring of entries, shared by every capture source, the live feed, recording sessions and replay; plain
+ * code, the service is Inspector.ts. Bounded memory and masking: docs/inspector.md#limits-and-memory, docs/inspector.md#secrets.
  */
 import * as crypto from "node:crypto"
 import type { FormatId, Usage } from "../../domain/canonical.js"

@@ -1,23 +1,6 @@
 /**
- * One inspector for the whole node under `gateway --workers N` (docs/inspector.md, "Workers").
- *
- * Each worker records what it serves; the processes of one node tell each other over the shared
- * state's channel (the primary over IPC, or Redis when REDIS_URL is set: the topic names this
- * node's primary, so other gateways on the same Redis never see it):
- * - while someone looks (a feed client somewhere) or a session records, every entry as it begins
- *   and as it changes (coalesced per turn of the event loop); while nobody looks, nothing: a
- *   process that is asked for a list, a detail or an export first syncs (`sync`), and the others
- *   answer with the entries they recorded meanwhile. Whichever worker answers, it is the same
- *   view, and a request served while nobody looks costs no message;
- * - a clear, and the recording sessions (started, renamed, stopped: saved by the worker that was
- *   asked to stop, which holds every entry);
- * - whether someone looks (a feed client) on some worker: bodies are then kept on every worker
- *   (a heartbeat every 10 s, forgotten after 30 s, so a worker that died takes its watchers along);
- * - calls on the capture listeners (the HTTP proxy, the MITM server, the hosts file, the system
- *   proxy): worker 1 holds them all, the others forward their API calls to it and wait for its
- *   answer (`call`).
- * A worker that starts says hello; the others answer with their own entries, their sessions and
- * whether someone looks there.
+ * One inspector for the whole node under `--workers`: the processes exchange entries (as they change while someone looks, else on
+ * `sync`), clears, sessions, who is watching, and calls forwarded to worker 1's capture listeners (docs/inspector.md#workers).
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"

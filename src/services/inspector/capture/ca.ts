@@ -1,18 +1,6 @@
 /**
- * The inspector's local certificate authority (spec document 3, "Capture modes" 2 and 3, and the
- * transparent pipeline's CA rules): one self-signed CA per data directory, and leaf certificates
- * issued from it per host name on demand, so that a client trusting the CA accepts the inspector
- * in place of the real server while its traffic is decrypted.
- *
- * The CA is created once and kept (`ca.pem` 0644, `ca-key.pem` 0600 in a 0700 directory): users
- * install `ca.pem` in their trust stores, so a new CA on every start would undo that. The key never
- * leaves the host.
- *
- * node-forge builds the X.509 structures (node has no certificate builder), but every RSA
- * operation is node's native crypto: forge's key generation takes seconds of JavaScript on the
- * event loop and its signing tens of milliseconds, node's keygen runs on the thread pool and
- * signs in well under a millisecond. node-forge (0.6 MB of code) is imported when a CA is first
- * opened, not when the gateway starts: most gateways never capture.
+ * The inspector's local CA, kept per data directory, and leaf certificates issued from it per host on demand. node-forge (loaded
+ * lazily) builds the X.509 structures; node's native crypto does every RSA operation (docs/inspector.md#the-local-ca).
  */
 import * as crypto from "node:crypto"
 import * as fs from "node:fs/promises"

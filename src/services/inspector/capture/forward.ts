@@ -1,17 +1,6 @@
 /**
- * Forwarding one decrypted (or plain) HTTP request to its origin, for the HTTP proxy and the
- * custom-host MITM server (spec document 3, "Capture modes" 2 and 3), while recording it.
- *
- * The inspector is a debugger, so the client must not notice it: the answer streams back as it
- * arrives (an SSE answer reaches the client event by event), every byte is relayed whatever the
- * inspector keeps, and bodies are recorded as they were on the wire (compressed stays compressed;
- * the inspector decodes). `node:http` rather than fetch: fetch decodes bodies, merges headers and
- * hides hop-by-hop handling, all of which a proxy must control.
- *
- * Memory is bounded per request: at most `sink.maxBodyBytes + 1` bytes of each body are kept for the
- * sink (the extra byte tells it the body was cut), and none when `sink.wantsBodies()` is false,
- * except for what may be an LLM call (`mayBeLlm`): its model, tokens and cost are read from its
- * bodies, which the sink then drops unless someone looks.
+ * Forwards one decrypted (or plain) HTTP request to its origin while recording it, unnoticed by the client: streamed, every byte
+ * relayed, bodies recorded as on the wire and bounded per request (docs/inspector.md#forwarding).
  */
 import * as http from "node:http"
 import * as https from "node:https"

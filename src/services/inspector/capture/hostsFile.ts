@@ -1,12 +1,6 @@
 /**
- * The custom-host capture mode's hosts file edits (spec document 3, "Capture modes" 2): each
- * custom host is pointed at loopback, where the MITM server answers for it, inside one marked
- * block that the gateway alone owns.
- *
- * The hosts file is the machine's, not the gateway's: every line outside the block is kept byte
- * for byte (its line endings, a missing final newline included), so that adding hosts and removing
- * them all gives back the very file there was. The block is replaced as a whole, which makes every
- * write idempotent and lets a crashed gateway's block be cleaned up on the next start.
+ * The custom-host mode's hosts file edits: custom hosts pointed at loopback inside one marked block, always replaced whole; every
+ * line outside it is kept byte for byte (docs/inspector.md#2-custom-hosts).
  */
 import * as crypto from "node:crypto"
 import * as fs from "node:fs/promises"

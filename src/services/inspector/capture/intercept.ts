@@ -1,11 +1,6 @@
 /**
- * What the HTTP proxy's CONNECT (capture mode 3) and the transparent listener (TPROXY, mode 5) do
- * with a client connection once they know where it was going: decrypt it (TLS answered here with a
- * leaf from the local CA, HTTP/1.1 served on the decrypted stream, each request forwarded
- * re-encrypted and recorded in full), or relay it raw (one entry for the whole connection: host,
- * port, timing, bytes). One implementation for both: they differ only in how the destination is
- * learnt (the CONNECT line, or the accepted socket's local address) and in how the origin is dialled
- * (a plain socket, or one carrying the bypass mark).
+ * What the HTTP proxy's CONNECT and the transparent listener do with a client connection: decrypt it (a leaf from the local CA, each
+ * request forwarded and recorded) or relay it raw as one entry. They differ only in how they learn the destination and dial the origin.
  */
 import * as http from "node:http"
 import * as net from "node:net"

@@ -1,12 +1,6 @@
 /**
- * The custom-host capture mode's server (spec document 3, "Capture modes" 2): the hosts file points
- * each custom host at loopback, where this TLS server answers with a leaf for that host from the
- * local CA, records each request with source `custom-host`, and forwards it to the real host.
- *
- * Only the enabled custom hosts get a certificate: a handshake for any other name (or none) is
- * refused, so the server never impersonates a host nobody asked to inspect. The real address must
- * be looked up past the hosts file (which now says loopback): a DNS resolver asks the system's
- * name servers directly. The certificate of the real host is still checked against its name.
+ * The custom-host mode's TLS server: answers for enabled custom hosts only (any other name is refused), records each request and
+ * forwards it to the real host, resolved past the hosts file (docs/inspector.md#2-custom-hosts).
  */
 import * as dns from "node:dns"
 import type * as http from "node:http"

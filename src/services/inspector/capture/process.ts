@@ -1,12 +1,6 @@
 /**
- * Process attribution (spec document 3, "Process attribution"): which local process opened a
- * connection the inspector captured, from the client's ephemeral port. Linux only: the kernel's
- * TCP tables (`/proc/net/tcp`, `/proc/net/tcp6`) give the socket's inode, and the per-process
- * descriptor links (`/proc/<pid>/fd/*` → `socket:[inode]`) give its owner.
- *
- * Attribution is a nicety on the capture path, so it never throws and never holds a capture up:
- * every failure (another OS, permissions, a process exiting mid-scan, an owner in another network
- * namespace) is `null`, and reads of /proc are cached and shared between concurrent lookups.
+ * Which local process opened a captured connection, from its ephemeral port through /proc (Linux only). It never throws nor holds a
+ * capture up: any failure is `null` (docs/inspector.md#what-an-entry-holds).
  */
 import { readdir, readFile, readlink } from "node:fs/promises"
 import * as path from "node:path"

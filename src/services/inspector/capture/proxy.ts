@@ -1,14 +1,6 @@
 /**
- * The HTTP proxy capture mode (spec document 3, "Capture modes" 3, and 4, which points the OS proxy
- * settings at this same listener): an explicit proxy on loopback that clients reach through
- * `HTTP_PROXY` / `HTTPS_PROXY` or their proxy setting.
- *
- * Plain HTTP requests (absolute-form) are forwarded and recorded in full. HTTPS arrives as CONNECT:
- * without TLS interception it is a raw tunnel recorded as one entry (host, port, timing, bytes);
- * with interception on, the proxy answers the tunnel's TLS itself with a leaf from the local CA,
- * serves HTTP/1.1 on the decrypted stream, and forwards each request re-encrypted to the host the
- * client asked for, recording each in full. A tunnel whose first bytes are not TLS (a WebSocket or
- * SSH through CONNECT) is relayed raw even with interception on.
+ * The HTTP proxy capture mode (mode 3; mode 4 points the OS proxy settings here): plain HTTP forwarded and recorded, CONNECT relayed
+ * as a tunnel or, with interception on and a TLS start, decrypted (docs/inspector.md#3-http-proxy).
  */
 import * as http from "node:http"
 import * as net from "node:net"

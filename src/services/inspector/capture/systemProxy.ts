@@ -1,18 +1,7 @@
 /**
- * The system-wide proxy mode (spec document 3, "System-wide proxy mode"): points the desktop's
- * proxy settings (GNOME, through gsettings) and the shells' environment at the inspector's HTTP
- * proxy, and puts everything back afterwards.
- *
- * It edits a user's session, so it follows the project's rule for anything that changes the
- * system: the previous state is recorded (in the caller's store, the database) before the first
- * change, so a crash at any point leaves enough to undo it; `recover()` on the next start reverts
- * a state a previous run left; a step failing midway undoes the steps done and rethrows, so the
- * mode is never left half applied. Edits are surgical: the shell start files only get a marked
- * block appended, and revert removes exactly that block, so whatever else the user changed
- * meanwhile survives byte for byte.
- *
- * The guard timer (auto-revert after INSPECTOR_SYSTEM_PROXY_GUARD_MINUTES) and the SIGTERM hook
- * belong to the caller; `guardDeadline` says when the timer is due.
+ * The system-proxy mode's edits: GNOME's proxy settings (gsettings) and the shells' environment pointed at the HTTP proxy. The prior
+ * state is recorded before the first change, a failed step undoes the others, `recover()` reverts what a crashed run left, and revert
+ * removes exactly the blocks appended. The guard timer and the SIGTERM hook are the caller's (docs/inspector.md#4-system-proxy).
  */
 import { execFile } from "node:child_process"
 import { appendFile, chown, lstat, mkdir, readFile, rmdir, stat, unlink, writeFile } from "node:fs/promises"

@@ -1,14 +1,6 @@
 /**
- * The transparent listener of the TPROXY mode (docs/capture.md): the connections the firewall rules
- * divert arrive here with their original destination as the accepted socket's local address. A
- * connection whose first bytes are a TLS ClientHello is decrypted with a leaf for the name the
- * client asked for (SNI) from the inspector's CA, recorded with source `tproxy` and forwarded
- * re-encrypted to that destination; anything else is relayed untouched and recorded as metadata.
- * Every connection to an origin carries the bypass mark from its first packet (the addon's
- * `connectMarked`), so the rules never divert the gateway's own traffic back to itself.
- *
- * The decrypting and relaying are the HTTP proxy's (capture/intercept.ts): this module adds only
- * the listening socket and where a connection was going.
+ * The TPROXY mode's transparent listener: a diverted connection's original destination is the accepted socket's local address.
+ * Decrypting and relaying are capture/intercept.ts's; origins are dialled with the bypass mark (docs/capture.md#what-clients-see).
  */
 import * as net from "node:net"
 import type * as stream from "node:stream"

@@ -1,15 +1,6 @@
 /**
- * The native part of the transparent-capture (TPROXY) mode: a small Node-API addon in C
- * (native/src/tproxy.c, built at `npm install` or by `npm run build:native` into
- * native/build/Release/gateway_tproxy.node) giving the two socket operations Node's `net` lacks:
- * a listening socket with IP_TRANSPARENT, and an outgoing connection carrying an SO_MARK set
- * before it connects. The original destination of a connection TPROXY hands to the transparent
- * listener is the accepted socket's local address (`socket.localAddress`/`localPort`): no native
- * call is needed for it.
- *
- * The addon is optional: it is Linux-only and needs python3, make and a C compiler to build, and
- * `npm install` goes on without it. `loadTproxyNative()` says whether it is there and, when not,
- * exactly what is missing.
+ * The TPROXY mode's optional Node-API addon (native/src/tproxy.c, Linux only): a transparent listening socket and a connection marked
+ * before it connects, which Node's `net` lacks. `loadTproxyNative()` says why it is missing (native/README.md, docs/capture.md).
  */
 import { closeSync, existsSync } from "node:fs"
 import { createRequire } from "node:module"
@@ -20,32 +11,15 @@ import { PACKAGE_ROOT } from "../../../kernel/packageRoot.js"
 /** The addon's exports (native/src/tproxy.c). Both raise Errors with `code` (the errno name, e.g. "EPERM") and `syscall`. */
 export interface TproxyNative {
   /**
-   * A listening TCP socket on `host` (an IPv4 or IPv6 literal; an IPv6 one is IPV6_V6ONLY) and
-   * `port` (0: any free port), with SO_REUSEADDR and IP_TRANSPARENT (IPV6_TRANSPARENT), so that
-   * it accepts the connections a TPROXY rule redirects to it whatever their destination.
-   * Non-blocking and close-on-exec. Returns its file descriptor: hand it to
-   * `net.Server.listen({ fd })`; `server.address()` then gives the bound port.
-   *
-   * Throws an Error naming the failed call with `code`: "EPERM" without CAP_NET_ADMIN (or
-   * CAP_NET_RAW), "EADDRINUSE" for a busy port, "EADDRNOTAVAIL" for an address not on this host;
-   * a TypeError or RangeError for a bad argument. The socket is closed on any failure.
-   *
+   * A listening TCP socket with SO_REUSEADDR and IP_TRANSPARENT (IPv6: V6ONLY) for `net.Server.listen({ fd })`; port 0 picks one.
+   * Throws with `code` (EPERM without CAP_NET_ADMIN or CAP_NET_RAW, EADDRINUSE, EADDRNOTAVAIL), the socket closed on any failure.
    * @param backlog the listen queue's length (default 511, Node's)
    */
   listenTransparent(host: string, port: number, backlog?: number): number
   /**
-   * A TCP connection to `address` (an IPv4 or IPv6 literal) and `port`, whose packets all carry
-   * the firewall mark `mark` (SO_MARK, set before connect so the SYN carries it too): how the
-   * gateway's own upstream connections stay out of its TPROXY rules. Connects on the libuv
-   * threadpool and resolves with the connected socket's file descriptor, non-blocking and
-   * close-on-exec; the caller owns it and must wrap it at once (`markedSocket` does) or close it.
-   *
-   * Rejects with an Error naming the failed call with `code`: "EPERM" without CAP_NET_ADMIN,
-   * "ECONNREFUSED", "ETIMEDOUT" when no connection is made in `timeoutMs`, "ENETUNREACH", ...
-   * Throws a TypeError or RangeError at once for a bad argument.
-   *
-   * @param mark the firewall mark, 0 to 2^32-1
-   * @param timeoutMs how long the connect may take, at least 1
+   * A TCP connection whose every packet, the SYN included, carries SO_MARK `mark` (0 to 2^32-1): how the gateway's own connections
+   * stay out of the TPROXY rules. Made on the libuv threadpool; resolves with an fd the caller must wrap at once (`markedSocket`) or
+   * close. Rejects with `code` (EPERM, ECONNREFUSED, ETIMEDOUT once `timeoutMs` (at least 1) passed...); a bad argument throws at once.
    */
   connectMarked(address: string, port: number, mark: number, timeoutMs: number): Promise<number>
 }

@@ -2,46 +2,9 @@ import { execFile } from "node:child_process"
 import { constants } from "node:os"
 
 /**
- * The firewall side of the transparent-capture (TPROXY) mode: policy routing plus mangle rules
- * that send the new outbound TCP connections of local processes to `dport` into the transparent
- * listener on `onPort` (docs: ../shared/spec/3-inspection-capture-playground-plugins.md,
- * "Transparent capture"). IPv4 and IPv6 alike (iptables/ip6tables, `ip -4`/`ip -6`).
- *
- * The commands, for config {dport D, mark M, onPort P, routeTable T, bypassMark B}, per family:
- *
- * 1. `ip -4 rule add fwmark M lookup T`: a packet carrying M is routed by table T.
- * 2. `ip -4 route add local 0.0.0.0/0 dev lo table T` (`::/0` for IPv6): table T says every
- *    destination is local, so a marked packet is looped back through `lo` instead of leaving.
- * 3. Two mangle OUTPUT rules, in this order:
- *    3a. `-p tcp --dport D --syn -m mark ! --mark B -m addrtype ! --dst-type LOCAL
- *        -m conntrack --ctstate NEW -j CONNMARK --set-mark M`: the connection (its conntrack
- *        entry) is marked when its first SYN leaves, unless the socket carries the bypass mark
- *        (SO_MARK B, the listener's own upstream connections) or it goes to an address of this
- *        machine (those never leave it; the custom-host MITM server on 127.0.0.1:443 stays
- *        reachable).
- *    3b. `-p tcp --dport D -m mark ! --mark B -m connmark --mark M -j MARK --set-mark M`: every
- *        packet of a marked connection, the SYN included, gets the packet mark M.
- *    Why every packet and why via the connection: a connected TCP socket keeps the route it got
- *    at connect() and reuses it for each packet; only a mark changed in mangle OUTPUT makes the
- *    kernel route that packet again (ip_route_me_harder), so a packet left unmarked goes out to
- *    the real destination. Marking only the NEW packet (`--ctstate NEW -j MARK`) therefore sends
- *    the SYN to the listener and the rest of the handshake to the server: the connection is reset
- *    (tried: ECONNRESET). Marking every packet to D without the connection test (the usual
- *    `-j MARK` recipe) works for new connections but also diverts the next packet of each
- *    connection to D that was open before the start, which the listener answers with a reset.
- *    `--syn` matters as well: with no conntrack user before the start, an open connection's
- *    next packet is picked up by conntrack as NEW (nf_conntrack_tcp_loose); only a real SYN
- *    starts a captured connection. The reply direction (sport D) is never marked.
- * 4. `iptables -t mangle -A PREROUTING -p tcp --dport D -m mark --mark M -j TPROXY --on-port P
- *    --tproxy-mark M`: the looped-back packet arrives on `lo` with M and is handed to the
- *    transparent listener on port P (bound to the wildcard or to 127.0.0.1/::1 with
- *    IP_TRANSPARENT/IPV6_TRANSPARENT). Every packet of the connection carries M (3b), so TPROXY
- *    runs on each; it looks up an established socket for the packet's own addresses first, which
- *    finds the accepted transparent socket, so no `-m socket --transparent` divert rule is needed.
- *
- * Every iptables rule carries `-m comment --comment gateway-tproxy` so that a crash leaves
- * rules that `removeLeftovers` recognises; ip rules and routes cannot carry a comment, so the
- * caller records the config before applying and hands it to `removeLeftovers` after a crash.
+ * The firewall side of TPROXY, IPv4 and IPv6: a policy rule and a local route table loop marked packets back through `lo`, mangle
+ * OUTPUT marks new connections to `dport` then each of their packets, and PREROUTING hands them to the listener on `onPort`. Why
+ * each rule reads as it does, and how a crash is cleaned up: docs/capture.md#why-the-rules-are-written-this-way.
  */
 
 export const TPROXY_TAG = "gateway-tproxy"

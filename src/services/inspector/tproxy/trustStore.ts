@@ -1,15 +1,6 @@
 /**
- * The transparent-capture mode's CA in the operating system's trust store (spec document 3,
- * "Transparent capture"; docs/capture.md): its own file slot, `gateway-tproxy-ca.crt`, apart from
- * anything else installed there, added on start and removed on stop.
- *
- * Debian and Ubuntu (the supported case): the file in `/usr/local/share/ca-certificates/`, then
- * `update-ca-certificates` (which links it into `/etc/ssl/certs` and rebuilds
- * `ca-certificates.crt`). Fedora, RHEL and Arch: `/etc/pki/ca-trust/source/anchors/` and
- * `update-ca-trust`. Elsewhere the mode says where the CA is and that it was not installed.
- *
- * As root the commands run as they are; otherwise through `sudo -S` with the start body's
- * `sudoPassword` on standard input (never on a command line, never logged).
+ * The TPROXY CA in the OS trust store, in its own slot (`gateway-tproxy-ca.crt`), for Debian/Ubuntu or Fedora/RHEL/Arch; when not
+ * root, through `sudo -S` with the password on standard input, never on a command line or in a log (docs/capture.md#what-it-needs).
  */
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
