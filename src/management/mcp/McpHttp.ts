@@ -1,5 +1,4 @@
 import * as Cookies from "@effect/platform/Cookies"
-import type { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
@@ -7,28 +6,26 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
-import { randomUUID } from "node:crypto"
 import type * as http from "node:http"
 import { AdminAuth, SESSION_COOKIE } from "../../services/auth/AdminAuth.js"
 import { ApiKeys } from "../../services/auth/ApiKeys.js"
 import { MCP_SCOPES, type McpRestartResult, type McpStatus } from "../../domain/mcp.js"
-import { HostPolicy } from "../../platform/http/HostPolicy.js"
+import { HostPolicy, type HostPolicyShape } from "../../platform/http/HostPolicy.js"
 import { trimmedHeader } from "../../platform/http/request.js"
 import { jsonTooDeep, TOO_DEEP_MESSAGE } from "../../kernel/untrusted.js"
 import { readBody } from "../../inference/io.js"
 import { makeIdentify } from "../api/Auth.js"
 import { Settings } from "../../platform/settings/Settings.js"
 import { callerOfIdentity, type McpCaller } from "./caller.js"
+import { type HttpSessions, loadSdk, makeHttpSessions, ownerOf, type Session } from "./httpSessions.js"
 import { McpTools } from "./McpTools.js"
+
+export { MAX_MCP_SESSIONS, MCP_SESSION_IDLE_MS } from "./httpSessions.js"
 
 /** Where the streamable HTTP transport answers, on the gateway's own port. */
 export const MCP_PATH = "/mcp"
 /** A JSON-RPC message (or batch) is small; tool arguments are a few fields. */
 export const MAX_MCP_BODY_BYTES = 1024 * 1024
-/** Sessions kept at most; opening one more closes the one idle longest. */
-export const MAX_MCP_SESSIONS = 200
-/** A session unused this long is closed (its client starts a new one when it comes back). */
-export const MCP_SESSION_IDLE_MS = 30 * 60 * 1000
 
 export interface McpHttpShape {
   /** The node:http handler for `MCP_PATH` (POST, GET, DELETE). */
@@ -36,15 +33,6 @@ export interface McpHttpShape {
   readonly status: Effect.Effect<McpStatus>
   /** Closes every HTTP session and builds the tool listing again. */
   readonly restart: Effect.Effect<McpRestartResult>
-}
-
-interface Session {
-  readonly id: string
-  readonly transport: StreamableHTTPServerTransport
-  readonly server: Server
-  /** `kind:id` of the caller that opened it; another caller may not use it. */
-  readonly owner: string
-  lastSeen: number
 }
 
 /** An error as the SDK's transport answers its own: a JSON-RPC error with no id. */
@@ -68,24 +56,117 @@ const baseUrlOf = (req: http.IncomingMessage): string | undefined => {
   return host && /^[A-Za-z0-9.-]+(:\d+)?$|^\[[0-9A-Fa-f:.]+\](:\d+)?$/.test(host) ? `http://${host}` : undefined
 }
 
-const ownerOf = (caller: McpCaller) => `${caller.kind}:${caller.id}`
-
 /** An initialize request (or a batch holding one): what may open a session. The SDK checks the rest. */
 const isInitialize = (body: unknown): boolean =>
   Array.isArray(body)
     ? body.some(isInitialize)
     : typeof body === "object" && body !== null && (body as { method?: unknown }).method === "initialize"
 
-/**
- * The SDK, loaded at the first MCP request: it takes most of a second to import (zod, ajv,
- * hono), which every CLI command would otherwise pay, since they import the gateway's layers.
- */
-let sdk: Promise<typeof import("./server.js") & { readonly Transport: typeof StreamableHTTPServerTransport }> | undefined
-const loadSdk = () =>
-  (sdk ??= Promise.all([import("./server.js"), import("@modelcontextprotocol/sdk/server/streamableHttp.js")]).then(([server, http]) => ({
-    ...server,
-    Transport: http.StreamableHTTPServerTransport
-  })))
+interface HandleRequestDeps {
+  readonly hosts: HostPolicyShape
+  readonly identify: ReturnType<typeof makeIdentify>
+  readonly sessions: HttpSessions["sessions"]
+  readonly open: HttpSessions["open"]
+}
+
+/** One request to `MCP_PATH`: the Host and Origin checks, the caller, then its session (a new one for an initialize). */
+const makeHandleRequest = ({ hosts, identify, sessions, open }: HandleRequestDeps) => {
+  const serve = (
+    transport: StreamableHTTPServerTransport,
+    caller: McpCaller,
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    body?: unknown
+  ) =>
+    Effect.promise(() => {
+      // The SDK hands `req.auth` to the handlers as `extra.authInfo`: the caller of this very request.
+      Object.assign(req, { auth: { token: "", clientId: caller.id, scopes: [...caller.scopes], extra: { caller } } })
+      return transport.handleRequest(req, res, body)
+    })
+
+  /** The session a request names, if it exists and belongs to this caller; else the answer was written. */
+  const sessionFor = (req: http.IncomingMessage, res: http.ServerResponse, caller: McpCaller): Session | undefined => {
+    const id = trimmedHeader(req, "mcp-session-id")
+    if (id === undefined)
+      return void reply(
+        res,
+        400,
+        -32000,
+        "Bad Request: Mcp-Session-Id header is required (open a session with an initialize request first)"
+      )
+    const session = sessions.get(id)
+    if (!session) return void reply(res, 404, -32001, "Session not found: it was closed or never existed; initialize a new one")
+    if (session.owner !== ownerOf(caller))
+      return void reply(res, 403, -32000, "this session belongs to another caller (the credentials differ from those that opened it)")
+    session.lastSeen = Date.now()
+    return session
+  }
+
+  const handleRequest = (req: http.IncomingMessage, res: http.ServerResponse) =>
+    Effect.gen(function* () {
+      // DNS rebinding (the MCP transport's own requirement): a foreign Origin, or on a loopback
+      // bind a Host that is no name of this gateway, is refused before anything else.
+      const refused = hosts.refusal(req)
+      if (refused) {
+        req.resume()
+        return reply(res, 403, -32000, `Forbidden: ${refused.message}`, {}, { code: refused.code })
+      }
+      const cookies = req.headers.cookie ? Cookies.parseHeader(req.headers.cookie) : {}
+      const who = yield* Effect.either(
+        identify({
+          method: req.method ?? "GET",
+          headers: req.headers as Record<string, string | undefined>,
+          sessionCookie: cookies[SESSION_COOKIE],
+          source: req
+        })
+      )
+      if (who._tag === "Left") {
+        req.resume()
+        const unauthorized = who.left._tag === "Unauthorized"
+        return reply(
+          res,
+          unauthorized ? 401 : 403,
+          -32001,
+          who.left.message,
+          unauthorized ? { "www-authenticate": 'Bearer realm="gateway"' } : {}
+        )
+      }
+      const caller = callerOfIdentity(who.right, baseUrlOf(req))
+      if (req.method === "GET" || req.method === "DELETE") {
+        const session = sessionFor(req, res, caller)
+        if (session) yield* serve(session.transport, caller, req, res)
+        return
+      }
+      if (req.method !== "POST")
+        return reply(res, 405, -32000, `Method Not Allowed: ${MCP_PATH} takes POST, GET and DELETE`, { allow: "GET, POST, DELETE" })
+      const read = yield* Effect.either(readBody(req, MAX_MCP_BODY_BYTES))
+      if (read._tag === "Left") return reply(res, read.left.status, -32000, read.left.message)
+      const text = read.right.toString("utf8")
+      if (jsonTooDeep(text)) return reply(res, 400, -32700, `Parse error: request body is ${TOO_DEEP_MESSAGE}`)
+      let body: unknown
+      try {
+        body = JSON.parse(text)
+      } catch (e) {
+        return reply(res, 400, -32700, `Parse error: request body is not valid JSON: ${(e as Error).message}`)
+      }
+      if (req.headers["mcp-session-id"] !== undefined) {
+        const session = sessionFor(req, res, caller)
+        if (session) yield* serve(session.transport, caller, req, res, body)
+        return
+      }
+      if (!isInitialize(body))
+        return reply(res, 400, -32000, "Bad Request: no Mcp-Session-Id header; a session begins with an initialize request")
+      yield* serve(yield* open(caller), caller, req, res, body)
+    }).pipe(
+      Effect.catchAllCause((cause) =>
+        Effect.logError(`${req.method} ${MCP_PATH} failed unexpectedly`, Cause.pretty(cause)).pipe(
+          Effect.zipRight(Effect.sync(() => reply(res, 500, -32603, "internal error (logged by the gateway)")))
+        )
+      )
+    )
+
+  return handleRequest
+}
 
 /**
  * MCP over streamable HTTP on the gateway's port: sessions (`Mcp-Session-Id`) each with their own
@@ -101,142 +182,14 @@ export class McpHttp extends Context.Tag("gateway/McpHttp")<McpHttp, McpHttpShap
       const hosts = yield* HostPolicy
       const runtime = yield* Effect.runtime<never>()
       const run = Runtime.runPromise(runtime)
-      const sessions = new Map<string, Session>()
+      const { sessions, closeAll, closeIdle, open } = makeHttpSessions({ tools, run })
       const startedAt = new Date().toISOString()
       let restartedAt: string | null = null
 
-      const close = (s: Session) =>
-        Effect.promise(() => s.server.close().catch(() => undefined)).pipe(Effect.zipRight(Effect.sync(() => sessions.delete(s.id))))
-      const closeAll = Effect.suspend(() => Effect.forEach([...sessions.values()], close, { discard: true }))
       yield* Effect.addFinalizer(() => closeAll)
       // Idle sessions are closed once a minute.
-      yield* Effect.suspend(() => {
-        const cutoff = Date.now() - MCP_SESSION_IDLE_MS
-        return Effect.forEach(
-          [...sessions.values()].filter((s) => s.lastSeen < cutoff),
-          close,
-          { discard: true }
-        )
-      }).pipe(Effect.repeat(Schedule.spaced("1 minute")), Effect.forkScoped)
-
-      /** A new session for `caller`; it is registered when the SDK has given it an id (after initialize). */
-      const open = (caller: McpCaller) =>
-        Effect.gen(function* () {
-          const { makeMcpServer, Transport } = yield* Effect.promise(loadSdk)
-          if (sessions.size >= MAX_MCP_SESSIONS) {
-            const oldest = [...sessions.values()].reduce((a, b) => (b.lastSeen < a.lastSeen ? b : a))
-            yield* close(oldest)
-          }
-          const server = makeMcpServer(tools, run, (extra) => (extra.authInfo?.extra?.["caller"] as McpCaller | undefined) ?? caller)
-          const holder: { session?: Session } = {}
-          const transport = new Transport({
-            sessionIdGenerator: () => randomUUID(),
-            onsessioninitialized: (id) => {
-              holder.session = { id, transport, server, owner: ownerOf(caller), lastSeen: Date.now() }
-              sessions.set(id, holder.session)
-            },
-            onsessionclosed: (id) => void sessions.delete(id)
-          })
-          server.onclose = () => {
-            if (transport.sessionId) sessions.delete(transport.sessionId)
-          }
-          yield* Effect.promise(() => server.connect(transport))
-          return transport
-        })
-
-      const serve = (
-        transport: StreamableHTTPServerTransport,
-        caller: McpCaller,
-        req: http.IncomingMessage,
-        res: http.ServerResponse,
-        body?: unknown
-      ) =>
-        Effect.promise(() => {
-          // The SDK hands `req.auth` to the handlers as `extra.authInfo`: the caller of this very request.
-          Object.assign(req, { auth: { token: "", clientId: caller.id, scopes: [...caller.scopes], extra: { caller } } })
-          return transport.handleRequest(req, res, body)
-        })
-
-      /** The session a request names, if it exists and belongs to this caller; else the answer was written. */
-      const sessionFor = (req: http.IncomingMessage, res: http.ServerResponse, caller: McpCaller): Session | undefined => {
-        const id = trimmedHeader(req, "mcp-session-id")
-        if (id === undefined)
-          return void reply(
-            res,
-            400,
-            -32000,
-            "Bad Request: Mcp-Session-Id header is required (open a session with an initialize request first)"
-          )
-        const session = sessions.get(id)
-        if (!session) return void reply(res, 404, -32001, "Session not found: it was closed or never existed; initialize a new one")
-        if (session.owner !== ownerOf(caller))
-          return void reply(res, 403, -32000, "this session belongs to another caller (the credentials differ from those that opened it)")
-        session.lastSeen = Date.now()
-        return session
-      }
-
-      const handleRequest = (req: http.IncomingMessage, res: http.ServerResponse) =>
-        Effect.gen(function* () {
-          // DNS rebinding (the MCP transport's own requirement): a foreign Origin, or on a loopback
-          // bind a Host that is no name of this gateway, is refused before anything else.
-          const refused = hosts.refusal(req)
-          if (refused) {
-            req.resume()
-            return reply(res, 403, -32000, `Forbidden: ${refused.message}`, {}, { code: refused.code })
-          }
-          const cookies = req.headers.cookie ? Cookies.parseHeader(req.headers.cookie) : {}
-          const who = yield* Effect.either(
-            identify({
-              method: req.method ?? "GET",
-              headers: req.headers as Record<string, string | undefined>,
-              sessionCookie: cookies[SESSION_COOKIE],
-              source: req
-            })
-          )
-          if (who._tag === "Left") {
-            req.resume()
-            const unauthorized = who.left._tag === "Unauthorized"
-            return reply(
-              res,
-              unauthorized ? 401 : 403,
-              -32001,
-              who.left.message,
-              unauthorized ? { "www-authenticate": 'Bearer realm="gateway"' } : {}
-            )
-          }
-          const caller = callerOfIdentity(who.right, baseUrlOf(req))
-          if (req.method === "GET" || req.method === "DELETE") {
-            const session = sessionFor(req, res, caller)
-            if (session) yield* serve(session.transport, caller, req, res)
-            return
-          }
-          if (req.method !== "POST")
-            return reply(res, 405, -32000, `Method Not Allowed: ${MCP_PATH} takes POST, GET and DELETE`, { allow: "GET, POST, DELETE" })
-          const read = yield* Effect.either(readBody(req, MAX_MCP_BODY_BYTES))
-          if (read._tag === "Left") return reply(res, read.left.status, -32000, read.left.message)
-          const text = read.right.toString("utf8")
-          if (jsonTooDeep(text)) return reply(res, 400, -32700, `Parse error: request body is ${TOO_DEEP_MESSAGE}`)
-          let body: unknown
-          try {
-            body = JSON.parse(text)
-          } catch (e) {
-            return reply(res, 400, -32700, `Parse error: request body is not valid JSON: ${(e as Error).message}`)
-          }
-          if (req.headers["mcp-session-id"] !== undefined) {
-            const session = sessionFor(req, res, caller)
-            if (session) yield* serve(session.transport, caller, req, res, body)
-            return
-          }
-          if (!isInitialize(body))
-            return reply(res, 400, -32000, "Bad Request: no Mcp-Session-Id header; a session begins with an initialize request")
-          yield* serve(yield* open(caller), caller, req, res, body)
-        }).pipe(
-          Effect.catchAllCause((cause) =>
-            Effect.logError(`${req.method} ${MCP_PATH} failed unexpectedly`, Cause.pretty(cause)).pipe(
-              Effect.zipRight(Effect.sync(() => reply(res, 500, -32603, "internal error (logged by the gateway)")))
-            )
-          )
-        )
+      yield* closeIdle.pipe(Effect.repeat(Schedule.spaced("1 minute")), Effect.forkScoped)
+      const handleRequest = makeHandleRequest({ hosts, identify, sessions, open })
 
       return {
         handle: (req, res) => void Runtime.runFork(runtime)(handleRequest(req, res)),
