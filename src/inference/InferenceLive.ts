@@ -46,7 +46,6 @@ import { Inference } from "./Inference.js"
 import { IssueTracker } from "./quotas/IssueTracker.js"
 import { Quotas } from "./quotas/Quotas.js"
 import { ResponseStore } from "./ResponseStore.js"
-import { ResponsesWebSocket } from "./ResponsesWebSocket.js"
 import { WebSearch } from "./search/WebSearch.js"
 import { StreamWatchdog } from "./stream.js"
 import type { StreamTimeouts } from "./StreamTimeouts.js"
@@ -56,8 +55,8 @@ import type { StreamTimeouts } from "./StreamTimeouts.js"
  * (OAuth tokens, the stream watchdog, the internal calls' credential, stored responses, files and
  * batches, evals, the quota issue tracker, compression), then the pipeline (it takes OAuth and the
  * egress when built) and the files, the quotas and native batches over the pipeline, the route
- * table (media jobs and web search are its own) and the Responses WebSocket last: it closes its
- * sockets before anything it runs on stops. Reads nearly every area below it: the core, the
+ * table (media jobs and web search are its own) last. The Responses WebSocket, a transport, is
+ * the server's (ServerLive). Reads nearly every area below it: the core, the
  * request hooks (EventsLive), ResilienceLive, AccountingLive, the guardrails and the metrics
  * (GovernanceLive), the router (RoutingLive), the skill catalog (ExtensionsLive); StreamTimeouts
  * comes from the process (src/server/Gateway.ts).
@@ -76,8 +75,7 @@ export const InferenceLive: Layer.Layer<
   | Files
   | Quotas
   | NativeBatches
-  | InferenceRoutes
-  | ResponsesWebSocket,
+  | InferenceRoutes,
   ConfigError,
   | AppConfig
   | StreamTimeouts
@@ -112,8 +110,8 @@ export const InferenceLive: Layer.Layer<
   | GatewayMetrics
   | Router
   | SkillCatalog
-> = ResponsesWebSocket.layer.pipe(
-  Layer.provideMerge(InferenceRoutes.layer.pipe(Layer.provide(Layer.mergeAll(MediaJobs.layer, WebSearch.layer)))),
+> = InferenceRoutes.layer.pipe(
+  Layer.provide(Layer.mergeAll(MediaJobs.layer, WebSearch.layer)),
   Layer.provideMerge(Layer.mergeAll(Quotas.layer, NativeBatches.layer)),
   Layer.provideMerge(Layer.mergeAll(Inference.layer, Files.layer)),
   Layer.provideMerge(

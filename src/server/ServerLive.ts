@@ -7,7 +7,8 @@ import type { InferenceRoutes } from "../inference/InferenceRoutes.js"
 import { EvalRunner, type Evals } from "../inference/evals/Evals.js"
 import type { Files } from "../inference/files/Files.js"
 import type { Quotas } from "../inference/quotas/Quotas.js"
-import type { ResponsesWebSocket } from "../inference/ResponsesWebSocket.js"
+import type { StreamWatchdog } from "../inference/StreamWatchdog.js"
+import type { StreamTimeouts } from "../inference/StreamTimeouts.js"
 import type { RequestHooks } from "../kernel/RequestHooks.js"
 import { type GatewayServer, type InternalCalls, OwnRoutes } from "../kernel/internalCall.js"
 import type { ManagementHandler } from "../management/api/ManagementHandler.js"
@@ -25,6 +26,7 @@ import { SharedStorageKeyCheck, type StorageKeyMismatch } from "../platform/stor
 import type { Secrets } from "../platform/store/Secrets.js"
 import type { StoreHealth } from "../platform/store/StoreHealth.js"
 import { IdleMemory } from "../platform/system/IdleMemory.js"
+import type { InboundLimits } from "../services/accounting/InboundLimits.js"
 import type { Pricing } from "../services/accounting/Pricing.js"
 import type { AdminAuth } from "../services/auth/AdminAuth.js"
 import type { ApiKeys } from "../services/auth/ApiKeys.js"
@@ -32,6 +34,7 @@ import { Compat } from "../services/compat/Compat.js"
 import { Compression } from "../services/context/Compression.js"
 import { ContextHooks } from "../services/context/ContextHooks.js"
 import type { ContextStore } from "../services/context/ContextStore.js"
+import type { Guardrails } from "../services/guardrails/Guardrails.js"
 import { Inspector } from "../services/inspector/Inspector.js"
 import type { OAuth } from "../services/oauth/OAuth.js"
 import { Playground } from "../services/playground/Playground.js"
@@ -46,10 +49,12 @@ import type { UpstreamHttp } from "../upstream/client/UpstreamHttp.js"
 import type { Connections } from "../upstream/providers/Connections.js"
 import type { ProviderChecks } from "../upstream/providers/ProviderChecks.js"
 import { BackgroundTasks } from "./BackgroundTasks.js"
+import { ResponsesWebSocket } from "./ResponsesWebSocket.js"
 import { GatewayServerLive, type ServerStartError } from "./Server.js"
 
 /**
- * The server area: the HTTP server for both planes (src/server/Server.ts), the own routes it
+ * The server area: the HTTP server for both planes (src/server/Server.ts) with the Responses
+ * WebSocket it upgrades to, the own routes it
  * publishes, and what starts once it listens: the bindings to the own routes (batch lines, the
  * summarizer, the playground, the inspector's replay, evals, shadow, replay and compat runs; the
  * tunnels' target), the hooks of settings and context, the scheduled backups, the background
@@ -94,7 +99,10 @@ export const ServerLive: Layer.Layer<
   | Evals
   | Compression
   | InferenceRoutes
-  | ResponsesWebSocket
+  | StreamWatchdog
+  | StreamTimeouts
+  | Guardrails
+  | InboundLimits
   | ManagementHandler
   | Dashboard
   | LiveFeed
@@ -116,4 +124,4 @@ export const ServerLive: Layer.Layer<
   BackgroundTasks,
   SharedStorageKeyCheck,
   IdleMemory
-).pipe(Layer.provideMerge(OwnRoutes.layer.pipe(Layer.provideMerge(GatewayServerLive))))
+).pipe(Layer.provideMerge(OwnRoutes.layer.pipe(Layer.provideMerge(GatewayServerLive.pipe(Layer.provide(ResponsesWebSocket.layer))))))

@@ -8,7 +8,7 @@ import type * as http from "node:http"
 import type { WebSocket } from "ws"
 import { jsonTooDeep, TOO_DEEP_MESSAGE } from "../kernel/untrusted.js"
 import { obj, str, tryJson } from "../upstream/formats/common.js"
-import { ResponseStore } from "./ResponseStore.js"
+import { ResponseStore } from "../inference/ResponseStore.js"
 import { prewarm, type RespondDeps, respond, type SocketConn } from "./responsesWsResponse.js"
 import type { SocketAnswer } from "./responsesWsSink.js"
 

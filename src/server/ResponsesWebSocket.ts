@@ -12,14 +12,14 @@ import { FeatureFlags, type FeatureFlagsShape } from "../platform/flags/FeatureF
 import { InboundLimits } from "../services/accounting/InboundLimits.js"
 import { ApiKeys, type ApiKeysShape } from "../services/auth/ApiKeys.js"
 import { Guardrails } from "../services/guardrails/Guardrails.js"
-import { authenticateInference } from "./auth.js"
-import { InferenceRoutes } from "./InferenceRoutes.js"
-import { gatewayHeaders } from "./io.js"
+import { authenticateInference } from "../inference/auth.js"
+import { InferenceRoutes } from "../inference/InferenceRoutes.js"
+import { gatewayHeaders } from "../inference/io.js"
 import { makeResponseAttempt } from "./responsesWsAttempt.js"
 import { makeServe } from "./responsesWsResponse.js"
 import { openSession, type SessionDeps } from "./responsesWsSession.js"
-import { StreamWatchdog } from "./stream.js"
-import { StreamTimeouts } from "./StreamTimeouts.js"
+import { StreamWatchdog } from "../inference/stream.js"
+import { StreamTimeouts } from "../inference/StreamTimeouts.js"
 
 export const WS_PATHS = new Set(["/v1/responses", "/responses", "/api/v1/responses"])
 
@@ -87,21 +87,8 @@ const makeAccept = ({ flags, keys, access, wss, upgradeIds, session }: AcceptDep
   })
 
 /**
- * Responses over WebSocket, on the HTTP port at /v1/responses, /responses and /api/v1/responses.
- * Each `response.create` frame becomes one streamed `POST /responses` through the guarded
- * attempt (fallback.ts) over the model's connections that speak the Responses API natively, so
- * it has HTTP's admission, breakers, cooldowns and fallback (before any message went out); the
- * answer's events go back one JSON frame each, through HTTP's stream relay and watchdog
- * (`relayFrames`, with the socket as its sink). One usage row (`responses.ws`) per response.
- *
- * Codex's protocol: a prewarm frame with `generate: false` gets an empty completed response
- * (nothing is generated), and later frames name it in `previous_response_id` with only the new
- * input; the gateway keeps each socket's conversation (input and output per response id), so
- * this works with `store: false` and with upstreams that store nothing.
- *
- * Upgrades answer 426 when GATEWAY_UPSTREAM_WS_ENABLED is off or no connection speaks the
- * Responses API (clients such as Codex then fall back to HTTP); a frame for a model of another
- * family gets the error code `upstream_ws_provider_required`.
+ * Responses over WebSocket on the HTTP port (/v1/responses, /responses, /api/v1/responses): each
+ * `response.create` frame is served as a streamed `POST /v1/responses` (docs/formats.md, "Decisions").
  */
 export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket")<ResponsesWebSocket, ResponsesWebSocketShape>() {
   static readonly layer = Layer.scoped(

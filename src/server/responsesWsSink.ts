@@ -7,8 +7,8 @@ import { errorBody, type InferenceError } from "../kernel/errors.js"
 import { observe } from "../kernel/hooks.js"
 import { obj } from "../upstream/formats/common.js"
 import { openAiResponses } from "../upstream/formats/openai-responses.js"
-import { type HttpRequestContext, responseHeaders } from "./io.js"
-import type { EventFraming, FrameRelay, StreamSink } from "./stream.js"
+import { type HttpRequestContext, responseHeaders } from "../inference/io.js"
+import type { EventFraming, FrameRelay, StreamSink } from "../inference/stream.js"
 
 /**
  * An error sent as a frame, shaped like the Responses API's own `error` event; `headers` (what an
