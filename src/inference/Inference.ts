@@ -82,14 +82,8 @@ const respondWith: FusionDeps["respondWith"] = (call, decoded, served) =>
   })
 
 /**
- * The inference pipeline, one path for every inbound format. The router turns the model id into
- * an ordered list of candidates (connection + model); each attempt passes the body through
- * (normalised) when the upstream speaks the client's format, or decodes it into the canonical
- * form and encodes it for the upstream, then translates the answer back, streams event by
- * event. A retryable failure before anything reached the client falls back to the next
- * candidate; the resilience layer hears of every success and failure; one usage row is written
- * per request. The layer wires the parts: planning (planning.ts), sending, the attempt and the
- * guarded attempt, fusion, the cache lookup, the common path, and a request's serving (serving.ts).
+ * The inference pipeline, one path for every inbound format: candidates tried in order, each answer
+ * translated back (docs/ARCHITECTURE.md, "The life of one chat request"). The layer wires the parts.
  */
 export class Inference extends Context.Tag("gateway/Inference")<Inference, InferenceShape>() {
   static readonly layer = Layer.effect(

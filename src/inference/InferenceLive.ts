@@ -51,15 +51,8 @@ import { StreamWatchdog } from "./stream.js"
 import type { StreamTimeouts } from "./StreamTimeouts.js"
 
 /**
- * The inference area: the plane clients call. At the bottom what the pipeline and the routes read
- * (OAuth tokens, the stream watchdog, the internal calls' credential, stored responses, files and
- * batches, evals, the quota issue tracker, compression), then the pipeline (it takes OAuth and the
- * egress when built) and the files, the quotas and native batches over the pipeline, the route
- * table (media jobs and web search are its own) last. The Responses WebSocket, a transport, is
- * the server's (ServerLive). Reads nearly every area below it: the core, the
- * request hooks (EventsLive), ResilienceLive, AccountingLive, the guardrails and the metrics
- * (GovernanceLive), the router (RoutingLive), the skill catalog (ExtensionsLive); StreamTimeouts
- * comes from the process (src/server/Gateway.ts).
+ * The inference area: the plane clients call, built bottom up (what the pipeline reads, the pipeline,
+ * what runs over it, the route table). What it reads from the areas below is its type.
  */
 export const InferenceLive: Layer.Layer<
   | OAuth

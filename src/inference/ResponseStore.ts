@@ -72,15 +72,8 @@ export const HTTP_MAX_ENTRIES = 200
 export const HTTP_MAX_AGE_MS = 60 * 60 * 1000
 
 /**
- * Conversations of the Responses API that the gateway answered, so that
- * `previous_response_id` works with any upstream and with `store: false`: the stored input and
- * output of the earlier response are put in front of the new input. Bounded (entries and age,
- * a `BoundedMap`: the oldest remembered goes first).
- *
- * The service is the HTTP store, one per gateway, shared with the other gateway processes on the
- * `responses` channel (`SharedState`): a follow-up may reach any of them. A WebSocket connection
- * keeps its own store (`ResponseStore.make`): its conversation lives on that socket, which lives
- * in one process, and ends with it.
+ * The Responses conversations the gateway answered, so `previous_response_id` works with any upstream
+ * (docs/formats.md, "Decisions"); shared across processes, one more per WebSocket connection.
  */
 export class ResponseStore extends Context.Tag("gateway/ResponseStore")<ResponseStore, ResponseStoreShape>() {
   /** A store of at most `maxEntries` responses, each kept `maxAgeMs`; `shared` links it to the other processes. */

@@ -46,12 +46,8 @@ export interface StreamWatchdogShape {
 }
 
 /**
- * The streams' watchdog: one sweep over every open stream, driven by a Schedule on a fiber of
- * the enclosing scope, instead of a timer fiber raced against each stream (which cost two
- * fibers and a schedule per request). A stream is stalled when it sends no content within
- * `firstContentMs` of its headers, or nothing at all for `idleMs` (time the client spends not
- * reading does not count); a connection's own `silenceMs` replaces both, checked at the same
- * sweep interval.
+ * The streams' watchdog: one Schedule-driven sweep over every open stream instead of a timer fiber per
+ * stream (docs/resilience.md, "Upstream timeouts and limits").
  */
 export const makeStreamWatchdog: (timeouts: StreamTimeoutsShape) => Effect.Effect<StreamWatchdogShape, never, Scope.Scope> =
   Effect.fnUntraced(function* (timeouts: StreamTimeoutsShape) {

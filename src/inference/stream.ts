@@ -189,15 +189,8 @@ export const relayStream = (
   relayFrames(res, framing, relay, new HttpSink(ctx, contentType), watchdog, ctx.startedAt, silenceMs, ctx.tap?.chunk)
 
 /**
- * Relays an upstream stream to a sink: chunks are parsed into frames as they arrive (nothing is
- * held back but a partial line), each frame's text is written at once, and writing respects
- * backpressure. A stream that fails or stalls before it has said anything is not committed
- * (`failedBeforeOutput`) and the request can still go to another target. A watchdog (a
- * Schedule) ends a stream that sends no content within `firstContentMs` or goes silent for
- * `idleMs`; once output has started the client gets its format's error event. The client going
- * away (the sink's `onGone`, else an interruption) destroys the upstream body. `startedAt`: when
- * the request began (time to first token). `onChunk`: a watcher of the bytes as received (the
- * traffic inspector's tap), told each chunk before it is parsed.
+ * Relays an upstream stream to a sink frame by frame, with backpressure; nothing is committed until
+ * something was written, so a stream that fails first can still fall back (docs/resilience.md).
  */
 export const relayFrames = (
   res: UpstreamResponse,

@@ -1,18 +1,6 @@
 /**
- * The request lifecycle (docs/ARCHITECTURE.md, "Seam 2: the request lifecycle"): one ordered set
- * of hooks on the inference request path. A hook has a name, a priority (lower runs first,
- * default 100, as the plugin SDK of spec document 3) and a handler per event it cares about.
- * A handler may answer synchronously (the fast path) or with an Effect; it may replace the
- * request body (onRequest, onModelSelect), block the request with its own answer (onRequest,
- * onComboResolve, onModelSelect, onAttemptStart) and attach metadata to the request, which
- * later handlers read. A handler that throws or fails is logged and skipped; the request goes on.
- *
- * Cost: the registered handlers are kept as one array per event, rebuilt on (un)registration;
- * every request takes the current table once, and each event point checks its array's length
- * before doing anything, so an event nobody listens to costs one branch and no allocation.
- *
- * This module imports nothing of the pipeline: the request is seen through `HookHost`, which
- * the request context (io.ts) satisfies.
+ * The request lifecycle's hook table (docs/ARCHITECTURE.md, "Seam 2: the request lifecycle"): one
+ * array per event, so an event nobody listens to costs one branch. Sees the request only as `HookHost`.
  */
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"

@@ -32,13 +32,8 @@ import { McpHttp } from "./mcp/McpHttp.js"
 import { McpTools } from "./mcp/McpTools.js"
 
 /**
- * The extensions area: what extends the gateway beyond the request path. Coding tools and ACP
- * agents (src/management/clitools/), the skills (the catalog; their scripts' runner, MCP's alone),
- * MCP's tools and HTTP endpoint, the host policy, plugins, the playground and tunnels (the token
- * backend's connector, theirs alone). Reads the store, flags, settings, keys, connections, combos
- * and provider checks (the core), the request hooks (EventsLive), resilience and the routing memory
- * (ResilienceLive), usage queries (AccountingLive) and the router (RoutingLive). Lives here, not
- * in src/services/, because MCP and the coding tools are management's.
+ * The extensions area: coding tools, ACP agents, skills, MCP, host policy, plugins, playground, tunnels.
+ * Under management/ because MCP and the coding tools are management's; its type says what it reads.
  */
 export const ExtensionsLive: Layer.Layer<
   CliToolsConfig | CliTools | AcpAgents | SkillCatalog | McpTools | HostPolicy | McpHttp | Plugins | Playground | Tunnels,

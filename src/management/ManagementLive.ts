@@ -66,12 +66,8 @@ import { CloudStore } from "./sync/CloudStore.js"
 import { CloudSync } from "./sync/CloudSync.js"
 
 /**
- * The management area: the process's lifecycle (the operator's stop and restart), the cloud
- * store and sync, then the management API over every area, then the dashboard's files and its
- * live and inspector feeds. The API reads nearly everything below: the core, the event bus
- * (EventsLive), ResilienceLive, AccountingLive, the policies, audit log, webhooks and metrics
- * (GovernanceLive), the router (RoutingLive), the extensions (ExtensionsLive), the inspector,
- * shadow, replay and compat (InspectorLive), OAuth, evals and compression (InferenceLive).
+ * The management area: lifecycle, cloud store and sync, the management API over every area, the
+ * dashboard and its feeds. Its type says what it reads.
  */
 export const ManagementLive: Layer.Layer<
   Lifecycle | CloudStore | CloudSync | ManagementHandler | Dashboard | LiveFeed | InspectorFeed,

@@ -1,18 +1,6 @@
 /**
- * The opt-in periodic tasks of GATEWAY_ENABLE_RUNTIME_BACKGROUND_TASKS (docs/operations.md,
- * "Background tasks"); the flag is read at every round, so turning it on or off needs no restart:
- *
- * - **quota refresh** (every `GATEWAY_QUOTA_REFRESH_INTERVAL_SECONDS`, default 300, jittered, the
- *   first at start): every enabled connection's upstream quota view (`Quotas.refresh`), kept for
- *   twice the interval; `GET /v1/quotas/check` answers from it (`details.upstream.refreshedAt`)
- *   instead of calling the upstream.
- * - **cloud sync** (every `GATEWAY_CLOUD_SYNC_INTERVAL_SECONDS`, default 900, jittered): when a sync
- *   server is set up (`POST /api/sync/initialize`), `sync` (push or pull, whichever side changed).
- *   A conflict is never forced: it is logged and reported in `GET /api/sync/cloud`'s `lastConflict`
- *   until an operator resolves it.
- *
- * Off (the default), neither runs; the on-demand routes work either way. Both are background
- * services: GATEWAY_DISABLE_BACKGROUND_SERVICES keeps them from starting. An interval of 0 turns one off.
+ * The opt-in quota refresh and cloud sync of GATEWAY_ENABLE_RUNTIME_BACKGROUND_TASKS, read at every
+ * round (docs/operations.md, "Background tasks").
  */
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"

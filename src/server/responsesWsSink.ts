@@ -82,15 +82,8 @@ export interface SocketAnswer {
 }
 
 /**
- * A relayed stream's sink on a WebSocket: one message per event (see `socketEvents`). Nothing is
- * committed until the relay wrote, so the response can still go to another candidate. A
- * cancelled response (`response.cancel`, the socket closed) interrupts the relay's fiber.
- *
- * It is the WebSocket's counterpart of io.ts's stream writers: the answer rewrite given at
- * onRequest (guardrails: placeholders restored, response sanitization) runs on each write, on
- * the events as SSE (what it was written for), before the messages go out; onStreamStart fires
- * at the first write, onFrame once per message (`text`: the message), onStreamEnd at the end.
- * Without a rewrite or handlers a write costs what it did before: a split on RS.
+ * A relayed stream's sink on a WebSocket, one message per event: io.ts's stream writers' counterpart,
+ * with the same answer rewrite and stream hooks (docs/formats.md, "Decisions").
  */
 export class SocketSink implements StreamSink {
   /** The relay wrote: the response is committed. */

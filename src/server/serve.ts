@@ -8,14 +8,8 @@ import { Lifecycle, RESTART_EXIT_CODE, restartMode } from "../platform/system/Li
 import { supervise } from "./supervise.js"
 
 /**
- * The server command: builds the gateway, serves until a signal or an operator's stop
- * (POST /api/shutdown, /api/restart), closes it gracefully (no new connections, in-flight
- * requests finish), then exits 0, or restarts: exit 75 when supervised (GATEWAY_SUPERVISED=1)
- * or GATEWAY_RESTART_MODE=exit, else this process supervises a fresh gateway on the same port.
- *
- * A worker of `gateway --workers N` (src/server/workers.ts) hands an operator's stop to its
- * primary first, which stops (or restarts) every worker, then closes and exits 0 itself. Its
- * log lines carry `worker`.
+ * The server command: build, serve until a signal or an operator's stop, close gracefully, then exit
+ * or restart (docs/operations.md, "System routes"; a worker's stop: docs/scale-out.md, "Workers").
  */
 export const serve = (overrides: Partial<AppConfigShape>) => {
   const worker = isClusterWorker()

@@ -15,14 +15,8 @@ import { RESTART_EXIT_CODE, restartMode, type StopIntent } from "../platform/sys
 import { supervise } from "./supervise.js"
 
 /**
- * `gateway --workers N` (docs/scale-out.md, "Workers"): this process is the cluster's primary.
- * It serves nothing itself; it forks N workers (each a whole gateway, `src/server/serve.ts`)
- * that share the listening port through node:cluster, relays shared-state changes between them
- * and holds the rate-limit counters (`src/platform/state/clusterIpc.ts`) unless REDIS_URL is set, restarts
- * a worker that dies with a backoff (a Schedule), and stops them all on SIGTERM/SIGINT or when
- * one of them is asked to (`POST /api/shutdown`, `/api/restart`).
- *
- * Light on purpose: the primary loads no database, no HTTP server, no gateway services.
+ * `gateway --workers N`: the primary forks the workers, relays shared state and restarts the dead;
+ * it loads no gateway service (docs/scale-out.md, "Workers").
  */
 
 /** The most workers `--workers` takes. */

@@ -1,25 +1,6 @@
 /**
- * Native batches (docs/files-batches.md, "Native batches"): a batch whose lines all target one
- * model served by an OpenAI or Anthropic connection may be forwarded whole to that provider's
- * own batch API, for its batch discount, instead of being run line by line by the gateway.
- *
- * The client sees the same `/v1/batches` object: the gateway's batch id, its status mapped from
- * the upstream's, the upstream's request counts while it runs, and the output and error files
- * stored through `Files` (OpenAI's batch output line format, whatever the upstream) when it ends.
- * The gateway validates the lines as for any batch, then:
- *
- * - OpenAI (`openai`, `openai-compatible`): the lines, their `model` set to the upstream's id and
- *   their `custom_id` to `line-<n>`, uploaded to `POST {base}/files` (purpose `batch`), then
- *   `POST {base}/batches`; polled with `GET {base}/batches/{id}`; results from
- *   `GET {base}/files/{output_file_id|error_file_id}/content`.
- * - Anthropic: `POST /v1/messages/batches` `{requests: [{custom_id: "line-<n>", params}]}`;
- *   polled with `GET /v1/messages/batches/{id}`; results from its `results_url` (JSONL of
- *   `{custom_id, result: {type, message | error}}`), translated to OpenAI's output lines.
- *
- * The parts: the wire (nativeWire.ts: the upstream call, a poll's and a result line's
- * reading), the runner (nativeRunner.ts: submit, poll, cancel, end; the BatchRunner's sweep
- * calls `step`, `GET /v1/batches/{id}` calls `refresh`) and the results (nativeResults.ts: each
- * line recorded once, then its usage row at the batch price).
+ * Native batches (docs/files-batches.md, "Native batches"): a one-model batch forwarded whole to
+ * OpenAI's or Anthropic's own batch API. Parts: nativeWire.ts, nativeRunner.ts, nativeResults.ts.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
