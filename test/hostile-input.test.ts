@@ -14,7 +14,7 @@ import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { AppConfig } from "../src/platform/config/AppConfig.js"
 import { FeatureFlags } from "../src/platform/flags/FeatureFlags.js"
 import { GatewayServer } from "../src/kernel/internalCall.js"
-import { GatewayServerLive } from "../src/server/Server.js"
+import * as Server from "../src/server/Server.js"
 import { InferenceRoutes } from "../src/inference/InferenceRoutes.js"
 import { ResponsesWebSocket } from "../src/server/ResponsesWebSocket.js"
 import { ManagementHandler } from "../src/management/api/ManagementHandler.js"
@@ -418,7 +418,7 @@ describe("the server's last resort", () => {
         return { requestId: "req_ok", program: Effect.sync(() => void res.end("fine")) }
       }
     }
-    const layer = GatewayServerLive.pipe(
+    const layer = Server.layer.pipe(
       Layer.provide(Layer.succeed(InferenceRoutes, routes)),
       Layer.provide(Layer.succeed(ManagementHandler, (_req, res) => void res.end("management"))),
       Layer.provide(

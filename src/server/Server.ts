@@ -84,9 +84,10 @@ const announce = (deps: {
  * MCP transport; everything else goes to the management HttpApi. On shutdown (./shutdown.ts) the
  * server stops accepting, waits up to SHUTDOWN_GRACE for in-flight requests of both planes, then
  * cuts what is left; only after that do the layers below (the batched writer) close. Publishes where
- * it listens (`GatewayServer`, src/kernel/internalCall.ts).
+ * it listens (`GatewayServer`, src/kernel/internalCall.ts). The module's `layer`, read as `Server.layer`:
+ * the tag lives in the kernel, which cannot import the server, so it cannot be the tag's static.
  */
-export const GatewayServerLive = Layer.scoped(
+export const layer = Layer.scoped(
   GatewayServer,
   Effect.gen(function* () {
     const config = yield* AppConfig

@@ -50,7 +50,7 @@ import type { Connections } from "../upstream/providers/Connections.js"
 import type { ProviderChecks } from "../upstream/providers/ProviderChecks.js"
 import { BackgroundTasks } from "./BackgroundTasks.js"
 import { ResponsesWebSocket } from "./ResponsesWebSocket.js"
-import { GatewayServerLive, type ServerStartError } from "./Server.js"
+import * as Server from "./Server.js"
 
 /**
  * The server area: the HTTP server for both planes (src/server/Server.ts) with the Responses
@@ -64,7 +64,7 @@ import { GatewayServerLive, type ServerStartError } from "./Server.js"
  */
 export const ServerLive: Layer.Layer<
   GatewayServer | OwnRoutes,
-  ServerStartError | StorageKeyMismatch | ConfigError,
+  Server.ServerStartError | StorageKeyMismatch | ConfigError,
   | AppConfig
   | SqlClient
   | StoreHealth
@@ -124,4 +124,4 @@ export const ServerLive: Layer.Layer<
   BackgroundTasks,
   SharedStorageKeyCheck,
   IdleMemory
-).pipe(Layer.provideMerge(OwnRoutes.layer.pipe(Layer.provideMerge(GatewayServerLive.pipe(Layer.provide(ResponsesWebSocket.layer))))))
+).pipe(Layer.provideMerge(OwnRoutes.layer.pipe(Layer.provideMerge(Server.layer.pipe(Layer.provide(ResponsesWebSocket.layer))))))

@@ -135,7 +135,11 @@ const authenticate = (
     notePrincipal
   )
 
-export const ManagementAuthLive = Layer.effect(
+/**
+ * `ManagementAuth`'s implementation. Not the tag's static `layer`: the tags (Principal.ts) are what
+ * every area's Api.ts imports, and this reads the services; `<what>Layer` instead.
+ */
+export const managementAuthLayer = Layer.effect(
   ManagementAuth,
   Effect.map(Effect.all([ApiKeys, AdminAuth, Settings]), ([keys, admin, settings]) =>
     authenticate(makeIdentify(keys, admin, settings), {
@@ -155,7 +159,8 @@ export const ManagementAuthLive = Layer.effect(
   )
 )
 
-export const PlaygroundAuthLive = Layer.effect(
+/** `PlaygroundAuth`'s implementation (beside `managementAuthLayer`, for the same reason). */
+export const playgroundAuthLayer = Layer.effect(
   PlaygroundAuth,
   Effect.gen(function* () {
     const identify = makeIdentify(yield* ApiKeys, yield* AdminAuth, yield* Settings)

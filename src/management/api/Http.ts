@@ -1,88 +1,84 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as Layer from "effect/Layer"
-import { AccountingLive } from "./accounting/Http.js"
-import { AcpLive } from "./acp/Http.js"
 import { ManagementApi } from "./Api.js"
-import { AuthLive } from "./auth/Http.js"
-import { ManagementAuthLive, PlaygroundAuthLive } from "./Auth.js"
-import { BackupsLive } from "./backups/Http.js"
-import { CliToolsLive } from "./clitools/Http.js"
-import { CloudLive } from "./cloud/Http.js"
-import { CombosLive } from "./combos/Http.js"
-import { FeatureFlagsLive } from "./flags/Http.js"
-import { HealthLive } from "./health/Http.js"
-import { InspectorLive, InspectorOpenLive, TproxyLive } from "./inspector/Http.js"
-import { PluginsLive } from "./plugins/Http.js"
-import { PlaygroundLive } from "./playground/Http.js"
-import { TunnelsLive } from "./tunnels/Http.js"
-import { MetricsLive } from "./metrics/Http.js"
-import { KeysLive } from "./keys/Http.js"
-import { McpLive } from "./mcp/Http.js"
-import { ModelsLive } from "./models/Http.js"
-import { OAuthCallbackLive, OAuthLive } from "./oauth/Http.js"
-import { NodesLive } from "./nodes/Http.js"
-import { ComplianceLive } from "./compliance/Http.js"
-import { EvalsLive } from "./evals/Http.js"
-import { CompatLive } from "./compat/Http.js"
-import { ReplayLive } from "./replay/Http.js"
-import { ShadowLive } from "./shadow/Http.js"
-import { PoliciesLive } from "./policies/Http.js"
-import { ProvidersLive } from "./providers/Http.js"
-import { ProxiesLive } from "./proxies/Http.js"
-import { ContextLive } from "./context/Http.js"
-import { ResilienceLive } from "./resilience/Http.js"
-import { SessionsLive } from "./sessions/Http.js"
-import { InitLive, SystemLive } from "./system/Http.js"
-import { SyncLive } from "./sync/Http.js"
-import { SettingsLive } from "./settings/Http.js"
-import { AgentSkillsLive } from "./skills/Http.js"
-import { UsageLive } from "./usage/Http.js"
-import { WebhooksLive } from "./webhooks/Http.js"
+import { managementAuthLayer, playgroundAuthLayer } from "./Auth.js"
+import * as AccountingHttp from "./accounting/Http.js"
+import * as AcpHttp from "./acp/Http.js"
+import * as AuthHttp from "./auth/Http.js"
+import * as BackupsHttp from "./backups/Http.js"
+import * as CliToolsHttp from "./clitools/Http.js"
+import * as CloudHttp from "./cloud/Http.js"
+import * as CombosHttp from "./combos/Http.js"
+import * as CompatHttp from "./compat/Http.js"
+import * as ComplianceHttp from "./compliance/Http.js"
+import * as ContextHttp from "./context/Http.js"
+import * as EvalsHttp from "./evals/Http.js"
+import * as FlagsHttp from "./flags/Http.js"
+import * as HealthHttp from "./health/Http.js"
+import * as InspectorHttp from "./inspector/Http.js"
+import * as KeysHttp from "./keys/Http.js"
+import * as McpStatusHttp from "./mcp/Http.js"
+import * as MetricsHttp from "./metrics/Http.js"
+import * as ModelsHttp from "./models/Http.js"
+import * as NodesHttp from "./nodes/Http.js"
+import * as OAuthHttp from "./oauth/Http.js"
+import * as PlaygroundHttp from "./playground/Http.js"
+import * as PluginsHttp from "./plugins/Http.js"
+import * as PoliciesHttp from "./policies/Http.js"
+import * as ProvidersHttp from "./providers/Http.js"
+import * as ProxiesHttp from "./proxies/Http.js"
+import * as ReplayHttp from "./replay/Http.js"
+import * as ResilienceHttp from "./resilience/Http.js"
+import * as SessionsHttp from "./sessions/Http.js"
+import * as SettingsHttp from "./settings/Http.js"
+import * as ShadowHttp from "./shadow/Http.js"
+import * as SkillsHttp from "./skills/Http.js"
+import * as SyncHttp from "./sync/Http.js"
+import * as SystemHttp from "./system/Http.js"
+import * as TunnelsHttp from "./tunnels/Http.js"
+import * as UsageHttp from "./usage/Http.js"
+import * as WebhooksHttp from "./webhooks/Http.js"
 
-/** The management API with every area's group implemented. */
-export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
+/** The management API with every area's groups implemented. */
+export const layer = HttpApiBuilder.api(ManagementApi).pipe(
   Layer.provide([
-    HealthLive,
-    MetricsLive,
-    AuthLive,
-    KeysLive,
-    ProvidersLive,
-    FeatureFlagsLive,
-    CombosLive,
-    ResilienceLive,
-    UsageLive,
-    AccountingLive,
-    BackupsLive,
-    ModelsLive,
-    OAuthLive,
-    OAuthCallbackLive,
-    SessionsLive,
-    InitLive,
-    SystemLive,
-    CloudLive,
-    SyncLive,
-    NodesLive,
-    SettingsLive,
-    PoliciesLive,
-    ComplianceLive,
-    EvalsLive,
-    ShadowLive,
-    ReplayLive,
-    CompatLive,
-    WebhooksLive,
-    ProxiesLive,
-    AgentSkillsLive,
-    CliToolsLive,
-    AcpLive,
-    McpLive,
-    ContextLive,
-    InspectorLive,
-    InspectorOpenLive,
-    TproxyLive,
-    PluginsLive,
-    PlaygroundLive,
-    TunnelsLive
+    HealthHttp.layer,
+    MetricsHttp.layer,
+    AuthHttp.layer,
+    KeysHttp.layer,
+    ProvidersHttp.layer,
+    FlagsHttp.layer,
+    CombosHttp.layer,
+    ResilienceHttp.layer,
+    UsageHttp.layer,
+    AccountingHttp.layer,
+    BackupsHttp.layer,
+    ModelsHttp.layer,
+    OAuthHttp.layer,
+    SessionsHttp.layer,
+    SystemHttp.layer,
+    CloudHttp.layer,
+    SyncHttp.layer,
+    NodesHttp.layer,
+    SettingsHttp.layer,
+    PoliciesHttp.layer,
+    ComplianceHttp.layer,
+    EvalsHttp.layer,
+    ShadowHttp.layer,
+    ReplayHttp.layer,
+    CompatHttp.layer,
+    WebhooksHttp.layer,
+    ProxiesHttp.layer,
+    SkillsHttp.layer,
+    CliToolsHttp.layer,
+    AcpHttp.layer,
+    McpStatusHttp.layer,
+    ContextHttp.layer,
+    InspectorHttp.layer,
+    PluginsHttp.layer,
+    PlaygroundHttp.layer,
+    TunnelsHttp.layer
   ]),
-  Layer.provide(ManagementAuthLive),
-  Layer.provide(PlaygroundAuthLive)
+  Layer.provide(managementAuthLayer),
+  Layer.provide(playgroundAuthLayer)
 )

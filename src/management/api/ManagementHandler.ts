@@ -20,7 +20,7 @@ import { decodePathSegment, jsonTooDeep, quotedPath, TOO_DEEP_MESSAGE } from "..
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
 import { AuditLog } from "../../services/governance/AuditLog.js"
 import { audited } from "./compliance/AuditSlot.js"
-import { ManagementApiLive } from "./Http.js"
+import * as ManagementHttp from "./Http.js"
 import { OpenApiRoute } from "./openapi.js"
 import * as HttpApiError from "@effect/platform/HttpApiError"
 import { BadRequest } from "../../domain/errors.js"
@@ -178,7 +178,7 @@ export class ManagementHandler extends Context.Tag("gateway/ManagementHandler")<
       return yield* NodeHttpServer.makeHandler(managementMiddleware({ audit: yield* AuditLog, flags: yield* FeatureFlags })(app))
     })
   ).pipe(
-    Layer.provide(Layer.mergeAll(ManagementApiLive, BadInputAsBadRequest, OpenApiRoute)),
+    Layer.provide(Layer.mergeAll(ManagementHttp.layer, BadInputAsBadRequest, OpenApiRoute)),
     Layer.provide([HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer]),
     Layer.provide([NodeHttpPlatform.layer, Etag.layerWeak, NodeContext.layer])
   )

@@ -9,7 +9,7 @@ import { TokenLimits } from "../../../services/accounting/TokenLimits.js"
 import { ManagementApi } from "../Api.js"
 
 /** Budgets, token limits, pricing and cache statistics (docs/accounting.md). */
-export const AccountingLive = HttpApiBuilder.group(ManagementApi, "accounting", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "accounting", (handlers) =>
   Effect.gen(function* () {
     const budgets = yield* Budgets
     const limits = yield* TokenLimits

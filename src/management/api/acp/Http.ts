@@ -4,7 +4,7 @@ import { AcpAgents } from "../../clitools/AcpAgents.js"
 import { ManagementApi } from "../Api.js"
 
 /** `/api/acp/agents`: list (detection cached), add a custom agent or refresh detection, delete a custom one. */
-export const AcpLive = HttpApiBuilder.group(ManagementApi, "acp", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "acp", (handlers) =>
   Effect.gen(function* () {
     const agents = yield* AcpAgents
     return handlers

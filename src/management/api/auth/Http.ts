@@ -14,7 +14,7 @@ import { directLocal } from "../Auth.js"
 import { Conflict, Forbidden } from "../../../domain/errors.js"
 
 /** Login, logout and the session probe (docs/management.md). */
-export const AuthLive = HttpApiBuilder.group(ManagementApi, "auth", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "auth", (handlers) =>
   Effect.gen(function* () {
     const admin = yield* AdminAuth
     const keys = yield* ApiKeys

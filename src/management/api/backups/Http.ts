@@ -50,7 +50,7 @@ const stampNow = () =>
     .replace(/\.\d+Z$/, "Z")
 
 /** Database backups (docs/operations.md, "Backups"). */
-export const BackupsLive = HttpApiBuilder.group(ManagementApi, "backups", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "backups", (handlers) =>
   Effect.gen(function* () {
     const backups = yield* Backups
     const bundle = yield* ConfigBundle

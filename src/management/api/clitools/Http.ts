@@ -8,7 +8,7 @@ import { ManagementApi } from "../Api.js"
 const caller = Effect.map(HttpServerRequest.HttpServerRequest, (req) => ({ host: req.headers["host"] }))
 
 /** `/api/cli-tools/*`: statuses, one tool's catalog entry and status, its settings (read and write). */
-export const CliToolsLive = HttpApiBuilder.group(ManagementApi, "cliTools", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "cliTools", (handlers) =>
   Effect.gen(function* () {
     const tools = yield* CliTools
     return handlers

@@ -4,7 +4,7 @@ import { CloudStore } from "../../sync/CloudStore.js"
 import { ManagementApi } from "../Api.js"
 
 /** The sync server's routes (docs/operations.md, "Cloud sync"). */
-export const CloudLive = HttpApiBuilder.group(ManagementApi, "cloud", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "cloud", (handlers) =>
   Effect.gen(function* () {
     const store = yield* CloudStore
     return handlers

@@ -8,7 +8,7 @@ import { ManagementApi } from "../Api.js"
 import { actor } from "../Principal.js"
 
 /** `/api/combos*`: persisted combos, and the virtual auto models with their pools. */
-export const CombosLive = HttpApiBuilder.group(ManagementApi, "combos", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "combos", (handlers) =>
   Effect.gen(function* () {
     const combos = yield* Combos
     const router = yield* Router

@@ -5,7 +5,7 @@ import { ManagementApi } from "../Api.js"
 
 /** `GET /api/compat[?models=a,b]`: the plan, its cost and the last run; `POST /api/compat/run` (202: the run goes on in the background);
  * `GET /api/compat/exchanges/{id}`. */
-export const CompatLive = HttpApiBuilder.group(ManagementApi, "compat", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "compat", (handlers) =>
   Effect.gen(function* () {
     const compat = yield* Compat
     return handlers

@@ -4,7 +4,7 @@ import { AuditLog } from "../../../services/governance/AuditLog.js"
 import { ManagementApi } from "../Api.js"
 
 /** The audit log: a page (newest first, `nextCursor` for the next), or every match as JSON lines (oldest first). */
-export const ComplianceLive = HttpApiBuilder.group(ManagementApi, "compliance", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "compliance", (handlers) =>
   Effect.gen(function* () {
     const audit = yield* AuditLog
     return handlers

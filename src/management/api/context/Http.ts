@@ -8,7 +8,7 @@ import { ManagementApi } from "../Api.js"
 import { actor } from "../Principal.js"
 
 /** `/api/compression/*` and `/api/context/*` (docs/compression.md). */
-export const ContextLive = HttpApiBuilder.group(ManagementApi, "context", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "context", (handlers) =>
   Effect.gen(function* () {
     const compression = yield* Compression
     const store = yield* ContextStore

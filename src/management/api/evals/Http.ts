@@ -5,7 +5,7 @@ import { ManagementApi } from "../Api.js"
 import { actor } from "../Principal.js"
 
 /** `/api/evals*`: list and create eval sets; start a run (answered at once, `queued`) and read it until `completed`. */
-export const EvalsLive = HttpApiBuilder.group(ManagementApi, "evals", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "evals", (handlers) =>
   Effect.gen(function* () {
     const evals = yield* Evals
     return handlers

@@ -3,7 +3,7 @@ import * as Effect from "effect/Effect"
 import { FeatureFlags } from "../../../platform/flags/FeatureFlags.js"
 import { ManagementApi } from "../Api.js"
 
-export const FeatureFlagsLive = HttpApiBuilder.group(ManagementApi, "featureFlags", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "featureFlags", (handlers) =>
   Effect.gen(function* () {
     const flags = yield* FeatureFlags
     return handlers

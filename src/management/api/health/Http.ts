@@ -10,7 +10,7 @@ const worker = process.env.GATEWAY_WORKER_ID === undefined ? undefined : Number(
 
 /** `GET /api/health/ping`: liveness, version, uptime, the answering process (pid, worker) and whether a tunnel is open, without
  * authentication. */
-export const HealthLive = HttpApiBuilder.group(ManagementApi, "health", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "health", (handlers) =>
   Effect.map(Tunnels, (tunnels) =>
     handlers.handle("ping", () =>
       Effect.map(tunnels.open, (open) => ({

@@ -1,6 +1,7 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as crypto from "node:crypto"
 import { BadGateway, BadRequest, Conflict, Forbidden, NotFound } from "../../../domain/errors.js"
 import { Capture } from "../../../services/inspector/Capture.js"
@@ -32,7 +33,7 @@ const mapped = (e: unknown): BadRequest | NotFound | Conflict | BadGateway => {
 export const INGEST_TOKEN_HEADER = "x-inspector-ingest-token"
 
 /** `/api/tools/traffic-inspector/*` (docs/inspector.md). */
-export const InspectorLive = HttpApiBuilder.group(ManagementApi, "inspector", (handlers) =>
+const inspectorGroup = HttpApiBuilder.group(ManagementApi, "inspector", (handlers) =>
   Effect.gen(function* () {
     const inspector = yield* Inspector
     const capture = yield* Capture
@@ -145,7 +146,7 @@ export const InspectorLive = HttpApiBuilder.group(ManagementApi, "inspector", (h
 )
 
 /** The CA certificate and the ingest route (no admin credentials; loopback-only like the rest). */
-export const InspectorOpenLive = HttpApiBuilder.group(ManagementApi, "inspectorOpen", (handlers) =>
+const inspectorOpenGroup = HttpApiBuilder.group(ManagementApi, "inspectorOpen", (handlers) =>
   Effect.gen(function* () {
     const inspector = yield* Inspector
     const capture = yield* Capture
@@ -198,7 +199,7 @@ export const InspectorOpenLive = HttpApiBuilder.group(ManagementApi, "inspectorO
 )
 
 /** `/api/tools/agent-bridge/tproxy` (docs/capture.md). */
-export const TproxyLive = HttpApiBuilder.group(ManagementApi, "tproxy", (handlers) =>
+const tproxyGroup = HttpApiBuilder.group(ManagementApi, "tproxy", (handlers) =>
   Effect.map(Tproxy, (tproxy) =>
     handlers
       .handle("status", () => tproxy.status)
@@ -206,3 +207,6 @@ export const TproxyLive = HttpApiBuilder.group(ManagementApi, "tproxy", (handler
       .handle("stop", () => tproxy.stop)
   )
 )
+
+/** The area's groups: the inspector, its open routes, transparent capture (TPROXY). */
+export const layer = Layer.mergeAll(inspectorGroup, inspectorOpenGroup, tproxyGroup)

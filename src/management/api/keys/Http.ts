@@ -4,7 +4,7 @@ import { ApiKeys } from "../../../services/auth/ApiKeys.js"
 import { ManagementApi } from "../Api.js"
 import { actor } from "../Principal.js"
 
-export const KeysLive = HttpApiBuilder.group(ManagementApi, "keys", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "keys", (handlers) =>
   Effect.gen(function* () {
     const keys = yield* ApiKeys
     return handlers

@@ -30,6 +30,6 @@ const MetricsAuthLive = Layer.effect(
 )
 
 /** `GET /metrics`: the Prometheus text exposition of this process's metrics. */
-export const MetricsLive = HttpApiBuilder.group(ManagementApi, "metrics", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "metrics", (handlers) =>
   handlers.handle("scrape", () => Effect.flatMap(GatewayMetrics, (m) => m.scrape))
 ).pipe(Layer.provide(MetricsAuthLive))

@@ -6,7 +6,7 @@ import { ManagementApi } from "../Api.js"
 import { actor } from "../Principal.js"
 
 /** `/api/models/catalog`, `/api/models/alias` and `/api/provider-models` (docs/operations.md). */
-export const ModelsLive = HttpApiBuilder.group(ManagementApi, "models", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "models", (handlers) =>
   Effect.gen(function* () {
     const models = yield* ProviderModels
     const aliases = yield* Aliases

@@ -5,7 +5,7 @@ import { ManagementApi } from "../Api.js"
 import { actor } from "../Principal.js"
 
 /** `/api/provider-nodes*` (docs/operations.md, "Provider nodes"). */
-export const NodesLive = HttpApiBuilder.group(ManagementApi, "nodes", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "nodes", (handlers) =>
   Effect.gen(function* () {
     const nodes = yield* ProviderNodes
     return handlers

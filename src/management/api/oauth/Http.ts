@@ -2,6 +2,7 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { BadGateway, BadRequest } from "../../../domain/errors.js"
 import { AppConfig, throughTunnel } from "../../../platform/config/AppConfig.js"
@@ -23,7 +24,7 @@ const callbackBase = (configured: Option.Option<string>) =>
   )
 
 /** OAuth connections (docs/operations.md, "OAuth connections"). */
-export const OAuthLive = HttpApiBuilder.group(ManagementApi, "oauth", (handlers) =>
+const oauthGroup = HttpApiBuilder.group(ManagementApi, "oauth", (handlers) =>
   Effect.gen(function* () {
     const oauth = yield* OAuth
     const app = yield* AppConfig
@@ -55,7 +56,7 @@ export const OAuthLive = HttpApiBuilder.group(ManagementApi, "oauth", (handlers)
 )
 
 /** The browser's redirect: no management credentials, the flow's one-time state instead. */
-export const OAuthCallbackLive = HttpApiBuilder.group(ManagementApi, "oauthCallback", (handlers) =>
+const oauthCallbackGroup = HttpApiBuilder.group(ManagementApi, "oauthCallback", (handlers) =>
   Effect.gen(function* () {
     const oauth = yield* OAuth
     return handlers.handle("callback", ({ path, urlParams }) => {
@@ -71,3 +72,6 @@ export const OAuthCallbackLive = HttpApiBuilder.group(ManagementApi, "oauthCallb
     })
   })
 )
+
+/** The area's groups: the admin routes and the browser's redirect. */
+export const layer = Layer.mergeAll(oauthGroup, oauthCallbackGroup)

@@ -5,7 +5,7 @@ import { ManagementApi } from "../Api.js"
 import { Principal } from "../Principal.js"
 
 /** The playground's backend (docs/playground.md). */
-export const PlaygroundLive = HttpApiBuilder.group(ManagementApi, "playground", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "playground", (handlers) =>
   Effect.map(Playground, (playground) =>
     handlers
       .handle("improve", ({ payload }) =>

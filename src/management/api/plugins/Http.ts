@@ -8,7 +8,7 @@ import { Plugins } from "../../../services/plugins/Plugins.js"
 import { ManagementApi } from "../Api.js"
 
 /** Plugins (docs/plugins.md, "Operating plugins"). */
-export const PluginsLive = HttpApiBuilder.group(ManagementApi, "plugins", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "plugins", (handlers) =>
   Effect.map(Plugins, (plugins) => {
     const tooLarge = () =>
       new PayloadTooLarge({

@@ -5,7 +5,7 @@ import { ManagementApi } from "../Api.js"
 import { actor } from "../Principal.js"
 
 /** `/api/policies*`: list the current versions, create the next version of a name, show a name's history, delete. */
-export const PoliciesLive = HttpApiBuilder.group(ManagementApi, "policies", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "policies", (handlers) =>
   Effect.gen(function* () {
     const policies = yield* Policies
     return handlers

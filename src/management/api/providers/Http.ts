@@ -7,7 +7,7 @@ import { Cooldowns } from "../../../services/resilience/Cooldowns.js"
 import { ManagementApi } from "../Api.js"
 import { actor } from "../Principal.js"
 
-export const ProvidersLive = HttpApiBuilder.group(ManagementApi, "providers", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "providers", (handlers) =>
   Effect.gen(function* () {
     const connections = yield* Connections
     const checks = yield* ProviderChecks

@@ -5,7 +5,7 @@ import { ManagementApi } from "../Api.js"
 import { actor } from "../Principal.js"
 
 /** `/api/v1/management/proxies` (docs/egress.md). */
-export const ProxiesLive = HttpApiBuilder.group(ManagementApi, "proxies", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "proxies", (handlers) =>
   Effect.gen(function* () {
     const registry = yield* ProxyRegistry
     return handlers

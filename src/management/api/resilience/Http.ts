@@ -17,7 +17,7 @@ import { ManagementApi } from "../Api.js"
 const lockoutView = (l: LockoutView) => ({ ...l, expiresAt: new Date(l.expiresAt).toISOString() })
 
 /** `/api/resilience*`, `/api/rate-limits`, `/api/rate-limit`. */
-export const ResilienceLive = HttpApiBuilder.group(ManagementApi, "resilience", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "resilience", (handlers) =>
   Effect.gen(function* () {
     const config = yield* ResilienceConfig
     const breakers = yield* CircuitBreakers

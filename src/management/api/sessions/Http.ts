@@ -23,7 +23,7 @@ const view = (s: StickySession): SessionView => {
 }
 
 /** `GET /api/sessions`, `DELETE /api/sessions/{id}` (docs/operations.md, "Sessions and system"). */
-export const SessionsLive = HttpApiBuilder.group(ManagementApi, "sessions", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "sessions", (handlers) =>
   Effect.gen(function* () {
     const memory = yield* RoutingMemory
     return handlers

@@ -15,7 +15,7 @@ import { ManagementApi } from "../Api.js"
 import { actor } from "../Principal.js"
 
 /** Global settings (docs/operations.md, "Settings"). */
-export const SettingsLive = HttpApiBuilder.group(ManagementApi, "settings", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "settings", (handlers) =>
   Effect.gen(function* () {
     const settings = yield* Settings
     const egress = yield* Egress

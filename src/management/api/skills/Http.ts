@@ -10,7 +10,7 @@ import { SkillCatalog } from "../../../services/skills/SkillCatalog.js"
 import { ManagementApi } from "../Api.js"
 
 /** `/api/agent-skills*`: list, coverage, one entry, the raw file, regenerate. */
-export const AgentSkillsLive = HttpApiBuilder.group(ManagementApi, "agentSkills", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "agentSkills", (handlers) =>
   Effect.gen(function* () {
     const catalog = yield* SkillCatalog
     const flags = yield* FeatureFlags

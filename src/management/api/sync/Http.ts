@@ -4,7 +4,7 @@ import { CloudSync } from "../../sync/CloudSync.js"
 import { ManagementApi } from "../Api.js"
 
 /** The sync client's routes (docs/operations.md, "Cloud sync"). */
-export const SyncLive = HttpApiBuilder.group(ManagementApi, "sync", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "sync", (handlers) =>
   Effect.gen(function* () {
     const sync = yield* CloudSync
     return handlers

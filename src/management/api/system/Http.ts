@@ -1,5 +1,6 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { AdminAuth } from "../../../services/auth/AdminAuth.js"
 import { ApiKeys } from "../../../services/auth/ApiKeys.js"
 import { AppConfig } from "../../../platform/config/AppConfig.js"
@@ -13,7 +14,7 @@ import { ManagementApi } from "../Api.js"
 import { actor, ManagementAuth } from "../Principal.js"
 
 /** `GET /api/init`: booleans for anyone, details for management callers. */
-export const InitLive = HttpApiBuilder.group(ManagementApi, "init", (handlers) =>
+const initGroup = HttpApiBuilder.group(ManagementApi, "init", (handlers) =>
   Effect.gen(function* () {
     const auth = yield* ManagementAuth
     const admin = yield* AdminAuth
@@ -54,7 +55,7 @@ export const InitLive = HttpApiBuilder.group(ManagementApi, "init", (handlers) =
 )
 
 /** Restart, shutdown, env repair. */
-export const SystemLive = HttpApiBuilder.group(ManagementApi, "system", (handlers) =>
+const systemGroup = HttpApiBuilder.group(ManagementApi, "system", (handlers) =>
   Effect.gen(function* () {
     const config = yield* AppConfig
     const lifecycle = yield* Lifecycle
@@ -110,3 +111,6 @@ export const SystemLive = HttpApiBuilder.group(ManagementApi, "system", (handler
       )
   })
 )
+
+/** The area's groups: `/api/init` and the system actions. */
+export const layer = Layer.mergeAll(initGroup, systemGroup)

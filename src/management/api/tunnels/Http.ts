@@ -27,7 +27,7 @@ const mesh = (s: TunnelView): MeshStatus => ({
 })
 
 /** Tunnels (docs/tunnels.md). */
-export const TunnelsLive = HttpApiBuilder.group(ManagementApi, "tunnels", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "tunnels", (handlers) =>
   Effect.map(Tunnels, (tunnels) =>
     handlers
       .handle("quickStatus", () => Effect.map(tunnels.status("quick"), common))

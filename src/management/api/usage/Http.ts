@@ -9,7 +9,7 @@ import { UsageQueries } from "../../../services/usage/UsageQueries.js"
 import { ManagementApi } from "../Api.js"
 
 /** `/api/usage/{history,logs,request-logs,<connection>}`, `/api/telemetry/summary`, `/api/monitoring/health`. */
-export const UsageLive = HttpApiBuilder.group(ManagementApi, "usage", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "usage", (handlers) =>
   Effect.gen(function* () {
     const queries = yield* UsageQueries
     const connections = yield* Connections

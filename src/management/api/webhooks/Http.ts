@@ -4,7 +4,7 @@ import { Webhooks } from "../../../services/webhooks/Webhooks.js"
 import { ManagementApi } from "../Api.js"
 
 /** `/api/webhooks*`: list (secrets masked), create, detail (full secret), update, delete, test ping. */
-export const WebhooksLive = HttpApiBuilder.group(ManagementApi, "webhooks", (handlers) =>
+export const layer = HttpApiBuilder.group(ManagementApi, "webhooks", (handlers) =>
   Effect.gen(function* () {
     const webhooks = yield* Webhooks
     return handlers
