@@ -79,13 +79,8 @@ const announce = (deps: {
   })
 
 /**
- * One node:http server for both planes (what a request meets: ./requestHandler.ts). Inference routes
- * run as Effect programs forked on a prepared runtime and tracked in a FiberSet; `/mcp` goes to the
- * MCP transport; everything else goes to the management HttpApi. On shutdown (./shutdown.ts) the
- * server stops accepting, waits up to SHUTDOWN_GRACE for in-flight requests of both planes, then
- * cuts what is left; only after that do the layers below (the batched writer) close. Publishes where
- * it listens (`GatewayServer`, src/kernel/internalCall.ts). The module's `layer`, read as `Server.layer`:
- * the tag lives in the kernel, which cannot import the server, so it cannot be the tag's static.
+ * One node:http server for both planes (./requestHandler.ts), closed gracefully before the layers below
+ * (docs/ARCHITECTURE.md, "The life of one chat request"). `Server.layer`: the kernel's tag cannot hold it.
  */
 export const layer = Layer.scoped(
   GatewayServer,

@@ -53,14 +53,8 @@ import { ResponsesWebSocket } from "./ResponsesWebSocket.js"
 import * as Server from "./Server.js"
 
 /**
- * The server area: the HTTP server for both planes (src/server/Server.ts) with the Responses
- * WebSocket it upgrades to, the own routes it
- * publishes, and what starts once it listens: the bindings to the own routes (batch lines, the
- * summarizer, the playground, the inspector's replay, evals, shadow, replay and compat runs; the
- * tunnels' target), the hooks of settings and context, the scheduled backups, the background
- * tasks, the shared storage key's check and the idle-memory trim. Built last, so it stops first:
- * the server closes before any service it serves from. Reads the planes (InferenceLive,
- * ManagementLive) and what the bindings bind.
+ * The server area: the transports (HTTP, the Responses WebSocket), the own routes and what starts once the
+ * server listens. Built last, so it stops first; its type says what it reads.
  */
 export const ServerLive: Layer.Layer<
   GatewayServer | OwnRoutes,
