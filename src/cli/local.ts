@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { AppConfig } from "../platform/config/AppConfig.js"
+import { sequentialLayer } from "../platform/system/buildLayer.js"
 import { CoreLayer } from "../server/CoreLayer.js"
 import { cliLogger } from "./output.js"
 import { cliConfig } from "./root.js"
@@ -15,5 +16,5 @@ export const withLocalGateway = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     const overrides = yield* cliConfig
     const config = AppConfig.layer(overrides)
     const layer = CoreLayer.pipe(Layer.provide(config), Layer.provideMerge(config), Layer.provide(cliLogger))
-    return yield* Effect.provide(effect, layer)
+    return yield* Effect.provide(effect, sequentialLayer(layer))
   })

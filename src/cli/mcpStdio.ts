@@ -8,6 +8,7 @@ import { cliLogger } from "./output.js"
 import { AppConfig, type AppConfigShape } from "../platform/config/AppConfig.js"
 import { BadRequest } from "../domain/errors.js"
 import { EventBus } from "../platform/events/EventBus.js"
+import { sequentialLayer } from "../platform/system/buildLayer.js"
 import { CoreLayer } from "../server/CoreLayer.js"
 import { ResilienceLive } from "../services/resilience/ResilienceLive.js"
 import { SkillCatalog } from "../services/skills/SkillCatalog.js"
@@ -59,5 +60,5 @@ export const serveStdio = (overrides: Partial<AppConfigShape>) => {
       server.onclose = done
     })
   })
-  return Effect.provide(Effect.scoped(program), layer)
+  return Effect.provide(Effect.scoped(program), sequentialLayer(layer))
 }

@@ -1,11 +1,11 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import type { AppConfigShape } from "../platform/config/AppConfig.js"
 import { live } from "./Gateway.js"
 import { isClusterWorker, toPrimary } from "../platform/state/clusterIpc.js"
 import { Lifecycle, RESTART_EXIT_CODE, restartMode } from "../platform/system/Lifecycle.js"
 import { supervise } from "./supervise.js"
+import { buildLayer } from "../platform/system/buildLayer.js"
 
 /**
  * The server command: build, serve until a signal or an operator's stop, close gracefully, then exit
@@ -15,7 +15,7 @@ export const serve = (overrides: Partial<AppConfigShape>) => {
   const worker = isClusterWorker()
   const program = Effect.gen(function* () {
     const intent = yield* Effect.scoped(
-      Effect.flatMap(Layer.build(live(overrides)), (context) =>
+      Effect.flatMap(buildLayer(live(overrides)), (context) =>
         Effect.tap(Context.get(context, Lifecycle).stopped, (intent) =>
           worker ? Effect.sync(() => toPrimary({ gw: "stop", intent })) : Effect.void
         )

@@ -11,6 +11,7 @@ import * as path from "node:path"
 import { AppConfig } from "../../src/platform/config/AppConfig.js"
 import { CoreLayer } from "../../src/server/CoreLayer.js"
 import { ServerLayer } from "../../src/server/Gateway.js"
+import { sequentialLayer } from "../../src/platform/system/buildLayer.js"
 import { GatewayServer } from "../../src/kernel/internalCall.js"
 import { StreamTimeouts, type StreamTimeoutsShape } from "../../src/inference/StreamTimeouts.js"
 import { CircuitBreakers } from "../../src/services/resilience/CircuitBreakers.js"
@@ -74,7 +75,7 @@ export const startGateway = async (
       Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries({ GATEWAY_LOCAL_HEALTHCHECK_INTERVAL_SECONDS: "0", ...env }))))
     )
   )
-  const runtime = ManagedRuntime.make(layer)
+  const runtime = ManagedRuntime.make(sequentialLayer(layer))
   const server = await runtime.runPromise(GatewayServer)
   return {
     url: server.url,
