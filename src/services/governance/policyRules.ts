@@ -1,7 +1,7 @@
 /**
  * Policy rules compiled for the request path (docs/guardrails.md): globs as regular expressions,
  * blocked terms lower-cased, and the checks as plain synchronous functions over the client's
- * JSON body. Policies.ts keeps the compiled snapshot and turns the findings into verdicts.
+ * JSON body. policyHook.ts keeps the compiled snapshot and turns the findings into verdicts.
  */
 import type { FormatId } from "../../domain/canonical.js"
 import type { PolicyView } from "../../domain/policies.js"
