@@ -7,25 +7,15 @@ import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
 
 /**
- * Builds a layer as `Layer.buildWithScope` does, one node after the other in this fiber: each layer
- * built once (memoized by identity, as Effect's MemoMap does), its finalizers on `scope` in the order
- * acquired, so they run in reverse. Effect's builder pays a memo-map entry, a deferred, a forked scope
- * and a fiber per node; for the gateway's ~300 layers that was a third of its start
- * (docs/performance.md, "Start-up").
+ * `Layer.build`, one node after the other in this fiber: each layer built once (memoized by identity,
+ * as Effect's MemoMap does), its finalizers on the scope in the order acquired, so they run in reverse.
+ * Effect's builder pays a memo-map entry, a deferred, a forked scope and a fiber per node: most of the
+ * gateway's start before (docs/performance.md, "2026-11-26: the layers built in one fiber").
  */
-export const buildLayerInScope = <ROut, E, RIn>(
-  layer: Layer.Layer<ROut, E, RIn>,
-  scope: Scope.Scope
-): Effect.Effect<Context.Context<ROut>, E, RIn> =>
-  Effect.flatMap(Effect.context<RIn>(), (env) => build(layer as unknown as Node, env, scope, new Map())) as Effect.Effect<
-    Context.Context<ROut>,
-    E,
-    RIn
-  >
-
-/** `Layer.build` with the builder above. */
 export const buildLayer = <ROut, E, RIn>(layer: Layer.Layer<ROut, E, RIn>): Effect.Effect<Context.Context<ROut>, E, RIn | Scope.Scope> =>
-  Effect.flatMap(Scope.Scope, (scope) => buildLayerInScope(layer, scope))
+  Effect.flatMap(Scope.Scope, (scope) =>
+    Effect.flatMap(Effect.context<RIn>(), (env) => build(layer as unknown as Node, env, scope, new Map()))
+  ) as Effect.Effect<Context.Context<ROut>, E, RIn | Scope.Scope>
 
 type AnyContext = Context.Context<never>
 type Built = Effect.Effect<AnyContext, unknown, never>
