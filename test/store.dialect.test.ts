@@ -4,6 +4,7 @@ import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
+import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -19,7 +20,7 @@ import * as Db from "../src/platform/store/Db.js"
 import { isBusy, isUniqueViolation } from "../src/platform/store/dialect.js"
 import { KeyValue } from "../src/platform/store/KeyValue.js"
 import { Secrets } from "../src/platform/store/Secrets.js"
-import { makeCachedLoad, polledVersion, StoreVersion } from "../src/platform/store/StoreVersion.js"
+import { makeCachedLoad, makeVersionedReload, polledVersion, StoreVersion } from "../src/platform/store/StoreVersion.js"
 import { queryDb } from "./support/db.js"
 import { call, localCore, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
 
@@ -200,6 +201,74 @@ describe("StoreVersion over SQLite", () => {
     await Effect.runPromise(version.changed)
     expect(await Effect.runPromise(cache.get)).toBe("after")
     expect(version.peek()).toBe(await Effect.runPromise(version.current))
+  })
+
+  it("a change seen just before the store went away: the cache serves what it holds, and loads again once the store is back", async () => {
+    // A load as the store dies when the database server refuses the connection (node-postgres's ECONNREFUSED under an SqlError).
+    const refused = () =>
+      Effect.die(
+        new SqlError({
+          message: "Failed to acquire connection",
+          cause: Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" })
+        })
+      )
+    let data = "before"
+    let down = false
+    let loads = 0
+    const version = polledVersion(
+      Effect.sync(() => 1),
+      3_600_000
+    )
+    const cache = makeCachedLoad(
+      version,
+      Effect.suspend(() => (++loads, down ? refused() : Effect.succeed(data)))
+    )
+    expect(await Effect.runPromise(cache.get)).toBe("before")
+    // Another process committed (the notice came), then the database went away before the next read.
+    data = "after"
+    down = true
+    await Effect.runPromise(version.changed)
+    expect(await Effect.runPromise(cache.get)).toBe("before")
+    // Within the next second the store is not asked again: every read answers from memory at once.
+    const tried = loads
+    expect(await Effect.runPromise(cache.get)).toBe("before")
+    expect(loads).toBe(tried)
+    // Before anything was loaded there is nothing to serve: the failure is the caller's.
+    const empty = makeCachedLoad(version, refused())
+    expect((await Effect.runPromiseExit(empty.get))._tag).toBe("Failure")
+    // A failure that is not the store's (a bug, a bad row) is not hidden either.
+    const broken = makeCachedLoad(
+      version,
+      Effect.suspend(() => (down ? Effect.die(new Error("a bad row")) : Effect.succeed(1)))
+    )
+    down = false
+    expect(await Effect.runPromise(broken.get)).toBe(1)
+    down = true
+    await Effect.runPromise(version.changed)
+    expect((await Effect.runPromiseExit(broken.get))._tag).toBe("Failure")
+    // The store is back: the next read past the second loads what changed.
+    down = false
+    await new Promise((r) => setTimeout(r, 1_050))
+    expect(await Effect.runPromise(cache.get)).toBe("after")
+
+    // State reloaded whole (budgets, token limits): kept while the store cannot serve, reloaded once it can.
+    let state = "before"
+    let reloadDown = false
+    const refresh = await Effect.runPromise(
+      makeVersionedReload(
+        Option.some(version),
+        Effect.suspend(() => (reloadDown ? refused() : Effect.sync(() => void (state = data))))
+      )
+    )
+    data = "later"
+    reloadDown = true
+    await Effect.runPromise(version.changed)
+    await Effect.runPromise(refresh)
+    expect(state).toBe("after")
+    reloadDown = false
+    await new Promise((r) => setTimeout(r, 1_050))
+    await Effect.runPromise(refresh)
+    expect(state).toBe("later")
   })
 })
 

@@ -3,6 +3,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import { storeUnavailable } from "./dialect.js"
 import { dataVersion } from "./sqlite.js"
 import { SqliteWriterThread } from "./SqliteWriterThread.js"
 import { StoreKind } from "./StoreKind.js"
@@ -93,34 +94,49 @@ export class StoreVersion extends Context.Tag("gateway/StoreVersion")<StoreVersi
 }
 
 /**
+ * After a load the store could not serve (unreachable, down, its disk failed), the value last
+ * loaded is served this long before the store is tried again.
+ */
+const RETRY_UNAVAILABLE_MS = 1_000
+
+/**
  * A value loaded from the database and kept in memory until this process changes it
- * (`invalidate`) or another process commits (`StoreVersion`).
+ * (`invalidate`) or another process commits (`StoreVersion`). A load the store cannot serve
+ * while a value is in memory serves that value, and tries again a second later: a change
+ * notice that arrived just before the database went away does not fail the requests that read
+ * the cache (docs/resilience.md#when-the-store-fails).
  */
 export const makeCachedLoad = <A>(version: StoreVersionShape, load: Effect.Effect<A>) => {
   let cached: { readonly value: A; readonly version: number; readonly generation: number } | undefined
   let generation = 0
+  let retryAt = 0
   const load_ = (v: number) => {
     const gen = generation
-    return Effect.map(load, (value) => {
-      cached = { value, version: v, generation: gen }
-      return value
+    return Effect.matchCauseEffect(load, {
+      onSuccess: (value) => {
+        cached = { value, version: v, generation: gen }
+        retryAt = 0
+        return Effect.succeed(value)
+      },
+      onFailure: (cause) => {
+        if (cached === undefined || storeUnavailable(cause) === undefined) return Effect.failCause(cause)
+        retryAt = Date.now() + RETRY_UNAVAILABLE_MS
+        return Effect.succeed(cached.value)
+      }
     })
   }
+  const fresh = (v: number | undefined) =>
+    v !== undefined && cached !== undefined && cached.version === v && cached.generation === generation
   // The request path reads these on every call: a fresh cache answers in one step.
   const get = Effect.suspend(() => {
-    const known = version.peek()
-    if (known !== undefined && cached && cached.version === known && cached.generation === generation) return Effect.succeed(cached.value)
-    return Effect.flatMap(version.current, (v) =>
-      cached && cached.version === v && cached.generation === generation ? Effect.succeed(cached.value) : load_(v)
-    )
+    if (fresh(version.peek())) return Effect.succeed(cached!.value)
+    if (cached !== undefined && retryAt > Date.now()) return Effect.succeed(cached.value)
+    return Effect.flatMap(version.current, (v) => (fresh(v) ? Effect.succeed(cached!.value) : load_(v)))
   })
   return {
     get,
     /** The value when it is known fresh without reading anything, else undefined (use `get`). */
-    peek: (): A | undefined => {
-      const known = version.peek()
-      return known !== undefined && cached && cached.version === known && cached.generation === generation ? cached.value : undefined
-    },
+    peek: (): A | undefined => (fresh(version.peek()) ? cached!.value : undefined),
     /** The value last loaded, fresh or not (undefined before the first load): for what may lag a moment. */
     last: (): A | undefined => cached?.value,
     invalidate: Effect.sync(() => {
@@ -141,12 +157,23 @@ export const makeVersionedReload = (version: Option.Option<StoreVersionShape>, l
     if (Option.isNone(version)) return Effect.void
     const v = version.value
     let seen = yield* v.current
+    // As makeCachedLoad: what is in memory stays while the store cannot serve the load.
+    let retryAt = 0
     const reload = Effect.flatMap(v.current, (n) =>
       n === seen
         ? Effect.void
-        : Effect.tap(load, () => {
-            seen = n
+        : Effect.matchCauseEffect(load, {
+            onSuccess: () => {
+              seen = n
+              retryAt = 0
+              return Effect.void
+            },
+            onFailure: (cause) => {
+              if (storeUnavailable(cause) === undefined) return Effect.failCause(cause)
+              retryAt = Date.now() + RETRY_UNAVAILABLE_MS
+              return Effect.void
+            }
           })
     )
-    return Effect.suspend(() => (v.peek() === seen ? Effect.void : reload))
+    return Effect.suspend(() => (v.peek() === seen || retryAt > Date.now() ? Effect.void : reload))
   })
