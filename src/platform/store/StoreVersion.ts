@@ -147,33 +147,15 @@ export const makeCachedLoad = <A>(version: StoreVersionShape, load: Effect.Effec
 
 /**
  * For state kept in memory and loaded whole (budgets, token limits): runs `load` now and answers
- * the `refresh` to call before reading, which loads again only when another process committed.
+ * the `refresh` to call before reading, which loads again only when another process committed
+ * (a `makeCachedLoad` of nothing, so a store outage keeps what is in memory the same way).
  * Without a StoreVersion (tests of a service alone) `refresh` does nothing. A fresh check costs
  * one step: it is on the request path.
  */
-export const makeVersionedReload = (version: Option.Option<StoreVersionShape>, load: Effect.Effect<void>) =>
-  Effect.gen(function* () {
-    yield* load
-    if (Option.isNone(version)) return Effect.void
-    const v = version.value
-    let seen = yield* v.current
-    // As makeCachedLoad: what is in memory stays while the store cannot serve the load.
-    let retryAt = 0
-    const reload = Effect.flatMap(v.current, (n) =>
-      n === seen
-        ? Effect.void
-        : Effect.matchCauseEffect(load, {
-            onSuccess: () => {
-              seen = n
-              retryAt = 0
-              return Effect.void
-            },
-            onFailure: (cause) => {
-              if (storeUnavailable(cause) === undefined) return Effect.failCause(cause)
-              retryAt = Date.now() + RETRY_UNAVAILABLE_MS
-              return Effect.void
-            }
-          })
-    )
-    return Effect.suspend(() => (v.peek() === seen || retryAt > Date.now() ? Effect.void : reload))
-  })
+export const makeVersionedReload = (version: Option.Option<StoreVersionShape>, load: Effect.Effect<void>) => {
+  if (Option.isNone(version)) return Effect.as(load, Effect.void)
+  // `true` once loaded: `peek` answers it while fresh, undefined when a load is due.
+  const loaded = makeCachedLoad(version.value, Effect.as(load, true))
+  const refresh = Effect.suspend(() => (loaded.peek() === undefined ? Effect.asVoid(loaded.get) : Effect.void))
+  return Effect.as(loaded.get, refresh)
+}
