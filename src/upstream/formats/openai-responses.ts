@@ -1,4 +1,4 @@
-/** The openai-responses wire format: requests here; responses, errors and streams in openai-responses-answers.ts. */
+/** The openai-responses wire format: requests here; responses and errors in openai-responses-answers.ts, streams in openai-responses-stream.ts. */
 import { strictSchema } from "./structured.js"
 import {
   type CanonicalRequest,
@@ -27,9 +27,8 @@ import {
 import { listField, type ProviderQuirks, RequestDecodeError, type WireFormat } from "./format.js"
 import { encodeOpenAiError, decodeOpenAiError, isOpenAiErrorBody } from "./openai-chat.js"
 import { array, boolean, checkParams, integer, number, object, params, string, stringOrArray, stringOrObject } from "./params.js"
+import { ResponsesStreamDecoder, ResponsesStreamEncoder } from "./openai-responses-stream.js"
 import {
-  ResponsesStreamDecoder,
-  ResponsesStreamEncoder,
   decodeResponse,
   encodeResponsesResponse,
   failureOf,
@@ -404,4 +403,5 @@ export const openAiResponses: WireFormat = {
   usageOfResponse: (body) => usageFromResponses(obj(body)?.["usage"])
 }
 
-export { usageFromResponses, failureOf, encodeResponsesResponse, ResponsesStreamEncoder } from "./openai-responses-answers.js"
+export { usageFromResponses, failureOf, encodeResponsesResponse } from "./openai-responses-answers.js"
+export { ResponsesStreamEncoder } from "./openai-responses-stream.js"

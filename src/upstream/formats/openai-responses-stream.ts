@@ -1,0 +1,422 @@
+/** openai-responses: streams, decoded and encoded (whole answers in openai-responses-answers.ts, requests in openai-responses.ts). */
+import { newId, type StreamEvent, type Usage } from "../../domain/canonical.js"
+import { idWithSignature, malformedStream, num, obj, str, tryJson } from "./common.js"
+import type { StreamDecoder, StreamEncoder } from "./format.js"
+import { sseData } from "./frames.js"
+import {
+  type ResponsesEchoOptions,
+  echoOptions,
+  failureOf,
+  responseObject,
+  stopOf,
+  toolItem,
+  usageFromResponses
+} from "./openai-responses-answers.js"
+
+/** Responses SSE events → canonical events. */
+export class ResponsesStreamDecoder implements StreamDecoder {
+  private readonly items = new Map<number, { index: number; kind: "text" | "tool" | "reasoning"; open: boolean }>()
+  private next = 0
+  private done = false
+  private started = false
+  private sawTools = false
+  /** An event of a Responses stream came (`response.*`, `error`). */
+  private recognized = false
+
+  push(frame: { event?: string; data: string }): ReadonlyArray<StreamEvent> {
+    if (this.done) return []
+    const ev = obj(tryJson(frame.data))
+    if (!ev) return []
+    const type = str(ev["type"]) ?? frame.event
+    if (!this.recognized && type !== undefined && (type.startsWith("response.") || type === "error")) this.recognized = true
+    const out: Array<StreamEvent> = []
+    const outputIndex = num(ev["output_index"]) ?? 0
+    switch (type) {
+      case "response.created":
+      case "response.in_progress": {
+        if (this.started) break
+        this.started = true
+        const r = obj(ev["response"]) ?? {}
+        out.push({
+          type: "start",
+          id: str(r["id"]) ?? newId("resp_"),
+          model: str(r["model"]) ?? "",
+          created: num(r["created_at"]) ?? Math.floor(Date.now() / 1000)
+        })
+        break
+      }
+      case "response.output_item.added": {
+        const item = obj(ev["item"]) ?? {}
+        const itemType = str(item["type"])
+        if (itemType === "function_call" || itemType === "custom_tool_call") {
+          const index = this.next++
+          this.sawTools = true
+          this.items.set(outputIndex, { index, kind: "tool", open: true })
+          out.push({
+            type: "block_start",
+            index,
+            block: { type: "tool_use", id: str(item["call_id"]) ?? newId("call_"), name: str(item["name"]) ?? "" }
+          })
+          const args = str(item["arguments"])
+          if (args) out.push({ type: "tool_args_delta", index, partialJson: args })
+        } else if (itemType === "reasoning") {
+          const index = this.next++
+          this.items.set(outputIndex, { index, kind: "reasoning", open: true })
+          const itemId = str(item["id"])
+          out.push({ type: "block_start", index, block: { type: "reasoning", ...(itemId ? { itemId } : {}) } })
+        }
+        break
+      }
+      case "response.output_text.delta":
+      case "response.refusal.delta": {
+        let entry = this.items.get(outputIndex)
+        if (!entry) {
+          entry = { index: this.next++, kind: "text", open: true }
+          this.items.set(outputIndex, entry)
+          out.push({ type: "block_start", index: entry.index, block: { type: "text" } })
+        }
+        const delta = str(ev["delta"])
+        if (delta) out.push({ type: "text_delta", index: entry.index, text: delta })
+        break
+      }
+      case "response.function_call_arguments.delta":
+      case "response.custom_tool_call_input.delta": {
+        const entry = this.items.get(outputIndex)
+        const delta = str(ev["delta"])
+        if (entry && delta)
+          out.push({
+            type: "tool_args_delta",
+            index: entry.index,
+            partialJson: type.startsWith("response.custom") ? JSON.stringify(delta).slice(1, -1) : delta
+          })
+        break
+      }
+      case "response.reasoning_summary_text.delta":
+      case "response.reasoning_text.delta": {
+        const entry = this.items.get(outputIndex)
+        const delta = str(ev["delta"])
+        if (entry && delta) out.push({ type: "reasoning_delta", index: entry.index, text: delta })
+        break
+      }
+      case "response.output_item.done": {
+        const entry = this.items.get(outputIndex)
+        const item = obj(ev["item"]) ?? {}
+        if (entry?.kind === "reasoning" && str(item["encrypted_content"])) {
+          out.push({ type: "signature", index: entry.index, signature: str(item["encrypted_content"])!, encrypted: true })
+        }
+        if (entry?.open) {
+          entry.open = false
+          out.push({ type: "block_stop", index: entry.index })
+        }
+        break
+      }
+      case "response.completed":
+      case "response.incomplete": {
+        const r = obj(ev["response"]) ?? {}
+        this.done = true
+        for (const entry of this.items.values()) {
+          if (entry.open) out.push({ type: "block_stop", index: entry.index })
+          entry.open = false
+        }
+        const usage = usageFromResponses(r["usage"])
+        if (usage) out.push({ type: "usage", usage })
+        out.push({ type: "finish", stopReason: stopOf(r, this.sawTools) })
+        break
+      }
+      case "response.failed": {
+        this.done = true
+        out.push({
+          type: "error",
+          error: failureOf(obj(ev["response"]) ?? {}) ?? { status: 502, kind: "upstream", message: "the upstream response failed" }
+        })
+        break
+      }
+      case "error": {
+        this.done = true
+        const code = str(ev["code"])
+        out.push({
+          type: "error",
+          error: {
+            status: code === "rate_limit_exceeded" ? 429 : 502,
+            kind: code === "rate_limit_exceeded" ? "rate_limit" : "upstream",
+            message: str(ev["message"]) ?? "upstream error",
+            code: code ?? null
+          }
+        })
+        break
+      }
+    }
+    return out
+  }
+
+  end(): ReadonlyArray<StreamEvent> {
+    if (this.done) return []
+    this.done = true
+    if (!this.recognized) return [malformedStream("Responses event")]
+    return [
+      {
+        type: "error",
+        error: { status: 502, kind: "upstream", message: "upstream stream ended before response.completed", code: "stream_interrupted" }
+      }
+    ]
+  }
+}
+
+/**
+ * Canonical events → Responses SSE events, in the order the openai SDK's ResponseStream
+ * needs: created, in_progress, then per item added / part added / deltas / done, and a
+ * `response.completed` holding the whole output (ids matching the streamed items).
+ */
+export class ResponsesStreamEncoder implements StreamEncoder {
+  private seq = 0
+  private id = newId("resp_")
+  private created = Math.floor(Date.now() / 1000)
+  private usage: Partial<Usage> | undefined
+  private outputIndex = 0
+  private readonly output: Array<Record<string, unknown>> = []
+  private readonly blocks = new Map<
+    number,
+    {
+      outputIndex: number
+      itemId: string
+      kind: "text" | "reasoning" | "tool"
+      text: string
+      encrypted?: string
+      call?: { id: string; name: string }
+    }
+  >()
+  private readonly options: ResponsesEchoOptions
+
+  constructor(
+    private readonly model: string,
+    options: Readonly<Record<string, unknown>> | undefined,
+    /** Over WebSocket each event is one JSON frame instead of an SSE event. */
+    private readonly frame: (event: Record<string, unknown>) => string = (e) => sseData(e, e["type"] as string)
+  ) {
+    this.options = echoOptions(options)
+    const fixed = str(options?.["responseId"])
+    if (fixed) this.id = fixed
+  }
+
+  /**
+   * Continues a stream relayed unchanged from a Responses upstream (to report its failure): same
+   * response id, sequence numbers after the last one relayed, no second `response.created`.
+   */
+  static continuing(model: string, responseId: string, lastSequence: number): ResponsesStreamEncoder {
+    const encoder = new ResponsesStreamEncoder(model, { responseId })
+    encoder.started = true
+    encoder.seq = lastSequence + 1
+    return encoder
+  }
+
+  result(): { readonly id: string; readonly output: ReadonlyArray<unknown> } {
+    return { id: this.id, output: this.output.filter((o) => o !== undefined) }
+  }
+
+  private emit(type: string, fields: Record<string, unknown>): string {
+    return this.frame({ type, sequence_number: this.seq++, ...fields })
+  }
+
+  private response(status: "in_progress" | "completed" | "incomplete" | "failed", extra: Record<string, unknown> = {}) {
+    return responseObject(
+      this.id,
+      this.created,
+      this.model,
+      status,
+      status === "in_progress" ? [] : this.output,
+      this.usage,
+      this.options,
+      extra
+    )
+  }
+
+  /** A response that generates nothing (Codex's prewarm, `generate: false`). */
+  empty(): string {
+    this.started = true
+    return (
+      this.emit("response.created", { response: this.response("in_progress") }) +
+      this.emit("response.completed", { response: this.response("completed") })
+    )
+  }
+
+  /** Whether `response.created` went out: the openai SDK needs it before any other event. */
+  private started = false
+
+  push(ev: StreamEvent): string {
+    if (ev.type !== "start" && !this.started)
+      return this.push({ type: "start", id: this.id, model: this.model, created: this.created }) + this.push(ev)
+    switch (ev.type) {
+      case "start":
+        if (this.started) return ""
+        this.started = true
+        this.created = ev.created
+        return (
+          this.emit("response.created", { response: this.response("in_progress") }) +
+          this.emit("response.in_progress", { response: this.response("in_progress") })
+        )
+      case "block_start": {
+        const outputIndex = this.outputIndex++
+        if (ev.block.type === "text") {
+          const itemId = newId("msg_")
+          this.blocks.set(ev.index, { outputIndex, itemId, kind: "text", text: "" })
+          return (
+            this.emit("response.output_item.added", {
+              output_index: outputIndex,
+              item: { id: itemId, type: "message", status: "in_progress", role: "assistant", content: [] }
+            }) +
+            this.emit("response.content_part.added", {
+              item_id: itemId,
+              output_index: outputIndex,
+              content_index: 0,
+              part: { type: "output_text", text: "", annotations: [], logprobs: [] }
+            })
+          )
+        }
+        if (ev.block.type === "reasoning") {
+          const itemId = ev.block.itemId ?? newId("rs_")
+          this.blocks.set(ev.index, { outputIndex, itemId, kind: "reasoning", text: "" })
+          return (
+            this.emit("response.output_item.added", { output_index: outputIndex, item: { id: itemId, type: "reasoning", summary: [] } }) +
+            this.emit("response.reasoning_summary_part.added", {
+              item_id: itemId,
+              output_index: outputIndex,
+              summary_index: 0,
+              part: { type: "summary_text", text: "" }
+            })
+          )
+        }
+        const itemId = newId("fc_")
+        const call = { id: idWithSignature(ev.block.id, ev.block.signature), name: ev.block.name }
+        this.blocks.set(ev.index, { outputIndex, itemId, kind: "tool", text: "", call })
+        return this.emit("response.output_item.added", {
+          output_index: outputIndex,
+          item: toolItem(call.id, call.name, "", this.options.customTools?.has(call.name) ?? false, "in_progress", itemId)
+        })
+      }
+      case "text_delta": {
+        const b = this.blocks.get(ev.index)
+        if (!b || !ev.text) return ""
+        b.text += ev.text
+        return this.emit("response.output_text.delta", {
+          item_id: b.itemId,
+          output_index: b.outputIndex,
+          content_index: 0,
+          delta: ev.text,
+          logprobs: []
+        })
+      }
+      case "reasoning_delta": {
+        const b = this.blocks.get(ev.index)
+        if (!b || !ev.text) return ""
+        b.text += ev.text
+        return this.emit("response.reasoning_summary_text.delta", {
+          item_id: b.itemId,
+          output_index: b.outputIndex,
+          summary_index: 0,
+          delta: ev.text
+        })
+      }
+      case "signature": {
+        const b = this.blocks.get(ev.index)
+        if (b && ev.encrypted) b.encrypted = ev.signature
+        return ""
+      }
+      case "tool_args_delta": {
+        const b = this.blocks.get(ev.index)
+        if (!b || !ev.partialJson) return ""
+        b.text += ev.partialJson
+        if (this.options.customTools?.has(b.call?.name ?? "")) return "" // custom tool input goes out whole
+        return this.emit("response.function_call_arguments.delta", {
+          item_id: b.itemId,
+          output_index: b.outputIndex,
+          delta: ev.partialJson
+        })
+      }
+      case "block_stop":
+        return this.close(ev.index)
+      case "usage":
+        this.usage = { ...this.usage, ...ev.usage }
+        return ""
+      case "finish": {
+        let out = ""
+        for (const index of [...this.blocks.keys()]) out += this.close(index)
+        const incomplete = ev.stopReason === "max_tokens" || ev.stopReason === "content_filter"
+        return incomplete
+          ? out +
+              this.emit("response.incomplete", {
+                response: this.response("incomplete", {
+                  incomplete_details: { reason: ev.stopReason === "max_tokens" ? "max_output_tokens" : "content_filter" }
+                })
+              })
+          : out + this.emit("response.completed", { response: this.response("completed") })
+      }
+      case "error":
+        return this.emit("response.failed", {
+          response: this.response("failed", {
+            error: {
+              code: ev.error.code ?? (ev.error.kind === "rate_limit" ? "rate_limit_exceeded" : "server_error"),
+              message: ev.error.message
+            }
+          })
+        })
+    }
+  }
+
+  private close(index: number): string {
+    const b = this.blocks.get(index)
+    if (!b) return ""
+    this.blocks.delete(index)
+    if (b.kind === "text") {
+      const part = { type: "output_text", text: b.text, annotations: [], logprobs: [] }
+      const item = { id: b.itemId, type: "message", status: "completed", role: "assistant", content: [part] }
+      this.output[b.outputIndex] = item
+      return (
+        this.emit("response.output_text.done", {
+          item_id: b.itemId,
+          output_index: b.outputIndex,
+          content_index: 0,
+          text: b.text,
+          logprobs: []
+        }) +
+        this.emit("response.content_part.done", { item_id: b.itemId, output_index: b.outputIndex, content_index: 0, part }) +
+        this.emit("response.output_item.done", { output_index: b.outputIndex, item })
+      )
+    }
+    if (b.kind === "reasoning") {
+      const summary = b.text ? [{ type: "summary_text", text: b.text }] : []
+      const item = { id: b.itemId, type: "reasoning", summary, ...(b.encrypted ? { encrypted_content: b.encrypted } : {}) }
+      this.output[b.outputIndex] = item
+      return (
+        this.emit("response.reasoning_summary_text.done", {
+          item_id: b.itemId,
+          output_index: b.outputIndex,
+          summary_index: 0,
+          text: b.text
+        }) +
+        this.emit("response.reasoning_summary_part.done", {
+          item_id: b.itemId,
+          output_index: b.outputIndex,
+          summary_index: 0,
+          part: { type: "summary_text", text: b.text }
+        }) +
+        this.emit("response.output_item.done", { output_index: b.outputIndex, item })
+      )
+    }
+    const custom = this.options.customTools?.has(b.call!.name) ?? false
+    const item = toolItem(b.call!.id, b.call!.name, b.text || "{}", custom, "completed", b.itemId)
+    this.output[b.outputIndex] = item
+    return (
+      (custom
+        ? ""
+        : this.emit("response.function_call_arguments.done", {
+            item_id: b.itemId,
+            output_index: b.outputIndex,
+            arguments: b.text || "{}"
+          })) + this.emit("response.output_item.done", { output_index: b.outputIndex, item })
+    )
+  }
+
+  end(): string {
+    return ""
+  }
+}
