@@ -1,4 +1,5 @@
 import * as Schema from "effect/Schema"
+import { createHash } from "node:crypto"
 import { oneOf, strict } from "./parse.js"
 
 /**
@@ -169,3 +170,15 @@ export const McpKeyAllow = Schema.Struct({
   )
 }).annotations(strict)
 export type McpKeyAllow = typeof McpKeyAllow.Type
+
+/**
+ * The name `/v1/mcp` gives a server's tool or prompt: `<server>__<name>`, or, past
+ * MCP_MAX_TOOL_NAME characters, its first characters and `_` and 8 hex digits of the SHA-256 of the
+ * whole name (stable across restarts and gateways).
+ */
+export const exposedNameOf = (server: string, name: string): string => {
+  const full = `${server}${MCP_NAME_SEPARATOR}${name}`
+  if (full.length <= MCP_MAX_TOOL_NAME) return full
+  const hash = createHash("sha256").update(full).digest("hex").slice(0, 8)
+  return `${full.slice(0, MCP_MAX_TOOL_NAME - 9)}_${hash}`
+}
