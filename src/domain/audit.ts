@@ -29,7 +29,7 @@ const Time = Schema.String.pipe(
 
 export const AuditQuery = Schema.Struct({
   actor: Schema.optional(Schema.String),
-  kind: Schema.optional(Schema.Literal("management", "guardrail", "service")),
+  kind: Schema.optional(Schema.Literal("management", "guardrail", "service", "mcp")),
   /** An action, or a prefix ending in `.` or `*` (`policies.`, `guardrail.*`). */
   action: Schema.optional(Schema.String),
   target: Schema.optional(Schema.String),

@@ -14,6 +14,8 @@ export const WEBHOOK_EVENTS = [
   "provider.recovered",
   "quota.exceeded",
   "combo.switched",
+  "mcp.call.completed",
+  "mcp.call.failed",
   "test.ping"
 ] as const
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number]

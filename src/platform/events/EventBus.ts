@@ -23,6 +23,14 @@ export type EventName =
    * `ruleVersion`, `format`); never the matched text (docs/guardrails.md, "Audit log").
    */
   | "guardrail.action"
+  /**
+   * A call through `/v1/mcp` ended (docs/mcp.md, "What is recorded"): `{ server, kind, name,
+   * exposedName, apiKeyId, outcome, durationMs, resultBytes, error, arguments }`, the arguments as
+   * masked JSON text; `failed` for a call refused, rate-limited or failed, `completed` otherwise (a
+   * tool's own error result included, with outcome `tool_error`).
+   */
+  | "mcp.call.completed"
+  | "mcp.call.failed"
 
 export interface GatewayEvent {
   readonly event: EventName

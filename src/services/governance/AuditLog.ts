@@ -101,6 +101,26 @@ export class AuditLog extends Context.Tag("gateway/AuditLog")<AuditLog, AuditLog
       // Guardrail and policy actions from the bus: a listener, not a subscription (every request
       // publishes, and all but these are skipped at once).
       yield* bus.listen((e) => {
+        if (e.event === "mcp.call.completed" || e.event === "mcp.call.failed") {
+          const d = e.data
+          writer.append("audit_log", {
+            ts: Date.parse(e.timestamp) || Date.now(),
+            kind: "mcp",
+            actor: typeof d["apiKeyId"] === "string" ? d["apiKeyId"] : "anonymous",
+            action: `mcp.${String(d["kind"] ?? "tool")}.${String(d["outcome"] ?? "ok")}`,
+            target: String(d["exposedName"] ?? ""),
+            route: "/v1/mcp",
+            detail: maskedJson({
+              server: d["server"],
+              name: d["name"],
+              durationMs: d["durationMs"],
+              resultBytes: d["resultBytes"],
+              error: d["error"] ?? undefined,
+              arguments: d["arguments"] ?? undefined
+            })
+          })
+          return
+        }
         if (e.event !== "guardrail.action") return
         const d = e.data
         const { rule: _r, mode, action: _a, endpoint: _e, apiKeyId: _k, requestId, detail, ...rest } = d

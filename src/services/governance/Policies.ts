@@ -16,6 +16,7 @@ import { RequestHooks } from "../../kernel/RequestHooks.js"
 import { makeCachedLoad, StoreVersion } from "../../platform/store/StoreVersion.js"
 import { makePolicyChecks, makePolicyHook, type ToolPolicyMode, toolPolicyMode } from "./policyHook.js"
 import { loadCurrent, makePolicyVersions } from "./policyVersions.js"
+import { describeFinding } from "./policyRules.js"
 
 export { POLICY_HOOK, REMOVED_TOOLS_HEADER, type ToolPolicyMode, WARNING_HEADER } from "./policyHook.js"
 
@@ -32,6 +33,14 @@ export interface PoliciesShape {
   readonly remove: (idOrName: string, actor: string) => Effect.Effect<PolicyView, NotFound>
   /** The TOOL_POLICY_MODE in force. */
   readonly toolPolicyMode: Effect.Effect<ToolPolicyMode>
+  /**
+   * A call of a tool not made through a model request (`/v1/mcp`), under the tool rules: the mode
+   * in force and the refusal's wording (`policy "x" v2, rule tools.deny: ...`) when an enabled policy
+   * refuses a tool known by any of `names`; undefined when none does or the mode is `disabled`.
+   */
+  readonly toolRefusal: (
+    names: ReadonlyArray<string>
+  ) => Effect.Effect<{ readonly mode: "warn" | "block"; readonly finding: string } | undefined>
 }
 
 export class Policies extends Context.Tag("gateway/Policies")<Policies, PoliciesShape>() {
@@ -62,7 +71,13 @@ export class Policies extends Context.Tag("gateway/Policies")<Policies, Policies
       const changed = Effect.zipRight(cache.invalidate, refresh)
       const { get, create, remove } = makePolicyVersions({ sql, changed })
 
-      return { list: cache.get, get, create, remove, toolPolicyMode: toolMode }
+      const toolRefusal = (names: ReadonlyArray<string>) =>
+        Effect.map(toolMode, (mode) => {
+          if (mode === "disabled") return undefined
+          const f = hook.toolFinding(names)
+          return f === undefined ? undefined : { mode, finding: describeFinding(f) }
+        })
+      return { list: cache.get, get, create, remove, toolPolicyMode: toolMode, toolRefusal }
     })
   )
 }

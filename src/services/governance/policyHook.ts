@@ -243,6 +243,7 @@ export const makePolicyHook = (deps: { readonly hooks: RequestHooksShape; readon
   const { hooks, checks } = deps
   let unregister: (() => void) | undefined
   let applied: ReadonlyArray<PolicyView> | undefined
+  let compiled: ReadonlyArray<CompiledPolicy> = []
   const apply = (views: ReadonlyArray<PolicyView>) =>
     Effect.sync(() => {
       if (views === applied) return
@@ -250,6 +251,7 @@ export const makePolicyHook = (deps: { readonly hooks: RequestHooksShape; readon
       unregister?.()
       unregister = undefined
       const policies = views.filter((v) => v.enabled).map(compile)
+      compiled = policies
       if (policies.length === 0) return
       const hasTools = policies.some((p) => p.toolAllow !== undefined || p.toolDeny !== undefined)
       const request = checks.onRequest(policies, hasTools)
@@ -265,5 +267,17 @@ export const makePolicyHook = (deps: { readonly hooks: RequestHooksShape; readon
         onModelSelect: checks.onModelSelect(policies)
       })
     })
-  return { apply, unregister: () => unregister?.() }
+  /** The first enabled policy's refusal of a tool known by any of `names` (deny wins over allow), from memory. */
+  const toolFinding = (names: ReadonlyArray<string>): Finding | undefined => {
+    for (const p of compiled) {
+      if (p.toolAllow === undefined && p.toolDeny === undefined) continue
+      const findings = names.map((n) => toolVerdict(p, n))
+      // A name a deny matches refuses; an allow list refuses only when no name is in it.
+      const denied = findings.find((f) => f?.rule === "tools.deny")
+      if (denied) return denied
+      if (findings.every((f) => f !== undefined)) return findings[0]
+    }
+    return undefined
+  }
+  return { apply, unregister: () => unregister?.(), toolFinding }
 }

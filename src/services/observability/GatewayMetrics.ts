@@ -68,6 +68,8 @@ export interface GatewayMetricsShape {
    * `common`, or `pipeline` with the rule's reason (src/inference/commonPath.ts).
    */
   readonly requestPath: (path: "common" | "pipeline", reason: string) => void
+  /** One call through `/v1/mcp` (a tool, a resource read, a prompt), ended: `outcome` is ok, tool_error, refused, rate_limited or failed. */
+  readonly mcpCallEnded: (m: { readonly server: string; readonly kind: string; readonly outcome: string; readonly seconds: number }) => void
   /** The Prometheus text exposition of every metric now. */
   readonly scrape: Effect.Effect<string>
 }
@@ -157,6 +159,16 @@ const families = () => {
     unit: "{request}",
     labels: ["path", "reason"]
   })
+  const mcpCalls = new Counter({
+    name: "gateway.mcp.calls",
+    description: "Calls through /v1/mcp to the registered MCP servers, by server, kind (tool, resource, prompt) and outcome",
+    unit: "{call}",
+    labels: ["server", "kind", "outcome"]
+  })
+  const mcpDuration = new Histogram(
+    { name: "gateway.mcp.call.duration", description: "Duration of calls through /v1/mcp", unit: "s", labels: ["server", "kind"] },
+    DURATION_BUCKETS
+  )
   const inFlight = new UpDown({
     name: "gateway.requests.in_flight",
     description: "Inference requests being served",
@@ -177,6 +189,8 @@ const families = () => {
     cacheHits,
     errors,
     paths,
+    mcpCalls,
+    mcpDuration,
     inFlight
   }
 }
@@ -339,6 +353,10 @@ export const makeGatewayMetrics = (options: {
       if (m.ttftMs !== null) f.firstChunk.record([m.operation, m.provider, m.requestModel, m.responseModel], m.ttftMs / 1000)
     },
     requestPath: (path, reason) => f.paths.add([path, reason]),
+    mcpCallEnded: (m) => {
+      f.mcpCalls.add([m.server, m.kind, m.outcome])
+      f.mcpDuration.record([m.server, m.kind], m.seconds)
+    },
     scrape: Effect.promise(async () => (await start()).scrape())
   }
   return { metrics, start, close: async () => (readers ? (await readers).close() : undefined) }
