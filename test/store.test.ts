@@ -67,7 +67,8 @@ describe("database", () => {
         "19_shadow",
         "20_key_shadow",
         "21_store_changes",
-        "22_connection_tls_profile"
+        "22_connection_tls_profile",
+        "23_mcp_servers"
       ])
     }).pipe(Effect.provide(storeAt(tempDir())))
   )
@@ -80,7 +81,7 @@ describe("database", () => {
         Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*) AS n FROM schema_migrations`),
         storeAt(dir)
       )
-      expect(again[0]!.n).toBe(22)
+      expect(again[0]!.n).toBe(23)
     })
   )
 })

@@ -21,6 +21,7 @@ import m0019 from "./0019_shadow.js"
 import m0020 from "./0020_key_shadow.js"
 import m0021 from "./0021_store_changes.js"
 import m0022 from "./0022_connection_tls_profile.js"
+import m0023 from "./0023_mcp_servers.js"
 
 /**
  * The SQLite migration set: numbered migrations, bundled as modules (no file-system loader needed
@@ -49,5 +50,6 @@ export const loader = Migrator.fromRecord({
   "0019_shadow": m0019,
   "0020_key_shadow": m0020,
   "0021_store_changes": m0021,
-  "0022_connection_tls_profile": m0022
+  "0022_connection_tls_profile": m0022,
+  "0023_mcp_servers": m0023
 })
