@@ -1,5 +1,6 @@
 import * as Schema from "effect/Schema"
 import { MCP_SCOPES } from "./mcp.js"
+import { McpKeyAllow } from "./mcpServers.js"
 import { oneOf, strict } from "./parse.js"
 import { ShadowTarget, ShadowTargets } from "./shadow.js"
 
@@ -36,7 +37,9 @@ export const CreateApiKey = Schema.Struct({
   scopes: Schema.optional(Schema.Array(ApiKeyScope).pipe(Schema.minItems(1, { message: () => "scopes must not be empty" }))),
   expiresAt: Schema.optional(Schema.NullOr(ApiKeyExpiry)),
   /** Shadow targets for this key's requests (docs/shadow.md); null or []: none. */
-  shadow: Schema.optional(Schema.NullOr(ShadowTargets))
+  shadow: Schema.optional(Schema.NullOr(ShadowTargets)),
+  /** The MCP servers and tools this key may use through the gateway (docs/mcp.md); null or absent: every allowed tool. */
+  mcp: Schema.optional(Schema.NullOr(McpKeyAllow))
 }).annotations(strict)
 export type CreateApiKey = typeof CreateApiKey.Type
 
@@ -50,7 +53,9 @@ export const UpdateApiKey = Schema.Struct({
   /** A new expiry; null: never expires. */
   expiresAt: Schema.optional(Schema.NullOr(ApiKeyExpiry)),
   /** New shadow targets for this key's requests; null or []: none. */
-  shadow: Schema.optional(Schema.NullOr(ShadowTargets))
+  shadow: Schema.optional(Schema.NullOr(ShadowTargets)),
+  /** A new MCP ceiling for this key; null: none (every allowed tool). */
+  mcp: Schema.optional(Schema.NullOr(McpKeyAllow))
 }).annotations(strict)
 export type UpdateApiKey = typeof UpdateApiKey.Type
 
@@ -68,7 +73,9 @@ export const ApiKeyView = Schema.Struct({
   rpm: Schema.NullOr(Schema.Number),
   tpm: Schema.NullOr(Schema.Number),
   /** The key's shadow targets (docs/shadow.md); [] for none. */
-  shadow: Schema.Array(ShadowTarget)
+  shadow: Schema.Array(ShadowTarget),
+  /** The key's MCP ceiling (docs/mcp.md); null: none (every allowed tool). */
+  mcp: Schema.NullOr(Schema.Struct({ allow: Schema.Array(Schema.String) }))
 })
 export type ApiKeyView = typeof ApiKeyView.Type
 

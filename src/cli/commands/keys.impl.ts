@@ -17,7 +17,8 @@ export const add = (opts: Parsed<typeof addOptions>) =>
           scopes: opts.scope.length > 0 ? opts.scope : undefined,
           expiresAt: Option.getOrUndefined(opts.expiresAt),
           rpm: Option.getOrUndefined(opts.rpm),
-          tpm: Option.getOrUndefined(opts.tpm)
+          tpm: Option.getOrUndefined(opts.tpm),
+          mcp: opts.mcpAllow.length > 0 ? { allow: opts.mcpAllow } : undefined
         },
         { actor: "cli" }
       )
@@ -37,7 +38,7 @@ export const list = (opts: Parsed<typeof listOptions>) =>
       if (keys.length === 0) return yield* Console.log("no API keys yet: create one with `gateway keys add`")
       yield* Console.log(
         table(
-          ["ID", "NAME", "KEY", "SCOPES", "RPM", "TPM", "CREATED", "EXPIRES", "LAST USED"],
+          ["ID", "NAME", "KEY", "SCOPES", "RPM", "TPM", "MCP", "CREATED", "EXPIRES", "LAST USED"],
           keys.map((k) => [
             k.id,
             k.name,
@@ -45,6 +46,7 @@ export const list = (opts: Parsed<typeof listOptions>) =>
             k.scopes.join(","),
             orDash(k.rpm),
             orDash(k.tpm),
+            k.mcp === null ? "-" : k.mcp.allow.length === 0 ? "(none)" : k.mcp.allow.join(","),
             k.createdAt,
             orDash(k.expiresAt),
             orDash(k.lastUsedAt)

@@ -4,6 +4,7 @@ import * as Options from "@effect/cli/Options"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { ApiKeyExpiry, ApiKeyName, ApiKeyScope, PerMinute, PerMinuteLimit } from "../../domain/keys.js"
+import { McpKeyAllow } from "../../domain/mcpServers.js"
 import { ShadowTarget } from "../../domain/shadow.js"
 import { lazy } from "../handler.js"
 import { json } from "../options.js"
@@ -54,6 +55,11 @@ export const addOptions = {
   tpm: schemaOption("tpm", intFromText(PerMinute)).pipe(
     Options.withDescription("Tokens (input plus output) per minute this key may use."),
     Options.optional
+  ),
+  mcpAllow: schemaOptions("mcp-allow", McpKeyAllow.fields.allow.value).pipe(
+    Options.withDescription(
+      "What of the MCP servers behind the gateway this key may use: <server>, <server>__<tool>, <server>__* or *; repeat. None: every allowed tool (docs/mcp.md)."
+    )
   ),
   json
 }

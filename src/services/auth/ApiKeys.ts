@@ -37,6 +37,8 @@ export interface ApiKeyRecord {
   readonly tpm: number | null
   /** Shadow targets for this key's requests (docs/shadow.md). */
   readonly shadow: ReadonlyArray<ShadowTarget>
+  /** The MCP ceiling: patterns `<server>`, `<server>__<tool>`, `<server>__*`, `*` (docs/mcp.md); null: every allowed tool. */
+  readonly mcpAllow: ReadonlyArray<string> | null
 }
 
 export interface ApiKeysShape {

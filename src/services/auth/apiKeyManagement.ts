@@ -10,7 +10,7 @@ import type { ApiKeyScope } from "../../domain/keys.js"
 import { maskSecret } from "../../kernel/redact.js"
 import type { BatchWriterShape } from "../../platform/store/BatchWriter.js"
 import type { ApiKeyRecord, ApiKeysShape } from "./ApiKeys.js"
-import { type KeysByHash, shadowColumn, toView } from "./apiKeyRows.js"
+import { type KeysByHash, mcpAllowColumn, shadowColumn, toView } from "./apiKeyRows.js"
 import { randomToken, sha256 } from "./password.js"
 
 export const KEY_PREFIX = "gwk_"
@@ -40,11 +40,12 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched }: KeyManagemen
         const rpm = input.rpm === undefined ? existing.rpm : input.rpm
         const tpm = input.tpm === undefined ? existing.tpm : input.tpm
         const shadow = input.shadow === undefined ? existing.shadow : (input.shadow ?? [])
-        yield* sql`UPDATE api_keys SET scopes = ${JSON.stringify(merged)}, enabled = 1, rpm_limit = ${rpm}, tpm_limit = ${tpm}, shadow = ${shadowColumn(shadow)} WHERE id = ${existing.id}`.pipe(
+        const mcpAllow = input.mcp === undefined ? existing.mcpAllow : (input.mcp?.allow ?? null)
+        yield* sql`UPDATE api_keys SET scopes = ${JSON.stringify(merged)}, enabled = 1, rpm_limit = ${rpm}, tpm_limit = ${tpm}, shadow = ${shadowColumn(shadow)}, mcp_allow = ${mcpAllowColumn(mcpAllow)} WHERE id = ${existing.id}`.pipe(
           Effect.orDie
         )
         yield* byHash.invalidate
-        const record = { ...existing, scopes: merged, enabled: true, rpm, tpm, shadow }
+        const record = { ...existing, scopes: merged, enabled: true, rpm, tpm, shadow, mcpAllow }
         return { ...toView(record), secret }
       }
       const record: ApiKeyRecord = {
@@ -58,7 +59,8 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched }: KeyManagemen
         lastUsedAt: null,
         rpm: input.rpm ?? null,
         tpm: input.tpm ?? null,
-        shadow: input.shadow ?? []
+        shadow: input.shadow ?? [],
+        mcpAllow: input.mcp?.allow ?? null
       }
       yield* sql`INSERT INTO api_keys ${sql.insert({
         id: record.id,
@@ -71,7 +73,8 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched }: KeyManagemen
         expires_at: record.expiresAt,
         rpm_limit: record.rpm,
         tpm_limit: record.tpm,
-        shadow: shadowColumn(record.shadow)
+        shadow: shadowColumn(record.shadow),
+        mcp_allow: mcpAllowColumn(record.mcpAllow)
       })}`.pipe(Effect.orDie)
       yield* byHash.invalidate
       audit(options.actor ?? "system", "api_key.create", record.id)
@@ -110,9 +113,10 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched }: KeyManagemen
         tpm: input.tpm === undefined ? target.tpm : input.tpm,
         enabled: input.enabled ?? target.enabled,
         expiresAt: input.expiresAt === undefined ? target.expiresAt : input.expiresAt === null ? null : input.expiresAt.getTime(),
-        shadow: input.shadow === undefined ? target.shadow : (input.shadow ?? [])
+        shadow: input.shadow === undefined ? target.shadow : (input.shadow ?? []),
+        mcpAllow: input.mcp === undefined ? target.mcpAllow : (input.mcp?.allow ?? null)
       }
-      yield* sql`UPDATE api_keys SET name = ${next.name}, rpm_limit = ${next.rpm}, tpm_limit = ${next.tpm}, enabled = ${next.enabled ? 1 : 0}, expires_at = ${next.expiresAt}, shadow = ${shadowColumn(next.shadow)} WHERE id = ${target.id}`.pipe(
+      yield* sql`UPDATE api_keys SET name = ${next.name}, rpm_limit = ${next.rpm}, tpm_limit = ${next.tpm}, enabled = ${next.enabled ? 1 : 0}, expires_at = ${next.expiresAt}, shadow = ${shadowColumn(next.shadow)}, mcp_allow = ${mcpAllowColumn(next.mcpAllow)} WHERE id = ${target.id}`.pipe(
         Effect.orDie
       )
       yield* byHash.invalidate

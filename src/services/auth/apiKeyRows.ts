@@ -23,6 +23,20 @@ interface Row {
   readonly rpm_limit: number | null
   readonly tpm_limit: number | null
   readonly shadow: string | null
+  readonly mcp_allow: string | null
+}
+
+/** The `mcp_allow` column: the patterns as JSON, NULL for no ceiling. */
+export const mcpAllowColumn = (allow: ReadonlyArray<string> | null): string | null => (allow === null ? null : JSON.stringify(allow))
+
+const mcpAllowOf = (text: string | null | undefined): ReadonlyArray<string> | null => {
+  if (text === null || text === undefined) return null
+  try {
+    const v: unknown = JSON.parse(text)
+    return Array.isArray(v) ? v.filter((s): s is string => typeof s === "string") : null
+  } catch {
+    return null
+  }
 }
 
 /** The `shadow` column: the targets as JSON, NULL for none. */
@@ -39,7 +53,8 @@ const toRecord = (row: Row): ApiKeyRecord => ({
   lastUsedAt: row.last_used_at,
   rpm: row.rpm_limit ?? null,
   tpm: row.tpm_limit ?? null,
-  shadow: row.shadow ? (JSON.parse(row.shadow) as ReadonlyArray<ShadowTarget>) : []
+  shadow: row.shadow ? (JSON.parse(row.shadow) as ReadonlyArray<ShadowTarget>) : [],
+  mcpAllow: mcpAllowOf(row.mcp_allow)
 })
 
 export const toView = (r: ApiKeyRecord): ApiKeyView => ({
@@ -53,7 +68,8 @@ export const toView = (r: ApiKeyRecord): ApiKeyView => ({
   lastUsedAt: toIso(r.lastUsedAt),
   rpm: r.rpm,
   tpm: r.tpm,
-  shadow: r.shadow
+  shadow: r.shadow,
+  mcp: r.mcpAllow === null ? null : { allow: r.mcpAllow }
 })
 
 /** Every key by the SHA-256 of its secret, loaded once and kept until a write here or another process's commit. */
