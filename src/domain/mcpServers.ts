@@ -182,3 +182,12 @@ export const exposedNameOf = (server: string, name: string): string => {
   const hash = createHash("sha256").update(full).digest("hex").slice(0, 8)
   return `${full.slice(0, MCP_MAX_TOOL_NAME - 9)}_${hash}`
 }
+
+/** What `POST /api/mcp/servers/{name}/call` answers: the server's CallToolResult as it sent it (a tool's own failure: `isError`). */
+export const McpCallResult = Schema.Struct({
+  content: Schema.Array(Schema.Unknown),
+  structuredContent: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+  isError: Schema.optional(Schema.Boolean),
+  _meta: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+})
+export type McpCallResult = typeof McpCallResult.Type

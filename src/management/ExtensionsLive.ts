@@ -1,3 +1,4 @@
+import type { SqlClient } from "@effect/sql/SqlClient"
 import type { ConfigError } from "effect/ConfigError"
 import * as Layer from "effect/Layer"
 import type { RequestHooks } from "../kernel/RequestHooks.js"
@@ -11,6 +12,7 @@ import type { Secrets } from "../platform/store/Secrets.js"
 import type { StoreVersion } from "../platform/store/StoreVersion.js"
 import type { AdminAuth } from "../services/auth/AdminAuth.js"
 import type { ApiKeys } from "../services/auth/ApiKeys.js"
+import { McpServers } from "../services/mcp/McpServers.js"
 import { Playground } from "../services/playground/Playground.js"
 import { Plugins } from "../services/plugins/Plugins.js"
 import type { Cooldowns } from "../services/resilience/Cooldowns.js"
@@ -32,13 +34,15 @@ import { McpHttp } from "./mcp/McpHttp.js"
 import { McpTools } from "./mcp/McpTools.js"
 
 /**
- * The extensions area: coding tools, ACP agents, skills, MCP, host policy, plugins, playground, tunnels.
+ * The extensions area: coding tools, ACP agents, skills, MCP (the gateway's own server and the registry of upstream ones), host
+ * policy, plugins, playground, tunnels.
  * Under management/ because MCP and the coding tools are management's; its type says what it reads.
  */
 export const ExtensionsLive: Layer.Layer<
-  CliToolsConfig | CliTools | AcpAgents | SkillCatalog | McpTools | HostPolicy | McpHttp | Plugins | Playground | Tunnels,
+  CliToolsConfig | CliTools | AcpAgents | SkillCatalog | McpTools | HostPolicy | McpHttp | McpServers | Plugins | Playground | Tunnels,
   ConfigError,
   | AppConfig
+  | SqlClient
   | BatchWriter
   | KeyValue
   | Secrets
@@ -60,5 +64,7 @@ export const ExtensionsLive: Layer.Layer<
   Layer.provideMerge(Layer.mergeAll(McpTools.layer.pipe(Layer.provide(SkillRunner.layer)), HostPolicy.layer)),
   Layer.provideMerge(
     Layer.mergeAll(SkillCatalog.layer, Layer.mergeAll(CliTools.layer, AcpAgents.layer).pipe(Layer.provideMerge(CliToolsConfig.layer)))
-  )
+  ),
+  // The registry of upstream MCP servers, under everything of the area (the connections to them read it).
+  Layer.provideMerge(McpServers.layer)
 )

@@ -27,6 +27,7 @@ import type { Policies } from "../services/governance/Policies.js"
 import type { Capture } from "../services/inspector/Capture.js"
 import type { Inspector } from "../services/inspector/Inspector.js"
 import type { Tproxy } from "../services/inspector/Tproxy.js"
+import type { McpServers } from "../services/mcp/McpServers.js"
 import type { OAuth } from "../services/oauth/OAuth.js"
 import type { GatewayMetrics } from "../services/observability/GatewayMetrics.js"
 import type { Playground } from "../services/playground/Playground.js"
@@ -117,6 +118,7 @@ export const ManagementLive: Layer.Layer<
   | AcpAgents
   | SkillCatalog
   | McpHttp
+  | McpServers
   | Plugins
   | Playground
   | Tunnels

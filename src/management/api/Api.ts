@@ -15,7 +15,7 @@ import { PlaygroundGroup } from "./playground/Api.js"
 import { TunnelsGroup } from "./tunnels/Api.js"
 import { MetricsGroup } from "./metrics/Api.js"
 import { KeysGroup } from "./keys/Api.js"
-import { McpGroup } from "./mcp/Api.js"
+import { McpGroup, McpServersGroup } from "./mcp/Api.js"
 import { ModelsGroup } from "./models/Api.js"
 import { OAuthCallbackGroup, OAuthGroup } from "./oauth/Api.js"
 import { NodesGroup } from "./nodes/Api.js"
@@ -77,6 +77,7 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(CliToolsGroup)
   .add(AcpGroup)
   .add(McpGroup)
+  .add(McpServersGroup)
   .add(ContextGroup)
   .add(InspectorGroup)
   .add(InspectorOpenGroup)

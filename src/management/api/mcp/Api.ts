@@ -1,10 +1,77 @@
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as Schema from "effect/Schema"
+import { BadGateway, BadRequest, Conflict, NotFound, ServiceUnavailable } from "../../../domain/errors.js"
 import { McpRestartResult, McpStatus } from "../../../domain/mcp.js"
+import {
+  AllowMcpTools,
+  CallMcpTool,
+  CreateMcpServer,
+  McpCallResult,
+  McpOffering,
+  McpServerView,
+  UpdateMcpServer
+} from "../../../domain/mcpServers.js"
 import { ManagementAuth } from "../Principal.js"
 
 /** The MCP server's state (docs/mcp.md): `GET /api/mcp/status`, `POST /api/mcp/restart`. */
 export class McpGroup extends HttpApiGroup.make("mcp")
   .add(HttpApiEndpoint.get("status", "/api/mcp/status").addSuccess(McpStatus))
   .add(HttpApiEndpoint.post("restart", "/api/mcp/restart").addSuccess(McpRestartResult))
+  .middleware(ManagementAuth) {}
+
+/** A registered server's name in the path (an unknown one is a 404). */
+const ServerPath = Schema.Struct({ name: Schema.String })
+
+/**
+ * `/api/mcp/servers`: the registry of upstream MCP servers served through the gateway (docs/mcp.md,
+ * "MCP servers behind the gateway"). Listings mask every env and header value.
+ */
+export class McpServersGroup extends HttpApiGroup.make("mcpServers")
+  .add(HttpApiEndpoint.get("list", "/api/mcp/servers").addSuccess(Schema.Struct({ servers: Schema.Array(McpServerView) })))
+  .add(
+    HttpApiEndpoint.post("create", "/api/mcp/servers")
+      .setPayload(CreateMcpServer)
+      .addSuccess(McpServerView, { status: 201 })
+      .addError(BadRequest)
+      .addError(Conflict)
+  )
+  .add(HttpApiEndpoint.get("get", "/api/mcp/servers/:name").setPath(ServerPath).addSuccess(McpServerView).addError(NotFound))
+  .add(
+    HttpApiEndpoint.patch("update", "/api/mcp/servers/:name")
+      .setPath(ServerPath)
+      .setPayload(UpdateMcpServer)
+      .addSuccess(McpServerView)
+      .addError(BadRequest)
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.del("remove", "/api/mcp/servers/:name")
+      .setPath(ServerPath)
+      .addSuccess(Schema.Struct({ removed: McpServerView }))
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.post("allow", "/api/mcp/servers/:name/allow")
+      .setPath(ServerPath)
+      .setPayload(AllowMcpTools)
+      .addSuccess(McpServerView)
+      .addError(BadRequest)
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.get("tools", "/api/mcp/servers/:name/tools")
+      .setPath(ServerPath)
+      .addSuccess(Schema.Struct({ offerings: Schema.Array(McpOffering) }))
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.post("call", "/api/mcp/servers/:name/call")
+      .setPath(ServerPath)
+      .setPayload(CallMcpTool)
+      .addSuccess(McpCallResult)
+      .addError(NotFound)
+      .addError(BadGateway)
+      .addError(ServiceUnavailable)
+  )
   .middleware(ManagementAuth) {}
