@@ -1,9 +1,12 @@
 import Database from "better-sqlite3"
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
+import { Secrets } from "../src/platform/store/Secrets.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
 import { runCli } from "./support/cli.js"
@@ -111,6 +114,35 @@ describe("backup and restore round trip", () => {
 
     const list = (await api("/api/db-backups")).body.backups
     expect(list.map((b: any) => b.kind)).toEqual(["pre-restore", "manual"])
+  })
+})
+
+describe("MCP servers in a backup", () => {
+  it("a restore brings back the registry, its env secret still opening with the storage key, and the API serves it at once", async () => {
+    const TOKEN = "ghp_backup_secret_token_0123456789abcd"
+    const created = await api("/api/mcp/servers", {
+      body: { name: "kept", transport: "stdio", command: "npx", args: ["server"], env: { TOKEN }, allowedTools: ["*"] }
+    })
+    expect(created.status, created.text).toBe(201)
+    const before = (await api("/api/mcp/servers")).body.servers
+    const made = (await api("/api/db-backups", { method: "PUT" })).body.id
+
+    expect((await api("/api/mcp/servers/kept", { method: "DELETE" })).status).toBe(200)
+    expect((await api("/api/mcp/servers", { body: { name: "after", transport: "http", url: "http://127.0.0.1:9/mcp" } })).status).toBe(201)
+    expect((await api("/api/db-backups", { body: { id: made } })).status).toBe(200)
+
+    const after = (await api("/api/mcp/servers")).body.servers
+    expect(after.map((s: any) => s.name)).toEqual(["kept"])
+    expect(after).toEqual(before)
+    const env = await gw.run(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const [row] = yield* sql<{ env_enc: string }>`SELECT env_enc FROM mcp_servers WHERE name = 'kept'`
+        return JSON.parse(Redacted.value(yield* (yield* Secrets).decrypt(row!.env_enc)))
+      })
+    )
+    expect(env).toEqual({ TOKEN })
+    expect((await api("/api/mcp/servers/kept", { method: "DELETE" })).status).toBe(200)
   })
 })
 

@@ -1,4 +1,6 @@
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as zlib from "node:zlib"
@@ -7,6 +9,7 @@ import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import type { BundleContent } from "../src/domain/sync.js"
 import { openStorageKey, readArchive } from "../src/management/sync/Archive.js"
 import { openBundle, sealBundle } from "../src/management/sync/ConfigBundle.js"
+import { Secrets } from "../src/platform/store/Secrets.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { runCli } from "./support/cli.js"
 import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
@@ -547,5 +550,109 @@ describe("compression and context configuration in the bundle (schema 2)", () =>
     expect((await action(D, { action: "sync" })).body).toMatchObject({ result: "pulled", version: version + 2 })
     expect((await context(D)).memory).toEqual([])
     expect((await context(D)).skills).toEqual(before.skills)
+  })
+})
+
+describe("MCP servers in the bundle", () => {
+  /** E makes the registry, F is a fresh gateway that takes it; both sync through S, space `mcp`. */
+  let E: TestGateway
+  let F: TestGateway
+  const SPACE = "mcp"
+  const TOKEN = "ghp_bundle_secret_token_0123456789abcdef"
+  const HEADER = "Bearer sk-bundle-header-secret-0123456789"
+
+  const initSpace = (gw: TestGateway) =>
+    api(gw, "/api/sync/initialize", { body: { serverUrl: S.url, apiKey: ADMIN, space: SPACE, passphrase: PASSPHRASE } })
+  const latestBundle = async () => {
+    const stored = await api(S, `/api/cloud/bundles/${SPACE}`)
+    expect(stored.status).toBe(200)
+    return {
+      version: stored.body.version as number,
+      ciphertext: stored.body.ciphertext as string,
+      content: await Effect.runPromise(openBundle(stored.body.ciphertext, PASSPHRASE))
+    }
+  }
+  const servers = async (gw: TestGateway) => (await api(gw, "/api/mcp/servers")).body.servers
+  /** A server's env and headers as stored: the sealed columns and what this gateway's storage key opens them to. */
+  const sealed = (gw: TestGateway, name: string) =>
+    gw.run(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const secrets = yield* Secrets
+        const [row] = yield* sql<{ env_enc: string | null; headers_enc: string | null }>`
+          SELECT env_enc, headers_enc FROM mcp_servers WHERE name = ${name}`
+        const open = (s: string | null | undefined) =>
+          s ? Effect.map(secrets.decrypt(s), (p) => JSON.parse(Redacted.value(p))) : Effect.succeed(null)
+        return { row, env: yield* open(row?.env_enc), headers: yield* open(row?.headers_enc) }
+      })
+    )
+
+  beforeAll(async () => {
+    ;[E, F] = await Promise.all([startGateway(), startGateway()])
+    for (const gw of [E, F]) await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+  })
+  afterAll(async () => {
+    await Promise.all([E?.close(), F?.close()])
+  })
+
+  it("carries the registry, env and headers in the clear only inside the seal; the receiver seals them with its own key", async () => {
+    const stdio = await api(E, "/api/mcp/servers", {
+      body: { name: "github", transport: "stdio", command: "npx", args: ["-y", "server-github"], env: { GITHUB_TOKEN: TOKEN } }
+    })
+    expect(stdio.status, stdio.text).toBe(201)
+    const http = await api(E, "/api/mcp/servers", {
+      body: { name: "docs", transport: "http", url: "http://127.0.0.1:9/mcp", headers: { Authorization: HEADER }, allowedTools: ["*"] }
+    })
+    expect(http.status, http.text).toBe(201)
+
+    expect((await initSpace(E)).status).toBe(200)
+    const pushed = await action(E, { action: "push" })
+    expect(pushed.body).toMatchObject({ result: "pushed", version: 1, counts: { mcpServers: 2 } })
+    const { ciphertext, content } = await latestBundle()
+    for (const plain of [TOKEN, HEADER, "server-github"]) expect(ciphertext).not.toContain(plain)
+    const rows = content.sections.mcpServers!
+    expect(rows.map((r) => r["name"])).toEqual(expect.arrayContaining(["github", "docs"]))
+    expect(JSON.parse(String(rows.find((r) => r["name"] === "github")!["env_enc"]))).toEqual({ GITHUB_TOKEN: TOKEN })
+    expect(JSON.parse(String(rows.find((r) => r["name"] === "docs")!["headers_enc"]))).toEqual({ Authorization: HEADER })
+
+    expect(await servers(F)).toEqual([])
+    expect((await initSpace(F)).status).toBe(200)
+    expect((await action(F, { action: "pull" })).body).toMatchObject({ result: "pulled", version: 1, counts: { mcpServers: 2 } })
+    const onF = await servers(F)
+    const onE = await servers(E)
+    const comparable = (list: Array<any>) => list.map(({ health: _h, ...s }) => s)
+    expect(comparable(onF)).toEqual(comparable(onE))
+    expect(JSON.stringify(onF)).not.toContain(TOKEN)
+    const fGithub = await sealed(F, "github")
+    expect(fGithub.env).toEqual({ GITHUB_TOKEN: TOKEN })
+    expect(fGithub.row!.env_enc).not.toBe((await sealed(E, "github")).row!.env_enc)
+    expect((await sealed(F, "docs")).headers).toEqual({ Authorization: HEADER })
+    expect(fs.readFileSync(path.join(F.dataDir, "gateway.db")).includes(TOKEN)).toBe(false)
+    expect((await api(F, "/api/sync/cloud")).body).toMatchObject({ localVersion: 1, localChanged: false })
+  })
+
+  it("a bundle without the section (a gateway before the registry) leaves the receiver's servers as they are", async () => {
+    const before = await servers(F)
+    const { version, content } = await latestBundle()
+    const { mcpServers: _, ...older } = content.sections
+    const put = await api(S, `/api/cloud/bundles/${SPACE}`, {
+      method: "PUT",
+      body: {
+        baseVersion: version,
+        ciphertext: sealBundle(
+          {
+            ...content,
+            sections: { ...older, flags: [...older.flags, { namespace: "feature_flags", key: "TOOL_POLICY_MODE", value: "warn" }] }
+          },
+          PASSPHRASE
+        )
+      }
+    })
+    expect(put.status, put.text).toBe(201)
+    const pulled = await action(F, { action: "sync" })
+    expect(pulled.body).toMatchObject({ result: "pulled", version: version + 1 })
+    expect(Object.keys(pulled.body.counts)).not.toContain("mcpServers")
+    expect(await servers(F)).toEqual(before)
+    expect((await sealed(F, "github")).env).toEqual({ GITHUB_TOKEN: TOKEN })
   })
 })

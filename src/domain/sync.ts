@@ -43,7 +43,8 @@ export const BUNDLE_SECTIONS = [
   "compressionCombos",
   "compressionAssignments",
   "memory",
-  "skills"
+  "skills",
+  "mcpServers"
 ] as const
 export type BundleSection = (typeof BUNDLE_SECTIONS)[number]
 
@@ -54,6 +55,12 @@ export const SCHEMA_2_SECTIONS = [
   "memory",
   "skills"
 ] as const satisfies ReadonlyArray<BundleSection>
+
+/**
+ * Sections a bundle may lack: schema 2's, and `mcpServers` (migration 0023), which a gateway before
+ * it leaves out of its schema-2 bundles. Absent: not carried; absent or empty: left out of the digest.
+ */
+export const OPTIONAL_SECTIONS = [...SCHEMA_2_SECTIONS, "mcpServers"] as const satisfies ReadonlyArray<BundleSection>
 
 /** The layout this build writes; it reads `BUNDLE_SCHEMAS`. */
 export const BUNDLE_SCHEMA = 2
@@ -86,7 +93,9 @@ export const BundleContent = Schema.Struct({
     /** `context_memory`. */
     memory: Schema.optional(Schema.Array(BundleRow)),
     /** `context_skills`. */
-    skills: Schema.optional(Schema.Array(BundleRow))
+    skills: Schema.optional(Schema.Array(BundleRow)),
+    /** `mcp_servers` (migration 0023; `env_enc`, `headers_enc` carried decrypted). Absent from an older gateway's bundle: not carried. */
+    mcpServers: Schema.optional(Schema.Array(BundleRow))
   })
 })
 export type BundleContent = typeof BundleContent.Type

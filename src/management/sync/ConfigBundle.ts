@@ -17,7 +17,7 @@ import {
   type BundleRow,
   type BundleSection,
   type BundleSetting,
-  SCHEMA_2_SECTIONS,
+  OPTIONAL_SECTIONS,
   type SectionDiff
 } from "../../domain/sync.js"
 import { Backups } from "../../platform/store/Backups.js"
@@ -115,10 +115,12 @@ const TABLES: ReadonlyArray<TableSection> = [
     label: (r) => String(r["id"]),
     name: (r) => `${r["scope"]}${r["scope_id"] == null ? "" : `:${r["scope_id"]}`} "${shortText(r["text"])}" (${r["id"]})`
   },
-  { section: "skills", table: "context_skills", key: ["id"], volatile: [], label: (r) => String(r["name"] ?? r["id"]) }
+  { section: "skills", table: "context_skills", key: ["id"], volatile: [], label: (r) => String(r["name"] ?? r["id"]) },
+  // The registry of upstream MCP servers (src/services/mcp/McpServers.ts); env and headers in its `_enc` columns.
+  { section: "mcpServers", table: "mcp_servers", key: ["id"], volatile: [], label: (r) => String(r["name"] ?? r["id"]) }
 ]
 
-const OPTIONAL: ReadonlyArray<BundleSection> = SCHEMA_2_SECTIONS
+const OPTIONAL: ReadonlyArray<BundleSection> = OPTIONAL_SECTIONS
 
 /** A table section's rows, or undefined when the bundle does not carry the section (a schema-1 bundle's schema-2 sections). */
 const rowsOf = (content: BundleContent, section: TableSection["section"]): ReadonlyArray<BundleRow> | undefined => content.sections[section]
@@ -183,8 +185,8 @@ const itemsOf = (content: BundleContent): Partial<Record<BundleSection, Items>> 
 const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
 
 /**
- * A digest of what a bundle configures (not when it was made): equal digests, same configuration. An absent or empty schema-2
- * section is left out, so the digest did not move with schema 2 (docs/operations.md#bundles-of-an-older-gateway-schema-1).
+ * A digest of what a bundle configures (not when it was made): equal digests, same configuration. An absent or empty optional
+ * section (schema 2's, the MCP servers) is left out, so the digest did not move with them (docs/operations.md#bundles-of-an-older-gateway-schema-1).
  */
 export const digest = (content: BundleContent): string => {
   const items = itemsOf(content)
