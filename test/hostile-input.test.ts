@@ -18,6 +18,7 @@ import * as Server from "../src/server/Server.js"
 import { InferenceRoutes } from "../src/inference/InferenceRoutes.js"
 import { ResponsesWebSocket } from "../src/server/ResponsesWebSocket.js"
 import { ManagementHandler } from "../src/management/api/ManagementHandler.js"
+import { McpGateway } from "../src/inference/mcp/McpGateway.js"
 import { McpHttp } from "../src/management/mcp/McpHttp.js"
 import { scrubSecrets } from "../src/kernel/redact.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
@@ -433,6 +434,11 @@ describe("the server's last resort", () => {
       Layer.provide(Layer.succeed(InspectorFeed, { upgrade: () => false })),
       Layer.provide(
         Layer.succeed(McpHttp, { handle: (_req: http.IncomingMessage, res: http.ServerResponse) => void res.end("mcp") } as never)
+      ),
+      Layer.provide(
+        Layer.succeed(McpGateway, {
+          handle: (_req: http.IncomingMessage, res: http.ServerResponse) => void res.end("mcp gateway")
+        } as never)
       ),
       Layer.provide(Layer.succeed(FeatureFlags, { enabled: () => Effect.succeed(false) } as never)),
       Layer.provide(Layer.succeed(Settings, { ipFilter: () => ({ active: false, check: () => undefined }) } as never)),

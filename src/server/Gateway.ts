@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { InferenceLive } from "../inference/InferenceLive.js"
+import { McpGatewayLive } from "../inference/mcp/McpGatewayLive.js"
 import { StreamTimeouts } from "../inference/StreamTimeouts.js"
 import { ExtensionsLive } from "../management/ExtensionsLive.js"
 import { ManagementLive } from "../management/ManagementLive.js"
@@ -28,6 +29,7 @@ import { ServerLive } from "./ServerLive.js"
 export const ServerLayer = ServerLive.pipe(
   Layer.provideMerge(ManagementLive),
   Layer.provideMerge(InferenceLive),
+  Layer.provideMerge(McpGatewayLive),
   Layer.provideMerge(InspectorLive),
   Layer.provideMerge(ExtensionsLive),
   Layer.provideMerge(RoutingLive),

@@ -14,6 +14,7 @@ import { InspectorFeed } from "../management/dashboard/InspectorFeed.js"
 import { LiveFeed } from "../management/dashboard/LiveFeed.js"
 import { Dashboard } from "../management/dashboard/Dashboard.js"
 import { McpHttp } from "../management/mcp/McpHttp.js"
+import { McpGateway } from "../inference/mcp/McpGateway.js"
 import { type AppConfigShape, AppConfig, isLoopbackHost } from "../platform/config/AppConfig.js"
 import { type FeatureFlagsShape, FeatureFlags } from "../platform/flags/FeatureFlags.js"
 import { answerRefused } from "../platform/http/lingering.js"
@@ -90,6 +91,7 @@ export const layer = Layer.scoped(
     const management = yield* ManagementHandler
     const websocket = yield* ResponsesWebSocket
     const mcp = yield* McpHttp
+    const mcpGateway = yield* McpGateway
     const dashboard = yield* Dashboard
     const live = yield* LiveFeed
     const inspectorFeed = yield* InspectorFeed
@@ -106,7 +108,7 @@ export const layer = Layer.scoped(
     const trustProxy = yield* flags.enabled(TRUST_PROXY_FLAG)
 
     const traffic = newTraffic()
-    const { serve, failed } = makePlanes({ traffic, run, inference, management, mcp, dashboard })
+    const { serve, failed } = makePlanes({ traffic, run, inference, management, mcp, mcpGateway, dashboard })
     const screen = makeIpScreen({ flags, settings, run, trustProxy, serve, failed })
     // requestTimeout (node's default, 5 min) bounds receiving a request, not streaming the answer.
     const server = http.createServer({ keepAliveTimeout: 65_000 }, makeRequestListener({ traffic, screen, failed }))

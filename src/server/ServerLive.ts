@@ -16,6 +16,7 @@ import type { InspectorFeed } from "../management/dashboard/InspectorFeed.js"
 import type { LiveFeed } from "../management/dashboard/LiveFeed.js"
 import type { Dashboard } from "../management/dashboard/Dashboard.js"
 import type { McpHttp } from "../management/mcp/McpHttp.js"
+import type { McpGateway } from "../inference/mcp/McpGateway.js"
 import type { CloudSync } from "../management/sync/CloudSync.js"
 import type { AppConfig } from "../platform/config/AppConfig.js"
 import type { FeatureFlags } from "../platform/flags/FeatureFlags.js"
@@ -78,6 +79,7 @@ export const ServerLive: Layer.Layer<
   | Cooldowns
   | Pricing
   | McpHttp
+  | McpGateway
   | Playground
   | Tunnels
   | Inspector

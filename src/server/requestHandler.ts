@@ -25,6 +25,7 @@ import type { InspectorFeedShape } from "../management/dashboard/InspectorFeed.j
 import type { LiveFeedShape } from "../management/dashboard/LiveFeed.js"
 import type { DashboardShape } from "../management/dashboard/Dashboard.js"
 import { MCP_PATH, type McpHttpShape } from "../management/mcp/McpHttp.js"
+import { isMcpGatewayPath, MCP_GATEWAY_PATH, type McpGatewayShape } from "../inference/mcp/McpGateway.js"
 import { lingering } from "../platform/http/lingering.js"
 import type { IpScreen } from "./ipScreen.js"
 
@@ -99,13 +100,15 @@ export interface PlanesDeps {
   readonly inference: InferenceRoutesShape
   readonly management: NodeHandler
   readonly mcp: McpHttpShape
+  /** `/v1/mcp`: the registered MCP servers behind the gateway (src/inference/mcp/McpGateway.ts). */
+  readonly mcpGateway: McpGatewayShape
   readonly dashboard: DashboardShape
 }
 
 /** The planes a screened request goes to (the dashboard, MCP, the inspector routes, inference, management), and the 500 of a handler that
  * threw. */
 export const makePlanes = (deps: PlanesDeps): Planes => {
-  const { traffic, run, inference, management, mcp, dashboard } = deps
+  const { traffic, run, inference, management, mcp, mcpGateway, dashboard } = deps
   const { open } = traffic
 
   const serve = (req: http.IncomingMessage, res: http.ServerResponse) => {
@@ -120,6 +123,11 @@ export const makePlanes = (deps: PlanesDeps): Planes => {
     if (path === MCP_PATH) {
       res.once("close", () => open.delete(res))
       return mcp.handle(req, res)
+    }
+    // The MCP servers behind the gateway: sessions and long-lived streams as on `/mcp`, a key always.
+    if (path.startsWith(MCP_GATEWAY_PATH) && isMcpGatewayPath(path)) {
+      res.once("close", () => open.delete(res))
+      return mcpGateway.handle(req, res, path)
     }
     // The inspector and capture routes (spec document 3) are loopback-only, checked before any
     // credentials: a session token leaked through a tunnel or a forwarding proxy cannot reach them.

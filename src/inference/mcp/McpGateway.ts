@@ -1,0 +1,354 @@
+/**
+ * The MCP gateway's endpoint (docs/mcp.md, "One endpoint for every server"): `/v1/mcp` serves the
+ * allowed tools, resources and prompts of every registered server, named `<server>__<name>`, and
+ * `/v1/mcp/{server}` those of one server under their own names, over streamable HTTP. Every
+ * request needs a valid gateway key (stdio servers reach the disk), whatever inference needs.
+ * Each session has its own SDK server whose handlers list through the catalog and forward through
+ * McpUpstreams; every call is checked (access, tool policy, rate limit), forwarded with its
+ * cancellation and progress, and recorded (src/inference/mcp/record.ts).
+ */
+import type { Server } from "@modelcontextprotocol/sdk/server/index.js"
+import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js"
+import type { CallToolResult, GetPromptResult, ReadResourceResult } from "@modelcontextprotocol/sdk/types.js"
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
+import * as Schedule from "effect/Schedule"
+import type * as http from "node:http"
+import { exposedNameOf, MCP_SERVER_NAME_PATTERN } from "../../domain/mcpServers.js"
+import { jsonTooDeep, TOO_DEEP_MESSAGE } from "../../kernel/untrusted.js"
+import { HostPolicy } from "../../platform/http/HostPolicy.js"
+import { trimmedHeader } from "../../platform/http/request.js"
+import { ApiKeys } from "../../services/auth/ApiKeys.js"
+import { Policies } from "../../services/governance/Policies.js"
+import { McpServers } from "../../services/mcp/McpServers.js"
+import { type McpCallOptions, McpUpstreams, type McpUpstreamError } from "../../services/mcp/McpUpstreams.js"
+import { VERSION } from "../../kernel/version.js"
+import { presentedKey } from "../auth.js"
+import { readBody } from "../io.js"
+import { MCP_ALLOW_HEADER, type McpAccess, narrowingOf, refusal } from "./access.js"
+import { makeCatalog, type Scope } from "./catalog.js"
+import { makeRateLimiter } from "./rateLimit.js"
+import { type CallOutcome, McpCallRecorder } from "./record.js"
+import { makeSessionTable } from "./sessions.js"
+
+/** The endpoint of every server; `${MCP_GATEWAY_PATH}/{server}` serves one. */
+export const MCP_GATEWAY_PATH = "/v1/mcp"
+const MAX_BODY_BYTES = 4 * 1024 * 1024
+export const MAX_GATEWAY_MCP_SESSIONS = 1000
+const SESSION_IDLE_MS = 30 * 60 * 1000
+
+/** JSON-RPC error codes of the gateway's own refusals (the implementation-defined range), documented in docs/mcp.md. */
+export const MCP_REFUSED = -32003
+export const MCP_RATE_LIMITED = -32029
+const REQUEST_TIMEOUT = -32001
+const INTERNAL_ERROR = -32603
+const INVALID_PARAMS = -32602
+
+export interface McpGatewayShape {
+  /** The node:http handler for `/v1/mcp` and `/v1/mcp/{server}`; `path` is the request's path without its query. */
+  readonly handle: (req: http.IncomingMessage, res: http.ServerResponse, path: string) => void
+  readonly sessionsActive: () => number
+}
+
+/** Whether a path is the MCP gateway's. */
+export const isMcpGatewayPath = (path: string): boolean =>
+  path === MCP_GATEWAY_PATH || (path.startsWith(`${MCP_GATEWAY_PATH}/`) && path.indexOf("/", MCP_GATEWAY_PATH.length + 1) < 0)
+
+/** An error as the SDK's transport answers its own: a JSON-RPC error with no id. */
+const reply = (res: http.ServerResponse, status: number, code: number, message: string, headers: Record<string, string> = {}) => {
+  if (res.headersSent) return void res.end()
+  const body = JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null })
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body), ...headers })
+  res.end(body)
+}
+
+const isInitialize = (body: unknown): boolean =>
+  Array.isArray(body)
+    ? body.some(isInitialize)
+    : typeof body === "object" && body !== null && (body as { method?: unknown }).method === "initialize"
+
+/** What a session keeps: which servers it serves and who opened it. */
+interface SessionData {
+  readonly scope: Scope
+  readonly access: McpAccess
+}
+
+/** The SDK's server and its request schemas, loaded at the first session. */
+let sdk:
+  | Promise<[typeof import("@modelcontextprotocol/sdk/server/index.js"), typeof import("@modelcontextprotocol/sdk/types.js")]>
+  | undefined
+const loadSdk = () =>
+  (sdk ??= Promise.all([import("@modelcontextprotocol/sdk/server/index.js"), import("@modelcontextprotocol/sdk/types.js")]))
+
+export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, McpGatewayShape>() {
+  static readonly layer = Layer.scoped(
+    McpGateway,
+    Effect.gen(function* () {
+      const servers = yield* McpServers
+      const upstreams = yield* McpUpstreams
+      const keys = yield* ApiKeys
+      const hosts = yield* HostPolicy
+      const policies = yield* Effect.serviceOption(Policies)
+      const recorder = yield* McpCallRecorder
+      const runtime = yield* Effect.runtime<never>()
+      const run = Runtime.runPromise(runtime)
+      const catalog = makeCatalog(servers, upstreams)
+      const limiter = makeRateLimiter()
+      const table = makeSessionTable<SessionData>({ max: MAX_GATEWAY_MCP_SESSIONS, idleMs: SESSION_IDLE_MS })
+      yield* Effect.addFinalizer(() => table.closeAll)
+      yield* table.closeIdle.pipe(Effect.repeat(Schedule.spaced("1 minute")), Effect.forkScoped)
+
+      // What a server offers changed: the sessions that see it hear so (their clients list again).
+      const unsubscribe = upstreams.onChange((server) => {
+        for (const s of table.sessions.values()) {
+          if (s.data.scope !== undefined && s.data.scope !== server) continue
+          void s.server.sendToolListChanged().catch(() => undefined)
+          void s.server.sendResourceListChanged().catch(() => undefined)
+          void s.server.sendPromptListChanged().catch(() => undefined)
+        }
+      })
+      const unsubscribeServers = servers.onChange(() => {
+        for (const s of table.sessions.values()) void s.server.sendToolListChanged().catch(() => undefined)
+      })
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          unsubscribe()
+          unsubscribeServers()
+        })
+      )
+
+      /**
+       * One call, checked, forwarded and recorded. `names` are what the tool policy matches (the
+       * exposed name and the server's own); what it throws is the MCP error the client reads.
+       */
+      const call = async <A extends object>(
+        session: SessionData,
+        kind: "tool" | "resource" | "prompt",
+        server: string,
+        name: string,
+        args: unknown,
+        forward: () => Effect.Effect<A, McpUpstreamError>
+      ): Promise<A> => {
+        const [, { McpError }] = await loadSdk()
+        const started = Date.now()
+        const exposedName = kind === "resource" ? name : exposedNameOf(server, name)
+        const done = (outcome: CallOutcome, result: unknown, error: string | null) =>
+          recorder.record({ access: session.access, kind, server, name, exposedName, args, started, outcome, result, error })
+        const record = servers.byName(server)
+        const refused = record && refusal(session.access, server, name, record.allowedTools)
+        if (record === undefined || refused !== undefined) {
+          const message = refused ?? `no MCP server named ${server}`
+          done("refused", undefined, message)
+          throw new McpError(MCP_REFUSED, message, { rule: message })
+        }
+        if (kind === "tool" && Option.isSome(policies)) {
+          const verdict = await run(policies.value.toolRefusal([exposedName, name]))
+          if (verdict?.mode === "block") {
+            done("refused", undefined, verdict.finding)
+            throw new McpError(MCP_REFUSED, `${exposedName} refused by ${verdict.finding}`, { rule: verdict.finding })
+          }
+          if (verdict) recorder.warn(session.access, exposedName, verdict.finding)
+        }
+        const limited = limiter.take(session.access.keyId, record)
+        if (limited !== undefined) {
+          const message = `rate limit: key ${session.access.keyName} may call server ${server} ${record.rpm} times a minute; try again in ${limited} s`
+          done("rate_limited", undefined, message)
+          throw new McpError(MCP_RATE_LIMITED, message, { retryAfterSeconds: limited })
+        }
+        const blocked = await run(recorder.beforeCall({ access: session.access, kind, server, name, exposedName, args }))
+        if (blocked !== undefined) {
+          done("refused", blocked.result, `blocked by plugin ${blocked.by}`)
+          if (blocked.result !== undefined) return blocked.result as A
+          throw new McpError(MCP_REFUSED, `${exposedName} blocked by plugin ${blocked.by}: ${blocked.message}`, {
+            rule: `plugin ${blocked.by}`
+          })
+        }
+        const outcome = await run(Effect.either(forward()))
+        if (outcome._tag === "Left") {
+          const e = outcome.left
+          done("failed", undefined, e.message)
+          const code =
+            e.code ?? (e.reason === "timeout" ? REQUEST_TIMEOUT : e.reason === "unknown_server" ? INVALID_PARAMS : INTERNAL_ERROR)
+          throw new McpError(code, e.message, { server })
+        }
+        const result = outcome.right
+        done(kind === "tool" && (result as CallToolResult).isError === true ? "tool_error" : "ok", result, null)
+        return result
+      }
+
+      /** The forwarding options of a request: its cancellation, and its progress notifications passed back when it asked for them. */
+      const forwarding = (extra: RequestHandlerExtra<any, any>, progressToken: string | number | undefined): McpCallOptions => ({
+        signal: extra.signal,
+        ...(progressToken === undefined
+          ? {}
+          : {
+              onProgress: (p) =>
+                void extra.sendNotification({ method: "notifications/progress", params: { progressToken, ...p } }).catch(() => undefined)
+            })
+      })
+
+      const makeServer = async (data: SessionData): Promise<Server> => {
+        const [{ Server }, t] = await loadSdk()
+        const server = new Server(
+          {
+            name: data.scope === undefined ? "gateway-mcp" : `gateway-mcp-${data.scope}`,
+            title: "AI gateway: MCP servers",
+            version: VERSION
+          },
+          {
+            capabilities: { tools: { listChanged: true }, resources: { listChanged: true }, prompts: { listChanged: true } },
+            instructions:
+              data.scope === undefined
+                ? "Tools, resources and prompts of the MCP servers registered in an AI gateway, each named <server>__<name>."
+                : `Tools, resources and prompts of the MCP server ${data.scope}, through an AI gateway.`
+          }
+        )
+        const { scope, access } = data
+        server.setRequestHandler(t.ListToolsRequestSchema, async () => ({ tools: catalog.tools(scope, access) }))
+        server.setRequestHandler(t.ListPromptsRequestSchema, async () => ({ prompts: catalog.prompts(scope, access) }))
+        server.setRequestHandler(t.ListResourcesRequestSchema, async () => ({ resources: catalog.resources(scope, access) }))
+        server.setRequestHandler(t.ListResourceTemplatesRequestSchema, async () => ({
+          resourceTemplates: catalog.resourceTemplates(scope, access)
+        }))
+        server.setRequestHandler(t.CallToolRequestSchema, async (request, extra) => {
+          const exposed = request.params.name
+          const resolved = catalog.resolve(scope, "tool", exposed)
+          if (!resolved) throw new t.McpError(INVALID_PARAMS, `unknown tool ${exposed} (tools/list names the tools this key may call)`)
+          const args = request.params.arguments
+          return call<CallToolResult>(data, "tool", resolved.record.name, resolved.name, args, () =>
+            upstreams.callTool(resolved.record.name, resolved.name, args, forwarding(extra, request.params._meta?.progressToken))
+          )
+        })
+        server.setRequestHandler(t.GetPromptRequestSchema, async (request, extra) => {
+          const exposed = request.params.name
+          const resolved = catalog.resolve(scope, "prompt", exposed)
+          if (!resolved) throw new t.McpError(INVALID_PARAMS, `unknown prompt ${exposed} (prompts/list names the prompts this key may use)`)
+          const args = request.params.arguments
+          return call<GetPromptResult>(data, "prompt", resolved.record.name, resolved.name, args, () =>
+            upstreams.getPrompt(resolved.record.name, resolved.name, args, forwarding(extra, request.params._meta?.progressToken))
+          )
+        })
+        server.setRequestHandler(t.ReadResourceRequestSchema, async (request, extra) => {
+          const uri = request.params.uri
+          const resolved = catalog.resolveResource(scope, uri)
+          if (!resolved) throw new t.McpError(INVALID_PARAMS, `no MCP server here offers the resource ${uri}`)
+          return call<ReadResourceResult>(data, "resource", resolved.record.name, resolved.name, { uri }, () =>
+            upstreams.readResource(resolved.record.name, uri, forwarding(extra, request.params._meta?.progressToken))
+          )
+        })
+        return server
+      }
+
+      /** The caller of a request: a valid key (with the inference or admin scope), else the answer was written. */
+      const accessOf = (req: http.IncomingMessage, res: http.ServerResponse) =>
+        Effect.gen(function* () {
+          const presented = presentedKey(req, new URLSearchParams())
+          const refuse = (message: string) => {
+            req.resume()
+            reply(res, 401, -32001, message, { "www-authenticate": 'Bearer realm="gateway"' })
+            return undefined
+          }
+          if (!presented)
+            return refuse(`${MCP_GATEWAY_PATH} needs a gateway API key, always: send it as 'Authorization: Bearer <key>' (or x-api-key)`)
+          const key = yield* keys.verify(presented)
+          if (Option.isNone(key)) return refuse("Invalid API key: the key is unknown, disabled or expired.")
+          const k = key.value
+          if (!k.scopes.includes("inference") && !k.scopes.includes("admin")) {
+            req.resume()
+            reply(res, 403, -32001, `key ${k.name} has neither the inference nor the admin scope, which ${MCP_GATEWAY_PATH} needs`)
+            return undefined
+          }
+          const access: McpAccess = {
+            keyId: k.id,
+            keyName: k.name,
+            ceiling: k.mcpAllow ?? null,
+            narrowing: narrowingOf(req.headers[MCP_ALLOW_HEADER])
+          }
+          return access
+        })
+
+      const sessionFor = (req: http.IncomingMessage, res: http.ServerResponse, access: McpAccess, scope: Scope) => {
+        const id = trimmedHeader(req, "mcp-session-id")
+        if (id === undefined)
+          return void reply(
+            res,
+            400,
+            -32000,
+            "Bad Request: Mcp-Session-Id header is required (open a session with an initialize request first)"
+          )
+        const session = table.sessions.get(id)
+        if (!session || session.data.scope !== scope)
+          return void reply(res, 404, -32001, "Session not found: it was closed or never existed; initialize a new one")
+        if (session.owner !== access.keyId)
+          return void reply(res, 403, -32000, "this session belongs to another key (the credentials differ from those that opened it)")
+        session.lastSeen = Date.now()
+        return session
+      }
+
+      const serve = (transport: StreamableHTTPServerTransport, req: http.IncomingMessage, res: http.ServerResponse, body?: unknown) =>
+        Effect.promise(() => transport.handleRequest(req, res, body))
+
+      const handleRequest = (req: http.IncomingMessage, res: http.ServerResponse, path: string) =>
+        Effect.gen(function* () {
+          const refused = hosts.refusal(req)
+          if (refused) {
+            req.resume()
+            return reply(res, 403, -32000, `Forbidden: ${refused.message}`)
+          }
+          const scope: Scope = path === MCP_GATEWAY_PATH ? undefined : decodeURIComponent(path.slice(MCP_GATEWAY_PATH.length + 1))
+          if (scope !== undefined && (!MCP_SERVER_NAME_PATTERN.test(scope) || servers.byName(scope) === undefined)) {
+            req.resume()
+            return reply(res, 404, -32001, `no MCP server named ${JSON.stringify(scope)} (GET /api/mcp/servers lists them)`)
+          }
+          const access = yield* accessOf(req, res)
+          if (access === undefined) return
+          if (req.method === "GET" || req.method === "DELETE") {
+            const session = sessionFor(req, res, access, scope)
+            if (session) yield* serve(session.transport, req, res)
+            return
+          }
+          if (req.method !== "POST")
+            return reply(res, 405, -32000, `Method Not Allowed: ${MCP_GATEWAY_PATH} takes POST, GET and DELETE`, {
+              allow: "GET, POST, DELETE"
+            })
+          const read = yield* Effect.either(readBody(req, MAX_BODY_BYTES))
+          if (read._tag === "Left") return reply(res, read.left.status, -32000, read.left.message)
+          const text = read.right.toString("utf8")
+          if (jsonTooDeep(text)) return reply(res, 400, -32700, `Parse error: request body is ${TOO_DEEP_MESSAGE}`)
+          let body: unknown
+          try {
+            body = JSON.parse(text)
+          } catch (e) {
+            return reply(res, 400, -32700, `Parse error: request body is not valid JSON: ${(e as Error).message}`)
+          }
+          if (req.headers["mcp-session-id"] !== undefined) {
+            const session = sessionFor(req, res, access, scope)
+            if (session) yield* serve(session.transport, req, res, body)
+            return
+          }
+          if (!isInitialize(body))
+            return reply(res, 400, -32000, "Bad Request: no Mcp-Session-Id header; a session begins with an initialize request")
+          const data: SessionData = { scope, access }
+          const server = yield* Effect.promise(() => makeServer(data))
+          const transport = yield* table.open(access.keyId, data, server)
+          yield* serve(transport, req, res, body)
+        }).pipe(
+          Effect.catchAllCause((cause) =>
+            Effect.logError(`${req.method} ${path} failed unexpectedly`, Cause.pretty(cause)).pipe(
+              Effect.zipRight(Effect.sync(() => reply(res, 500, -32603, "internal error (logged by the gateway)")))
+            )
+          )
+        )
+
+      return {
+        handle: (req, res, path) => void Runtime.runFork(runtime)(handleRequest(req, res, path)),
+        sessionsActive: () => table.sessions.size
+      }
+    })
+  )
+}
