@@ -121,7 +121,7 @@ describe("MCP servers in a backup", () => {
   it("a restore brings back the registry, its env secret still opening with the storage key, and the API serves it at once", async () => {
     const TOKEN = "ghp_backup_secret_token_0123456789abcd"
     const created = await api("/api/mcp/servers", {
-      body: { name: "kept", transport: "stdio", command: "npx", args: ["server"], env: { TOKEN }, allowedTools: ["*"] }
+      body: { name: "kept", transport: "stdio", command: "node", args: ["--version"], env: { TOKEN }, allowedTools: ["*"] }
     })
     expect(created.status, created.text).toBe(201)
     const before = (await api("/api/mcp/servers")).body.servers

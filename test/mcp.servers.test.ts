@@ -66,8 +66,9 @@ describe("/api/mcp/servers", () => {
       body: {
         name: "github",
         transport: "stdio",
-        command: "npx",
-        args: ["-y", "@modelcontextprotocol/server-github"],
+        // Harmless should a connection start it: prints its version and exits.
+        command: "node",
+        args: ["--version"],
         env: { GITHUB_TOKEN: TOKEN, SHORT: "abc" },
         cwd: "/tmp"
       }
@@ -76,8 +77,8 @@ describe("/api/mcp/servers", () => {
     expect(stdio.body).toMatchObject({
       name: "github",
       transport: "stdio",
-      command: "npx",
-      args: ["-y", "@modelcontextprotocol/server-github"],
+      command: "node",
+      args: ["--version"],
       env: { GITHUB_TOKEN: maskSecret(TOKEN), SHORT: "****" },
       cwd: "/tmp",
       url: null,
@@ -187,10 +188,10 @@ describe("/api/mcp/servers", () => {
     const listed = (await api("/api/mcp/servers/github")).body
     const patched = await api("/api/mcp/servers/github", {
       method: "PATCH",
-      body: { env: { ...listed.env, SHORT: "xyz", ADDED: "a-new-value-0123456789" }, args: ["-y", "server@2"], rpm: 10 }
+      body: { env: { ...listed.env, SHORT: "xyz", ADDED: "a-new-value-0123456789" }, args: ["-v"], rpm: 10 }
     })
     expect(patched.status, patched.text).toBe(200)
-    expect(patched.body).toMatchObject({ args: ["-y", "server@2"], rpm: 10, env: { GITHUB_TOKEN: maskSecret(TOKEN), SHORT: "****" } })
+    expect(patched.body).toMatchObject({ args: ["-v"], rpm: 10, env: { GITHUB_TOKEN: maskSecret(TOKEN), SHORT: "****" } })
     expect((await stored("github")).env).toEqual({ GITHUB_TOKEN: TOKEN, SHORT: "xyz", ADDED: "a-new-value-0123456789" })
     expect(new Date(patched.body.updatedAt).getTime()).toBeGreaterThan(new Date(listed.updatedAt).getTime())
 
@@ -216,7 +217,9 @@ describe("/api/mcp/servers", () => {
     expect(unknownField.status).toBe(400)
     expect(unknownField.body.message).toMatch(/name/)
 
-    const created = await api("/api/mcp/servers", { body: { name: "switch", transport: "stdio", command: "node", env: { K: "v" } } })
+    const created = await api("/api/mcp/servers", {
+      body: { name: "switch", transport: "stdio", command: "node", args: ["--version"], env: { K: "v" } }
+    })
     expect(created.status).toBe(201)
     const toHttp = await api("/api/mcp/servers/switch", { method: "PATCH", body: { transport: "sse", url: "https://127.0.0.1:9/sse" } })
     expect(toHttp.status, toHttp.text).toBe(200)

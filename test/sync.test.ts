@@ -597,7 +597,7 @@ describe("MCP servers in the bundle", () => {
 
   it("carries the registry, env and headers in the clear only inside the seal; the receiver seals them with its own key", async () => {
     const stdio = await api(E, "/api/mcp/servers", {
-      body: { name: "github", transport: "stdio", command: "npx", args: ["-y", "server-github"], env: { GITHUB_TOKEN: TOKEN } }
+      body: { name: "github", transport: "stdio", command: "node", args: ["--version"], env: { GITHUB_TOKEN: TOKEN } }
     })
     expect(stdio.status, stdio.text).toBe(201)
     const http = await api(E, "/api/mcp/servers", {
@@ -609,7 +609,7 @@ describe("MCP servers in the bundle", () => {
     const pushed = await action(E, { action: "push" })
     expect(pushed.body).toMatchObject({ result: "pushed", version: 1, counts: { mcpServers: 2 } })
     const { ciphertext, content } = await latestBundle()
-    for (const plain of [TOKEN, HEADER, "server-github"]) expect(ciphertext).not.toContain(plain)
+    for (const plain of [TOKEN, HEADER, "GITHUB_TOKEN"]) expect(ciphertext).not.toContain(plain)
     const rows = content.sections.mcpServers!
     expect(rows.map((r) => r["name"])).toEqual(expect.arrayContaining(["github", "docs"]))
     expect(JSON.parse(String(rows.find((r) => r["name"] === "github")!["env_enc"]))).toEqual({ GITHUB_TOKEN: TOKEN })
