@@ -3,6 +3,7 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import { own, type Parsed } from "../handler.js"
 import { json, remoteOptions } from "../options.js"
+import { serversCommand } from "./mcpServers.js"
 
 // Light on purpose: the management client (and the API contract under it) loads when a command runs.
 const loaded = Effect.promise(() =>
@@ -53,6 +54,8 @@ const restart = Command.make(
 ).pipe(Command.withDescription("Closes the running server's MCP HTTP sessions and builds the tool list again (clients reconnect)."))
 
 export const mcpCommand = Command.make("mcp").pipe(
-  Command.withDescription("The running server's MCP server (`gateway --mcp` serves MCP over stdio instead)."),
-  Command.withSubcommands([status, restart])
+  Command.withDescription(
+    "The running server's MCP server (`gateway --mcp` serves MCP over stdio instead), and the upstream MCP servers it serves (`servers`)."
+  ),
+  Command.withSubcommands([status, restart, serversCommand])
 )
