@@ -19,7 +19,7 @@ import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import type * as http from "node:http"
-import { exposedNameOf, MCP_SERVER_NAME_PATTERN } from "../../domain/mcpServers.js"
+import { MCP_SERVER_NAME_PATTERN } from "../../domain/mcpServers.js"
 import { jsonTooDeep, TOO_DEEP_MESSAGE } from "../../kernel/untrusted.js"
 import { HostPolicy } from "../../platform/http/HostPolicy.js"
 import { trimmedHeader } from "../../platform/http/request.js"
@@ -30,10 +30,11 @@ import { type McpCallOptions, McpUpstreams, type McpUpstreamError } from "../../
 import { VERSION } from "../../kernel/version.js"
 import { presentedKey } from "../auth.js"
 import { readBody } from "../io.js"
-import { MCP_ALLOW_HEADER, type McpAccess, narrowingOf, refusal } from "./access.js"
+import { MCP_ALLOW_HEADER, type McpAccess, narrowingOf } from "./access.js"
 import { makeCatalog, type Scope } from "./catalog.js"
+import { type CheckedCall, INVALID_PARAMS, makeCheckedCall } from "./checkedCall.js"
 import { makeRateLimiter } from "./rateLimit.js"
-import { type CallOutcome, McpCallRecorder } from "./record.js"
+import { McpCallRecorder } from "./record.js"
 import { makeSessionTable } from "./sessions.js"
 
 /** The endpoint of every server; `${MCP_GATEWAY_PATH}/{server}` serves one. */
@@ -42,17 +43,14 @@ const MAX_BODY_BYTES = 4 * 1024 * 1024
 export const MAX_GATEWAY_MCP_SESSIONS = 1000
 const SESSION_IDLE_MS = 30 * 60 * 1000
 
-/** JSON-RPC error codes of the gateway's own refusals (the implementation-defined range), documented in docs/mcp.md. */
-export const MCP_REFUSED = -32003
-export const MCP_RATE_LIMITED = -32029
-const REQUEST_TIMEOUT = -32001
-const INTERNAL_ERROR = -32603
-const INVALID_PARAMS = -32602
+export { MCP_RATE_LIMITED, MCP_REFUSED } from "./checkedCall.js"
 
 export interface McpGatewayShape {
   /** The node:http handler for `/v1/mcp` and `/v1/mcp/{server}`; `path` is the request's path without its query. */
   readonly handle: (req: http.IncomingMessage, res: http.ServerResponse, path: string) => void
   readonly sessionsActive: () => number
+  /** One call checked, forwarded and recorded as `/v1/mcp` makes it (its rate limits shared): for the MCP tools of model requests. */
+  readonly checkedCall: CheckedCall
 }
 
 /** Whether a path is the MCP gateway's. */
@@ -98,7 +96,6 @@ export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, Mc
       const runtime = yield* Effect.runtime<never>()
       const run = Runtime.runPromise(runtime)
       const catalog = makeCatalog(servers, upstreams)
-      const limiter = makeRateLimiter()
       const table = makeSessionTable<SessionData>({ max: MAX_GATEWAY_MCP_SESSIONS, idleMs: SESSION_IDLE_MS })
       yield* Effect.addFinalizer(() => table.closeAll)
       yield* table.closeIdle.pipe(Effect.repeat(Schedule.spaced("1 minute")), Effect.forkScoped)
@@ -122,10 +119,8 @@ export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, Mc
         })
       )
 
-      /**
-       * One call, checked, forwarded and recorded. `names` are what the tool policy matches (the
-       * exposed name and the server's own); what it throws is the MCP error the client reads.
-       */
+      const checkedCall = makeCheckedCall({ servers, policies, recorder, limiter: makeRateLimiter() })
+      /** One call, checked, forwarded and recorded (checkedCall.ts); a refusal or failure is the MCP error the client reads. */
       const call = async <A extends object>(
         session: SessionData,
         kind: "tool" | "resource" | "prompt",
@@ -135,50 +130,9 @@ export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, Mc
         forward: () => Effect.Effect<A, McpUpstreamError>
       ): Promise<A> => {
         const [, { McpError }] = await loadSdk()
-        const started = Date.now()
-        const exposedName = kind === "resource" ? name : exposedNameOf(server, name)
-        const done = (outcome: CallOutcome, result: unknown, error: string | null) =>
-          recorder.record({ access: session.access, kind, server, name, exposedName, args, started, outcome, result, error })
-        const record = servers.byName(server)
-        const refused = record && refusal(session.access, server, name, record.allowedTools)
-        if (record === undefined || refused !== undefined) {
-          const message = refused ?? `no MCP server named ${server}`
-          done("refused", undefined, message)
-          throw new McpError(MCP_REFUSED, message, { rule: message })
-        }
-        if (kind === "tool" && Option.isSome(policies)) {
-          const verdict = await run(policies.value.toolRefusal([exposedName, name]))
-          if (verdict?.mode === "block") {
-            done("refused", undefined, verdict.finding)
-            throw new McpError(MCP_REFUSED, `${exposedName} refused by ${verdict.finding}`, { rule: verdict.finding })
-          }
-          if (verdict) recorder.warn(session.access, exposedName, verdict.finding)
-        }
-        const limited = limiter.take(session.access.keyId, record)
-        if (limited !== undefined) {
-          const message = `rate limit: key ${session.access.keyName} may call server ${server} ${record.rpm} times a minute; try again in ${limited} s`
-          done("rate_limited", undefined, message)
-          throw new McpError(MCP_RATE_LIMITED, message, { retryAfterSeconds: limited })
-        }
-        const blocked = await run(recorder.beforeCall({ access: session.access, kind, server, name, exposedName, args }))
-        if (blocked !== undefined) {
-          done("refused", blocked.result, `blocked by plugin ${blocked.by}`)
-          if (blocked.result !== undefined) return blocked.result as A
-          throw new McpError(MCP_REFUSED, `${exposedName} blocked by plugin ${blocked.by}: ${blocked.message}`, {
-            rule: `plugin ${blocked.by}`
-          })
-        }
-        const outcome = await run(Effect.either(forward()))
-        if (outcome._tag === "Left") {
-          const e = outcome.left
-          done("failed", undefined, e.message)
-          const code =
-            e.code ?? (e.reason === "timeout" ? REQUEST_TIMEOUT : e.reason === "unknown_server" ? INVALID_PARAMS : INTERNAL_ERROR)
-          throw new McpError(code, e.message, { server })
-        }
-        const result = outcome.right
-        done(kind === "tool" && (result as CallToolResult).isError === true ? "tool_error" : "ok", result, null)
-        return result
+        const outcome = await run(Effect.either(checkedCall(session.access, kind, server, name, args, forward)))
+        if (outcome._tag === "Right") return outcome.right
+        throw new McpError(outcome.left.code, outcome.left.message, outcome.left.data)
       }
 
       /** The forwarding options of a request: its cancellation, and its progress notifications passed back when it asked for them. */
@@ -347,7 +301,8 @@ export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, Mc
 
       return {
         handle: (req, res, path) => void Runtime.runFork(runtime)(handleRequest(req, res, path)),
-        sessionsActive: () => table.sessions.size
+        sessionsActive: () => table.sessions.size,
+        checkedCall
       }
     })
   )
