@@ -5,6 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Redacted from "effect/Redacted"
+import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { exposedNameOf, MCP_HEALTH_STATES, type McpServerRecord } from "../src/domain/mcpServers.js"
 import { maskSecret } from "../src/kernel/redact.js"
@@ -292,6 +293,58 @@ describe("/api/mcp/servers", () => {
       expect(op.security.length, `${method} ${p}`).toBeGreaterThan(0)
     }
   })
+})
+
+const EVERYTHING = path.join(path.resolve(import.meta.dirname, ".."), "node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+
+const until = async <A>(what: string, f: () => Promise<A | undefined>, ms = 20_000): Promise<A> => {
+  const end = Date.now() + ms
+  for (;;) {
+    const v = await f()
+    if (v !== undefined) return v
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
+describe("a server the gateway connects to (the reference everything server over stdio)", () => {
+  it("shows ready with its counts, lists its tools with their exposed names, allows and calls one", async () => {
+    const created = await api("/api/mcp/servers", {
+      body: { name: "ev", transport: "stdio", command: process.execPath, args: [EVERYTHING, "stdio"] }
+    })
+    expect(created.status, created.text).toBe(201)
+    const ready = await until("ev ready with its tools, resources and prompts listed", async () => {
+      const v = (await api("/api/mcp/servers/ev")).body
+      // Tools, resources and prompts are listed one kind after the other.
+      return v.health.state === "ready" && v.tools > 0 && v.resources > 0 && v.prompts > 0 ? v : undefined
+    })
+    expect(ready.health).toMatchObject({ reason: null, serverInfo: { name: "mcp-servers/everything" } })
+
+    const before = (await api("/api/mcp/servers/ev/tools")).body.offerings
+    expect(before.length).toBe(ready.tools + ready.resources + ready.prompts)
+    expect(before.find((o: { name: string }) => o.name === "echo")).toMatchObject({
+      kind: "tool",
+      server: "ev",
+      exposedName: "ev__echo",
+      allowed: false
+    })
+    expect(before.every((o: { allowed: boolean }) => !o.allowed)).toBe(true)
+    expect((await api("/api/mcp/servers/ev/allow", { body: { tools: ["echo"] } })).status).toBe(200)
+    const after = (await api("/api/mcp/servers/ev/tools")).body.offerings
+    expect(after.filter((o: { allowed: boolean }) => o.allowed).map((o: { name: string }) => o.name)).toEqual(["echo"])
+
+    const echoed = await api("/api/mcp/servers/ev/call", { body: { tool: "echo", arguments: { message: "through the gateway" } } })
+    expect(echoed.status, echoed.text).toBe(200)
+    expect(echoed.body.content[0]).toMatchObject({ type: "text" })
+    expect(echoed.body.content[0].text).toContain("through the gateway")
+    // A tool the server does not have: its answer, a tool error (isError), passed on as it came.
+    const unknown = await api("/api/mcp/servers/ev/call", { body: { tool: "no_such_tool" } })
+    expect(unknown.status, unknown.text).toBe(200)
+    expect(unknown.body).toMatchObject({ isError: true })
+    expect(unknown.body.content[0].text).toContain("no_such_tool")
+
+    expect((await api("/api/mcp/servers/ev", { method: "DELETE" })).status).toBe(200)
+  }, 60_000)
 })
 
 describe("a key's MCP ceiling (mcp.allow)", () => {
