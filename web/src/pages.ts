@@ -29,6 +29,7 @@ export const PAGES: ReadonlyArray<PageEntry> = [
   { path: "/guardrails", title: "Guardrails & audit", group: "Access", load: () => import("./pages/Guardrails") },
   { path: "/tools", title: "Coding tools", group: "Access", load: () => import("./pages/Tools") },
   { path: "/skills", title: "Skills", group: "Access", load: () => import("./pages/Skills") },
+  { path: "/mcp-servers", title: "MCP servers", group: "Access", load: () => import("./pages/McpServers") },
   { path: "/settings", title: "Settings", group: "Operate", load: () => import("./pages/Settings") },
   { path: "/flags", title: "Feature flags", group: "Operate", load: () => import("./pages/Flags") },
   { path: "/webhooks", title: "Webhooks", group: "Operate", load: () => import("./pages/Webhooks") },

@@ -3,7 +3,7 @@ import type { Source, Summary } from "./api"
 // What the list shows: the same filters narrow the live feed here (`matches`) and a session's
 // entries and the HAR export on the server (`queryOf`).
 
-export const SOURCES: ReadonlyArray<Source> = ["agent-bridge", "custom-host", "http-proxy", "system-proxy", "tproxy"]
+export const SOURCES: ReadonlyArray<Source> = ["agent-bridge", "custom-host", "http-proxy", "system-proxy", "tproxy", "mcp"]
 const STATUSES = ["", "in-flight", "ok", "failed", "2xx", "4xx", "5xx"] as const
 export type StatusFilter = (typeof STATUSES)[number]
 
