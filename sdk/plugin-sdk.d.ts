@@ -138,6 +138,24 @@ export interface OnErrorContext extends RequestContext {
   readonly usage: Usage | null
 }
 
+/**
+ * onMcpCall: a call through the gateway's MCP endpoint (`/v1/mcp`) to a registered MCP server,
+ * before it goes. `blockRequest({ message })` refuses it (the client gets an MCP error naming the
+ * plugin), `blockRequest({ body })` answers it with `body` instead (a tool result, `{ content: [...] }`),
+ * nothing lets it go.
+ */
+export interface OnMcpCallContext {
+  readonly hook: "onMcpCall"
+  readonly server: string
+  readonly kind: "tool" | "resource" | "prompt"
+  /** The server's own name of the tool or prompt (a resource's URI). */
+  readonly name: string
+  /** The name on `/v1/mcp`: `<server>__<name>`. */
+  readonly exposedName: string
+  readonly arguments: unknown
+  readonly apiKeyId: string
+}
+
 /** onInstall, onActivate, onDeactivate, onUninstall (before the plugin's files are deleted). */
 export interface LifecycleContext {
   readonly hook: LifecycleHookName
@@ -198,6 +216,7 @@ export interface PluginDefinition {
   readonly onStreamEnd?: Hook<OnStreamEndContext>
   readonly onResponse?: Hook<OnResponseContext>
   readonly onError?: Hook<OnErrorContext>
+  readonly onMcpCall?: Hook<OnMcpCallContext>
   readonly onInstall?: (ctx: LifecycleContext) => void | Promise<void>
   readonly onActivate?: (ctx: LifecycleContext) => void | Promise<void>
   readonly onDeactivate?: (ctx: LifecycleContext) => void | Promise<void>

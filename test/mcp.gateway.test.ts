@@ -252,6 +252,45 @@ describe("/v1/mcp: what a key and a session may use", () => {
   })
 })
 
+describe("/v1/mcp: plugins see each call (onMcpCall)", () => {
+  it("a plugin refuses one tool and answers another itself; the rest go to the server", async () => {
+    const dir = tempDir("gw-mcp-plugin-")
+    fs.writeFileSync(path.join(dir, "plugin.json"), JSON.stringify({ name: "mcp-guard", version: "1.0.0", main: "index.mjs" }))
+    fs.writeFileSync(
+      path.join(dir, "index.mjs"),
+      `import { definePlugin, blockRequest } from "gateway/plugin-sdk"
+export default definePlugin({
+  name: "mcp-guard",
+  onMcpCall(ctx) {
+    if (ctx.exposedName === "ev__get-sum") return blockRequest({ message: "no sums on " + ctx.server })
+    if (ctx.name === "echo" && ctx.arguments.message === "answer yourself") return blockRequest({ body: { content: [{ type: "text", text: "answered by the plugin" }] } })
+  }
+})
+`
+    )
+    const installed = await call(`${gw.url}/api/plugins`, {
+      body: { path: dir, enable: true },
+      headers: { authorization: `Bearer ${adminKey}` }
+    })
+    expect(installed.status).toBe(201)
+    await until("the plugin running", async () => ((await admin("/api/plugins/mcp-guard")).body?.state === "running" ? true : undefined))
+    const client = await connect(everyKey)
+    try {
+      const refused = await client.callTool({ name: "ev__get-sum", arguments: { a: 1, b: 2 } }).then(
+        () => undefined,
+        (e: unknown) => e
+      )
+      expect((refused as McpError).code).toBe(-32003)
+      expect((refused as McpError).message).toMatch(/ev__get-sum blocked by plugin mcp-guard: no sums on ev/)
+      expect(textOf(await client.callTool({ name: "ev__echo", arguments: { message: "answer yourself" } }))).toBe("answered by the plugin")
+      expect(textOf(await client.callTool({ name: "ev__echo", arguments: { message: "to the server" } }))).toContain("Echo: to the server")
+    } finally {
+      await client.close()
+      await call(`${gw.url}/api/plugins/mcp-guard`, { method: "DELETE", headers: { authorization: `Bearer ${adminKey}` } })
+    }
+  })
+})
+
 describe("/v1/mcp: every call recorded", () => {
   it("in the audit log, the inspector (arguments masked) and /metrics; the server's secret env nowhere", async () => {
     const client = await connect(everyKey)

@@ -12,6 +12,7 @@ import type { Secrets } from "../platform/store/Secrets.js"
 import type { StoreVersion } from "../platform/store/StoreVersion.js"
 import type { AdminAuth } from "../services/auth/AdminAuth.js"
 import type { ApiKeys } from "../services/auth/ApiKeys.js"
+import { McpCallHooks } from "../services/mcp/McpCallHooks.js"
 import { McpServers } from "../services/mcp/McpServers.js"
 import { Playground } from "../services/playground/Playground.js"
 import { Plugins } from "../services/plugins/Plugins.js"
@@ -39,7 +40,18 @@ import { McpTools } from "./mcp/McpTools.js"
  * Under management/ because MCP and the coding tools are management's; its type says what it reads.
  */
 export const ExtensionsLive: Layer.Layer<
-  CliToolsConfig | CliTools | AcpAgents | SkillCatalog | McpTools | HostPolicy | McpHttp | McpServers | Plugins | Playground | Tunnels,
+  | CliToolsConfig
+  | CliTools
+  | AcpAgents
+  | SkillCatalog
+  | McpTools
+  | HostPolicy
+  | McpHttp
+  | McpServers
+  | McpCallHooks
+  | Plugins
+  | Playground
+  | Tunnels,
   ConfigError,
   | AppConfig
   | SqlClient
@@ -66,5 +78,5 @@ export const ExtensionsLive: Layer.Layer<
     Layer.mergeAll(SkillCatalog.layer, Layer.mergeAll(CliTools.layer, AcpAgents.layer).pipe(Layer.provideMerge(CliToolsConfig.layer)))
   ),
   // The registry of upstream MCP servers, under everything of the area (the connections to them read it).
-  Layer.provideMerge(McpServers.layer)
+  Layer.provideMerge(Layer.merge(McpServers.layer, McpCallHooks.layer))
 )

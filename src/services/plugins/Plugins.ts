@@ -4,10 +4,12 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Layer from "effect/Layer"
 import * as Runtime from "effect/Runtime"
 import type { BadRequest, Conflict, NotFound, PayloadTooLarge } from "../../domain/errors.js"
 import type { PluginView } from "../../domain/plugins.js"
+import { McpCallHooks } from "../mcp/McpCallHooks.js"
 import { RequestHooks } from "../../kernel/RequestHooks.js"
 import { AppConfig } from "../../platform/config/AppConfig.js"
 import { KeyValue } from "../../platform/store/KeyValue.js"
@@ -52,6 +54,7 @@ export class Plugins extends Context.Tag("gateway/Plugins")<Plugins, PluginsShap
       const app = yield* AppConfig
       const kv = yield* KeyValue
       const hooks = yield* RequestHooks
+      const mcpHooks = Option.getOrUndefined(yield* Effect.serviceOption(McpCallHooks))
       const version = yield* Effect.serviceOption(StoreVersion)
       const config = yield* Effect.orDie(readConfig)
       const runtime = yield* Effect.runtime<never>()
@@ -64,7 +67,7 @@ export class Plugins extends Context.Tag("gateway/Plugins")<Plugins, PluginsShap
       }
       const save = (p: Installed) => kv.set(PLUGINS_NAMESPACE, p.name, JSON.stringify(p.record))
       const calls = makePluginCalls({ config, log })
-      const supervisor = makeSupervisor({ dataDir, config, hooks, calls, log, runFork, save })
+      const supervisor = makeSupervisor({ dataDir, config, hooks, mcpHooks, calls, log, runFork, save })
       const reconcile = makeReconcile({ dataDir, config, kv, installed, supervisor })
 
       const lock = yield* Effect.makeSemaphore(1)

@@ -5,6 +5,7 @@
 import * as Effect from "effect/Effect"
 import type { HookRequest, HookReturn, HookTarget, HookVerdict, RequestHook } from "../../kernel/hooks.js"
 import { maskHeaders } from "../inspector/bodies.js"
+import type { McpCallHook } from "../mcp/McpCallHooks.js"
 import type { PluginHook } from "./sandbox/protocol.js"
 
 /** The request-path hooks, in the order a request meets them. */
@@ -259,6 +260,30 @@ const unavailable = (plugin: string, reason: string): HookVerdict => ({
     message: `the request was not sent: the plugin ${plugin} could not check it (${reason}); it is fail-closed. Try again; the operator sees the plugin's status in GET /api/plugins/${plugin}`,
     headers: { "retry-after": "1" }
   }
+})
+
+/**
+ * A plugin's `onMcpCall` as a hook of the calls through `/v1/mcp` (docs/plugins.md, "onMcpCall"):
+ * `blockRequest({ message })` refuses the call, `blockRequest({ body })` answers it with `body`
+ * (a tool's result: `{content: [...]}`), nothing lets it go. A plugin that cannot answer lets the
+ * call go, unless it is fail-closed: then the call is refused, naming it.
+ */
+export const mcpCallHookOf = (caller: PluginCaller): McpCallHook => ({
+  name: caller.name,
+  onMcpCall: (call) =>
+    caller.call("onMcpCall", { hook: "onMcpCall", ...call }).then(
+      (answer) => {
+        const block = verdictOf(answer)?.block
+        if (block === undefined) return undefined
+        return block.body !== undefined ? { result: block.body } : { block: true, message: block.message ?? "blocked" }
+      },
+      (e: unknown) => {
+        const reason = e instanceof Error ? e.message : String(e)
+        if (caller.failClosed) return { block: true, message: `plugin ${caller.name} could not answer (${reason}); it is fail-closed` }
+        caller.skipped("onMcpCall", reason)
+        return undefined
+      }
+    )
 })
 
 /**

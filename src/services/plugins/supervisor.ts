@@ -7,7 +7,8 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type { PluginState } from "../../domain/plugins.js"
 import type { RequestHooksShape } from "../../kernel/RequestHooks.js"
-import { contextTracker, hooksOf, type PluginCaller, REQUEST_PATH_HOOKS, type RequestPathHook } from "./bridge.js"
+import type { McpCallHooksShape } from "../mcp/McpCallHooks.js"
+import { contextTracker, hooksOf, mcpCallHookOf, type PluginCaller, REQUEST_PATH_HOOKS, type RequestPathHook } from "./bridge.js"
 import type { PluginCalls, PluginLog } from "./calls.js"
 import { pluginPaths } from "./install.js"
 import { hookSetting } from "./manifest.js"
@@ -33,13 +34,15 @@ export const makeSupervisor = (deps: {
   readonly dataDir: string
   readonly config: PluginsConfigShape
   readonly hooks: RequestHooksShape
+  /** Where a plugin's `onMcpCall` sees the calls through `/v1/mcp` (absent where the MCP gateway is not built). */
+  readonly mcpHooks?: McpCallHooksShape | undefined
   readonly calls: PluginCalls
   readonly log: PluginLog
   readonly runFork: (effect: Effect.Effect<void>) => Fiber.RuntimeFiber<void, never>
   /** Stores the plugin's record (a disable the supervisor decides). */
   readonly save: (p: Installed) => Effect.Effect<void>
 }) => {
-  const { dataDir, config, hooks, calls, log, runFork, save } = deps
+  const { dataDir, config, hooks, mcpHooks, calls, log, runFork, save } = deps
   /** Seam registrations of running plugins (name → removers), and the context tracker's. */
   const registrations = new Map<string, ReadonlyArray<() => void>>()
   let untrack: (() => void) | undefined
@@ -78,12 +81,16 @@ export const makeSupervisor = (deps: {
       skipped: (hook, reason) => log("warning", p.name, `plugin ${p.name}: ${hook} skipped: ${reason}`)
     }
     const list = activeHooks(p, proc)
-    if (list.length === 0) return
+    const mcp =
+      mcpHooks !== undefined && proc.info.hooks.includes("onMcpCall") && hookSetting(p.manifest, "onMcpCall").enabled
+        ? [mcpHooks.register(mcpCallHookOf(caller))]
+        : []
+    if (list.length === 0) {
+      if (mcp.length > 0) registrations.set(p.name, mcp)
+      return
+    }
     if (untrack === undefined) untrack = hooks.register(contextTracker)
-    registrations.set(
-      p.name,
-      hooksOf(caller, list).map((h) => hooks.register(h))
-    )
+    registrations.set(p.name, [...hooksOf(caller, list).map((h) => hooks.register(h)), ...mcp])
   }
 
   const detach = (p: Installed) => {

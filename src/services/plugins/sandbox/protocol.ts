@@ -21,6 +21,7 @@ export const PLUGIN_HOOKS = [
   "onStreamEnd",
   "onResponse",
   "onError",
+  "onMcpCall",
   "onInstall",
   "onActivate",
   "onDeactivate",
