@@ -380,8 +380,8 @@ const EnabledSwitch = (p: { server: Server; onChanged: () => void }) => {
 
 // ---------------------------------------------------------------- one server: what it offers, what is allowed
 
-const offeringAllowed = (allowed: ReadonlyArray<string>, o: Offering) =>
-  allowed.includes("*") || allowed.includes(o.name) || allowed.includes(o.exposedName)
+/** As /v1/mcp decides: `*`, or the offering's own name (a resource's URI) in the list. */
+const offeringAllowed = (allowed: ReadonlyArray<string>, o: Offering) => allowed.includes("*") || allowed.includes(o.name)
 
 const KIND_ORDER: Record<Offering["kind"], number> = { tool: 0, prompt: 1, resource: 2 }
 
