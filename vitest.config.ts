@@ -11,7 +11,8 @@ const jsonReport = process.env.GATEWAY_TEST_REPORT
 // - test/mcp.conformance.test.ts: the MCP conformance suite's CLI imports `fs.globSync`.
 // - test/inspector.proxy-client.test.ts: the OpenAI SDK reaches the inspector's proxy through
 //   HTTPS_PROXY, which fetch honours only with NODE_USE_ENV_PROXY (Node 22+).
-const node22Only = ["test/mcp.conformance.test.ts", "test/inspector.proxy-client.test.ts"]
+// - test/mcp.inspector-cli.test.ts: the MCP inspector (2.x) needs Node 22.19 or newer.
+const node22Only = ["test/mcp.conformance.test.ts", "test/inspector.proxy-client.test.ts", "test/mcp.inspector-cli.test.ts"]
 const node22 = Number(process.versions.node.split(".")[0]) >= 22 || process.env.GATEWAY_NODE22 !== undefined
 /** Whether a command-line filter names `file`: its path (relative, ./ or absolute) or a part of it holding its whole name. */
 const named = (file: string) =>
