@@ -362,6 +362,40 @@ export class ResponsesStreamEncoder implements StreamEncoder {
     }
   }
 
+  /** `response.created` unless it went out (the openai SDK needs it before any other event). */
+  private begin(): string {
+    return this.started ? "" : this.push({ type: "start", id: this.id, model: this.model, created: this.created })
+  }
+
+  /**
+   * An output item the gateway makes itself (an MCP tool listing or call, an approval request):
+   * `response.output_item.added` with the item as announced; answers its output index, which its
+   * progress events (`itemEvent`) and its end (`itemDone`) name.
+   */
+  itemAdded(item: Record<string, unknown>): { readonly text: string; readonly outputIndex: number } {
+    const head = this.begin()
+    const outputIndex = this.outputIndex++
+    return { text: head + this.emit("response.output_item.added", { output_index: outputIndex, item }), outputIndex }
+  }
+
+  /** One progress event of an item opened with `itemAdded` (`response.mcp_call.in_progress`, ...). */
+  itemEvent(type: string, outputIndex: number, itemId: string, fields: Record<string, unknown> = {}): string {
+    return this.emit(type, { item_id: itemId, output_index: outputIndex, ...fields })
+  }
+
+  /** The end of an item opened with `itemAdded`: `response.output_item.done` with the whole item, kept in the output. */
+  itemDone(outputIndex: number, item: Record<string, unknown>): string {
+    this.output[outputIndex] = item
+    return this.emit("response.output_item.done", { output_index: outputIndex, item })
+  }
+
+  /** Ends the stream as `response.incomplete` with the gateway's own reason (the open items closed first). */
+  incomplete(reason: string): string {
+    let out = this.begin()
+    for (const index of [...this.blocks.keys()]) out += this.close(index)
+    return out + this.emit("response.incomplete", { response: this.response("incomplete", { incomplete_details: { reason } }) })
+  }
+
   private close(index: number): string {
     const b = this.blocks.get(index)
     if (!b) return ""
