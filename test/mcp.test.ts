@@ -230,6 +230,32 @@ describe("MCP over streamable HTTP", () => {
     )
   })
 
+  it("a key creating keys stays within its own MCP ceiling: a key without mcp.allow gets the creator's, a wider one is refused", async () => {
+    const CEILED = "gwk_mcp_ceiled_key_0123456789abcdef"
+    await gw.run(
+      Effect.flatMap(ApiKeys, (k) =>
+        k.create({ name: "ceiled", scopes: ["write:keys"], mcp: { allow: ["github", "docs__search"] } }, { secret: CEILED })
+      )
+    )
+    const { client } = await connect({ authorization: `Bearer ${CEILED}` })
+    const create = (args: Record<string, unknown>) => client.callTool({ name: "gateway_keys_create", arguments: args })
+    const inherited = await create({ name: "child" })
+    expect(inherited.isError).toBeFalsy()
+    expect((inherited.structuredContent as { mcp: unknown }).mcp).toEqual({ allow: ["github", "docs__search"] })
+    const narrower = await create({ name: "narrower", mcp: { allow: ["github__create_issue", "github__*", "docs__search"] } })
+    expect(narrower.isError).toBeFalsy()
+    for (const wider of [["*"], ["docs"], ["docs__*"], ["docs__fetch"], ["fs"]]) {
+      const refused = await create({ name: "wider", mcp: { allow: wider } })
+      expect(refused.isError, wider.join(",")).toBe(true)
+      expect(text(refused)).toMatch(/may create keys only within its own mcp\.allow \(github, docs__search\); asked for/)
+    }
+    const removing = await create({ name: "unbounded", mcp: null })
+    expect((removing.structuredContent as { mcp: unknown }).mcp).toEqual({ allow: ["github", "docs__search"] })
+    // An admin is not bounded.
+    const byAdmin = await (await connect(admin)).client.callTool({ name: "gateway_keys_create", arguments: { name: "free" } })
+    expect((byAdmin.structuredContent as { mcp: unknown }).mcp).toBeNull()
+  })
+
   it("GATEWAY_MCP_ENFORCE_SCOPES off: any authenticated caller may call every tool; an unauthenticated one still only the catalog", async () => {
     expect((await setFlag("GATEWAY_MCP_ENFORCE_SCOPES", "false")).status).toBe(200)
     try {

@@ -71,9 +71,9 @@ export const viewOf = (r: McpServerRecord, extras: McpServerExtras): McpServerVi
   updatedAt: toIso(r.updatedAt) ?? ""
 })
 
-/** Whether a server's allowedTools expose one of its tools, prompts or resources (by its own name or URI, or its exposed name). */
-export const offeringAllowed = (allowedTools: ReadonlyArray<string>, name: string, exposedName: string): boolean =>
-  allowedTools.includes("*") || allowedTools.includes(name) || allowedTools.includes(exposedName)
+/** Whether a server's allowedTools expose one of its tools, prompts or resources (by its own name or URI, as /v1/mcp decides). */
+export const offeringAllowed = (allowedTools: ReadonlyArray<string>, name: string): boolean =>
+  allowedTools.includes("*") || allowedTools.includes(name)
 
 /** What a server offers, as listed, with the names `/v1/mcp` gives it and whether its allowedTools expose each. */
 export const offeringsOf = (r: McpServerRecord, o: McpOfferings): ReadonlyArray<McpOffering> => {
@@ -83,7 +83,7 @@ export const offeringsOf = (r: McpServerRecord, o: McpOfferings): ReadonlyArray<
     name,
     exposedName,
     description: description ?? null,
-    allowed: offeringAllowed(r.allowedTools, name, exposedName)
+    allowed: offeringAllowed(r.allowedTools, name)
   })
   return [
     ...o.tools.map((t) => one("tool", t.name, exposedNameOf(r.name, t.name), t.description)),

@@ -3,13 +3,32 @@ import type { ApiKeysShape } from "../../../services/auth/ApiKeys.js"
 import { Forbidden } from "../../../domain/errors.js"
 import { CreateApiKey } from "../../../domain/keys.js"
 import { KeyRevokeArgs, NoArgs } from "../../../domain/mcp.js"
+import { MCP_NAME_SEPARATOR } from "../../../domain/mcpServers.js"
+import { patternCovers } from "../../../inference/mcp/access.js"
 import { actorOf, describeCaller } from "../caller.js"
 import { type McpTool, tool } from "../tool.js"
 
 /**
+ * Whether an `mcp.allow` pattern asks for no more than `ceiling` allows: `*` only under `*`, a whole
+ * server (`<server>`, `<server>__*`) under the server or `*`, one tool under a pattern covering it
+ * (a pattern with `*` inside only under itself, a whole server or `*`).
+ */
+export const patternWithin = (pattern: string, ceiling: ReadonlyArray<string>): boolean =>
+  ceiling.some((c) => {
+    if (c === "*" || c === pattern) return true
+    if (pattern === "*") return false
+    const at = pattern.indexOf(MCP_NAME_SEPARATOR)
+    const server = at < 0 ? pattern : pattern.slice(0, at)
+    const rest = at < 0 ? "*" : pattern.slice(at + MCP_NAME_SEPARATOR.length)
+    if (c === server || c === `${server}${MCP_NAME_SEPARATOR}*`) return true
+    return !rest.includes("*") && patternCovers(c, server, rest)
+  })
+
+/**
  * Gateway API keys over MCP. A caller that is not an admin (a key carrying `write:keys`, a
  * narrowed stdio operator) cannot raise itself: it creates keys only with scopes it holds
- * (plus `inference`) and revokes no admin key, while scopes are enforced.
+ * (plus `inference`), never past its own MCP ceiling (`mcp.allow`: a key it creates without one
+ * gets its creator's), and revokes no admin key, while scopes are enforced.
  */
 export const keyTools = (keys: ApiKeysShape): ReadonlyArray<McpTool> => [
   tool({
@@ -40,6 +59,17 @@ export const keyTools = (keys: ApiKeysShape): ReadonlyArray<McpTool> => [
               message: `${describeCaller(caller)} may create keys only with scopes it holds (inference, ${[...caller.scopes].join(", ")}); asked for ${beyond.join(", ")}`
             })
           }
+        }
+        // The creator's own MCP ceiling bounds the key's: without one the key would reach every exposed tool.
+        const ceiling = enforce && !caller.admin && caller.kind === "api-key" ? ((yield* keys.byId(caller.id))?.mcpAllow ?? null) : null
+        if (ceiling !== null) {
+          const beyond = (args.mcp?.allow ?? []).filter((p) => !patternWithin(p, ceiling))
+          if (beyond.length > 0) {
+            return yield* new Forbidden({
+              message: `${describeCaller(caller)} may create keys only within its own mcp.allow (${ceiling.join(", ")}); asked for ${beyond.join(", ")}`
+            })
+          }
+          if (args.mcp == null) return { ...(yield* keys.create({ ...args, mcp: { allow: ceiling } }, { actor: actorOf(caller) })) }
         }
         return { ...(yield* keys.create(args, { actor: actorOf(caller) })) }
       })
