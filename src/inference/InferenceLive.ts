@@ -29,6 +29,8 @@ import type { Resilience } from "../services/resilience/Resilience.js"
 import type { ResilienceConfig } from "../services/resilience/ResilienceConfig.js"
 import type { Router } from "../services/routing/Router.js"
 import type { RoutingMemory } from "../services/routing/RoutingMemory.js"
+import type { McpServers } from "../services/mcp/McpServers.js"
+import type { McpUpstreams } from "../services/mcp/McpUpstreams.js"
 import type { SkillCatalog } from "../services/skills/SkillCatalog.js"
 import type { InFlight } from "../services/usage/InFlight.js"
 import type { Usage } from "../services/usage/Usage.js"
@@ -46,6 +48,8 @@ import { Inference } from "./Inference.js"
 import { IssueTracker } from "./quotas/IssueTracker.js"
 import { Quotas } from "./quotas/Quotas.js"
 import { ResponseStore } from "./ResponseStore.js"
+import type { McpGateway } from "./mcp/McpGateway.js"
+import { ResponsesMcp } from "./mcp/ResponsesMcp.js"
 import { WebSearch } from "./search/WebSearch.js"
 import { StreamWatchdog } from "./stream.js"
 import type { StreamTimeouts } from "./StreamTimeouts.js"
@@ -59,6 +63,7 @@ export const InferenceLive: Layer.Layer<
   | StreamWatchdog
   | InternalCalls
   | ResponseStore
+  | ResponsesMcp
   | FileStore
   | Batches
   | Evals
@@ -103,6 +108,9 @@ export const InferenceLive: Layer.Layer<
   | GatewayMetrics
   | Router
   | SkillCatalog
+  | McpServers
+  | McpUpstreams
+  | McpGateway
 > = InferenceRoutes.layer.pipe(
   Layer.provide(Layer.mergeAll(MediaJobs.layer, WebSearch.layer)),
   Layer.provideMerge(Layer.mergeAll(Quotas.layer, NativeBatches.layer)),
@@ -113,6 +121,7 @@ export const InferenceLive: Layer.Layer<
       StreamWatchdog.layer,
       InternalCalls.layer,
       ResponseStore.layer,
+      ResponsesMcp.layer,
       FileStore.layer,
       Batches.layer,
       Evals.layer,

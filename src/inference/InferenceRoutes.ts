@@ -22,6 +22,7 @@ import { InboundLimits } from "../services/accounting/InboundLimits.js"
 import { Inference } from "./Inference.js"
 import { GatewayMetrics } from "../services/observability/GatewayMetrics.js"
 import { ResponseStore } from "./ResponseStore.js"
+import { ResponsesMcp } from "./mcp/ResponsesMcp.js"
 import { listGeminiModels } from "./routes/gemini.js"
 import { inferenceRouteDefs } from "./routes/index.js"
 import type { RouteDeps } from "./routes/openai.js"
@@ -85,7 +86,8 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         connections: connections.list,
         flag: (key) => flags.enabled(key as never),
         virtualModels: router.virtualModels,
-        accounting: yield* Accounting
+        accounting: yield* Accounting,
+        mcp: Option.getOrUndefined(yield* Effect.serviceOption(ResponsesMcp))
       }
       const table = buildTable(
         inferenceRouteDefs({

@@ -4,6 +4,7 @@ import * as Layer from "effect/Layer"
 import { BatchRunner, type Batches } from "../inference/batches/Batches.js"
 import type { NativeBatches } from "../inference/batches/NativeBatches.js"
 import type { InferenceRoutes } from "../inference/InferenceRoutes.js"
+import { ResponsesMcp } from "../inference/mcp/ResponsesMcp.js"
 import { EvalRunner, type Evals } from "../inference/evals/Evals.js"
 import type { Files } from "../inference/files/Files.js"
 import type { Quotas } from "../inference/quotas/Quotas.js"
@@ -80,6 +81,7 @@ export const ServerLive: Layer.Layer<
   | Pricing
   | McpHttp
   | McpGateway
+  | ResponsesMcp
   | Playground
   | Tunnels
   | Inspector
@@ -111,6 +113,7 @@ export const ServerLive: Layer.Layer<
   ContextHooks,
   Compression.ownRoutesLayer,
   Playground.ownRoutesLayer,
+  ResponsesMcp.ownRoutesLayer,
   Tunnels.targetLayer,
   Inspector.replayLayer,
   EvalRunner,

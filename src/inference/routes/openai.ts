@@ -23,6 +23,8 @@ import { badRequest, decodeFailure, InferenceError, tryDecode } from "../../kern
 import { type HttpRequestContext, sendJson, withJsonObject } from "../io.js"
 import type { InferenceCall, InferenceShape } from "../call.js"
 import type { ResponseStoreShape } from "../ResponseStore.js"
+import { hasMcpTool } from "../mcp/responsesTools.js"
+import type { ResponsesMcpShape } from "../mcp/ResponsesMcp.js"
 import { decodedAs, type RouteDef } from "./types.js"
 import type { Connection } from "../../upstream/providers/Connections.js"
 import { sseData } from "../../upstream/formats/frames.js"
@@ -37,6 +39,8 @@ export interface RouteDeps {
   readonly accounting: AccountingShape
   /** Combos and advertised auto ids (model lists). */
   readonly virtualModels: Effect.Effect<ReadonlyArray<VirtualModel>>
+  /** Responses requests with `mcp` tools (docs/mcp.md, "MCP tools in model requests"); absent where the MCP gateway is not built. */
+  readonly mcp?: ResponsesMcpShape | undefined
 }
 
 /** Names of the `type: "custom"` tools of a request (`spec` finds the object holding the name). */
@@ -192,10 +196,11 @@ export const decodeResponsesRequest = (
 /**
  * `POST /v1/responses`. `previous_response_id` is resolved by the gateway itself when it
  * produced that response (the conversation is kept in memory), so it works with any upstream
- * and with `store: false`.
+ * and with `store: false`. One with `mcp` tools runs the gateway's MCP tool loop instead (ResponsesMcp).
  */
 export const responses = (deps: RouteDeps) =>
   Effect.fnUntraced(function* (ctx: HttpRequestContext, body: Record<string, unknown>) {
+    if (deps.mcp !== undefined && hasMcpTool(body)) return yield* deps.mcp.serve(ctx, body, deps.responses)
     const requested = str(body["model"])
     const continues = typeof body["previous_response_id"] === "string" && body["previous_response_id"] !== ""
     // The answering connection decides how previous_response_id is resolved (see ResponseStore.expand).
