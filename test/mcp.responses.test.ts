@@ -264,6 +264,30 @@ describe("MCP tools in a Responses request, for a chat-format model", () => {
     expect(calls.at(-1).error.message).toContain("GATEWAY_MCP_MAX_TOOL_ROUNDS")
   })
 
+  it("maps tool_choice {type: mcp} to the tool's function for the first round, and max_tool_calls caps the calls run", async () => {
+    h.up.next(
+      {
+        toolCalls: [
+          { name: "ev__echo", arguments: JSON.stringify({ message: "one" }) },
+          { name: "ev__echo", arguments: JSON.stringify({ message: "two" }) }
+        ]
+      },
+      { content: "done" }
+    )
+    const res = await client().responses.create({
+      model: "up-chat/m1",
+      input: "echo twice",
+      tools: [EV],
+      tool_choice: { type: "mcp", server_label: "ev", name: "echo" },
+      max_tool_calls: 1
+    })
+    expect(mcpCalls(res.output).map((c: any) => c.output)).toEqual(["Echo: one"])
+    const [first, second] = h.up.requestsOf("openai-chat")
+    expect(first!.body.tool_choice).toEqual({ type: "function", function: { name: "ev__echo" } })
+    expect(second!.body.tool_choice).toBe("none")
+    expect(chatResults(second!)).toEqual(["Echo: one", expect.stringContaining("max_tool_calls")])
+  })
+
   it("returns the calls of the client's own function tools alongside, and stops there", async () => {
     h.up.next({
       toolCalls: [
