@@ -327,3 +327,21 @@ describe("MCP tools in a Responses request, for an Anthropic-messages model", ()
     expect(JSON.stringify(rounds)).not.toContain("server-everything")
   })
 })
+
+describe("MCP tools in a Responses request, for an OpenAI Responses model", () => {
+  it("runs the loop in the gateway too: the upstream gets function tools, never the mcp tool", async () => {
+    scriptTwoCalls()
+    const res = await client().responses.create({ model: "up-resp/m1", input: "Echo hi, then add 2 and 3.", tools: [EV] })
+    expect(res.output.map((o) => o.type)).toEqual(["mcp_list_tools", "mcp_call", "mcp_call", "message"])
+    expect(res.output_text).toBe("The echo said hi and the sum is 5.")
+    const rounds = h.up.requestsOf("openai-responses")
+    expect(rounds).toHaveLength(3)
+    for (const r of rounds) {
+      expect(r.body.tools.map((t: any) => t.type)).toEqual(r.body.tools.map(() => "function"))
+      expect(r.body.tools.map((t: any) => t.name)).toEqual(expect.arrayContaining(["ev__echo", "ev__get-sum"]))
+    }
+    const outputs = rounds[2]!.body.input.filter((i: any) => i.type === "function_call_output").map((i: any) => i.output)
+    expect(outputs).toEqual(["Echo: hi from the model", expect.stringContaining("5")])
+    expect(h.up.violations).toEqual([])
+  })
+})
