@@ -1,11 +1,10 @@
 /**
  * The streamable HTTP transport's sessions (docs/mcp.md, "Transports"): each with its own SDK server and transport, owned by the
- * caller that opened it, at most `MAX_MCP_SESSIONS` of them, closed when unused for `MCP_SESSION_IDLE_MS`.
+ * caller that opened it, at most `MAX_MCP_SESSIONS` of them, closed when unused for `MCP_SESSION_IDLE_MS`. The table is the one
+ * `/v1/mcp` keeps its sessions in (src/inference/mcp/sessions.ts).
  */
-import type { Server } from "@modelcontextprotocol/sdk/server/index.js"
-import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import * as Effect from "effect/Effect"
-import { randomUUID } from "node:crypto"
+import { type McpSession, makeSessionTable } from "../../inference/mcp/sessions.js"
 import type { McpCaller } from "./caller.js"
 import type { McpToolsShape } from "./McpTools.js"
 
@@ -14,14 +13,7 @@ export const MAX_MCP_SESSIONS = 200
 /** A session unused this long is closed (its client starts a new one when it comes back). */
 export const MCP_SESSION_IDLE_MS = 30 * 60 * 1000
 
-export interface Session {
-  readonly id: string
-  readonly transport: StreamableHTTPServerTransport
-  readonly server: Server
-  /** `kind:id` of the caller that opened it; another caller may not use it. */
-  readonly owner: string
-  lastSeen: number
-}
+export type Session = McpSession<undefined>
 
 export const ownerOf = (caller: McpCaller) => `${caller.kind}:${caller.id}`
 
@@ -29,12 +21,8 @@ export const ownerOf = (caller: McpCaller) => `${caller.kind}:${caller.id}`
  * The SDK, loaded at the first MCP request: it takes most of a second to import (zod, ajv,
  * hono), which every CLI command would otherwise pay, since they import the gateway's layers.
  */
-let sdk: Promise<typeof import("./server.js") & { readonly Transport: typeof StreamableHTTPServerTransport }> | undefined
-export const loadSdk = () =>
-  (sdk ??= Promise.all([import("./server.js"), import("@modelcontextprotocol/sdk/server/streamableHttp.js")]).then(([server, http]) => ({
-    ...server,
-    Transport: http.StreamableHTTPServerTransport
-  })))
+let sdk: Promise<typeof import("./server.js")> | undefined
+export const loadSdk = () => (sdk ??= import("./server.js"))
 
 export interface HttpSessionsDeps {
   readonly tools: McpToolsShape
@@ -44,47 +32,17 @@ export interface HttpSessionsDeps {
 
 /** The open sessions by id; `open` makes one, `closeIdle` (run once a minute) and `closeAll` close them. */
 export const makeHttpSessions = ({ tools, run }: HttpSessionsDeps) => {
-  const sessions = new Map<string, Session>()
-
-  const close = (s: Session) =>
-    Effect.promise(() => s.server.close().catch(() => undefined)).pipe(Effect.zipRight(Effect.sync(() => sessions.delete(s.id))))
-  const closeAll = Effect.suspend(() => Effect.forEach([...sessions.values()], close, { discard: true }))
-  /** The sessions unused for `MCP_SESSION_IDLE_MS`, closed. */
-  const closeIdle = Effect.suspend(() => {
-    const cutoff = Date.now() - MCP_SESSION_IDLE_MS
-    return Effect.forEach(
-      [...sessions.values()].filter((s) => s.lastSeen < cutoff),
-      close,
-      { discard: true }
-    )
-  })
+  const table = makeSessionTable<undefined>({ max: MAX_MCP_SESSIONS, idleMs: MCP_SESSION_IDLE_MS })
 
   /** A new session for `caller`; it is registered when the SDK has given it an id (after initialize). */
   const open = (caller: McpCaller) =>
     Effect.gen(function* () {
-      const { makeMcpServer, Transport } = yield* Effect.promise(loadSdk)
-      if (sessions.size >= MAX_MCP_SESSIONS) {
-        const oldest = [...sessions.values()].reduce((a, b) => (b.lastSeen < a.lastSeen ? b : a))
-        yield* close(oldest)
-      }
+      const { makeMcpServer } = yield* Effect.promise(loadSdk)
       const server = makeMcpServer(tools, run, (extra) => (extra.authInfo?.extra?.["caller"] as McpCaller | undefined) ?? caller)
-      const holder: { session?: Session } = {}
-      const transport = new Transport({
-        sessionIdGenerator: () => randomUUID(),
-        onsessioninitialized: (id) => {
-          holder.session = { id, transport, server, owner: ownerOf(caller), lastSeen: Date.now() }
-          sessions.set(id, holder.session)
-        },
-        onsessionclosed: (id) => void sessions.delete(id)
-      })
-      server.onclose = () => {
-        if (transport.sessionId) sessions.delete(transport.sessionId)
-      }
-      yield* Effect.promise(() => server.connect(transport))
-      return transport
+      return yield* table.open(ownerOf(caller), undefined, server)
     })
 
-  return { sessions, closeAll, closeIdle, open }
+  return { sessions: table.sessions, closeAll: table.closeAll, closeIdle: table.closeIdle, open }
 }
 
 export type HttpSessions = ReturnType<typeof makeHttpSessions>
