@@ -9,6 +9,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { McpError } from "@modelcontextprotocol/sdk/types.js"
 import * as Effect from "effect/Effect"
+import { spawn } from "node:child_process"
 import fs from "node:fs"
 import path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -22,6 +23,7 @@ import { call, startGateway, type TestGateway, tempDir } from "./support/gateway
 const root = path.resolve(import.meta.dirname, "..")
 const EVERYTHING = path.join(root, "node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 const FILESYSTEM = path.join(root, "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+const LOOPBACK = path.join(root, "test/fixtures/mcp/loopback.mjs")
 
 let gw: TestGateway
 let files: string
@@ -248,6 +250,65 @@ describe("/v1/mcp: what a key and a session may use", () => {
     } finally {
       await client.close()
       await gw.run(Effect.flatMap(McpServers, (s) => s.update("ev", { rpm: null })))
+    }
+  })
+})
+
+describe("/v1/mcp: a server over streamable HTTP, and cancellation", () => {
+  it("serves the everything server's streamable HTTP mode beside the stdio ones, and a client's cancel reaches the server", async () => {
+    // The everything server in its streamable HTTP mode, on 127.0.0.1 (test/fixtures/mcp/loopback.mjs prints the port it got).
+    const proc = spawn(process.execPath, ["--import", LOOPBACK, EVERYTHING, "streamableHttp"], {
+      env: { PATH: process.env.PATH ?? "", PORT: "0" },
+      stdio: ["ignore", "ignore", "pipe"]
+    })
+    let stderr = ""
+    proc.stderr?.on("data", (c: Buffer) => (stderr += c.toString()))
+    try {
+      const port = await until("the HTTP everything server listening", () => /LISTENING (\d+)/.exec(stderr)?.[1])
+      await register({
+        name: "evhttp",
+        transport: "http",
+        url: `http://127.0.0.1:${port}/mcp`,
+        allowedTools: ["echo", "trigger-long-running-operation"]
+      })
+      await ready("evhttp")
+      const client = await connect(everyKey)
+      try {
+        const names = (await client.listTools()).tools.map((t) => t.name)
+        expect(names).toEqual(
+          expect.arrayContaining(["evhttp__echo", "evhttp__trigger-long-running-operation", "ev__echo", "fs__read_text_file"])
+        )
+        expect(names).not.toContain("evhttp__get-sum")
+        expect(textOf(await client.callTool({ name: "evhttp__echo", arguments: { message: "over http" } }))).toContain("over http")
+
+        // A long call the client cancels: the client's request ends at once, the gateway records it failed (cancelled upstream).
+        const controller = new AbortController()
+        const started = Date.now()
+        const pending = client
+          .callTool({ name: "evhttp__trigger-long-running-operation", arguments: { duration: 10, steps: 10 } }, undefined, {
+            signal: controller.signal
+          })
+          .then(
+            () => "answered",
+            (e: unknown) => String(e)
+          )
+        await new Promise((r) => setTimeout(r, 300))
+        controller.abort()
+        expect(await pending).toMatch(/abort/i)
+        expect(Date.now() - started).toBeLessThan(5_000)
+        const failed = await until("the cancelled call recorded", async () => {
+          const r = await admin("/api/compliance/audit-log?kind=mcp&limit=100")
+          return (r.body?.entries ?? []).find(
+            (e: { target: string; action: string }) => e.target === "evhttp__trigger-long-running-operation"
+          )
+        })
+        expect(failed.action).toBe("mcp.tool.failed")
+      } finally {
+        await client.close()
+      }
+    } finally {
+      await gw.run(Effect.flatMap(McpServers, (s) => s.remove("evhttp")))
+      proc.kill("SIGKILL")
     }
   })
 })
