@@ -68,7 +68,8 @@ describe("database", () => {
         "20_key_shadow",
         "21_store_changes",
         "22_connection_tls_profile",
-        "23_mcp_servers"
+        "23_mcp_servers",
+        "24_mcp_oauth"
       ])
     }).pipe(Effect.provide(storeAt(tempDir())))
   )
@@ -81,7 +82,7 @@ describe("database", () => {
         Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*) AS n FROM schema_migrations`),
         storeAt(dir)
       )
-      expect(again[0]!.n).toBe(23)
+      expect(again[0]!.n).toBe(24)
     })
   )
 })

@@ -29,7 +29,20 @@ const StringMap = Schema.Record({ key: Schema.String, value: Schema.String })
 /** `["*"]` for every tool (resource and prompt), or names of tools, prompts and resource URIs; `[]`: nothing exposed yet. */
 export const McpAllowedTools = Schema.Array(Schema.String.pipe(Schema.minLength(1)))
 
-/** `POST /api/mcp/servers`. stdio takes command/args/env/cwd; http and sse take url/headers. */
+/**
+ * The OAuth client an http or sse server is signed in with (docs/mcp.md, "Signing in to a remote
+ * server (OAuth)"): one registered beforehand (`clientId`, `clientSecret` for a confidential
+ * client: sealed at rest, masked in listings), else the gateway registers dynamically; `scopes`
+ * asked for instead of those the server advertises. None is needed with dynamic registration.
+ */
+export const McpServerOAuthConfig = Schema.Struct({
+  clientId: Schema.optional(Schema.String.pipe(Schema.minLength(1))),
+  clientSecret: Schema.optional(Schema.String.pipe(Schema.minLength(1))),
+  scopes: Schema.optional(Schema.Array(Schema.String.pipe(Schema.minLength(1))))
+}).annotations(strict)
+export type McpServerOAuthConfig = typeof McpServerOAuthConfig.Type
+
+/** `POST /api/mcp/servers`. stdio takes command/args/env/cwd; http and sse take url/headers (and oauth). */
 export const CreateMcpServer = Schema.Struct({
   name: McpServerName,
   transport: McpServerTransport,
@@ -44,11 +57,17 @@ export const CreateMcpServer = Schema.Struct({
   /** Time limit of one call in milliseconds (default 60,000). */
   timeoutMs: Schema.optional(Schema.Int.pipe(Schema.between(100, 3_600_000))),
   /** Calls per minute one key may make to this server; null or absent: none. */
-  rpm: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.positive())))
+  rpm: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.positive()))),
+  /** http and sse: the OAuth client the gateway signs in with (absent: dynamic registration, when the server asks for a sign-in). */
+  oauth: Schema.optional(McpServerOAuthConfig)
 }).annotations(strict)
 export type CreateMcpServer = typeof CreateMcpServer.Type
 
-/** `PATCH /api/mcp/servers/{name}`: the fields given change (a name does not). In env and headers, a masked value keeps what is stored. */
+/**
+ * `PATCH /api/mcp/servers/{name}`: the fields given change (a name does not). In env and headers, a
+ * masked value keeps what is stored, as does `oauth.clientSecret` sent back masked; `oauth: null`
+ * removes the OAuth client.
+ */
 export const UpdateMcpServer = Schema.Struct({
   transport: Schema.optional(McpServerTransport),
   command: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.minLength(1)))),
@@ -60,7 +79,8 @@ export const UpdateMcpServer = Schema.Struct({
   allowedTools: Schema.optional(McpAllowedTools),
   timeoutMs: Schema.optional(Schema.Int.pipe(Schema.between(100, 3_600_000))),
   rpm: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.positive()))),
-  enabled: Schema.optional(Schema.Boolean)
+  enabled: Schema.optional(Schema.Boolean),
+  oauth: Schema.optional(Schema.NullOr(McpServerOAuthConfig))
 }).annotations(strict)
 export type UpdateMcpServer = typeof UpdateMcpServer.Type
 
@@ -91,6 +111,25 @@ export const McpServerHealth = Schema.Struct({
 })
 export type McpServerHealth = typeof McpServerHealth.Type
 
+/** A server's OAuth state as listings show it: never a token; the client secret masked. */
+export const McpServerOAuthView = Schema.Struct({
+  /** The gateway holds an access token for it. */
+  signedIn: Schema.Boolean,
+  /** When the access token expires (null: not said, or not signed in); it is refreshed ahead of that. */
+  expiresAt: Schema.NullOr(Schema.String),
+  /** When the last sign-in completed (a refresh does not change it). */
+  signedInAt: Schema.NullOr(Schema.String),
+  /** Why the last refresh failed, until one succeeds or the next sign-in. */
+  lastError: Schema.NullOr(Schema.String),
+  /** The configured client (null: registered dynamically, or not yet). */
+  clientId: Schema.NullOr(Schema.String),
+  /** The configured client secret, masked. */
+  clientSecret: Schema.NullOr(Schema.String),
+  /** The configured scopes ([]: those the server advertises). */
+  scopes: Schema.Array(Schema.String)
+})
+export type McpServerOAuthView = typeof McpServerOAuthView.Type
+
 /** A server as listings show it: secrets in env and headers masked. */
 export const McpServerView = Schema.Struct({
   id: Schema.String,
@@ -106,8 +145,11 @@ export const McpServerView = Schema.Struct({
   timeoutMs: Schema.Number,
   rpm: Schema.NullOr(Schema.Number),
   enabled: Schema.Boolean,
-  /** OAuth (the MCP authorization spec): whether the server asked for it and whether the gateway holds a token. */
-  oauth: Schema.NullOr(Schema.Struct({ signedIn: Schema.Boolean, expiresAt: Schema.NullOr(Schema.String) })),
+  /**
+   * OAuth (the MCP authorization spec): whether the server asked for it and whether the gateway
+   * holds a token; null for a server that did not ask (and has no OAuth client configured).
+   */
+  oauth: Schema.NullOr(McpServerOAuthView),
   health: McpServerHealth,
   tools: Schema.Number,
   resources: Schema.Number,
@@ -132,8 +174,17 @@ export interface McpServerRecord {
   readonly timeoutMs: number
   readonly rpm: number | null
   readonly enabled: boolean
+  /** http and sse: the configured OAuth client (absent or null: none configured). */
+  readonly oauth?: McpServerOAuthClient | null
   readonly createdAt: number
   readonly updatedAt: number
+}
+
+/** A server's configured OAuth client as the gateway holds it, the secret in the clear: never sent out. */
+export interface McpServerOAuthClient {
+  readonly clientId: string | null
+  readonly clientSecret: string | null
+  readonly scopes: ReadonlyArray<string>
 }
 
 export const MCP_DEFAULT_TIMEOUT_MS = 60_000
@@ -182,6 +233,37 @@ export const exposedNameOf = (server: string, name: string): string => {
   const hash = createHash("sha256").update(full).digest("hex").slice(0, 8)
   return `${full.slice(0, MCP_MAX_TOOL_NAME - 9)}_${hash}`
 }
+
+/** `POST /api/mcp/servers/{name}/oauth/start`: the address to open in a browser to sign in. */
+export const McpOAuthStarted = Schema.Struct({
+  server: Schema.String,
+  /** The authorization server's page (PKCE S256, the state of this sign-in, the resource indicator). */
+  authorizationUrl: Schema.String,
+  /** Where the authorization server sends the browser back: `GET /api/mcp/oauth/callback` on this gateway. */
+  redirectUri: Schema.String,
+  /** The sign-in must complete before this (10 minutes). */
+  expiresAt: Schema.String
+})
+export type McpOAuthStarted = typeof McpOAuthStarted.Type
+
+/** `GET /api/mcp/oauth/callback`: what the authorization server put on the browser's redirect. */
+export const McpOAuthCallbackQuery = Schema.Struct({
+  code: Schema.optional(Schema.String),
+  state: Schema.optional(Schema.String),
+  error: Schema.optional(Schema.String),
+  error_description: Schema.optional(Schema.String),
+  error_uri: Schema.optional(Schema.String),
+  iss: Schema.optional(Schema.String)
+})
+export type McpOAuthCallbackQuery = typeof McpOAuthCallbackQuery.Type
+
+/** The callback's answer: the server signed in to (its connection is made again with the token). */
+export const McpOAuthSignedIn = Schema.Struct({
+  server: Schema.String,
+  signedIn: Schema.Literal(true),
+  expiresAt: Schema.NullOr(Schema.String)
+})
+export type McpOAuthSignedIn = typeof McpOAuthSignedIn.Type
 
 /** What `POST /api/mcp/servers/{name}/call` answers: the server's CallToolResult as it sent it (a tool's own failure: `isError`). */
 export const McpCallResult = Schema.Struct({

@@ -5,7 +5,13 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
-import { MCP_DEFAULT_TIMEOUT_MS, MCP_SERVER_TRANSPORTS, type McpServerRecord, type McpServerTransport } from "../../domain/mcpServers.js"
+import {
+  MCP_DEFAULT_TIMEOUT_MS,
+  MCP_SERVER_TRANSPORTS,
+  type McpServerOAuthClient,
+  type McpServerRecord,
+  type McpServerTransport
+} from "../../domain/mcpServers.js"
 import type { SecretsShape } from "../../platform/store/Secrets.js"
 
 export interface McpServerRow {
@@ -22,6 +28,8 @@ export interface McpServerRow {
   readonly timeout_ms: number | string
   readonly rpm: number | string | null
   readonly enabled: number | string
+  /** The configured OAuth client, sealed (migration 0024; absent in a database before it). */
+  readonly oauth_enc?: string | null
   readonly created_at: number | string
   readonly updated_at: number | string
 }
@@ -64,6 +72,40 @@ const openMap = (secrets: SecretsShape, sealed: string | null, server: string, c
         )
       )
 
+/** The configured OAuth client sealed, or null when there is none. */
+export const sealOAuthClient = (secrets: SecretsShape, client: McpServerOAuthClient | null | undefined): string | null =>
+  client == null ? null : secrets.encrypt(JSON.stringify(client))
+
+/** The configured OAuth client opened; one that does not open reads as none, with a warning naming the server. */
+const openOAuthClient = (
+  secrets: SecretsShape,
+  sealed: string | null | undefined,
+  server: string
+): Effect.Effect<McpServerOAuthClient | null> =>
+  sealed == null
+    ? Effect.succeed(null)
+    : secrets.decrypt(sealed).pipe(
+        Effect.flatMap((plain) =>
+          Effect.try(() => {
+            const v = JSON.parse(Redacted.value(plain)) as Record<string, unknown>
+            const text = (x: unknown) => (typeof x === "string" && x !== "" ? x : null)
+            return {
+              clientId: text(v["clientId"]),
+              clientSecret: text(v["clientSecret"]),
+              scopes: Array.isArray(v["scopes"]) ? v["scopes"].filter((s): s is string => typeof s === "string") : []
+            }
+          })
+        ),
+        Effect.catchAll(() =>
+          Effect.as(
+            Effect.logWarning(
+              `MCP server '${server}': its OAuth client does not decrypt with this storage key; read as none until set again`
+            ),
+            null
+          )
+        )
+      )
+
 const transportOf = (t: string): McpServerTransport =>
   (MCP_SERVER_TRANSPORTS as ReadonlyArray<string>).includes(t) ? (t as McpServerTransport) : "stdio"
 
@@ -72,6 +114,7 @@ export const toRecord = (secrets: SecretsShape, row: McpServerRow): Effect.Effec
   Effect.gen(function* () {
     const env = yield* openMap(secrets, row.env_enc, row.name, "env")
     const headers = yield* openMap(secrets, row.headers_enc, row.name, "headers")
+    const oauth = yield* openOAuthClient(secrets, row.oauth_enc, row.name)
     const timeoutMs = Number(row.timeout_ms)
     return {
       id: row.id,
@@ -87,6 +130,7 @@ export const toRecord = (secrets: SecretsShape, row: McpServerRow): Effect.Effec
       timeoutMs: Number.isFinite(timeoutMs) && timeoutMs > 0 ? timeoutMs : MCP_DEFAULT_TIMEOUT_MS,
       rpm: row.rpm === null ? null : Number(row.rpm),
       enabled: Number(row.enabled) === 1,
+      oauth,
       createdAt: Number(row.created_at),
       updatedAt: Number(row.updated_at)
     }

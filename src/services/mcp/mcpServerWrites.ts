@@ -8,11 +8,19 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as crypto from "node:crypto"
-import { MCP_DEFAULT_TIMEOUT_MS, MCP_SERVER_NAME_PATTERN, type McpServerRecord, type McpServerTransport } from "../../domain/mcpServers.js"
+import {
+  MCP_DEFAULT_TIMEOUT_MS,
+  MCP_SERVER_NAME_PATTERN,
+  type McpServerOAuthClient,
+  type McpServerOAuthConfig,
+  type McpServerRecord,
+  type McpServerTransport
+} from "../../domain/mcpServers.js"
+import { maskSecret } from "../../kernel/redact.js"
 import type { BatchWriterShape } from "../../platform/store/BatchWriter.js"
 import { isUniqueViolation } from "../../platform/store/dialect.js"
 import type { SecretsShape } from "../../platform/store/Secrets.js"
-import { sealMap } from "./mcpServerRows.js"
+import { sealMap, sealOAuthClient } from "./mcpServerRows.js"
 import { unmaskValues } from "./mcpServerViews.js"
 import { McpServerRefused } from "./McpServerRefused.js"
 import type { McpServersShape } from "./McpServers.js"
@@ -26,6 +34,8 @@ interface Connection {
   readonly cwd: string | null
   readonly url: string | null
   readonly headers: Readonly<Record<string, string>>
+  /** http and sse: the configured OAuth client. */
+  readonly oauth?: McpServerOAuthClient | null
 }
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
@@ -38,6 +48,8 @@ export const connectionProblem = (c: Connection): string | undefined => {
     if (c.command === null || c.command.trim() === "") return "command: a stdio server needs a command (the program to run)"
     if (c.url !== null) return "url: a stdio server takes no url (the gateway runs its command)"
     if (Object.keys(c.headers).length > 0) return "headers: a stdio server takes no headers (pass values to its process with env)"
+    if (c.oauth != null)
+      return "oauth: a stdio server takes no oauth (it gets its credentials from its env, as the MCP authorization spec says)"
   } else {
     if (c.url === null) return `url: an ${c.transport} server needs a url (http:// or https://)`
     if (c.command !== null) return `command: an ${c.transport} server takes no command (it is reached at its url)`
@@ -51,6 +63,8 @@ export const connectionProblem = (c: Connection): string | undefined => {
       return `url: ${JSON.stringify(c.url)} is not a URL`
     }
     if (url.protocol !== "http:" && url.protocol !== "https:") return `url: must be an http:// or https:// address (got ${url.protocol})`
+    if (c.oauth != null && c.oauth.clientSecret !== null && c.oauth.clientId === null)
+      return "oauth.clientSecret: needs oauth.clientId (a secret goes with the client it was issued to)"
   }
   for (const k of Object.keys(c.env)) if (!ENV_NAME.test(k)) return `env: ${JSON.stringify(k)} is not a variable name`
   for (const [k, v] of Object.entries(c.env)) if (v.includes("\0")) return `env.${k}: a value cannot hold a NUL character`
@@ -58,6 +72,20 @@ export const connectionProblem = (c: Connection): string | undefined => {
   for (const [k, v] of Object.entries(c.headers))
     if (/[\r\n\0]/.test(v)) return `headers.${k}: a header value cannot hold a line break or NUL`
   return undefined
+}
+
+/**
+ * The OAuth client given in a create or update as the gateway holds it: a `clientSecret` that is
+ * the masked form of the stored one (a listing sent back) keeps the stored secret.
+ */
+export const oauthClientOf = (given: McpServerOAuthConfig, stored: McpServerOAuthClient | null | undefined): McpServerOAuthClient => {
+  const old = stored?.clientSecret ?? null
+  const secret = given.clientSecret ?? null
+  return {
+    clientId: given.clientId ?? null,
+    clientSecret: secret !== null && old !== null && secret === maskSecret(old) ? old : secret,
+    scopes: given.scopes ?? []
+  }
 }
 
 const refused = (status: 400 | 404 | 409, message: string) => new McpServerRefused({ status, message })
@@ -106,7 +134,8 @@ export const makeMcpServerWrites = ({ sql, secrets, writer, byName, reload }: Mc
         env: input.env ?? {},
         cwd: input.cwd ?? null,
         url: input.url ?? null,
-        headers: input.headers ?? {}
+        headers: input.headers ?? {},
+        oauth: input.oauth === undefined ? null : oauthClientOf(input.oauth, null)
       }
       yield* check(c)
       if (byName(input.name) !== undefined) return yield* refused(409, `an MCP server named '${input.name}' already exists`)
@@ -122,6 +151,7 @@ export const makeMcpServerWrites = ({ sql, secrets, writer, byName, reload }: Mc
         cwd: c.cwd,
         url: c.url,
         headers_enc: sealMap(secrets, c.headers),
+        oauth_enc: sealOAuthClient(secrets, c.oauth),
         allowed_tools: JSON.stringify(input.allowedTools ?? []),
         timeout_ms: input.timeoutMs ?? MCP_DEFAULT_TIMEOUT_MS,
         rpm: input.rpm ?? null,
@@ -152,7 +182,13 @@ export const makeMcpServerWrites = ({ sql, secrets, writer, byName, reload }: Mc
         env,
         cwd: keep(patch.cwd, r.cwd, null, true),
         url: keep(patch.url, r.url, null, false),
-        headers
+        headers,
+        oauth:
+          patch.oauth === undefined
+            ? keep(undefined, r.oauth ?? null, null, false)
+            : patch.oauth === null
+              ? null
+              : oauthClientOf(patch.oauth, r.oauth)
       }
       yield* check(c)
       const fields: Record<string, string | number | null> = {
@@ -166,6 +202,7 @@ export const makeMcpServerWrites = ({ sql, secrets, writer, byName, reload }: Mc
       // Sealed again only when they change: a value this storage key cannot open stays as stored.
       if (patch.env !== undefined || (switched && env !== r.env)) fields["env_enc"] = sealMap(secrets, env)
       if (patch.headers !== undefined || (switched && headers !== r.headers)) fields["headers_enc"] = sealMap(secrets, headers)
+      if (patch.oauth !== undefined || (switched && c.oauth !== (r.oauth ?? null))) fields["oauth_enc"] = sealOAuthClient(secrets, c.oauth)
       if (patch.allowedTools !== undefined) fields["allowed_tools"] = JSON.stringify(patch.allowedTools)
       if (patch.timeoutMs !== undefined) fields["timeout_ms"] = patch.timeoutMs
       if (patch.rpm !== undefined) fields["rpm"] = patch.rpm
@@ -180,6 +217,8 @@ export const makeMcpServerWrites = ({ sql, secrets, writer, byName, reload }: Mc
     Effect.gen(function* () {
       const r = yield* stored(name)
       yield* sql`DELETE FROM mcp_servers WHERE id = ${r.id}`.pipe(Effect.orDie)
+      // Its sign-in (tokens, registered client) goes with it.
+      yield* sql`DELETE FROM mcp_oauth WHERE server_id = ${r.id}`.pipe(Effect.orDie)
       yield* reload
       audit(actor, "mcp_server.remove", name)
       yield* Effect.logInfo(`MCP server removed: ${name}`)

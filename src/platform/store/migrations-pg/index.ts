@@ -22,6 +22,7 @@ import m0020 from "./0020_key_shadow.js"
 import m0021 from "./0021_store_changes.js"
 import m0022 from "./0022_connection_tls_profile.js"
 import m0023 from "./0023_mcp_servers.js"
+import m0024 from "./0024_mcp_oauth.js"
 
 /**
  * The PostgreSQL migration set (Db.ts, with DATABASE_URL): the SQLite set's numbers, names, tables, columns and indexes in
@@ -50,5 +51,6 @@ export const loader = Migrator.fromRecord({
   "0020_key_shadow": m0020,
   "0021_store_changes": m0021,
   "0022_connection_tls_profile": m0022,
-  "0023_mcp_servers": m0023
+  "0023_mcp_servers": m0023,
+  "0024_mcp_oauth": m0024
 })
