@@ -13,6 +13,7 @@ import type { StoreVersion } from "../platform/store/StoreVersion.js"
 import type { AdminAuth } from "../services/auth/AdminAuth.js"
 import type { ApiKeys } from "../services/auth/ApiKeys.js"
 import { McpCallHooks } from "../services/mcp/McpCallHooks.js"
+import { McpOAuth } from "../services/mcp/McpOAuth.js"
 import { McpServers } from "../services/mcp/McpServers.js"
 import { Playground } from "../services/playground/Playground.js"
 import { Plugins } from "../services/plugins/Plugins.js"
@@ -48,6 +49,7 @@ export const ExtensionsLive: Layer.Layer<
   | HostPolicy
   | McpHttp
   | McpServers
+  | McpOAuth
   | McpCallHooks
   | Plugins
   | Playground
@@ -77,6 +79,7 @@ export const ExtensionsLive: Layer.Layer<
   Layer.provideMerge(
     Layer.mergeAll(SkillCatalog.layer, Layer.mergeAll(CliTools.layer, AcpAgents.layer).pipe(Layer.provideMerge(CliToolsConfig.layer)))
   ),
-  // The registry of upstream MCP servers, under everything of the area (the connections to them read it).
-  Layer.provideMerge(Layer.merge(McpServers.layer, McpCallHooks.layer))
+  // The registry of upstream MCP servers and the sign-ins to them, under everything of the area (the connections to them read both).
+  Layer.provideMerge(Layer.merge(McpOAuth.layer, McpCallHooks.layer)),
+  Layer.provideMerge(McpServers.layer)
 )

@@ -27,6 +27,7 @@ import type { Policies } from "../services/governance/Policies.js"
 import type { Capture } from "../services/inspector/Capture.js"
 import type { Inspector } from "../services/inspector/Inspector.js"
 import type { Tproxy } from "../services/inspector/Tproxy.js"
+import type { McpOAuth } from "../services/mcp/McpOAuth.js"
 import type { McpServers } from "../services/mcp/McpServers.js"
 import type { OAuth } from "../services/oauth/OAuth.js"
 import type { GatewayMetrics } from "../services/observability/GatewayMetrics.js"
@@ -119,6 +120,7 @@ export const ManagementLive: Layer.Layer<
   | SkillCatalog
   | McpHttp
   | McpServers
+  | McpOAuth
   | Plugins
   | Playground
   | Tunnels

@@ -15,7 +15,7 @@ import { PlaygroundGroup } from "./playground/Api.js"
 import { TunnelsGroup } from "./tunnels/Api.js"
 import { MetricsGroup } from "./metrics/Api.js"
 import { KeysGroup } from "./keys/Api.js"
-import { McpGroup, McpServersGroup } from "./mcp/Api.js"
+import { McpGroup, McpOAuthCallbackGroup, McpServersGroup } from "./mcp/Api.js"
 import { ModelsGroup } from "./models/Api.js"
 import { OAuthCallbackGroup, OAuthGroup } from "./oauth/Api.js"
 import { NodesGroup } from "./nodes/Api.js"
@@ -78,6 +78,7 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(AcpGroup)
   .add(McpGroup)
   .add(McpServersGroup)
+  .add(McpOAuthCallbackGroup)
   .add(ContextGroup)
   .add(InspectorGroup)
   .add(InspectorOpenGroup)

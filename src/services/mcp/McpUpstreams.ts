@@ -19,11 +19,14 @@ import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as path from "node:path"
 import type { McpServerHealth } from "../../domain/mcpServers.js"
 import { AppConfig } from "../../platform/config/AppConfig.js"
+import { McpOAuth, type McpOAuthShape } from "./McpOAuth.js"
 import { McpServers, type McpServersShape } from "./McpServers.js"
 import { processRecord } from "./processes.js"
 import { EMPTY_OFFERINGS, initialHealth, makeSupervisor } from "./supervisor.js"
@@ -81,20 +84,26 @@ export class McpUpstreams extends Context.Tag("gateway/McpUpstreams")<McpUpstrea
   /**
    * The connections of this gateway process, reconciled with the registry as it changes, closed
    * (stdio processes stopped) with the layer. Nothing is loaded and nothing runs while no server
-   * is registered: the SDK is imported at the first connection.
+   * is registered: the SDK is imported at the first connection. With McpOAuth (the gateway's
+   * sign-ins to remote servers), an http or sse server it holds a token for connects with it,
+   * and a sign-in, sign-out or lost sign-in reaches the connection.
    */
   static readonly layer: Layer.Layer<McpUpstreams, never, McpServers | AppConfig> = Layer.scoped(
     McpUpstreams,
     Effect.gen(function* () {
       const servers = yield* McpServers
       const { dataDir } = yield* AppConfig
-      return yield* makeMcpUpstreams(servers, path.join(dataDir, "mcp", "processes"))
+      const oauth = Option.getOrUndefined(yield* Effect.serviceOption(McpOAuth))
+      return yield* makeMcpUpstreams(servers, path.join(dataDir, "mcp", "processes"), oauth)
     })
   )
 }
 
-/** The service over the registry; `processDir` records this process's stdio servers (processes.ts). */
-export const makeMcpUpstreams = (servers: McpServersShape, processDir: string) =>
+/**
+ * The service over the registry; `processDir` records this process's stdio servers (processes.ts);
+ * `oauth` holds the sign-ins to http and sse servers.
+ */
+export const makeMcpUpstreams = (servers: McpServersShape, processDir: string, oauth?: McpOAuthShape) =>
   Effect.gen(function* () {
     const scope = yield* Effect.scope
     const processes = processRecord(processDir)
@@ -119,14 +128,32 @@ export const makeMcpUpstreams = (servers: McpServersShape, processDir: string) =
         }
       }
     }
-    const supervisor = makeSupervisor({ all: servers.all, processes, scope, changed })
+    const supervisor = makeSupervisor({
+      all: servers.all,
+      processes,
+      scope,
+      changed,
+      ...(oauth ? { authProvider: oauth.providerFor } : {})
+    })
 
     // The registry's changes, reconciled one at a time (a burst of them: once).
     const wake = yield* Queue.sliding<void>(1)
     const unsubscribe = servers.onChange(() => void Queue.unsafeOffer(wake, undefined))
     yield* supervisor.reconcile
     yield* Effect.forkScoped(Effect.forever(Queue.take(wake).pipe(Effect.zipRight(supervisor.reconcile))))
-    yield* Effect.addFinalizer(() => Effect.sync(unsubscribe).pipe(Effect.zipRight(supervisor.stopAll)))
+    // Signed in or out: connected again (with the token, or to be told to sign in); a sign-in lost: needs-auth with why.
+    const runFork = yield* FiberSet.makeRuntime<never>()
+    const unsubscribeOAuth = oauth?.onEvent((event) =>
+      runFork(
+        event.kind === "needs-auth" ? supervisor.needsAuth(event.server, event.reason) : Effect.asVoid(supervisor.restart(event.server))
+      )
+    )
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        unsubscribe()
+        unsubscribeOAuth?.()
+      }).pipe(Effect.zipRight(supervisor.stopAll))
+    )
 
     const health = (server: string): McpServerHealth | undefined => {
       const record = servers.byName(server)

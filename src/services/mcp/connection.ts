@@ -5,7 +5,7 @@
  * gateway with no server registered, and every CLI command, never loads the SDK.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js"
+import { type OAuthClientProvider, UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js"
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js"
@@ -34,8 +34,16 @@ export interface Connection {
   readonly transport: Transport
 }
 
-/** The client for `record` over its transport (not yet connected); stdio over the process the caller spawned. */
-export const createConnection = (record: McpServerRecord, child: StdioProcess | undefined): Connection => {
+/**
+ * The client for `record` over its transport (not yet connected); stdio over the process the caller
+ * spawned; http and sse with the server's OAuth provider when the gateway holds a token for it
+ * (its token on every request; a 401 refreshes it through the SDK).
+ */
+export const createConnection = (
+  record: McpServerRecord,
+  child: StdioProcess | undefined,
+  authProvider?: OAuthClientProvider
+): Connection => {
   const client = new Client({ name: "gateway", version: VERSION }, { capabilities: {} })
   let transport: Transport
   if (record.transport === "stdio") {
@@ -44,8 +52,8 @@ export const createConnection = (record: McpServerRecord, child: StdioProcess | 
   } else {
     const url = new URL(record.url ?? "")
     const requestInit: RequestInit = { headers: { ...record.headers } }
-    transport =
-      record.transport === "sse" ? new SSEClientTransport(url, { requestInit }) : new StreamableHTTPClientTransport(url, { requestInit })
+    const options = { requestInit, ...(authProvider ? { authProvider } : {}) }
+    transport = record.transport === "sse" ? new SSEClientTransport(url, options) : new StreamableHTTPClientTransport(url, options)
   }
   return { client, transport: new OrderedTransport(transport) }
 }
@@ -184,7 +192,7 @@ export const closeConnection = async ({ client, transport }: Connection): Promis
 
 /** What an error of the SDK means for the gateway. */
 export type ErrorMeaning =
-  /** The server answered 401: a token is needed (OAuth, a later piece), trying again will not help. */
+  /** The server answered 401 (no token the gateway holds was taken or could be refreshed): a sign-in is needed, retrying will not help. */
   | { readonly kind: "unauthorized"; readonly message: string }
   /** The server's own JSON-RPC error. */
   | { readonly kind: "upstream"; readonly code: number; readonly message: string }

@@ -15,8 +15,10 @@ import * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
+import type { OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js"
 import type { McpHealthState, McpServerHealth, McpServerRecord } from "../../domain/mcpServers.js"
 import type { Connection, ErrorMeaning, ListKind } from "./connection.js"
+import { signInHint } from "./McpOAuthRefused.js"
 import type { McpOfferings } from "./McpUpstreams.js"
 import { describeEnd, type ProcessRecord, type StdioProcess, spawnStdioServer, stdioEnv, stopStdioServer } from "./processes.js"
 
@@ -71,7 +73,10 @@ export interface Live {
 export const EMPTY_OFFERINGS: McpOfferings = { tools: [], resources: [], resourceTemplates: [], prompts: [] }
 
 export const fingerprintOf = (r: McpServerRecord): string =>
-  JSON.stringify([r.id, r.transport, r.command, r.args, r.env, r.cwd, r.url, r.headers])
+  JSON.stringify([r.id, r.transport, r.command, r.args, r.env, r.cwd, r.url, r.headers, r.oauth ?? null])
+
+/** A needs-auth reason: what the server said, and how to sign in. */
+const needsAuthReason = (server: string, said: string) => `the server requires authorization (HTTP 401): ${signInHint(server)} (${said})`
 
 const now = () => new Date().toISOString()
 
@@ -110,6 +115,8 @@ export const makeSupervisor = (deps: {
   readonly scope: Scope.Scope
   /** Told the server's name when its health or offerings changed. */
   readonly changed: (server: string) => void
+  /** The OAuth provider of an http or sse server the gateway holds a token for (McpOAuth), else undefined. */
+  readonly authProvider?: (record: McpServerRecord) => OAuthClientProvider | undefined
 }) => {
   const entries = new Map<string, Entry>()
   const lock = Effect.unsafeMakeSemaphore(1)
@@ -143,9 +150,7 @@ export const makeSupervisor = (deps: {
       const ended = (reason: string, state: LifeEnded["state"] = "restarting") =>
         new LifeEnded({ reason, state, upMs: readyAt === undefined ? 0 : Date.now() - readyAt })
       const fromMeaning = (m: ErrorMeaning, what: string) =>
-        m.kind === "unauthorized"
-          ? ended(`the server requires authorization (HTTP 401); signing in to it is not supported yet: ${m.message}`, "needs-auth")
-          : ended(`${what}: ${m.message}`)
+        m.kind === "unauthorized" ? ended(needsAuthReason(record.name, m.message), "needs-auth") : ended(`${what}: ${m.message}`)
 
       const problem = configProblem(record)
       if (problem !== undefined) return yield* Effect.fail(ended(problem, "failed"))
@@ -168,7 +173,10 @@ export const makeSupervisor = (deps: {
       const processEnded = child === undefined ? Effect.never : Effect.promise(() => (child as StdioProcess).ended)
 
       const conn = yield* Effect.acquireRelease(
-        Effect.try({ try: () => sdk.createConnection(record, child), catch: (e) => ended(messageOf(e), "failed") }),
+        Effect.try({
+          try: () => sdk.createConnection(record, child, child === undefined ? deps.authProvider?.(record) : undefined),
+          catch: (e) => ended(messageOf(e), "failed")
+        }),
         (c) => Effect.promise(() => sdk.closeConnection(c))
       )
       /** Completed when the connection is gone: closed, its process exited, a failed check. */
@@ -360,6 +368,17 @@ export const makeSupervisor = (deps: {
       })
     )
 
+  /** The server's sign-in is lost (its token could not be refreshed): its connection closed, needs-auth with `reason` until one. */
+  const needsAuth = (name: string, reason: string) =>
+    lock.withPermits(1)(
+      Effect.gen(function* () {
+        const entry = entries.get(name)
+        if (closing || entry === undefined || !entry.record.enabled) return
+        yield* stop(entry)
+        yield* setHealth(entry, { state: "needs-auth", reason, pid: null })
+      })
+    )
+
   /** Every connection closed (the layer's end): processes stopped, nothing started after. */
   const stopAll = lock.withPermits(1)(
     Effect.suspend(() => {
@@ -368,5 +387,5 @@ export const makeSupervisor = (deps: {
     })
   )
 
-  return { entries, reconcile, restart, stopAll }
+  return { entries, reconcile, restart, needsAuth, stopAll }
 }

@@ -8,6 +8,9 @@ import {
   CallMcpTool,
   CreateMcpServer,
   McpCallResult,
+  McpOAuthCallbackQuery,
+  McpOAuthSignedIn,
+  McpOAuthStarted,
   McpOffering,
   McpServerView,
   UpdateMcpServer
@@ -74,4 +77,33 @@ export class McpServersGroup extends HttpApiGroup.make("mcpServers")
       .addError(BadGateway)
       .addError(ServiceUnavailable)
   )
+  .add(
+    HttpApiEndpoint.post("oauthStart", "/api/mcp/servers/:name/oauth/start")
+      .setPath(ServerPath)
+      .addSuccess(McpOAuthStarted)
+      .addError(BadRequest)
+      .addError(NotFound)
+      .addError(BadGateway)
+  )
+  .add(
+    HttpApiEndpoint.post("oauthLogout", "/api/mcp/servers/:name/oauth/logout")
+      .setPath(ServerPath)
+      .addSuccess(McpServerView)
+      .addError(NotFound)
+  )
   .middleware(ManagementAuth) {}
+
+/**
+ * The authorization server's redirect of the user's browser after an MCP server's sign-in
+ * (`GET /api/mcp/oauth/callback`, docs/mcp.md, "Signing in to a remote server (OAuth)"): it carries
+ * no management credentials, so the one-time `state` of a sign-in an administrator began (and its
+ * PKCE verifier, kept in the gateway) is what authorizes it.
+ */
+export class McpOAuthCallbackGroup extends HttpApiGroup.make("mcpOAuthCallback").add(
+  HttpApiEndpoint.get("callback", "/api/mcp/oauth/callback")
+    .setUrlParams(McpOAuthCallbackQuery)
+    .addSuccess(McpOAuthSignedIn)
+    .addError(BadRequest)
+    .addError(NotFound)
+    .addError(BadGateway)
+) {}

@@ -4,10 +4,12 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { BadGateway, BadRequest, Conflict, NotFound, ServiceUnavailable } from "../../../domain/errors.js"
 import type { AllowMcpTools, McpServerRecord } from "../../../domain/mcpServers.js"
+import { McpOAuth, type McpOAuthRefused } from "../../../services/mcp/McpOAuth.js"
 import { initialHealth, type McpServerRefused, McpServers, offeringsOf, viewOf } from "../../../services/mcp/McpServers.js"
 import { McpUpstreams, type McpUpstreamError } from "../../../services/mcp/McpUpstreams.js"
 import { McpHttp } from "../../mcp/McpHttp.js"
 import { ManagementApi } from "../Api.js"
+import { makeCallbackBase } from "../callbackBase.js"
 import { actor } from "../Principal.js"
 
 const status = HttpApiBuilder.group(ManagementApi, "mcp", (handlers) =>
@@ -26,6 +28,14 @@ const callFailed = (e: McpUpstreamError) =>
     ? new ServiceUnavailable({ message: e.message })
     : new BadGateway({ message: e.message })
 
+/** A sign-in refused as the API answers it. */
+const oauthRefused = (e: McpOAuthRefused) =>
+  e.status === 404
+    ? new NotFound({ message: e.message })
+    : e.status === 502
+      ? new BadGateway({ message: e.message })
+      : new BadRequest({ message: e.message })
+
 /** `POST /api/mcp/servers/{name}/allow` as the tools it leaves allowed. */
 const allowedBy = (r: McpServerRecord, body: AllowMcpTools): ReadonlyArray<string> | string => {
   if (body.all === true && body.tools !== undefined) return "all: give all: true or tools, not both"
@@ -43,15 +53,19 @@ const allowedBy = (r: McpServerRecord, body: AllowMcpTools): ReadonlyArray<strin
 const servers = HttpApiBuilder.group(ManagementApi, "mcpServers", (handlers) =>
   Effect.gen(function* () {
     const registry = yield* McpServers
+    const oauth = yield* McpOAuth
     const upstreams = Option.getOrUndefined(yield* Effect.serviceOption(McpUpstreams))
+    const callbackBase = yield* makeCallbackBase
 
     const view = (r: McpServerRecord) => {
       const o = upstreams?.offerings(r.name)
+      const health = upstreams?.health(r.name) ?? initialHealth(r)
       return viewOf(r, {
-        health: upstreams?.health(r.name) ?? initialHealth(r),
+        health,
         tools: o?.tools.length ?? 0,
         resources: (o?.resources.length ?? 0) + (o?.resourceTemplates.length ?? 0),
-        prompts: o?.prompts.length ?? 0
+        prompts: o?.prompts.length ?? 0,
+        oauth: oauth.view(r, health)
       })
     }
     /** The server by name, the store read first if it changed. */
@@ -102,8 +116,24 @@ const servers = HttpApiBuilder.group(ManagementApi, "mcpServers", (handlers) =>
           return { ...result, content: result.content ?? [] }
         })
       )
+      .handle("oauthStart", ({ path }) =>
+        Effect.flatMap(callbackBase, (base) => oauth.start(path.name, base)).pipe(Effect.mapError(oauthRefused))
+      )
+      .handle("oauthLogout", ({ path }) =>
+        Effect.gen(function* () {
+          yield* oauth.logout(path.name).pipe(Effect.mapError((e) => new NotFound({ message: e.message })))
+          return view(yield* find(path.name))
+        })
+      )
   })
 )
 
-/** The MCP area's handlers: the MCP server's state and the registry of upstream servers. */
-export const layer = Layer.mergeAll(status, servers)
+/** The browser's redirect after a sign-in: no management credentials, the sign-in's one-time state instead. */
+const oauthCallback = HttpApiBuilder.group(ManagementApi, "mcpOAuthCallback", (handlers) =>
+  Effect.map(McpOAuth, (oauth) =>
+    handlers.handle("callback", ({ urlParams }) => oauth.complete(urlParams).pipe(Effect.mapError(oauthRefused)))
+  )
+)
+
+/** The MCP area's handlers: the MCP server's state, the registry of upstream servers and their sign-ins' callback. */
+export const layer = Layer.mergeAll(status, servers, oauthCallback)

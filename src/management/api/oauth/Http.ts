@@ -1,38 +1,21 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import { BadGateway, BadRequest } from "../../../domain/errors.js"
-import { AppConfig, throughTunnel } from "../../../platform/config/AppConfig.js"
 import { connectionView } from "../../../upstream/providers/Connections.js"
 import { OAuth } from "../../../services/oauth/OAuth.js"
 import { ManagementApi } from "../Api.js"
+import { makeCallbackBase } from "../callbackBase.js"
 import { actor } from "../Principal.js"
-
-/**
- * Where this gateway is reached from a browser, for OAuth callbacks: NEXT_PUBLIC_BASE_URL (the
- * spec's setting for a tunnel's public host), else GATEWAY_PUBLIC_URL, else the request's Host
- * (https when the request came through a tunnel, whose edge serves only https).
- */
-const callbackBase = (configured: Option.Option<string>) =>
-  Effect.map(HttpServerRequest.HttpServerRequest, (req) =>
-    Option.isSome(configured)
-      ? configured.value.replace(/\/+$/, "")
-      : `${throughTunnel(req.headers) ? "https" : "http"}://${req.headers["host"] ?? "127.0.0.1:20128"}`
-  )
 
 /** OAuth connections (docs/operations.md, "OAuth connections"). */
 const oauthGroup = HttpApiBuilder.group(ManagementApi, "oauth", (handlers) =>
   Effect.gen(function* () {
     const oauth = yield* OAuth
-    const app = yield* AppConfig
-    const legacyUrl = yield* Config.option(Config.string("GATEWAY_PUBLIC_URL")).pipe(Effect.orDie)
-    const publicUrl = Option.orElse(Option.fromNullable(app.publicBaseUrl), () => legacyUrl)
+    const callbackBase = yield* makeCallbackBase
     return handlers
       .handle("authorize", ({ path, payload }) =>
-        Effect.flatMap(callbackBase(publicUrl), (base) => oauth.startAuthorize(path.provider, payload, base))
+        Effect.flatMap(callbackBase, (base) => oauth.startAuthorize(path.provider, payload, base))
       )
       .handle("complete", ({ path, payload }) => Effect.flatMap(actor, (a) => oauth.complete(path.provider, payload, a)))
       .handle("deviceCode", ({ path, payload }) => oauth.startDevice(path.provider, payload))

@@ -1,0 +1,452 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { Server } from "@modelcontextprotocol/sdk/server/index.js"
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
+import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
+import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
+import { createHash, randomBytes } from "node:crypto"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { maskSecret } from "../src/kernel/redact.js"
+import { Secrets } from "../src/platform/store/Secrets.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
+import { call, startGateway, type TestGateway } from "./support/gateway.js"
+import { until } from "./support/until.js"
+
+/**
+ * Signing in to a remote MCP server (docs/mcp.md, "Signing in to a remote server (OAuth)"): a
+ * small authorization server of our own (RFC 8414 metadata, RFC 7591 registration, PKCE S256,
+ * rotating refresh tokens) and an MCP server that answers 401 with its protected-resource
+ * metadata (RFC 9728) without one of its tokens, both on 127.0.0.1, behind a real in-process gateway.
+ */
+const ADMIN = "gwk_mcp_oauth_admin_key_0123456789ab"
+const KEY = "gwk_mcp_oauth_client_key_0123456789a"
+const admin = { authorization: `Bearer ${ADMIN}` }
+const PRESET_SECRET = "preset-client-secret-0123456789abcdef"
+
+const b64url = (b: Buffer) => b.toString("base64url")
+const token = (prefix: string) => `${prefix}_${b64url(randomBytes(24))}`
+
+const listen = async (server: http.Server) => {
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+}
+
+const readBody = (req: http.IncomingMessage) =>
+  new Promise<string>((resolve) => {
+    let text = ""
+    req.on("data", (c: Buffer) => (text += c.toString()))
+    req.on("end", () => resolve(text))
+  })
+
+/** The authorization server: auto-approves, issues access tokens of `lifetimeS` seconds and rotating refresh tokens. */
+const startAuthServer = async () => {
+  const clients = new Map<string, { redirectUris: ReadonlyArray<string>; secret?: string }>()
+  const codes = new Map<string, { clientId: string; redirectUri: string; challenge: string; resource: string | null }>()
+  const access = new Map<string, number>()
+  const refresh = new Map<string, string>()
+  const state = {
+    url: "",
+    lifetimeS: 2,
+    registrations: 0,
+    refreshGrants: 0,
+    codeGrants: 0,
+    /** Every token it issued: none may show up where the gateway shows things. */
+    issued: new Set<string>(),
+    resources: new Set<string | null>(),
+    validAccess: (t: string) => (access.get(t) ?? 0) > Date.now(),
+    revokeAccess: () => access.clear(),
+    revokeRefresh: () => refresh.clear()
+  }
+  clients.set("preset", { redirectUris: [], secret: PRESET_SECRET })
+  const json = (res: http.ServerResponse, status: number, body: unknown) => {
+    res.writeHead(status, { "content-type": "application/json", "cache-control": "no-store" })
+    res.end(JSON.stringify(body))
+  }
+  const issue = (res: http.ServerResponse, clientId: string) => {
+    const accessToken = token("at")
+    const refreshToken = token("rt")
+    access.set(accessToken, Date.now() + state.lifetimeS * 1000)
+    refresh.set(refreshToken, clientId)
+    state.issued.add(accessToken).add(refreshToken)
+    json(res, 200, { access_token: accessToken, token_type: "Bearer", expires_in: state.lifetimeS, refresh_token: refreshToken })
+  }
+  const server = http.createServer(async (req, res) => {
+    const url = new URL(req.url ?? "/", state.url)
+    if (url.pathname === "/.well-known/oauth-authorization-server")
+      return json(res, 200, {
+        issuer: state.url,
+        authorization_endpoint: `${state.url}/authorize`,
+        token_endpoint: `${state.url}/token`,
+        registration_endpoint: `${state.url}/register`,
+        response_types_supported: ["code"],
+        grant_types_supported: ["authorization_code", "refresh_token"],
+        code_challenge_methods_supported: ["S256"],
+        token_endpoint_auth_methods_supported: ["none", "client_secret_basic", "client_secret_post"],
+        scopes_supported: ["mcp:tools"]
+      })
+    if (url.pathname === "/register" && req.method === "POST") {
+      const body = JSON.parse(await readBody(req)) as { redirect_uris: Array<string> }
+      const clientId = `dyn_${b64url(randomBytes(8))}`
+      clients.set(clientId, { redirectUris: body.redirect_uris })
+      state.registrations++
+      return json(res, 201, { ...body, client_id: clientId, client_id_issued_at: Math.floor(Date.now() / 1000) })
+    }
+    if (url.pathname === "/authorize") {
+      const p = url.searchParams
+      const client = clients.get(p.get("client_id") ?? "")
+      const redirectUri = p.get("redirect_uri") ?? ""
+      if (!client || (client.redirectUris.length > 0 && !client.redirectUris.includes(redirectUri)))
+        return json(res, 400, { error: "invalid_request", error_description: "unknown client or redirect_uri" })
+      if (p.get("code_challenge_method") !== "S256" || !p.get("code_challenge"))
+        return json(res, 400, { error: "invalid_request", error_description: "PKCE S256 required" })
+      const code = token("code")
+      codes.set(code, { clientId: p.get("client_id")!, redirectUri, challenge: p.get("code_challenge")!, resource: p.get("resource") })
+      const back = new URL(redirectUri)
+      back.searchParams.set("code", code)
+      back.searchParams.set("state", p.get("state") ?? "")
+      back.searchParams.set("iss", state.url)
+      res.writeHead(302, { location: back.toString() })
+      return res.end()
+    }
+    if (url.pathname === "/token" && req.method === "POST") {
+      const p = new URLSearchParams(await readBody(req))
+      const basic = /^Basic (.+)$/.exec(req.headers.authorization ?? "")
+      const [basicId, basicSecret] = basic ? Buffer.from(basic[1]!, "base64").toString().split(":") : []
+      const clientId = basicId ?? p.get("client_id") ?? ""
+      const client = clients.get(clientId)
+      if (!client || (client.secret !== undefined && (basicSecret ?? p.get("client_secret")) !== client.secret))
+        return json(res, 401, { error: "invalid_client" })
+      state.resources.add(p.get("resource"))
+      if (p.get("grant_type") === "authorization_code") {
+        const c = codes.get(p.get("code") ?? "")
+        codes.delete(p.get("code") ?? "")
+        const verifier = p.get("code_verifier") ?? ""
+        if (
+          !c ||
+          c.clientId !== clientId ||
+          c.redirectUri !== p.get("redirect_uri") ||
+          b64url(createHash("sha256").update(verifier).digest()) !== c.challenge
+        )
+          return json(res, 400, { error: "invalid_grant", error_description: "code, verifier or redirect_uri do not match" })
+        state.codeGrants++
+        return issue(res, clientId)
+      }
+      if (p.get("grant_type") === "refresh_token") {
+        const rt = p.get("refresh_token") ?? ""
+        if (refresh.get(rt) !== clientId) return json(res, 400, { error: "invalid_grant", error_description: "unknown refresh token" })
+        refresh.delete(rt)
+        state.refreshGrants++
+        return issue(res, clientId)
+      }
+      return json(res, 400, { error: "unsupported_grant_type" })
+    }
+    res.writeHead(404).end()
+  })
+  state.url = await listen(server)
+  return { ...state, get: () => state, close: () => new Promise<void>((r) => server.close(() => r())) }
+}
+
+/** The MCP server: 401 with its resource metadata without a valid token of the authorization server; a tool with one. */
+const startResourceServer = async (as: { validAccess: (t: string) => boolean; url: () => string }) => {
+  const state = { url: "", unauthorized: 0, refusedTokens: 0, calls: 0 }
+  const server = http.createServer(async (req, res) => {
+    const url = new URL(req.url ?? "/", state.url)
+    if (url.pathname.startsWith("/.well-known/oauth-protected-resource")) {
+      res.writeHead(200, { "content-type": "application/json" })
+      return res.end(JSON.stringify({ resource: `${state.url}/mcp`, authorization_servers: [as.url()], scopes_supported: ["mcp:tools"] }))
+    }
+    if (url.pathname !== "/mcp") return res.writeHead(404).end()
+    const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1]
+    if (bearer === undefined || !as.validAccess(bearer)) {
+      state.unauthorized++
+      if (bearer !== undefined) state.refusedTokens++
+      res.writeHead(401, {
+        "www-authenticate": `Bearer ${bearer ? 'error="invalid_token", ' : ""}resource_metadata="${state.url}/.well-known/oauth-protected-resource/mcp", scope="mcp:tools"`,
+        "content-type": "text/plain"
+      })
+      return res.end("sign in first")
+    }
+    const body = req.method === "POST" ? JSON.parse(await readBody(req)) : undefined
+    const mcp = new Server({ name: "locked", version: "1.0.0" }, { capabilities: { tools: {} } })
+    mcp.setRequestHandler(ListToolsRequestSchema, async () => ({
+      tools: [{ name: "whoami", description: "Who the token says you are", inputSchema: { type: "object", properties: {} } }]
+    }))
+    mcp.setRequestHandler(CallToolRequestSchema, async () => {
+      state.calls++
+      return { content: [{ type: "text", text: "signed in as dev@example.test" }] }
+    })
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
+    res.on("close", () => {
+      void transport.close()
+      void mcp.close()
+    })
+    await mcp.connect(transport)
+    await transport.handleRequest(req, res, body)
+  })
+  state.url = await listen(server)
+  return { state, close: () => new Promise<void>((r) => server.close(() => r())) }
+}
+
+let gw: TestGateway
+let as: Awaited<ReturnType<typeof startAuthServer>>
+let rs: Awaited<ReturnType<typeof startResourceServer>>
+const api = (p: string, init: { method?: string; body?: unknown } = {}) => call(`${gw.url}${p}`, { ...init, headers: admin })
+const view = async (name: string) => (await api(`/api/mcp/servers/${name}`)).body
+const healthOf = (name: string, state: string, ms = 15_000) =>
+  until(
+    `${name} ${state}`,
+    async () => {
+      const v = await view(name)
+      return v.health.state === state ? v : undefined
+    },
+    ms
+  )
+
+/** The sign-in as a browser makes it: start, the authorization server's page (auto-approved), its redirect to the callback. */
+const signIn = async (name: string) => {
+  const started = await api(`/api/mcp/servers/${name}/oauth/start`, { method: "POST" })
+  expect(started.status, started.text).toBe(200)
+  const approved = await fetch(started.body.authorizationUrl, { redirect: "manual" })
+  expect(approved.status).toBe(302)
+  const callback = approved.headers.get("location")!
+  return { started: started.body, callback, done: await call(callback) }
+}
+
+beforeAll(async () => {
+  as = await startAuthServer()
+  rs = await startResourceServer({ validAccess: as.validAccess, url: () => as.url })
+  gw = await startGateway()
+  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" }, { secret: KEY })))
+})
+afterAll(async () => {
+  await gw?.close()
+  await rs?.close()
+  await as?.close()
+})
+
+describe("signing in to a remote MCP server", () => {
+  it("a server that answers 401 is needs-auth, its reason saying how to sign in", async () => {
+    const created = await api("/api/mcp/servers", {
+      body: { name: "locked", transport: "http", url: `${rs.state.url}/mcp`, allowedTools: ["*"] }
+    })
+    expect(created.status, created.text).toBe(201)
+    const v = await healthOf("locked", "needs-auth")
+    expect(v.health.reason).toContain("401")
+    expect(v.health.reason).toContain("gateway mcp servers login locked")
+    expect(v.oauth).toMatchObject({ signedIn: false, expiresAt: null, signedInAt: null })
+    // A 401 is not tried again and again.
+    const seen = rs.state.unauthorized
+    await new Promise((r) => setTimeout(r, 700))
+    expect(rs.state.unauthorized).toBe(seen)
+  })
+
+  it("start discovers, registers and answers a PKCE authorization URL; the callback is public, one-time and state-checked; the server is ready", async () => {
+    expect((await call(`${gw.url}/api/mcp/servers/locked/oauth/start`, { body: {} })).status).toBe(401)
+    const started = await api("/api/mcp/servers/locked/oauth/start", { method: "POST" })
+    expect(started.status, started.text).toBe(200)
+    expect(started.body.redirectUri).toBe(`${gw.url}/api/mcp/oauth/callback`)
+    const url = new URL(started.body.authorizationUrl)
+    expect(url.origin + url.pathname).toBe(`${as.url}/authorize`)
+    expect(url.searchParams.get("code_challenge_method")).toBe("S256")
+    expect(url.searchParams.get("code_challenge")).toMatch(/^[A-Za-z0-9_-]{43}$/)
+    expect(url.searchParams.get("client_id")).toMatch(/^dyn_/)
+    expect(url.searchParams.get("redirect_uri")).toBe(started.body.redirectUri)
+    expect(url.searchParams.get("resource")).toBe(`${rs.state.url}/mcp`)
+    expect(url.searchParams.get("scope")).toBe("mcp:tools")
+    expect(as.get().registrations).toBe(1)
+
+    const approved = await fetch(started.body.authorizationUrl, { redirect: "manual" })
+    const callback = new URL(approved.headers.get("location")!)
+    expect(callback.origin + callback.pathname).toBe(started.body.redirectUri)
+    const wrong = new URL(callback)
+    wrong.searchParams.set("state", "not-the-state")
+    const refused = await call(wrong.toString())
+    expect(refused.status).toBe(400)
+    expect(refused.body.message).toContain("state")
+
+    const done = await call(callback.toString()) // the browser: no management credentials
+    expect(done.status, done.text).toBe(200)
+    expect(done.body).toMatchObject({ server: "locked", signedIn: true })
+    expect(as.get().codeGrants).toBe(1)
+    expect(as.get().resources.has(`${rs.state.url}/mcp`)).toBe(true)
+    expect((await call(callback.toString())).status).toBe(400)
+
+    const ready = await until("locked ready with its tool", async () => {
+      const v = await view("locked")
+      return v.health.state === "ready" && v.tools === 1 ? v : undefined
+    })
+    expect(ready.oauth).toMatchObject({ signedIn: true, lastError: null, clientId: null, clientSecret: null })
+    expect(Date.parse(ready.oauth.signedInAt)).toBeGreaterThan(0)
+  })
+
+  it("calls a tool through POST /call and through /v1/mcp with the token", async () => {
+    const res = await api("/api/mcp/servers/locked/call", { body: { tool: "whoami" } })
+    expect(res.status, res.text).toBe(200)
+    expect(res.body.content[0].text).toBe("signed in as dev@example.test")
+
+    const client = new Client({ name: "oauth-test", version: "1.0.0" })
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${gw.url}/v1/mcp`), { requestInit: { headers: { authorization: `Bearer ${KEY}` } } })
+    )
+    try {
+      expect((await client.listTools()).tools.map((t) => t.name)).toContain("locked__whoami")
+      const result = await client.callTool({ name: "locked__whoami", arguments: {} })
+      expect((result.content as Array<{ text: string }>)[0]!.text).toBe("signed in as dev@example.test")
+    } finally {
+      await client.close()
+    }
+  })
+
+  it("refreshes a short-lived token ahead of its expiry: the token endpoint sees refresh_token grants and calls keep working without a 401", async () => {
+    const refused = rs.state.refusedTokens
+    const before = as.get().refreshGrants
+    await until("two refreshes", () => as.get().refreshGrants >= before + 2, 10_000)
+    // Past the lifetime of the token the sign-in gave: still called with a good one.
+    const res = await api("/api/mcp/servers/locked/call", { body: { tool: "whoami" } })
+    expect(res.status, res.text).toBe(200)
+    expect(rs.state.refusedTokens).toBe(refused)
+    const v = await view("locked")
+    expect(v.health.state).toBe("ready")
+    expect(Date.parse(v.oauth.expiresAt)).toBeGreaterThan(Date.now())
+  })
+
+  it("a 401 mid-session takes the SDK's refresh path and the call goes through", async () => {
+    const refused = rs.state.refusedTokens
+    const before = as.get().refreshGrants
+    as.revokeAccess()
+    const res = await api("/api/mcp/servers/locked/call", { body: { tool: "whoami" } })
+    expect(res.status, res.text).toBe(200)
+    expect(rs.state.refusedTokens).toBeGreaterThan(refused)
+    expect(as.get().refreshGrants).toBeGreaterThan(before)
+    expect((await view("locked")).health.state).toBe("ready")
+  })
+
+  it("never shows a token: listings, the view, the logs; tokens are sealed at rest", async () => {
+    const texts = [(await api("/api/mcp/servers")).text, (await api("/api/mcp/servers/locked")).text]
+    const logs = gw.logs.map((l) => `${l.message} ${JSON.stringify(l.annotations)}`).join("\n")
+    const rows = await gw.run(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        return yield* sql<{ tokens_enc: string; client_enc: string }>`SELECT tokens_enc, client_enc FROM mcp_oauth`
+      })
+    )
+    expect(rows.length).toBe(1)
+    const opened = await gw.run(Effect.flatMap(Secrets, (s) => s.decrypt(rows[0]!.tokens_enc)))
+    expect(as.get().issued.has(JSON.parse(Redacted.value(opened)).access_token)).toBe(true)
+    for (const t of as.get().issued) {
+      for (const text of texts) expect(text).not.toContain(t)
+      expect(logs).not.toContain(t)
+      expect(rows[0]!.tokens_enc).not.toContain(t)
+    }
+  })
+
+  it("a refresh the authorization server refuses puts the server in needs-auth with the reason; signing in again brings it back", async () => {
+    as.revokeRefresh()
+    const v = await until(
+      "needs-auth after a refused refresh",
+      async () => {
+        const x = await view("locked")
+        return x.health.state === "needs-auth" ? x : undefined
+      },
+      10_000
+    )
+    expect(v.health.reason).toMatch(/could not be refreshed/)
+    expect(v.health.reason).toContain("invalid_grant")
+    expect(v.health.reason).toContain("gateway mcp servers login locked")
+    expect(v.oauth).toMatchObject({ signedIn: false })
+    expect(v.oauth.lastError).toContain("invalid_grant")
+
+    const again = await signIn("locked")
+    expect(again.done.status, again.done.text).toBe(200)
+    expect(as.get().registrations).toBe(1) // the registered client is kept
+    await healthOf("locked", "ready")
+    expect((await view("locked")).oauth).toMatchObject({ signedIn: true, lastError: null })
+  })
+
+  it("logout forgets the tokens: signed out, and the connection asks for a sign-in again", async () => {
+    const out = await api("/api/mcp/servers/locked/oauth/logout", { method: "POST" })
+    expect(out.status, out.text).toBe(200)
+    expect(out.body.oauth).toMatchObject({ signedIn: false, expiresAt: null })
+    const v = await healthOf("locked", "needs-auth")
+    expect(v.health.reason).toContain("gateway mcp servers login locked")
+    expect((await api("/api/mcp/servers/nobody/oauth/logout", { method: "POST" })).status).toBe(404)
+  })
+})
+
+describe("a configured OAuth client", () => {
+  it("is sealed, masked in views, kept when sent back masked, refused on stdio or without a client id", async () => {
+    const bad = await api("/api/mcp/servers", {
+      body: { name: "local", transport: "stdio", command: "node", args: ["--version"], oauth: { clientId: "x" } }
+    })
+    expect(bad.status).toBe(400)
+    expect(bad.body.message).toMatch(/^oauth: a stdio server takes no oauth/)
+    const noId = await api("/api/mcp/servers", {
+      body: { name: "noid", transport: "http", url: `${rs.state.url}/mcp`, oauth: { clientSecret: PRESET_SECRET } }
+    })
+    expect(noId.status).toBe(400)
+    expect(noId.body.message).toMatch(/^oauth.clientSecret: needs oauth.clientId/)
+
+    const created = await api("/api/mcp/servers", {
+      body: {
+        name: "preset",
+        transport: "http",
+        url: `${rs.state.url}/mcp`,
+        allowedTools: ["*"],
+        oauth: { clientId: "preset", clientSecret: PRESET_SECRET, scopes: ["mcp:tools"] }
+      }
+    })
+    expect(created.status, created.text).toBe(201)
+    expect(created.body.oauth).toMatchObject({ clientId: "preset", clientSecret: maskSecret(PRESET_SECRET), scopes: ["mcp:tools"] })
+    expect(created.text).not.toContain(PRESET_SECRET)
+    const patched = await api("/api/mcp/servers/preset", {
+      method: "PATCH",
+      body: { oauth: { clientId: "preset", clientSecret: created.body.oauth.clientSecret, scopes: ["mcp:tools"] } }
+    })
+    expect(patched.status, patched.text).toBe(200)
+    const sealed = await gw.run(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const [row] = yield* sql<{ oauth_enc: string }>`SELECT oauth_enc FROM mcp_servers WHERE name = 'preset'`
+        return JSON.parse(Redacted.value(yield* Effect.flatMap(Secrets, (s) => s.decrypt(row!.oauth_enc))))
+      })
+    )
+    expect(sealed).toEqual({ clientId: "preset", clientSecret: PRESET_SECRET, scopes: ["mcp:tools"] })
+    expect((await api("/api/mcp/servers")).text).not.toContain(PRESET_SECRET)
+  })
+
+  it("signs in with it (no dynamic registration), its secret sent to the token endpoint", async () => {
+    await healthOf("preset", "needs-auth")
+    const registrations = as.get().registrations
+    const { started, done } = await signIn("preset")
+    expect(new URL(started.authorizationUrl).searchParams.get("client_id")).toBe("preset")
+    expect(done.status, done.text).toBe(200)
+    expect(as.get().registrations).toBe(registrations)
+    const ready = await healthOf("preset", "ready")
+    expect(ready.oauth).toMatchObject({ signedIn: true, clientId: "preset" })
+    const res = await api("/api/mcp/servers/preset/call", { body: { tool: "whoami" } })
+    expect(res.status, res.text).toBe(200)
+  })
+
+  it("a stdio server cannot sign in; an unknown one is 404", async () => {
+    const stdio = await api("/api/mcp/servers", { body: { name: "plain", transport: "stdio", command: "node", args: ["--version"] } })
+    expect(stdio.status).toBe(201)
+    expect(stdio.body.oauth).toBeNull()
+    const r = await api("/api/mcp/servers/plain/oauth/start", { method: "POST" })
+    expect(r.status).toBe(400)
+    expect(r.body.message).toContain("stdio")
+    expect((await api("/api/mcp/servers/nobody/oauth/start", { method: "POST" })).status).toBe(404)
+  })
+
+  it("the OpenAPI document has the sign-in endpoints; the callback alone without authentication", async () => {
+    const doc = (await call(`${gw.url}/api/openapi.json`)).body
+    expect(doc.paths["/api/mcp/servers/{name}/oauth/start"].post.security.length).toBeGreaterThan(0)
+    expect(doc.paths["/api/mcp/servers/{name}/oauth/logout"].post.security.length).toBeGreaterThan(0)
+    expect(doc.paths["/api/mcp/oauth/callback"].get.security).toEqual([])
+  })
+})
+
