@@ -13,6 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { maskSecret } from "../src/kernel/redact.js"
 import { Secrets } from "../src/platform/store/Secrets.js"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
+import { spawn } from "node:child_process"
+import { BIN, cleanEnv, runCli } from "./support/cli.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 import { until } from "./support/until.js"
 
@@ -450,3 +452,49 @@ describe("a configured OAuth client", () => {
   })
 })
 
+describe("gateway mcp servers login (the built CLI)", () => {
+  const SLOW = { timeout: 120_000 }
+  const remote = () => ["--url", gw.url, "--api-key", ADMIN]
+
+  /** `gateway mcp servers login ...` running: its output so far, and its end. */
+  const login = (args: ReadonlyArray<string>) => {
+    const child = spawn(process.execPath, [BIN, "mcp", "servers", "login", ...args, ...remote()], {
+      env: cleanEnv({}),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    const out = { stdout: "", stderr: "" }
+    child.stdout.on("data", (c: Buffer) => (out.stdout += c.toString()))
+    child.stderr.on("data", (c: Buffer) => (out.stderr += c.toString()))
+    const ended = new Promise<number | null>((r) => child.on("close", (code) => r(code)))
+    return { out, ended }
+  }
+
+  it("prints the address, waits until the browser's sign-in completes, and says the server is ready; logout signs out", SLOW, async () => {
+    const created = await api("/api/mcp/servers", { body: { name: "cli", transport: "http", url: `${rs.state.url}/mcp` } })
+    expect(created.status, created.text).toBe(201)
+    await healthOf("cli", "needs-auth")
+    const run = login(["cli", "--timeout", "60"])
+    const address = await until("the address printed", () => /^(http:\/\/\S+\/authorize\?\S+)$/m.exec(run.out.stdout)?.[1], 60_000)
+    expect(run.out.stdout).toContain("To sign in to cli, open this address in a browser")
+    // The browser: the authorization server's page, then its redirect to the gateway's callback.
+    const approved = await fetch(address, { redirect: "manual" })
+    expect((await call(approved.headers.get("location")!)).status).toBe(200)
+    expect(await run.ended).toBe(0)
+    expect(run.out.stdout).toMatch(/signed in to cli .*; health: ready/)
+    for (const t of as.get().issued) expect(run.out.stdout + run.out.stderr).not.toContain(t)
+
+    const out = await runCli(["mcp", "servers", "logout", "cli", ...remote()])
+    expect(out.code, out.stderr).toBe(0)
+    expect(out.stdout.trim()).toBe("signed out of cli")
+    expect((await view("cli")).oauth.signedIn).toBe(false)
+  })
+
+  it("gives up after --timeout with exit 1; an unknown server is exit 1 naming it", SLOW, async () => {
+    const run = login(["cli", "--timeout", "5"])
+    expect(await run.ended).toBe(1)
+    expect(run.out.stderr).toMatch(/did not complete within 5 s/)
+    const unknown = await runCli(["mcp", "servers", "login", "nobody", ...remote()])
+    expect(unknown.code).toBe(1)
+    expect(unknown.stderr).toMatch(/no MCP server named 'nobody'/)
+  })
+})

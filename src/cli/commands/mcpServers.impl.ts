@@ -1,13 +1,17 @@
 import * as Console from "effect/Console"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import { spawn } from "node:child_process"
+import { BadRequest } from "../../domain/errors.js"
 import { CreateMcpServer, type McpServerView } from "../../domain/mcpServers.js"
 import { connectionProblem } from "../../services/mcp/McpServers.js"
 import type { Parsed } from "../handler.js"
 import { exitWith, orDash, printJson, table } from "../output.js"
 import { explain, remote, withHttp } from "../remote.js"
 import { decodeInput, UsageError } from "../schema.js"
-import type { addOptions, allowOptions, callOptions, listOptions, nameOptions } from "./mcpServers.js"
+import type { addOptions, allowOptions, callOptions, listOptions, loginOptions, nameOptions } from "./mcpServers.js"
 
 /** Payload fields to the flags that set them, for messages. */
 const FLAGS: Readonly<Record<string, string>> = {
@@ -18,7 +22,8 @@ const FLAGS: Readonly<Record<string, string>> = {
   cwd: "--cwd",
   url: "--url",
   headers: "--header",
-  allowedTools: "--allow"
+  allowedTools: "--allow",
+  oauth: "--oauth-client-id"
 }
 
 /** What a server runs or is reached at. */
@@ -41,7 +46,15 @@ export const add = (opts: Parsed<typeof addOptions>) =>
       cwd: Option.getOrUndefined(opts.cwd),
       url: Option.getOrUndefined(opts.url),
       headers: opts.header.length > 0 ? Object.fromEntries(opts.header) : undefined,
-      allowedTools: opts.allow.length > 0 ? opts.allow : undefined
+      allowedTools: opts.allow.length > 0 ? opts.allow : undefined,
+      oauth:
+        Option.isSome(opts.oauthClientId) || Option.isSome(opts.oauthClientSecret) || opts.oauthScope.length > 0
+          ? {
+              clientId: Option.getOrUndefined(opts.oauthClientId),
+              clientSecret: Option.getOrUndefined(opts.oauthClientSecret),
+              scopes: opts.oauthScope.length > 0 ? opts.oauthScope : undefined
+            }
+          : undefined
     })
     // The registry's rules, checked before any request and said in the flags' names.
     const problem = connectionProblem({
@@ -51,11 +64,19 @@ export const add = (opts: Parsed<typeof addOptions>) =>
       env: payload.env ?? {},
       cwd: payload.cwd ?? null,
       url: payload.url ?? null,
-      headers: payload.headers ?? {}
+      headers: payload.headers ?? {},
+      oauth:
+        payload.oauth === undefined
+          ? null
+          : {
+              clientId: payload.oauth.clientId ?? null,
+              clientSecret: payload.oauth.clientSecret ?? null,
+              scopes: payload.oauth.scopes ?? []
+            }
     })
     if (problem !== undefined) {
       const [field, ...rest] = problem.split(": ")
-      const flag = FLAGS[field!.split(".")[0]!]
+      const flag = field === "oauth.clientSecret" ? "--oauth-client-secret" : FLAGS[field!.split(".")[0]!]
       return yield* new UsageError({ message: flag ? `${flag}: ${rest.join(": ")}` : problem })
     }
     const { url, client } = yield* remote({ url: opts.gatewayUrl, apiKey: opts.apiKey })
@@ -165,4 +186,68 @@ export const call = (opts: Parsed<typeof callOptions>) =>
       if (result.content.length === 0 && result.structuredContent !== undefined) yield* printJson(result.structuredContent)
     }
     if (result.isError === true) yield* exitWith(1)
+  }).pipe(withHttp)
+
+/** Opens `url` in this machine's browser, if it has one (failures are the user's to see: the address is printed). */
+const openBrowser = (url: string) =>
+  Effect.sync(() => {
+    const [cmd, args] =
+      process.platform === "darwin"
+        ? ["open", [url]]
+        : process.platform === "win32"
+          ? ["cmd", ["/c", "start", "", url]]
+          : ["xdg-open", [url]]
+    try {
+      const child = spawn(cmd as string, args as Array<string>, { detached: true, stdio: "ignore" })
+      child.on("error", () => undefined)
+      child.unref()
+    } catch {
+      // no browser here: the printed address is enough
+    }
+  })
+
+/** Whether a connection made again after a sign-in has settled (ready, or why not). */
+const settled = (v: McpServerView) => v.health.state !== "starting" && v.health.state !== "restarting"
+
+export const login = (opts: Parsed<typeof loginOptions>) =>
+  Effect.gen(function* () {
+    const { url, client } = yield* remote(opts)
+    const path = { name: opts.name }
+    const before = yield* client.mcpServers.get({ path }).pipe(Effect.mapError(explain(url)))
+    const started = yield* client.mcpServers.oauthStart({ path }).pipe(Effect.mapError(explain(url)))
+    // With --json, stdout is the result alone: the address goes to stderr.
+    const say = opts.json ? Console.error : Console.log
+    yield* say(`To sign in to ${opts.name}, open this address in a browser (waiting up to ${opts.timeout} s):`)
+    yield* say(started.authorizationUrl)
+    if (opts.open) yield* openBrowser(started.authorizationUrl)
+    const get = client.mcpServers.get({ path }).pipe(Effect.mapError(explain(url)))
+    yield* get.pipe(
+      Effect.repeat(
+        Schedule.recurUntil(
+          (v: McpServerView) => v.oauth?.signedIn === true && v.oauth.signedInAt !== null && v.oauth.signedInAt !== before.oauth?.signedInAt
+        ).pipe(Schedule.addDelay(() => Duration.seconds(1)))
+      ),
+      Effect.timeoutFail({
+        duration: Duration.seconds(opts.timeout),
+        onTimeout: () =>
+          new BadRequest({ message: `the sign-in to ${opts.name} did not complete within ${opts.timeout} s: run the command again` })
+      })
+    )
+    // The connection is made again with the token: its outcome, if it comes within a few seconds.
+    const view = yield* get.pipe(
+      Effect.repeat(Schedule.recurUntil(settled).pipe(Schedule.addDelay(() => Duration.millis(250)))),
+      Effect.timeout(Duration.seconds(15)),
+      Effect.catchTag("TimeoutException", () => get)
+    )
+    if (opts.json) return yield* printJson(view)
+    const until = view.oauth?.expiresAt ? ` (token refreshed ahead of ${view.oauth.expiresAt})` : ""
+    yield* Console.log(`signed in to ${opts.name}${until}; health: ${health(view)}`)
+  }).pipe(withHttp)
+
+export const logout = (opts: Parsed<typeof nameOptions>) =>
+  Effect.gen(function* () {
+    const { url, client } = yield* remote(opts)
+    const view = yield* client.mcpServers.oauthLogout({ path: { name: opts.name } }).pipe(Effect.mapError(explain(url)))
+    if (opts.json) return yield* printJson(view)
+    yield* Console.log(`signed out of ${opts.name}`)
   }).pipe(withHttp)

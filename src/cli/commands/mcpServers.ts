@@ -53,6 +53,20 @@ export const addOptions = {
     Options.withDescription("A tool (prompt, resource URI) to expose at once, `*` for all; repeat. Default: nothing until `allow`."),
     Options.repeated
   ),
+  oauthClientId: Options.text("oauth-client-id").pipe(
+    Options.withDescription(
+      "http, sse: the OAuth client registered with the server's authorization server, to sign in with (default: registered dynamically)."
+    ),
+    Options.optional
+  ),
+  oauthClientSecret: Options.text("oauth-client-secret").pipe(
+    Options.withDescription("http, sse: that client's secret (a confidential client). Stored encrypted, listed masked."),
+    Options.optional
+  ),
+  oauthScope: Options.text("oauth-scope").pipe(
+    Options.withDescription("http, sse: a scope to ask for when signing in (default: those the server advertises); repeat."),
+    Options.repeated
+  ),
   json
 }
 export const listOptions = { ...remoteOptions, json }
@@ -63,6 +77,16 @@ export const allowOptions = {
   all: Options.boolean("all").pipe(Options.withDescription("Expose everything the server offers (`*`).")),
   tool: Options.text("tool").pipe(Options.withDescription("A tool, prompt or resource URI to expose; repeat."), Options.repeated),
   add: Options.boolean("add").pipe(Options.withDescription("Add the --tool names to what is allowed instead of replacing it.")),
+  json
+}
+export const loginOptions = {
+  ...remoteOptions,
+  name,
+  open: Options.boolean("open").pipe(Options.withDescription("Open the sign-in page in this machine's browser too.")),
+  timeout: schemaOption("timeout", Schema.NumberFromString.pipe(Schema.int(), Schema.between(5, 3600))).pipe(
+    Options.withDescription("Seconds to wait for the sign-in to complete (default 300)."),
+    Options.withDefault(300)
+  ),
   json
 }
 export const callOptions = {
@@ -110,8 +134,26 @@ const call = Command.make(
   Command.withDescription("Call one of a server's tools through the gateway and print its result (exit 1 when the tool reports an error).")
 )
 
-/** `gateway mcp servers add|list|remove|allow|tools|call`: over `/api/mcp/servers` (docs/mcp.md, "MCP servers behind the gateway"). */
+const login = Command.make(
+  "login",
+  loginOptions,
+  lazy(impl, (m) => m.login)
+).pipe(
+  Command.withDescription(
+    "Sign in to an http or sse server that asks for OAuth: prints the address to open in a browser and waits until the sign-in completes."
+  )
+)
+const logout = Command.make(
+  "logout",
+  nameOptions,
+  lazy(impl, (m) => m.logout)
+).pipe(Command.withDescription("Forget the gateway's OAuth tokens for a server (its connection then asks for a sign-in again)."))
+
+/**
+ * `gateway mcp servers add|list|remove|allow|tools|call|login|logout`: over `/api/mcp/servers`
+ * (docs/mcp.md, "MCP servers behind the gateway").
+ */
 export const serversCommand = Command.make("servers").pipe(
   Command.withDescription("Upstream MCP servers the running gateway serves to its clients."),
-  Command.withSubcommands([add, list, remove, allow, tools, call])
+  Command.withSubcommands([add, list, remove, allow, tools, call, login, logout])
 )
