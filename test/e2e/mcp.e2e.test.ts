@@ -1,5 +1,6 @@
 import * as path from "node:path"
 import type { Browser } from "playwright-core"
+import { startAuthServer, startResourceServer } from "../support/mcpOAuthServers.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
   type DashboardGateway,
@@ -170,5 +171,41 @@ describe("dashboard: MCP servers", () => {
     expect(problems.filter((p) => p.startsWith("HTTP 502"))).toHaveLength(1)
     expectNoProblems(problems.filter((p) => !timedOut(p)))
     await context.close()
+  })
+
+  it("signs in to a remote server that asks for OAuth from the page: Sign in opens the authorization server, its redirect comes back, the server is ready", async () => {
+    const as = await startAuthServer()
+    const rs = await startResourceServer({ validAccess: as.validAccess, url: () => as.url })
+    const { page, problems, context } = await openPage(browser)
+    try {
+      expect(
+        (await gw.admin("POST", "/api/mcp/servers", { name: "locked", transport: "http", url: `${rs.state.url}/mcp`, allowedTools: ["*"] }))
+          .status
+      ).toBe(201)
+      await login(page, gw.url)
+      await goTo(page, "MCP servers")
+      const row = page.getByRole("row").filter({ has: page.locator('[data-server="locked"]') })
+      await row.locator('[data-health="needs-auth"]').waitFor({ timeout: 30_000 })
+      // The authorization server auto-approves: the new tab goes there and straight back to the gateway's callback.
+      const [tab] = await Promise.all([context.waitForEvent("page"), page.getByRole("button", { name: "Sign in to locked" }).click()])
+      await tab.waitForURL((u) => u.pathname === "/api/mcp/oauth/callback", { timeout: 15_000 })
+      await row.locator('[data-health="ready"]').waitFor({ timeout: 30_000 })
+      await page.getByRole("button", { name: "Sign out of locked" }).waitFor()
+      const view = (await gw.admin("GET", "/api/mcp/servers/locked")).body
+      expect(view.oauth).toMatchObject({ signedIn: true })
+      expect(as.get().codeGrants).toBe(1)
+      await screenshot(page, "mcp-servers-signed-in")
+      // Signed out: back to needs-auth, with Sign in offered again.
+      await page.getByRole("button", { name: "Sign out of locked" }).click()
+      await row.locator('[data-health="needs-auth"]').waitFor({ timeout: 30_000 })
+      await page.getByRole("button", { name: "Sign in to locked" }).waitFor()
+      await tab.close()
+      expectNoProblems(problems)
+    } finally {
+      await gw.admin("DELETE", "/api/mcp/servers/locked")
+      await context.close()
+      await rs.close()
+      await as.close()
+    }
   })
 })

@@ -378,6 +378,55 @@ const EnabledSwitch = (p: { server: Server; onChanged: () => void }) => {
   )
 }
 
+/**
+ * Sign-in to a remote server that asks for OAuth (the MCP authorization spec), as providers sign in:
+ * POST .../oauth/start answers the authorization server's address, opened in a new tab; its
+ * redirect comes back to the gateway's callback, and the list (polled) shows the server ready.
+ * A signed-in server has Sign out (POST .../oauth/logout).
+ */
+const SignIn = (p: { server: Server; onChanged: () => void }) => {
+  const [run, busy] = useAction()
+  const s = p.server
+  if (s.transport === "stdio" || (s.oauth === null && s.health.state !== "needs-auth")) return null
+  if (s.oauth?.signedIn)
+    return (
+      <Button
+        disabled={busy}
+        aria-label={`Sign out of ${s.name}`}
+        onClick={() =>
+          void run(
+            () => ok(api.POST("/api/mcp/servers/{name}/oauth/logout", { params: { path: { name: s.name } } })),
+            (r) => `${r.name}: signed out`
+          ).then(() => p.onChanged())
+        }
+      >
+        Sign out
+      </Button>
+    )
+  return (
+    <Button
+      kind="primary"
+      disabled={busy}
+      aria-label={`Sign in to ${s.name}`}
+      onClick={() => {
+        // Opened before the request so the browser does not take it for a pop-up; pointed at the address once known.
+        const tab = window.open("about:blank", "_blank")
+        void run(
+          () => ok(api.POST("/api/mcp/servers/{name}/oauth/start", { params: { path: { name: s.name } } })),
+          () => `${s.name}: finish signing in in the new tab`
+        ).then((r) => {
+          if (r && tab) tab.location.href = r.authorizationUrl
+          else if (r) window.location.href = r.authorizationUrl
+          else tab?.close()
+          p.onChanged()
+        })
+      }}
+    >
+      Sign in
+    </Button>
+  )
+}
+
 // ---------------------------------------------------------------- one server: what it offers, what is allowed
 
 /** As /v1/mcp decides: `*`, or the offering's own name (a resource's URI) in the list. */
@@ -753,6 +802,7 @@ export default function McpServersPage() {
                         >
                           Tools
                         </Button>
+                        <SignIn server={s} onChanged={list.reload} />
                         <Button onClick={() => setEditing(s)} aria-label={`Edit ${s.name}`}>
                           Edit
                         </Button>
