@@ -19,6 +19,7 @@ import { Policies } from "../src/services/governance/Policies.js"
 import { McpServers } from "../src/services/mcp/McpServers.js"
 import { McpUpstreams } from "../src/services/mcp/McpUpstreams.js"
 import { call, startGateway, type TestGateway, tempDir } from "./support/gateway.js"
+import { Receiver } from "./support/webhookReceiver.js"
 
 const root = path.resolve(import.meta.dirname, "..")
 const EVERYTHING = path.join(root, "node_modules/@modelcontextprotocol/server-everything/dist/index.js")
@@ -348,6 +349,44 @@ export default definePlugin({
     } finally {
       await client.close()
       await call(`${gw.url}/api/plugins/mcp-guard`, { method: "DELETE", headers: { authorization: `Bearer ${adminKey}` } })
+    }
+  })
+})
+
+describe("/v1/mcp: webhooks", () => {
+  it("deliver mcp.call.completed and mcp.call.failed to a receiver that asked for them", async () => {
+    const receiver = await Receiver.start()
+    try {
+      const created = await call(`${gw.url}/api/webhooks`, {
+        body: { url: receiver.url, events: ["mcp.call.completed", "mcp.call.failed"] },
+        headers: { authorization: `Bearer ${adminKey}` }
+      })
+      expect(created.status, created.text).toBe(201)
+      const client = await connect(evOnlyKey)
+      try {
+        await client.callTool({ name: "ev__echo", arguments: { message: "hooked" } })
+        await client.callTool({ name: "fs__list_directory", arguments: { path: files } }).catch(() => undefined)
+      } finally {
+        await client.close()
+      }
+      const events = await until("both deliveries", () => {
+        const got = receiver.deliveries.map((d) => d.body as { event: string; data: Record<string, unknown> })
+        return got.some((e) => e.event === "mcp.call.completed") && got.some((e) => e.event === "mcp.call.failed") ? got : undefined
+      })
+      expect(events.find((e) => e.event === "mcp.call.completed")?.data).toMatchObject({
+        server: "ev",
+        name: "echo",
+        exposedName: "ev__echo",
+        outcome: "ok"
+      })
+      expect(events.find((e) => e.event === "mcp.call.failed")?.data).toMatchObject({
+        server: "fs",
+        exposedName: "fs__list_directory",
+        outcome: "refused"
+      })
+      await call(`${gw.url}/api/webhooks/${created.body.id}`, { method: "DELETE", headers: { authorization: `Bearer ${adminKey}` } })
+    } finally {
+      await receiver.close()
     }
   })
 })
