@@ -20,7 +20,6 @@ import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import type * as http from "node:http"
 import { MCP_SERVER_NAME_PATTERN } from "../../domain/mcpServers.js"
-import { jsonTooDeep, TOO_DEEP_MESSAGE } from "../../kernel/untrusted.js"
 import { HostPolicy } from "../../platform/http/HostPolicy.js"
 import { trimmedHeader } from "../../platform/http/request.js"
 import { ApiKeys } from "../../services/auth/ApiKeys.js"
@@ -29,7 +28,7 @@ import { McpServers } from "../../services/mcp/McpServers.js"
 import { type McpCallOptions, McpUpstreams, type McpUpstreamError } from "../../services/mcp/McpUpstreams.js"
 import { VERSION } from "../../kernel/version.js"
 import { presentedKey } from "../auth.js"
-import { readBody } from "../io.js"
+import { isInitialize, readJsonRpc, reply } from "./jsonRpcHttp.js"
 import { MCP_ALLOW_HEADER, type McpAccess, narrowingOf } from "./access.js"
 import { makeCatalog, type Scope } from "./catalog.js"
 import { type CheckedCall, INVALID_PARAMS, makeCheckedCall } from "./checkedCall.js"
@@ -56,19 +55,6 @@ export interface McpGatewayShape {
 /** Whether a path is the MCP gateway's. */
 export const isMcpGatewayPath = (path: string): boolean =>
   path === MCP_GATEWAY_PATH || (path.startsWith(`${MCP_GATEWAY_PATH}/`) && path.indexOf("/", MCP_GATEWAY_PATH.length + 1) < 0)
-
-/** An error as the SDK's transport answers its own: a JSON-RPC error with no id. */
-const reply = (res: http.ServerResponse, status: number, code: number, message: string, headers: Record<string, string> = {}) => {
-  if (res.headersSent) return void res.end()
-  const body = JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null })
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body), ...headers })
-  res.end(body)
-}
-
-const isInitialize = (body: unknown): boolean =>
-  Array.isArray(body)
-    ? body.some(isInitialize)
-    : typeof body === "object" && body !== null && (body as { method?: unknown }).method === "initialize"
 
 /** What a session keeps: which servers it serves and who opened it. */
 interface SessionData {
@@ -270,16 +256,9 @@ export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, Mc
             return reply(res, 405, -32000, `Method Not Allowed: ${MCP_GATEWAY_PATH} takes POST, GET and DELETE`, {
               allow: "GET, POST, DELETE"
             })
-          const read = yield* Effect.either(readBody(req, MAX_BODY_BYTES))
-          if (read._tag === "Left") return reply(res, read.left.status, -32000, read.left.message)
-          const text = read.right.toString("utf8")
-          if (jsonTooDeep(text)) return reply(res, 400, -32700, `Parse error: request body is ${TOO_DEEP_MESSAGE}`)
-          let body: unknown
-          try {
-            body = JSON.parse(text)
-          } catch (e) {
-            return reply(res, 400, -32700, `Parse error: request body is not valid JSON: ${(e as Error).message}`)
-          }
+          const read = yield* readJsonRpc(req, res, MAX_BODY_BYTES)
+          if (read === undefined) return
+          const body = read.body
           if (req.headers["mcp-session-id"] !== undefined) {
             const session = sessionFor(req, res, access, scope)
             if (session) yield* serve(session.transport, req, res, body)

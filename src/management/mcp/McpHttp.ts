@@ -12,8 +12,7 @@ import { ApiKeys } from "../../services/auth/ApiKeys.js"
 import { MCP_SCOPES, type McpRestartResult, type McpStatus } from "../../domain/mcp.js"
 import { HostPolicy, type HostPolicyShape } from "../../platform/http/HostPolicy.js"
 import { trimmedHeader } from "../../platform/http/request.js"
-import { jsonTooDeep, TOO_DEEP_MESSAGE } from "../../kernel/untrusted.js"
-import { readBody } from "../../inference/io.js"
+import { isInitialize, readJsonRpc, reply } from "../../inference/mcp/jsonRpcHttp.js"
 import { makeIdentify } from "../api/Auth.js"
 import { Settings } from "../../platform/settings/Settings.js"
 import { callerOfIdentity, type McpCaller } from "./caller.js"
@@ -35,32 +34,11 @@ export interface McpHttpShape {
   readonly restart: Effect.Effect<McpRestartResult>
 }
 
-/** An error as the SDK's transport answers its own: a JSON-RPC error with no id. */
-const reply = (
-  res: http.ServerResponse,
-  status: number,
-  code: number,
-  message: string,
-  headers: Record<string, string> = {},
-  data?: unknown
-) => {
-  if (res.headersSent) return void res.end()
-  const body = JSON.stringify({ jsonrpc: "2.0", error: { code, message, ...(data === undefined ? {} : { data }) }, id: null })
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body), ...headers })
-  res.end(body)
-}
-
 /** `http://<Host>` when the Host header is a plain host[:port], so skill raw URLs are absolute. */
 const baseUrlOf = (req: http.IncomingMessage): string | undefined => {
   const host = req.headers.host
   return host && /^[A-Za-z0-9.-]+(:\d+)?$|^\[[0-9A-Fa-f:.]+\](:\d+)?$/.test(host) ? `http://${host}` : undefined
 }
-
-/** An initialize request (or a batch holding one): what may open a session. The SDK checks the rest. */
-const isInitialize = (body: unknown): boolean =>
-  Array.isArray(body)
-    ? body.some(isInitialize)
-    : typeof body === "object" && body !== null && (body as { method?: unknown }).method === "initialize"
 
 interface HandleRequestDeps {
   readonly hosts: HostPolicyShape
@@ -139,16 +117,9 @@ const makeHandleRequest = ({ hosts, identify, sessions, open }: HandleRequestDep
       }
       if (req.method !== "POST")
         return reply(res, 405, -32000, `Method Not Allowed: ${MCP_PATH} takes POST, GET and DELETE`, { allow: "GET, POST, DELETE" })
-      const read = yield* Effect.either(readBody(req, MAX_MCP_BODY_BYTES))
-      if (read._tag === "Left") return reply(res, read.left.status, -32000, read.left.message)
-      const text = read.right.toString("utf8")
-      if (jsonTooDeep(text)) return reply(res, 400, -32700, `Parse error: request body is ${TOO_DEEP_MESSAGE}`)
-      let body: unknown
-      try {
-        body = JSON.parse(text)
-      } catch (e) {
-        return reply(res, 400, -32700, `Parse error: request body is not valid JSON: ${(e as Error).message}`)
-      }
+      const read = yield* readJsonRpc(req, res, MAX_MCP_BODY_BYTES)
+      if (read === undefined) return
+      const body = read.body
       if (req.headers["mcp-session-id"] !== undefined) {
         const session = sessionFor(req, res, caller)
         if (session) yield* serve(session.transport, caller, req, res, body)
