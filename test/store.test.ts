@@ -69,7 +69,8 @@ describe("database", () => {
         "21_store_changes",
         "22_connection_tls_profile",
         "23_mcp_servers",
-        "24_mcp_oauth"
+        "24_mcp_oauth",
+        "25_teams"
       ])
     }).pipe(Effect.provide(storeAt(tempDir())))
   )
@@ -82,7 +83,7 @@ describe("database", () => {
         Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*) AS n FROM schema_migrations`),
         storeAt(dir)
       )
-      expect(again[0]!.n).toBe(24)
+      expect(again[0]!.n).toBe(25)
     })
   )
 })

@@ -23,6 +23,7 @@ import m0021 from "./0021_store_changes.js"
 import m0022 from "./0022_connection_tls_profile.js"
 import m0023 from "./0023_mcp_servers.js"
 import m0024 from "./0024_mcp_oauth.js"
+import m0025 from "./0025_teams.js"
 
 /**
  * The PostgreSQL migration set (Db.ts, with DATABASE_URL): the SQLite set's numbers, names, tables, columns and indexes in
@@ -52,5 +53,6 @@ export const loader = Migrator.fromRecord({
   "0021_store_changes": m0021,
   "0022_connection_tls_profile": m0022,
   "0023_mcp_servers": m0023,
-  "0024_mcp_oauth": m0024
+  "0024_mcp_oauth": m0024,
+  "0025_teams": m0025
 })
