@@ -70,7 +70,8 @@ describe("database", () => {
         "22_connection_tls_profile",
         "23_mcp_servers",
         "24_mcp_oauth",
-        "25_teams"
+        "25_teams",
+        "27_oidc"
       ])
     }).pipe(Effect.provide(storeAt(tempDir())))
   )
@@ -83,7 +84,7 @@ describe("database", () => {
         Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*) AS n FROM schema_migrations`),
         storeAt(dir)
       )
-      expect(again[0]!.n).toBe(25)
+      expect(again[0]!.n).toBe(26)
     })
   )
 })
