@@ -71,6 +71,7 @@ describe("database", () => {
         "23_mcp_servers",
         "24_mcp_oauth",
         "25_teams",
+        "26_level_limits",
         "27_oidc"
       ])
     }).pipe(Effect.provide(storeAt(tempDir())))
@@ -84,7 +85,7 @@ describe("database", () => {
         Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*) AS n FROM schema_migrations`),
         storeAt(dir)
       )
-      expect(again[0]!.n).toBe(26)
+      expect(again[0]!.n).toBe(27)
     })
   )
 })

@@ -24,6 +24,7 @@ import m0022 from "./0022_connection_tls_profile.js"
 import m0023 from "./0023_mcp_servers.js"
 import m0024 from "./0024_mcp_oauth.js"
 import m0025 from "./0025_teams.js"
+import m0026 from "./0026_level_limits.js"
 import m0027 from "./0027_oidc.js"
 
 /**
@@ -57,5 +58,6 @@ export const loader = Migrator.fromRecord({
   "0023_mcp_servers": m0023,
   "0024_mcp_oauth": m0024,
   "0025_teams": m0025,
+  "0026_level_limits": m0026,
   "0027_oidc": m0027
 })
