@@ -6,6 +6,7 @@ import * as Effect from "effect/Effect"
 import { SESSION_COOKIE } from "../../services/auth/AdminAuth.js"
 import { VERSION } from "../../kernel/version.js"
 import { ManagementApi, ManagementAuth } from "./Api.js"
+import { routeAccessTable } from "./routeAccess.js"
 
 /** Where the gateway serves the document (no authentication: it describes, it reveals nothing). */
 export const OPENAPI_PATH = "/api/openapi.json"
@@ -36,16 +37,22 @@ let cached: OpenApi.OpenAPISpec | undefined
 
 /**
  * The management API's OpenAPI 3.1 document, from the same `HttpApi` the server implements:
- * its title and version, and which operations need management authentication (`security`;
- * an empty list means none). The agent-skill generator reads the same document.
+ * its title and version, which operations need management authentication (`security`;
+ * an empty list means none) and which roles may call each (`x-gateway-roles`, from the routes'
+ * `Roles` annotations; every role for one that needs no authentication). The agent-skill
+ * generator reads the same document.
  */
 export const managementOpenApi = (): OpenApi.OpenAPISpec => {
   if (cached) return cached
   const spec = OpenApi.fromApi(ManagementApi)
   const secured = authenticatedOperations()
+  const roles = new Map(routeAccessTable().map((r) => [r.id, r.roles]))
   for (const item of Object.values(spec.paths)) {
     for (const op of Object.values(item)) {
-      if (op) op.security = secured.has(op.operationId) ? [{ adminKey: [] }, { session: [] }] : []
+      if (!op) continue
+      op.security = secured.has(op.operationId) ? [{ adminKey: [] }, { session: [] }] : []
+      const allowed = roles.get(op.operationId)
+      if (allowed) (op as { "x-gateway-roles"?: ReadonlyArray<string> })["x-gateway-roles"] = allowed
     }
   }
   cached = {

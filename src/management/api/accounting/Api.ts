@@ -5,6 +5,7 @@ import { BadRequest, NotFound } from "../../../domain/errors.js"
 import { strict } from "../../../domain/parse.js"
 import { BudgetStatus, CreateTokenLimit, PriceRow, SetBudgetPayload, SetPrice, TokenLimitView } from "../../../domain/accounting.js"
 import { ManagementAuth, IdPath } from "../Principal.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 const ApiKeyQuery = Schema.Struct({ apiKeyId: Schema.optional(Schema.String) })
 
@@ -75,4 +76,5 @@ export class AccountingGroup extends HttpApiGroup.make("accounting")
       Schema.Struct({ cleared: Schema.Struct({ memory: Schema.Number, db: Schema.Number, idempotencyKeys: Schema.Number }) })
     )
   )
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}

@@ -4,6 +4,7 @@ import * as Schema from "effect/Schema"
 import { AcpAgentList, AcpAgentsRequest, AcpDeleteQuery } from "../../../domain/clitools.js"
 import { BadRequest, Conflict, NotFound } from "../../../domain/errors.js"
 import { ManagementAuth } from "../Principal.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 /** `/api/acp/agents`: Agent Client Protocol agents, built in and custom (docs/coding-tools.md). */
 export class AcpGroup extends HttpApiGroup.make("acp")
@@ -22,4 +23,5 @@ export class AcpGroup extends HttpApiGroup.make("acp")
       .addError(BadRequest)
       .addError(NotFound)
   )
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}

@@ -5,6 +5,7 @@ import * as Schema from "effect/Schema"
 import { BadRequest, Conflict, NotFound, PayloadTooLarge, ServiceUnavailable } from "../../../domain/errors.js"
 import { BackupList, BackupView, ExportAllQuery, RestoreBackup, RestoreResult } from "../../../domain/backups.js"
 import { ManagementAuth } from "../Principal.js"
+import { ADMIN_ONLY, Roles } from "../Roles.js"
 
 /** A SQLite database file as a response body. */
 const SqliteFile = HttpApiSchema.withEncoding(Schema.Uint8ArrayFromSelf, { kind: "Uint8Array", contentType: "application/vnd.sqlite3" })
@@ -45,4 +46,5 @@ export class BackupsGroup extends HttpApiGroup.make("backups")
       .addError(BadRequest)
       .addError(Conflict)
   )
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, ADMIN_ONLY) {}

@@ -11,6 +11,7 @@ import {
 } from "../../../domain/clitools.js"
 import { BadRequest, NotFound } from "../../../domain/errors.js"
 import { ManagementAuth } from "../Principal.js"
+import { ADMIN_ONLY, Roles } from "../Roles.js"
 
 /** `/api/cli-tools`: coding tools on the server's machine, their status and settings (docs/coding-tools.md). */
 export class CliToolsGroup extends HttpApiGroup.make("cliTools")
@@ -31,4 +32,5 @@ export class CliToolsGroup extends HttpApiGroup.make("cliTools")
       .addError(NotFound)
       .addError(BadRequest)
   )
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, ADMIN_ONLY) {}

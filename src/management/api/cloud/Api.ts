@@ -3,6 +3,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { NotFound } from "../../../domain/errors.js"
 import { CloudBundle, CloudVersionList, CloudVersionView, PutBundle, SpacePath, VersionConflict } from "../../../domain/sync.js"
 import { ManagementAuth } from "../Principal.js"
+import { ADMIN_ONLY, Roles } from "../Roles.js"
 
 /**
  * The sync server: sealed configuration bundles per sync space (docs/operations.md, "Cloud
@@ -18,4 +19,5 @@ export class CloudGroup extends HttpApiGroup.make("cloud")
       .addError(VersionConflict)
   )
   .add(HttpApiEndpoint.get("versions", "/api/cloud/bundles/:space/versions").setPath(SpacePath).addSuccess(CloudVersionList))
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, ADMIN_ONLY) {}

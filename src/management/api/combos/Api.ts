@@ -4,6 +4,7 @@ import * as Schema from "effect/Schema"
 import { BadRequest, Conflict, NotFound } from "../../../domain/errors.js"
 import { AutoCombos, ComboView, CreateCombo, UpdateCombo } from "../../../domain/combos.js"
 import { ManagementAuth, IdPath } from "../Principal.js"
+import { CATALOG, Roles } from "../Roles.js"
 
 export class CombosGroup extends HttpApiGroup.make("combos")
   .add(HttpApiEndpoint.get("list", "/api/combos").addSuccess(Schema.Struct({ combos: Schema.Array(ComboView) })))
@@ -40,4 +41,5 @@ export class CombosGroup extends HttpApiGroup.make("combos")
       .addSuccess(Schema.Struct({ removed: ComboView }))
       .addError(NotFound)
   )
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CATALOG) {}

@@ -3,6 +3,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { CompatExchange, CompatExchangePath, CompatMatrix, CompatQuery, CompatRun } from "../../../domain/compat.js"
 import { BadRequest, Conflict, NotFound, ServiceUnavailable } from "../../../domain/errors.js"
 import { ManagementAuth } from "../Principal.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 /** `/api/compat`: the supported clients' recorded requests against configured models (docs/compat.md). */
 export class CompatGroup extends HttpApiGroup.make("compat")
@@ -18,4 +19,5 @@ export class CompatGroup extends HttpApiGroup.make("compat")
   .add(
     HttpApiEndpoint.get("exchange", "/api/compat/exchanges/:id").setPath(CompatExchangePath).addSuccess(CompatExchange).addError(NotFound)
   )
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}

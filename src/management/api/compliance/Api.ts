@@ -4,6 +4,7 @@ import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as Schema from "effect/Schema"
 import { AuditPage, AuditQuery } from "../../../domain/audit.js"
 import { ManagementAuth } from "../Principal.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 const Jsonl = HttpApiSchema.withEncoding(Schema.Uint8ArrayFromSelf, { kind: "Uint8Array", contentType: "application/x-ndjson" })
 
@@ -11,4 +12,5 @@ const Jsonl = HttpApiSchema.withEncoding(Schema.Uint8ArrayFromSelf, { kind: "Uin
 export class ComplianceGroup extends HttpApiGroup.make("compliance")
   .add(HttpApiEndpoint.get("auditLog", "/api/compliance/audit-log").setUrlParams(AuditQuery).addSuccess(AuditPage))
   .add(HttpApiEndpoint.get("auditExport", "/api/compliance/audit-log/export").setUrlParams(AuditQuery).addSuccess(Jsonl))
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}

@@ -28,6 +28,7 @@ import {
 } from "../../../domain/context.js"
 import { BadRequest, Conflict, NotFound } from "../../../domain/errors.js"
 import { IdPath, ManagementAuth } from "../Principal.js"
+import { ADMIN_ONLY, CONFIGURATION, READERS, Roles } from "../Roles.js"
 
 /**
  * Compression and context (docs/compression.md): the engines' settings and rules, the preview,
@@ -36,6 +37,7 @@ import { IdPath, ManagementAuth } from "../Principal.js"
 export class ContextGroup extends HttpApiGroup.make("context")
   .add(
     HttpApiEndpoint.post("preview", "/api/compression/preview")
+      .annotate(Roles, READERS)
       .setPayload(PreviewPayload)
       .addSuccess(PreviewResult)
       .addError(BadRequest)
@@ -79,6 +81,7 @@ export class ContextGroup extends HttpApiGroup.make("context")
   .add(HttpApiEndpoint.get("rtkFilters", "/api/context/rtk/filters").addSuccess(RtkFilterList))
   .add(
     HttpApiEndpoint.post("rtkTest", "/api/context/rtk/test")
+      .annotate(Roles, READERS)
       .setPayload(RtkTestPayload)
       .addSuccess(RtkTestResult)
       .addError(BadRequest)
@@ -86,6 +89,7 @@ export class ContextGroup extends HttpApiGroup.make("context")
   )
   .add(
     HttpApiEndpoint.get("rawOutput", "/api/context/rtk/raw-output/:id")
+      .annotate(Roles, ADMIN_ONLY)
       .setPath(IdPath)
       .addSuccess(RawOutput)
       .addError(NotFound)
@@ -188,4 +192,5 @@ export class ContextGroup extends HttpApiGroup.make("context")
       .addSuccess(Schema.Struct({ removed: ContextSkillView }))
       .addError(NotFound)
   )
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}

@@ -4,6 +4,7 @@ import * as Schema from "effect/Schema"
 import { BadRequest, NotFound } from "../../../domain/errors.js"
 import { CreateEvalSet, EvalRunView, EvalSetView, StartRun } from "../../../domain/evals.js"
 import { IdPath, ManagementAuth } from "../Principal.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 const RunPath = Schema.Struct({ id: Schema.String, runId: Schema.String })
 
@@ -26,4 +27,5 @@ export class EvalsGroup extends HttpApiGroup.make("evals")
       .addError(NotFound)
   )
   .add(HttpApiEndpoint.get("getRun", "/api/evals/:id/runs/:runId").setPath(RunPath).addSuccess(EvalRunView).addError(NotFound))
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}

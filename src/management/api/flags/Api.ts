@@ -3,6 +3,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { BadRequest } from "../../../domain/errors.js"
 import { ClearFeatureFlagsResult, FeatureFlagList, SetFeatureFlag, SetFeatureFlagResult } from "../../../domain/flags.js"
 import { ManagementAuth } from "../Principal.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 export class FeatureFlagsGroup extends HttpApiGroup.make("featureFlags")
   .add(HttpApiEndpoint.get("list", "/api/settings/feature-flags").addSuccess(FeatureFlagList))
@@ -13,4 +14,5 @@ export class FeatureFlagsGroup extends HttpApiGroup.make("featureFlags")
       .addError(BadRequest)
   )
   .add(HttpApiEndpoint.del("clear", "/api/settings/feature-flags").addSuccess(ClearFeatureFlagsResult))
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}

@@ -32,6 +32,7 @@ import {
 } from "../../../domain/inspector.js"
 import { INSPECTOR_BASE, TPROXY_PATH } from "../../../services/inspector/paths.js"
 import { IdPath, ManagementAuth } from "../Principal.js"
+import { ADMIN_ONLY, CONFIGURATION, READERS, Roles } from "../Roles.js"
 
 const Har = HttpApiSchema.withEncoding(Schema.Uint8ArrayFromSelf, { kind: "Uint8Array", contentType: "application/json" })
 const Pem = HttpApiSchema.withEncoding(Schema.Uint8ArrayFromSelf, { kind: "Uint8Array", contentType: "application/x-pem-file" })
@@ -70,7 +71,7 @@ export class InspectorGroup extends HttpApiGroup.make("inspector")
       .addError(NotFound)
   )
   .add(HttpApiEndpoint.get("exportHar", `${INSPECTOR_BASE}/export.har`).setUrlParams(RequestsQuery).addSuccess(Har).addError(NotFound))
-  .add(HttpApiEndpoint.get("hosts", `${INSPECTOR_BASE}/hosts`).addSuccess(HostList).addError(ServiceUnavailable))
+  .add(HttpApiEndpoint.get("hosts", `${INSPECTOR_BASE}/hosts`).annotate(Roles, READERS).addSuccess(HostList).addError(ServiceUnavailable))
   .add(
     HttpApiEndpoint.post("addHost", `${INSPECTOR_BASE}/hosts`)
       .setPayload(AddHost)
@@ -98,7 +99,12 @@ export class InspectorGroup extends HttpApiGroup.make("inspector")
       .addError(Conflict)
       .addError(ServiceUnavailable)
   )
-  .add(HttpApiEndpoint.get("captureModes", `${INSPECTOR_BASE}/capture-modes`).addSuccess(CaptureModes).addError(ServiceUnavailable))
+  .add(
+    HttpApiEndpoint.get("captureModes", `${INSPECTOR_BASE}/capture-modes`)
+      .annotate(Roles, READERS)
+      .addSuccess(CaptureModes)
+      .addError(ServiceUnavailable)
+  )
   .add(
     HttpApiEndpoint.post("httpProxy", `${INSPECTOR_BASE}/capture-modes/http-proxy`)
       .setPayload(HttpProxyAction)
@@ -151,7 +157,8 @@ export class InspectorGroup extends HttpApiGroup.make("inspector")
       .addSuccess(SessionExport)
       .addError(NotFound)
   )
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, ADMIN_ONLY) {}
 
 /**
  * The inspector's routes that take no admin credentials (still loopback-only): the CA
@@ -184,4 +191,5 @@ export class TproxyGroup extends HttpApiGroup.make("tproxy")
       .addError(ServiceUnavailable)
   )
   .add(HttpApiEndpoint.del("stop", TPROXY_PATH).addSuccess(TproxyStatus).addError(ServiceUnavailable))
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}

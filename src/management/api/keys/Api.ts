@@ -4,9 +4,14 @@ import * as Schema from "effect/Schema"
 import { BadRequest, Conflict, NotFound } from "../../../domain/errors.js"
 import { ApiKeyView, CreateApiKey, CreatedApiKey, UpdateApiKey } from "../../../domain/keys.js"
 import { ManagementAuth, IdPath } from "../Principal.js"
+import { EVERY_ROLE, KEY_HOLDERS, Roles } from "../Roles.js"
 
 export class KeysGroup extends HttpApiGroup.make("keys")
-  .add(HttpApiEndpoint.get("list", "/api/keys").addSuccess(Schema.Struct({ keys: Schema.Array(ApiKeyView) })))
+  .add(
+    HttpApiEndpoint.get("list", "/api/keys")
+      .annotate(Roles, EVERY_ROLE)
+      .addSuccess(Schema.Struct({ keys: Schema.Array(ApiKeyView) }))
+  )
   .add(HttpApiEndpoint.post("create", "/api/keys").setPayload(CreateApiKey).addSuccess(CreatedApiKey, { status: 201 }).addError(BadRequest))
   .add(
     HttpApiEndpoint.patch("update", "/api/keys/:id")
@@ -24,4 +29,5 @@ export class KeysGroup extends HttpApiGroup.make("keys")
       .addError(NotFound)
       .addError(Conflict)
   )
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, KEY_HOLDERS) {}

@@ -16,12 +16,14 @@ import {
   UpdateMcpServer
 } from "../../../domain/mcpServers.js"
 import { ManagementAuth } from "../Principal.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 /** The MCP server's state (docs/mcp.md): `GET /api/mcp/status`, `POST /api/mcp/restart`. */
 export class McpGroup extends HttpApiGroup.make("mcp")
   .add(HttpApiEndpoint.get("status", "/api/mcp/status").addSuccess(McpStatus))
   .add(HttpApiEndpoint.post("restart", "/api/mcp/restart").addSuccess(McpRestartResult))
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}
 
 /** A registered server's name in the path (an unknown one is a 404). */
 const ServerPath = Schema.Struct({ name: Schema.String })
@@ -91,7 +93,8 @@ export class McpServersGroup extends HttpApiGroup.make("mcpServers")
       .addSuccess(McpServerView)
       .addError(NotFound)
   )
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}
 
 /**
  * The authorization server's redirect of the user's browser after an MCP server's sign-in

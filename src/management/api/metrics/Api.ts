@@ -4,6 +4,7 @@ import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as Schema from "effect/Schema"
 import { Forbidden, Unauthorized } from "../../../domain/errors.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 /** The Prometheus text exposition format, version 0.0.4. */
 export const PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -20,4 +21,5 @@ export class MetricsAuth extends HttpApiMiddleware.Tag<MetricsAuth>()("gateway/M
 /** `GET /metrics`: every metric of this process in the Prometheus text format (docs/observability.md). */
 export class MetricsGroup extends HttpApiGroup.make("metrics")
   .add(HttpApiEndpoint.get("scrape", "/metrics").addSuccess(HttpApiSchema.Text({ contentType: PROMETHEUS_CONTENT_TYPE })))
-  .middleware(MetricsAuth) {}
+  .middleware(MetricsAuth)
+  .annotate(Roles, CONFIGURATION) {}

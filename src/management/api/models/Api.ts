@@ -16,6 +16,7 @@ import {
   SetModelAlias
 } from "../../../domain/models.js"
 import { ManagementAuth } from "../Principal.js"
+import { CATALOG, Roles } from "../Roles.js"
 
 export class ModelsGroup extends HttpApiGroup.make("models")
   .add(HttpApiEndpoint.get("catalog", "/api/models/catalog").setUrlParams(CatalogQuery).addSuccess(ModelCatalog).addError(BadRequest))
@@ -55,4 +56,5 @@ export class ModelsGroup extends HttpApiGroup.make("models")
       .addError(BadRequest)
       .addError(NotFound)
   )
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CATALOG) {}

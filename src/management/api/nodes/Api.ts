@@ -11,6 +11,7 @@ import {
   TestProviderNode
 } from "../../../domain/nodes.js"
 import { IdPath, ManagementAuth } from "../Principal.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 /** `/api/provider-nodes*`: custom provider definitions (docs/operations.md, "Provider nodes"). */
 export class NodesGroup extends HttpApiGroup.make("nodes")
@@ -56,4 +57,5 @@ export class NodesGroup extends HttpApiGroup.make("nodes")
       .addError(BadRequest)
       .addError(NotFound)
   )
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}

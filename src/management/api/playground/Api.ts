@@ -4,6 +4,7 @@ import * as Schema from "effect/Schema"
 import { BadGateway, BadRequest, NotFound } from "../../../domain/errors.js"
 import { CreatePreset, ImprovedPrompt, ImprovePrompt, Preset, PresetList, UpdatePreset } from "../../../domain/playground.js"
 import { IdPath, PlaygroundAuth } from "../Principal.js"
+import { EVERY_ROLE, KEY_HOLDERS, Roles } from "../Roles.js"
 
 /** The playground's backend (docs/playground.md): presets and prompt improvement; auth follows REQUIRE_API_KEY. */
 export class PlaygroundGroup extends HttpApiGroup.make("playground")
@@ -36,4 +37,5 @@ export class PlaygroundGroup extends HttpApiGroup.make("playground")
       .addSuccess(Schema.Void, { status: 204 })
       .addError(NotFound)
   )
-  .middleware(PlaygroundAuth) {}
+  .middleware(PlaygroundAuth)
+  .annotate(Roles, { read: EVERY_ROLE, write: KEY_HOLDERS }) {}

@@ -5,6 +5,7 @@ import { BadRequest, Conflict, NotFound, PayloadTooLarge } from "../../../domain
 import { strict } from "../../../domain/parse.js"
 import { InstallPlugin, PluginConfigUpdate, PluginList, PluginName, PluginRemoved, PluginView } from "../../../domain/plugins.js"
 import { ManagementAuth } from "../Principal.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 const NamePath = Schema.Struct({ name: PluginName })
 const UploadQuery = Schema.Struct({ enable: Schema.optional(Schema.BooleanFromString) }).annotations(strict)
@@ -42,4 +43,5 @@ export class PluginsGroup extends HttpApiGroup.make("plugins")
       .addError(NotFound)
   )
   .add(HttpApiEndpoint.del("remove", "/api/plugins/:name").setPath(NamePath).addSuccess(PluginRemoved).addError(NotFound))
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}

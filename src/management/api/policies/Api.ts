@@ -4,6 +4,7 @@ import * as Schema from "effect/Schema"
 import { BadRequest, NotFound } from "../../../domain/errors.js"
 import { CreatePolicy, PolicyDetail, PolicyList, PolicyView } from "../../../domain/policies.js"
 import { IdPath, ManagementAuth } from "../Principal.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 /** `/api/policies`: versioned policy documents applied on the request path (docs/guardrails.md). */
 export class PoliciesGroup extends HttpApiGroup.make("policies")
@@ -18,4 +19,5 @@ export class PoliciesGroup extends HttpApiGroup.make("policies")
       .addSuccess(Schema.Struct({ removed: PolicyView }))
       .addError(NotFound)
   )
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}

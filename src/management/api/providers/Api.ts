@@ -12,6 +12,7 @@ import {
 } from "../../../domain/connections.js"
 import { BadRequest, Conflict, NotFound } from "../../../domain/errors.js"
 import { ManagementAuth, IdPath } from "../Principal.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 export class ProvidersGroup extends HttpApiGroup.make("providers")
   .add(HttpApiEndpoint.get("list", "/api/providers").addSuccess(Schema.Struct({ connections: Schema.Array(ConnectionView) })))
@@ -43,4 +44,5 @@ export class ProvidersGroup extends HttpApiGroup.make("providers")
   )
   .add(HttpApiEndpoint.post("test", "/api/providers/:id/test").setPath(IdPath).addSuccess(ConnectionTestResult).addError(NotFound))
   .add(HttpApiEndpoint.get("models", "/api/providers/:id/models").setPath(IdPath).addSuccess(ConnectionModels).addError(NotFound))
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}

@@ -4,6 +4,7 @@ import * as Schema from "effect/Schema"
 import { BadRequest, Conflict, NotFound } from "../../../domain/errors.js"
 import { CreateProxy, PatchProxy, ProxyView } from "../../../domain/proxies.js"
 import { IdPath, ManagementAuth } from "../Principal.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 /** `/api/v1/management/proxies`: the upstream proxy registry (docs/egress.md). */
 export class ProxiesGroup extends HttpApiGroup.make("proxies")
@@ -32,4 +33,5 @@ export class ProxiesGroup extends HttpApiGroup.make("proxies")
       .addError(Conflict)
       .addError(NotFound)
   )
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}

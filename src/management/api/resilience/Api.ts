@@ -15,6 +15,7 @@ import {
   ResilienceStatus
 } from "../../../domain/resilience.js"
 import { ManagementAuth } from "../Principal.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 export class ResilienceGroup extends HttpApiGroup.make("resilience")
   .add(HttpApiEndpoint.get("status", "/api/resilience").addSuccess(ResilienceStatus))
@@ -42,4 +43,5 @@ export class ResilienceGroup extends HttpApiGroup.make("resilience")
     )
   )
   .add(HttpApiEndpoint.get("rateLimit", "/api/rate-limit").addSuccess(RateLimitConfig))
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}

@@ -19,6 +19,7 @@ import {
   ThinkingBudgetSettings
 } from "../../../domain/settings.js"
 import { ManagementAuth } from "../Principal.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 /** `GET` and `PUT` of one section: PUT replaces it (fields it lacks take their defaults) and answers it as GET does. */
 const section = <const Name extends string, A, I>(name: Name, path: `/api/settings/${string}`, schema: Schema.Schema<A, I>) =>
@@ -66,4 +67,5 @@ export class SettingsGroup extends HttpApiGroup.make("settings")
   .add(
     HttpApiEndpoint.post("purge-request-history", "/api/settings/purge-request-history").setPayload(PurgeRequest).addSuccess(PurgeResult)
   )
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}

@@ -5,6 +5,7 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { BadRequest, NotFound } from "../../../domain/errors.js"
 import { GenerateReport, GenerateSkills, SkillCoverageView, SkillEntry, SkillList, SkillListQuery } from "../../../domain/skills.js"
 import { IdPath, ManagementAuth } from "../Principal.js"
+import { ADMIN_ONLY, Roles } from "../Roles.js"
 
 const Markdown = HttpApiSchema.Text({ contentType: "text/markdown; charset=utf-8" })
 
@@ -49,4 +50,5 @@ export class AgentSkillsGroup extends HttpApiGroup.make("agentSkills")
         OpenApi.Summary,
         "Regenerates the skill files from the gateway's own definitions, keeping each file's custom section; `dryRun` compares only, `prune` deletes files that are not skills, `onlyIds` limits it."
       )
-  ) {}
+  )
+  .annotate(Roles, ADMIN_ONLY) {}

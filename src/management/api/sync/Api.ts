@@ -4,6 +4,7 @@ import * as Schema from "effect/Schema"
 import { BadRequest } from "../../../domain/errors.js"
 import { SyncAction, SyncConflict, SyncInitialize, SyncResult, SyncServerError, SyncStatus } from "../../../domain/sync.js"
 import { ManagementAuth } from "../Principal.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 /** The sync client: this gateway's configuration kept in a space on a sync server (docs/operations.md, "Cloud sync"). */
 export class SyncGroup extends HttpApiGroup.make("sync")
@@ -24,4 +25,5 @@ export class SyncGroup extends HttpApiGroup.make("sync")
       .addError(SyncServerError)
   )
   .add(HttpApiEndpoint.del("disconnect", "/api/sync/cloud").addSuccess(Schema.Struct({ disconnected: Schema.Boolean })))
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}

@@ -3,6 +3,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { BadRequest } from "../../../domain/errors.js"
 import { EnvRepairRequest, EnvRepairResult, InitState, StopAccepted } from "../../../domain/system.js"
 import { ManagementAuth } from "../Principal.js"
+import { ADMIN_ONLY, Roles } from "../Roles.js"
 
 /**
  * `GET /api/init`: first-run state. No middleware: a first-run wizard asks before any password
@@ -21,4 +22,5 @@ export class SystemGroup extends HttpApiGroup.make("system")
       .addSuccess(EnvRepairResult)
       .addError(BadRequest)
   )
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, ADMIN_ONLY) {}

@@ -15,6 +15,7 @@ import {
   TunnelStatus
 } from "../../../domain/tunnels.js"
 import { ManagementAuth } from "../Principal.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 /** Server-sent events: `progress` ({line}) while it runs, then `done` ({ok, error?}). */
 const InstallEvents = HttpApiSchema.withEncoding(Schema.String, { kind: "Text", contentType: "text/event-stream" })
@@ -32,4 +33,5 @@ export class TunnelsGroup extends HttpApiGroup.make("tunnels")
   .add(HttpApiEndpoint.post("meshLogin", "/api/tunnels/mesh/login").setPayload(MeshLogin).addSuccess(MeshLoginResult))
   .add(HttpApiEndpoint.post("meshEnable", "/api/tunnels/mesh/enable").setPayload(MeshEnable).addSuccess(MeshStatus))
   .add(HttpApiEndpoint.post("meshDisable", "/api/tunnels/mesh/disable").setPayload(MeshPrivileged).addSuccess(MeshStatus))
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}

@@ -4,6 +4,7 @@ import * as Schema from "effect/Schema"
 import { BadRequest, NotFound } from "../../../domain/errors.js"
 import { CreateWebhook, UpdateWebhook, WebhookList, WebhookSaved, WebhookTestResult, WebhookView } from "../../../domain/webhooks.js"
 import { IdPath, ManagementAuth } from "../Principal.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 /** `/api/webhooks`: the registry of signed event deliveries (docs/webhooks.md). */
 export class WebhooksGroup extends HttpApiGroup.make("webhooks")
@@ -27,4 +28,5 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
       .addError(NotFound)
   )
   .add(HttpApiEndpoint.post("test", "/api/webhooks/:id/test").setPath(IdPath).addSuccess(WebhookTestResult).addError(NotFound))
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}
