@@ -1,5 +1,7 @@
 import * as Schema from "effect/Schema"
 import { oneOf, strict } from "./parse.js"
+import { ComboBridge } from "./bridge.js"
+import { MaxQueueWaitSeconds } from "./quotaQueue.js"
 import { ShadowTargets } from "./shadow.js"
 
 /** The 17 routing strategy values of a combo (spec document 1). */
@@ -139,8 +141,21 @@ export const ComboConfig = Schema.Struct({
     Schema.Number.pipe(Schema.finite(), Schema.positive({ message: () => "slaMaxCostPer1MTokens must be a positive number" }))
   ),
   slaHardConstraints: Schema.optional(Schema.Boolean),
+  /**
+   * Keep a conversation without a session id on the target whose prompt cache holds its prefix
+   * (docs/routing.md, "Prompt-cache affinity"). Default: on for strategies that order by
+   * preference, off for those that spread requests (round-robin, weighted, random, ...).
+   */
+  promptCacheAffinity: Schema.optional(Schema.Boolean),
   /** Shadow traffic (docs/shadow.md): a sample of the combo's requests also sent to each target, after the answer went out. */
-  shadow: Schema.optional(ShadowTargets)
+  shadow: Schema.optional(ShadowTargets),
+  /** Bridge models of the combo's targets that cannot take an input modality (docs/bridge.md); the top-level `bridge` sets it too. */
+  bridge: Schema.optional(ComboBridge),
+  /**
+   * Longest wait, in seconds, for a quota to reset when every target is out of it (docs/resilience.md, "Waiting out a quota");
+   * 0 or absent: off. With the key's own, the smaller applies.
+   */
+  maxQueueWaitSeconds: Schema.optional(MaxQueueWaitSeconds)
 }).annotations(strict)
 export type ComboConfig = typeof ComboConfig.Type
 
@@ -164,6 +179,8 @@ export const CreateCombo = Schema.Struct({
   strategy: comboFields.strategy,
   targets: Schema.optional(comboFields.targets),
   config: Schema.optional(comboFields.config),
+  /** The combo's bridge models per input modality (docs/bridge.md), kept as `config.bridge`; null removes it. */
+  bridge: Schema.optional(Schema.NullOr(ComboBridge)),
   description: Schema.optional(comboFields.description),
   enabled: Schema.optional(comboFields.enabled)
 }).annotations(strict)
@@ -174,6 +191,8 @@ export const UpdateCombo = Schema.Struct({
   strategy: Schema.optional(comboFields.strategy),
   targets: Schema.optional(comboFields.targets),
   config: Schema.optional(comboFields.config),
+  /** The combo's bridge models (docs/bridge.md), kept as `config.bridge`; null removes it. */
+  bridge: Schema.optional(Schema.NullOr(ComboBridge)),
   description: Schema.optional(comboFields.description),
   enabled: Schema.optional(comboFields.enabled)
 }).annotations(strict)
@@ -185,6 +204,8 @@ export const ComboView = Schema.Struct({
   strategy: Schema.String,
   targets: Schema.Array(Schema.Struct({ model: Schema.String, weight: Schema.optional(Schema.Number) })),
   config: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+  /** The combo's own bridge models (`config.bridge`, docs/bridge.md); null: the gateway's default. */
+  bridge: Schema.NullOr(ComboBridge),
   description: Schema.NullOr(Schema.String),
   enabled: Schema.Boolean,
   createdAt: Schema.String,

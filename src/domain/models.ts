@@ -18,7 +18,7 @@ export const MODEL_KINDS = [
   "moderation",
   "search"
 ] as const
-export const CAPABILITIES = ["tools", "vision", "reasoning", "audio", "json"] as const
+export const CAPABILITIES = ["tools", "vision", "reasoning", "audio", "pdf", "json"] as const
 export type CapabilityName = (typeof CAPABILITIES)[number]
 
 const ModelIdText = (field: string) =>
@@ -51,7 +51,13 @@ export const CatalogModel = Schema.Struct({
   kind: Schema.String,
   contextWindow: Schema.Number,
   maxOutput: Schema.Number,
-  capabilities: Schema.Struct({ tools: Schema.Boolean, vision: Schema.Boolean, reasoning: Schema.Boolean, audio: Schema.Boolean }),
+  capabilities: Schema.Struct({
+    tools: Schema.Boolean,
+    vision: Schema.Boolean,
+    reasoning: Schema.Boolean,
+    audio: Schema.Boolean,
+    pdf: Schema.Boolean
+  }),
   tier: Schema.String,
   price: Schema.Struct({ input: Schema.Number, output: Schema.Number, cachedInput: Schema.NullOr(Schema.Number) }),
   custom: Schema.Boolean,

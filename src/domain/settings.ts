@@ -2,6 +2,7 @@ import * as Schema from "effect/Schema"
 import { ProxyFamilySchema } from "./proxies.js"
 import { isIP } from "node:net"
 import { oneOf, strict, strictStruct } from "./parse.js"
+import { BridgeModels } from "./bridge.js"
 import { ShadowOptions, ShadowTargets } from "./shadow.js"
 
 /**
@@ -253,6 +254,8 @@ export const SettingsDocument = strictStruct({
   /** Shadow traffic for every request (docs/shadow.md); a combo's own `config.shadow` comes first. */
   shadow: Schema.optionalWith(ShadowTargets, { default: () => [] }),
   shadowOptions: section(ShadowOptions),
+  /** The default bridge model per input modality (docs/bridge.md); a combo's own `bridge` comes first. */
+  bridge: section(BridgeModels),
   info: Schema.optional(SettingsInfo)
 })
 export type SettingsDocument = Omit<typeof SettingsDocument.Type, "info">
@@ -280,6 +283,7 @@ export const SettingsPatch = Schema.Struct({
   backups: Schema.optional(Schema.partial(BackupSettings.pipe(Schema.typeSchema)).annotations(strict)),
   shadow: Schema.optional(ShadowTargets),
   shadowOptions: Schema.optional(Schema.partial(ShadowOptions.pipe(Schema.typeSchema)).annotations(strict)),
+  bridge: Schema.optional(Schema.partial(BridgeModels.pipe(Schema.typeSchema)).annotations(strict)),
   info: Schema.optional(SettingsInfo)
 }).annotations(strict)
 export type SettingsPatch = typeof SettingsPatch.Type
@@ -295,6 +299,7 @@ export const SettingsView = Schema.Struct({
   backups: Schema.typeSchema(BackupSettings),
   shadow: ShadowTargets,
   shadowOptions: Schema.typeSchema(ShadowOptions),
+  bridge: Schema.typeSchema(BridgeModels),
   info: SettingsInfo
 })
 export type SettingsView = typeof SettingsView.Type

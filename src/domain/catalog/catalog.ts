@@ -57,6 +57,11 @@ const GEMINI_IMAGE_MODELS: ReadonlyArray<ModelSpec> = [
 const V = { vision: true }
 const R = { reasoning: true }
 const VR = { vision: true, reasoning: true }
+// Input modalities besides images (docs/bridge.md): PDF documents (OpenAI's file parts, Anthropic's
+// document blocks, Gemini's inline data) and audio (Gemini's inline data), as each vendor documents.
+const VP = { vision: true, pdf: true }
+const VRP = { vision: true, reasoning: true, pdf: true }
+const VRPA = { vision: true, reasoning: true, pdf: true, audio: true }
 
 export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
   {
@@ -74,15 +79,15 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     offers: ["chat", "embedding", "image", "video", "speech", "transcription", "moderation"],
     quirks: { maxTokensField: "max_completion_tokens", openAiResponsesFields: true, storesResponses: true, strictSchemas: true },
     models: [
-      chat("gpt-5", "GPT-5", 400_000, 128_000, 1.25, 10, VR, { cachedInput: 0.125 }),
-      chat("gpt-5-mini", "GPT-5 mini", 400_000, 128_000, 0.25, 2, VR, { cachedInput: 0.025 }),
-      chat("gpt-5-nano", "GPT-5 nano", 400_000, 128_000, 0.05, 0.4, VR, { cachedInput: 0.005 }),
-      chat("gpt-4.1", "GPT-4.1", 1_047_576, 32_768, 2, 8, V, { cachedInput: 0.5 }),
-      chat("gpt-4.1-mini", "GPT-4.1 mini", 1_047_576, 32_768, 0.4, 1.6, V, { cachedInput: 0.1 }),
-      chat("gpt-4o", "GPT-4o", 128_000, 16_384, 2.5, 10, V, { cachedInput: 1.25 }),
-      chat("gpt-4o-mini", "GPT-4o mini", 128_000, 16_384, 0.15, 0.6, V, { cachedInput: 0.075 }),
-      chat("o3", "o3", 200_000, 100_000, 2, 8, VR, { cachedInput: 0.5 }),
-      chat("o4-mini", "o4-mini", 200_000, 100_000, 1.1, 4.4, VR, { cachedInput: 0.275 }),
+      chat("gpt-5", "GPT-5", 400_000, 128_000, 1.25, 10, VRP, { cachedInput: 0.125 }),
+      chat("gpt-5-mini", "GPT-5 mini", 400_000, 128_000, 0.25, 2, VRP, { cachedInput: 0.025 }),
+      chat("gpt-5-nano", "GPT-5 nano", 400_000, 128_000, 0.05, 0.4, VRP, { cachedInput: 0.005 }),
+      chat("gpt-4.1", "GPT-4.1", 1_047_576, 32_768, 2, 8, VP, { cachedInput: 0.5 }),
+      chat("gpt-4.1-mini", "GPT-4.1 mini", 1_047_576, 32_768, 0.4, 1.6, VP, { cachedInput: 0.1 }),
+      chat("gpt-4o", "GPT-4o", 128_000, 16_384, 2.5, 10, VP, { cachedInput: 1.25 }),
+      chat("gpt-4o-mini", "GPT-4o mini", 128_000, 16_384, 0.15, 0.6, VP, { cachedInput: 0.075 }),
+      chat("o3", "o3", 200_000, 100_000, 2, 8, VRP, { cachedInput: 0.5 }),
+      chat("o4-mini", "o4-mini", 200_000, 100_000, 1.1, 4.4, VRP, { cachedInput: 0.275 }),
       // Moderation is free at OpenAI (docs/media.md, "Rerank, moderation and model lists").
       media("omni-moderation-latest", "Omni Moderation", "moderation"),
       embedding("text-embedding-3-small", "Text Embedding 3 Small", 8191, 0.02),
@@ -118,10 +123,10 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     docsUrl: "https://docs.anthropic.com/en/api/messages",
     offers: ["chat"],
     models: [
-      chat("claude-opus-4-1", "Claude Opus 4.1", 200_000, 32_000, 15, 75, VR, { cachedInput: 1.5 }),
-      chat("claude-sonnet-4-5", "Claude Sonnet 4.5", 200_000, 64_000, 3, 15, VR, { cachedInput: 0.3 }),
-      chat("claude-haiku-4-5", "Claude Haiku 4.5", 200_000, 64_000, 1, 5, VR, { cachedInput: 0.1 }),
-      chat("claude-3-5-haiku-latest", "Claude Haiku 3.5", 200_000, 8192, 0.8, 4, V, { cachedInput: 0.08 })
+      chat("claude-opus-4-1", "Claude Opus 4.1", 200_000, 32_000, 15, 75, VRP, { cachedInput: 1.5 }),
+      chat("claude-sonnet-4-5", "Claude Sonnet 4.5", 200_000, 64_000, 3, 15, VRP, { cachedInput: 0.3 }),
+      chat("claude-haiku-4-5", "Claude Haiku 4.5", 200_000, 64_000, 1, 5, VRP, { cachedInput: 0.1 }),
+      chat("claude-3-5-haiku-latest", "Claude Haiku 3.5", 200_000, 8192, 0.8, 4, VP, { cachedInput: 0.08 })
     ]
   },
   {
@@ -137,9 +142,9 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     docsUrl: "https://ai.google.dev/api",
     offers: ["chat", "embedding", "image", "video", "music", "speech", "transcription"],
     models: [
-      chat("gemini-2.5-pro", "Gemini 2.5 Pro", 1_048_576, 65_536, 1.25, 10, VR, { cachedInput: 0.31 }),
-      chat("gemini-2.5-flash", "Gemini 2.5 Flash", 1_048_576, 65_536, 0.3, 2.5, VR, { cachedInput: 0.075 }),
-      chat("gemini-2.5-flash-lite", "Gemini 2.5 Flash-Lite", 1_048_576, 65_536, 0.1, 0.4, VR, { cachedInput: 0.025 }),
+      chat("gemini-2.5-pro", "Gemini 2.5 Pro", 1_048_576, 65_536, 1.25, 10, VRPA, { cachedInput: 0.31 }),
+      chat("gemini-2.5-flash", "Gemini 2.5 Flash", 1_048_576, 65_536, 0.3, 2.5, VRPA, { cachedInput: 0.075 }),
+      chat("gemini-2.5-flash-lite", "Gemini 2.5 Flash-Lite", 1_048_576, 65_536, 0.1, 0.4, VRPA, { cachedInput: 0.025 }),
       embedding("text-embedding-004", "Text Embedding 004", 2048, 0),
       ...GEMINI_IMAGE_MODELS,
       // Speech: priced by the tokens Gemini reports (text in, audio out; unconfirmed). Any Gemini
@@ -190,9 +195,9 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     docsUrl: "https://openrouter.ai/docs/api-reference/overview",
     offers: ["chat", "embedding", "image"],
     models: [
-      chat("openai/gpt-4o-mini", "OpenAI: GPT-4o mini", 128_000, 16_384, 0.15, 0.6, V),
-      chat("anthropic/claude-sonnet-4.5", "Anthropic: Claude Sonnet 4.5", 200_000, 64_000, 3, 15, VR),
-      chat("google/gemini-2.5-flash", "Google: Gemini 2.5 Flash", 1_048_576, 65_536, 0.3, 2.5, VR),
+      chat("openai/gpt-4o-mini", "OpenAI: GPT-4o mini", 128_000, 16_384, 0.15, 0.6, VP),
+      chat("anthropic/claude-sonnet-4.5", "Anthropic: Claude Sonnet 4.5", 200_000, 64_000, 3, 15, VRP),
+      chat("google/gemini-2.5-flash", "Google: Gemini 2.5 Flash", 1_048_576, 65_536, 0.3, 2.5, VRPA),
       chat("meta-llama/llama-3.3-70b-instruct:free", "Meta: Llama 3.3 70B (free)", 131_072, 8192, 0, 0)
     ]
   },

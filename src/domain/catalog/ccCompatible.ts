@@ -11,7 +11,7 @@ export const CLAUDE_CODE_VERSION = "2.0.14"
 
 export const CLAUDE_CODE_PREAMBLE = "You are Claude Code, Anthropic's official CLI for Claude."
 
-const VR = { vision: true, reasoning: true }
+const VR = { vision: true, reasoning: true, pdf: true }
 
 export const CC_COMPATIBLE_PROVIDER: ProviderSpec = {
   id: CC_COMPATIBLE_PROVIDER_ID,

@@ -24,8 +24,10 @@ export interface ModelCapabilities {
   readonly vision: boolean
   readonly reasoning: boolean
   readonly json: boolean
-  /** Audio input or output (custom models say so; the catalog leaves it unset: false). */
+  /** Audio input (or output, for media models); unset: false (docs/bridge.md). */
   readonly audio?: boolean
+  /** PDF documents as input (a chat `file` part, a Responses `input_file`, an Anthropic `document` block); unset: false. */
+  readonly pdf?: boolean
 }
 
 export interface ModelPricing {

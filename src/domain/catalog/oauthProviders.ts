@@ -4,7 +4,7 @@
  */
 import { chat, type ProviderSpec } from "./modelSpec.js"
 
-const VR = { vision: true, reasoning: true }
+const VR = { vision: true, reasoning: true, pdf: true }
 
 export const OAUTH_PROVIDERS: ReadonlyArray<ProviderSpec> = [
   {

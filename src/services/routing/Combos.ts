@@ -37,6 +37,8 @@ export interface CombosShape {
   readonly byName: (name: string) => Effect.Effect<Combo | undefined>
   /** `byName` from memory when the cached combos are known fresh: the combo or null; undefined when not known (use `byName`). */
   readonly peekByName: (name: string) => Combo | null | undefined
+  /** Every combo from memory when the cached combos are known fresh (the same array until one changes); undefined when not known. */
+  readonly peekAll: () => ReadonlyArray<Combo> | undefined
   readonly create: (input: CreateCombo, actor?: string) => Effect.Effect<Combo, BadRequest | Conflict>
   readonly update: (idOrName: string, patch: UpdateCombo, actor?: string) => Effect.Effect<Combo, BadRequest | NotFound | Conflict>
   readonly remove: (idOrName: string, actor?: string) => Effect.Effect<Combo, NotFound>
@@ -60,11 +62,19 @@ export const comboView = (c: Combo): ComboView => ({
   strategy: c.strategy,
   targets: c.targets.map((t) => ({ ...t })),
   config: { ...c.config },
+  bridge: c.config.bridge ?? null,
   description: c.description,
   enabled: c.enabled,
   createdAt: toIso(c.createdAt)!,
   updatedAt: toIso(c.updatedAt)!
 })
+
+/** The top-level `bridge` of a create or update, kept in the config (null removes it; absent leaves the config's). */
+const withBridge = (config: ComboConfig, bridge: ComboConfig["bridge"] | null | undefined): ComboConfig => {
+  if (bridge === undefined) return config
+  const { bridge: _old, ...rest } = config
+  return bridge === null ? rest : { ...rest, bridge }
+}
 
 /** Rules of a combo as a whole (the schema checks each field). */
 export const comboProblems = (c: Pick<Combo, "strategy" | "targets" | "config">): Array<string> => {
@@ -195,7 +205,7 @@ export class Combos extends Context.Tag("gateway/Combos")<Combos, CombosShape>()
 
       const create: CombosShape["create"] = (input, actor = "system") =>
         Effect.gen(function* () {
-          const combo = { strategy: input.strategy, targets: input.targets ?? [], config: input.config ?? {} }
+          const combo = { strategy: input.strategy, targets: input.targets ?? [], config: withBridge(input.config ?? {}, input.bridge) }
           yield* validate(combo)
           const s = yield* snapshot.get
           const clash = s.byName.get(input.name.toLowerCase()) ?? s.all.find((c) => c.id.toLowerCase() === input.name.toLowerCase())
@@ -229,7 +239,7 @@ export class Combos extends Context.Tag("gateway/Combos")<Combos, CombosShape>()
           const next = {
             strategy: patch.strategy ?? current.strategy,
             targets: patch.targets ?? current.targets,
-            config: patch.config ?? current.config
+            config: withBridge(patch.config ?? current.config, patch.bridge)
           }
           yield* validate(next)
           if (patch.name !== undefined) {
@@ -266,6 +276,7 @@ export class Combos extends Context.Tag("gateway/Combos")<Combos, CombosShape>()
         list: Effect.map(snapshot.get, (s) => s.all),
         get,
         byName: (name) => Effect.map(snapshot.get, (s) => enabledNamed(s, name)),
+        peekAll: () => snapshot.peek()?.all,
         peekByName: (name) => {
           const s = snapshot.peek()
           return s === undefined ? undefined : (enabledNamed(s, name) ?? null)

@@ -27,7 +27,8 @@ const catalogModel = (provider: ProviderSpec, spec: ModelSpec, id: string, conne
     tools: spec.capabilities.tools,
     vision: spec.capabilities.vision,
     reasoning: spec.capabilities.reasoning,
-    audio: spec.capabilities.audio ?? AUDIO_KINDS.has(spec.kind)
+    audio: spec.capabilities.audio ?? AUDIO_KINDS.has(spec.kind),
+    pdf: spec.capabilities.pdf ?? false
   },
   tier: spec.tier,
   price: { input: spec.pricing.input, output: spec.pricing.output, cachedInput: spec.pricing.cachedInput ?? null },

@@ -48,7 +48,7 @@ export const makeNodeViews = ({ connections }: NodeViewsDeps) => {
         name: spec.name,
         contextLength: spec.contextWindow,
         maxOutput: spec.maxOutput,
-        capabilities: (["tools", "vision", "reasoning", "json", "audio"] as const).filter((c) => spec.capabilities[c] === true),
+        capabilities: (["tools", "vision", "reasoning", "json", "audio", "pdf"] as const).filter((c) => spec.capabilities[c] === true),
         price: { input: spec.pricing.input, output: spec.pricing.output, cachedInput: spec.pricing.cachedInput ?? null }
       }
     }),
