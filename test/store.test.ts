@@ -72,7 +72,8 @@ describe("database", () => {
         "24_mcp_oauth",
         "25_teams",
         "26_level_limits",
-        "27_oidc"
+        "27_oidc",
+        "28_key_queue_wait"
       ])
     }).pipe(Effect.provide(storeAt(tempDir())))
   )
@@ -85,7 +86,7 @@ describe("database", () => {
         Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*) AS n FROM schema_migrations`),
         storeAt(dir)
       )
-      expect(again[0]!.n).toBe(27)
+      expect(again[0]!.n).toBe(28)
     })
   )
 })

@@ -1,4 +1,5 @@
 import * as Schema from "effect/Schema"
+import { MaxQueueWaitSeconds } from "./quotaQueue.js"
 import { MCP_SCOPES } from "./mcp.js"
 import { McpKeyAllow } from "./mcpServers.js"
 import { oneOf, strict } from "./parse.js"
@@ -39,7 +40,9 @@ export const CreateApiKey = Schema.Struct({
   /** Shadow targets for this key's requests (docs/shadow.md); null or []: none. */
   shadow: Schema.optional(Schema.NullOr(ShadowTargets)),
   /** The MCP servers and tools this key may use through the gateway (docs/mcp.md); null or absent: every allowed tool. */
-  mcp: Schema.optional(Schema.NullOr(McpKeyAllow))
+  mcp: Schema.optional(Schema.NullOr(McpKeyAllow)),
+  /** Longest wait for a quota to reset (docs/resilience.md, "Waiting out a quota"); null, 0 or absent: off. */
+  maxQueueWaitSeconds: Schema.optional(Schema.NullOr(MaxQueueWaitSeconds))
 }).annotations(strict)
 export type CreateApiKey = typeof CreateApiKey.Type
 
@@ -55,7 +58,9 @@ export const UpdateApiKey = Schema.Struct({
   /** New shadow targets for this key's requests; null or []: none. */
   shadow: Schema.optional(Schema.NullOr(ShadowTargets)),
   /** A new MCP ceiling for this key; null: none (every allowed tool). */
-  mcp: Schema.optional(Schema.NullOr(McpKeyAllow))
+  mcp: Schema.optional(Schema.NullOr(McpKeyAllow)),
+  /** A new longest wait for a quota to reset, in seconds; null or 0: off. */
+  maxQueueWaitSeconds: Schema.optional(Schema.NullOr(MaxQueueWaitSeconds))
 }).annotations(strict)
 export type UpdateApiKey = typeof UpdateApiKey.Type
 
@@ -75,7 +80,9 @@ export const ApiKeyView = Schema.Struct({
   /** The key's shadow targets (docs/shadow.md); [] for none. */
   shadow: Schema.Array(ShadowTarget),
   /** The key's MCP ceiling (docs/mcp.md); null: none (every allowed tool). */
-  mcp: Schema.NullOr(Schema.Struct({ allow: Schema.Array(Schema.String) }))
+  mcp: Schema.NullOr(Schema.Struct({ allow: Schema.Array(Schema.String) })),
+  /** Longest wait for a quota to reset, in seconds (docs/resilience.md, "Waiting out a quota"); null: off. */
+  maxQueueWaitSeconds: Schema.NullOr(Schema.Number)
 })
 export type ApiKeyView = typeof ApiKeyView.Type
 

@@ -97,7 +97,7 @@ describe("the two migration sets", () => {
     expect(pg.tables).toEqual(liteTables)
     expect(pg.indexes).toEqual(liteIndexes)
     expect(pg.migrations).toEqual(liteMigrations)
-    expect(pg.migrations).toHaveLength(27)
+    expect(pg.migrations).toHaveLength(28)
   })
 })
 
@@ -131,7 +131,7 @@ describe("two processes on one database", () => {
       expect((await call(`${a.url}/api/health/ping`)).status).toBe(200)
       expect((await call(`${b.url}/api/health/ping`)).status).toBe(200)
       const rows = await withClient(url, (c) => c.query("SELECT count(*) AS n FROM schema_migrations"))
-      expect(Number(rows.rows[0]!.n)).toBe(27)
+      expect(Number(rows.rows[0]!.n)).toBe(28)
     } finally {
       await a.close()
       await b.close()
@@ -298,7 +298,7 @@ describe("gateway db migrate-to-postgres", () => {
 
     const result = await Effect.runPromise(migrateToPostgres({ from: source, to: Redacted.make(url), force: false }))
     expect(result.replaced).toBe(false)
-    expect(result.migrations).toBe(27)
+    expect(result.migrations).toBe(28)
     // The file's bytes (on disk beside the SQLite file) went into the database file store.
     expect(result.files).toEqual({ copied: 1, bytes: FILE_LINE.length, missing: [] })
     const byTable = Object.fromEntries(result.tables.map((t) => [t.table, t.rows]))

@@ -39,6 +39,8 @@ export interface ApiKeyRecord {
   readonly shadow: ReadonlyArray<ShadowTarget>
   /** The MCP ceiling: patterns `<server>`, `<server>__<tool>`, `<server>__*`, `*` (docs/mcp.md); null: every allowed tool. */
   readonly mcpAllow: ReadonlyArray<string> | null
+  /** Longest wait for a quota to reset, in seconds (docs/resilience.md, "Waiting out a quota"); null: off. */
+  readonly maxQueueWaitSeconds: number | null
 }
 
 export interface ApiKeysShape {

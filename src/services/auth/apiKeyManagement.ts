@@ -41,11 +41,12 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched }: KeyManagemen
         const tpm = input.tpm === undefined ? existing.tpm : input.tpm
         const shadow = input.shadow === undefined ? existing.shadow : (input.shadow ?? [])
         const mcpAllow = input.mcp === undefined ? existing.mcpAllow : (input.mcp?.allow ?? null)
-        yield* sql`UPDATE api_keys SET scopes = ${JSON.stringify(merged)}, enabled = 1, rpm_limit = ${rpm}, tpm_limit = ${tpm}, shadow = ${shadowColumn(shadow)}, mcp_allow = ${mcpAllowColumn(mcpAllow)} WHERE id = ${existing.id}`.pipe(
+        const maxQueueWaitSeconds = input.maxQueueWaitSeconds === undefined ? existing.maxQueueWaitSeconds : input.maxQueueWaitSeconds || null
+        yield* sql`UPDATE api_keys SET scopes = ${JSON.stringify(merged)}, enabled = 1, rpm_limit = ${rpm}, tpm_limit = ${tpm}, shadow = ${shadowColumn(shadow)}, mcp_allow = ${mcpAllowColumn(mcpAllow)}, max_queue_wait_s = ${maxQueueWaitSeconds} WHERE id = ${existing.id}`.pipe(
           Effect.orDie
         )
         yield* byHash.invalidate
-        const record = { ...existing, scopes: merged, enabled: true, rpm, tpm, shadow, mcpAllow }
+        const record = { ...existing, scopes: merged, enabled: true, rpm, tpm, shadow, mcpAllow, maxQueueWaitSeconds }
         return { ...toView(record), secret }
       }
       const record: ApiKeyRecord = {
@@ -60,7 +61,8 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched }: KeyManagemen
         rpm: input.rpm ?? null,
         tpm: input.tpm ?? null,
         shadow: input.shadow ?? [],
-        mcpAllow: input.mcp?.allow ?? null
+        mcpAllow: input.mcp?.allow ?? null,
+        maxQueueWaitSeconds: input.maxQueueWaitSeconds || null
       }
       yield* sql`INSERT INTO api_keys ${sql.insert({
         id: record.id,
@@ -74,7 +76,8 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched }: KeyManagemen
         rpm_limit: record.rpm,
         tpm_limit: record.tpm,
         shadow: shadowColumn(record.shadow),
-        mcp_allow: mcpAllowColumn(record.mcpAllow)
+        mcp_allow: mcpAllowColumn(record.mcpAllow),
+        max_queue_wait_s: record.maxQueueWaitSeconds
       })}`.pipe(Effect.orDie)
       yield* byHash.invalidate
       audit(options.actor ?? "system", "api_key.create", record.id)
@@ -114,9 +117,10 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched }: KeyManagemen
         enabled: input.enabled ?? target.enabled,
         expiresAt: input.expiresAt === undefined ? target.expiresAt : input.expiresAt === null ? null : input.expiresAt.getTime(),
         shadow: input.shadow === undefined ? target.shadow : (input.shadow ?? []),
-        mcpAllow: input.mcp === undefined ? target.mcpAllow : (input.mcp?.allow ?? null)
+        mcpAllow: input.mcp === undefined ? target.mcpAllow : (input.mcp?.allow ?? null),
+        maxQueueWaitSeconds: input.maxQueueWaitSeconds === undefined ? target.maxQueueWaitSeconds : input.maxQueueWaitSeconds || null
       }
-      yield* sql`UPDATE api_keys SET name = ${next.name}, rpm_limit = ${next.rpm}, tpm_limit = ${next.tpm}, enabled = ${next.enabled ? 1 : 0}, expires_at = ${next.expiresAt}, shadow = ${shadowColumn(next.shadow)}, mcp_allow = ${mcpAllowColumn(next.mcpAllow)} WHERE id = ${target.id}`.pipe(
+      yield* sql`UPDATE api_keys SET name = ${next.name}, rpm_limit = ${next.rpm}, tpm_limit = ${next.tpm}, enabled = ${next.enabled ? 1 : 0}, expires_at = ${next.expiresAt}, shadow = ${shadowColumn(next.shadow)}, mcp_allow = ${mcpAllowColumn(next.mcpAllow)}, max_queue_wait_s = ${next.maxQueueWaitSeconds} WHERE id = ${target.id}`.pipe(
         Effect.orDie
       )
       yield* byHash.invalidate

@@ -24,6 +24,7 @@ interface Row {
   readonly tpm_limit: number | null
   readonly shadow: string | null
   readonly mcp_allow: string | null
+  readonly max_queue_wait_s?: number | null
 }
 
 /** The `mcp_allow` column: the patterns as JSON, NULL for no ceiling. */
@@ -54,7 +55,8 @@ const toRecord = (row: Row): ApiKeyRecord => ({
   rpm: row.rpm_limit ?? null,
   tpm: row.tpm_limit ?? null,
   shadow: row.shadow ? (JSON.parse(row.shadow) as ReadonlyArray<ShadowTarget>) : [],
-  mcpAllow: mcpAllowOf(row.mcp_allow)
+  mcpAllow: mcpAllowOf(row.mcp_allow),
+  maxQueueWaitSeconds: row.max_queue_wait_s ? row.max_queue_wait_s : null
 })
 
 export const toView = (r: ApiKeyRecord): ApiKeyView => ({
@@ -69,7 +71,8 @@ export const toView = (r: ApiKeyRecord): ApiKeyView => ({
   rpm: r.rpm,
   tpm: r.tpm,
   shadow: r.shadow,
-  mcp: r.mcpAllow === null ? null : { allow: r.mcpAllow }
+  mcp: r.mcpAllow === null ? null : { allow: r.mcpAllow },
+  maxQueueWaitSeconds: r.maxQueueWaitSeconds
 })
 
 /** Every key by the SHA-256 of its secret, loaded once and kept until a write here or another process's commit. */

@@ -26,6 +26,7 @@ import m0024 from "./0024_mcp_oauth.js"
 import m0025 from "./0025_teams.js"
 import m0026 from "./0026_level_limits.js"
 import m0027 from "./0027_oidc.js"
+import m0028 from "./0028_key_queue_wait.js"
 
 /**
  * The SQLite migration set: numbered migrations, bundled as modules (no file-system loader needed
@@ -59,5 +60,6 @@ export const loader = Migrator.fromRecord({
   "0024_mcp_oauth": m0024,
   "0025_teams": m0025,
   "0026_level_limits": m0026,
-  "0027_oidc": m0027
+  "0027_oidc": m0027,
+  "0028_key_queue_wait": m0028
 })
