@@ -91,6 +91,17 @@ export const TlsProfile = oneOf(TLS_PROFILES, "tlsProfile").annotations({
 export type TlsProfile = (typeof TLS_PROFILES)[number]
 export const DEFAULT_TLS_PROFILE: TlsProfile = "chrome151"
 
+/**
+ * Who answers Codex's compaction requests for a connection (docs/agents.md, "Codex compaction"):
+ * `gateway` (the default) summarises with the model and seals the summary; `upstream` passes them
+ * through to a Responses upstream that compacts itself (OpenAI).
+ */
+export const ConnectionCompaction = oneOf(["gateway", "upstream"], "compaction").annotations({
+  description:
+    'Who answers Codex compaction for this connection: "gateway" (the default: a summary by the model, sealed by the gateway) or "upstream" (passed through to a Responses upstream such as OpenAI, which compacts itself).'
+})
+export type ConnectionCompaction = typeof ConnectionCompaction.Type
+
 /** The plan of the account behind a connection (auto routing's `tierPriority`); standard when not set. */
 export const AccountTier = oneOf(["free", "standard", "pro", "ultra"], "accountTier")
 
@@ -115,7 +126,9 @@ const connectionFields = {
     Schema.NullOr(Schema.Trim.pipe(Schema.minLength(1, { message: () => "proxyId must not be empty (null: no proxy of its own)" })))
   ),
   /** The browser handshake its upstream calls make while ENABLE_TLS_FINGERPRINT is on (docs/egress.md); null: the default, chrome151. */
-  tlsProfile: Schema.optional(Schema.NullOr(TlsProfile))
+  tlsProfile: Schema.optional(Schema.NullOr(TlsProfile)),
+  /** Who answers Codex's compaction requests (docs/agents.md, "Codex compaction"); null: the gateway. */
+  compaction: Schema.optional(Schema.NullOr(ConnectionCompaction))
 }
 
 export const CreateConnection = Schema.Struct({
@@ -150,6 +163,8 @@ export const ConnectionView = Schema.Struct({
   proxyId: Schema.NullOr(Schema.String),
   /** The browser TLS handshake its calls make while ENABLE_TLS_FINGERPRINT is on; null: the default (chrome151). */
   tlsProfile: Schema.NullOr(TlsProfile),
+  /** Who answers Codex's compaction requests: null or `gateway`, the gateway; `upstream`, the upstream itself. */
+  compaction: Schema.optional(Schema.NullOr(ConnectionCompaction)),
   max_concurrent: Schema.NullOr(Schema.Number),
   priority: Schema.Number,
   enabled: Schema.Boolean,

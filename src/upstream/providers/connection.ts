@@ -5,7 +5,7 @@
  */
 import * as Data from "effect/Data"
 import type * as Redacted from "effect/Redacted"
-import type { ConnectionTimeouts, ConnectionView, TlsProfile } from "../../domain/connections.js"
+import type { ConnectionCompaction, ConnectionTimeouts, ConnectionView, TlsProfile } from "../../domain/connections.js"
 import type { FormatId } from "../../domain/canonical.js"
 import type { AccountTier } from "../../services/routing/types.js"
 import { toIso } from "../../platform/store/Db.js"
@@ -38,6 +38,11 @@ export interface Connection {
   readonly proxyId?: string | null
   /** The browser TLS handshake its upstream calls make while ENABLE_TLS_FINGERPRINT is on (docs/egress.md); unset: the default. */
   readonly tlsProfile?: TlsProfile | null
+  /**
+   * Who answers Codex's compaction requests for it (docs/agents.md, "Codex compaction"): `upstream`
+   * passes them through to a Responses upstream (OpenAI's own compaction); unset or `gateway`: the gateway.
+   */
+  readonly compaction?: ConnectionCompaction | null
   readonly priority: number
   readonly enabled: boolean
   readonly testStatus: string | null
@@ -73,6 +78,12 @@ export interface ResolvedTarget {
   readonly model: string
 }
 
+/**
+ * Where a connection's `compaction` setting is kept: `kv` under the connection's id, beside the
+ * row (no column of its own); only `upstream` is stored, the default is no entry.
+ */
+export const CONNECTION_COMPACTION_NAMESPACE = "connection-compaction"
+
 export class ModelNotFound extends Data.TaggedError("ModelNotFound")<{ readonly message: string }> {}
 
 export const connectionView = (c: Connection): ConnectionView => ({
@@ -90,6 +101,7 @@ export const connectionView = (c: Connection): ConnectionView => ({
   timeouts: c.timeouts ?? null,
   proxyId: c.proxyId ?? null,
   tlsProfile: c.tlsProfile ?? null,
+  compaction: c.compaction ?? null,
   max_concurrent: c.maxConcurrent,
   priority: c.priority,
   enabled: c.enabled,

@@ -7,7 +7,7 @@ import { type ConnectionTimeouts, TLS_PROFILES, type TlsProfile } from "../../do
 import { maskSecret } from "../../kernel/redact.js"
 import type { SecretsShape } from "../../platform/store/Secrets.js"
 import type { AccountTier } from "../../services/routing/types.js"
-import { type Connection, connectionModelIds } from "./connection.js"
+import { type Connection, CONNECTION_COMPACTION_NAMESPACE, connectionModelIds } from "./connection.js"
 import { applyRecords, type CustomModelRecord, parseRecords, PROVIDER_MODELS_NAMESPACE } from "./customModels.js"
 import { type NodeRecord, nodeSpec, parseNodes, PROVIDER_NODES_NAMESPACE } from "./nodeRecords.js"
 
@@ -196,7 +196,14 @@ export const loadSnapshot = (deps: { readonly sql: SqlClient.SqlClient; readonly
       nodeBy.set(n.record.id, n.spec)
       if (!nodeBy.has(n.record.prefix)) nodeBy.set(n.record.prefix, n.spec)
     }
-    const all = yield* Effect.forEach(rows, (row) => fromRow(secrets, row, custom, nodeBy))
+    const compactionRows = yield* sql<{
+      key: string
+      value: string
+    }>`SELECT key, value FROM kv WHERE namespace = ${CONNECTION_COMPACTION_NAMESPACE}`.pipe(Effect.orDie)
+    const compaction = new Map(compactionRows.map((r) => [r.key, r.value] as const))
+    const all = yield* Effect.forEach(rows, (row) =>
+      Effect.map(fromRow(secrets, row, custom, nodeBy), (c) => (compaction.get(c.id) === "upstream" ? { ...c, compaction: "upstream" as const } : c))
+    )
     const byName = new Map(all.map((c) => [c.name.toLowerCase(), c]))
     const byProvider = new Map<string, Array<Connection>>()
     const byModel = new Map<string, Array<Connection>>()

@@ -10,9 +10,16 @@ import type { FeatureFlagsShape } from "../../platform/flags/FeatureFlags.js"
 import type { BatchWriterShape } from "../../platform/store/BatchWriter.js"
 import { isUniqueViolation } from "../../platform/store/dialect.js"
 import type { SecretsShape } from "../../platform/store/Secrets.js"
-import type { Connection } from "./connection.js"
+import { type Connection, CONNECTION_COMPACTION_NAMESPACE } from "./connection.js"
 import type { Snapshot } from "./connectionSnapshot.js"
 import { checkProviderUrl, type UrlPolicyFlags } from "./urlPolicy.js"
+
+/** A connection's `compaction` setting, in `kv` under its id (`CONNECTION_COMPACTION_NAMESPACE`); null removes it (the default). */
+const writeCompaction = (sql: SqlClient.SqlClient, id: string, value: string | null) =>
+  value === null
+    ? sql`DELETE FROM kv WHERE namespace = ${CONNECTION_COMPACTION_NAMESPACE} AND key = ${id}`.pipe(Effect.asVoid, Effect.orDie)
+    : sql`INSERT INTO kv (namespace, key, value, updated_at) VALUES (${CONNECTION_COMPACTION_NAMESPACE}, ${id}, ${value}, ${Date.now()})
+        ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`.pipe(Effect.asVoid, Effect.orDie)
 
 /**
  * The name check reads the cached snapshot, which can trail another process's commit by up
@@ -146,6 +153,7 @@ export const makeConnectionWrites = (deps: {
         created_at: t,
         updated_at: t
       })}`.pipe(nameTaken(name))
+      if (input.compaction) yield* writeCompaction(sql, id, input.compaction)
       yield* snapshot.invalidate
       audit(actor, "connection.create", id)
       yield* Effect.logInfo(`provider connection created: ${name} (${provider.id})`)
@@ -215,6 +223,7 @@ export const makeConnectionWrites = (deps: {
         fields["proxy_id"] = patch.proxyId
       }
       if (patch.tlsProfile !== undefined) fields["tls_profile"] = patch.tlsProfile
+      if (patch.compaction !== undefined) yield* writeCompaction(sql, current.id, patch.compaction === "upstream" ? "upstream" : null)
       yield* sql`UPDATE connections SET ${sql.update(fields)} WHERE id = ${current.id}`.pipe(nameTaken(patch.name ?? current.name))
       yield* snapshot.invalidate
       audit(actor, "connection.update", current.id)
@@ -225,6 +234,7 @@ export const makeConnectionWrites = (deps: {
     Effect.gen(function* () {
       const current = yield* get(idOrName)
       yield* sql`DELETE FROM connections WHERE id = ${current.id}`.pipe(Effect.orDie)
+      yield* writeCompaction(sql, current.id, null)
       yield* snapshot.invalidate
       audit(actor, "connection.remove", current.id)
       return current
