@@ -1,6 +1,8 @@
 import * as Context from "effect/Context"
 import type { Role } from "../../domain/teams.js"
 
+type RoleList = ReadonlyArray<Role>
+
 /**
  * Which roles may call a management route (docs/teams.md, "Roles and access"): a list, or a
  * rule by method (`read` for GET and HEAD, `write` for the others). Set on an `HttpApiEndpoint`,
@@ -14,14 +16,14 @@ export type RoleRule = ReadonlyArray<Role> | { readonly read: ReadonlyArray<Role
 export class Roles extends Context.Tag("gateway/Roles")<Roles, RoleRule>() {}
 
 /** Every role: routes whose answer the handler narrows to what the caller may see (their keys, their usage). */
-export const EVERY_ROLE: RoleRule = ["admin", "team-admin", "member", "viewer"]
+export const EVERY_ROLE: RoleList = ["admin", "team-admin", "member", "viewer"]
 /** The gateway's own configuration: viewers read it, admins change it. */
 export const CONFIGURATION: RoleRule = { read: ["admin", "viewer"], write: ["admin"] }
 /** Admins only, reads included: what carries secrets or other callers' traffic, and what runs on the host. */
-export const ADMIN_ONLY: RoleRule = ["admin"]
+export const ADMIN_ONLY: RoleList = ["admin"]
 /** Callers who hold keys and make requests: what the handler scopes to their own (and their team's). */
-export const KEY_HOLDERS: RoleRule = ["admin", "team-admin", "member"]
+export const KEY_HOLDERS: RoleList = ["admin", "team-admin", "member"]
 /** Reads for everyone signed in (what a caller needs to make requests), changes for admins. */
 export const CATALOG: RoleRule = { read: ["admin", "team-admin", "member", "viewer"], write: ["admin"] }
 /** Admins and viewers, whatever the method: what only reads, a POST that computes a preview included. */
-export const READERS: RoleRule = ["admin", "viewer"]
+export const READERS: RoleList = ["admin", "viewer"]
