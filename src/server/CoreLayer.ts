@@ -8,6 +8,7 @@ import { ContextStore } from "../services/context/ContextStore.js"
 import { Aliases } from "../services/routing/Aliases.js"
 import { AutoEngine } from "../services/routing/AutoEngine.js"
 import { Combos } from "../services/routing/Combos.js"
+import { Directory } from "../services/teams/Directory.js"
 import { Usage } from "../services/usage/Usage.js"
 import { UpstreamLive } from "../upstream/UpstreamLive.js"
 
@@ -20,12 +21,13 @@ import { UpstreamLive } from "../upstream/UpstreamLive.js"
 /**
  * The core: the store (StoreLive), the flags, settings and backups (PlatformLive), the providers
  * and the way to them (UpstreamLive), and on them the records a local command reads and writes:
- * API keys and the admin login, combos (over the auto engine) and aliases, the context store, the
+ * API keys and the admin login, people and teams (the directory), combos (over the auto engine) and aliases, the context store, the
  * usage rows' writer, the config bundle. Needs AppConfig.
  */
 export const CoreLayer = Layer.mergeAll(
   ApiKeys.layer,
   AdminAuth.layer,
+  Directory.layer,
   Usage.layer,
   Combos.layer,
   Aliases.layer,
