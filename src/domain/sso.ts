@@ -35,9 +35,7 @@ const Issuer = Schema.String.pipe(
 )
 
 const NonEmpty = (field: string, max = 512) =>
-  Schema.String.pipe(
-    Schema.filter((s) => (s.trim().length > 0 && s.length <= max ? true : `${field} must be 1 to ${max} characters`))
-  )
+  Schema.String.pipe(Schema.filter((s) => (s.trim().length > 0 && s.length <= max ? true : `${field} must be 1 to ${max} characters`)))
 
 /**
  * A group the provider puts in the groups claim, and what it gives: `role` across the gateway,
@@ -116,6 +114,7 @@ export const OidcLoginQuery = Schema.Struct({
   /** With `cliRedirect`: base64url SHA-256 of the CLI's secret, which it shows when it takes the session. */
   cliChallenge: Schema.optional(Schema.String)
 })
+export type OidcLoginQuery = typeof OidcLoginQuery.Type
 
 /** `GET /api/auth/oidc/{id}/callback`: what the provider put on the browser's redirect. */
 export const OidcCallbackQuery = Schema.Struct({
@@ -126,6 +125,7 @@ export const OidcCallbackQuery = Schema.Struct({
   error_description: Schema.optional(Schema.String),
   session_state: Schema.optional(Schema.String)
 })
+export type OidcCallbackQuery = typeof OidcCallbackQuery.Type
 
 /** A signed-in user, as the CLI's sign-in answers it. */
 export const SsoUser = Schema.Struct({

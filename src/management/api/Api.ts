@@ -2,6 +2,7 @@ import * as HttpApi from "@effect/platform/HttpApi"
 import { AccountingGroup } from "./accounting/Api.js"
 import { AcpGroup } from "./acp/Api.js"
 import { AuthGroup } from "./auth/Api.js"
+import { SsoGroup, SsoPublicGroup } from "./sso/Api.js"
 import { BackupsGroup } from "./backups/Api.js"
 import { CliToolsGroup } from "./clitools/Api.js"
 import { CloudGroup } from "./cloud/Api.js"
@@ -47,6 +48,8 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(HealthGroup)
   .add(MetricsGroup)
   .add(AuthGroup)
+  .add(SsoPublicGroup)
+  .add(SsoGroup)
   .add(KeysGroup)
   .add(ProvidersGroup)
   .add(FeatureFlagsGroup)

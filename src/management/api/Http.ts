@@ -5,6 +5,7 @@ import { managementAuthLayer, playgroundAuthLayer } from "./Auth.js"
 import * as AccountingHttp from "./accounting/Http.js"
 import * as AcpHttp from "./acp/Http.js"
 import * as AuthHttp from "./auth/Http.js"
+import * as SsoHttp from "./sso/Http.js"
 import * as BackupsHttp from "./backups/Http.js"
 import * as CliToolsHttp from "./clitools/Http.js"
 import * as CloudHttp from "./cloud/Http.js"
@@ -45,6 +46,7 @@ export const layer = HttpApiBuilder.api(ManagementApi).pipe(
     HealthHttp.layer,
     MetricsHttp.layer,
     AuthHttp.layer,
+    SsoHttp.layer,
     KeysHttp.layer,
     ProvidersHttp.layer,
     FlagsHttp.layer,
