@@ -6,6 +6,7 @@ import { stopLiveFeeds } from "./live"
 import { Link, navigate, useLocation } from "./router"
 import { Button, Loading, Toasts, useAction, useInterval } from "./ui"
 import { Login, Setup } from "./auth"
+import { can, currentRole, setAccess } from "./access"
 
 type Gate =
   | { readonly kind: "checking" }
@@ -19,6 +20,9 @@ const check = async (): Promise<Gate> => {
   try {
     const session = await ok(api.GET("/api/auth/session"))
     setCsrfToken(session.csrfToken)
+    // The caller's role and the routes it may call (docs/teams.md): pages and buttons follow them.
+    const access = session as typeof session & { role?: string | null; routes?: ReadonlyArray<string> }
+    setAccess(access.routes === undefined ? undefined : { role: access.role ?? null, routes: access.routes })
     const init = await ok(api.GET("/api/init"))
     if (session.authenticated) return { kind: "in", via: session.via ?? "session", version: init.version }
     if (init.authenticated) return { kind: "in", via: "local", version: init.version }
@@ -57,6 +61,23 @@ const NotFound = () => (
   </section>
 )
 
+/** A page the caller's role cannot use (the first page, for a member): where it may go instead. */
+const NotForRole = (p: { pages: ReadonlyArray<PageEntry> }) => (
+  <section class="page">
+    <h1>Not available to your role</h1>
+    <p>
+      This page is not available to the role <strong>{currentRole() ?? "unknown"}</strong>.{p.pages.length > 0 ? " Pages you can use:" : ""}
+    </p>
+    <ul>
+      {p.pages.map((e) => (
+        <li key={e.path}>
+          <Link to={e.path}>{e.title}</Link>
+        </li>
+      ))}
+    </ul>
+  </section>
+)
+
 /** Whether a tunnel is open (the health ping says so): the gateway is then reachable from the internet. */
 const useTunnelOpen = () => {
   const [open, setOpen] = useState(false)
@@ -75,6 +96,7 @@ const Shell = (p: { via: "session" | "api-key" | "local"; version: string; onLog
   const tunnelOpen = useTunnelOpen()
   const [menu, setMenu] = useState(false)
   const [run, busy] = useAction()
+  const pages = PAGES.filter((e) => e.needs === undefined || can(e.needs))
   const entry = PAGES.find((e) => e.path === path)
   useEffect(() => setMenu(false), [path])
   const groups = ["Monitor", "Route", "Access", "Operate"] as const
@@ -117,23 +139,27 @@ const Shell = (p: { via: "session" | "api-key" | "local"; version: string; onLog
         ) : null}
       </header>
       <nav id="nav" class={menu ? "nav open" : "nav"} aria-label="Dashboard">
-        {groups.map((g) => (
-          <div class="nav-group" key={g}>
-            <div class="nav-title">{g}</div>
-            <ul>
-              {PAGES.filter((e) => e.group === g).map((e) => (
-                <li key={e.path}>
-                  <Link to={e.path} aria-current={e.path === path ? "page" : undefined}>
-                    {e.title}
-                  </Link>
-                </li>
-              ))}
-            </ul>
-          </div>
-        ))}
+        {groups
+          .filter((g) => pages.some((e) => e.group === g))
+          .map((g) => (
+            <div class="nav-group" key={g}>
+              <div class="nav-title">{g}</div>
+              <ul>
+                {pages
+                  .filter((e) => e.group === g)
+                  .map((e) => (
+                    <li key={e.path}>
+                      <Link to={e.path} aria-current={e.path === path ? "page" : undefined}>
+                        {e.title}
+                      </Link>
+                    </li>
+                  ))}
+              </ul>
+            </div>
+          ))}
       </nav>
       <main id="main" tabIndex={-1}>
-        {entry ? <PageView entry={entry} /> : <NotFound />}
+        {entry && !pages.includes(entry) ? <NotForRole pages={pages} /> : entry ? <PageView entry={entry} /> : <NotFound />}
       </main>
       <Toasts />
     </div>

@@ -24,6 +24,7 @@ import {
   useInterval,
   useLoad
 } from "../ui"
+import { can } from "../access"
 import "./Keys.css"
 
 // API keys: the keys clients call the gateway with, their inbound rate limits, budgets (USD)
@@ -307,7 +308,7 @@ export default function KeysPage() {
   const budgetOf = (id: string) => budgets.data?.budgets.find((b) => b.apiKeyId === id)
   return (
     <Page title="API keys" description="The keys your clients use to call this gateway, with their limits and budgets.">
-      <CreateKey onCreated={reloadAll} />
+      {can("keys.create") && <CreateKey onCreated={reloadAll} />}
       <Section title="Keys" actions={<Checkbox label="Show disabled and expired" checked={showDisabled} onChange={setShowDisabled} />}>
         <Loader of={keys}>
           {(d) => (
@@ -355,28 +356,36 @@ export default function KeysPage() {
                   label: "Actions",
                   render: (k) => (
                     <div class="actions">
-                      <Button onClick={() => setEditing(k)} aria-label={`Edit ${k.name}`}>
-                        Edit
-                      </Button>
-                      <Button
-                        busy={busy}
-                        onClick={() =>
-                          void run(
-                            () => ok(api.PATCH("/api/keys/{id}", { params: { path: { id: k.id } }, body: { enabled: !k.enabled } })),
-                            k.enabled ? "Key disabled" : "Key enabled"
-                          ).then((r) => r && keys.reload())
-                        }
-                        aria-label={`${k.enabled ? "Disable" : "Enable"} ${k.name}`}
-                      >
-                        {k.enabled ? "Disable" : "Enable"}
-                      </Button>
-                      <Button onClick={() => setBudgetFor(k)} aria-label={`Budget of ${k.name}`}>
-                        Budget
-                      </Button>
+                      {can("keys.update") && (
+                        <Button onClick={() => setEditing(k)} aria-label={`Edit ${k.name}`}>
+                          Edit
+                        </Button>
+                      )}
+                      {can("keys.update") && (
+                        <Button
+                          busy={busy}
+                          onClick={() =>
+                            void run(
+                              () => ok(api.PATCH("/api/keys/{id}", { params: { path: { id: k.id } }, body: { enabled: !k.enabled } })),
+                              k.enabled ? "Key disabled" : "Key enabled"
+                            ).then((r) => r && keys.reload())
+                          }
+                          aria-label={`${k.enabled ? "Disable" : "Enable"} ${k.name}`}
+                        >
+                          {k.enabled ? "Disable" : "Enable"}
+                        </Button>
+                      )}
+                      {can("accounting.setBudget") && (
+                        <Button onClick={() => setBudgetFor(k)} aria-label={`Budget of ${k.name}`}>
+                          Budget
+                        </Button>
+                      )}
                       <Link to={`/logs?key=${encodeURIComponent(k.id)}`}>Requests</Link>
-                      <Button kind="danger" onClick={() => setConfirm(k)} aria-label={`Delete ${k.name}`}>
-                        Delete
-                      </Button>
+                      {can("keys.remove") && (
+                        <Button kind="danger" onClick={() => setConfirm(k)} aria-label={`Delete ${k.name}`}>
+                          Delete
+                        </Button>
+                      )}
                     </div>
                   )
                 }
@@ -385,195 +394,213 @@ export default function KeysPage() {
           )}
         </Loader>
       </Section>
-      <Section title="Budgets">
-        <p class="muted">
-          A budget stops a key's requests once its spend (USD, at catalog or override prices) reaches a limit, until the window resets.
-        </p>
-        <Loader of={budgets}>
-          {(d) => (
-            <Table
-              caption="Budgets"
-              rowKey={(b) => b.apiKeyId}
-              rows={d.budgets}
-              empty={<Empty title="No budgets">Set one below (or with the Budget button of a key).</Empty>}
-              columns={[
-                { label: "Key", render: (b) => keyName(b.apiKeyId) },
-                {
-                  label: "Daily",
-                  class: "num",
-                  render: (b) => (b.windows.daily ? `${fmtMoney(b.windows.daily.spentUsd)} / ${fmtMoney(b.windows.daily.limitUsd)}` : "—")
-                },
-                {
-                  label: "Weekly",
-                  class: "num",
-                  render: (b) =>
-                    b.windows.weekly ? `${fmtMoney(b.windows.weekly.spentUsd)} / ${fmtMoney(b.windows.weekly.limitUsd)}` : "—"
-                },
-                {
-                  label: "Monthly",
-                  class: "num",
-                  render: (b) =>
-                    b.windows.monthly ? `${fmtMoney(b.windows.monthly.spentUsd)} / ${fmtMoney(b.windows.monthly.limitUsd)}` : "—"
-                },
-                {
-                  label: "Used",
-                  render: (b) => (
-                    <meter
-                      min={0}
-                      max={100}
-                      value={pct(b.spentUsd, b.limitUsd)}
-                      aria-label={`${keyName(b.apiKeyId)}: percent of budget used`}
-                    />
-                  )
-                },
-                {
-                  label: "State",
-                  render: (b) =>
-                    b.exceeded ? (
-                      <Badge kind="bad">exceeded</Badge>
-                    ) : b.warning ? (
-                      <Badge kind="warn">warning</Badge>
-                    ) : (
-                      <Badge kind="ok">ok</Badge>
-                    )
-                },
-                { label: "Resets", render: (b) => fmtDate(b.resetsAt) },
-                {
-                  label: "Actions",
-                  render: (b) => (
-                    <Button
-                      kind="danger"
-                      busy={busy}
-                      aria-label={`Remove the budget of ${keyName(b.apiKeyId)}`}
-                      onClick={() =>
-                        void run(
-                          () => ok(api.DELETE("/api/usage/budget/{id}", { params: { path: { id: b.apiKeyId } } })),
-                          "Budget removed"
-                        ).then((r) => r && budgets.reload())
-                      }
-                    >
-                      Remove
-                    </Button>
-                  )
-                }
-              ]}
-            />
-          )}
-        </Loader>
-        {keys.data && <BudgetForm keys={keys.data.keys} onSaved={budgets.reload} />}
-      </Section>
-      <Section title="Token limits">
-        <p class="muted">Caps on the tokens (input plus output) a key may use per window, for everything, one provider or one model.</p>
-        <Loader of={limits}>
-          {(d) => (
-            <Table
-              caption="Token limits"
-              rowKey={(l) => l.id}
-              rows={d.limits}
-              empty={<Empty title="No token limits">Add one below to cap a key's tokens per window.</Empty>}
-              columns={[
-                { label: "Key", render: (l: TokenLimit) => keyName(l.apiKeyId) },
-                {
-                  label: "Applies to",
-                  render: (l) =>
-                    l.scope === "global" ? "everything" : l.scope === "provider" ? `provider ${l.provider}` : `model ${l.model}`
-                },
-                { label: "Used", class: "num", render: (l) => `${fmtNumber(l.usedTokens)} / ${fmtNumber(l.maxTokens)} per ${l.window}` },
-                { label: "Resets", render: (l) => fmtDate(l.resetsAt) },
-                {
-                  label: "Actions",
-                  render: (l) => (
-                    <Button
-                      kind="danger"
-                      busy={busy}
-                      aria-label={`Remove token limit ${l.id}`}
-                      onClick={() =>
-                        void run(() => ok(api.DELETE("/api/usage/token-limits", { body: { id: l.id } })), "Token limit removed").then(
-                          (r) => r && limits.reload()
-                        )
-                      }
-                    >
-                      Remove
-                    </Button>
-                  )
-                }
-              ]}
-            />
-          )}
-        </Loader>
-        {keys.data && <TokenLimitForm keys={keys.data.keys} onSaved={limits.reload} />}
-      </Section>
-      <Section title="Rate limits now">
-        <Loader of={rateConfig}>
-          {(c) => (
+      {/* Budgets, token limits and rate limits are the gateway's accounting: for the roles that read it (docs/teams.md). */}
+      {can("accounting.budgets") && (
+        <>
+          <Section title="Budgets">
             <p class="muted">
-              Per-key limits count over {c.inbound.windowSeconds} s.{" "}
-              {c.inbound.autoEnabled
-                ? `Keys without their own limits get ${fmtNumber(c.inbound.defaultRpm)} rpm and ${fmtNumber(c.inbound.defaultTpm)} tpm (RATE_LIMIT_AUTO_ENABLE).`
-                : "Keys without their own limits are not limited."}{" "}
-              {fmtNumber(c.inbound.keys)} key(s) have a limit now.
+              A budget stops a key's requests once its spend (USD, at catalog or override prices) reaches a limit, until the window resets.
             </p>
-          )}
-        </Loader>
-        <Loader of={rates}>
-          {(r) => (
-            <div class="grid">
-              <Table
-                caption="Inbound key limits this window"
-                rowKey={(i) => i.apiKeyId}
-                rows={r.inbound}
-                empty={<Empty title="No key is limited">Set requests or tokens per minute on a key to see its use here.</Empty>}
-                columns={[
-                  { label: "Key", render: (i) => i.name },
-                  {
-                    label: "Requests",
-                    class: "num",
-                    render: (i) =>
-                      i.requests ? `${fmtNumber(i.requests.used)} / ${fmtNumber(i.requests.limit)} (${i.requests.source})` : "—"
-                  },
-                  {
-                    label: "Tokens",
-                    class: "num",
-                    render: (i) => (i.tokens ? `${fmtNumber(i.tokens.used)} / ${fmtNumber(i.tokens.limit)} (${i.tokens.source})` : "—")
-                  },
-                  { label: "Resets in", class: "num", render: (i) => `${i.resetSeconds} s` }
-                ]}
-              />
-              <Table
-                caption="Upstream connections' rate-limit state"
-                rowKey={(a) => a.id}
-                rows={r.accounts}
-                empty={<Empty title="No connections">Add a provider to see its upstream rate-limit state.</Empty>}
-                columns={[
-                  { label: "Connection", render: (a) => `${a.name} (${a.provider})` },
-                  {
-                    label: "State",
-                    render: (a) => (
-                      <Badge
-                        kind={
-                          a.state === "ok" || a.state === "active" || a.state === "available" ? "ok" : a.rateLimitedUntil ? "warn" : "muted"
-                        }
-                      >
-                        {a.state}
-                      </Badge>
-                    )
-                  },
-                  { label: "Limited until", render: (a) => fmtDate(a.rateLimitedUntil) },
-                  { label: "In flight", class: "num", render: (a) => `${a.inFlight}${a.max_concurrent ? ` / ${a.max_concurrent}` : ""}` },
-                  {
-                    label: "Quota left",
-                    class: "num",
-                    render: (a) =>
-                      a.quota
-                        ? `${fmtNumber(a.quota.remainingCount ?? a.quota.remaining)}${a.quota.limit ? ` / ${fmtNumber(a.quota.limit)}` : ""}`
-                        : "—"
-                  }
-                ]}
-              />
-            </div>
-          )}
-        </Loader>
-      </Section>
+            <Loader of={budgets}>
+              {(d) => (
+                <Table
+                  caption="Budgets"
+                  rowKey={(b) => b.apiKeyId}
+                  rows={d.budgets}
+                  empty={<Empty title="No budgets">Set one below (or with the Budget button of a key).</Empty>}
+                  columns={[
+                    { label: "Key", render: (b) => keyName(b.apiKeyId) },
+                    {
+                      label: "Daily",
+                      class: "num",
+                      render: (b) =>
+                        b.windows.daily ? `${fmtMoney(b.windows.daily.spentUsd)} / ${fmtMoney(b.windows.daily.limitUsd)}` : "—"
+                    },
+                    {
+                      label: "Weekly",
+                      class: "num",
+                      render: (b) =>
+                        b.windows.weekly ? `${fmtMoney(b.windows.weekly.spentUsd)} / ${fmtMoney(b.windows.weekly.limitUsd)}` : "—"
+                    },
+                    {
+                      label: "Monthly",
+                      class: "num",
+                      render: (b) =>
+                        b.windows.monthly ? `${fmtMoney(b.windows.monthly.spentUsd)} / ${fmtMoney(b.windows.monthly.limitUsd)}` : "—"
+                    },
+                    {
+                      label: "Used",
+                      render: (b) => (
+                        <meter
+                          min={0}
+                          max={100}
+                          value={pct(b.spentUsd, b.limitUsd)}
+                          aria-label={`${keyName(b.apiKeyId)}: percent of budget used`}
+                        />
+                      )
+                    },
+                    {
+                      label: "State",
+                      render: (b) =>
+                        b.exceeded ? (
+                          <Badge kind="bad">exceeded</Badge>
+                        ) : b.warning ? (
+                          <Badge kind="warn">warning</Badge>
+                        ) : (
+                          <Badge kind="ok">ok</Badge>
+                        )
+                    },
+                    { label: "Resets", render: (b) => fmtDate(b.resetsAt) },
+                    {
+                      label: "Actions",
+                      render: (b) => (
+                        <Button
+                          kind="danger"
+                          busy={busy}
+                          aria-label={`Remove the budget of ${keyName(b.apiKeyId)}`}
+                          onClick={() =>
+                            void run(
+                              () => ok(api.DELETE("/api/usage/budget/{id}", { params: { path: { id: b.apiKeyId } } })),
+                              "Budget removed"
+                            ).then((r) => r && budgets.reload())
+                          }
+                        >
+                          Remove
+                        </Button>
+                      )
+                    }
+                  ]}
+                />
+              )}
+            </Loader>
+            {keys.data && <BudgetForm keys={keys.data.keys} onSaved={budgets.reload} />}
+          </Section>
+          <Section title="Token limits">
+            <p class="muted">Caps on the tokens (input plus output) a key may use per window, for everything, one provider or one model.</p>
+            <Loader of={limits}>
+              {(d) => (
+                <Table
+                  caption="Token limits"
+                  rowKey={(l) => l.id}
+                  rows={d.limits}
+                  empty={<Empty title="No token limits">Add one below to cap a key's tokens per window.</Empty>}
+                  columns={[
+                    { label: "Key", render: (l: TokenLimit) => keyName(l.apiKeyId) },
+                    {
+                      label: "Applies to",
+                      render: (l) =>
+                        l.scope === "global" ? "everything" : l.scope === "provider" ? `provider ${l.provider}` : `model ${l.model}`
+                    },
+                    {
+                      label: "Used",
+                      class: "num",
+                      render: (l) => `${fmtNumber(l.usedTokens)} / ${fmtNumber(l.maxTokens)} per ${l.window}`
+                    },
+                    { label: "Resets", render: (l) => fmtDate(l.resetsAt) },
+                    {
+                      label: "Actions",
+                      render: (l) => (
+                        <Button
+                          kind="danger"
+                          busy={busy}
+                          aria-label={`Remove token limit ${l.id}`}
+                          onClick={() =>
+                            void run(() => ok(api.DELETE("/api/usage/token-limits", { body: { id: l.id } })), "Token limit removed").then(
+                              (r) => r && limits.reload()
+                            )
+                          }
+                        >
+                          Remove
+                        </Button>
+                      )
+                    }
+                  ]}
+                />
+              )}
+            </Loader>
+            {keys.data && <TokenLimitForm keys={keys.data.keys} onSaved={limits.reload} />}
+          </Section>
+          <Section title="Rate limits now">
+            <Loader of={rateConfig}>
+              {(c) => (
+                <p class="muted">
+                  Per-key limits count over {c.inbound.windowSeconds} s.{" "}
+                  {c.inbound.autoEnabled
+                    ? `Keys without their own limits get ${fmtNumber(c.inbound.defaultRpm)} rpm and ${fmtNumber(c.inbound.defaultTpm)} tpm (RATE_LIMIT_AUTO_ENABLE).`
+                    : "Keys without their own limits are not limited."}{" "}
+                  {fmtNumber(c.inbound.keys)} key(s) have a limit now.
+                </p>
+              )}
+            </Loader>
+            <Loader of={rates}>
+              {(r) => (
+                <div class="grid">
+                  <Table
+                    caption="Inbound key limits this window"
+                    rowKey={(i) => i.apiKeyId}
+                    rows={r.inbound}
+                    empty={<Empty title="No key is limited">Set requests or tokens per minute on a key to see its use here.</Empty>}
+                    columns={[
+                      { label: "Key", render: (i) => i.name },
+                      {
+                        label: "Requests",
+                        class: "num",
+                        render: (i) =>
+                          i.requests ? `${fmtNumber(i.requests.used)} / ${fmtNumber(i.requests.limit)} (${i.requests.source})` : "—"
+                      },
+                      {
+                        label: "Tokens",
+                        class: "num",
+                        render: (i) => (i.tokens ? `${fmtNumber(i.tokens.used)} / ${fmtNumber(i.tokens.limit)} (${i.tokens.source})` : "—")
+                      },
+                      { label: "Resets in", class: "num", render: (i) => `${i.resetSeconds} s` }
+                    ]}
+                  />
+                  <Table
+                    caption="Upstream connections' rate-limit state"
+                    rowKey={(a) => a.id}
+                    rows={r.accounts}
+                    empty={<Empty title="No connections">Add a provider to see its upstream rate-limit state.</Empty>}
+                    columns={[
+                      { label: "Connection", render: (a) => `${a.name} (${a.provider})` },
+                      {
+                        label: "State",
+                        render: (a) => (
+                          <Badge
+                            kind={
+                              a.state === "ok" || a.state === "active" || a.state === "available"
+                                ? "ok"
+                                : a.rateLimitedUntil
+                                  ? "warn"
+                                  : "muted"
+                            }
+                          >
+                            {a.state}
+                          </Badge>
+                        )
+                      },
+                      { label: "Limited until", render: (a) => fmtDate(a.rateLimitedUntil) },
+                      {
+                        label: "In flight",
+                        class: "num",
+                        render: (a) => `${a.inFlight}${a.max_concurrent ? ` / ${a.max_concurrent}` : ""}`
+                      },
+                      {
+                        label: "Quota left",
+                        class: "num",
+                        render: (a) =>
+                          a.quota
+                            ? `${fmtNumber(a.quota.remainingCount ?? a.quota.remaining)}${a.quota.limit ? ` / ${fmtNumber(a.quota.limit)}` : ""}`
+                            : "—"
+                      }
+                    ]}
+                  />
+                </div>
+              )}
+            </Loader>
+          </Section>
+        </>
+      )}
       <Dialog open={!!editing} title={`Edit ${editing?.name ?? "key"}`} onClose={() => setEditing(undefined)}>
         {editing && <EditKey k={editing} onClose={() => setEditing(undefined)} onSaved={reloadAll} />}
       </Dialog>
