@@ -30,6 +30,7 @@ import { testCommand } from "./commands/test.js"
 import { tunnelCommand } from "./commands/tunnel.js"
 import { pluginsCommand } from "./commands/plugins.js"
 import { updateCommand } from "./commands/update.js"
+import { usageCommand } from "./commands/usage.js"
 import { lazy } from "./handler.js"
 import { colourOn, exitWith, red } from "./output.js"
 import { gateway } from "./root.js"
@@ -49,6 +50,7 @@ export const subcommands = [
   compressionCommand,
   contextCommand,
   quotaCommand,
+  usageCommand,
   cacheCommand,
   backupCommand,
   restoreCommand,

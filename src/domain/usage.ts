@@ -18,7 +18,7 @@ const MAX_INSTANT = 8.64e15
 
 export const instantMs = (s: string): number => (/^\d+$/.test(s) ? Number(s) : Date.parse(s))
 
-const Instant = (name: string) =>
+export const Instant = (name: string) =>
   Schema.String.pipe(
     Schema.filter((s) => {
       const ms = instantMs(s)
@@ -28,7 +28,19 @@ const Instant = (name: string) =>
     })
   )
 
-export const GROUP_BY = ["hour", "day", "model", "provider", "apiKey", "connection", "endpoint"] as const
+/**
+ * `team` and `user` group by the owner of the request's key as it is now (docs/teams.md, "Usage by
+ * team and user"): a user's key counts for that user and for each team the user is a member of, a
+ * team's key for the team.
+ */
+export const GROUP_BY = ["hour", "day", "model", "provider", "apiKey", "connection", "endpoint", "team", "user"] as const
+export type GroupBy = (typeof GROUP_BY)[number]
+
+/** Only the requests of keys owned by this team (its own keys and its members'), or by this user. */
+const OwnerFilters = {
+  teamId: Schema.optional(Schema.String),
+  userId: Schema.optional(Schema.String)
+}
 
 export const HistoryQuery = Schema.Struct({
   from: Schema.optional(Instant("from")),
@@ -36,11 +48,20 @@ export const HistoryQuery = Schema.Struct({
   groupBy: Schema.optional(oneOf(GROUP_BY, "groupBy")),
   apiKeyId: Schema.optional(Schema.String),
   provider: Schema.optional(Schema.String),
-  model: Schema.optional(Schema.String)
+  model: Schema.optional(Schema.String),
+  ...OwnerFilters
 })
+
+/**
+ * `GET /api/usage/export`: the history's range and filters as CSV. With `groupBy`, one line per
+ * group (the history's rows); without, one line per request with its key's owner.
+ */
+export const ExportQuery = HistoryQuery
 
 export const UsageAggregate = Schema.Struct({
   key: Schema.NullOr(Schema.String),
+  /** For `groupBy` apiKey, team and user: the key's, team's or user's name (null: none, or no longer known). */
+  name: Schema.optional(Schema.NullOr(Schema.String)),
   requests: Schema.Number,
   errors: Schema.Number,
   tokensIn: Schema.Number,
@@ -68,6 +89,7 @@ export const LogsQuery = Schema.Struct({
   provider: Schema.optional(Schema.String),
   model: Schema.optional(Schema.String),
   requestId: Schema.optional(Schema.String),
+  ...OwnerFilters,
   /** `ok` (2xx), `error` (anything else), or one status. */
   status: Schema.optional(
     Schema.String.pipe(

@@ -7,8 +7,10 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import type { BadRequest, NotFound } from "../../domain/errors.js"
 import type {
   ConnectionUsage,
+  ExportQuery,
   HistoryQuery,
   LogsQuery,
   RequestLogs,
@@ -17,6 +19,7 @@ import type {
   UsageLogs
 } from "../../domain/usage.js"
 import { BatchWriter } from "../../platform/store/BatchWriter.js"
+import { makeExport } from "./usageExport.js"
 import { makeUsageLogs } from "./usageLogs.js"
 import { makeConnectionUsage, makeHistory, makeTelemetry, recentByConnection } from "./usageSummaries.js"
 
@@ -24,7 +27,10 @@ export { UsageRetention } from "./usageRetention.js"
 export { DAY, quantile } from "./usageRows.js"
 
 export interface UsageQueriesShape {
-  readonly history: (q: typeof HistoryQuery.Type) => Effect.Effect<typeof UsageHistory.Type>
+  /** A `teamId` or `userId` that names no team or user: NotFound. */
+  readonly history: (q: typeof HistoryQuery.Type) => Effect.Effect<typeof UsageHistory.Type, NotFound>
+  /** The history's groups, or one line per request with its key's owner, as CSV text (usageExport.ts). */
+  readonly export: (q: typeof ExportQuery.Type) => Effect.Effect<string, BadRequest | NotFound>
   readonly logs: (q: typeof LogsQuery.Type) => Effect.Effect<typeof UsageLogs.Type>
   readonly requestLogs: (q: typeof LogsQuery.Type) => Effect.Effect<typeof RequestLogs.Type>
   readonly connection: (c: {
@@ -51,8 +57,10 @@ export class UsageQueries extends Context.Tag("gateway/UsageQueries")<UsageQueri
       const deps = { sql, writer }
 
       const { logs, requestLogs } = makeUsageLogs(deps)
+      const history = makeHistory(deps)
       return {
-        history: makeHistory(deps),
+        history,
+        export: makeExport(deps, history),
         logs,
         requestLogs,
         connection: makeConnectionUsage(deps),

@@ -6,6 +6,7 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import type { UsageAggregate } from "../../domain/usage.js"
 import type { BatchWriterShape } from "../../platform/store/BatchWriter.js"
 import { bucketStart } from "../../platform/store/dialect.js"
+import { ownerFilters } from "./usageOwners.js"
 
 export const DAY = 86_400_000
 
@@ -67,7 +68,7 @@ export const aggregate = (r: AggregateRow | undefined, key: string | null): type
 export const quantile = (sorted: ReadonlyArray<number>, q: number): number | null =>
   sorted.length === 0 ? null : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!
 
-/** The conditions of a query's filters (its key, provider, model, request, status, and the page's `before`). */
+/** The conditions of a query's filters (its key, its key's team or user, provider, model, request, status, and the page's `before`). */
 export const filters = (
   sql: SqlClient.SqlClient,
   q: {
@@ -77,10 +78,13 @@ export const filters = (
     requestId?: string | undefined
     status?: string | undefined
     before?: number | undefined
+    teamId?: string | undefined
+    userId?: string | undefined
   }
 ) => {
   const parts = []
   if (q.apiKeyId) parts.push(sql`api_key_id = ${q.apiKeyId}`)
+  parts.push(...ownerFilters(sql, q))
   if (q.provider) parts.push(sql`provider = ${q.provider}`)
   if (q.model) parts.push(sql`(model = ${q.model} OR requested_model = ${q.model})`)
   if (q.requestId) parts.push(sql`request_id = ${q.requestId}`)
@@ -91,15 +95,16 @@ export const filters = (
   return parts
 }
 
-/** `SELECT <key>, <the aggregates> FROM usage`: a WHERE (and GROUP BY) follows. */
+/** `SELECT <key>, <the aggregates> FROM usage` (or `from`, a table like it): a WHERE (and GROUP BY) follows. */
 export const aggregateSelect = (
   sql: SqlClient.SqlClient,
-  key: ReturnType<SqlClient.SqlClient["literal"]>
+  key: ReturnType<SqlClient.SqlClient["literal"]>,
+  from: ReturnType<SqlClient.SqlClient["literal"]> = sql`usage`
 ) => sql`SELECT ${key} AS key, COUNT(*) AS requests,
           SUM(CASE WHEN status BETWEEN 200 AND 299 THEN 0 ELSE 1 END) AS errors,
           SUM(tokens_in) AS tokens_in, SUM(tokens_out) AS tokens_out, SUM(tokens_cached) AS tokens_cached,
           SUM(tokens_reasoning) AS tokens_reasoning, SUM(cost_usd) AS cost_usd, SUM(cache_hit) AS cache_hits,
-          AVG(latency_ms) AS avg_latency FROM usage`
+          AVG(latency_ms) AS avg_latency FROM ${from}`
 
 /** The column (or bucket expression) each `groupBy` of a history groups by. */
 export const GROUP_KEYS: Record<string, string> = {
@@ -109,7 +114,10 @@ export const GROUP_KEYS: Record<string, string> = {
   provider: "provider",
   apiKey: "api_key_id",
   connection: "connection_id",
-  endpoint: "endpoint"
+  endpoint: "endpoint",
+  /** Columns of `ownedUsage` (usageOwners.ts). */
+  team: "owner_team",
+  user: "owner_user"
 }
 
 /** What the reads are given. */

@@ -6,30 +6,48 @@ import * as Effect from "effect/Effect"
 import { instantMs } from "../../domain/usage.js"
 import { bucketLabel } from "../../platform/store/dialect.js"
 import type { UsageQueriesShape } from "./UsageQueries.js"
+import { checkOwners, namesOf, ownedUsage } from "./usageOwners.js"
 import { type AggregateRow, aggregate, aggregateSelect, DAY, filters, GROUP_KEYS, iso, quantile, type UsageReadDeps } from "./usageRows.js"
 
-/** Totals from `from` to `to` (the last 7 days by default) grouped by hour, day, model, provider, key, connection or endpoint. */
+/**
+ * Totals from `from` to `to` (the last 7 days by default) grouped by hour, day, model, provider,
+ * key, connection, endpoint, or the key's team or user (usageOwners.ts). The totals count each
+ * request once, also when a user's key counts for several teams.
+ */
 export const makeHistory =
   ({ sql, writer }: UsageReadDeps): UsageQueriesShape["history"] =>
   (q) =>
     Effect.gen(function* () {
+      yield* checkOwners(sql, q)
       yield* writer.flush
       const to = q.to ? instantMs(q.to) : Date.now()
       const from = q.from ? instantMs(q.from) : to - 7 * DAY
       const groupBy = q.groupBy ?? "day"
       const where = sql.and([sql`ts >= ${from}`, sql`ts <= ${to}`, ...filters(sql, q)])
+      const source = groupBy === "team" || groupBy === "user" ? ownedUsage(sql, groupBy === "team") : sql`usage`
       const rows =
-        yield* sql<AggregateRow>`${aggregateSelect(sql, sql.literal(GROUP_KEYS[groupBy]!))} WHERE ${where} GROUP BY 1 ORDER BY 1`.pipe(
+        yield* sql<AggregateRow>`${aggregateSelect(sql, sql.literal(GROUP_KEYS[groupBy]!), source)} WHERE ${where} GROUP BY 1 ORDER BY 1`.pipe(
           Effect.orDie
         )
       const [totals] = yield* sql<AggregateRow>`${aggregateSelect(sql, sql.literal("NULL"))} WHERE ${where}`.pipe(Effect.orDie)
       // Time buckets come back as their start (epoch ms) and are shown as `2024-05-01T13:00:00Z` / `2024-05-01`.
       const label = groupBy === "hour" || groupBy === "day" ? (k: string | number) => bucketLabel(k, groupBy) : String
+      const named = groupBy === "apiKey" || groupBy === "team" || groupBy === "user"
+      const names = named
+        ? yield* namesOf(
+            sql,
+            groupBy,
+            rows.flatMap((r) => (r.key === null ? [] : [String(r.key)]))
+          )
+        : undefined
       return {
         from: iso(from),
         to: iso(to),
         groupBy,
-        rows: rows.map((r) => aggregate(r, r.key === null ? null : label(r.key))),
+        rows: rows.map((r) => {
+          const a = aggregate(r, r.key === null ? null : label(r.key))
+          return names ? { ...a, name: a.key === null ? null : (names.get(a.key) ?? null) } : a
+        }),
         totals: aggregate(totals, null)
       }
     })

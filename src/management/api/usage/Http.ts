@@ -1,4 +1,5 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import { Connections } from "../../../upstream/providers/Connections.js"
 import { Resilience } from "../../../services/resilience/Resilience.js"
@@ -8,7 +9,14 @@ import { monitoringHealth } from "../../../services/usage/monitoringHealth.js"
 import { UsageQueries } from "../../../services/usage/UsageQueries.js"
 import { ManagementApi } from "../Api.js"
 
-/** `/api/usage/{history,logs,request-logs,<connection>}`, `/api/telemetry/summary`, `/api/monitoring/health`. */
+/** `usage-<from day>-<to day>[-<groupBy>].csv`, the name an export is saved under. */
+const exportName = (q: { readonly from?: string | undefined; readonly to?: string | undefined; readonly groupBy?: string | undefined }) =>
+  `usage${q.from ? `-${q.from.slice(0, 10)}` : ""}${q.to ? `-${q.to.slice(0, 10)}` : ""}${q.groupBy ? `-by-${q.groupBy}` : ""}.csv`.replace(
+    /[^\w.-]/g,
+    "_"
+  )
+
+/** `/api/usage/{history,export,logs,request-logs,<connection>}`, `/api/telemetry/summary`, `/api/monitoring/health`. */
 export const layer = HttpApiBuilder.group(ManagementApi, "usage", (handlers) =>
   Effect.gen(function* () {
     const queries = yield* UsageQueries
@@ -19,6 +27,14 @@ export const layer = HttpApiBuilder.group(ManagementApi, "usage", (handlers) =>
     const health = monitoringHealth({ connections, cooldowns, resilience, memory, queries })
     return handlers
       .handle("history", ({ urlParams }) => queries.history(urlParams))
+      .handle("export", ({ urlParams }) =>
+        Effect.map(queries.export(urlParams), (text) =>
+          HttpServerResponse.text(text, {
+            contentType: "text/csv; charset=utf-8",
+            headers: { "content-disposition": `attachment; filename="${exportName(urlParams)}"` }
+          })
+        )
+      )
       .handle("logs", ({ urlParams }) => queries.logs(urlParams))
       .handle("requestLogs", ({ urlParams }) => queries.requestLogs(urlParams))
       .handle("connection", ({ path }) =>
