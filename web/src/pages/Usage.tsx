@@ -11,6 +11,7 @@ import {
   fmtMs,
   fmtNumber,
   Form,
+  type Loaded,
   Loader,
   Page,
   Section,
@@ -18,13 +19,15 @@ import {
   Stat,
   Table,
   TextInput,
+  useAction,
   useLoad
 } from "../ui"
 import "./Usage.css"
 
-// Usage & cost: requests, tokens and cost over a range (by hour or day), rankings by model,
-// provider, key, connection and endpoint, and latency per provider. GET /api/usage/history and
-// GET /api/telemetry/summary only. The range is in the URL (?range=7d, or ?from=…&to=…).
+// Usage & cost: requests, tokens and cost over a range (by hour or day), rankings by team, user,
+// model, provider, key, connection and endpoint, and latency per provider. GET /api/usage/history,
+// GET /api/usage/export (the CSV downloads) and GET /api/telemetry/summary only. The range and the
+// team or user shown are in the URL (?range=7d, or ?from=…&to=…; &team=<id>, &user=<id>).
 
 const HOUR = 3_600_000
 const DAY = 24 * HOUR
@@ -37,9 +40,47 @@ const RANGES = [
 ]
 type RangeName = (typeof RANGES)[number]["value"]
 
+type GroupBy = "hour" | "day" | "model" | "provider" | "apiKey" | "connection" | "endpoint" | "team" | "user"
+/** The range, and the team or user the page is narrowed to. */
+type Scope = { from: string; to: string; teamId?: string; userId?: string }
 type History = Awaited<ReturnType<typeof history>>
-const history = (q: { from: string; to: string; groupBy: "hour" | "day" | "model" | "provider" | "apiKey" | "connection" | "endpoint" }) =>
-  ok(api.GET("/api/usage/history", { params: { query: q } }))
+const history = (q: Scope & { groupBy: GroupBy }) => ok(api.GET("/api/usage/history", { params: { query: q } }))
+
+/** Saves a download: a temporary object URL on a link with `download`, named as the API names it. */
+const saveBlob = (blob: Blob, response: Response, fallback: string) => {
+  const m = /filename="?([^";]+)"?/i.exec(response.headers.get("content-disposition") ?? "")
+  const a = document.createElement("a")
+  a.href = URL.createObjectURL(blob)
+  a.download = m?.[1] ?? fallback
+  document.body.appendChild(a)
+  a.click()
+  a.remove()
+  setTimeout(() => URL.revokeObjectURL(a.href), 10_000)
+}
+
+/** CSV downloads of the range (GET /api/usage/export): one line per request with its key's owner, or the teams' or users' totals. */
+const Downloads = (p: { scope: Scope }) => {
+  const [run, busy] = useAction()
+  const download = (groupBy?: "team" | "user") =>
+    void run(async () => {
+      const r = await api.GET("/api/usage/export", { params: { query: groupBy ? { ...p.scope, groupBy } : p.scope }, parseAs: "blob" })
+      const blob = await ok(Promise.resolve(r))
+      saveBlob(blob as unknown as Blob, r.response, "usage.csv")
+    }, "Download started")
+  return (
+    <div class="usage-downloads" role="group" aria-label="Download CSV">
+      <Button kind="plain" busy={busy} onClick={() => download()}>
+        CSV per request
+      </Button>
+      <Button kind="plain" busy={busy} onClick={() => download("team")}>
+        CSV by team
+      </Button>
+      <Button kind="plain" busy={busy} onClick={() => download("user")}>
+        CSV by user
+      </Button>
+    </div>
+  )
+}
 
 /** The bucket's start (ms) of an hour or day label ("2026-11-23" or "2026-11-23T10:00:00Z"), UTC. */
 const bucketMs = (label: string) => Date.parse(label.length === 10 ? `${label}T00:00:00Z` : label)
@@ -56,6 +97,15 @@ const fillBuckets = (h: History, unit: "hour" | "day", from: number, to: number)
     rows.push(byStart.get(t))
   }
   return { xs, rows }
+}
+
+/** The page's URL with one parameter changed (others kept). */
+const withParam = (query: URLSearchParams, name: string, value: string | undefined) => {
+  const q = new URLSearchParams(query)
+  if (value) q.set(name, value)
+  else q.delete(name)
+  const text = q.toString()
+  return text ? `/usage?${text}` : "/usage"
 }
 
 const useQueryRange = () => {
@@ -82,7 +132,41 @@ const useQueryRange = () => {
   return { range, fromText: "", toText: "", from: to - r.ms, to, bucket: r.bucket }
 }
 
+/**
+ * The team or user the page is narrowed to, chosen from those with usage in the range (the
+ * groups' names, so the page needs no directory call).
+ */
+const OwnerPicker = (p: { query: URLSearchParams; teams: History | undefined; users: History | undefined }) => {
+  const team = p.query.get("team") ?? ""
+  const user = p.query.get("user") ?? ""
+  const options = (h: History | undefined, current: string, none: string) => [
+    { value: "", label: none },
+    ...(h?.rows ?? []).flatMap((r) => (r.key === null ? [] : [{ value: r.key, label: r.name ?? r.key }])),
+    ...(current && !h?.rows.some((r) => r.key === current) ? [{ value: current, label: current }] : [])
+  ]
+  return (
+    <>
+      <Select
+        label="Team"
+        value={team}
+        options={options(p.teams, team, "Every team")}
+        onChange={(v) => navigate(withParam(p.query, "team", v), true)}
+      />
+      <Select
+        label="User"
+        value={user}
+        options={options(p.users, user, "Every user")}
+        onChange={(v) => navigate(withParam(p.query, "user", v), true)}
+      />
+    </>
+  )
+}
+
 const RangePicker = (p: { range: RangeName; fromText: string; toText: string }) => {
+  const { query } = useLocation()
+  /** A new range keeps the team or user chosen. */
+  const withOwner = (path: string) =>
+    ["team", "user"].reduce((to, name) => (query.get(name) ? `${to}&${name}=${encodeURIComponent(query.get(name)!)}` : to), path)
   const [from, setFrom] = useState(p.fromText || new Date(Date.now() - 7 * DAY).toISOString().slice(0, 10))
   const [to, setTo] = useState(p.toText || new Date().toISOString().slice(0, 10))
   return (
@@ -91,10 +175,10 @@ const RangePicker = (p: { range: RangeName; fromText: string; toText: string }) 
         label="Range"
         value={p.range}
         options={RANGES.map((r) => ({ value: r.value, label: r.label }))}
-        onChange={(v) => navigate(v === "custom" ? `/usage?from=${from}&to=${to}` : `/usage?range=${v}`, true)}
+        onChange={(v) => navigate(withOwner(v === "custom" ? `/usage?from=${from}&to=${to}` : `/usage?range=${v}`), true)}
       />
       {p.range === "custom" && (
-        <Form label="Custom range" onSubmit={() => navigate(`/usage?from=${from}&to=${to}`, true)}>
+        <Form label="Custom range" onSubmit={() => navigate(withOwner(`/usage?from=${from}&to=${to}`), true)}>
           <TextInput label="From (UTC)" type="date" value={from} onInput={setFrom} required />
           <TextInput label="To (UTC)" type="date" value={to} onInput={setTo} required />
           <Button type="submit">Show</Button>
@@ -106,20 +190,32 @@ const RangePicker = (p: { range: RangeName; fromText: string; toText: string }) 
 
 export default function UsagePage() {
   const r = useQueryRange()
+  const { query } = useLocation()
   const fromIso = new Date(r.from).toISOString()
   const toIso = new Date(r.to).toISOString()
-  const deps = [fromIso, toIso]
-  const series = useLoad(() => history({ from: fromIso, to: toIso, groupBy: r.bucket }), [...deps, r.bucket])
-  const byModel = useLoad(() => history({ from: fromIso, to: toIso, groupBy: "model" }), deps)
-  const byProvider = useLoad(() => history({ from: fromIso, to: toIso, groupBy: "provider" }), deps)
-  const byKey = useLoad(() => history({ from: fromIso, to: toIso, groupBy: "apiKey" }), deps)
-  const byEndpoint = useLoad(() => history({ from: fromIso, to: toIso, groupBy: "endpoint" }), deps)
-  const byConnection = useLoad(() => history({ from: fromIso, to: toIso, groupBy: "connection" }), deps)
+  const teamId = query.get("team") ?? undefined
+  const userId = query.get("user") ?? undefined
+  const scope: Scope = { from: fromIso, to: toIso, ...(teamId ? { teamId } : {}), ...(userId ? { userId } : {}) }
+  const deps = [fromIso, toIso, teamId, userId]
+  const series = useLoad(() => history({ ...scope, groupBy: r.bucket }), [...deps, r.bucket])
+  const byTeam = useLoad(() => history({ ...scope, groupBy: "team" }), deps)
+  const byUser = useLoad(() => history({ ...scope, groupBy: "user" }), deps)
+  // The pickers offer every team and user with usage in the range, whatever is chosen.
+  const allTeams = useLoad(() => history({ from: fromIso, to: toIso, groupBy: "team" }), [fromIso, toIso])
+  const allUsers = useLoad(() => history({ from: fromIso, to: toIso, groupBy: "user" }), [fromIso, toIso])
+  const byModel = useLoad(() => history({ ...scope, groupBy: "model" }), deps)
+  const byProvider = useLoad(() => history({ ...scope, groupBy: "provider" }), deps)
+  const byKey = useLoad(() => history({ ...scope, groupBy: "apiKey" }), deps)
+  const byEndpoint = useLoad(() => history({ ...scope, groupBy: "endpoint" }), deps)
+  const byConnection = useLoad(() => history({ ...scope, groupBy: "connection" }), deps)
   const hours = Math.min(24 * 90, Math.max(1, Math.round((r.to - r.from) / HOUR)))
   const telemetry = useLoad(() => ok(api.GET("/api/telemetry/summary", { params: { query: { hours: String(hours) } } })), [hours])
   const keys = useLoad(() => ok(api.GET("/api/keys")))
   const providers = useLoad(() => ok(api.GET("/api/providers")))
   const keyName = (id: string | null) => (id === null ? "no key" : (keys.data?.keys.find((k) => k.id === id)?.name ?? id))
+  /** A team's or user's name as the history gives it (null: usage of keys without one). */
+  const ownerName = (h: History | undefined, none: string) => (id: string | null) =>
+    id === null ? none : (h?.rows.find((x) => x.key === id)?.name ?? id)
   const connName = (id: string | null) => (id === null ? "none" : (providers.data?.connections.find((c) => c.id === id)?.name ?? id))
 
   const chart = useMemo(() => {
@@ -152,7 +248,12 @@ export default function UsagePage() {
     <Page
       title="Usage & cost"
       description="Requests, tokens and spend through this gateway."
-      actions={<RangePicker range={r.range} fromText={r.fromText} toText={r.toText} />}
+      actions={
+        <div class="usage-filters">
+          <RangePicker range={r.range} fromText={r.fromText} toText={r.toText} />
+          <OwnerPicker query={query} teams={allTeams.data} users={allUsers.data} />
+        </div>
+      }
     >
       <ErrorBox error={series.error} retry={series.reload} />
       <div class="stats" aria-label="Totals for the range">
@@ -181,6 +282,22 @@ export default function UsagePage() {
         </Loader>
       </Section>
       <div class="grid">
+        <Section title="By team" actions={<Downloads scope={scope} />}>
+          <Bars title="Cost by team" rows={rank(byTeam.data, ownerName(byTeam.data, "no team"), (x) => x.costUsd)} format={fmtMoney} />
+          <Bars
+            title="Requests by team"
+            rows={rank(byTeam.data, ownerName(byTeam.data, "no team"), (x) => x.requests)}
+            format={fmtNumber}
+          />
+        </Section>
+        <Section title="By user">
+          <Bars title="Cost by user" rows={rank(byUser.data, ownerName(byUser.data, "no user"), (x) => x.costUsd)} format={fmtMoney} />
+          <Bars
+            title="Requests by user"
+            rows={rank(byUser.data, ownerName(byUser.data, "no user"), (x) => x.requests)}
+            format={fmtNumber}
+          />
+        </Section>
         <Section title="By model">
           <Bars title="Requests by model" rows={rank(byModel.data, plain, (x) => x.requests)} format={fmtNumber} />
           <Bars title="Cost by model" rows={rank(byModel.data, plain, (x) => x.costUsd)} format={fmtMoney} />
@@ -198,6 +315,16 @@ export default function UsagePage() {
           <Bars title="Requests by connection" rows={rank(byConnection.data, connName, (x) => x.requests)} format={fmtNumber} />
         </Section>
       </div>
+      <Section title="Teams and users in detail">
+        <p class="muted">
+          A key counts for its owner as it is now: a user's key for the user and for each of the user's teams, a team's key for the team (so
+          the teams can add up to more than the total).
+        </p>
+        <div class="grid">
+          <OwnerTable of={byTeam} kind="team" none="Keys without a team" query={query} />
+          <OwnerTable of={byUser} kind="user" none="Keys without a user" query={query} />
+        </div>
+      </Section>
       <Section title="Models in detail">
         <Loader of={byModel}>
           {(h) => (
@@ -246,3 +373,27 @@ export default function UsagePage() {
     </Page>
   )
 }
+
+/** Requests, tokens and cost per team or per user, each name a link narrowing the page to it. */
+const OwnerTable = (p: { of: Loaded<History>; kind: "team" | "user"; none: string; query: URLSearchParams }) => (
+  <Loader of={p.of}>
+    {(h) => (
+      <Table
+        caption={p.kind === "team" ? "Usage by team" : "Usage by user"}
+        rowKey={(x) => x.key ?? "(none)"}
+        rows={[...h.rows].sort((a, b) => b.costUsd - a.costUsd || b.requests - a.requests)}
+        empty={<Empty title="Nothing yet">{p.kind === "team" ? "Teams" : "Users"} appear here once their keys make requests.</Empty>}
+        columns={[
+          {
+            label: p.kind === "team" ? "Team" : "User",
+            render: (x) => (x.key ? <Link to={withParam(p.query, p.kind, x.key)}>{x.name ?? x.key}</Link> : p.none)
+          },
+          { label: "Requests", class: "num", render: (x) => fmtNumber(x.requests) },
+          { label: "Tokens in", class: "num", render: (x) => fmtNumber(x.tokensIn) },
+          { label: "Tokens out", class: "num", render: (x) => fmtNumber(x.tokensOut) },
+          { label: "Cost", class: "num", render: (x) => fmtMoney(x.costUsd) }
+        ]}
+      />
+    )}
+  </Loader>
+)
