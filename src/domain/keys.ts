@@ -26,6 +26,9 @@ export const PerMinute = Schema.Int.pipe(
 /** A per-minute limit: a positive integer, or null for none. */
 export const PerMinuteLimit = Schema.NullOr(PerMinute)
 
+/** A key's owner as given: a user's id or email, a team's id or name. */
+export const KeyOwnerRef = Schema.Trim.pipe(Schema.minLength(1, { message: () => "an owner must not be empty (null: none)" }))
+
 /** When a key stops working: an ISO 8601 date. */
 export const ApiKeyExpiry = Schema.DateFromString.pipe(Schema.validDate({ message: () => "expiresAt must be an ISO 8601 date" }))
 
@@ -37,6 +40,9 @@ export const CreateApiKey = Schema.Struct({
   name: Schema.optional(ApiKeyName),
   scopes: Schema.optional(Schema.Array(ApiKeyScope).pipe(Schema.minItems(1, { message: () => "scopes must not be empty" }))),
   expiresAt: Schema.optional(Schema.NullOr(ApiKeyExpiry)),
+  /** The key's owner (docs/teams.md, "Keys and their owners"): a user (id or email) or a team (id or name), not both; neither: the caller's user. */
+  userId: Schema.optional(Schema.NullOr(KeyOwnerRef)),
+  teamId: Schema.optional(Schema.NullOr(KeyOwnerRef)),
   /** Shadow targets for this key's requests (docs/shadow.md); null or []: none. */
   shadow: Schema.optional(Schema.NullOr(ShadowTargets)),
   /** The MCP servers and tools this key may use through the gateway (docs/mcp.md); null or absent: every allowed tool. */
@@ -55,6 +61,9 @@ export const UpdateApiKey = Schema.Struct({
   enabled: Schema.optional(Schema.Boolean),
   /** A new expiry; null: never expires. */
   expiresAt: Schema.optional(Schema.NullOr(ApiKeyExpiry)),
+  /** A new owner: a user (id or email) or a team (id or name), not both; the other is cleared; null on both: nobody's. */
+  userId: Schema.optional(Schema.NullOr(KeyOwnerRef)),
+  teamId: Schema.optional(Schema.NullOr(KeyOwnerRef)),
   /** New shadow targets for this key's requests; null or []: none. */
   shadow: Schema.optional(Schema.NullOr(ShadowTargets)),
   /** A new MCP ceiling for this key; null: none (every allowed tool). */
@@ -77,6 +86,10 @@ export const ApiKeyView = Schema.Struct({
   /** The key's own inbound limits (null: none set; RATE_LIMIT_AUTO_ENABLE may apply a default). */
   rpm: Schema.NullOr(Schema.Number),
   tpm: Schema.NullOr(Schema.Number),
+  /** The user who owns the key (docs/teams.md, "Keys and their owners"); null: none. */
+  userId: Schema.NullOr(Schema.String),
+  /** The team that owns the key; null: none. */
+  teamId: Schema.NullOr(Schema.String),
   /** The key's shadow targets (docs/shadow.md); [] for none. */
   shadow: Schema.Array(ShadowTarget),
   /** The key's MCP ceiling (docs/mcp.md); null: none (every allowed tool). */

@@ -9,12 +9,13 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
-import type { Conflict, NotFound } from "../../domain/errors.js"
+import type { BadRequest, Conflict, NotFound } from "../../domain/errors.js"
 import type { ApiKeyScope, ApiKeyView, CreateApiKey, CreatedApiKey, UpdateApiKey } from "../../domain/keys.js"
 import type { ShadowTarget } from "../../domain/shadow.js"
 import { BatchWriter } from "../../platform/store/BatchWriter.js"
 import { StoreHealth } from "../../platform/store/StoreHealth.js"
 import { StoreVersion } from "../../platform/store/StoreVersion.js"
+import { Directory } from "../teams/Directory.js"
 import { makeKeyLookup } from "./apiKeyLookup.js"
 import { makeKeyManagement } from "./apiKeyManagement.js"
 import { loadKeysByHash } from "./apiKeyRows.js"
@@ -39,20 +40,30 @@ export interface ApiKeyRecord {
   readonly shadow: ReadonlyArray<ShadowTarget>
   /** The MCP ceiling: patterns `<server>`, `<server>__<tool>`, `<server>__*`, `*` (docs/mcp.md); null: every allowed tool. */
   readonly mcpAllow: ReadonlyArray<string> | null
+  /** The user who owns the key (docs/teams.md, "Keys and their owners"); null: none. */
+  readonly userId: string | null
+  /** The team who owns the key; null: none (on both: nobody's, acting as the first admin). */
+  readonly teamId: string | null
   /** Longest wait for a quota to reset, in seconds (docs/resilience.md, "Waiting out a quota"); null: off. */
   readonly maxQueueWaitSeconds: number | null
 }
 
 export interface ApiKeysShape {
-  /** Creates a key; `secret` adopts a caller-chosen value (GATEWAY_API_KEY) instead of generating one. */
-  readonly create: (input: CreateApiKey, options?: { readonly secret?: string; readonly actor?: string }) => Effect.Effect<CreatedApiKey>
+  /**
+   * Creates a key; `secret` adopts a caller-chosen value (GATEWAY_API_KEY) instead of generating one. A key given neither
+   * `userId` nor `teamId` belongs to `owner` (the caller's user id; default: the first admin). An unknown owner is a 400.
+   */
+  readonly create: (
+    input: CreateApiKey,
+    options?: { readonly secret?: string; readonly actor?: string; readonly owner?: string }
+  ) => Effect.Effect<CreatedApiKey, BadRequest>
   readonly list: Effect.Effect<ReadonlyArray<ApiKeyView>>
   /** Whether any key has shadow targets (from memory, worked out once per loaded key set). */
   readonly anyShadowed: Effect.Effect<boolean>
   /** Removes a key by id or by name. */
   readonly remove: (idOrName: string, actor?: string) => Effect.Effect<ApiKeyView, NotFound | Conflict>
   /** Changes a key's name or limits, by id or by name. */
-  readonly update: (idOrName: string, input: UpdateApiKey, actor?: string) => Effect.Effect<ApiKeyView, NotFound | Conflict>
+  readonly update: (idOrName: string, input: UpdateApiKey, actor?: string) => Effect.Effect<ApiKeyView, BadRequest | NotFound | Conflict>
   /** A key by id from memory when the cached keys are known fresh (undefined: unknown or not fresh; use `byId`). */
   readonly peekById: (id: string) => ApiKeyRecord | undefined
   readonly byId: (id: string) => Effect.Effect<ApiKeyRecord | undefined>
@@ -83,7 +94,8 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
       yield* flushTouched.pipe(Effect.repeat(Schedule.spaced("30 seconds")), Effect.forkScoped)
 
       // The parts: the management API's changes, the request path's lookups.
-      const { create, list, update, remove } = makeKeyManagement({ sql, writer, byHash, touched })
+      const directory = yield* Directory
+      const { create, list, update, remove } = makeKeyManagement({ sql, writer, byHash, touched, directory })
       const { peekById, byId, anyShadowed, verify, peekVerify, hasAdminKey } = makeKeyLookup({ byHash, touched })
 
       return {

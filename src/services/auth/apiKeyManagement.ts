@@ -5,10 +5,11 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as crypto from "node:crypto"
-import { Conflict, NotFound } from "../../domain/errors.js"
+import { type BadRequest, Conflict, NotFound } from "../../domain/errors.js"
 import type { ApiKeyScope } from "../../domain/keys.js"
 import { maskSecret } from "../../kernel/redact.js"
 import type { BatchWriterShape } from "../../platform/store/BatchWriter.js"
+import type { DirectoryShape, KeyOwner, KeyOwnerInput } from "../teams/Directory.js"
 import type { ApiKeyRecord, ApiKeysShape } from "./ApiKeys.js"
 import { type KeysByHash, mcpAllowColumn, shadowColumn, toView } from "./apiKeyRows.js"
 import { randomToken, sha256 } from "./password.js"
@@ -21,10 +22,18 @@ export interface KeyManagementDeps {
   readonly byHash: KeysByHash
   /** The last-used times not yet written (apiKeyUsage.ts). */
   readonly touched: Map<string, number>
+  /** The users and teams a key may belong to (docs/teams.md, "Keys and their owners"). */
+  readonly directory: Pick<DirectoryShape, "keyOwner" | "firstAdmin">
 }
 
 /** `create`, `list`, `update` and `remove`: each write invalidates the keys in memory. */
-export const makeKeyManagement = ({ sql, writer, byHash, touched }: KeyManagementDeps) => {
+export const makeKeyManagement = ({ sql, writer, byHash, touched, directory }: KeyManagementDeps) => {
+  /** The owner a create or update asks for (checked), else `otherwise`. */
+  const ownerOf = (input: KeyOwnerInput, otherwise: () => KeyOwner): Effect.Effect<KeyOwner, BadRequest> =>
+    input.userId === undefined && input.teamId === undefined ? Effect.sync(otherwise) : directory.keyOwner(input)
+  const setOwner = (id: string, owner: KeyOwner) =>
+    sql`UPDATE api_keys SET user_id = ${owner.userId}, team_id = ${owner.teamId} WHERE id = ${id}`.pipe(Effect.orDie)
+
   const audit = (actor: string, action: string, target: string) =>
     writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
 
@@ -34,6 +43,11 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched }: KeyManagemen
       const hash = sha256(secret)
       const scopes: Array<ApiKeyScope> = Array.from(new Set<ApiKeyScope>(input.scopes ?? ["inference"]))
       const existing = (yield* byHash.get).get(hash)
+      const owner = yield* ownerOf(input, () =>
+        existing
+          ? { userId: existing.userId, teamId: existing.teamId }
+          : { userId: options.owner ?? directory.firstAdmin().id, teamId: null }
+      )
       if (existing) {
         // Adopting the same secret twice (re-running setup) updates the key instead of failing.
         const merged: Array<ApiKeyScope> = Array.from(new Set([...existing.scopes, ...scopes]))
@@ -45,9 +59,10 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched }: KeyManagemen
         yield* sql`UPDATE api_keys SET scopes = ${JSON.stringify(merged)}, enabled = 1, rpm_limit = ${rpm}, tpm_limit = ${tpm}, shadow = ${shadowColumn(shadow)}, mcp_allow = ${mcpAllowColumn(mcpAllow)}, max_queue_wait_s = ${maxQueueWaitSeconds} WHERE id = ${existing.id}`.pipe(
           Effect.orDie
         )
+        yield* setOwner(existing.id, owner)
         yield* byHash.invalidate
         const record = { ...existing, scopes: merged, enabled: true, rpm, tpm, shadow, mcpAllow, maxQueueWaitSeconds }
-        return { ...toView(record), secret }
+        return { ...toView({ ...record, ...owner }), secret }
       }
       const record: ApiKeyRecord = {
         id: "key_" + crypto.randomBytes(8).toString("hex"),
@@ -58,6 +73,8 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched }: KeyManagemen
         createdAt: Date.now(),
         expiresAt: input.expiresAt ? input.expiresAt.getTime() : null,
         lastUsedAt: null,
+        userId: owner.userId,
+        teamId: owner.teamId,
         rpm: input.rpm ?? null,
         tpm: input.tpm ?? null,
         shadow: input.shadow ?? [],
@@ -68,6 +85,8 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched }: KeyManagemen
         id: record.id,
         name: record.name,
         key_hash: hash,
+        user_id: owner.userId,
+        team_id: owner.teamId,
         masked: record.masked,
         scopes: JSON.stringify(record.scopes),
         enabled: 1,
@@ -109,8 +128,10 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched }: KeyManagemen
   const update: ApiKeysShape["update"] = (idOrName, input, actor = "system") =>
     Effect.gen(function* () {
       const target = yield* find(idOrName)
+      const owner = yield* ownerOf(input, () => ({ userId: target.userId, teamId: target.teamId }))
       const next: ApiKeyRecord = {
         ...target,
+        ...owner,
         name: input.name ?? target.name,
         rpm: input.rpm === undefined ? target.rpm : input.rpm,
         tpm: input.tpm === undefined ? target.tpm : input.tpm,
@@ -123,6 +144,7 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched }: KeyManagemen
       yield* sql`UPDATE api_keys SET name = ${next.name}, rpm_limit = ${next.rpm}, tpm_limit = ${next.tpm}, enabled = ${next.enabled ? 1 : 0}, expires_at = ${next.expiresAt}, shadow = ${shadowColumn(next.shadow)}, mcp_allow = ${mcpAllowColumn(next.mcpAllow)}, max_queue_wait_s = ${next.maxQueueWaitSeconds} WHERE id = ${target.id}`.pipe(
         Effect.orDie
       )
+      if (owner.userId !== target.userId || owner.teamId !== target.teamId) yield* setOwner(target.id, owner)
       yield* byHash.invalidate
       audit(actor, "api_key.update", target.id)
       return toView({ ...next, lastUsedAt: touched.get(next.id) ?? next.lastUsedAt })

@@ -24,6 +24,8 @@ interface Row {
   readonly tpm_limit: number | null
   readonly shadow: string | null
   readonly mcp_allow: string | null
+  readonly user_id?: string | null
+  readonly team_id?: string | null
   readonly max_queue_wait_s?: number | null
 }
 
@@ -56,6 +58,8 @@ const toRecord = (row: Row): ApiKeyRecord => ({
   tpm: row.tpm_limit ?? null,
   shadow: row.shadow ? (JSON.parse(row.shadow) as ReadonlyArray<ShadowTarget>) : [],
   mcpAllow: mcpAllowOf(row.mcp_allow),
+  userId: row.user_id ?? null,
+  teamId: row.team_id ?? null,
   maxQueueWaitSeconds: row.max_queue_wait_s ? row.max_queue_wait_s : null
 })
 
@@ -72,6 +76,8 @@ export const toView = (r: ApiKeyRecord): ApiKeyView => ({
   tpm: r.tpm,
   shadow: r.shadow,
   mcp: r.mcpAllow === null ? null : { allow: r.mcpAllow },
+  userId: r.userId,
+  teamId: r.teamId,
   maxQueueWaitSeconds: r.maxQueueWaitSeconds
 })
 
