@@ -27,13 +27,14 @@ import { UpstreamLive } from "../upstream/UpstreamLive.js"
 export const CoreLayer = Layer.mergeAll(
   ApiKeys.layer,
   AdminAuth.layer,
-  Directory.layer,
   Usage.layer,
   Combos.layer,
   Aliases.layer,
   ContextStore.layer,
   ConfigBundle.layer
 ).pipe(
+  // Keys name their owners from the directory.
+  Layer.provideMerge(Directory.layer),
   Layer.provideMerge(AutoEngine.layer),
   Layer.provideMerge(UpstreamLive),
   Layer.provideMerge(PlatformLive),
