@@ -19,6 +19,7 @@ import { replayCommand } from "./commands/replay.js"
 import { shadowCommand } from "./commands/shadow.js"
 import { inspectCommand } from "./commands/inspect.js"
 import { keysCommand } from "./commands/keys.js"
+import { loginCommand, logoutCommand } from "./commands/login.js"
 import { logsCommand } from "./commands/logs.js"
 import { mcpCommand } from "./commands/mcp.js"
 import { modelsCommand, providerCommand } from "./commands/models.js"
@@ -45,6 +46,8 @@ export const subcommands = [
   doctorCommand,
   providersCommand,
   keysCommand,
+  loginCommand,
+  logoutCommand,
   statusCommand,
   comboCommand,
   compressionCommand,

@@ -7,6 +7,7 @@ import * as Option from "effect/Option"
 import { BadRequest } from "../domain/errors.js"
 import { ManagementApi } from "../management/api/Api.js"
 import { appConfig } from "./root.js"
+import { loadSession, sessionHeaders, type StoredSession } from "./session.js"
 
 /** A client for the running server, derived from the same HttpApi the server implements. */
 export const managementClient = (baseUrl: string, adminKey: string | undefined) =>
@@ -33,14 +34,27 @@ export const localServerUrl = (port?: number) =>
 export const adminKeyOf = (apiKey: Option.Option<string>): string | undefined =>
   Option.getOrUndefined(apiKey) ?? (process.env.GATEWAY_API_KEY?.trim() || undefined)
 
-/** The running server's management client, authenticated with the admin key. */
+/** A client for the running server signed in as the session `gateway login` kept (its cookie and CSRF token). */
+export const sessionClient = (baseUrl: string, session: StoredSession) =>
+  HttpApiClient.make(ManagementApi, {
+    baseUrl,
+    transformClient: (client) => HttpClient.mapRequest(client, HttpClientRequest.setHeaders(sessionHeaders(session)))
+  })
+
+/**
+ * The running server's management client, authenticated with the admin key, else with the session
+ * `gateway login` kept for this address (docs/sso.md, "The CLI").
+ */
 export const remote = (opts: { readonly url: Option.Option<string>; readonly apiKey: Option.Option<string> }) =>
   Effect.gen(function* () {
     const url = yield* serverUrl(opts.url)
     const adminKey = adminKeyOf(opts.apiKey)
-    if (!adminKey) return yield* new BadRequest({ message: "an admin API key is needed: pass --api-key or set GATEWAY_API_KEY" })
-    return { url, client: yield* managementClient(url, adminKey) }
-  })
+    if (adminKey) return { url, client: yield* managementClient(url, adminKey) }
+    const session = loadSession(url)
+    if (session) return { url, client: yield* sessionClient(url, session) }
+    return yield* new BadRequest({
+      message: "an admin API key is needed: pass --api-key or set GATEWAY_API_KEY, or sign in with `gateway login`"
+    })
 
 /** Turns the client's transport and HTTP errors into one readable line. */
 export const explain = (url: string) => (e: unknown) => {
