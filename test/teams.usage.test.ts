@@ -84,7 +84,8 @@ beforeAll(async () => {
     keyIds[name] = created.id
   }
   const now = Date.now()
-  // alice is in red, bob in blue, carol in both; "blue" is the blue team's own key; "gateway" has no owner.
+  // alice is in red, bob in blue, carol in both; "blue" is the blue team's own key; "gateway" has no
+  // owner (as a key whose user was removed with ?force=true: a key made without one is its maker's).
   await arrange([
     (sql) =>
       sql`INSERT INTO teams (id, name, created_at, updated_at) VALUES ('team_red', 'Red', ${now}, ${now}), ('team_blue', '=Blue', ${now}, ${now})`,
@@ -95,10 +96,11 @@ beforeAll(async () => {
     (sql) => sql`INSERT INTO team_members (team_id, user_id, role, created_at) VALUES
       ('team_red', 'usr_alice', 'member', ${now}), ('team_blue', 'usr_bob', 'member', ${now}),
       ('team_red', 'usr_carol', 'team-admin', ${now}), ('team_blue', 'usr_carol', 'member', ${now})`,
-    (sql) => sql`UPDATE api_keys SET user_id = 'usr_alice' WHERE id = ${keyIds.alice!}`,
-    (sql) => sql`UPDATE api_keys SET user_id = 'usr_bob' WHERE id = ${keyIds.bob!}`,
-    (sql) => sql`UPDATE api_keys SET user_id = 'usr_carol' WHERE id = ${keyIds.carol!}`,
-    (sql) => sql`UPDATE api_keys SET team_id = 'team_blue' WHERE id = ${keyIds.blue!}`
+    (sql) => sql`UPDATE api_keys SET user_id = 'usr_alice', team_id = NULL WHERE id = ${keyIds.alice!}`,
+    (sql) => sql`UPDATE api_keys SET user_id = 'usr_bob', team_id = NULL WHERE id = ${keyIds.bob!}`,
+    (sql) => sql`UPDATE api_keys SET user_id = 'usr_carol', team_id = NULL WHERE id = ${keyIds.carol!}`,
+    (sql) => sql`UPDATE api_keys SET user_id = NULL, team_id = 'team_blue' WHERE id = ${keyIds.blue!}`,
+    (sql) => sql`UPDATE api_keys SET user_id = NULL, team_id = NULL WHERE id = ${keyIds.gateway!}`
   ])
   const added = await call(`${gw.url}/api/providers`, {
     body: { provider: "openai", name: "oai", apiKey: "sk-oai", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" },
