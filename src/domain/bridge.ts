@@ -71,3 +71,9 @@ export const nativeModalities = (caps: ModalityCapabilities | undefined): Array<
   "text",
   ...MODALITIES.filter((m) => takes(caps, m))
 ]
+
+/** What a model (or combo) whose native modalities are `native` takes: those, and the others a bridge model is configured for. */
+export const modalitiesOf = (native: ReadonlyArray<InputModality>, bridgeOf: (m: Modality) => string | null): Modalities => ({
+  native: [...native],
+  bridged: MODALITIES.filter((m) => !native.includes(m) && bridgeOf(m) !== null)
+})

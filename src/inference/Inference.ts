@@ -27,6 +27,7 @@ import type { AttemptOutcome, Tracking } from "../kernel/attempts.js"
 import type { InferenceError } from "../kernel/errors.js"
 import { costHeaders, encodeWhole, replayWhole, sendWhole } from "./answers.js"
 import { makeAttempt } from "./attempt.js"
+import { Bridges } from "./bridge/Bridges.js"
 import { makeCacheLookup } from "./cacheLookup.js"
 import type { InferenceCall, InferenceShape } from "./call.js"
 import { makeCommonPath } from "./commonPath.js"
@@ -107,6 +108,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const slots = yield* ConnectionSlots
       const oauth = yield* Effect.serviceOption(OAuth)
       const egress = yield* Effect.serviceOption(Egress)
+      const bridges = Option.getOrUndefined(yield* Effect.serviceOption(Bridges))
       // The resilience state keeps the Clock's time (a TestClock in tests); read synchronously.
       const clock = yield* Effect.clock
       const now = () => clock.unsafeCurrentTimeMillis()
@@ -132,7 +134,12 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const { guarded } = guarding
       /** Chat, messages, responses, generate: the guarded attempt with the pipeline's own try. */
       const execute = (call: InferenceCall, plan: RoutePlan, track: Tracking): Effect.Effect<AttemptOutcome, InferenceError> =>
-        guarded(call, plan, track, attempt)
+        bridges === undefined || !bridges.on()
+          ? guarded(call, plan, track, attempt)
+          : // A request with parts some target cannot take (docs/bridge.md): native targets first, the others bridged.
+            Effect.flatMap(bridges.prepare(call, plan, attempt), (b) =>
+              b === undefined ? guarded(call, plan, track, attempt) : guarded(call, b.plan, track, b.attempt)
+            )
       const { fuse } = makeFusion({ accounting, guarded, send, readFailure, wholeText, encodeFor, respondWith, execute })
       const { lookup, wanted: cacheWanted } = makeCacheLookup({ flags, cache, accounting, accountingConfig, inference: () => self })
 
@@ -152,6 +159,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         attemptNow,
         canAttemptNow,
         servedNow: router.servedNow,
+        bridging: bridges?.wants,
         now
       })
 

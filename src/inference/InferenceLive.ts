@@ -27,6 +27,7 @@ import type { ConnectionSlots } from "../services/resilience/ConnectionSlots.js"
 import type { Cooldowns } from "../services/resilience/Cooldowns.js"
 import type { Resilience } from "../services/resilience/Resilience.js"
 import type { ResilienceConfig } from "../services/resilience/ResilienceConfig.js"
+import type { Combos } from "../services/routing/Combos.js"
 import type { Router } from "../services/routing/Router.js"
 import type { RoutingMemory } from "../services/routing/RoutingMemory.js"
 import type { McpServers } from "../services/mcp/McpServers.js"
@@ -38,6 +39,7 @@ import type { UpstreamHttp } from "../upstream/client/UpstreamHttp.js"
 import type { Egress } from "../upstream/egress/Egress.js"
 import type { Connections } from "../upstream/providers/Connections.js"
 import { Batches } from "./batches/Batches.js"
+import { Bridges } from "./bridge/Bridges.js"
 import { NativeBatches } from "./batches/NativeBatches.js"
 import { InferenceRoutes } from "./InferenceRoutes.js"
 import { Evals } from "./evals/Evals.js"
@@ -69,6 +71,7 @@ export const InferenceLive: Layer.Layer<
   | Evals
   | IssueTracker
   | Compression
+  | Bridges
   | Inference
   | Files
   | Quotas
@@ -107,6 +110,7 @@ export const InferenceLive: Layer.Layer<
   | Guardrails
   | GatewayMetrics
   | Router
+  | Combos
   | SkillCatalog
   | McpServers
   | McpUpstreams
@@ -126,7 +130,8 @@ export const InferenceLive: Layer.Layer<
       Batches.layer,
       Evals.layer,
       IssueTracker.layer,
-      Compression.layer
+      Compression.layer,
+      Bridges.layer
     )
   )
 )

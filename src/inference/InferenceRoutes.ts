@@ -23,6 +23,7 @@ import { Inference } from "./Inference.js"
 import { GatewayMetrics } from "../services/observability/GatewayMetrics.js"
 import { ResponseStore } from "./ResponseStore.js"
 import { ResponsesMcp } from "./mcp/ResponsesMcp.js"
+import { Bridges } from "./bridge/Bridges.js"
 import { listGeminiModels } from "./routes/gemini.js"
 import { inferenceRouteDefs } from "./routes/index.js"
 import type { RouteDeps } from "./routes/openai.js"
@@ -86,6 +87,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         connections: connections.list,
         flag: (key) => flags.enabled(key as never),
         virtualModels: router.virtualModels,
+        bridgeDefaults: Option.getOrUndefined(yield* Effect.serviceOption(Bridges))?.defaults,
         accounting: yield* Accounting,
         mcp: Option.getOrUndefined(yield* Effect.serviceOption(ResponsesMcp))
       }

@@ -56,6 +56,8 @@ export type CommonPathRefusal =
   | "plan_kind"
   /** The first candidate needs an effect to be called: an OAuth token, a proxy, an answer held to a schema. */
   | "target"
+  /** A bridge model is configured and the request has image, audio or PDF parts (docs/bridge.md): the plan may be reordered and parts described. */
+  | "bridge"
 
 /**
  * Whether a request has hooks that may block or rewrite it before it goes out: onRequest,
@@ -97,6 +99,8 @@ export interface CommonPathDeps {
   readonly canAttemptNow: (call: InferenceCall, candidate: Candidate) => boolean
   /** The router's `served` without an effect: what a combo remembers of the candidate that answered. */
   readonly servedNow: (plan: RoutePlan, candidate: Candidate) => void
+  /** Whether the request may need a bridge (docs/bridge.md); absent: bridging is not part of the gateway. */
+  readonly bridging?: ((call: InferenceCall) => boolean) | undefined
   /** The resilience state's time (the Clock's). */
   readonly now: () => number
 }
@@ -123,6 +127,7 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
     attemptNow,
     canAttemptNow,
     servedNow,
+    bridging,
     now
   } = deps
 
@@ -142,6 +147,7 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
     if (guarding !== false) return guarding === undefined ? "cold" : "hooks"
     if (String(requestHeader(ctx, "x-gateway-progress") ?? "").toLowerCase() === "true") return "progress"
     if (!accounting.budget(ctx.apiKeyId).ok) return "budget"
+    if (bridging !== undefined && bridging(call)) return "bridge"
     const cache = cacheWanted(call)
     if (cache === undefined || cache === "look") return cache === undefined ? "cold" : "cache"
     const known = peekPlan(call, sessionId)

@@ -8,7 +8,7 @@ import { INTERNAL_HEADER, INTERNAL_REQUEST_ID_HEADER, InternalCalls, ON_BEHALF_H
 export interface OwnRouteRequest {
   /** `POST` unless said. */
   readonly method?: string
-  /** The JSON body: a string as it is, anything else serialised. */
+  /** The JSON body: a string as it is, a `FormData` as multipart, anything else serialised. */
   readonly body?: unknown
   /** The API key id the call is made for (its budget, limits and usage rows); none: the gateway's own. */
   readonly onBehalfOf?: string | null
@@ -39,19 +39,26 @@ export class OwnRoutes extends Context.Tag("gateway/OwnRoutes")<OwnRoutes, OwnRo
       const base = `http://${loopbackHost(server.host)}:${server.port}`
       return {
         base,
-        fetch: (path, request = {}) =>
-          fetch(`${base}${path}`, {
+        fetch: (path, request = {}) => {
+          const form = request.body instanceof FormData
+          return fetch(`${base}${path}`, {
             method: request.method ?? "POST",
             headers: {
-              "content-type": "application/json",
+              // A form's content type (its multipart boundary) is fetch's to set.
+              ...(form ? {} : { "content-type": "application/json" }),
               ...request.headers,
               [INTERNAL_HEADER]: internal.secret,
               ...(request.onBehalfOf ? { [ON_BEHALF_HEADER]: request.onBehalfOf } : {}),
               ...(request.requestId !== undefined ? { [INTERNAL_REQUEST_ID_HEADER]: request.requestId } : {})
             },
-            ...(request.body === undefined ? {} : { body: typeof request.body === "string" ? request.body : JSON.stringify(request.body) }),
+            ...(request.body === undefined
+              ? {}
+              : {
+                  body: form ? (request.body as FormData) : typeof request.body === "string" ? request.body : JSON.stringify(request.body)
+                }),
             ...(request.signal ? { signal: request.signal } : {})
           })
+        }
       }
     })
   )

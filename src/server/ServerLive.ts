@@ -4,6 +4,7 @@ import * as Layer from "effect/Layer"
 import { BatchRunner, type Batches } from "../inference/batches/Batches.js"
 import type { NativeBatches } from "../inference/batches/NativeBatches.js"
 import type { InferenceRoutes } from "../inference/InferenceRoutes.js"
+import { Bridges } from "../inference/bridge/Bridges.js"
 import { ResponsesMcp } from "../inference/mcp/ResponsesMcp.js"
 import { EvalRunner, type Evals } from "../inference/evals/Evals.js"
 import type { Files } from "../inference/files/Files.js"
@@ -82,6 +83,7 @@ export const ServerLive: Layer.Layer<
   | McpHttp
   | McpGateway
   | ResponsesMcp
+  | Bridges
   | Playground
   | Tunnels
   | Inspector
@@ -114,6 +116,7 @@ export const ServerLive: Layer.Layer<
   Compression.ownRoutesLayer,
   Playground.ownRoutesLayer,
   ResponsesMcp.ownRoutesLayer,
+  Bridges.ownRoutesLayer,
   Tunnels.targetLayer,
   Inspector.replayLayer,
   EvalRunner,

@@ -17,6 +17,7 @@ import {
   virtualModelObject
 } from "../../upstream/providers/catalogEntries.js"
 import type { VirtualModel } from "../../services/routing/Router.js"
+import type { BridgeModels } from "../../domain/bridge.js"
 import type { AccountingShape } from "../../services/accounting/Accounting.js"
 import { embed, openAiEmbeddings } from "../embeddings.js"
 import { badRequest, decodeFailure, InferenceError, tryDecode } from "../../kernel/errors.js"
@@ -39,6 +40,8 @@ export interface RouteDeps {
   readonly accounting: AccountingShape
   /** Combos and advertised auto ids (model lists). */
   readonly virtualModels: Effect.Effect<ReadonlyArray<VirtualModel>>
+  /** The gateway's default bridge models (docs/bridge.md): model lists say what each model takes through them; absent in partial layers. */
+  readonly bridgeDefaults?: (() => BridgeModels) | undefined
   /** Responses requests with `mcp` tools (docs/mcp.md, "MCP tools in model requests"); absent where the MCP gateway is not built. */
   readonly mcp?: ResponsesMcpShape | undefined
 }
@@ -255,7 +258,7 @@ export const embeddings = (deps: RouteDeps) =>
 export const listModels = (deps: RouteDeps) =>
   Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     const entries = catalogEntries(yield* deps.connections)
-    sendJson(ctx, 200, openAiModelList(entries, yield* deps.flag("MODEL_CATALOG_INCLUDE_NAMES"), yield* deps.virtualModels))
+    sendJson(ctx, 200, openAiModelList(entries, yield* deps.flag("MODEL_CATALOG_INCLUDE_NAMES"), yield* deps.virtualModels, deps.bridgeDefaults?.()))
   })
 
 export const retrieveModel = (deps: RouteDeps) =>
@@ -263,9 +266,9 @@ export const retrieveModel = (deps: RouteDeps) =>
     const id = params["model"] ?? ""
     const entry = catalogEntries(yield* deps.connections).find((e) => e.id === id)
     const includeNames = yield* deps.flag("MODEL_CATALOG_INCLUDE_NAMES")
-    if (entry) return sendJson(ctx, 200, modelObject(entry, includeNames))
+    if (entry) return sendJson(ctx, 200, modelObject(entry, includeNames, deps.bridgeDefaults?.()))
     const virtual = (yield* deps.virtualModels).find((v) => v.id.toLowerCase() === id.toLowerCase())
-    if (virtual) return sendJson(ctx, 200, virtualModelObject(virtual, includeNames))
+    if (virtual) return sendJson(ctx, 200, virtualModelObject(virtual, includeNames, deps.bridgeDefaults?.()))
     return yield* new InferenceError({
       status: 404,
       kind: "not_found",

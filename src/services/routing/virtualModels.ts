@@ -1,4 +1,5 @@
 import * as Effect from "effect/Effect"
+import { type ComboBridge, type InputModality, MODALITIES, takes } from "../../domain/bridge.js"
 import { kindOf, type ModelKind } from "../../domain/catalog/catalog.js"
 import type { ConnectionsShape } from "../../upstream/providers/Connections.js"
 import { ADVERTISED_AUTO_IDS } from "./auto/variants.js"
@@ -17,6 +18,10 @@ export interface VirtualModel {
   readonly contextWindow: number
   readonly maxOutput: number
   readonly createdAt: number
+  /** The input modalities some target takes natively, text first (docs/bridge.md). */
+  readonly native: ReadonlyArray<InputModality>
+  /** A combo's own bridge models. */
+  readonly bridge?: ComboBridge | undefined
 }
 
 /** Combos and advertised auto ids, for model lists (an auto id only once a connection is enabled). */
@@ -42,7 +47,8 @@ export const virtualModels = (deps: {
             description: d.right.spec.description,
             contextWindow: d.right.contextWindow,
             maxOutput: d.right.maxOutput,
-            createdAt: 0
+            createdAt: 0,
+            native: ["text"]
           })
       }
     }
@@ -60,7 +66,9 @@ export const virtualModels = (deps: {
         // As for auto pools: the largest target (a prompt too long for one target falls back to the next).
         contextWindow: windows.length > 0 ? Math.max(...windows) : DEFAULT_CONTEXT_WINDOW,
         maxOutput: outputs.length > 0 ? Math.max(...outputs) : DEFAULT_MAX_OUTPUT,
-        createdAt: combo.createdAt
+        createdAt: combo.createdAt,
+        native: ["text", ...MODALITIES.filter((m) => cands.some((c) => takes(c.spec?.capabilities, m)))],
+        bridge: combo.config.bridge
       })
     }
     return out as ReadonlyArray<VirtualModel>

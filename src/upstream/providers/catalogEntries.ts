@@ -1,4 +1,5 @@
 import * as crypto from "node:crypto"
+import { type BridgeModels, bridgeModelOf, modalitiesOf, nativeModalities } from "../../domain/bridge.js"
 import { hasNoThinkingAlias, kindOf, type ModelKind, type ModelSpec } from "../../domain/catalog/catalog.js"
 import { type Connection, connectionModelIds } from "./Connections.js"
 import type { VirtualModel } from "../../services/routing/Router.js"
@@ -40,12 +41,29 @@ const displayName = (e: CatalogEntry): string => `${e.spec?.name ?? e.modelId}${
  * One list that both the OpenAI and the Anthropic SDK accept (both call `GET /v1/models`):
  * OpenAI's `object`/`owned_by` plus Anthropic's `type`/`display_name`/`created_at`/`has_more`.
  */
-export const openAiModelList = (entries: ReadonlyArray<CatalogEntry>, includeNames: boolean, virtual: ReadonlyArray<VirtualModel> = []) => {
-  const data = [...entries.map((e) => modelObject(e, includeNames)), ...virtual.map((v) => virtualModelObject(v, includeNames))]
+export const openAiModelList = (
+  entries: ReadonlyArray<CatalogEntry>,
+  includeNames: boolean,
+  virtual: ReadonlyArray<VirtualModel> = [],
+  bridges?: BridgeModels
+) => {
+  const data = [
+    ...entries.map((e) => modelObject(e, includeNames, bridges)),
+    ...virtual.map((v) => virtualModelObject(v, includeNames, bridges))
+  ]
   return { object: "list", data, has_more: false, first_id: data[0]?.id ?? null, last_id: data[data.length - 1]?.id ?? null }
 }
 
-export const modelObject = (e: CatalogEntry, includeNames: boolean) => ({
+/**
+ * The input modalities a chat model takes natively and through the gateway's default bridge
+ * (docs/bridge.md); with `bridges` only (the OpenAI-shaped lists).
+ */
+const entryModalities = (e: CatalogEntry, bridges: BridgeModels | undefined) =>
+  bridges !== undefined && entryKind(e) === "chat"
+    ? { modalities: modalitiesOf(nativeModalities(e.spec?.capabilities), (m) => bridgeModelOf(m, bridges, undefined)) }
+    : {}
+
+export const modelObject = (e: CatalogEntry, includeNames: boolean, bridges?: BridgeModels) => ({
   id: e.id,
   object: "model" as const,
   created: Math.floor(e.connection.createdAt / 1000),
@@ -57,7 +75,8 @@ export const modelObject = (e: CatalogEntry, includeNames: boolean) => ({
   // Media models (images, speech, rerank...) have no context window to advertise.
   ...(e.spec && (e.spec.kind === "chat" || e.spec.kind === "embedding")
     ? { context_length: e.spec.contextWindow, max_output_tokens: e.spec.maxOutput }
-    : {})
+    : {}),
+  ...entryModalities(e, bridges)
 })
 
 export const geminiModel = (e: CatalogEntry) => ({
@@ -89,7 +108,7 @@ export const ollamaModel = (e: CatalogEntry) => ({
 })
 
 /** A combo or auto id in OpenAI/Anthropic list shape (owned by the gateway). */
-export const virtualModelObject = (v: VirtualModel, includeNames: boolean) => ({
+export const virtualModelObject = (v: VirtualModel, includeNames: boolean, bridges?: BridgeModels) => ({
   id: v.id,
   object: "model" as const,
   created: Math.floor(v.createdAt / 1000),
@@ -99,7 +118,10 @@ export const virtualModelObject = (v: VirtualModel, includeNames: boolean) => ({
   ...(includeNames ? { display_name: v.id, name: v.id, description: v.description } : {}),
   kind: v.serves,
   context_length: v.contextWindow,
-  max_output_tokens: v.maxOutput
+  max_output_tokens: v.maxOutput,
+  ...(bridges !== undefined && v.serves === "chat"
+    ? { modalities: modalitiesOf(v.native, (m) => bridgeModelOf(m, bridges, v.bridge)) }
+    : {})
 })
 
 export const virtualGeminiModel = (v: VirtualModel) => ({
