@@ -1,5 +1,6 @@
 import * as Schema from "effect/Schema"
 import { strict } from "./parse.js"
+import { Role } from "./teams.js"
 
 export const PASSWORD_MIN_LENGTH = 8
 
@@ -28,11 +29,29 @@ export const LoginResult = Schema.Struct({
   expiresAt: Schema.String
 })
 
+/** Who a management caller acts as (docs/teams.md, "Who a caller is"). */
+export const SessionUser = Schema.Struct({
+  /** Null for a team's key: it acts as a member of its team, no user. */
+  id: Schema.NullOr(Schema.String),
+  email: Schema.NullOr(Schema.String),
+  name: Schema.NullOr(Schema.String),
+  role: Role,
+  teamIds: Schema.Array(Schema.String),
+  /** The teams the user administers (a team-admin). */
+  teamAdminOf: Schema.Array(Schema.String)
+})
+
 export const SessionInfo = Schema.Struct({
   authenticated: Schema.Boolean,
   via: Schema.NullOr(Schema.Literal("session", "api-key")),
   csrfToken: Schema.NullOr(Schema.String),
-  passwordSet: Schema.Boolean
+  passwordSet: Schema.Boolean,
+  /** The user the caller acts as: its session's or key's, or (requireLogin off) this machine's; null for nobody. */
+  user: Schema.NullOr(SessionUser),
+  /** The user's role (null: nobody): what the dashboard shows and hides. */
+  role: Schema.NullOr(Role),
+  /** The ids (`group.endpoint`) of the authenticated management routes the role may call (docs/teams.md, "Roles and access"). */
+  routes: Schema.Array(Schema.String)
 })
 
 export const HealthPing = Schema.Struct({

@@ -3,11 +3,14 @@
  * GATEWAY_SKILLS_DIR, else the package's `skills/`. Flags: `--dry-run` (compare only), `--prune`
  * (delete `.md` files that are not skills), `--check` (dry run that exits 1 when a file would
  * change); other arguments are skill ids to limit it to. Prints the report; exits 1 on errors.
+ * Also rewrites docs/teams.md's table of roles and routes (rolesDoc.ts) when the checkout has it.
  */
 import * as Effect from "effect/Effect"
 import * as path from "node:path"
 import { generateSkills } from "./generate.js"
 import { DEFAULT_SKILLS_DIR, isSkillId } from "../../services/skills/SkillCatalog.js"
+import { PACKAGE_ROOT } from "../../kernel/packageRoot.js"
+import { writeRolesDoc } from "./rolesDoc.js"
 
 const args = process.argv.slice(2)
 const flags = new Set(args.filter((a) => a.startsWith("--")))
@@ -25,5 +28,7 @@ const dir = path.resolve(process.env.GATEWAY_SKILLS_DIR || DEFAULT_SKILLS_DIR)
 const report = await Effect.runPromise(
   generateSkills(dir, { dryRun: check || flags.has("--dry-run"), prune: flags.has("--prune"), onlyIds: ids.length > 0 ? ids : undefined })
 )
-console.log(JSON.stringify(report, null, 2))
-if (report.errors.length > 0 || (check && (report.generated.length > 0 || report.pruned.length > 0))) process.exitCode = 1
+const rolesDoc = ids.length > 0 ? "missing" : writeRolesDoc(path.join(PACKAGE_ROOT, "docs", "teams.md"), check || flags.has("--dry-run"))
+console.log(JSON.stringify({ ...report, rolesDoc }, null, 2))
+if (report.errors.length > 0 || (check && (report.generated.length > 0 || report.pruned.length > 0 || rolesDoc === "changed")))
+  process.exitCode = 1

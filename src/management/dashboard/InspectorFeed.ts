@@ -1,5 +1,7 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { Directory } from "../../services/teams/Directory.js"
 import * as Layer from "effect/Layer"
 import * as Runtime from "effect/Runtime"
 import type * as http from "node:http"
@@ -11,7 +13,7 @@ import { type FeedEvent, summaryOf } from "../../services/inspector/buffer.js"
 import { Inspector } from "../../services/inspector/Inspector.js"
 import { INSPECTOR_WS_PATH } from "../../services/inspector/paths.js"
 import { Settings } from "../../platform/settings/Settings.js"
-import { directLocal, makeIdentify } from "../api/Auth.js"
+import { directLocal, identifyWithin, makeIdentify } from "../api/Auth.js"
 import { admitManagementSocket, originAllowed, refuse } from "./LiveFeed.js"
 
 /** A client further behind than this many bytes is dropped (it reconnects and gets a fresh snapshot). */
@@ -31,7 +33,12 @@ export class InspectorFeed extends Context.Tag("gateway/InspectorFeed")<Inspecto
     InspectorFeed,
     Effect.gen(function* () {
       const inspector = yield* Inspector
-      const identify = makeIdentify(yield* ApiKeys, yield* AdminAuth, yield* Settings)
+      const identify = identifyWithin(
+        makeIdentify(yield* ApiKeys, yield* AdminAuth, yield* Settings),
+        Option.getOrUndefined(yield* Effect.serviceOption(Directory)),
+        ["admin"],
+        "the inspector feed"
+      )
       const runFork = Runtime.runFork(yield* Effect.runtime<never>())
       const clients = new Set<WebSocket>()
       const wss = new WebSocketServer({ noServer: true, maxPayload: 4096 })

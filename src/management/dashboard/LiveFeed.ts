@@ -1,5 +1,7 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { Directory } from "../../services/teams/Directory.js"
 import * as Layer from "effect/Layer"
 import * as Runtime from "effect/Runtime"
 import type * as http from "node:http"
@@ -11,7 +13,7 @@ import { SharedState } from "../../platform/state/SharedState.js"
 import { AppConfig } from "../../platform/config/AppConfig.js"
 import { EventBus } from "../../platform/events/EventBus.js"
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
-import { makeIdentify } from "../api/Auth.js"
+import { identifyWithin, makeIdentify } from "../api/Auth.js"
 import { Settings } from "../../platform/settings/Settings.js"
 import { type LiveClients, makeDelivery, makeLiveChannel } from "./liveEvents.js"
 import { LIVE_PATH, listenLivePort } from "./livePort.js"
@@ -77,7 +79,12 @@ export class LiveFeed extends Context.Tag("gateway/LiveFeed")<LiveFeed, LiveFeed
       const enabled = yield* flags.enabled("GATEWAY_ENABLE_LIVE_WS")
       const config = yield* AppConfig
       if (!enabled) return feedOff
-      const identify = makeIdentify(yield* ApiKeys, yield* AdminAuth, yield* Settings)
+      const identify = identifyWithin(
+        makeIdentify(yield* ApiKeys, yield* AdminAuth, yield* Settings),
+        Option.getOrUndefined(yield* Effect.serviceOption(Directory)),
+        ["admin", "viewer"],
+        "the live feed"
+      )
       const bus = yield* EventBus
       const runtime = yield* Effect.runtime<never>()
       const runFork = Runtime.runFork(runtime)

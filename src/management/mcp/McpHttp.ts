@@ -3,6 +3,7 @@ import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/se
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Layer from "effect/Layer"
 import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
@@ -13,7 +14,8 @@ import { MCP_SCOPES, type McpRestartResult, type McpStatus } from "../../domain/
 import { HostPolicy, type HostPolicyShape } from "../../platform/http/HostPolicy.js"
 import { trimmedHeader } from "../../platform/http/request.js"
 import { isInitialize, readJsonRpc, reply } from "../../inference/mcp/jsonRpcHttp.js"
-import { makeIdentify } from "../api/Auth.js"
+import { makeIdentify, userOfIdentity } from "../api/Auth.js"
+import { Directory, type DirectoryShape } from "../../services/teams/Directory.js"
 import { Settings } from "../../platform/settings/Settings.js"
 import { callerOfIdentity, type McpCaller } from "./caller.js"
 import { type HttpSessions, loadSdk, makeHttpSessions, ownerOf, type Session } from "./httpSessions.js"
@@ -43,12 +45,14 @@ const baseUrlOf = (req: http.IncomingMessage): string | undefined => {
 interface HandleRequestDeps {
   readonly hosts: HostPolicyShape
   readonly identify: ReturnType<typeof makeIdentify>
+  /** The directory (CoreLayer, under every area): who a caller acts as. */
+  readonly directory: DirectoryShape | undefined
   readonly sessions: HttpSessions["sessions"]
   readonly open: HttpSessions["open"]
 }
 
 /** One request to `MCP_PATH`: the Host and Origin checks, the caller, then its session (a new one for an initialize). */
-const makeHandleRequest = ({ hosts, identify, sessions, open }: HandleRequestDeps) => {
+const makeHandleRequest = ({ hosts, identify, directory, sessions, open }: HandleRequestDeps) => {
   const serve = (
     transport: StreamableHTTPServerTransport,
     caller: McpCaller,
@@ -109,7 +113,14 @@ const makeHandleRequest = ({ hosts, identify, sessions, open }: HandleRequestDep
           unauthorized ? { "www-authenticate": 'Bearer realm="gateway"' } : {}
         )
       }
-      const caller = callerOfIdentity(who.right, baseUrlOf(req))
+      // The user the caller acts as caps what it may do (docs/teams.md); a removed or disabled one is no authentication.
+      const user =
+        who.right.kind === "none" || directory === undefined ? undefined : yield* Effect.either(userOfIdentity(directory, who.right))
+      if (user?._tag === "Left") {
+        req.resume()
+        return reply(res, 401, -32001, user.left.message, { "www-authenticate": 'Bearer realm="gateway"' })
+      }
+      const caller = callerOfIdentity(who.right, baseUrlOf(req), user?.right.role)
       if (req.method === "GET" || req.method === "DELETE") {
         const session = sessionFor(req, res, caller)
         if (session) yield* serve(session.transport, caller, req, res)
@@ -160,7 +171,8 @@ export class McpHttp extends Context.Tag("gateway/McpHttp")<McpHttp, McpHttpShap
       yield* Effect.addFinalizer(() => closeAll)
       // Idle sessions are closed once a minute.
       yield* closeIdle.pipe(Effect.repeat(Schedule.spaced("1 minute")), Effect.forkScoped)
-      const handleRequest = makeHandleRequest({ hosts, identify, sessions, open })
+      const directory = Option.getOrUndefined(yield* Effect.serviceOption(Directory))
+      const handleRequest = makeHandleRequest({ hosts, identify, directory, sessions, open })
 
       return {
         handle: (req, res) => void Runtime.runFork(runtime)(handleRequest(req, res)),

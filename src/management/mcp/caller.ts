@@ -1,4 +1,5 @@
 import { ANONYMOUS_SCOPES, isMcpScope, MCP_SCOPES, type McpScope } from "../../domain/mcp.js"
+import type { Role } from "../../domain/teams.js"
 import type { Identity } from "../api/Auth.js"
 
 /**
@@ -20,8 +21,29 @@ export interface McpCaller {
 
 export const ALL_SCOPES: ReadonlySet<McpScope> = new Set(MCP_SCOPES)
 
-/** An HTTP caller from its management identity: admins get every scope, other keys the catalog and the MCP scopes they carry. */
-export const callerOfIdentity = (who: Identity, baseUrl: string | undefined): McpCaller => {
+/**
+ * The scopes a user's role allows at most (docs/teams.md, "Roles and access"): a viewer reads, a
+ * member or team-admin reads the catalog (their keys and usage are the management API's, scoped
+ * there); an admin everything.
+ */
+const ROLE_SCOPES: Record<Exclude<Role, "admin">, ReadonlyArray<McpScope>> = {
+  viewer: MCP_SCOPES.filter((s) => s.startsWith("read:")),
+  "team-admin": ANONYMOUS_SCOPES,
+  member: ANONYMOUS_SCOPES
+}
+
+/**
+ * An HTTP caller from its management identity and the role of the user it acts as: admins get
+ * every scope, other keys the catalog and the MCP scopes they carry; a user's role caps both.
+ */
+export const callerOfIdentity = (who: Identity, baseUrl: string | undefined, role?: Role): McpCaller => {
+  const caller = callerOf(who, baseUrl)
+  if (role === undefined || role === "admin") return caller
+  const allowed = new Set(ROLE_SCOPES[role])
+  return { ...caller, admin: false, scopes: new Set([...caller.scopes].filter((s) => allowed.has(s))) }
+}
+
+const callerOf = (who: Identity, baseUrl: string | undefined): McpCaller => {
   switch (who.kind) {
     case "api-key": {
       if (who.key.scopes.includes("admin")) return { kind: "admin-key", id: who.key.id, admin: true, scopes: ALL_SCOPES, baseUrl }

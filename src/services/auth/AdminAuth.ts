@@ -25,6 +25,8 @@ export const ADMIN_ACCOUNT = "admin"
 export interface AdminSession {
   readonly csrfToken: string
   readonly expiresAt: number
+  /** The session's user (`admin_sessions.user_id`, docs/teams.md); null for the admin password's. */
+  readonly userId: string | null
 }
 
 export interface AdminAuthShape {
@@ -120,7 +122,7 @@ export class AdminAuth extends Context.Tag("gateway/AdminAuth")<AdminAuth, Admin
           }
           throttle.succeeded(client.ip, ADMIN_ACCOUNT)
           const token = randomToken(32)
-          const session: AdminSession = { csrfToken: randomToken(24), expiresAt: t + SESSION_TTL_MS }
+          const session: AdminSession = { csrfToken: randomToken(24), expiresAt: t + SESSION_TTL_MS, userId: null }
           yield* sql`DELETE FROM admin_sessions WHERE expires_at <= ${t}`.pipe(Effect.orDie)
           yield* sql`INSERT INTO admin_sessions ${sql.insert({
             token_hash: sha256(token),
@@ -138,12 +140,13 @@ export class AdminAuth extends Context.Tag("gateway/AdminAuth")<AdminAuth, Admin
         sql<{
           csrf_token: string
           expires_at: number
-        }>`SELECT csrf_token, expires_at FROM admin_sessions WHERE token_hash = ${sha256(token)}`.pipe(
+          user_id: string | null
+        }>`SELECT csrf_token, expires_at, user_id FROM admin_sessions WHERE token_hash = ${sha256(token)}`.pipe(
           Effect.orDie,
           Effect.map((rows) => {
             const row = rows[0]
             if (!row || row.expires_at <= Date.now()) return Option.none()
-            return Option.some({ csrfToken: row.csrf_token, expiresAt: row.expires_at })
+            return Option.some({ csrfToken: row.csrf_token, expiresAt: row.expires_at, userId: row.user_id ?? null })
           })
         )
 

@@ -10,7 +10,11 @@ import { ApiKeys } from "../../../services/auth/ApiKeys.js"
 import { FeatureFlags } from "../../../platform/flags/FeatureFlags.js"
 import { bearerToken, clientAddress } from "../../../platform/http/request.js"
 import { ManagementApi } from "../Api.js"
-import { directLocal } from "../Auth.js"
+import { directLocal, userOfIdentity } from "../Auth.js"
+import { principalUserOf } from "../access.js"
+import { callerView } from "./sessionView.js"
+import { Directory } from "../../../services/teams/Directory.js"
+import { Settings } from "../../../platform/settings/Settings.js"
 import { Conflict, Forbidden } from "../../../domain/errors.js"
 import { KeyValue } from "../../../platform/store/KeyValue.js"
 import { passwordLoginEnabled } from "../../../services/auth/SingleSignOn.js"
@@ -22,6 +26,8 @@ export const layer = HttpApiBuilder.group(ManagementApi, "auth", (handlers) =>
     const keys = yield* ApiKeys
     const flags = yield* FeatureFlags
     const setupLock = yield* Effect.makeSemaphore(1)
+    const directory = yield* Directory
+    const settings = yield* Settings
     const kv = yield* KeyValue
     /** Logs in and sets the session cookie (HttpOnly, SameSite=Strict, Secure over TLS). */
     const startSession = (password: string) =>
@@ -64,7 +70,8 @@ export const layer = HttpApiBuilder.group(ManagementApi, "auth", (handlers) =>
           // Turned off once single sign-on works (docs/sso.md, "Turning password sign-in off"); an admin key still works.
           if (!(yield* passwordLoginEnabled(kv)))
             return yield* new Forbidden({
-              message: "password sign-in is turned off on this gateway: sign in with single sign-on (GET /api/auth/oidc/providers lists the providers)"
+              message:
+                "password sign-in is turned off on this gateway: sign in with single sign-on (GET /api/auth/oidc/providers lists the providers)"
             })
           return yield* startSession(payload.password)
         })
@@ -114,15 +121,42 @@ export const layer = HttpApiBuilder.group(ManagementApi, "auth", (handlers) =>
           const passwordSet = yield* admin.hasPassword
           const token = bearerToken(req.headers["authorization"])
           if (token) {
-            const key = yield* keys.verify(token)
-            const ok = Option.isSome(key) && key.value.scopes.includes("admin")
-            return { authenticated: ok, via: ok ? ("api-key" as const) : null, csrfToken: null, passwordSet }
+            // An admin-scope key whose owner may still act (docs/teams.md, "Who a caller is").
+            const key = Option.filter(yield* keys.verify(token), (k) => k.scopes.includes("admin"))
+            const user = Option.isSome(key)
+              ? yield* Effect.option(userOfIdentity(directory, { kind: "api-key", key: key.value }))
+              : Option.none()
+            const ok = Option.isSome(user)
+            return {
+              authenticated: ok,
+              via: ok ? ("api-key" as const) : null,
+              csrfToken: null,
+              passwordSet,
+              ...callerView(directory, Option.getOrNull(user))
+            }
           }
           const cookie = req.cookies[SESSION_COOKIE]
           const session = cookie ? yield* admin.session(cookie) : Option.none()
-          return Option.isSome(session)
-            ? { authenticated: true, via: "session" as const, csrfToken: session.value.csrfToken, passwordSet }
-            : { authenticated: false, via: null, csrfToken: null, passwordSet }
+          const user = Option.isSome(session)
+            ? yield* Effect.option(userOfIdentity(directory, { kind: "session", userId: session.value.userId }))
+            : Option.none()
+          if (Option.isSome(session) && Option.isSome(user))
+            return {
+              authenticated: true,
+              via: "session" as const,
+              csrfToken: session.value.csrfToken,
+              passwordSet,
+              ...callerView(directory, user.value)
+            }
+          // This machine without login (requireLogin off) acts as the first admin, as the management API lets it.
+          const local = !settings.current().requireLogin && directLocal(req.source as http.IncomingMessage)
+          return {
+            authenticated: false,
+            via: null,
+            csrfToken: null,
+            passwordSet,
+            ...callerView(directory, local ? principalUserOf(directory.firstAdmin()) : null)
+          }
         })
       )
   })

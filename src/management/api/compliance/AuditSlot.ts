@@ -12,7 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { FeatureFlagsShape } from "../../../platform/flags/FeatureFlags.js"
 import type { AuditLogShape } from "../../../services/governance/AuditLog.js"
-import type { PrincipalShape } from "../Principal.js"
+import { actorOf, type PrincipalShape } from "../Principal.js"
 
 /** Where the auth middleware notes who is calling, for the audit row of this request. */
 export class AuditSlot extends Context.Tag("gateway/AuditSlot")<AuditSlot, { actor: string | undefined }>() {}
@@ -20,7 +20,7 @@ export class AuditSlot extends Context.Tag("gateway/AuditSlot")<AuditSlot, { act
 /** Called by the auth middleware with the principal it established. */
 export const notePrincipal = (p: PrincipalShape) =>
   Effect.map(Effect.serviceOption(AuditSlot), (slot) => {
-    if (Option.isSome(slot)) slot.value.actor = p.kind === "session" ? "admin-session" : p.id
+    if (Option.isSome(slot)) slot.value.actor = actorOf(p)
   })
 
 const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"])

@@ -1,7 +1,7 @@
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as Schema from "effect/Schema"
-import { BadRequest, Conflict, NotFound } from "../../../domain/errors.js"
+import { BadRequest, Conflict, Forbidden, NotFound } from "../../../domain/errors.js"
 import { ApiKeyView, CreateApiKey, CreatedApiKey, UpdateApiKey } from "../../../domain/keys.js"
 import { ManagementAuth, IdPath } from "../Principal.js"
 import { EVERY_ROLE, KEY_HOLDERS, Roles } from "../Roles.js"
@@ -12,7 +12,13 @@ export class KeysGroup extends HttpApiGroup.make("keys")
       .annotate(Roles, EVERY_ROLE)
       .addSuccess(Schema.Struct({ keys: Schema.Array(ApiKeyView) }))
   )
-  .add(HttpApiEndpoint.post("create", "/api/keys").setPayload(CreateApiKey).addSuccess(CreatedApiKey, { status: 201 }).addError(BadRequest))
+  .add(
+    HttpApiEndpoint.post("create", "/api/keys")
+      .setPayload(CreateApiKey)
+      .addSuccess(CreatedApiKey, { status: 201 })
+      .addError(BadRequest)
+      .addError(Forbidden)
+  )
   .add(
     HttpApiEndpoint.patch("update", "/api/keys/:id")
       .setPath(IdPath)
@@ -21,6 +27,7 @@ export class KeysGroup extends HttpApiGroup.make("keys")
       .addError(BadRequest)
       .addError(NotFound)
       .addError(Conflict)
+      .addError(Forbidden)
   )
   .add(
     HttpApiEndpoint.del("remove", "/api/keys/:id")
@@ -28,6 +35,7 @@ export class KeysGroup extends HttpApiGroup.make("keys")
       .addSuccess(Schema.Struct({ removed: ApiKeyView }))
       .addError(NotFound)
       .addError(Conflict)
+      .addError(Forbidden)
   )
   .middleware(ManagementAuth)
   .annotate(Roles, KEY_HOLDERS) {}

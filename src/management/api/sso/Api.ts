@@ -20,6 +20,7 @@ import {
   SsoSession
 } from "../../../domain/sso.js"
 import { ManagementAuth } from "../Principal.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 /** A redirect of the browser (`Location`): to the provider, back to the dashboard, or to the CLI's loopback. */
 const Redirect = Schema.Void
@@ -109,4 +110,5 @@ export class SsoGroup extends HttpApiGroup.make("sso")
       .addSuccess(PasswordLogin)
       .addError(BadRequest)
   )
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}

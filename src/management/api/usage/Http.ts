@@ -7,7 +7,10 @@ import { RoutingMemory } from "../../../services/routing/RoutingMemory.js"
 import { Cooldowns } from "../../../services/resilience/Cooldowns.js"
 import { monitoringHealth } from "../../../services/usage/monitoringHealth.js"
 import { UsageQueries } from "../../../services/usage/UsageQueries.js"
+import { ApiKeys } from "../../../services/auth/ApiKeys.js"
+import { Directory } from "../../../services/teams/Directory.js"
 import { ManagementApi } from "../Api.js"
+import { makeUsageScope } from "./scope.js"
 
 /** `usage-<from day>-<to day>[-<groupBy>].csv`, the name an export is saved under. */
 const exportName = (q: { readonly from?: string | undefined; readonly to?: string | undefined; readonly groupBy?: string | undefined }) =>
@@ -25,18 +28,20 @@ export const layer = HttpApiBuilder.group(ManagementApi, "usage", (handlers) =>
     const resilience = yield* Resilience
     const memory = yield* RoutingMemory
     const health = monitoringHealth({ connections, cooldowns, resilience, memory, queries })
+    // Each caller reads the usage their role may (docs/teams.md, "Roles and access").
+    const scope = makeUsageScope(yield* ApiKeys, yield* Directory)
     return handlers
-      .handle("history", ({ urlParams }) => queries.history(urlParams))
+      .handle("history", ({ urlParams }) => Effect.flatMap(scope(urlParams), queries.history))
       .handle("export", ({ urlParams }) =>
-        Effect.map(queries.export(urlParams), (text) =>
+        Effect.map(Effect.flatMap(scope(urlParams), queries.export), (text) =>
           HttpServerResponse.text(text, {
             contentType: "text/csv; charset=utf-8",
             headers: { "content-disposition": `attachment; filename="${exportName(urlParams)}"` }
           })
         )
       )
-      .handle("logs", ({ urlParams }) => queries.logs(urlParams))
-      .handle("requestLogs", ({ urlParams }) => queries.requestLogs(urlParams))
+      .handle("logs", ({ urlParams }) => Effect.flatMap(scope(urlParams), queries.logs))
+      .handle("requestLogs", ({ urlParams }) => Effect.flatMap(scope(urlParams), queries.requestLogs))
       .handle("connection", ({ path }) =>
         Effect.flatMap(connections.get(path.id), (c) => queries.connection({ id: c.id, name: c.name, provider: c.provider.id }))
       )

@@ -1,0 +1,299 @@
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { Role } from "../src/domain/teams.js"
+import { ManagementApi } from "../src/management/api/Api.js"
+import { Roles } from "../src/management/api/Roles.js"
+import { type RouteAccess, routeAccess, routeAccessTable } from "../src/management/api/routeAccess.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
+import { randomToken, sha256 } from "../src/services/auth/password.js"
+import { Directory } from "../src/services/teams/Directory.js"
+import { call, startGateway, type TestGateway } from "./support/gateway.js"
+import { until } from "./support/until.js"
+
+const PASSWORD = "correct horse battery"
+const ADMIN_KEY = "gwk_teams_access_admin_0123456789abcdef"
+
+/** A caller of the walk: a role (null: no credentials) and the headers that make it that caller. */
+interface Caller {
+  readonly name: string
+  readonly role: Role | null
+  readonly headers: (method: string) => Record<string, string>
+}
+
+/** Every route of the management API, enumerated from the HttpApi itself (never a hand list). */
+const endpoints = (): ReadonlyArray<RouteAccess & { readonly annotated: boolean }> => {
+  const all: Array<RouteAccess & { readonly annotated: boolean }> = []
+  HttpApi.reflect(ManagementApi, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint, mergedAnnotations }) => {
+      const access = routeAccess(endpoint.method, endpoint.path)
+      if (!access) throw new Error(`no table row for ${endpoint.method} ${endpoint.path}`)
+      all.push({ ...access, annotated: Context.getOption(mergedAnnotations, Roles)._tag === "Some" })
+    }
+  })
+  return all
+}
+
+/** A path with every parameter filled with an id nothing has. */
+const concrete = (path: string) => path.replace(/:(\w+)/g, "walker-missing")
+
+/** A session for a user, as the dashboard's login makes one (`admin_sessions`, with its user). */
+const sessionFor = (gw: TestGateway, userId: string | null) =>
+  gw.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const token = randomToken(32)
+      const csrf = randomToken(24)
+      const t = Date.now()
+      yield* sql`INSERT INTO admin_sessions ${sql.insert({
+        token_hash: sha256(token),
+        csrf_token: csrf,
+        created_at: t,
+        expires_at: t + 3_600_000,
+        ip: "127.0.0.1",
+        user_agent: "teams.access.test",
+        user_id: userId
+      })}`
+      return (method: string): Record<string, string> => ({
+        cookie: `gw_session=${token}`,
+        ...(method === "GET" || method === "HEAD" ? {} : { "x-csrf-token": csrf })
+      })
+    }).pipe(Effect.orDie)
+  )
+
+/**
+ * What a caller may be sent on a route it may call: reads always; a change only where a role
+ * other than admin may make it, with a body no schema takes (the answer says who may call, and
+ * nothing changes). An admin-only change is walked for its refusals only: its handler would act
+ * on this machine (restart, tunnels, capture modes, tool configuration files).
+ */
+const callable = (route: RouteAccess) => route.method === "GET" || route.roles.some((r) => r !== "admin")
+
+let gw: TestGateway
+const users: Record<string, string> = {}
+let teamId = ""
+let otherTeamId = ""
+const callers: Array<Caller> = []
+
+beforeAll(async () => {
+  gw = await startGateway({ env: { INITIAL_PASSWORD: PASSWORD } })
+  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN_KEY })))
+  const admin = { authorization: `Bearer ${ADMIN_KEY}` }
+  const made = await gw.run(
+    Effect.gen(function* () {
+      const directory = yield* Directory
+      const team = yield* directory.createTeam({ name: "research" })
+      const other = yield* directory.createTeam({ name: "sales" })
+      const make = (email: string, role: Role, teams: ReadonlyArray<string>) => directory.createUser({ email, role, teamIds: [...teams] })
+      const second = yield* make("ada@example.com", "admin", [])
+      const lead = yield* make("lead@example.com", "team-admin", [team.id])
+      yield* directory.addMember(team.id, lead.id, "team-admin")
+      const member = yield* make("mem@example.com", "member", [team.id])
+      const outsider = yield* make("out@example.com", "member", [other.id])
+      const viewer = yield* make("view@example.com", "viewer", [])
+      return { team, other, second, lead, member, outsider, viewer }
+    })
+  )
+  teamId = made.team.id
+  otherTeamId = made.other.id
+  Object.assign(users, {
+    admin: made.second.id,
+    lead: made.lead.id,
+    member: made.member.id,
+    outsider: made.outsider.id,
+    viewer: made.viewer.id
+  })
+  callers.push(
+    { name: "admin key", role: "admin", headers: () => admin },
+    { name: "admin (session)", role: "admin", headers: await sessionFor(gw, made.second.id) },
+    { name: "team-admin (session)", role: "team-admin", headers: await sessionFor(gw, made.lead.id) },
+    { name: "member (session)", role: "member", headers: await sessionFor(gw, made.member.id) },
+    { name: "viewer (session)", role: "viewer", headers: await sessionFor(gw, made.viewer.id) },
+    { name: "no credentials", role: null, headers: () => ({}) }
+  )
+}, 60_000)
+
+afterAll(async () => {
+  await gw?.close()
+})
+
+describe("roles and access: every management route, every role", () => {
+  it("every route that needs authentication says which roles may call it (a group's default or its own)", () => {
+    const unannotated = endpoints()
+      .filter((r) => r.auth !== "public" && !r.annotated)
+      .map((r) => `${r.id} (${r.method} ${r.path})`)
+    expect(unannotated).toEqual([])
+  })
+
+  it("a route without a Roles annotation would be for admins only", () => {
+    for (const r of routeAccessTable()) if (r.auth !== "public") expect(r.roles).toContain("admin")
+  })
+
+  it("answers each role as the table says: refused roles 403 naming the role, others not 401/403, nobody 401", async () => {
+    const routes = endpoints().filter((r) => r.auth !== "public")
+    expect(routes.length).toBeGreaterThan(200)
+    const wrong: Array<string> = []
+    let walked = 0
+    for (const route of routes) {
+      for (const caller of callers) {
+        const allowed =
+          caller.role === null
+            ? // The playground follows REQUIRE_API_KEY: off on a loopback bind, a caller without a key may use it (as a member).
+              route.auth === "playground"
+            : route.roles.includes(caller.role)
+        if (allowed && !callable(route)) continue
+        const body = route.method === "GET" || route.method === "HEAD" ? undefined : { walker: true }
+        const res = await call(`${gw.url}${concrete(route.path)}`, { method: route.method, body, headers: caller.headers(route.method) })
+        walked++
+        const what = `${caller.name} ${route.method} ${route.path} (${route.id}) answered ${res.status} ${res.text.slice(0, 160)}`
+        if (caller.role === null && !allowed) {
+          if (res.status !== 401) wrong.push(`${what}: expected 401`)
+        } else if (!allowed) {
+          if (res.status !== 403 || !String(res.body?.message).includes(`role ${caller.role}`))
+            wrong.push(`${what}: expected 403 naming the role`)
+        } else if (res.status === 401 || res.status === 403 || (res.status >= 500 && res.status !== 501 && res.status !== 503)) {
+          wrong.push(`${what}: expected an answer of the route itself`)
+        }
+      }
+    }
+    expect(wrong).toEqual([])
+    expect(walked).toBeGreaterThan(1000)
+  }, 180_000)
+
+  it("GET /api/auth/session names the caller's user, role and the routes the role may call", async () => {
+    const member = callers.find((c) => c.role === "member")!
+    const res = await call(`${gw.url}/api/auth/session`, { headers: member.headers("GET") })
+    expect(res.status).toBe(200)
+    expect(res.body).toMatchObject({
+      authenticated: true,
+      via: "session",
+      role: "member",
+      user: { id: users.member, email: "mem@example.com", role: "member", teamIds: [teamId] }
+    })
+    expect(res.body.routes).toContain("keys.list")
+    expect(res.body.routes).toContain("keys.create")
+    expect(res.body.routes).not.toContain("providers.create")
+    expect(res.body.routes).not.toContain("settings.get")
+    const viewer = await call(`${gw.url}/api/auth/session`, { headers: callers.find((c) => c.role === "viewer")!.headers("GET") })
+    expect(viewer.body.routes).toContain("settings.get")
+    expect(viewer.body.routes).not.toContain("settings.patch")
+    const nobody = await call(`${gw.url}/api/auth/session`)
+    expect(nobody.body).toMatchObject({ authenticated: false, user: null, role: null, routes: [] })
+  })
+
+  it("the OpenAPI document carries each operation's roles as x-gateway-roles", async () => {
+    const doc = (await call(`${gw.url}/api/openapi.json`)).body
+    expect(doc.paths["/api/keys"].get["x-gateway-roles"]).toEqual(["admin", "team-admin", "member", "viewer"])
+    expect(doc.paths["/api/keys"].post["x-gateway-roles"]).toEqual(["admin", "team-admin", "member"])
+    expect(doc.paths["/api/settings"].put["x-gateway-roles"]).toEqual(["admin"])
+  })
+
+  it("a disabled user's session is no authentication (401)", async () => {
+    const headers = await sessionFor(gw, users.outsider!)
+    expect((await call(`${gw.url}/api/keys`, { headers: headers("GET") })).status).toBe(200)
+    await gw.run(Effect.flatMap(Directory, (d) => d.updateUser(users.outsider!, { disabled: true })))
+    await until(
+      "the disabled user's session refused",
+      async () => (await call(`${gw.url}/api/keys`, { headers: headers("GET") })).status === 401
+    )
+  })
+
+  it("a team-admin may not create a key for another team (403), a member not for anyone else", async () => {
+    const lead = callers.find((c) => c.role === "team-admin")!
+    const member = callers.find((c) => c.role === "member")!
+    const forOther = await call(`${gw.url}/api/keys`, { headers: lead.headers("POST"), body: { name: "theirs", teamId: otherTeamId } })
+    expect([400, 403]).toContain(forOther.status)
+    const forSomeone = await call(`${gw.url}/api/keys`, { headers: member.headers("POST"), body: { name: "not-mine", userId: users.lead } })
+    expect([400, 403]).toContain(forSomeone.status)
+  })
+
+  it("a non-admin may not give a key shadow targets (403 naming the field)", async () => {
+    const member = callers.find((c) => c.role === "member")!
+    const res = await call(`${gw.url}/api/keys`, {
+      headers: member.headers("POST"),
+      body: { name: "shadowed", shadow: [{ model: "x/y" }] }
+    })
+    expect([400, 403]).toContain(res.status)
+    if (res.status === 403) expect(res.body.message).toContain("shadow")
+  })
+
+  it("usage reads are narrowed to the caller's own: another team or user is 403 naming it", async () => {
+    const lead = callers.find((c) => c.role === "team-admin")!
+    const member = callers.find((c) => c.role === "member")!
+    const viewer = callers.find((c) => c.role === "viewer")!
+    const get = (c: Caller, query: string) => call(`${gw.url}/api/usage/history?${query}`, { headers: c.headers("GET") })
+    expect((await get(member, "groupBy=day")).status).toBe(200)
+    const otherTeam = await get(member, `teamId=${otherTeamId}`)
+    expect(otherTeam.status).toBe(403)
+    expect(otherTeam.body.message).toContain(otherTeamId)
+    expect((await get(member, `userId=${users.lead}`)).status).toBe(403)
+    expect((await get(lead, `teamId=${teamId}`)).status).toBe(200)
+    expect((await get(lead, `userId=${users.member}`)).status).toBe(200)
+    expect((await get(lead, `teamId=${otherTeamId}`)).status).toBe(403)
+    expect((await get(lead, `userId=${users.admin}`)).status).toBe(403)
+    expect((await get(viewer, `teamId=${otherTeamId}`)).status).toBe(200)
+    const logs = await call(`${gw.url}/api/usage/logs?userId=${users.lead}`, { headers: member.headers("GET") })
+    expect(logs.status).toBe(403)
+  })
+
+  it("the audit log names the user who made a change", async () => {
+    const admin = callers.find((c) => c.name === "admin (session)")!
+    const res = await call(`${gw.url}/api/keys`, { headers: admin.headers("POST"), body: { name: "by-ada" } })
+    expect(res.status).toBe(201)
+    await until("the audit row", async () => {
+      const page = await call(`${gw.url}/api/compliance/audit-log?actor=${users.admin}`, {
+        headers: { authorization: `Bearer ${ADMIN_KEY}` }
+      })
+      return page.body?.entries?.some((e: { actor: string }) => e.actor === users.admin)
+    })
+  })
+})
+
+describe("a single-user install: the admin password and an admin key keep full access", () => {
+  let solo: TestGateway
+  const key = "gwk_teams_access_solo_0123456789abcdef"
+  beforeAll(async () => {
+    solo = await startGateway({ env: { INITIAL_PASSWORD: PASSWORD } })
+    await solo.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: key })))
+  }, 60_000)
+  afterAll(async () => {
+    await solo?.close()
+  })
+
+  it("every read answers the password's session and the key, and both change keys as before", async () => {
+    const login = await call(`${solo.url}/api/auth/login`, { body: { password: PASSWORD } })
+    expect(login.status).toBe(200)
+    const cookie = (login.headers.get("set-cookie") ?? "").split(";")[0]!
+    const session = { cookie, "x-csrf-token": login.body.csrfToken as string }
+    const bearer = { authorization: `Bearer ${key}` }
+    const me = await call(`${solo.url}/api/auth/session`, { headers: session })
+    expect(me.body).toMatchObject({ authenticated: true, role: "admin", user: { id: "usr_admin", role: "admin" } })
+    expect(me.body.routes).toEqual(
+      routeAccessTable()
+        .filter((r) => r.auth !== "public")
+        .map((r) => r.id)
+    )
+    const refused: Array<string> = []
+    for (const route of routeAccessTable().filter((r) => r.auth !== "public" && r.method === "GET")) {
+      for (const headers of [session, bearer]) {
+        const res = await call(`${solo.url}${concrete(route.path)}`, { headers })
+        if (res.status === 401 || res.status === 403) refused.push(`${route.id}: ${res.status} ${res.text.slice(0, 120)}`)
+      }
+    }
+    expect(refused).toEqual([])
+    for (const headers of [session, bearer]) {
+      const made = await call(`${solo.url}/api/keys`, { headers, body: { name: `solo-${headers === session ? "s" : "k"}` } })
+      expect(made.status).toBe(201)
+      const removed = await call(`${solo.url}/api/keys/${made.body.id}`, { method: "DELETE", headers })
+      expect(removed.status).toBe(200)
+    }
+    await until("the audit rows keep their actors", async () => {
+      const page = await call(`${solo.url}/api/compliance/audit-log`, { headers: bearer })
+      const actors = new Set((page.body?.entries ?? []).map((e: { actor: string }) => e.actor))
+      return actors.has("admin-session") && [...actors].some((a) => String(a).startsWith("key_") || !String(a).includes("/"))
+    })
+  }, 120_000)
+})
