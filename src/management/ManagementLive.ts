@@ -46,6 +46,7 @@ import type { RoutingMemory } from "../services/routing/RoutingMemory.js"
 import type { Replay } from "../services/shadow/Replay.js"
 import type { Shadow } from "../services/shadow/Shadow.js"
 import type { SkillCatalog } from "../services/skills/SkillCatalog.js"
+import type { Directory } from "../services/teams/Directory.js"
 import type { Tunnels } from "../services/tunnels/Tunnels.js"
 import type { UsageQueries } from "../services/usage/UsageQueries.js"
 import type { Webhooks } from "../services/webhooks/Webhooks.js"
@@ -83,6 +84,7 @@ export const ManagementLive: Layer.Layer<
   | Settings
   | ApiKeys
   | AdminAuth
+  | Directory
   | Connections
   | ProviderChecks
   | ProviderModels
