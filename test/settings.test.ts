@@ -62,6 +62,7 @@ describe("the settings document", () => {
       backups: { intervalHours: null, keep: null },
       shadow: [],
       shadowOptions: { budgetUsdPerDay: 1, concurrency: 2, retentionDays: 30, judgeModel: null },
+      bridge: { image: null, audio: null, pdf: null },
       info: { restartRequired: [], storedOnly: [], backups: { intervalHours: 24, keep: 7, source: "env" } }
     })
   })
