@@ -7,6 +7,8 @@ import type { Role } from "../src/domain/teams.js"
 import { ManagementApi } from "../src/management/api/Api.js"
 import { Roles } from "../src/management/api/Roles.js"
 import { type RouteAccess, routeAccess, routeAccessTable } from "../src/management/api/routeAccess.js"
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import { explain, managementClient } from "../src/cli/remote.js"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { randomToken, sha256 } from "../src/services/auth/password.js"
 import { Directory } from "../src/services/teams/Directory.js"
@@ -205,9 +207,77 @@ describe("roles and access: every management route, every role", () => {
     const lead = callers.find((c) => c.role === "team-admin")!
     const member = callers.find((c) => c.role === "member")!
     const forOther = await call(`${gw.url}/api/keys`, { headers: lead.headers("POST"), body: { name: "theirs", teamId: otherTeamId } })
-    expect([400, 403]).toContain(forOther.status)
+    expect(forOther.status).toBe(403)
+    expect(forOther.body.message).toContain(otherTeamId)
     const forSomeone = await call(`${gw.url}/api/keys`, { headers: member.headers("POST"), body: { name: "not-mine", userId: users.lead } })
-    expect([400, 403]).toContain(forSomeone.status)
+    expect(forSomeone.status).toBe(403)
+    expect(forSomeone.body.message).toContain("role member")
+  })
+
+  it("keys: a member sees and manages their own, a team-admin also their members', and a key acts within its owner's role", async () => {
+    const lead = callers.find((c) => c.role === "team-admin")!
+    const member = callers.find((c) => c.role === "member")!
+    const viewer = callers.find((c) => c.role === "viewer")!
+    const mine = await call(`${gw.url}/api/keys`, { headers: member.headers("POST"), body: { name: "member-own", scopes: ["admin"] } })
+    expect(mine.status).toBe(201)
+    expect(mine.body.userId).toBe(users.member)
+    const forMember = await call(`${gw.url}/api/keys`, {
+      headers: lead.headers("POST"),
+      body: { name: "lead-for-member", userId: users.member }
+    })
+    expect(forMember.status).toBe(201)
+    const leadOwn = await call(`${gw.url}/api/keys`, { headers: lead.headers("POST"), body: { name: "lead-own" } })
+    expect(leadOwn.status).toBe(201)
+    expect(leadOwn.body.userId).toBe(users.lead)
+    const teamKey = await call(`${gw.url}/api/keys`, { headers: lead.headers("POST"), body: { name: "team-key", teamId, scopes: ["admin"] } })
+    expect(teamKey.status).toBe(201)
+
+    const names = async (c: Caller) =>
+      ((await call(`${gw.url}/api/keys`, { headers: c.headers("GET") })).body.keys as Array<{ name: string }>).map((k) => k.name).sort()
+    expect(await names(member)).toEqual(["lead-for-member", "member-own"])
+    expect(await names(lead)).toEqual(["lead-for-member", "lead-own", "member-own", "team-key"])
+    expect(await names(viewer)).toContain("admin")
+
+    // Another's key is unknown to a member; a team-admin manages their member's.
+    expect((await call(`${gw.url}/api/keys/${leadOwn.body.id}`, { method: "DELETE", headers: member.headers("DELETE") })).status).toBe(404)
+    expect(
+      (
+        await call(`${gw.url}/api/keys/${mine.body.id}`, {
+          method: "PATCH",
+          headers: lead.headers("PATCH"),
+          body: { name: "member-own-2" }
+        })
+      ).status
+    ).toBe(200)
+    expect((await call(`${gw.url}/api/keys/${forMember.body.id}`, { method: "DELETE", headers: lead.headers("DELETE") })).status).toBe(200)
+    // A member may not hand their key to someone else.
+    const handed = await call(`${gw.url}/api/keys/${mine.body.id}`, {
+      method: "PATCH",
+      headers: member.headers("PATCH"),
+      body: { userId: users.lead }
+    })
+    expect(handed.status).toBe(403)
+
+    // The member's admin-scope key acts as the member: its own keys, nothing of the configuration.
+    const asMember = { authorization: `Bearer ${mine.body.secret}` }
+    const providers = await call(`${gw.url}/api/providers`, { headers: asMember })
+    expect(providers.status).toBe(403)
+    expect(providers.body.message).toContain("role member")
+    expect(((await call(`${gw.url}/api/keys`, { headers: asMember })).body.keys as Array<{ id: string }>).map((k) => k.id)).toEqual([
+      mine.body.id
+    ])
+    // The CLI's remote commands say so in one line.
+    const refused = await Effect.runPromise(
+      Effect.gen(function* () {
+        const client = yield* managementClient(gw.url, mine.body.secret)
+        return yield* Effect.flip(client.providers.list())
+      }).pipe(Effect.provide(FetchHttpClient.layer))
+    )
+    expect(explain(gw.url)(refused).message).toMatch(/^refused by the gateway \(403\): the role member may not call GET \/api\/providers/)
+    // A team's key acts as a member of its team: it reads, and creates no keys.
+    const asTeam = { authorization: `Bearer ${teamKey.body.secret}` }
+    expect((await call(`${gw.url}/api/models/catalog`, { headers: asTeam })).status).toBe(200)
+    expect((await call(`${gw.url}/api/keys`, { headers: asTeam, body: { name: "from-team" } })).status).toBe(403)
   })
 
   it("a non-admin may not give a key shadow targets (403 naming the field)", async () => {

@@ -55,13 +55,18 @@ export const remote = (opts: { readonly url: Option.Option<string>; readonly api
     return yield* new BadRequest({
       message: "an admin API key is needed: pass --api-key or set GATEWAY_API_KEY, or sign in with `gateway login`"
     })
+  })
 
 /** Turns the client's transport and HTTP errors into one readable line. */
 export const explain = (url: string) => (e: unknown) => {
   const tag = (e as { _tag?: string })?._tag
   const message = (e as { message?: string })?.message
   if (tag === "RequestError") return new BadRequest({ message: `no gateway answers at ${url} (is it running?)` })
-  if (tag === "Unauthorized") return new BadRequest({ message: "the admin key was refused" })
+  if (tag === "Unauthorized") return new BadRequest({ message: `the admin key was refused${message ? `: ${message}` : ""}` })
+  // A role that may not call the route (docs/teams.md, "Roles and access"): the gateway's answer names the role and the route.
+  const status = (e as { response?: { status?: number } })?.response?.status
+  if (tag === "Forbidden" || status === 403)
+    return new BadRequest({ message: `refused by the gateway (403): ${message ?? "this key's role may not do that"}` })
   return new BadRequest({ message: message ?? String(e) })
 }
 
