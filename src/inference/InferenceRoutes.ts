@@ -24,6 +24,7 @@ import { GatewayMetrics } from "../services/observability/GatewayMetrics.js"
 import { ResponseStore } from "./ResponseStore.js"
 import { ResponsesMcp } from "./mcp/ResponsesMcp.js"
 import { Bridges } from "./bridge/Bridges.js"
+import { ResponsesCompaction } from "./compaction/ResponsesCompaction.js"
 import { listGeminiModels } from "./routes/gemini.js"
 import { inferenceRouteDefs } from "./routes/index.js"
 import type { RouteDeps } from "./routes/openai.js"
@@ -89,7 +90,8 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         virtualModels: router.virtualModels,
         bridgeDefaults: Option.getOrUndefined(yield* Effect.serviceOption(Bridges))?.defaults,
         accounting: yield* Accounting,
-        mcp: Option.getOrUndefined(yield* Effect.serviceOption(ResponsesMcp))
+        mcp: Option.getOrUndefined(yield* Effect.serviceOption(ResponsesMcp)),
+        compaction: Option.getOrUndefined(yield* Effect.serviceOption(ResponsesCompaction))
       }
       const table = buildTable(
         inferenceRouteDefs({

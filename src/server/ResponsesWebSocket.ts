@@ -127,7 +127,8 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
         accounting: deps.accounting,
         inboundLimits,
         guardrails,
-        tryResponse
+        tryResponse,
+        compaction: deps.compaction
       })
       const accept = makeAccept({ flags, keys, access, wss, upgradeIds, session: { run, sockets, hooks, serve } })
 

@@ -13,7 +13,7 @@ import { kindOf, modelDoes } from "../domain/catalog/catalog.js"
 import { allBlocked, newTracking, type Tracking } from "../kernel/attempts.js"
 import { InferenceError } from "../kernel/errors.js"
 import { endRequest, requestReceived, routeResolved } from "../kernel/hooks.js"
-import { type RequestHooksShape } from "../kernel/RequestHooks.js"
+import type { RequestHooksShape } from "../kernel/RequestHooks.js"
 import { newRequestId } from "../kernel/ids.js"
 import { fireBegin, fireEnd } from "../kernel/listeners.js"
 import type { Transport } from "../kernel/request.js"
@@ -33,6 +33,10 @@ import type { Expanded, ResponseStoreShape } from "../inference/ResponseStore.js
 import type { makeResponseAttempt, SocketRequest } from "./responsesWsAttempt.js"
 import { errorFrame, errorHeaders, type SocketAnswer, SocketSink } from "./responsesWsSink.js"
 import { decodeResponsesRequest } from "../inference/routes/openai.js"
+import { type ResponsesCompactionShape, upstreamCompacts } from "../inference/compaction/ResponsesCompaction.js"
+import { isCompactionTrigger, TRIGGER_TYPE } from "../inference/compaction/items.js"
+import { compactionEvents } from "../inference/compaction/answers.js"
+import { obj } from "../upstream/formats/common.js"
 
 /** What the frames of one WebSocket need of it, made once per connection. */
 export interface SocketConn {
@@ -106,10 +110,12 @@ export interface ServeDeps {
   readonly inboundLimits: InboundLimitsShape
   readonly guardrails: GuardrailsShape
   readonly tryResponse: ReturnType<typeof makeResponseAttempt>
+  /** Codex's compaction (docs/agents.md, "Codex compaction"); absent in partial layers. */
+  readonly compaction?: ResponsesCompactionShape | undefined
 }
 
 /** A response's work (`serve`): admission, the plan, the conversation, the hooks, the budget, the guarded attempt; made once per layer. */
-export const makeServe = ({ inference, usage, accounting, inboundLimits, guardrails, tryResponse }: ServeDeps): Serve =>
+export const makeServe = ({ inference, usage, accounting, inboundLimits, guardrails, tryResponse, compaction }: ServeDeps): Serve =>
   Effect.fnUntraced(function* (
     conn: SocketConn,
     ctx: HttpRequestContext,
@@ -139,10 +145,30 @@ export const makeServe = ({ inference, usage, accounting, inboundLimits, guardra
       })
     }
     // Always expanded here (the connection's own store), but the answering server's own stored items are kept.
+    // The gateway's own compaction items go upstream as the summary they hold, whatever the candidate.
     const expandFor = (c: Candidate | undefined) =>
-      store.expand(body, openAiResponses, true, c && { id: c.connection.id, storesResponses: false })
+      Effect.flatMap(store.expand(body, openAiResponses, true, c && { id: c.connection.id, storesResponses: false }), (e) => {
+        const opened = compaction === undefined ? e.body : compaction.openItems(e.body)
+        if (opened instanceof InferenceError) return Effect.fail(opened)
+        return Effect.succeed(opened === e.body ? e : { ...e, body: opened })
+      })
     const first = able.candidates[0]
     const expanded = yield* expandFor(first)
+    // A compaction asked with the trigger: the summary's one item, unless the first candidate compacts itself.
+    if (compaction !== undefined && isCompactionTrigger(expanded.body) && !(first !== undefined && upstreamCompacts(first.connection))) {
+      const made = yield* compaction.compact(expanded.body, model, apiKeyId)
+      const events = compactionEvents(made, model)
+      answer.headersSent = true
+      for (const e of events) send(JSON.stringify(e))
+      answer.finished = true
+      const completed = obj(events[events.length - 1]!["response"])!
+      store.remember(
+        String(completed["id"]),
+        expanded.input.filter((i) => obj(i)?.["type"] !== TRIGGER_TYPE),
+        [made.item]
+      )
+      return
+    }
     // Refused as POST /v1/responses refuses it, with the same message.
     yield* decodeResponsesRequest(expanded.body, typeof body["previous_response_id"] === "string" && body["previous_response_id"] !== "")
 

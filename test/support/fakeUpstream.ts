@@ -1317,7 +1317,7 @@ const RESPONSES_OTHER_ITEMS = new Set(
   (
     "item_reference custom_tool_call custom_tool_call_output file_search_call computer_call computer_call_output web_search_call " +
     "local_shell_call local_shell_call_output shell_call shell_call_output apply_patch_call apply_patch_call_output mcp_list_tools " +
-    "mcp_approval_request mcp_approval_response mcp_call image_generation_call code_interpreter_call compaction tool_search_call tool_search_output"
+    "mcp_approval_request mcp_approval_response mcp_call image_generation_call code_interpreter_call compaction compaction_trigger tool_search_call tool_search_output"
   ).split(" ")
 )
 const RESPONSES_TOOL_TYPES = new Set(

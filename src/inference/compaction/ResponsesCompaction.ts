@@ -106,7 +106,8 @@ export const makeResponsesCompaction = (secrets: Pick<SecretsShape, "encrypt" | 
   }
 
   const seal = (summary: string, model: string): string =>
-    GATEWAY_ITEM_PREFIX + secrets.encrypt(JSON.stringify({ v: 1, summary, model, at: Math.floor(Date.now() / 1000) } satisfies SealedSummary))
+    GATEWAY_ITEM_PREFIX +
+    secrets.encrypt(JSON.stringify({ v: 1, summary, model, at: Math.floor(Date.now() / 1000) } satisfies SealedSummary))
 
   const compact: ResponsesCompactionShape["compact"] = (body, model, owner) =>
     Effect.gen(function* () {

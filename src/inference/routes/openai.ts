@@ -27,8 +27,13 @@ import type { ResponseStoreShape } from "../ResponseStore.js"
 import { hasMcpTool } from "../mcp/responsesTools.js"
 import type { ResponsesMcpShape } from "../mcp/ResponsesMcp.js"
 import { decodedAs, type RouteDef } from "./types.js"
-import type { Connection } from "../../upstream/providers/Connections.js"
+import type { Connection, ResolvedTarget } from "../../upstream/providers/Connections.js"
 import { sseData } from "../../upstream/formats/frames.js"
+import { type ResponsesCompactionShape, upstreamCompacts } from "../compaction/ResponsesCompaction.js"
+import { isCompactionTrigger, TRIGGER_TYPE } from "../compaction/items.js"
+import { compactEndpointAnswer, compactionResponse, compactionSse } from "../compaction/answers.js"
+import { endStream, responseHeaders, startStream, writeStream } from "../io.js"
+import { sealAnswer } from "../../upstream/formats/signatures.js"
 
 export interface RouteDeps {
   readonly inference: InferenceShape
@@ -44,6 +49,8 @@ export interface RouteDeps {
   readonly bridgeDefaults?: (() => BridgeModels) | undefined
   /** Responses requests with `mcp` tools (docs/mcp.md, "MCP tools in model requests"); absent where the MCP gateway is not built. */
   readonly mcp?: ResponsesMcpShape | undefined
+  /** Codex's compaction requests, answered by the gateway for any upstream (docs/agents.md, "Codex compaction"); absent in partial layers. */
+  readonly compaction?: ResponsesCompactionShape | undefined
 }
 
 /** Names of the `type: "custom"` tools of a request (`spec` finds the object holding the name). */
@@ -206,8 +213,11 @@ export const responses = (deps: RouteDeps) =>
     if (deps.mcp !== undefined && hasMcpTool(body)) return yield* deps.mcp.serve(ctx, body, deps.responses)
     const requested = str(body["model"])
     const continues = typeof body["previous_response_id"] === "string" && body["previous_response_id"] !== ""
-    // The answering connection decides how previous_response_id is resolved (see ResponseStore.expand).
-    const target = requested && continues ? yield* deps.inference.resolve(splitNoThinking(requested).model, openAiResponses) : undefined
+    // Codex asks for a compaction with a trigger last in its input: one read of the last item.
+    const trigger = deps.compaction !== undefined && isCompactionTrigger(body)
+    // The answering connection decides how previous_response_id is resolved (see ResponseStore.expand), and who compacts.
+    const target =
+      requested && (continues || trigger) ? yield* deps.inference.resolve(splitNoThinking(requested).model, openAiResponses) : undefined
     const native = target !== undefined && target.connection.formats.includes("openai-responses")
     const expanded = yield* deps.responses.expand(
       body,
@@ -215,21 +225,103 @@ export const responses = (deps: RouteDeps) =>
       target !== undefined && !native,
       target && { id: target.connection.id, storesResponses: native && target.connection.provider.quirks?.storesResponses === true }
     )
-    const canonical = yield* decodeResponsesRequest(expanded.body, continues)
+    // The gateway's own compaction items go upstream as the summary they hold, whatever the upstream.
+    const opened = deps.compaction === undefined ? expanded.body : deps.compaction.openItems(expanded.body)
+    if (opened instanceof InferenceError) return yield* opened
+    if (trigger && requested && !(target !== undefined && upstreamCompacts(target.connection)))
+      return yield* answerCompaction(deps, deps.compaction!, ctx, opened, requested, expanded.input)
+    const canonical = yield* decodeResponsesRequest(opened, continues)
     const { model, noThinking } = splitNoThinking(canonical.model)
-    const custom = customToolNames(arr(expanded.body["tools"]), obj)
+    const custom = customToolNames(arr(opened["tools"]), obj)
     yield* deps.inference.run({
       ctx,
       format: openAiResponses,
-      body: expanded.body,
+      body: opened,
       model,
       stream: canonical.stream,
       endpoint: "responses",
-      decode: decodedAs(expanded.body, canonical, openAiResponses.decodeRequest),
+      decode: decodedAs(opened, canonical, openAiResponses.decodeRequest),
       noThinking,
       encodeOptions: { customTools: custom, request: body },
       onCompleted: (r) => deps.responses.remember(r.id, expanded.input, r.output, r.origin)
     })
+  })
+
+/**
+ * A compaction asked with the trigger (`POST /v1/responses`): the conversation summarised and
+ * answered as one `compaction` item, streamed when the request streams (docs/agents.md, "Codex
+ * compaction"). The summary's own call carries the usage row.
+ */
+const answerCompaction = (
+  deps: RouteDeps,
+  compaction: ResponsesCompactionShape,
+  ctx: HttpRequestContext,
+  body: Record<string, unknown>,
+  model: string,
+  input: ReadonlyArray<unknown>
+) =>
+  Effect.map(compaction.compact(body, model, ctx.apiKeyId), (c) => {
+    const response = compactionResponse(c, model)
+    // Remembered as any response is, without its trigger: previous_response_id may follow it.
+    deps.responses.remember(
+      response.id,
+      input.filter((i) => obj(i)?.["type"] !== TRIGGER_TYPE),
+      response.output
+    )
+    if (body["stream"] !== true) return sendJson(ctx, 200, response)
+    startStream(ctx, responseHeaders(ctx, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" }))
+    writeStream(ctx, compactionSse(c, model))
+    endStream(ctx, "")
+  })
+
+/**
+ * `POST /v1/responses/compact` (Codex before its trigger form, and OpenAI's compaction endpoint):
+ * the user messages of the input, then one `compaction` item holding the sealed summary. A
+ * connection with `compaction: "upstream"` gets the request as it came (its items bound to it, as
+ * reasoning state is).
+ */
+export const compact = (deps: RouteDeps) =>
+  Effect.fnUntraced(function* (ctx: HttpRequestContext, body: Record<string, unknown>) {
+    const compaction = deps.compaction
+    if (compaction === undefined)
+      return yield* new InferenceError({ status: 404, kind: "not_found", code: "not_found", message: "compaction is not served here" })
+    const requested = str(body["model"])
+    if (!requested) return yield* badRequest("model must be a non-empty string", "model")
+    if (body["input"] !== undefined && !Array.isArray(body["input"]) && typeof body["input"] !== "string")
+      return yield* badRequest("input must be a string or an array of items", "input")
+    const target = yield* deps.inference.resolve(splitNoThinking(requested).model, openAiResponses)
+    if (upstreamCompacts(target.connection)) return yield* compactUpstream(deps, ctx, body, target)
+    const opened = compaction.openItems(body)
+    if (opened instanceof InferenceError) return yield* opened
+    const made = yield* compaction.compact(opened, requested, ctx.apiKeyId)
+    sendJson(ctx, 200, compactEndpointAnswer(made, body["input"]))
+  })
+
+/** `/responses/compact` passed through to a connection that compacts itself; the items it answers sealed with it. */
+const compactUpstream = (deps: RouteDeps, ctx: HttpRequestContext, body: Record<string, unknown>, target: ResolvedTarget) =>
+  Effect.gen(function* () {
+    const res = yield* deps.inference.send(
+      target,
+      "openai-responses",
+      body,
+      { stream: false, readWhole: true, custom: { path: "/responses/compact", json: { ...body, model: target.model } } },
+      openAiResponses
+    )
+    if (res.status >= 400) return yield* (yield* deps.inference.readFailure(res, openAiResponses, openAiResponses, target.connection)).error
+    const text = yield* Effect.mapError(deps.inference.wholeText(res, openAiResponses, target.connection), (f) => f.error)
+    let answer: unknown
+    try {
+      answer = JSON.parse(text)
+    } catch {
+      return yield* new InferenceError({
+        status: 502,
+        kind: "upstream",
+        code: "bad_upstream_answer",
+        message: `${target.connection.name} answered /responses/compact with a body that is not JSON`
+      })
+    }
+    sealAnswer("openai-responses", answer, target.connection.id)
+    sendJson(ctx, 200, answer)
   })
 
 // ---------------------------------------------------------------- embeddings and models
@@ -258,7 +350,11 @@ export const embeddings = (deps: RouteDeps) =>
 export const listModels = (deps: RouteDeps) =>
   Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     const entries = catalogEntries(yield* deps.connections)
-    sendJson(ctx, 200, openAiModelList(entries, yield* deps.flag("MODEL_CATALOG_INCLUDE_NAMES"), yield* deps.virtualModels, deps.bridgeDefaults?.()))
+    sendJson(
+      ctx,
+      200,
+      openAiModelList(entries, yield* deps.flag("MODEL_CATALOG_INCLUDE_NAMES"), yield* deps.virtualModels, deps.bridgeDefaults?.())
+    )
   })
 
 export const retrieveModel = (deps: RouteDeps) =>
@@ -288,6 +384,9 @@ export const openAiRoutes = (deps: RouteDeps): ReadonlyArray<RouteDef> => {
     { method: "POST", path: "/v1/responses", format: openAiResponses, handle: withBody(responses(deps)) },
     { method: "POST", path: "/responses", format: openAiResponses, handle: withBody(responses(deps)) },
     { method: "POST", path: "/api/v1/responses", format: openAiResponses, handle: withBody(responses(deps)) },
+    { method: "POST", path: "/v1/responses/compact", format: openAiResponses, handle: withBody(compact(deps)) },
+    { method: "POST", path: "/responses/compact", format: openAiResponses, handle: withBody(compact(deps)) },
+    { method: "POST", path: "/api/v1/responses/compact", format: openAiResponses, handle: withBody(compact(deps)) },
     { method: "POST", path: "/v1/embeddings", format: openAiChat, handle: withBody(embeddings(deps)) },
     { method: "GET", path: "/v1/models", format: openAiChat, handle: listModels(deps) },
     { method: "GET", path: /^\/v1\/models\/(?<model>[^:]+)$/, format: openAiChat, handle: retrieveModel(deps) }

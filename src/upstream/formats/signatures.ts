@@ -168,7 +168,8 @@ const SEAL_ANSWER: Partial<Record<FormatId, (o: Json, issuer: string) => boolean
   "openai-responses": (o, issuer) => {
     let changed = false
     const item = (i: Json | undefined) => {
-      if (i?.["type"] === "reasoning" && typeof i["encrypted_content"] === "string") {
+      // Reasoning items, and the compaction items of an upstream that compacts itself (docs/agents.md, "Codex compaction").
+      if ((i?.["type"] === "reasoning" || i?.["type"] === "compaction") && typeof i["encrypted_content"] === "string") {
         i["encrypted_content"] = seal(issuer, i["encrypted_content"])
         changed = true
       }
@@ -237,7 +238,10 @@ const hasSeal = (format: FormatId, body: Json): boolean => {
       })
     )
   if (format === "openai-responses")
-    return (arr(body["input"]) ?? []).some((i) => obj(i)?.["type"] === "reasoning" && isSealed(obj(i)?.["encrypted_content"]))
+    return (arr(body["input"]) ?? []).some((i) => {
+      const type = obj(i)?.["type"]
+      return (type === "reasoning" || type === "compaction") && isSealed(obj(i)?.["encrypted_content"])
+    })
   if (format === "gemini")
     return (arr(body["contents"]) ?? []).some((c) => (arr(obj(c)?.["parts"]) ?? []).some((p) => isSealed(obj(p)?.["thoughtSignature"])))
   return false
@@ -319,9 +323,9 @@ export const bindBody = (format: FormatId, body: Json, target: string): Json => 
       ...body,
       input: input.flatMap((i) => {
         const io = obj(i)
-        if (io?.["type"] !== "reasoning" || typeof io["encrypted_content"] !== "string") return [i]
+        if ((io?.["type"] !== "reasoning" && io?.["type"] !== "compaction") || typeof io["encrypted_content"] !== "string") return [i]
         const e = forTarget(io["encrypted_content"], target)
-        // Another account's reasoning item is not found there (its id) nor readable (its content).
+        // Another account's reasoning or compaction item is not found there (its id) nor readable (its content).
         return e === undefined ? [] : [{ ...io, encrypted_content: e }]
       })
     }

@@ -202,7 +202,9 @@ export const loadSnapshot = (deps: { readonly sql: SqlClient.SqlClient; readonly
     }>`SELECT key, value FROM kv WHERE namespace = ${CONNECTION_COMPACTION_NAMESPACE}`.pipe(Effect.orDie)
     const compaction = new Map(compactionRows.map((r) => [r.key, r.value] as const))
     const all = yield* Effect.forEach(rows, (row) =>
-      Effect.map(fromRow(secrets, row, custom, nodeBy), (c) => (compaction.get(c.id) === "upstream" ? { ...c, compaction: "upstream" as const } : c))
+      Effect.map(fromRow(secrets, row, custom, nodeBy), (c) =>
+        compaction.get(c.id) === "upstream" ? { ...c, compaction: "upstream" as const } : c
+      )
     )
     const byName = new Map(all.map((c) => [c.name.toLowerCase(), c]))
     const byProvider = new Map<string, Array<Connection>>()

@@ -19,7 +19,10 @@ const writeCompaction = (sql: SqlClient.SqlClient, id: string, value: string | n
   value === null
     ? sql`DELETE FROM kv WHERE namespace = ${CONNECTION_COMPACTION_NAMESPACE} AND key = ${id}`.pipe(Effect.asVoid, Effect.orDie)
     : sql`INSERT INTO kv (namespace, key, value, updated_at) VALUES (${CONNECTION_COMPACTION_NAMESPACE}, ${id}, ${value}, ${Date.now()})
-        ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`.pipe(Effect.asVoid, Effect.orDie)
+        ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`.pipe(
+        Effect.asVoid,
+        Effect.orDie
+      )
 
 /**
  * The name check reads the cached snapshot, which can trail another process's commit by up
