@@ -52,6 +52,7 @@ import { Quotas } from "./quotas/Quotas.js"
 import { ResponseStore } from "./ResponseStore.js"
 import type { McpGateway } from "./mcp/McpGateway.js"
 import { ResponsesMcp } from "./mcp/ResponsesMcp.js"
+import { ResponsesCompaction } from "./compaction/ResponsesCompaction.js"
 import { WebSearch } from "./search/WebSearch.js"
 import { StreamWatchdog } from "./stream.js"
 import type { StreamTimeouts } from "./StreamTimeouts.js"
@@ -66,6 +67,7 @@ export const InferenceLive: Layer.Layer<
   | InternalCalls
   | ResponseStore
   | ResponsesMcp
+  | ResponsesCompaction
   | FileStore
   | Batches
   | Evals
@@ -126,6 +128,7 @@ export const InferenceLive: Layer.Layer<
       InternalCalls.layer,
       ResponseStore.layer,
       ResponsesMcp.layer,
+      ResponsesCompaction.layer,
       FileStore.layer,
       Batches.layer,
       Evals.layer,

@@ -6,6 +6,7 @@ import type { NativeBatches } from "../inference/batches/NativeBatches.js"
 import type { InferenceRoutes } from "../inference/InferenceRoutes.js"
 import { Bridges } from "../inference/bridge/Bridges.js"
 import { ResponsesMcp } from "../inference/mcp/ResponsesMcp.js"
+import { ResponsesCompaction } from "../inference/compaction/ResponsesCompaction.js"
 import { EvalRunner, type Evals } from "../inference/evals/Evals.js"
 import type { Files } from "../inference/files/Files.js"
 import type { Quotas } from "../inference/quotas/Quotas.js"
@@ -83,6 +84,7 @@ export const ServerLive: Layer.Layer<
   | McpHttp
   | McpGateway
   | ResponsesMcp
+  | ResponsesCompaction
   | Bridges
   | Playground
   | Tunnels
@@ -116,6 +118,7 @@ export const ServerLive: Layer.Layer<
   Compression.ownRoutesLayer,
   Playground.ownRoutesLayer,
   ResponsesMcp.ownRoutesLayer,
+  ResponsesCompaction.ownRoutesLayer,
   Bridges.ownRoutesLayer,
   Tunnels.targetLayer,
   Inspector.replayLayer,
