@@ -167,3 +167,40 @@ export const scopeUsage = <Q extends UsageFilters>(
   const team = p.teamAdminOf[0]
   return { query: team !== undefined ? { ...q, teamId: team } : { ...q, userId: p.id } }
 }
+
+/** May see this user: admins and viewers anyone; others themselves and the members of their teams. */
+export const canSeeUser = (p: PrincipalUser, user: UserLike): boolean =>
+  readsEverything(p) || user.id === p.id || user.teams.some((t) => p.teamIds.includes(t.teamId))
+
+/**
+ * Whether the caller may create a user with this role in these teams (ids), or why not: an admin
+ * anyone; a team-admin a user of any role but admin, in teams they administer only (at least one,
+ * so the user is theirs to manage).
+ */
+export const refusalToCreateUser = (p: PrincipalUser, role: Role, teamIds: ReadonlyArray<string>): string | undefined => {
+  if (isAdmin(p)) return undefined
+  if (!canGrantRole(p, role)) return `a ${p.role} may not make a user ${role}`
+  if (teamIds.length === 0) return "a team-admin creates users in a team they administer (teamIds)"
+  const other = teamIds.find((t) => !canManageTeam(p, t))
+  return other === undefined ? undefined : `you do not administer ${other}`
+}
+
+/**
+ * Whether the caller may make these changes to this user, or why not: an admin anything; a
+ * team-admin the name, role (not admin) and disabled state of a user they manage, not their teams
+ * (the team's members routes change those) nor their email; anyone else nothing.
+ */
+export const refusalToUpdateUser = (
+  p: PrincipalUser,
+  user: UserLike,
+  change: { readonly role?: Role | undefined; readonly email?: unknown; readonly teamIds?: unknown },
+  users: UserLookup
+): string | undefined => {
+  if (isAdmin(p)) return undefined
+  if (user.id === p.id) return "an admin changes your own user"
+  if (p.role !== "team-admin" || !canManageUser(p, user.id, users)) return `${user.id} is not a member of a team you administer`
+  if (change.role !== undefined && !canGrantRole(p, change.role)) return `a ${p.role} may not make a user ${change.role}`
+  if (change.email !== undefined || change.teamIds !== undefined)
+    return "a team-admin changes a user's name, role and disabled state; teams through /api/teams/{id}/members"
+  return undefined
+}
