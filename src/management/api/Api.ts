@@ -32,6 +32,7 @@ import { ResilienceGroup } from "./resilience/Api.js"
 import { SessionsGroup } from "./sessions/Api.js"
 import { InitGroup, SystemGroup } from "./system/Api.js"
 import { SyncGroup } from "./sync/Api.js"
+import { OrganisationGroup, TeamsGroup, UsersGroup } from "./teams/Api.js"
 import { SettingsGroup } from "./settings/Api.js"
 import { AgentSkillsGroup } from "./skills/Api.js"
 import { UsageGroup } from "./usage/Api.js"
@@ -51,6 +52,9 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(SsoPublicGroup)
   .add(SsoGroup)
   .add(KeysGroup)
+  .add(UsersGroup)
+  .add(TeamsGroup)
+  .add(OrganisationGroup)
   .add(ProvidersGroup)
   .add(FeatureFlagsGroup)
   .add(CombosGroup)

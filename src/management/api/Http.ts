@@ -36,6 +36,7 @@ import * as ShadowHttp from "./shadow/Http.js"
 import * as SkillsHttp from "./skills/Http.js"
 import * as SyncHttp from "./sync/Http.js"
 import * as SystemHttp from "./system/Http.js"
+import * as TeamsHttp from "./teams/Http.js"
 import * as TunnelsHttp from "./tunnels/Http.js"
 import * as UsageHttp from "./usage/Http.js"
 import * as WebhooksHttp from "./webhooks/Http.js"
@@ -48,6 +49,7 @@ export const layer = HttpApiBuilder.api(ManagementApi).pipe(
     AuthHttp.layer,
     SsoHttp.layer,
     KeysHttp.layer,
+    TeamsHttp.layer,
     ProvidersHttp.layer,
     FlagsHttp.layer,
     CombosHttp.layer,

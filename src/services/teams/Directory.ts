@@ -81,7 +81,7 @@ export interface DirectoryShape {
   readonly removeUser: (
     idOrEmail: string,
     options?: { readonly force?: boolean; readonly actor?: string }
-  ) => Effect.Effect<DirectoryUser, NotFound | Conflict>
+  ) => Effect.Effect<{ readonly removed: DirectoryUser; readonly disabledKeys: ReadonlyArray<string> }, NotFound | Conflict>
   readonly listTeams: Effect.Effect<ReadonlyArray<DirectoryTeam>>
   readonly createTeam: (input: CreateTeam, actor?: string) => Effect.Effect<DirectoryTeam, Conflict>
   /** By id or name. */
@@ -89,7 +89,7 @@ export interface DirectoryShape {
   readonly removeTeam: (
     idOrName: string,
     options?: { readonly force?: boolean; readonly actor?: string }
-  ) => Effect.Effect<DirectoryTeam, NotFound | Conflict>
+  ) => Effect.Effect<{ readonly removed: DirectoryTeam; readonly disabledKeys: ReadonlyArray<string> }, NotFound | Conflict>
   readonly listMembers: (teamId: string) => Effect.Effect<ReadonlyArray<DirectoryMember>, NotFound>
   /** Adds the user to the team, or sets its role there when it is a member already. */
   readonly addMember: (teamId: string, userId: string, role: TeamRole, actor?: string) => Effect.Effect<DirectoryMember, NotFound>

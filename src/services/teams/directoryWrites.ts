@@ -236,7 +236,7 @@ export const makeDirectoryWrites = ({ sql, writer, version, fresh, reload }: Dir
       if (released.length > 0 && version !== undefined) yield* version.changed
       audit(options.actor ?? "system", "user.remove", user.id, released.length > 0 ? `keys disabled: ${released.join(",")}` : user.email)
       yield* reload
-      return user
+      return { removed: user, disabledKeys: released }
     })
 
   const createTeam = (input: CreateTeam, actor = "system"): Effect.Effect<DirectoryTeam, Conflict> =>
@@ -289,7 +289,7 @@ export const makeDirectoryWrites = ({ sql, writer, version, fresh, reload }: Dir
       if (released.length > 0 && version !== undefined) yield* version.changed
       audit(options.actor ?? "system", "team.remove", team.id, released.length > 0 ? `keys disabled: ${released.join(",")}` : team.name)
       yield* reload
-      return team
+      return { removed: team, disabledKeys: released }
     })
 
   const listMembers = (teamRef: string): Effect.Effect<ReadonlyArray<DirectoryMember>, NotFound> =>
