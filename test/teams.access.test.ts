@@ -4,7 +4,21 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { Role } from "../src/domain/teams.js"
+import {
+  canGrantRole,
+  canManageKey,
+  canManageTeam,
+  ownerOfNewKey,
+  principalUserOf,
+  refusalToCreateUser,
+  refusalToUpdateUser,
+  scopeUsage,
+  teamKeyUser,
+  type UserLike,
+  visibleKeys
+} from "../src/management/api/access.js"
 import { ManagementApi } from "../src/management/api/Api.js"
+import { callerOfIdentity } from "../src/management/mcp/caller.js"
 import { Roles } from "../src/management/api/Roles.js"
 import { type RouteAccess, routeAccess, routeAccessTable } from "../src/management/api/routeAccess.js"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
@@ -229,7 +243,10 @@ describe("roles and access: every management route, every role", () => {
     const leadOwn = await call(`${gw.url}/api/keys`, { headers: lead.headers("POST"), body: { name: "lead-own" } })
     expect(leadOwn.status).toBe(201)
     expect(leadOwn.body.userId).toBe(users.lead)
-    const teamKey = await call(`${gw.url}/api/keys`, { headers: lead.headers("POST"), body: { name: "team-key", teamId, scopes: ["admin"] } })
+    const teamKey = await call(`${gw.url}/api/keys`, {
+      headers: lead.headers("POST"),
+      body: { name: "team-key", teamId, scopes: ["admin"] }
+    })
     expect(teamKey.status).toBe(201)
 
     const names = async (c: Caller) =>
@@ -366,4 +383,68 @@ describe("a single-user install: the admin password and an admin key keep full a
       return actors.has("admin-session") && [...actors].some((a) => String(a).startsWith("key_") || !String(a).includes("/"))
     })
   }, 120_000)
+})
+
+describe("the decisions inside routes (access.ts) and the MCP caller's cap", () => {
+  const people: Record<string, UserLike> = {
+    usr_a: { id: "usr_a", role: "admin", teams: [{ teamId: "team_1", role: "member" }] },
+    usr_l: { id: "usr_l", role: "team-admin", teams: [{ teamId: "team_1", role: "team-admin" }] },
+    usr_m: { id: "usr_m", role: "member", teams: [{ teamId: "team_1", role: "member" }] },
+    usr_o: { id: "usr_o", role: "member", teams: [{ teamId: "team_2", role: "member" }] },
+    usr_v: { id: "usr_v", role: "viewer", teams: [] }
+  }
+  const lookup = (id: string) => people[id]
+  const as = (id: string) => principalUserOf(people[id]!)
+
+  it("a team-admin manages their team's members and keys, not an admin's nor another team's", () => {
+    const lead = as("usr_l")
+    expect(canManageTeam(lead, "team_1")).toBe(true)
+    expect(canManageTeam(lead, "team_2")).toBe(false)
+    expect(canManageKey(lead, { userId: "usr_m", teamId: null }, lookup)).toBe(true)
+    expect(canManageKey(lead, { userId: "usr_a", teamId: null }, lookup)).toBe(false)
+    expect(canManageKey(lead, { userId: "usr_o", teamId: null }, lookup)).toBe(false)
+    expect(canManageKey(lead, { userId: null, teamId: "team_1" }, lookup)).toBe(true)
+    expect(canManageKey(lead, { userId: null, teamId: null }, lookup)).toBe(false)
+    expect(canGrantRole(lead, "admin")).toBe(false)
+    expect(canGrantRole(lead, "team-admin")).toBe(true)
+    expect(refusalToCreateUser(lead, "member", ["team_2"])).toContain("team_2")
+    expect(refusalToCreateUser(lead, "admin", ["team_1"])).toContain("admin")
+    expect(refusalToCreateUser(lead, "member", ["team_1"])).toBeUndefined()
+    expect(refusalToUpdateUser(lead, people.usr_m!, { role: "admin" }, lookup)).toContain("admin")
+    expect(refusalToUpdateUser(lead, people.usr_a!, { disabled: true } as never, lookup)).toBeDefined()
+  })
+
+  it("a member owns their keys only; a viewer sees every key and manages none; a team's key creates none", () => {
+    const member = as("usr_m")
+    const keys = [
+      { id: "k1", userId: "usr_m", teamId: null },
+      { id: "k2", userId: "usr_l", teamId: null },
+      { id: "k3", userId: null, teamId: "team_1" }
+    ]
+    expect(visibleKeys(member, keys, lookup).map((k) => k.id)).toEqual(["k1"])
+    expect(visibleKeys(as("usr_v"), keys, lookup).map((k) => k.id)).toEqual(["k1", "k2", "k3"])
+    expect(canManageKey(as("usr_v"), keys[0]!, lookup)).toBe(false)
+    expect(ownerOfNewKey(member, {}, lookup)).toEqual({ userId: "usr_m", teamId: null })
+    expect(ownerOfNewKey(member, { teamId: "team_1" }, lookup)).toHaveProperty("refused")
+    expect(ownerOfNewKey(teamKeyUser("team_1"), {}, lookup)).toHaveProperty("refused")
+    expect(ownerOfNewKey(as("usr_l"), { userId: "usr_m" }, lookup)).toEqual({ userId: "usr_m", teamId: null })
+  })
+
+  it("usage: a member reads their own, a team-admin their team by default, a team's key itself", () => {
+    expect(scopeUsage(as("usr_m"), null, {}, undefined, lookup)).toEqual({ query: { userId: "usr_m" } })
+    expect(scopeUsage(as("usr_l"), null, {}, undefined, lookup)).toEqual({ query: { teamId: "team_1" } })
+    expect(scopeUsage(as("usr_m"), null, { teamId: "team_1" }, undefined, lookup)).toHaveProperty("refused")
+    expect(scopeUsage(teamKeyUser("team_1"), "k3", {}, undefined, lookup)).toEqual({ query: { apiKeyId: "k3" } })
+    expect(scopeUsage(as("usr_v"), null, { teamId: "team_2" }, undefined, lookup)).toEqual({ query: { teamId: "team_2" } })
+  })
+
+  it("/mcp: a user's role caps the scopes, whatever the credential carries", () => {
+    const who = { kind: "session", userId: "usr_v" } as const
+    expect(callerOfIdentity(who, undefined, "admin").admin).toBe(true)
+    const viewer = callerOfIdentity(who, undefined, "viewer")
+    expect(viewer.admin).toBe(false)
+    expect([...viewer.scopes].every((s) => s.startsWith("read:"))).toBe(true)
+    expect(viewer.scopes.has("read:providers")).toBe(true)
+    expect([...callerOfIdentity(who, undefined, "member").scopes]).toEqual(["read:catalog"])
+  })
 })
