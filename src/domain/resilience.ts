@@ -1,5 +1,6 @@
 import * as Schema from "effect/Schema"
 import { strict } from "./parse.js"
+import { QueueView } from "./quotaQueue.js"
 
 /**
  * Resilience settings (GET/PATCH /api/resilience), persisted in the kv table. Every field has
@@ -22,6 +23,10 @@ export const BreakerProfile = Schema.Struct({
   resetTimeoutMs: Millis("resetTimeoutMs")
 }).annotations(strict)
 export type BreakerProfile = typeof BreakerProfile.Type
+
+const QueueMaxParked = Schema.Int.pipe(
+  Schema.between(0, 100_000, { message: () => "quotaQueue.maxParked must be an integer between 0 and 100000" })
+)
 
 export const ResilienceSettings = Schema.Struct({
   providerBreaker: Schema.Struct({
@@ -60,7 +65,17 @@ export const ResilienceSettings = Schema.Struct({
     maxWaitMs: Millis("maxWaitMs"),
     maxAttempts: Schema.Int.pipe(Schema.between(0, 10, { message: () => "maxAttempts must be an integer between 0 and 10" })),
     budgetMs: Millis("budgetMs")
-  })
+  }),
+  /**
+   * Requests parked until a quota resets (docs/resilience.md, "Waiting out a quota"): at most `maxParked` in all; beyond
+   * it a request is refused at once. Absent from settings stored before it existed: the default.
+   */
+  quotaQueue: Schema.optionalWith(
+    Schema.Struct({
+      maxParked: QueueMaxParked
+    }),
+    { default: () => ({ maxParked: 100 }) }
+  )
 })
 export type ResilienceSettings = typeof ResilienceSettings.Type
 
@@ -80,7 +95,8 @@ export const DEFAULT_RESILIENCE: ResilienceSettings = {
     useExponentialBackoff: true
   },
   quotaShareConcurrencyLimit: { enabled: true, maxQueue: 100, waitTimeoutMs: 30_000 },
-  comboCooldownWait: { enabled: true, maxWaitMs: 5_000, maxAttempts: 2, budgetMs: 8_000 }
+  comboCooldownWait: { enabled: true, maxWaitMs: 5_000, maxAttempts: 2, budgetMs: 8_000 },
+  quotaQueue: { maxParked: 100 }
 }
 
 const partialProfile = Schema.partial(BreakerProfile).annotations(strict)
@@ -96,7 +112,8 @@ export const PatchResilience = Schema.Struct({
   connectionCooldown: Schema.optional(Schema.partial(ResilienceSettings.fields.connectionCooldown).annotations(strict)),
   modelLockout: Schema.optional(Schema.partial(ResilienceSettings.fields.modelLockout).annotations(strict)),
   quotaShareConcurrencyLimit: Schema.optional(Schema.partial(ResilienceSettings.fields.quotaShareConcurrencyLimit).annotations(strict)),
-  comboCooldownWait: Schema.optional(Schema.partial(ResilienceSettings.fields.comboCooldownWait).annotations(strict))
+  comboCooldownWait: Schema.optional(Schema.partial(ResilienceSettings.fields.comboCooldownWait).annotations(strict)),
+  quotaQueue: Schema.optional(Schema.Struct({ maxParked: Schema.optional(QueueMaxParked) }).annotations(strict))
 }).annotations(strict)
 export type PatchResilience = typeof PatchResilience.Type
 
@@ -132,7 +149,8 @@ export const applyResiliencePatch = (s: ResilienceSettings, p: PatchResilience):
   connectionCooldown: { ...s.connectionCooldown, ...p.connectionCooldown },
   modelLockout: { ...s.modelLockout, ...p.modelLockout },
   quotaShareConcurrencyLimit: { ...s.quotaShareConcurrencyLimit, ...p.quotaShareConcurrencyLimit },
-  comboCooldownWait: { ...s.comboCooldownWait, ...p.comboCooldownWait }
+  comboCooldownWait: { ...s.comboCooldownWait, ...p.comboCooldownWait },
+  quotaQueue: { ...s.quotaQueue, ...p.quotaQueue }
 })
 
 // ---------------------------------------------------------------- views
@@ -194,7 +212,9 @@ export const ResilienceStatus = Schema.Struct({
   breakers: Schema.Array(BreakerViewSchema),
   connections: Schema.Array(ConnectionStateView),
   modelCooldowns: Schema.Array(LockoutViewSchema),
-  autoExclusions: Schema.Array(AutoExclusionView)
+  autoExclusions: Schema.Array(AutoExclusionView),
+  /** Requests parked until a quota resets (docs/resilience.md, "Waiting out a quota"). */
+  queue: QueueView
 })
 
 export const ResetResilience = Schema.Struct({

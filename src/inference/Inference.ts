@@ -17,6 +17,10 @@ import { FeatureFlags } from "../platform/flags/FeatureFlags.js"
 import { ConnectionSlots } from "../services/resilience/ConnectionSlots.js"
 import { Resilience } from "../services/resilience/Resilience.js"
 import { ResilienceConfig } from "../services/resilience/ResilienceConfig.js"
+import { makeQuotaQueue, QuotaQueue } from "../services/resilience/QuotaQueue.js"
+import { ApiKeys } from "../services/auth/ApiKeys.js"
+import { Combos } from "../services/routing/Combos.js"
+import { requestFeatures } from "../services/routing/auto/features.js"
 import type { RoutePlan } from "../services/routing/plan.js"
 import { Router } from "../services/routing/Router.js"
 import { RoutingMemory, type RoutingMemoryShape } from "../services/routing/RoutingMemory.js"
@@ -35,8 +39,9 @@ import { makeGuardedAttempt } from "./fallback.js"
 import { type FusionDeps, makeFusion } from "./fusion.js"
 import type { HttpRequestContext } from "./io.js"
 import { asksWhole } from "./nonStreamed.js"
-import { makePlanning } from "./planning.js"
+import { makePlanning, NO_FEATURES } from "./planning.js"
 import { encodeFor, makeSending } from "./sending.js"
+import { makeQuotaWait } from "./quotaWait.js"
 import { makeCooldownWaits, makeRun, makeServe } from "./serving.js"
 import { StreamWatchdog } from "./stream.js"
 import { makeStructured } from "./structuredAnswers.js"
@@ -108,6 +113,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const slots = yield* ConnectionSlots
       const oauth = yield* Effect.serviceOption(OAuth)
       const egress = yield* Effect.serviceOption(Egress)
+      const keys = Option.getOrUndefined(yield* Effect.serviceOption(ApiKeys))
+      const combos = Option.getOrUndefined(yield* Effect.serviceOption(Combos))
       const bridges = Option.getOrUndefined(yield* Effect.serviceOption(Bridges))
       // The resilience state keeps the Clock's time (a TestClock in tests); read synchronously.
       const clock = yield* Effect.clock
@@ -117,6 +124,25 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
 
       const writeAhead = makeWriteAhead(inflight)
       const { planFor, resolve, peekPlan } = makePlanning({ router })
+      /** A call planned again (after a wait in the quota queue), its features decoded when routing asks. */
+      const replan = (call: InferenceCall, sessionId: string | undefined) =>
+        Effect.suspend(() => {
+          let features: ReturnType<typeof NO_FEATURES> | undefined
+          return planFor(call.model, call.format, {
+            ctx: call.ctx,
+            sessionId,
+            features: () => {
+              if (features === undefined) {
+                try {
+                  features = requestFeatures((call.decode ?? call.format.decodeRequest)(call.body), sessionId)
+                } catch {
+                  features = NO_FEATURES(sessionId)
+                }
+              }
+              return features
+            }
+          })
+        })
       const sending = makeSending({
         connections,
         http,
@@ -141,6 +167,19 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               b === undefined ? guarded(call, plan, track, attempt) : guarded(call, b.plan, track, b.attempt)
             )
       const { fuse } = makeFusion({ accounting, guarded, send, readFailure, wholeText, encodeFor, respondWith, execute })
+      // Waiting out a quota (src/inference/quotaWait.ts): the queue, and each request's allowed wait from its key and its combo.
+      const queue = Option.getOrElse(yield* Effect.serviceOption(QuotaQueue), () =>
+        makeQuotaQueue(() => resilienceConfig.current().quotaQueue.maxParked, now)
+      )
+      const quotaWait = makeQuotaWait({
+        queue,
+        resilience,
+        memory,
+        keyWait: (id) => (keys === undefined ? Effect.succeed(null) : Effect.map(keys.byId(id), (k) => k?.maxQueueWaitSeconds ?? null)),
+        comboWait: (name) =>
+          combos === undefined ? Effect.succeed(null) : Effect.map(combos.byName(name), (c) => c?.config.maxQueueWaitSeconds ?? null),
+        now
+      })
       const { lookup, wanted: cacheWanted } = makeCacheLookup({ flags, cache, accounting, accountingConfig, inference: () => self })
 
       // The common request without a fiber (src/inference/commonPath.ts, docs/ARCHITECTURE.md).
@@ -159,13 +198,16 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         attemptNow,
         canAttemptNow,
         servedNow: router.servedNow,
+        queueLoad: queue.load,
+        waited: (call, plan, track, sessionId, first) =>
+          quotaWait.afterFailure(call, plan, first, { run: (p) => execute(call, p, track), replan: replan(call, sessionId) }),
         bridging: bridges?.wants,
         now
       })
 
       // A request's serving and run (src/inference/serving.ts).
       const cooldownWaits = makeCooldownWaits({ resilienceConfig, resilience, memory, now })
-      const serve = makeServe({ guardrails, accounting, flags, cache, lookup, planFor, fuse, execute, cooldownWaits })
+      const serve = makeServe({ guardrails, accounting, flags, cache, lookup, planFor, fuse, execute, cooldownWaits, quotaWait })
       const run = makeRun({ usage, accounting, writeAhead, serve })
 
       const self: InferenceShape = {

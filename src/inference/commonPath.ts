@@ -56,6 +56,8 @@ export type CommonPathRefusal =
   | "plan_kind"
   /** The first candidate needs an effect to be called: an OAuth token, a proxy, an answer held to a schema. */
   | "target"
+  /** Requests are parked waiting for a quota to reset (docs/resilience.md, "Waiting out a quota"): one that may wait goes behind them. */
+  | "queue"
   /** A bridge model is configured and the request has image, audio or PDF parts (docs/bridge.md): the plan may be reordered and parts described. */
   | "bridge"
 
@@ -101,6 +103,16 @@ export interface CommonPathDeps {
   readonly servedNow: (plan: RoutePlan, candidate: Candidate) => void
   /** Whether the request may need a bridge (docs/bridge.md); absent: bridging is not part of the gateway. */
   readonly bridging?: ((call: InferenceCall) => boolean) | undefined
+  /** Requests parked waiting for a quota to reset, in all (src/services/resilience/QuotaQueue.ts). */
+  readonly queueLoad: { readonly parked: number }
+  /** A hand-off's dispatch, a 429 then waited out in the quota queue when the request may wait (src/inference/quotaWait.ts). */
+  readonly waited: (
+    call: InferenceCall,
+    plan: RoutePlan,
+    track: Tracking,
+    sessionId: string | undefined,
+    first: Effect.Effect<AttemptOutcome, InferenceError>
+  ) => Effect.Effect<AttemptOutcome, InferenceError>
   /** The resilience state's time (the Clock's). */
   readonly now: () => number
 }
@@ -128,6 +140,8 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
     canAttemptNow,
     servedNow,
     bridging,
+    queueLoad,
+    waited,
     now
   } = deps
 
@@ -147,6 +161,7 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
     if (guarding !== false) return guarding === undefined ? "cold" : "hooks"
     if (String(requestHeader(ctx, "x-gateway-progress") ?? "").toLowerCase() === "true") return "progress"
     if (!accounting.budget(ctx.apiKeyId).ok) return "budget"
+    if (queueLoad.parked !== 0) return "queue"
     if (bridging !== undefined && bridging(call)) return "bridge"
     const cache = cacheWanted(call)
     if (cache === undefined || cache === "look") return cache === undefined ? "cold" : "cache"
@@ -191,7 +206,12 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
     if (ctx.hooks !== undefined && ctx.hooks.onModelSelect.length !== 0) {
       const fired = modelSelectNow(ctx, call.format, call.model, plan, call.body, call.endpoint)
       if (!modelSelectLeftAlone(fired)) {
-        handoff(Effect.flatMap(settleModelSelect(ctx, call.format, fired), (body) => execute(body ? { ...call, body } : call, plan, track)))
+        handoff(
+          Effect.flatMap(settleModelSelect(ctx, call.format, fired), (body) => {
+            const c = body ? { ...call, body } : call
+            return waited(c, plan, track, sessionId, execute(c, plan, track))
+          })
+        )
         return undefined
       }
     }
@@ -210,12 +230,12 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
       track.hold
     )
     if (!resilience.admission(candidate, at).ok || !limit.ok) {
-      handoff(guarded.dispatchFrom(d, 0))
+      handoff(waited(call, plan, track, sessionId, guarded.dispatchFrom(d, 0)))
       return undefined
     }
     const begun = guarded.beginAttempt(d, candidate, at)
     if (begun === "busy") {
-      handoff(guarded.dispatchFrom(d, 0))
+      handoff(waited(call, plan, track, sessionId, guarded.dispatchFrom(d, 0)))
       return undefined
     }
     attemptNow(call, candidate, { probe: begun.probe }, (result) => {
@@ -233,7 +253,7 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
       handoff(
         gone
           ? Effect.uninterruptible(guarded.continueAfter(d, 0, begun, Exit.interrupt(FiberId.none)))
-          : guarded.continueAfter(d, 0, begun, exitOf(result))
+          : waited(call, plan, track, sessionId, guarded.continueAfter(d, 0, begun, exitOf(result)))
       )
     })
     return undefined

@@ -29,6 +29,7 @@ import type { makeFusion } from "./fusion.js"
 import { quotaExhausted, requestReceived, routeResolved } from "../kernel/hooks.js"
 import { committed, openProgress, type HttpRequestContext, requestHeader } from "./io.js"
 import { NO_FEATURES, type makePlanning } from "./planning.js"
+import { planResetAt, type QuotaWait } from "./quotaWait.js"
 import { derivedSession, explicitSession } from "./session.js"
 
 /** What one request's serving reads and changes. */
@@ -69,17 +70,10 @@ export const makeCooldownWaits =
     let waited = 0
     const waitFor = (e: InferenceError): number | undefined => {
       if (!settings.enabled || committed(ctx) || e.status !== 429) return undefined
-      const plan = latest()
       const at = now()
-      let wait: number | undefined
-      for (const c of [...plan.candidates, ...plan.blocked.map((b) => b.candidate)]) {
-        const a = resilience.admission(c, at)
-        if (a.ok) wait = 0
-        else if (a.reason === "cooldown" && a.retryAfterMs !== null && memory.quota(c.connection.id, c.model, at)?.exhausted !== true) {
-          wait = Math.min(wait ?? Number.POSITIVE_INFINITY, a.retryAfterMs)
-        }
-      }
-      return wait
+      // Cooldowns only: a quota used up is the quota queue's to wait out (src/inference/quotaWait.ts), when the request may.
+      const ready = planResetAt({ resilience, memory }, latest(), at, false)
+      return ready === undefined ? undefined : ready - at
     }
     return Schedule.identity<InferenceError>().pipe(
       Schedule.map(waitFor),
@@ -111,13 +105,15 @@ export interface ServeDeps {
   /** The guarded attempt with the pipeline's own try. */
   readonly execute: (call: InferenceCall, plan: RoutePlan, track: Tracking) => Effect.Effect<AttemptOutcome, InferenceError>
   readonly cooldownWaits: ReturnType<typeof makeCooldownWaits>
+  /** Waiting out a quota: the dispatch parked until a reset when the request may wait (src/inference/quotaWait.ts). */
+  readonly quotaWait: QuotaWait
 }
 
 /**
  * The request's serving, after its usage row is attached: made once, with the layer
  * (docs/performance.md, "Generator functions on the request path").
  */
-export const makeServe = ({ guardrails, accounting, flags, cache, lookup, planFor, fuse, execute, cooldownWaits }: ServeDeps) =>
+export const makeServe = ({ guardrails, accounting, flags, cache, lookup, planFor, fuse, execute, cooldownWaits, quotaWait }: ServeDeps) =>
   Effect.fnUntraced(function* (call: InferenceCall, s: Serving) {
     const { ctx, format: client } = call
     const { track, features, sessionId, wantsProgress } = s
@@ -215,19 +211,26 @@ export const makeServe = ({ guardrails, accounting, flags, cache, lookup, planFo
       if (body) served = { ...served, body }
     }
     if (first.fusion) yield* fuse(served, first, first.fusion, track)
-    else if (first.kind !== "quota-share") yield* execute(served, first, track)
     else {
+      const replan = Effect.suspend(() => planFor(served.model, client, { features, ctx, sessionId }))
       // Quota share: a 429 for a short transient cooldown is waited out (cooldownWaits) and the
       // request planned and dispatched again.
-      let plan = first
-      let attempts = 0
-      const attempt = Effect.suspend(() =>
-        attempts++ === 0 ? Effect.succeed(first) : planFor(served.model, client, { features, ctx, sessionId })
-      ).pipe(Effect.flatMap((next) => execute(served, (plan = next), track)))
-      yield* Effect.retry(
-        attempt,
-        cooldownWaits(() => plan, ctx)
-      )
+      const quotaShare = (start: RoutePlan) => {
+        let plan = start
+        let attempts = 0
+        const attempt = Effect.suspend(() => (attempts++ === 0 ? Effect.succeed(start) : replan)).pipe(
+          Effect.flatMap((next) => execute(served, (plan = next), track))
+        )
+        return Effect.retry(
+          attempt,
+          cooldownWaits(() => plan, ctx)
+        )
+      }
+      // A 429 still there after that is waited out in the quota queue, when the request may wait.
+      yield* quotaWait.queued(served, first, {
+        run: (plan) => (plan.kind === "quota-share" ? quotaShare(plan) : execute(served, plan, track)),
+        replan
+      })
     }
   })
 

@@ -37,6 +37,7 @@ import type { CircuitBreakers } from "../services/resilience/CircuitBreakers.js"
 import type { Cooldowns } from "../services/resilience/Cooldowns.js"
 import type { Lockouts } from "../services/resilience/Lockouts.js"
 import type { Resilience } from "../services/resilience/Resilience.js"
+import type { QuotaQueue } from "../services/resilience/QuotaQueue.js"
 import type { ResilienceConfig } from "../services/resilience/ResilienceConfig.js"
 import type { Aliases } from "../services/routing/Aliases.js"
 import type { AutoEngine } from "../services/routing/AutoEngine.js"
@@ -104,6 +105,7 @@ export const ManagementLive: Layer.Layer<
   | Cooldowns
   | Lockouts
   | Resilience
+  | QuotaQueue
   | AccountingConfig
   | Pricing
   | Budgets

@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Runtime from "effect/Runtime"
 import type { Usage } from "../../domain/canonical.js"
 import type { CircuitBreakersShape } from "../resilience/CircuitBreakers.js"
+import type { QuotaQueueShape } from "../resilience/QuotaQueue.js"
 import type { UsageRecord } from "../usage/Usage.js"
 import type { StoreHealthShape } from "../../platform/store/StoreHealth.js"
 import { VERSION } from "../../kernel/version.js"
@@ -209,6 +210,8 @@ const statusText = (status: number): string => (STATUS[status] ??= String(status
 export const makeGatewayMetrics = (options: {
   readonly resource: () => Promise<Resource>
   readonly breakers: CircuitBreakersShape | undefined
+  /** The requests parked until a quota resets (absent in tests that build no resilience area). */
+  readonly queue?: Pick<QuotaQueueShape, "counts"> | undefined
   /** The store's state and the rows waiting for it (absent in tests that build no store). */
   readonly store?: StoreHealthShape | undefined
   /** Whether the shared-state transport (Redis) is reachable; absent: always. */
@@ -235,7 +238,18 @@ export const makeGatewayMetrics = (options: {
   )
   const store = options.store
   const sharedReachable = options.sharedReachable
+  const queue = options.queue
+  const queueCount = (description: string, name: string, pick: (c: ReturnType<QuotaQueueShape["counts"]>) => number, kind?: "counter") =>
+    new ObservedGauge(
+      { name, description, unit: "{request}", labels: [] },
+      async () => (queue === undefined ? [] : [{ labels: [], value: pick(queue.counts()) }]),
+      kind
+    )
   const health = [
+    queueCount("Requests parked until a quota resets (docs/resilience.md)", "gateway.quota_queue.parked", (c) => c.parked),
+    queueCount("Parked requests sent after the reset and answered", "gateway.quota_queue.served", (c) => c.served, "counter"),
+    queueCount("Parked requests dropped because their client went away", "gateway.quota_queue.dropped", (c) => c.dropped, "counter"),
+    queueCount("Requests refused at once because the quota queue was full", "gateway.quota_queue.refused", (c) => c.refused, "counter"),
     new ObservedGauge(
       {
         name: "gateway.shared_state.up",

@@ -14,6 +14,7 @@ import { type LifecycleListener } from "../../kernel/hooks.js"
 import { RequestHooks } from "../../kernel/RequestHooks.js"
 import { type RequestContext, requestHeader } from "../../kernel/request.js"
 import { CircuitBreakers } from "../resilience/CircuitBreakers.js"
+import { QuotaQueue } from "../resilience/QuotaQueue.js"
 import { StoreHealth } from "../../platform/store/StoreHealth.js"
 import { SharedState } from "../../platform/state/SharedState.js"
 import * as Config from "effect/Config"
@@ -270,6 +271,7 @@ export class Observability extends Context.Tag("gateway/Observability")<Observab
       const made = makeGatewayMetrics({
         resource: loadedResource,
         breakers: Option.getOrUndefined(breakers),
+        queue: Option.getOrUndefined(yield* Effect.serviceOption(QuotaQueue)),
         store,
         sharedReachable: shared?.reachable,
         runtime: yield* Effect.runtime<never>(),

@@ -7,6 +7,7 @@ import { CircuitBreakers } from "./CircuitBreakers.js"
 import { ConnectionSlots } from "./ConnectionSlots.js"
 import { Cooldowns } from "./Cooldowns.js"
 import { Lockouts } from "./Lockouts.js"
+import { QuotaQueue } from "./QuotaQueue.js"
 import { Resilience } from "./Resilience.js"
 import { ResilienceConfig } from "./ResilienceConfig.js"
 
@@ -14,14 +15,14 @@ import { ResilienceConfig } from "./ResilienceConfig.js"
  * The resilience area: what the gateway learnt about each target and how it holds back. Its
  * settings, the routing memory (latency and error windows, quotas, sticky sessions: Resilience
  * writes the quotas it reads from answers there), the circuit breakers, cooldowns and lockouts,
- * Resilience over them, and the connection slots. Reads the store and the event bus (EventsLive);
+ * Resilience over them, the connection slots, and the requests parked until a quota resets. Reads the store and the event bus (EventsLive);
  * the shared state when there is one.
  */
 export const ResilienceLive: Layer.Layer<
-  ResilienceConfig | RoutingMemory | CircuitBreakers | Cooldowns | Lockouts | Resilience | ConnectionSlots,
+  ResilienceConfig | RoutingMemory | CircuitBreakers | Cooldowns | Lockouts | Resilience | ConnectionSlots | QuotaQueue,
   never,
   SqlClient | KeyValue | EventBus
-> = Layer.mergeAll(Resilience.layer, ConnectionSlots.layer).pipe(
+> = Layer.mergeAll(Resilience.layer, ConnectionSlots.layer, QuotaQueue.layer).pipe(
   Layer.provideMerge(Layer.mergeAll(CircuitBreakers.layer, Cooldowns.layer, Lockouts.layer)),
   Layer.provideMerge(Layer.mergeAll(ResilienceConfig.layer, RoutingMemory.layer))
 )

@@ -5,6 +5,7 @@ import { type Connection, Connections } from "../../../upstream/providers/Connec
 import { CircuitBreakers } from "../../../services/resilience/CircuitBreakers.js"
 import { Cooldowns } from "../../../services/resilience/Cooldowns.js"
 import { Lockouts } from "../../../services/resilience/Lockouts.js"
+import { QuotaQueue } from "../../../services/resilience/QuotaQueue.js"
 import { ResilienceConfig } from "../../../services/resilience/ResilienceConfig.js"
 import { type LockoutView, originOf } from "../../../services/resilience/types.js"
 import { AutoEngine } from "../../../services/routing/AutoEngine.js"
@@ -27,6 +28,7 @@ export const layer = HttpApiBuilder.group(ManagementApi, "resilience", (handlers
     const memory = yield* RoutingMemory
     const engine = yield* AutoEngine
     const inbound = yield* InboundLimits
+    const queue = yield* QuotaQueue
 
     const connectionStates = Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
@@ -62,7 +64,8 @@ export const layer = HttpApiBuilder.group(ManagementApi, "resilience", (handlers
             modelCooldowns: (yield* lockouts.list).map(lockoutView),
             autoExclusions: engine.healing
               .snapshot(now)
-              .map((x) => ({ key: x.key, until: new Date(x.until).toISOString(), level: x.level }))
+              .map((x) => ({ key: x.key, until: new Date(x.until).toISOString(), level: x.level })),
+            queue: queue.view(now)
           }
         })
       )
