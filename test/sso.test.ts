@@ -188,6 +188,15 @@ describe("signing in through a provider", () => {
     })
     expect(user!.teams).toEqual([{ teamId: engineeringId, role: "member" }])
 
+    // The session acts as alice, a member: configuring single sign-on is an admin's.
+    const asAlice = { cookie: `gw_session=${done.cookie}`, "x-csrf-token": session.csrfToken }
+    const refused = await call(`${gw.url}/api/auth/oidc/config/providers`, {
+      headers: asAlice,
+      body: { id: "mine", name: "Mine", issuer: op.issuer, clientId: "c" }
+    })
+    expect(refused.status).toBe(403)
+    expect(refused.body.message).toMatch(/member/)
+
     // The same redirect again: its state was used.
     const again = await raw(back)
     expect(again.status).toBe(400)
