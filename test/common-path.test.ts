@@ -323,6 +323,33 @@ describe("the rule: which requests take the common path", () => {
     )
     expect(res.status).toBe(200)
   })
+
+  it("bridge: a request with an image while a bridge model is configured; without one, the same request takes it", async () => {
+    const image = {
+      role: "user",
+      content: [
+        { type: "text", text: "what is this?" },
+        { type: "image_url", image_url: { url: "data:image/png;base64,iVBORw0KGgo=" } }
+      ]
+    }
+    const before = await taken("common", "")
+    expect((await notCold(() => chat({ messages: [image] }))).status).toBe(200)
+    expect(await taken("common", "")).toBe(before + 1)
+    const bridge = (image: string | null) => call(`${gw.url}/api/settings`, { method: "PATCH", body: { bridge: { image } }, headers: admin })
+    expect((await bridge("up2/m1")).status).toBe(200)
+    try {
+      // The target takes images as far as the gateway knows (no capabilities declared): served as sent, through the pipeline.
+      const res = await reasonOf("bridge", () => chat({ messages: [image] }))
+      expect(res.status).toBe(200)
+      expect(res.headers.get("x-gateway-bridge")).toBeNull()
+      // A request without media still takes the common path.
+      const plain = await taken("common", "")
+      expect((await notCold(() => chat())).status).toBe(200)
+      expect(await taken("common", "")).toBe(plain + 1)
+    } finally {
+      await bridge(null)
+    }
+  })
 })
 
 describe("the same traffic on both paths", () => {
