@@ -53,8 +53,11 @@ const tlsServer = async (name: string, cert: { certPem: string; keyPem: string }
   return `https://127.0.0.1:${(server.address() as AddressInfo).port}`
 }
 
+// Each request its own conversation: a conversation stays where its prompt cache is warm
+// (docs/routing.md, "Prompt-cache affinity"), and these tests make each request meet the first target.
+let conversations = 0
 const chat = (model: string, stream = false) =>
-  child.call("/v1/chat/completions", { body: { model, stream, messages: [{ role: "user", content: "hi" }] } })
+  child.call("/v1/chat/completions", { body: { model, stream, messages: [{ role: "user", content: `hi ${++conversations}` }] } })
 const status = () => child.call("/api/resilience", { headers: admin }).then((r) => r.body)
 
 beforeAll(async () => {

@@ -21,7 +21,7 @@ import { attachUsageRow } from "./builtinHooks.js"
 import type { InferenceCall } from "./call.js"
 import type { makeGuardedAttempt } from "./fallback.js"
 import { requestHeader } from "./io.js"
-import { derivedSession, explicitSession } from "./session.js"
+import { conversationOf, explicitSession } from "./session.js"
 
 /**
  * Why a request does not take the common path: the rule's one list (each reason is a test in
@@ -181,13 +181,15 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
   const runNow = (call: InferenceCall, ends: CommonPathEnds): CommonPathRefusal | undefined => {
     const { ctx } = call
     const sessionId = explicitSession(ctx.req, call.body)
+    // Named before the plan: without a session id, the plan keeps the conversation where its cache is warm.
+    const session = sessionId ?? conversationOf(ctx, call.model, call.body)
     const decided = decide(call, sessionId)
     if (typeof decided === "string") return decided
     const { plan, candidate, cache } = decided
 
     // Committed: what the pipeline's run and serve do before the dispatch, in the same order.
     writeAhead(call)
-    ctx.responseHeaders["x-gateway-session-id"] = sessionId ?? derivedSession(ctx.apiKeyId, call.model, call.body)
+    ctx.responseHeaders["x-gateway-session-id"] = session
     const track: Tracking = newTracking(call.model)
     track.hold = accounting.reserve(ctx.apiKeyId)
     // The cache is on and the request not cacheable: the lookup's only trace is its header.

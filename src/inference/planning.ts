@@ -48,7 +48,7 @@ const planInputOf = (input: PlanRequest) => {
   return {
     features: input.features ?? (() => NO_FEATURES(sessionId)),
     ...(ctx ? { mode: requestHeader(ctx, "x-gateway-mode"), budget: requestHeader(ctx, "x-gateway-budget") } : {}),
-    ...(sessionId ? { sessionId, apiKeyId: ctx?.apiKeyId } : {})
+    ...(sessionId ? { sessionId, apiKeyId: ctx?.apiKeyId } : ctx?.conversation !== undefined ? { conversation: ctx.conversation } : {})
   }
 }
 

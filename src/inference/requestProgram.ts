@@ -140,6 +140,7 @@ const makeRequestContext =
       path,
       query: new URLSearchParams(rawQuery),
       apiKeyId: null,
+      conversation: undefined,
       responseHeaders: { "x-gateway-session-id": explicitSession(req) ?? `sess_${requestId.slice(4)}` },
       // The request's hooks: the registry's table as it is now (hooks.ts).
       hooks: hooks.current(),

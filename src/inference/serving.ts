@@ -30,7 +30,7 @@ import { quotaExhausted, requestReceived, routeResolved } from "../kernel/hooks.
 import { committed, openProgress, type HttpRequestContext, requestHeader } from "./io.js"
 import { NO_FEATURES, type makePlanning } from "./planning.js"
 import { planResetAt, type QuotaWait } from "./quotaWait.js"
-import { derivedSession, explicitSession } from "./session.js"
+import { conversationOf, explicitSession } from "./session.js"
 
 /** What one request's serving reads and changes. */
 interface Serving {
@@ -253,7 +253,7 @@ export const makeRun =
       const { ctx, format: client } = call
       writeAhead(ctx, call.endpoint)
       const sessionId = explicitSession(ctx.req, call.body)
-      ctx.responseHeaders["x-gateway-session-id"] = sessionId ?? derivedSession(ctx.apiKeyId, call.model, call.body)
+      ctx.responseHeaders["x-gateway-session-id"] = sessionId ?? conversationOf(ctx, call.model, call.body)
       const wantsProgress = String(requestHeader(ctx, "x-gateway-progress") ?? "").toLowerCase() === "true"
       if (wantsProgress) ctx.responseHeaders["x-gateway-progress"] = "enabled"
       const track: Tracking = {

@@ -1,5 +1,6 @@
 import * as crypto from "node:crypto"
 import type * as http from "node:http"
+import type { RequestContext } from "../kernel/request.js"
 
 /**
  * Headers that carry a client's own conversation id: the gateway's `X-Session-Id` (and its
@@ -35,7 +36,8 @@ export const explicitSession = (req: http.IncomingMessage, body?: Readonly<Recor
 
 /**
  * Without one, a session id derived from what stays the same across a conversation's requests:
- * the key, the model and the first message (echoed in X-Gateway-Session-Id; not sticky).
+ * the key, the model, the system prompt and the first message (echoed in X-Gateway-Session-Id):
+ * the conversation's stable prefix, which keeps it where its prompt cache is warm (`conversationOf`).
  */
 export const derivedSession = (apiKeyId: string | null, model: string, body: Readonly<Record<string, unknown>>): string => {
   const list = body["messages"] ?? body["input"] ?? body["contents"] ?? body["prompt"]
@@ -43,3 +45,7 @@ export const derivedSession = (apiKeyId: string | null, model: string, body: Rea
   const system = body["system"] ?? body["instructions"] ?? body["systemInstruction"] ?? null
   return `sess_${crypto.hash("sha256", JSON.stringify([apiKeyId, model, system, first ?? null]), "hex").slice(0, 24)}`
 }
+
+/** The request's derived session, computed once per request (the answer's header and the plan read it). */
+export const conversationOf = (ctx: RequestContext, model: string, body: Readonly<Record<string, unknown>>): string =>
+  (ctx.conversation ??= derivedSession(ctx.apiKeyId, model, body))

@@ -16,6 +16,12 @@ export interface RequestContext extends HookHost {
   readonly query: URLSearchParams
   /** The gateway API key that authenticated the request, if one did. */
   apiKeyId: string | null
+  /**
+   * Without a client session id: the conversation's key, derived once from its stable prefix
+   * (src/inference/session.ts, `conversationOf`); it names the session in the answer's headers and
+   * keeps the conversation where its prompt cache is warm.
+   */
+  conversation?: string | undefined
   /** Headers the pipeline adds to the answer (session, fallback attempts, cost telemetry). */
   readonly responseHeaders: Record<string, string>
   /** X-Gateway-Progress on a streamed request: headers went out early, events go as SSE comments. */

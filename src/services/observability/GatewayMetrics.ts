@@ -136,6 +136,13 @@ const families = () => {
     unit: "USD",
     labels: ["provider", "model", "key_id"]
   })
+  const promptCache = new Counter({
+    name: "gateway.prompt_cache.input_tokens",
+    description:
+      "Input tokens of answered requests (type input) and the part the upstream read from its prompt cache (type cached), by connection, requested model (a combo's name) and key: cached over input is the prompt cache's hit ratio",
+    unit: "{token}",
+    labels: ["connection_id", "requested_model", "key_id", "type"]
+  })
   const fallbacks = new Counter({
     name: "gateway.fallback.attempts",
     description: "Failed attempts that fell back to another target",
@@ -185,6 +192,7 @@ const families = () => {
     requestDuration,
     overhead,
     tokens,
+    promptCache,
     cost,
     fallbacks,
     cacheHits,
@@ -352,6 +360,11 @@ export const makeGatewayMetrics = (options: {
       if (u.cached) f.tokens.add([provider, model, key, "cache_read"], u.cached)
       if (u.cacheWrite) f.tokens.add([provider, model, key, "cache_creation"], u.cacheWrite)
       if (u.reasoning) f.tokens.add([provider, model, key, "reasoning"], u.reasoning)
+      if (u.input && row.connectionId !== null) {
+        const requested = row.requestedModel ?? model
+        f.promptCache.add([row.connectionId, requested, key, "input"], u.input)
+        if (u.cached) f.promptCache.add([row.connectionId, requested, key, "cached"], u.cached)
+      }
       if (row.costUsd) f.cost.add([provider, model, key], row.costUsd)
       if (row.fallbackAttempts) f.fallbacks.add([row.requestedModel ?? model, provider, model], row.fallbackAttempts)
       if (row.cacheHit) f.cacheHits.add([m.route, model])

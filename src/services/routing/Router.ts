@@ -1,3 +1,5 @@
+import * as Config from "effect/Config"
+import * as Option from "effect/Option"
 import type * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -138,11 +140,19 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
       const { targetsOf, comboCandidates } = makeComboTargets({ connections })
       const auto = makeAutoPlans({ connections, resilience, memory, engine, comboCandidates })
       const combo = makeComboPlans({ connections, resilience, memory, engine, clock, stateFor, auto, targetsOf, comboCandidates })
-      const { directOf, directPlan } = makeDirectPlans({ connections, resilience, clock })
+      const { directOf, directPlan } = makeDirectPlans({ connections, resilience, memory, clock })
       const quotaSharePlan = makeQuotaSharePlan({ connections, resilience, engine, stateFor })
       const peekPlan = makePeekPlan({ aliases, combos, connections, clock, peekComboPlan: combo.peek, directOf })
       const plan = makePlan({ aliases, combos, auto, comboPlan: combo.plan, quotaSharePlan, directPlan })
-      const { served, servedNow, failed } = makePlanOutcomes({ memory, engine, bus, clock })
+      // Every provider's prompt-cache lifetime, when the operator knows better than promptCache.ts's table.
+      const promptCacheTtl = yield* Config.option(Config.integer("GATEWAY_PROMPT_CACHE_TTL_SECONDS")).pipe(Effect.orDie)
+      const { served, servedNow, failed } = makePlanOutcomes({
+        memory,
+        engine,
+        bus,
+        clock,
+        promptCacheTtlMs: Option.match(promptCacheTtl, { onNone: () => undefined, onSome: (s) => Math.max(0, s) * 1000 })
+      })
       const describeAuto: RouterShape["describeAuto"] = auto.describe
 
       return {

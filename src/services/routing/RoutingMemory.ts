@@ -80,6 +80,7 @@ export type SessionChange =
     }
   | { readonly op: "unpin"; readonly session: string }
   | { readonly op: "leg"; readonly scope: string; readonly session: string; readonly key: string }
+  | { readonly op: "warm"; readonly scope: string; readonly conversation: string; readonly key: string; readonly until: number }
 
 /** A session that stuck to a candidate (X-Session-Id), as GET /api/sessions lists it. */
 export interface StickySession {
@@ -101,6 +102,14 @@ interface StickyEntry {
   since: number
   requests: number
   apiKeyId: string | null
+}
+
+/** Where a conversation's prompt cache is warm: the candidate that served it last, until its cache's lifetime ends. */
+interface WarmEntry {
+  key: string
+  until: number
+  /** When this process last told the others (a refresh is told at most once per half lifetime). */
+  told: number
 }
 
 /** What a candidate's answers showed of its speed (RoutingMemoryShape.outputPace). */
@@ -141,6 +150,15 @@ export interface RoutingMemoryShape {
   readonly stickySessions: (now: number) => ReadonlyArray<StickySession>
   /** Forgets a session's stickiness in every scope (and its relay legs); answers how many scopes it had. */
   readonly unpin: (session: string) => number
+  /**
+   * The candidate whose prompt cache holds a conversation's prefix in a scope (docs/routing.md,
+   * "Prompt-cache affinity"), while that cache is expected to live; undefined: none known.
+   */
+  readonly warm: (scope: string, conversation: string, now: number) => string | undefined
+  /** A conversation was served by `key`: its prompt cache there lives `ttlMs` from `now`. */
+  readonly setWarm: (scope: string, conversation: string, key: string, now: number, ttlMs: number) => void
+  /** Conversations with a warm candidate now (GET /api/resilience shows the count). */
+  readonly warmCount: (now: number) => number
   readonly deficits: (group: string) => Counters
   /** Quota reported for a connection (and model): rate-limit headers, the accounting layer. */
   readonly quota: (connectionId: string, model: string, now: number) => QuotaInfo | undefined
@@ -173,6 +191,7 @@ export class RoutingMemory extends Context.Tag("gateway/RoutingMemory")<RoutingM
     const turns = bounded<number>(10_000)
     const lastGood = bounded<string>(10_000)
     const legs = bounded<string>(MAX_SESSIONS)
+    const warmth = bounded<WarmEntry>(MAX_SESSIONS)
     const sessions = bounded<StickyEntry>(MAX_SESSIONS)
     const deficits = bounded<BoundedMap<string, number>>(1_000)
     const quotas = bounded<{ connectionId: string; model: string | undefined; info: QuotaRecord }>(10_000)
@@ -184,6 +203,7 @@ export class RoutingMemory extends Context.Tag("gateway/RoutingMemory")<RoutingM
         const since = sessions.peek(k)?.since ?? c.at
         sessions.set(k, { key: c.key, at: c.at, since, requests: c.requests ?? 1, apiKeyId: c.apiKeyId ?? null })
       } else if (c.op === "unpin") unpinLocal(c.session)
+      else if (c.op === "warm") warmth.set(`${c.scope}\u0000${c.conversation}`, { key: c.key, until: c.until, told: 0 })
       else legs.set(`${c.scope}\u0000${c.session}`, c.key)
     })
 
@@ -295,6 +315,31 @@ export class RoutingMemory extends Context.Tag("gateway/RoutingMemory")<RoutingM
         if (channel.shared) channel.publish({ op: "unpin", session })
         return n
       },
+      warm: (scope, conversation, now) => {
+        const w = warmth.peek(`${scope}\u0000${conversation}`)
+        return w !== undefined && now < w.until ? w.key : undefined
+      },
+      setWarm: (scope, conversation, key, now, ttlMs) => {
+        const k = `${scope}\u0000${conversation}`
+        const until = now + ttlMs
+        let w = warmth.peek(k)
+        // The same target again: the entry is refreshed in place; the others hear of it only
+        // when the target changed or half the lifetime went by (no message per request).
+        const tell = w === undefined || w.key !== key || now - w.told >= ttlMs / 2
+        if (w === undefined) w = { key, until, told: 0 }
+        else {
+          w.key = key
+          w.until = until
+        }
+        if (tell) w.told = now
+        warmth.set(k, w)
+        if (tell && channel.shared) channel.publish({ op: "warm", scope, conversation, key, until })
+      },
+      warmCount: (now) => {
+        let n = 0
+        for (const w of warmth.values()) if (now < w.until) n++
+        return n
+      },
       deficits: (group) => {
         let d = deficits.get(group)
         if (!d) {
@@ -311,7 +356,7 @@ export class RoutingMemory extends Context.Tag("gateway/RoutingMemory")<RoutingM
       },
       quotas: () => Array.from(quotas.values()),
       clear: () => {
-        for (const m of [windows, inFlight, used, turns, lastGood, legs, sessions, deficits, quotas, paces]) m.clear()
+        for (const m of [windows, inFlight, used, turns, lastGood, legs, sessions, warmth, deficits, quotas, paces]) m.clear()
       }
     }
   }

@@ -14,6 +14,7 @@ import type { makeAutoPlans } from "./autoPlans.js"
 import type { Combo } from "./Combos.js"
 import { fusionPlan } from "./fusionPlan.js"
 import { admit, candidateOf, notFound, type PlanInput, type RouteError, type RoutePlan, sessionOf, toFront } from "./plan.js"
+import { comboAffinity } from "./promptCache.js"
 import type { RoutingMemoryShape } from "./RoutingMemory.js"
 import { COMBO_STRATEGIES } from "./strategies/index.js"
 import type { Candidate, RoutingState, StrategyContext } from "./types.js"
@@ -65,14 +66,24 @@ export const makeComboPlans = ({
     const ordered = strategy.order(ok, ctx)
     // context-relay keeps its own session legs; other strategies honour X-Session-Id stickiness.
     const sticky = input.sessionId && combo.strategy !== "context-relay" ? memory.sticky(combo.name, input.sessionId, now) : undefined
+    // Without a session id, a conversation goes first where its prompt cache is warm, when the
+    // combo has a choice to make and its strategy (or its own setting) keeps conversations.
+    const conversation =
+      input.sessionId === undefined &&
+      input.conversation !== undefined &&
+      all.length > 1 &&
+      comboAffinity(combo.strategy, combo.config.promptCacheAffinity)
+        ? input.conversation
+        : undefined
     return Either.right({
       kind: "combo",
       scope: combo.name,
       strategy: combo.strategy,
-      candidates: toFront(ordered, sticky),
+      candidates: toFront(ordered, sticky ?? (conversation === undefined ? undefined : memory.warm(combo.name, conversation, now))),
       blocked,
       probes: new Set<string>(),
-      ...sessionOf(input)
+      ...sessionOf(input),
+      ...(conversation === undefined ? {} : { conversation })
     } satisfies RoutePlan)
   }
 

@@ -8,26 +8,40 @@ import * as Effect from "effect/Effect"
 import type { ConnectionsShape, ResolvedTarget } from "../../upstream/providers/Connections.js"
 import type { ResilienceShape } from "../resilience/Resilience.js"
 import type { AutoEngineShape } from "./AutoEngine.js"
-import { admit, candidateOf, notFound, type PlanInput, type RoutePlan, sessionOf } from "./plan.js"
+import { admit, candidateOf, notFound, type PlanInput, type RoutePlan, sessionOf, toFront } from "./plan.js"
+import type { RoutingMemoryShape } from "./RoutingMemory.js"
 import { quotaShare } from "./strategies/index.js"
 import type { RoutingState } from "./types.js"
 
 export interface DirectPlansDeps {
   readonly connections: ConnectionsShape
   readonly resilience: ResilienceShape
+  readonly memory: RoutingMemoryShape
   /** Read synchronously where a plan is built from memory alone (a TestClock in tests). */
   readonly clock: Clock.Clock
 }
 
 /** A direct route's plan: `directOf` (from its resolved targets, no effect) and `directPlan` (resolving them). */
-export const makeDirectPlans = ({ connections, resilience, clock }: DirectPlansDeps) => {
+export const makeDirectPlans = ({ connections, resilience, memory, clock }: DirectPlansDeps) => {
   const directOf = (model: string, targets: ReadonlyArray<ResolvedTarget>, input: PlanInput, now: number): RoutePlan => {
     const { ok, blocked } = admit(
       targets.map((t) => candidateOf(t)),
       resilience.admission,
       now
     )
-    return { kind: "direct", scope: model, strategy: "direct", candidates: ok, blocked, probes: new Set<string>(), ...sessionOf(input) }
+    // A model served by several connections (accounts): a conversation without a session id goes
+    // first where its prompt cache is warm (docs/routing.md, "Prompt-cache affinity").
+    const conversation = input.sessionId === undefined && targets.length > 1 ? input.conversation : undefined
+    return {
+      kind: "direct",
+      scope: model,
+      strategy: "direct",
+      candidates: conversation === undefined ? ok : toFront(ok, memory.warm(model, conversation, now)),
+      blocked,
+      probes: new Set<string>(),
+      ...sessionOf(input),
+      ...(conversation === undefined ? {} : { conversation })
+    }
   }
 
   const directPlan = (model: string, input: PlanInput) =>

@@ -22,6 +22,11 @@ export interface PlanInput {
   readonly sessionId?: string | undefined
   /** The caller's API key id, kept with a sticky session (GET /api/sessions). */
   readonly apiKeyId?: string | null | undefined
+  /**
+   * Without a session id: the conversation's key, a hash of its stable prefix (src/inference/session.ts),
+   * which keeps it where its prompt cache is warm (docs/routing.md, "Prompt-cache affinity").
+   */
+  readonly conversation?: string | undefined
 }
 
 /** The plan's session fields: nothing for a request without X-Session-Id. */
@@ -70,6 +75,8 @@ export interface RoutePlan {
   readonly sessionId?: string
   /** The API key id of the session's request (kept with the sticky session). */
   readonly sessionKey?: string
+  /** The conversation kept where its prompt cache is warm (set when the plan has a choice to make). */
+  readonly conversation?: string
   readonly decision?: RouterDecision
 }
 

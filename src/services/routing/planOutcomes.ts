@@ -10,10 +10,13 @@ import type { AutoEngineShape } from "./AutoEngine.js"
 import type { RouterShape } from "./Router.js"
 import type { RoutingMemoryShape } from "./RoutingMemory.js"
 import type { RoutePlan } from "./plan.js"
+import { promptCacheTtlMs as promptCacheTtlMs0 } from "./promptCache.js"
 import type { Candidate } from "./types.js"
 
 export interface PlanOutcomesDeps {
   readonly memory: RoutingMemoryShape
+  /** `GATEWAY_PROMPT_CACHE_TTL_SECONDS` in ms: every provider's prompt-cache lifetime, when set. */
+  readonly promptCacheTtlMs?: number | undefined
   readonly engine: AutoEngineShape
   readonly bus: EventBusShape
   /** Read synchronously by `servedNow` (a TestClock in tests). */
@@ -21,8 +24,13 @@ export interface PlanOutcomesDeps {
 }
 
 /** `served` (an effect), `servedNow` (the common path, synchronous) and `failed`. */
-export const makePlanOutcomes = ({ memory, engine, bus, clock }: PlanOutcomesDeps) => {
+export const makePlanOutcomes = ({ memory, engine, bus, clock, promptCacheTtlMs }: PlanOutcomesDeps) => {
+  /** The conversation's prompt cache is warm where it was served (a plan with a choice to make only). */
+  const warmed = (p: RoutePlan, c: Candidate, now: number): void => {
+    if (p.conversation !== undefined) memory.setWarm(p.scope, p.conversation, c.key, now, promptCacheTtlMs0(c, promptCacheTtlMs))
+  }
   const servedAt = (p: RoutePlan, c: Candidate, now: number): void => {
+    warmed(p, c, now)
     const previous = memory.setLastGood(p.scope, c.key)
     if (p.sessionId) {
       memory.setSticky(p.scope, p.sessionId, c.key, now, p.sessionKey)
@@ -34,10 +42,16 @@ export const makePlanOutcomes = ({ memory, engine, bus, clock }: PlanOutcomesDep
     }
   }
   const served: RouterShape["served"] = (p, c) =>
-    // A direct route keeps no routing memory: nothing to do on every plain request.
-    p.kind === "direct" ? Effect.void : Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => servedAt(p, c, now)))
+    // A direct route keeps no routing memory (but where a conversation's cache is warm, when
+    // several connections serve its model): nothing to do on every plain request.
+    p.kind === "direct"
+      ? p.conversation === undefined
+        ? Effect.void
+        : Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => warmed(p, c, now)))
+      : Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => servedAt(p, c, now)))
   const servedNow: RouterShape["servedNow"] = (p, c) => {
     if (p.kind !== "direct") servedAt(p, c, clock.unsafeCurrentTimeMillis())
+    else if (p.conversation !== undefined) warmed(p, c, clock.unsafeCurrentTimeMillis())
   }
 
   const failed: RouterShape["failed"] = (p, c) =>
