@@ -335,7 +335,8 @@ describe("the rule: which requests take the common path", () => {
     const before = await taken("common", "")
     expect((await notCold(() => chat({ messages: [image] }))).status).toBe(200)
     expect(await taken("common", "")).toBe(before + 1)
-    const bridge = (image: string | null) => call(`${gw.url}/api/settings`, { method: "PATCH", body: { bridge: { image } }, headers: admin })
+    const bridge = (image: string | null) =>
+      call(`${gw.url}/api/settings`, { method: "PATCH", body: { bridge: { image } }, headers: admin })
     expect((await bridge("up2/m1")).status).toBe(200)
     try {
       // The target takes images as far as the gateway knows (no capabilities declared): served as sent, through the pipeline.
