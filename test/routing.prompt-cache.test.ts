@@ -168,6 +168,37 @@ describe("prompt-cache affinity", () => {
     expect([(await held("rr-warm")).by, (await held("rr-warm")).by, (await held("rr-warm")).by]).toEqual([first, first, first])
   })
 
+  it("a model served by two accounts (a bare model id): the conversation stays on the account that served it", async () => {
+    const turn = conversation("changelog")
+    ups.a.next({ status: 429, headers: { "retry-after": "1" }, errorMessage: "rate limited" })
+    expect((await turn("m1")).by).toBe("answer from b")
+    await cooldownsEnd()
+    expect([(await turn("m1")).by, (await turn("m1")).by]).toEqual(["answer from b", "answer from b"])
+    // A conversation of its own starts on the first account.
+    expect((await conversation("release notes")("m1")).by).toBe("answer from a")
+  })
+
+  it("/metrics counts input and cached input tokens by connection, requested model and key", async () => {
+    await createCombo({ name: "accounts", strategy: "priority", targets: [{ model: "acct-a/m1" }, { model: "acct-b/m1" }] })
+    const turn = conversation("metrics")
+    await turn("accounts")
+    await turn("accounts")
+    await gw.usageWritten()
+    const text = (await call(`${gw.url}/metrics`, { headers: admin })).text
+    const series = (type: string) =>
+      text
+        .split("\n")
+        .filter(
+          (l) =>
+            l.startsWith("gateway_prompt_cache_input_tokens_total{") &&
+            l.includes('requested_model="accounts"') &&
+            l.includes(`type="${type}"`)
+        )
+        .map((l) => Number(l.slice(l.lastIndexOf(" ") + 1)))
+    expect(series("input").reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(2000)
+    expect(series("cached").reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(900)
+  })
+
   it("a client session id still decides where the conversation goes (the session is sticky, as before)", async () => {
     await createCombo({ name: "accounts", strategy: "priority", targets: [{ model: "acct-a/m1" }, { model: "acct-b/m1" }] })
     const res = await call(`${gw.url}/v1/chat/completions`, {
