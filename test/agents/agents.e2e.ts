@@ -325,3 +325,54 @@ describe("codex over WebSocket (upstream: openai-responses)", () => {
     expect(up.requests.filter((q) => q.family === "openai-responses")).toHaveLength(2)
   })
 })
+
+/**
+ * Codex's remote compaction (docs/agents.md, "Codex compaction"): the built-in OpenAI provider pointed
+ * at the gateway, with a low auto-compaction limit, compacts in the middle of a tool turn (the fake
+ * model reports a large context); the gateway answers the compaction itself, through a messages-format
+ * upstream, and the rest of the turn reaches that upstream with the summary in place of the transcript.
+ */
+describe("codex compaction with the built-in provider (upstream: anthropic)", () => {
+  const SUMMARY = "COMPACTED-SUMMARY: the user asked to run echo, it printed TOOL_OK"
+  const AFTER = "ANSWER_AFTER_COMPACTION"
+  it.skipIf(!fs.existsSync(bin("codex")))("completes a session that compacts", async () => {
+    const home = tempDir("gw-agent-codex-compact-")
+    const work = tempDir("gw-agent-codex-compact-work-")
+    write(
+      path.join(home, ".codex", "config.toml"),
+      `model = "up-anthropic/claude-sonnet-4-5"
+openai_base_url = "${gw.url}/v1"
+model_auto_compact_token_limit = 2000
+check_for_update_on_startup = false
+
+[features]
+plugins = false
+
+[analytics]
+enabled = false
+`
+    )
+    const env = { HOME: home, CODEX_HOME: path.join(home, ".codex"), CODEX_API_KEY: KEY }
+    up.requests.length = 0
+    up.script((r) => {
+      const body = JSON.stringify(r.body)
+      if (body.includes("handoff summary")) return { content: SUMMARY }
+      if (body.includes(SUMMARY)) return { content: AFTER }
+      // The tool turn reports a context far above the limit, so Codex compacts before going on.
+      return { ...agentResponder(r), usage: { input: 60_000, output: 10 } }
+    })
+    try {
+      const r = await run(bin("codex"), ["exec", "--skip-git-repo-check", "USE_TOOL run echo"], env, work)
+      expect(r.stdout, r.stderr.slice(-3000)).toContain(AFTER)
+      expect(r.code).toBe(0)
+      expect(up.violations).toEqual([])
+      const sent = up.requests.filter((q) => q.family === "anthropic").map((q) => JSON.stringify(q.body))
+      // The summary was asked of the upstream, and the next request carried it instead of the transcript.
+      expect(sent.some((b) => b.includes("handoff summary"))).toBe(true)
+      expect(sent.some((b) => b.includes(SUMMARY) && !b.includes("gwcmp1:"))).toBe(true)
+      expect(up.requests.every((q) => q.family === "anthropic")).toBe(true)
+    } finally {
+      up.script(agentResponder)
+    }
+  })
+})
