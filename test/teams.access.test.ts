@@ -297,6 +297,47 @@ describe("roles and access: every management route, every role", () => {
     expect((await call(`${gw.url}/api/keys`, { headers: asTeam, body: { name: "from-team" } })).status).toBe(403)
   })
 
+  it("people and teams: a team-admin manages their own team's members and users, others read their own team", async () => {
+    const lead = callers.find((c) => c.role === "team-admin")!
+    const member = callers.find((c) => c.role === "member")!
+    const post = (c: Caller, path: string, body: unknown) => call(`${gw.url}${path}`, { headers: c.headers("POST"), body })
+    // Users: created into the lead's team, any role but admin.
+    const made = await post(lead, "/api/users", { email: "new@example.com", role: "member", teamIds: [teamId] })
+    expect(made.status).toBe(201)
+    expect((await post(lead, "/api/users", { email: "boss@example.com", role: "admin", teamIds: [teamId] })).status).toBe(403)
+    const elsewhere = await post(lead, "/api/users", { email: "far@example.com", teamIds: [otherTeamId] })
+    expect(elsewhere.status).toBe(403)
+    expect(elsewhere.body.message).toContain(otherTeamId)
+    const promote = await call(`${gw.url}/api/users/${made.body.id}`, {
+      method: "PATCH",
+      headers: lead.headers("PATCH"),
+      body: { role: "admin" }
+    })
+    expect(promote.status).toBe(403)
+    const rename = await call(`${gw.url}/api/users/${made.body.id}`, {
+      method: "PATCH",
+      headers: lead.headers("PATCH"),
+      body: { name: "Newt" }
+    })
+    expect(rename.status).toBe(200)
+    expect(
+      (await call(`${gw.url}/api/users/${users.admin}`, { method: "PATCH", headers: lead.headers("PATCH"), body: { name: "x" } })).status
+    ).toBe(403)
+    // Members: the lead's team only.
+    expect((await post(lead, `/api/teams/${teamId}/members`, { userId: users.viewer, role: "member" })).status).toBe(201)
+    expect((await post(lead, `/api/teams/${otherTeamId}/members`, { userId: users.viewer })).status).toBe(403)
+    expect(
+      (await call(`${gw.url}/api/teams/${teamId}/members/${users.viewer}`, { method: "DELETE", headers: lead.headers("DELETE") })).status
+    ).toBe(200)
+    // A member reads their own team and its members, nothing of another team's.
+    const teams = await call(`${gw.url}/api/teams`, { headers: member.headers("GET") })
+    expect(teams.body.teams.map((t: { id: string }) => t.id)).toEqual([teamId])
+    expect((await call(`${gw.url}/api/teams/${otherTeamId}`, { headers: member.headers("GET") })).status).toBe(404)
+    expect((await call(`${gw.url}/api/teams/${teamId}/members`, { headers: member.headers("GET") })).status).toBe(200)
+    expect((await call(`${gw.url}/api/users/${users.outsider}`, { headers: member.headers("GET") })).status).toBe(404)
+    expect((await post(member, `/api/teams/${teamId}/members`, { userId: users.viewer })).status).toBe(403)
+  })
+
   it("a non-admin may not give a key shadow targets (403 naming the field)", async () => {
     const member = callers.find((c) => c.role === "member")!
     const res = await call(`${gw.url}/api/keys`, {

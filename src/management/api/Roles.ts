@@ -27,3 +27,5 @@ export const KEY_HOLDERS: RoleList = ["admin", "team-admin", "member"]
 export const CATALOG: RoleRule = { read: ["admin", "team-admin", "member", "viewer"], write: ["admin"] }
 /** Admins and viewers, whatever the method: what only reads, a POST that computes a preview included. */
 export const READERS: RoleList = ["admin", "viewer"]
+/** Admins, and team-admins within the teams they administer (the handler decides, access.ts). */
+export const TEAM_ADMINS: RoleList = ["admin", "team-admin"]

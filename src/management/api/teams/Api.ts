@@ -1,7 +1,7 @@
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as Schema from "effect/Schema"
-import { BadRequest, Conflict, NotFound } from "../../../domain/errors.js"
+import { BadRequest, Conflict, Forbidden, NotFound } from "../../../domain/errors.js"
 import { strict } from "../../../domain/parse.js"
 import {
   AddTeamMember,
@@ -16,7 +16,7 @@ import {
   UserView
 } from "../../../domain/teams.js"
 import { IdPath, ManagementAuth } from "../Principal.js"
-import { CONFIGURATION, Roles } from "../Roles.js"
+import { CATALOG, CONFIGURATION, EVERY_ROLE, Roles, TEAM_ADMINS } from "../Roles.js"
 
 /** `?force=true`: remove a user or team that owns keys; the keys are disabled and left without an owner (docs/teams.md). */
 const RemoveQuery = Schema.Struct({ force: Schema.optional(Schema.BooleanFromString) }).annotations(strict)
@@ -24,23 +24,31 @@ const MemberPath = Schema.Struct({ id: Schema.String, userId: Schema.String })
 
 /** People (docs/teams.md, "People and teams"): `:id` is a user's id or email. */
 export class UsersGroup extends HttpApiGroup.make("users")
-  .add(HttpApiEndpoint.get("list", "/api/users").addSuccess(Schema.Struct({ users: Schema.Array(UserView) })))
+  .add(
+    HttpApiEndpoint.get("list", "/api/users")
+      .annotate(Roles, EVERY_ROLE)
+      .addSuccess(Schema.Struct({ users: Schema.Array(UserView) }))
+  )
   .add(
     HttpApiEndpoint.post("create", "/api/users")
+      .annotate(Roles, TEAM_ADMINS)
       .setPayload(CreateUser)
       .addSuccess(UserView, { status: 201 })
       .addError(BadRequest)
       .addError(Conflict)
+      .addError(Forbidden)
   )
-  .add(HttpApiEndpoint.get("get", "/api/users/:id").setPath(IdPath).addSuccess(UserView).addError(NotFound))
+  .add(HttpApiEndpoint.get("get", "/api/users/:id").annotate(Roles, EVERY_ROLE).setPath(IdPath).addSuccess(UserView).addError(NotFound))
   .add(
     HttpApiEndpoint.patch("update", "/api/users/:id")
+      .annotate(Roles, TEAM_ADMINS)
       .setPath(IdPath)
       .setPayload(UpdateUser)
       .addSuccess(UserView)
       .addError(BadRequest)
       .addError(NotFound)
       .addError(Conflict)
+      .addError(Forbidden)
   )
   .add(
     HttpApiEndpoint.del("remove", "/api/users/:id")
@@ -55,7 +63,11 @@ export class UsersGroup extends HttpApiGroup.make("users")
 
 /** Teams and their members: `:id` is a team's id or name, `:userId` a user's id or email. */
 export class TeamsGroup extends HttpApiGroup.make("teams")
-  .add(HttpApiEndpoint.get("list", "/api/teams").addSuccess(Schema.Struct({ teams: Schema.Array(TeamView) })))
+  .add(
+    HttpApiEndpoint.get("list", "/api/teams")
+      .annotate(Roles, EVERY_ROLE)
+      .addSuccess(Schema.Struct({ teams: Schema.Array(TeamView) }))
+  )
   .add(
     HttpApiEndpoint.post("create", "/api/teams")
       .setPayload(CreateTeam)
@@ -63,7 +75,7 @@ export class TeamsGroup extends HttpApiGroup.make("teams")
       .addError(BadRequest)
       .addError(Conflict)
   )
-  .add(HttpApiEndpoint.get("get", "/api/teams/:id").setPath(IdPath).addSuccess(TeamView).addError(NotFound))
+  .add(HttpApiEndpoint.get("get", "/api/teams/:id").annotate(Roles, EVERY_ROLE).setPath(IdPath).addSuccess(TeamView).addError(NotFound))
   .add(
     HttpApiEndpoint.patch("update", "/api/teams/:id")
       .setPath(IdPath)
@@ -83,23 +95,28 @@ export class TeamsGroup extends HttpApiGroup.make("teams")
   )
   .add(
     HttpApiEndpoint.get("members", "/api/teams/:id/members")
+      .annotate(Roles, EVERY_ROLE)
       .setPath(IdPath)
       .addSuccess(Schema.Struct({ members: Schema.Array(TeamMemberView) }))
       .addError(NotFound)
   )
   .add(
     HttpApiEndpoint.post("addMember", "/api/teams/:id/members")
+      .annotate(Roles, TEAM_ADMINS)
       .setPath(IdPath)
       .setPayload(AddTeamMember)
       .addSuccess(TeamMemberView, { status: 201 })
       .addError(BadRequest)
       .addError(NotFound)
+      .addError(Forbidden)
   )
   .add(
     HttpApiEndpoint.del("removeMember", "/api/teams/:id/members/:userId")
+      .annotate(Roles, TEAM_ADMINS)
       .setPath(MemberPath)
       .addSuccess(Schema.Struct({ removed: TeamMemberView }))
       .addError(NotFound)
+      .addError(Forbidden)
   )
   .middleware(ManagementAuth)
   .annotate(Roles, CONFIGURATION) {}
@@ -111,4 +128,4 @@ export class OrganisationGroup extends HttpApiGroup.make("organisation")
     HttpApiEndpoint.patch("update", "/api/organisation").setPayload(UpdateOrganisation).addSuccess(OrganisationView).addError(BadRequest)
   )
   .middleware(ManagementAuth)
-  .annotate(Roles, CONFIGURATION) {}
+  .annotate(Roles, CATALOG) {}
