@@ -1,4 +1,4 @@
-import { useState } from "preact/hooks"
+import { useEffect, useState } from "preact/hooks"
 import { api, ok, setCsrfToken } from "./api/client"
 import { Button, ErrorBox, Form, TextInput } from "./ui"
 
@@ -30,31 +30,74 @@ const useSignIn = (onDone: () => void) => {
   return { error, setError, busy, submit }
 }
 
-/** Log in with the admin password (POST /api/auth/login: a cookie session and its CSRF token). */
+/**
+ * Single sign-on (docs/sso.md): the providers of the public list (GET /api/auth/oidc/providers: id
+ * and name) and whether the admin password still signs in (GET /api/auth/password-login).
+ */
+const useSignInOptions = () => {
+  const [providers, setProviders] = useState<ReadonlyArray<{ id: string; name: string }>>([])
+  const [passwordLogin, setPasswordLogin] = useState(true)
+  useEffect(() => {
+    void ok(api.GET("/api/auth/oidc/providers"))
+      .then((r) => setProviders(r.providers))
+      .catch(() => setProviders([]))
+    void ok(api.GET("/api/auth/password-login"))
+      .then((r) => setPasswordLogin(r.enabled))
+      .catch(() => setPasswordLogin(true))
+  }, [])
+  return { providers, passwordLogin }
+}
+
+/** One button per provider: a full-page visit to its login, which comes back to the dashboard signed in. */
+const SsoButtons = (p: { providers: ReadonlyArray<{ id: string; name: string }> }) =>
+  p.providers.length === 0 ? null : (
+    <div class="sso-buttons" role="group" aria-label="Single sign-on">
+      {p.providers.map((provider) => (
+        <a
+          key={provider.id}
+          class="btn btn-primary sso-button"
+          href={`/api/auth/oidc/${encodeURIComponent(provider.id)}/login?returnTo=${encodeURIComponent(location.pathname + location.hash)}`}
+        >
+          Sign in with {provider.name}
+        </a>
+      ))}
+    </div>
+  )
+
+/** Log in with the admin password (POST /api/auth/login: a cookie session and its CSRF token), or through a single sign-on provider. */
 export const Login = (p: { onDone: () => void }) => {
   const [password, setPassword] = useState("")
   const { error, busy, submit } = useSignIn(p.onDone)
+  const { providers, passwordLogin } = useSignInOptions()
   return (
     <Card title="Log in to the gateway">
-      <Form label="Log in" onSubmit={() => void submit(() => ok(api.POST("/api/auth/login", { body: { password } })))}>
-        <TextInput
-          label="Admin password"
-          type="password"
-          name="password"
-          autoComplete="current-password"
-          required
-          value={password}
-          onInput={setPassword}
-          wide
-        />
-        <ErrorBox error={error} />
-        <Button kind="primary" type="submit" busy={busy}>
-          Log in
-        </Button>
-      </Form>
-      <p class="muted small">
-        Forgot it? On the gateway's host run <code>gateway reset-password</code>.
-      </p>
+      <SsoButtons providers={providers} />
+      {providers.length > 0 && passwordLogin ? <p class="muted small sso-or">or with the admin password</p> : null}
+      {passwordLogin ? (
+        <>
+          <Form label="Log in" onSubmit={() => void submit(() => ok(api.POST("/api/auth/login", { body: { password } })))}>
+            <TextInput
+              label="Admin password"
+              type="password"
+              name="password"
+              autoComplete="current-password"
+              required
+              value={password}
+              onInput={setPassword}
+              wide
+            />
+            <ErrorBox error={error} />
+            <Button kind="primary" type="submit" busy={busy}>
+              Log in
+            </Button>
+          </Form>
+          <p class="muted small">
+            Forgot it? On the gateway's host run <code>gateway reset-password</code>.
+          </p>
+        </>
+      ) : (
+        <p class="muted small">Password sign-in is turned off on this gateway: sign in with single sign-on.</p>
+      )}
     </Card>
   )
 }
@@ -64,8 +107,10 @@ export const Setup = (p: { onDone: () => void }) => {
   const [password, setPassword] = useState("")
   const [again, setAgain] = useState("")
   const { error, setError, busy, submit } = useSignIn(p.onDone)
+  const { providers } = useSignInOptions()
   return (
     <Card title="Welcome: set the admin password">
+      <SsoButtons providers={providers} />
       <p class="muted">
         The gateway has no admin password yet. Choose one (at least 8 characters); it protects this dashboard and the management API.
       </p>
