@@ -265,6 +265,30 @@ describe('compaction: "upstream" on an OpenAI connection', () => {
   })
 })
 
+describe("the connection setting", () => {
+  it("is listed, refused when unknown, and null hands compaction back to the gateway", async () => {
+    const admin = { authorization: `Bearer ${ADMIN}` }
+    const list = await call(`${gw.url}/api/providers`, { headers: admin })
+    const oai = list.body.connections.find((c: any) => c.name === "up-oai")
+    expect(oai.compaction).toBe("upstream")
+    const bad = await call(`${gw.url}/api/providers/${oai.id}`, { method: "PUT", body: { compaction: "sometimes" }, headers: admin })
+    expect(bad.status).toBe(400)
+    expect(bad.text).toContain("compaction")
+    const off = await call(`${gw.url}/api/providers/${oai.id}`, { method: "PUT", body: { compaction: null }, headers: admin })
+    expect(off.status, off.text).toBe(200)
+    expect(off.body.compaction).toBeNull()
+    try {
+      const res = await post("/v1/responses", { ...plain(TRIGGER.body), model: "up-oai/gpt-up", stream: false })
+      expect(res.status, res.text.slice(0, 600)).toBe(200)
+      expect(res.body.output).toHaveLength(1)
+      expect(res.body.output[0].encrypted_content).toMatch(/^gwcmp1:/)
+    } finally {
+      const on = await call(`${gw.url}/api/providers/${oai.id}`, { method: "PUT", body: { compaction: "upstream" }, headers: admin })
+      expect(on.body.compaction).toBe("upstream")
+    }
+  })
+})
+
 describe("Codex compaction over the Responses WebSocket", () => {
   it("answers the trigger frame with one compaction item, and opens it in the next frame", async () => {
     const ws = await connectWs(`${gw.url.replace("http", "ws")}/v1/responses`, { authorization: `Bearer ${KEY}` })
