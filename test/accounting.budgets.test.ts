@@ -240,7 +240,10 @@ describe("budget spend and windows", () => {
         window: "daily",
         limitUsd: 1,
         spentUsd: expect.closeTo(1, 12),
-        retryAfterMs: 12 * 3_600_000
+        retryAfterMs: 12 * 3_600_000,
+        level: "key",
+        subjectId: "k1",
+        subject: "this API key"
       })
       expect((yield* statusOf("k1")).exceeded).toBe(true)
       // Next day the daily window is fresh; then the weekly limit is reached too.

@@ -2,7 +2,10 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { findProvider, PROVIDERS } from "./catalog/catalog.js"
 import { BadRequest } from "./errors.js"
+import { PerMinute } from "./keys.js"
+import { McpKeyAllow } from "./mcpServers.js"
 import { decodeOrBadRequest, oneOf, strict } from "./parse.js"
+import { Level } from "./teams.js"
 
 /**
  * Money and quotas (spec document 2, "Budget (per API key, USD)"; document 1, "Custom headers"
@@ -78,6 +81,59 @@ export type PriceRow = typeof PriceRow.Type
 
 export const decodeSetPrice = (input: unknown): Effect.Effect<SetPrice, BadRequest> => decodeOrBadRequest(SetPrice)(input)
 
+// ---------------------------------------------------------------- levels
+
+/**
+ * The level a limit is set on (docs/accounting.md, "Limits at every level"): exactly one of a key
+ * (`apiKeyId`), a team (`teamId`: its id or name), a user (`userId`: its id or email) or the
+ * organisation (`organisation: true`).
+ */
+const SubjectFields = {
+  apiKeyId: opt(NonEmpty("apiKeyId", 200)),
+  teamId: opt(NonEmpty("teamId", 200)),
+  userId: opt(NonEmpty("userId", 200)),
+  organisation: opt(Schema.Literal(true).annotations({ message: () => "organisation must be true (the organisation's own limit)" }))
+}
+
+/** A body's subject fields. */
+export interface SubjectInput {
+  readonly apiKeyId?: string | undefined
+  readonly teamId?: string | undefined
+  readonly userId?: string | undefined
+  readonly organisation?: true | undefined
+}
+
+/** The one level a body names, as given (a team or user may still be a name or email), or why not. */
+export type SubjectRef =
+  | { readonly level: "key"; readonly ref: string }
+  | { readonly level: "team"; readonly ref: string }
+  | { readonly level: "user"; readonly ref: string }
+  | { readonly level: "organisation"; readonly ref: "org" }
+
+export const subjectRef = (b: SubjectInput): SubjectRef | string => {
+  const named: Array<SubjectRef> = []
+  if (b.apiKeyId !== undefined) named.push({ level: "key", ref: b.apiKeyId })
+  if (b.teamId !== undefined) named.push({ level: "team", ref: b.teamId })
+  if (b.userId !== undefined) named.push({ level: "user", ref: b.userId })
+  if (b.organisation === true) named.push({ level: "organisation", ref: "org" })
+  if (named.length === 1) return named[0]!
+  const fields = ["apiKeyId", "teamId", "userId", "organisation"].filter((f) => b[f as keyof SubjectInput] !== undefined)
+  return named.length === 0
+    ? "name the level the limit is on: one of apiKeyId, teamId, userId or organisation: true"
+    : `name one level only: got ${fields.join(" and ")}`
+}
+
+/** A view's subject fields beside `apiKeyId`, which carries the subject's id on every level (a key's id, `team_…`, `usr_…`, `org`). */
+const SubjectViewFields = {
+  /** Absent on a key's own limits (their answer is as before). */
+  level: opt(Level),
+  teamId: opt(Schema.String),
+  userId: opt(Schema.String),
+  organisation: opt(Schema.Literal(true)),
+  /** The team's name or the user's email. */
+  subjectName: opt(Schema.String)
+}
+
 // ---------------------------------------------------------------- budgets
 
 export const BUDGET_INTERVALS = ["daily", "weekly", "monthly"] as const
@@ -101,7 +157,7 @@ const LIMIT_FIELD: Record<BudgetInterval, "dailyLimitUsd" | "weeklyLimitUsd" | "
  * one must be greater than 0. The body replaces the key's budget as a whole.
  */
 const SetBudgetFields = {
-  apiKeyId: NonEmpty("apiKeyId", 200),
+  ...SubjectFields,
   dailyLimitUsd: opt(Usd("dailyLimitUsd")),
   weeklyLimitUsd: opt(Usd("weeklyLimitUsd")),
   monthlyLimitUsd: opt(Usd("monthlyLimitUsd")),
@@ -126,11 +182,17 @@ const budgetLimits = (
 
 export const SetBudget = Schema.Struct(SetBudgetFields)
   .annotations(strict)
-  .pipe(Schema.filter((b) => budgetLimits(b)))
+  .pipe(
+    Schema.filter((b) => {
+      const subject = subjectRef(b)
+      return typeof subject === "string" ? subject : budgetLimits(b)
+    })
+  )
 export type SetBudget = typeof SetBudget.Type
 
 /** A budget with its defaults applied, as stored. Limits of 0 are stored as null (no limit). */
 export interface BudgetConfig {
+  /** The subject's id: a key's, `team_…`, `usr_…` or `org` (the column kept its name). */
   readonly apiKeyId: string
   readonly dailyLimitUsd: number | null
   readonly weeklyLimitUsd: number | null
@@ -149,7 +211,7 @@ export const budgetLimit = (
 ): number | null => b[LIMIT_FIELD[w]]
 
 /** Applies the defaults: threshold 0.8, resetTime 00:00, resetInterval the shortest limited window. */
-export const budgetConfig = (input: SetBudget): BudgetConfig => {
+export const budgetConfig = (input: Omit<SetBudget, "apiKeyId"> & { readonly apiKeyId: string }): BudgetConfig => {
   const limit = (n: number | undefined) => (n !== undefined && n > 0 ? n : null)
   const b = {
     dailyLimitUsd: limit(input.dailyLimitUsd),
@@ -173,8 +235,6 @@ const LEGACY_KEYS = ["keyId", "limit", "period"] as const
  */
 export const SetBudgetPayload = Schema.Struct({
   ...SetBudgetFields,
-  // Required by \`SetBudget\`, which the budget service decodes with (its message, unprefixed).
-  apiKeyId: opt(NonEmpty("apiKeyId", 200)),
   keyId: opt(Schema.Union(Schema.String, Schema.Number)),
   limit: opt(Schema.Union(Schema.String, Schema.Number)),
   period: opt(Schema.Union(Schema.String, Schema.Number))
@@ -215,6 +275,7 @@ export type BudgetWindowStatus = typeof BudgetWindowStatus.Type
 /** One entry of `GET /api/usage/budget`. */
 export const BudgetStatus = Schema.Struct({
   apiKeyId: Schema.String,
+  ...SubjectViewFields,
   dailyLimitUsd: Schema.NullOr(Schema.Number),
   weeklyLimitUsd: Schema.NullOr(Schema.Number),
   monthlyLimitUsd: Schema.NullOr(Schema.Number),
@@ -250,7 +311,7 @@ export type TokenLimitWindow = (typeof TOKEN_LIMIT_WINDOWS)[number]
 
 /** `POST /api/usage/token-limits`. */
 export const CreateTokenLimit = Schema.Struct({
-  apiKeyId: NonEmpty("apiKeyId", 200),
+  ...SubjectFields,
   scope: oneOf(TOKEN_LIMIT_SCOPES, "scope"),
   /** scope provider: the provider id. */
   provider: opt(ProviderId("provider")),
@@ -262,6 +323,8 @@ export const CreateTokenLimit = Schema.Struct({
   .annotations(strict)
   .pipe(
     Schema.filter((l) => {
+      const subject = subjectRef(l)
+      if (typeof subject === "string") return subject
       switch (l.scope) {
         case "global":
           return l.provider === undefined && l.model === undefined ? true : "scope global takes neither provider nor model"
@@ -282,6 +345,7 @@ export const decodeCreateTokenLimit = (input: unknown): Effect.Effect<CreateToke
 export const TokenLimitView = Schema.Struct({
   id: Schema.String,
   apiKeyId: Schema.String,
+  ...SubjectViewFields,
   scope: Schema.Literal(...TOKEN_LIMIT_SCOPES),
   provider: Schema.NullOr(Schema.String),
   model: Schema.NullOr(Schema.String),
@@ -296,3 +360,70 @@ export const TokenLimitView = Schema.Struct({
   createdAt: Schema.String
 })
 export type TokenLimitView = typeof TokenLimitView.Type
+
+// ---------------------------------------------------------------- rate limits, models and MCP per level
+
+/** At most this many model patterns on one level. */
+const MAX_MODEL_PATTERNS = 200
+
+/** Model and combo patterns: the id as the client writes it, `<provider>/<model>`, a combo's name; `*` any run of characters. */
+export const ModelPatterns = Schema.Array(NonEmpty("models[]", 300)).pipe(
+  Schema.minItems(1, { message: () => "models must not be empty (null removes the limit)" }),
+  Schema.maxItems(MAX_MODEL_PATTERNS, { message: () => `models takes at most ${MAX_MODEL_PATTERNS} patterns` })
+)
+
+/**
+ * `POST /api/usage/limits`: the limits of one level other than budgets and token limits. The fields
+ * given change, null removes one; a key's `rpm`, `tpm` and `mcp` are the key's own (as
+ * `PATCH /api/keys/{id}` sets them).
+ */
+export const SetLevelLimits = Schema.Struct({
+  ...SubjectFields,
+  /** Requests per minute of the level together. */
+  rpm: opt(Schema.NullOr(PerMinute)),
+  /** Tokens (input plus output) per minute. */
+  tpm: opt(Schema.NullOr(PerMinute)),
+  /** The models and combos the level may use. */
+  models: opt(Schema.NullOr(ModelPatterns)),
+  /** The MCP servers and tools the level may use (docs/mcp.md). */
+  mcp: opt(Schema.NullOr(McpKeyAllow))
+})
+  .annotations(strict)
+  .pipe(
+    Schema.filter((b) => {
+      const subject = subjectRef(b)
+      if (typeof subject === "string") return subject
+      return b.rpm === undefined && b.tpm === undefined && b.models === undefined && b.mcp === undefined
+        ? "set at least one of rpm, tpm, models or mcp (null removes one)"
+        : true
+    })
+  )
+export type SetLevelLimits = typeof SetLevelLimits.Type
+
+export const decodeSetLevelLimits = (input: unknown): Effect.Effect<SetLevelLimits, BadRequest> => decodeOrBadRequest(SetLevelLimits)(input)
+
+/** One level's rate limits, models and MCP access (null: no limit of that kind on this level). */
+export const LevelLimitsView = Schema.Struct({
+  subjectId: Schema.String,
+  level: Level,
+  /** The key's, team's or organisation's name, or the user's email. */
+  name: Schema.String,
+  rpm: Schema.NullOr(Schema.Number),
+  tpm: Schema.NullOr(Schema.Number),
+  models: Schema.NullOr(Schema.Array(Schema.String)),
+  mcp: Schema.NullOr(Schema.Struct({ allow: Schema.Array(Schema.String) })),
+  /** The levels above this one whose limits a request of it must also be within, nearest first. */
+  above: Schema.Array(Schema.Struct({ subjectId: Schema.String, level: Level, name: Schema.String })),
+  updatedAt: Schema.NullOr(Schema.String)
+})
+export type LevelLimitsView = typeof LevelLimitsView.Type
+
+/** `GET /api/usage/budget`, `/api/usage/token-limits`, `/api/usage/limits`: one level, or `level` (`all`, or one level) to list. */
+export const SubjectQuery = Schema.Struct({
+  apiKeyId: Schema.optional(Schema.String),
+  teamId: Schema.optional(Schema.String),
+  userId: Schema.optional(Schema.String),
+  organisation: Schema.optional(Schema.Literal("true")),
+  level: Schema.optional(Schema.Literal("all", "organisation", "team", "user", "key"))
+})
+export type SubjectQuery = typeof SubjectQuery.Type

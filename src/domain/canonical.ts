@@ -180,6 +180,8 @@ export interface CanonicalError {
   readonly message: string
   readonly code?: string | null
   readonly param?: string | null
+  /** The level whose limit refused the request (`organisation`, `team`, `user`, `key`; docs/accounting.md): added as `error.level`. */
+  readonly level?: string | null
 }
 
 export type ErrorKind =

@@ -21,6 +21,7 @@ import { attachUsageRow } from "./builtinHooks.js"
 import type { InferenceCall } from "./call.js"
 import type { makeGuardedAttempt } from "./fallback.js"
 import { requestHeader } from "./io.js"
+import { candidatesOf } from "./serving.js"
 import { conversationOf, explicitSession } from "./session.js"
 
 /**
@@ -168,6 +169,8 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
     const known = peekPlan(call, sessionId)
     if (known === undefined || known._tag === "Left") return "plan"
     const plan = known.right
+    // A level's allowed models refuse it: the pipeline answers the 403.
+    if (accounting.modelRefusal(ctx.apiKeyId, call.model, () => candidatesOf(plan)) !== undefined) return "plan"
     if (plan.fusion !== undefined || (plan.kind !== "direct" && plan.kind !== "combo")) return "plan_kind"
     const candidate = plan.candidates[0]
     if (candidate === undefined || !canAttemptNow(call, candidate)) return "target"

@@ -310,6 +310,8 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
     let lastError: InferenceError | undefined = after
     // Candidates passed over at attempt time (cooling down since the plan, probe taken).
     const skipped: Array<Blocked> = []
+    // The level whose token limit passed a candidate over (the key, its user, team(s), the organisation).
+    let limitedBy: { level: string; subject: string } | undefined
     for (let i = from; i < plan.candidates.length; i++) {
       const candidate = plan.candidates[i]!
       if (d.attempts >= MAX_ATTEMPTS) break
@@ -334,6 +336,7 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
         ? yield* accounting.claimTokens(ctx.apiKeyId, limitTarget, track.hold)
         : accounting.tokenLimit(ctx.apiKeyId, limitTarget, track.hold)
       if (!limit.ok) {
+        limitedBy = { level: limit.level, subject: limit.subject }
         skipped.push({
           candidate,
           reason: "token_limit",
@@ -352,7 +355,7 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
       if (step.kind === "final") return yield* Effect.fail(step.error)
     }
     if (d.attempts > 1) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(d.attempts - 1)
-    const final = lastError ?? allBlocked(client, { ...plan, blocked: [...plan.blocked, ...skipped] })
+    const final = lastError ?? allBlocked(client, { ...plan, blocked: [...plan.blocked, ...skipped] }, limitedBy)
     if (!lastError) {
       track.outcome = { status: final.status, usage: undefined, ttftMs: null, error: final.message }
       if (final.code === "token_limit_exceeded" && ctx.hooks !== undefined && ctx.hooks.onQuotaExhaust.length !== 0) {

@@ -136,7 +136,7 @@ export const makeServe = ({ guardrails, accounting, flags, cache, lookup, planFo
     if (!budget.ok) {
       const retryAfter = String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000)))
       const emergency = (yield* flags.enabled("GATEWAY_EMERGENCY_FALLBACK")) ? yield* accounting.emergencyModel : undefined
-      const spent = `the ${budget.window} budget of this API key is spent ($${budget.spentUsd.toFixed(4)} of $${budget.limitUsd.toFixed(4)})`
+      const spent = `the ${budget.window} budget of ${budget.subject} is spent ($${budget.spentUsd.toFixed(4)} of $${budget.limitUsd.toFixed(4)})`
       if (ctx.hooks!.onQuotaExhaust.length !== 0) {
         const fired = quotaExhausted(ctx, {
           kind: "budget",
@@ -159,7 +159,8 @@ export const makeServe = ({ guardrails, accounting, flags, cache, lookup, planFo
               status: 429,
               kind: "rate_limit",
               code: "budget_exhausted",
-              message: `${spent}; it resets in ${retryAfter} s${(yield* flags.enabled("GATEWAY_EMERGENCY_FALLBACK")) ? " (no free fallback model is connected; set GATEWAY_EMERGENCY_FALLBACK_MODEL)" : ""}`
+              message: `${spent}; it resets in ${retryAfter} s${(yield* flags.enabled("GATEWAY_EMERGENCY_FALLBACK")) ? " (no free fallback model is connected; set GATEWAY_EMERGENCY_FALLBACK_MODEL)" : ""}`,
+              level: budget.level
             },
             { "retry-after": retryAfter }
           )
@@ -202,6 +203,15 @@ export const makeServe = ({ guardrails, accounting, flags, cache, lookup, planFo
     let served = routed
 
     const first = yield* planFor(served.model, client, { features, ctx, sessionId })
+    // The models each level (the key, its user, team(s), the organisation) allows.
+    const modelRefused = accounting.modelRefusal(ctx.apiKeyId, served.model, () => candidatesOf(first))
+    if (modelRefused) {
+      const message = `model "${served.model}" is not allowed for ${modelRefused.label} (its models: ${modelRefused.models.join(", ")})`
+      track.outcome = { status: 403, usage: undefined, ttftMs: null, error: message }
+      return yield* Effect.fail(
+        clientError(client, { status: 403, kind: "permission", code: "model_not_allowed", message, level: modelRefused.level })
+      )
+    }
     ctx.progress?.emit("routed", { route: first.kind, strategy: first.strategy, candidates: first.candidates.map((c) => c.key) })
     const hooks = ctx.hooks!
     if (hooks.onModelSelect.length !== 0 || (hooks.onComboResolve.length !== 0 && first.kind !== "direct")) {
@@ -233,6 +243,10 @@ export const makeServe = ({ guardrails, accounting, flags, cache, lookup, planFo
       })
     }
   })
+
+/** A plan's candidates as the levels' allowed models match them. */
+export const candidatesOf = (plan: RoutePlan) =>
+  plan.candidates.map((c) => ({ model: c.model, key: c.key, provider: c.connection.provider.id }))
 
 export interface RunDeps {
   readonly usage: UsageShape

@@ -134,8 +134,15 @@ export interface RecordedRequest {
   readonly model: string
 }
 
-/** Nothing could be tried: every candidate is blocked (breaker open, cooling down, locked, terminal). */
-export const allBlocked = (format: WireFormat, plan: RoutePlan): InferenceError => {
+/**
+ * Nothing could be tried: every candidate is blocked (breaker open, cooling down, locked, terminal).
+ * `tokenLimit`: the level whose token limit blocked candidates, when one did (its answer names it).
+ */
+export const allBlocked = (
+  format: WireFormat,
+  plan: RoutePlan,
+  tokenLimit?: { readonly level: string; readonly subject: string }
+): InferenceError => {
   if (plan.blocked.length === 0) {
     return clientError(format, {
       status: 503,
@@ -154,7 +161,13 @@ export const allBlocked = (format: WireFormat, plan: RoutePlan): InferenceError 
   ) {
     return clientError(
       format,
-      { status: 429, kind: "rate_limit", message: `token limit reached for this API key: ${why}`, code: "token_limit_exceeded" },
+      {
+        status: 429,
+        kind: "rate_limit",
+        message: `token limit reached for ${tokenLimit?.subject ?? "this API key"}: ${why}`,
+        code: "token_limit_exceeded",
+        level: tokenLimit?.level ?? "key"
+      },
       retryAfter !== undefined ? { "retry-after": String(retryAfter) } : undefined
     )
   }

@@ -26,7 +26,20 @@ export class InferenceError extends Data.TaggedError("InferenceError")<{
   readonly param?: string | null
   readonly headers?: Readonly<Record<string, string>>
   readonly body?: unknown
+  /** The level whose limit refused the request (docs/accounting.md, "Limits at every level"), answered as `error.level`. */
+  readonly level?: string | null
 }> {}
+
+/**
+ * `body` with `error.level` added when a level refused the request: inside the format's error
+ * object (OpenAI, Anthropic, Gemini), beside a string `error` (Ollama) at the top.
+ */
+export const withLevel = (body: unknown, level: string | null | undefined): unknown => {
+  if (!level || typeof body !== "object" || body === null) return body
+  const b = body as Record<string, unknown>
+  const inner = b["error"]
+  return typeof inner === "object" && inner !== null ? { ...b, error: { ...(inner as object), level } } : { ...b, level }
+}
 
 export const badRequest = (message: string, param: string | null = null, code: string | null = null) =>
   new InferenceError({ status: 400, kind: "invalid_request", code, message, param })
@@ -36,11 +49,13 @@ export const toCanonical = (e: InferenceError): CanonicalError => ({
   kind: e.kind,
   message: e.message,
   code: e.code,
-  param: e.param ?? null
+  param: e.param ?? null,
+  ...(e.level ? { level: e.level } : {})
 })
 
 /** The error body for a client of `format`. */
-export const errorBody = (e: InferenceError, format: WireFormat): unknown => e.body ?? format.encodeError(toCanonical(e))
+export const errorBody = (e: InferenceError, format: WireFormat): unknown =>
+  e.body ?? withLevel(format.encodeError(toCanonical(e)), e.level)
 
 export const clientError = (format: WireFormat, e: CanonicalError, headers?: Readonly<Record<string, string>>): InferenceError =>
   new InferenceError({
@@ -50,7 +65,8 @@ export const clientError = (format: WireFormat, e: CanonicalError, headers?: Rea
     message: e.message,
     param: e.param ?? null,
     ...(headers ? { headers } : {}),
-    body: format.encodeError(e)
+    ...(e.level ? { level: e.level } : {}),
+    body: withLevel(format.encodeError(e), e.level)
   })
 
 /**

@@ -130,7 +130,8 @@ export const runMedia = <R extends AttemptRequest, A extends MediaOutcome>(
           status: 429,
           kind: "rate_limit",
           code: "budget_exhausted",
-          message: `the ${budget.window} budget of this API key is spent ($${budget.spentUsd.toFixed(4)} of $${budget.limitUsd.toFixed(4)})`
+          message: `the ${budget.window} budget of ${budget.subject} is spent ($${budget.spentUsd.toFixed(4)} of $${budget.limitUsd.toFixed(4)})`,
+          level: budget.level
         },
         { "retry-after": String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000))) }
       )

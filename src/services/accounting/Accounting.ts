@@ -3,7 +3,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { StoreVersion } from "../../platform/store/StoreVersion.js"
 import type { Usage } from "../../domain/canonical.js"
-import { type Settlement } from "../../kernel/hooks.js"
+import type { Settlement } from "../../kernel/hooks.js"
 import { RequestHooks } from "../../kernel/RequestHooks.js"
 import { Connections } from "../../upstream/providers/Connections.js"
 import { AccountingConfig } from "./AccountingConfig.js"
@@ -13,6 +13,7 @@ import { type MediaUnits, mediaCost, tokenCost } from "./cost.js"
 import { emergencyModel } from "./emergencyModel.js"
 import { Pricing } from "./Pricing.js"
 import { InboundLimits } from "./InboundLimits.js"
+import { Levels, type ModelRefusal } from "./Levels.js"
 import { makePrepare } from "./prepare.js"
 import { makeReservations, type Reservation } from "./reservations.js"
 import { makeSettlement } from "./settlement.js"
@@ -68,6 +69,17 @@ export interface AccountingShape {
   readonly cost: (provider: string, model: string, usage: Partial<Usage> | undefined) => number
   /** USD of one media answer: its tokens (where reported) plus its units (images, seconds, characters, searches) at the prices in force. */
   readonly mediaCost: (provider: string, model: string, usage: Partial<Usage> | undefined, units: MediaUnits) => number
+  /**
+   * The level (the key, its user, team(s), the organisation) whose allowed models do not include the
+   * request's model: the id asked for, or every candidate it would go to. Undefined when all allow
+   * it (at once while no level has a models list).
+   */
+  readonly modelRefusal: (
+    apiKeyId: string | null,
+    requested: string,
+    /** Asked for only when a level has models and the id asked for matches none. */
+    candidates: () => ReadonlyArray<{ readonly model: string; readonly key: string; readonly provider: string }>
+  ) => ModelRefusal | undefined
   /** The free model a budget-exhausted request goes to, if there is one. */
   readonly emergencyModel: Effect.Effect<string | undefined>
   /** After a request: spend and tokens, then the lifecycle's `settled` listeners (synchronous: every request settles). */
@@ -95,6 +107,7 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
       const budgets = yield* Budgets
       const limits = yield* TokenLimits
       const inbound = yield* InboundLimits
+      const levels = yield* Levels
       const hooks = yield* RequestHooks
       const connections = yield* Connections
       const config = yield* AccountingConfig
@@ -116,7 +129,7 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
       // After it: its spend and tokens, then the lifecycle's `settled` listeners.
       const { settle, finish } = makeSettlement({ budgets, limits, inbound, hooks, usage, clock, learn, cost, mediaCost: priceMedia })
       // Prices, budgets and limits kept up to date with what other processes commit.
-      const { prepare, prepared } = makePrepare({ pricing, budgets, limits, version })
+      const { prepare, prepared } = makePrepare({ pricing, budgets, limits, levels, version })
 
       return {
         cost,
@@ -126,6 +139,8 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
         prepare,
         prepared,
         ...admission,
+        modelRefusal: (apiKeyId, requested, candidates) =>
+          apiKeyId === null || !levels.anyModels() ? undefined : levels.modelRefusal(apiKeyId, requested, candidates),
         emergencyModel: emergencyModel({ config, connections, pricing })
       } satisfies AccountingShape
     })

@@ -17,19 +17,30 @@ import { AccountingConfig } from "./AccountingConfig.js"
 import { Budgets } from "./Budgets.js"
 import { Idempotency } from "./Idempotency.js"
 import { InboundLimits } from "./InboundLimits.js"
+import { Levels } from "./Levels.js"
 import { Pricing } from "./Pricing.js"
 import { ResponseCache } from "./ResponseCache.js"
 import { TokenLimits } from "./TokenLimits.js"
 
 /**
- * The accounting area: its settings, prices, budgets, token and inbound limits, the response cache,
+ * The accounting area: its settings, the levels above keys (Levels), prices, budgets, token and inbound limits, the response cache,
  * idempotency, the usage rows' queries and retention and the requests in flight, then Accounting
  * (what a request may spend and what it cost) over them. Reads the store, the flags, the API keys,
  * the connections (prices per connection) and the usage writer (the core), the event bus and the
  * request hooks (EventsLive).
  */
 export const AccountingLive: Layer.Layer<
-  AccountingConfig | Pricing | Budgets | TokenLimits | InboundLimits | ResponseCache | Idempotency | UsageQueries | InFlight | Accounting,
+  | AccountingConfig
+  | Pricing
+  | Levels
+  | Budgets
+  | TokenLimits
+  | InboundLimits
+  | ResponseCache
+  | Idempotency
+  | UsageQueries
+  | InFlight
+  | Accounting,
   ConfigError,
   SqlClient | BatchWriter | StoreHealth | StoreVersion | FeatureFlags | ApiKeys | Connections | Usage | EventBus | RequestHooks
 > = Accounting.layer.pipe(
@@ -46,5 +57,7 @@ export const AccountingLive: Layer.Layer<
       InFlight.layer
     )
   ),
+  // Who owns each key and the levels' own limits, which budgets, token and inbound limits read.
+  Layer.provideMerge(Levels.layer),
   Layer.provideMerge(AccountingConfig.layer)
 )

@@ -4,12 +4,14 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { BudgetInterval, BudgetStatus } from "../../domain/accounting.js"
 import type { BadRequest, NotFound } from "../../domain/errors.js"
+import type { Level } from "../../domain/teams.js"
 import { EventBus } from "../../platform/events/EventBus.js"
 import { SharedState } from "../../platform/state/SharedState.js"
 import { makeVersionedReload, StoreVersion } from "../../platform/store/StoreVersion.js"
 import { makeBudgetSpend } from "./budgetSpend.js"
 import { makeBudgetStore } from "./budgetStore.js"
 import type { BudgetState } from "./budgetWindows.js"
+import { Levels } from "./Levels.js"
 
 export { EPSILON_USD } from "./budgetWindows.js"
 
@@ -23,17 +25,31 @@ export type BudgetCheck =
       readonly spentUsd: number
       /** Until that window resets. */
       readonly retryAfterMs: number
+      /** The level whose budget is spent (docs/accounting.md, "Limits at every level"). */
+      readonly level: Level
+      readonly subjectId: string
+      /** How answers name it: `this API key`, `team 'research' (team_ab12)`, `the organisation`. */
+      readonly subject: string
     }
 
 export interface BudgetsShape {
   /** `POST /api/usage/budget` and the CLI: decodes the body, upserts, answers the status. */
   readonly set: (input: unknown) => Effect.Effect<BudgetStatus, BadRequest | NotFound>
-  readonly remove: (apiKeyId: string) => Effect.Effect<void, NotFound>
-  /** `GET /api/usage/budget`: every budget, or the one of `apiKeyId` (empty when it has none). */
-  readonly status: (apiKeyId?: string) => Effect.Effect<ReadonlyArray<BudgetStatus>>
-  /** Request path, synchronous: refused while any window's spend is at or above its limit. */
-  /** `reservedUsd`: the estimated cost of this key's requests still in flight, counted as spent. */
+  /** Removes the budget of a subject (a key's id, `team_…`, `usr_…`, `org`). */
+  readonly remove: (subjectId: string) => Effect.Effect<void, NotFound>
+  /**
+   * `GET /api/usage/budget`: every key's budget, or the one of a subject (empty when it has none);
+   * `{ level }` lists the budgets of one level, or of every level with `all`.
+   */
+  readonly status: (subject?: string | { readonly level: Level | "all" }) => Effect.Effect<ReadonlyArray<BudgetStatus>>
+  /**
+   * Request path, synchronous: refused while any window's spend is at or above its limit, on the
+   * key's own budget or on a level above it (its user, team(s), the organisation).
+   * `reservedUsd`: the estimated cost of this key's requests still in flight, counted as spent.
+   */
   readonly check: (apiKeyId: string | null, now: number, reservedUsd?: number) => BudgetCheck
+  /** `check` of the levels above the key only (with shared exact totals the key's own is claimed). */
+  readonly checkAbove: (apiKeyId: string, now: number, reservedUsd?: number) => BudgetCheck
   /** Request path: adds a response's cost to the key's windows (memory only) and publishes `quota.exceeded`. */
   readonly record: (apiKeyId: string | null, costUsd: number) => Effect.Effect<void>
   /** `record` at `now`, synchronously (the request path). */
@@ -73,7 +89,7 @@ export interface BudgetSpend {
 }
 
 /**
- * Per-key USD budgets. Spend per window is loaded from the `usage` table at start (and when a
+ * USD budgets of keys and of the levels above them (the organisation, teams, users). Spend per window is loaded from the `usage` table at start (and when a
  * budget appears), then kept in memory: `check` and `record` never touch the database. Recorded
  * spend also goes to the other gateway processes on the `budgets` channel (`SharedState`).
  */
@@ -86,11 +102,13 @@ export class Budgets extends Context.Tag("gateway/Budgets")<Budgets, BudgetsShap
       const version = yield* Effect.serviceOption(StoreVersion)
       const shared = yield* SharedState.orLocal
       const states = new Map<string, BudgetState>()
+      const levels = yield* Effect.serviceOption(Levels)
+      const lv = levels._tag === "Some" ? levels.value : undefined
 
-      const { loadAll, set, remove, status } = makeBudgetStore({ sql, states })
+      const { loadAll, set, remove, status, levelled } = makeBudgetStore({ sql, states, levels: lv })
       const refresh = yield* makeVersionedReload(version, loadAll)
       // Opens the `budgets` channel: after the first load, as the other processes' spend adds to the loaded windows.
-      const spend = makeBudgetSpend({ states, bus, shared })
+      const spend = makeBudgetSpend({ states, bus, shared, levels: lv, levelled })
 
       return { set, remove, status, refresh, ...spend }
     })

@@ -8,6 +8,18 @@ import { InferenceError } from "../../kernel/errors.js"
 import type { RequestContext } from "../../kernel/request.js"
 import { SharedState } from "../../platform/state/SharedState.js"
 import { BoundedMap } from "../../kernel/BoundedMap.js"
+import type { Level } from "../../domain/teams.js"
+import { Levels } from "./Levels.js"
+
+/** One set of per-minute limits a request is counted on: the key's own, or a level's above it. */
+interface Gate {
+  readonly keyId: string
+  readonly subjectId: string
+  readonly level: Level
+  readonly label: string
+  readonly rpm: number | null
+  readonly tpm: number | null
+}
 
 /** Limits count per minute, in fixed windows aligned to the epoch minute. */
 export const RATE_WINDOW_MS = 60_000
@@ -79,12 +91,17 @@ export class InboundLimits extends Context.Tag("gateway/InboundLimits")<InboundL
       const keys = yield* ApiKeys
       const flags = yield* FeatureFlags
       const counters = (yield* SharedState.orLocal).counters
+      const levelsOption = yield* Effect.serviceOption(Levels)
+      const levels = levelsOption._tag === "Some" ? levelsOption.value : undefined
       const defaultRpm = yield* Config.integer(DEFAULT_RPM_ENV).pipe(Config.withDefault(60), Effect.orDie)
       const defaultTpm = yield* Config.integer(DEFAULT_TPM_ENV).pipe(Config.withDefault(100_000), Effect.orDie)
       if (defaultRpm < 1 || defaultTpm < 1)
         return yield* Effect.dieMessage(`${DEFAULT_RPM_ENV} and ${DEFAULT_TPM_ENV} must be positive integers`)
       // Token estimates counted at admission, until the usage row says what the request used.
-      const pending = new BoundedMap<string, { readonly apiKeyId: string; readonly estimate: number; readonly window: number }>({
+      const pending = new BoundedMap<
+        string,
+        { readonly apiKeyId: string; readonly estimate: number; readonly window: number; readonly subjects: ReadonlyArray<string> }
+      >({
         maxEntries: 100_000,
         ttlMs: 30 * 60_000
       })
@@ -96,65 +113,107 @@ export class InboundLimits extends Context.Tag("gateway/InboundLimits")<InboundL
         tpmSource: rec.tpm !== null ? "key" : auto ? "auto" : null
       })
 
-      const refuse = (which: "requests" | "tokens", limit: number, resetSeconds: number) =>
+      const refuse = (which: "requests" | "tokens", limit: number, resetSeconds: number, gate: Gate) =>
         new InferenceError({
           status: 429,
           kind: "rate_limit",
           code: "rate_limit_exceeded",
-          message: `this API key's limit of ${limit} ${which} per minute is reached; try again in ${resetSeconds} s`,
-          headers: { "retry-after": String(resetSeconds) }
+          message:
+            gate.level === "key"
+              ? `this API key's limit of ${limit} ${which} per minute is reached; try again in ${resetSeconds} s`
+              : `the limit of ${limit} ${which} per minute of ${gate.label} is reached; try again in ${resetSeconds} s`,
+          headers: { "retry-after": String(resetSeconds) },
+          level: gate.level
         })
 
-      const run = (ctx: RequestContext, id: string, limits: EffectiveLimits) =>
+      /**
+       * Counts the request on each gate (the key's own limits, then each level's above it), in
+       * order; a gate that refuses takes back what the gates before it counted. The RateLimit
+       * headers describe the first gate (the key's own when it has limits).
+       */
+      const run = (ctx: RequestContext, gates: ReadonlyArray<Gate>) =>
         Effect.gen(function* () {
           const now = Date.now()
           const window = Math.floor(now / RATE_WINDOW_MS)
           const resetSeconds = Math.max(1, Math.ceil(((window + 1) * RATE_WINDOW_MS - now) / 1000))
           const h = ctx.responseHeaders
-          let requests: number | undefined
-          if (limits.rpm !== null) {
-            requests = yield* counters.add(requestsKey(id), 1, RATE_WINDOW_MS, now)
-            h["x-ratelimit-limit-requests"] = String(limits.rpm)
-            h["x-ratelimit-remaining-requests"] = String(Math.max(0, limits.rpm - Math.min(requests, limits.rpm)))
-            if (requests > limits.rpm) {
-              // A refused request does not count.
-              yield* counters.add(requestsKey(id), -1, RATE_WINDOW_MS, now)
-              h["x-ratelimit-remaining-requests"] = "0"
-              setIetf(h, limits.rpm, 0, resetSeconds)
-              return yield* refuse("requests", limits.rpm, resetSeconds)
+          const undo: Array<Effect.Effect<unknown>> = []
+          const takeBack = Effect.suspend(() => Effect.all(undo.splice(0), { discard: true }))
+          let estimate: number | undefined
+          for (let g = 0; g < gates.length; g++) {
+            const gate = gates[g]!
+            const first = g === 0
+            let requests: number | undefined
+            if (gate.rpm !== null) {
+              requests = yield* counters.add(requestsKey(gate.subjectId), 1, RATE_WINDOW_MS, now)
+              if (first) {
+                h["x-ratelimit-limit-requests"] = String(gate.rpm)
+                h["x-ratelimit-remaining-requests"] = String(Math.max(0, gate.rpm - Math.min(requests, gate.rpm)))
+              }
+              if (requests > gate.rpm) {
+                // A refused request does not count.
+                yield* counters.add(requestsKey(gate.subjectId), -1, RATE_WINDOW_MS, now)
+                yield* takeBack
+                h["x-ratelimit-remaining-requests"] = "0"
+                setIetf(h, gate.rpm, 0, resetSeconds)
+                return yield* refuse("requests", gate.rpm, resetSeconds, gate)
+              }
+              undo.push(counters.add(requestsKey(gate.subjectId), -1, RATE_WINDOW_MS, now))
+            }
+            let tokensUsed: number | undefined
+            if (gate.tpm !== null) {
+              if (ctx.method === "POST" && ctx.body === undefined) ctx.body = yield* ctx.transport.readBody(ctx)
+              const est = (estimate ??= estimateTokens(ctx.body))
+              // Added first and taken back when refused (as requests are): exact when processes race on shared counters.
+              const after =
+                est > 0
+                  ? yield* counters.add(tokensKey(gate.subjectId), est, RATE_WINDOW_MS, now)
+                  : yield* counters.get(tokensKey(gate.subjectId), RATE_WINDOW_MS, now)
+              const used = after - est
+              if (first) h["x-ratelimit-limit-tokens"] = String(gate.tpm)
+              // The window's first request runs whatever its size; after it, one whose estimate does not fit waits.
+              if (used >= gate.tpm || (used > 0 && used + est > gate.tpm)) {
+                if (est > 0) yield* counters.add(tokensKey(gate.subjectId), -est, RATE_WINDOW_MS, now)
+                if (requests !== undefined) {
+                  yield* counters.add(requestsKey(gate.subjectId), -1, RATE_WINDOW_MS, now)
+                  undo.pop()
+                }
+                yield* takeBack
+                h["x-ratelimit-remaining-tokens"] = String(Math.max(0, gate.tpm - used))
+                setIetf(h, gate.tpm, 0, resetSeconds)
+                return yield* refuse("tokens", gate.tpm, resetSeconds, gate)
+              }
+              tokensUsed = after
+              if (est > 0) {
+                undo.push(counters.add(tokensKey(gate.subjectId), -est, RATE_WINDOW_MS, now))
+                const p = pending.get(ctx.requestId)
+                pending.set(
+                  ctx.requestId,
+                  { apiKeyId: p?.apiKeyId ?? gates[0]!.keyId, estimate: est, window, subjects: [...(p?.subjects ?? []), gate.subjectId] },
+                  now
+                )
+              }
+              if (first) h["x-ratelimit-remaining-tokens"] = String(Math.max(0, gate.tpm - tokensUsed))
+            }
+            // The IETF fields describe the request limit when the first gate has one, else its token limit.
+            if (first) {
+              if (gate.rpm !== null) setIetf(h, gate.rpm, Math.max(0, gate.rpm - requests!), resetSeconds)
+              else setIetf(h, gate.tpm!, Math.max(0, gate.tpm! - tokensUsed!), resetSeconds)
             }
           }
-          let tokensUsed: number | undefined
-          if (limits.tpm !== null) {
-            if (ctx.method === "POST" && ctx.body === undefined) ctx.body = yield* ctx.transport.readBody(ctx)
-            const estimate = estimateTokens(ctx.body)
-            // Added first and taken back when refused (as requests are): exact when processes race on shared counters.
-            const after =
-              estimate > 0
-                ? yield* counters.add(tokensKey(id), estimate, RATE_WINDOW_MS, now)
-                : yield* counters.get(tokensKey(id), RATE_WINDOW_MS, now)
-            const used = after - estimate
-            h["x-ratelimit-limit-tokens"] = String(limits.tpm)
-            // The window's first request runs whatever its size; after it, one whose estimate does not fit waits.
-            if (used >= limits.tpm || (used > 0 && used + estimate > limits.tpm)) {
-              if (estimate > 0) yield* counters.add(tokensKey(id), -estimate, RATE_WINDOW_MS, now)
-              if (requests !== undefined) yield* counters.add(requestsKey(id), -1, RATE_WINDOW_MS, now)
-              h["x-ratelimit-remaining-tokens"] = String(Math.max(0, limits.tpm - used))
-              setIetf(h, limits.tpm, 0, resetSeconds)
-              return yield* refuse("tokens", limits.tpm, resetSeconds)
-            }
-            tokensUsed = after
-            if (estimate > 0) pending.set(ctx.requestId, { apiKeyId: id, estimate, window }, now)
-            h["x-ratelimit-remaining-tokens"] = String(Math.max(0, limits.tpm - tokensUsed))
-          }
-          // The IETF fields describe the request limit when the key has one, else the token limit.
-          if (limits.rpm !== null) setIetf(h, limits.rpm, Math.max(0, limits.rpm - requests!), resetSeconds)
-          else setIetf(h, limits.tpm!, Math.max(0, limits.tpm! - tokensUsed!), resetSeconds)
         })
 
       const admitWith = (ctx: RequestContext, id: string, rec: ApiKeyRecord | undefined, auto: boolean) => {
-        if (rec === undefined || (rec.rpm === null && rec.tpm === null && !auto)) return undefined
-        return run(ctx, id, limitsOf(rec, auto))
+        if (rec === undefined) return undefined
+        // The levels above the key (its user, team(s), the organisation): [] at once while none has a rate limit.
+        const above = levels === undefined ? [] : levels.ratesAbove(id)
+        if (rec.rpm === null && rec.tpm === null && !auto && above.length === 0) return undefined
+        const gates: Array<Gate> = []
+        const own = limitsOf(rec, auto)
+        if (own.rpm !== null || own.tpm !== null)
+          gates.push({ keyId: id, subjectId: id, level: "key", label: "this API key", rpm: own.rpm, tpm: own.tpm })
+        for (const a of above) gates.push({ keyId: id, subjectId: a.subjectId, level: a.level, label: a.label, rpm: a.rpm, tpm: a.tpm })
+        return run(ctx, gates)
       }
 
       const admit: InboundLimitsShape["admit"] = (ctx, id) => {
@@ -177,7 +236,7 @@ export class InboundLimits extends Context.Tag("gateway/InboundLimits")<InboundL
         // Within the window, the estimate is replaced by the real count; after it, tokens beyond the
         // estimate are charged to the window they were spent in (a refund of a past window is moot).
         const delta = sameWindow ? tokens - p.estimate : Math.max(0, tokens - p.estimate)
-        if (delta !== 0) Effect.runFork(counters.add(tokensKey(p.apiKeyId), delta, RATE_WINDOW_MS, now))
+        if (delta !== 0) for (const subject of p.subjects) Effect.runFork(counters.add(tokensKey(subject), delta, RATE_WINDOW_MS, now))
       }
 
       const config = Effect.map(

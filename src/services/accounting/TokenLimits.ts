@@ -4,12 +4,14 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { TokenLimitView } from "../../domain/accounting.js"
 import type { BadRequest, NotFound } from "../../domain/errors.js"
+import type { Level } from "../../domain/teams.js"
 import { EventBus } from "../../platform/events/EventBus.js"
 import { SharedState } from "../../platform/state/SharedState.js"
 import { makeVersionedReload, StoreVersion } from "../../platform/store/StoreVersion.js"
 import { makeTokenLimitStore } from "./tokenLimitStore.js"
 import { makeTokenLimitUse } from "./tokenLimitUse.js"
 import type { LimitState } from "./tokenLimitWindows.js"
+import { Levels } from "./Levels.js"
 
 export { limitApplies } from "./tokenLimitWindows.js"
 
@@ -34,11 +36,21 @@ export interface TokenUse {
   readonly at: number
 }
 
-export type TokenLimitCheck = { readonly ok: true } | { readonly ok: false; readonly limit: TokenLimitView; readonly retryAfterMs: number }
+export type TokenLimitCheck =
+  | { readonly ok: true }
+  | {
+      readonly ok: false
+      readonly limit: TokenLimitView
+      readonly retryAfterMs: number
+      /** The level whose limit is reached (docs/accounting.md, "Limits at every level"). */
+      readonly level: Level
+      /** How answers name it: `this API key`, `team 'research' (team_ab12)`, `the organisation`. */
+      readonly subject: string
+    }
 
 export interface TokenLimitsShape {
-  /** `GET /api/usage/token-limits`: every limit, or those of one key; oldest first. */
-  readonly list: (apiKeyId?: string) => Effect.Effect<ReadonlyArray<TokenLimitView>>
+  /** `GET /api/usage/token-limits`: every key's limit, or those of one subject, or of one level (`all`: every level); oldest first. */
+  readonly list: (subject?: string | { readonly level: Level | "all" }) => Effect.Effect<ReadonlyArray<TokenLimitView>>
   /** `POST /api/usage/token-limits` and the CLI: decodes `CreateTokenLimit`; an unknown key is NotFound. */
   readonly create: (input: unknown) => Effect.Effect<TokenLimitView, BadRequest | NotFound>
   /** `DELETE /api/usage/token-limits`: the removed limit. */
@@ -46,6 +58,8 @@ export interface TokenLimitsShape {
   /** Request path, synchronous: refused while an applicable limit's used tokens are at or above maxTokens. */
   /** `reserved`: tokens of this key's requests still in flight, counted as if already used. */
   readonly check: (apiKeyId: string | null, target: LimitTarget, now: number, reserved?: number) => TokenLimitCheck
+  /** `check` of the levels above the key only (its user, team(s), the organisation). */
+  readonly checkAbove: (apiKeyId: string, target: LimitTarget, now: number, reserved?: number) => TokenLimitCheck
   /** Request path: adds input + output tokens to every applicable limit's current window (memory only). */
   readonly record: (apiKeyId: string | null, target: LimitTarget, tokens: number) => Effect.Effect<void>
   /** `record` at `now`, synchronously (the request path). */
@@ -70,7 +84,7 @@ export interface TokenLimitClaim {
 }
 
 /**
- * Per-key token limits. Used tokens per limit are loaded from the `usage` table at start (and
+ * Token limits of keys and of the levels above them (the organisation, teams, users). Used tokens per limit are loaded from the `usage` table at start (and
  * when a limit is created), then kept in memory: `check` and `record` never touch the database.
  * Recorded use also goes to the other gateway processes on the `token-limits` channel (`SharedState`).
  */
@@ -84,11 +98,13 @@ export class TokenLimits extends Context.Tag("gateway/TokenLimits")<TokenLimits,
       const shared = yield* SharedState.orLocal
       const byId = new Map<string, LimitState>()
       const byKey = new Map<string, Array<LimitState>>()
+      const levels = yield* Effect.serviceOption(Levels)
+      const lv = levels._tag === "Some" ? levels.value : undefined
 
-      const { loadAll, list, create, remove } = makeTokenLimitStore({ sql, byId, byKey })
+      const { loadAll, list, create, remove, levelled } = makeTokenLimitStore({ sql, byId, byKey, levels: lv })
       const refresh = yield* makeVersionedReload(version, loadAll)
       // Opens the `token-limits` channel: after the first load, as the other processes' use adds to the loaded windows.
-      const use = makeTokenLimitUse({ byKey, bus, shared })
+      const use = makeTokenLimitUse({ byKey, bus, shared, levels: lv, levelled })
 
       return { list, create, remove, refresh, ...use }
     })

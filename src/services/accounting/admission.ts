@@ -54,7 +54,8 @@ export const makeAdmission = (deps: {
         if (claimed === undefined)
           return { budget: budgets.check(apiKeyId, now, Math.max(0, (held.get(apiKeyId)?.costUsd ?? 0) - local.costUsd)), hold }
         releases.push(claimed.release)
-        return { budget: claimed.check, hold }
+        // The levels above the key (its user, team(s), the organisation): this process's view of their spend.
+        return { budget: claimed.check.ok ? budgets.checkAbove(apiKeyId, now, local.costUsd) : claimed.check, hold }
       })
     },
     claimTokens: (apiKeyId, target, own) => {
@@ -66,7 +67,7 @@ export const makeAdmission = (deps: {
       return Effect.map(limits.claim(apiKeyId, target, own!.tokens, now), (claimed) => {
         if (claimed === undefined) return localCheck()
         releases.push(claimed.release)
-        return claimed.check
+        return claimed.check.ok ? limits.checkAbove(apiKeyId, target, now, own!.tokens) : claimed.check
       })
     },
     tokenLimit: (apiKeyId, target, own) =>

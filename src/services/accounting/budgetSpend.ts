@@ -3,9 +3,13 @@ import * as Effect from "effect/Effect"
 import { BUDGET_INTERVALS, budgetLimit } from "../../domain/accounting.js"
 import type { EventBusShape } from "../../platform/events/EventBus.js"
 import type { SharedStateShape, TotalEntry } from "../../platform/state/SharedState.js"
+import { levelOf } from "../../domain/teams.js"
 import { toIso } from "../../platform/store/Db.js"
 import type { BudgetCheck, BudgetClaim, BudgetSpend, BudgetsShape } from "./Budgets.js"
 import { type BudgetState, reached, roll } from "./budgetWindows.js"
+import type { LevelsShape } from "./Levels.js"
+
+const OK: BudgetCheck = { ok: true }
 
 const NOTHING_HELD = () => {}
 const HOUR_MS = 3_600_000
@@ -18,18 +22,19 @@ const HOUR_MS = 3_600_000
  * is opened here.
  */
 export const makeBudgetSpend = (deps: {
-  /** The budgets in memory, by API key id (the store loads them). */
+  /** The budgets in memory, by subject id (the store loads them). */
   readonly states: ReadonlyMap<string, BudgetState>
   readonly bus: EventBusShape
   readonly shared: SharedStateShape
-}): Pick<BudgetsShape, "check" | "record" | "unsafeRecord" | "exact" | "claim" | "has"> => {
-  const { states, bus, shared } = deps
+  /** The levels above each key (absent: keys' budgets only). */
+  readonly levels: LevelsShape | undefined
+  /** How many budgets are above the key level. */
+  readonly levelled: () => number
+}): Pick<BudgetsShape, "check" | "checkAbove" | "record" | "unsafeRecord" | "exact" | "claim" | "has"> => {
+  const { states, bus, shared, levels, levelled } = deps
 
-  const check = (apiKeyId: string | null, now: number, reservedUsd = 0): BudgetCheck => {
-    if (apiKeyId === null) return { ok: true }
-    const state = states.get(apiKeyId)
-    if (!state) return { ok: true }
-    let worst: BudgetCheck = { ok: true }
+  /** `state`'s windows at `now`: the worse of `worst` and its exceeded window that resets last. */
+  const checkState = (state: BudgetState, now: number, reservedUsd: number, worst: BudgetCheck): BudgetCheck => {
     for (const kind of BUDGET_INTERVALS) {
       const limit = budgetLimit(state.config, kind)
       if (limit === null) continue
@@ -37,10 +42,34 @@ export const makeBudgetSpend = (deps: {
       roll(kind, state.config.resetTime, w, now)
       if (!reached(w.spent + reservedUsd, limit)) continue
       const retryAfterMs = Math.max(0, w.end - now)
-      if (worst.ok || retryAfterMs > worst.retryAfterMs)
-        worst = { ok: false, window: kind, limitUsd: limit, spentUsd: w.spent, retryAfterMs }
+      if (worst.ok || retryAfterMs > worst.retryAfterMs) {
+        const id = state.config.apiKeyId
+        const level = levelOf(id)
+        const subject = level === "key" ? "this API key" : (levels?.label(id) ?? id)
+        worst = { ok: false, window: kind, limitUsd: limit, spentUsd: w.spent, retryAfterMs, level, subjectId: id, subject }
+      }
     }
     return worst
+  }
+
+  // The levels above the key: one comparison while no level has a budget.
+  const checkAbove = (apiKeyId: string, now: number, reservedUsd = 0): BudgetCheck => {
+    if (levels === undefined || levelled() === 0) return OK
+    let worst: BudgetCheck = OK
+    for (const id of levels.above(apiKeyId)) {
+      const state = states.get(id)
+      if (state) worst = checkState(state, now, reservedUsd, worst)
+    }
+    return worst
+  }
+
+  const check = (apiKeyId: string | null, now: number, reservedUsd = 0): BudgetCheck => {
+    if (apiKeyId === null) return OK
+    const state = states.get(apiKeyId)
+    const own = state ? checkState(state, now, reservedUsd, OK) : OK
+    if (levels === undefined || levelled() === 0) return own
+    const above = checkAbove(apiKeyId, now, reservedUsd)
+    return own.ok ? above : above.ok || own.retryAfterMs >= above.retryAfterMs ? own : above
   }
 
   /**
@@ -48,9 +77,22 @@ export const makeBudgetSpend = (deps: {
    * tells the other processes); another process's spend only marks thresholds as crossed.
    */
   const add = (apiKeyId: string, costUsd: number, now: number, local: boolean): void => {
+    if (levels !== undefined && levelled() > 0)
+      for (const id of levels.above(apiKeyId)) {
+        const above = states.get(id)
+        if (above) addTo(above, apiKeyId, costUsd, now, local)
+      }
     const state = states.get(apiKeyId)
-    if (!state) return
+    if (state) addTo(state, apiKeyId, costUsd, now, local)
+    if (local && channel.shared) channel.publish({ apiKeyId, costUsd, at: now })
+    if (local && totals.exact && state) totals.add(entries(state, now), costUsd)
+  }
+
+  /** Adds spend of a request of `apiKeyId` to one budget (the key's own or a level's above it). */
+  const addTo = (state: BudgetState, apiKeyId: string, costUsd: number, now: number, local: boolean): void => {
     const c = state.config
+    const subjectId = c.apiKeyId
+    const subjectLevel = levelOf(subjectId)
     for (const kind of BUDGET_INTERVALS) {
       const w = state.windows[kind]
       roll(kind, c.resetTime, w, now)
@@ -61,6 +103,7 @@ export const makeBudgetSpend = (deps: {
         bus.publish("quota.exceeded", {
           source: "budget",
           api_key_id: apiKeyId,
+          ...(subjectLevel === "key" ? {} : { level: subjectLevel, subject_id: subjectId }),
           window: kind,
           kind: level,
           threshold,
@@ -78,8 +121,6 @@ export const makeBudgetSpend = (deps: {
         if (local) publish("exceeded", 1)
       }
     }
-    if (local && channel.shared) channel.publish({ apiKeyId, costUsd, at: now })
-    if (local && totals.exact) totals.add(entries(state, now), costUsd)
   }
 
   const totals = shared.totals
@@ -112,7 +153,16 @@ export const makeBudgetSpend = (deps: {
         if (!reached(spentUsd, e.limit)) return
         const retryAfterMs = Math.max(0, state.windows[kinds[i]!].end - now)
         if (worst.ok || retryAfterMs > worst.retryAfterMs)
-          worst = { ok: false, window: kinds[i]!, limitUsd: e.limit, spentUsd, retryAfterMs }
+          worst = {
+            ok: false,
+            window: kinds[i]!,
+            limitUsd: e.limit,
+            spentUsd,
+            retryAfterMs,
+            level: "key",
+            subjectId: apiKeyId,
+            subject: "this API key"
+          }
       })
       return { check: worst, release: NOTHING_HELD }
     })
@@ -130,5 +180,5 @@ export const makeBudgetSpend = (deps: {
   const record = (apiKeyId: string | null, costUsd: number) =>
     Effect.map(Clock.currentTimeMillis, (now) => unsafeRecord(apiKeyId, costUsd, now))
 
-  return { check, record, unsafeRecord, exact: totals.exact, claim, has: (apiKeyId: string) => states.has(apiKeyId) }
+  return { check, checkAbove, record, unsafeRecord, exact: totals.exact, claim, has: (apiKeyId: string) => states.has(apiKeyId) }
 }

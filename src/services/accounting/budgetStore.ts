@@ -1,11 +1,25 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import { BUDGET_INTERVALS, type BudgetConfig, type BudgetInterval, budgetConfig, decodeSetBudget } from "../../domain/accounting.js"
-import { NotFound } from "../../domain/errors.js"
+import {
+  BUDGET_INTERVALS,
+  type BudgetConfig,
+  type BudgetInterval,
+  type BudgetStatus,
+  budgetConfig,
+  budgetLimit,
+  decodeSetBudget,
+  subjectRef
+} from "../../domain/accounting.js"
+import { BadRequest, NotFound } from "../../domain/errors.js"
+import { levelOf } from "../../domain/teams.js"
 import type { BudgetsShape } from "./Budgets.js"
 import { type BudgetState, budgetStatus, fromRow, type Row, roll, settleFlags, type WindowState } from "./budgetWindows.js"
+import type { LevelsShape } from "./Levels.js"
+import { usageOfSubject } from "./levelUsage.js"
 import { windowEnd, windowStart } from "./windows.js"
+
+const LIMIT_FIELDS = { daily: "dailyLimitUsd", weekly: "weeklyLimitUsd", monthly: "monthlyLimitUsd" } as const
 
 /**
  * The database side of budgets (docs/accounting.md, "Budgets"): the `budgets` table read into
@@ -14,14 +28,26 @@ import { windowEnd, windowStart } from "./windows.js"
  */
 export const makeBudgetStore = (deps: {
   readonly sql: SqlClient.SqlClient
-  /** The budgets in memory, by API key id (shared with the request path). */
+  /** The budgets in memory, by subject id (a key's, `team_…`, `usr_…`, `org`; shared with the request path). */
   readonly states: Map<string, BudgetState>
-}): Pick<BudgetsShape, "set" | "remove" | "status"> & { readonly loadAll: Effect.Effect<void> } => {
-  const { sql, states } = deps
+  readonly levels: LevelsShape | undefined
+}): Pick<BudgetsShape, "set" | "remove" | "status"> & {
+  readonly loadAll: Effect.Effect<void>
+  /** How many budgets are above the key level (none: the request path looks no further than the key). */
+  readonly levelled: () => number
+} => {
+  const { sql, states, levels } = deps
+  let levelledCount = 0
+  const count = () => {
+    let n = 0
+    for (const id of states.keys()) if (levelOf(id) !== "key") n++
+    levelledCount = n
+  }
 
-  const spentSince = (apiKeyId: string, since: number) =>
-    sql<{ spent: number | null }>`SELECT SUM(cost_usd) AS spent FROM usage WHERE api_key_id = ${apiKeyId} AND ts >= ${since}`.pipe(
-      Effect.map((rows) => rows[0]?.spent ?? 0),
+  // A level's spend: its keys' usage rows (usageOfSubject: which keys count toward which level).
+  const spentSince = (subjectId: string, since: number) =>
+    sql<{ spent: number | null }>`SELECT SUM(cost_usd) AS spent FROM usage WHERE ${usageOfSubject(sql, subjectId)} AND ts >= ${since}`.pipe(
+      Effect.map((rows) => Number(rows[0]?.spent ?? 0)),
       Effect.orDie
     )
 
@@ -74,14 +100,42 @@ export const makeBudgetStore = (deps: {
       yield* install(fromRow(row), row.created_at, row.updated_at, now)
     }
     for (const id of [...states.keys()]) if (!seen.has(id)) states.delete(id)
+    count()
   })
+
+  /** Why a budget may not be set on `subjectId`: a window's limit above the nearest level above's. */
+  const ceiling = (subjectId: string, config: BudgetConfig): string | undefined => {
+    if (levels === undefined) return undefined
+    for (const kind of BUDGET_INTERVALS) {
+      const value = budgetLimit(config, kind)
+      if (value === null) continue
+      for (const a of levels.ancestors(subjectId)) {
+        const parent = states.get(a)
+        const limit = parent ? budgetLimit(parent.config, kind) : null
+        if (limit !== null && value > limit) return `${LIMIT_FIELDS[kind]} ${value} is above ${levels.label(a)}'s ${limit}`
+      }
+    }
+    return undefined
+  }
 
   const set = (input: unknown) =>
     Effect.gen(function* () {
       const decoded = yield* decodeSetBudget(input)
-      const keys = yield* sql<{ id: string }>`SELECT id FROM api_keys WHERE id = ${decoded.apiKeyId}`.pipe(Effect.orDie)
-      if (keys.length === 0) return yield* new NotFound({ message: `no API key with id '${decoded.apiKeyId}'` })
-      const config = budgetConfig(decoded)
+      const subject = subjectRef(decoded)
+      let subjectId: string
+      if (levels !== undefined) {
+        yield* levels.reload
+        subjectId = yield* levels.resolve(subject)
+      } else {
+        if (typeof subject === "string" || subject.level !== "key")
+          return yield* new BadRequest({ message: "budgets are set on API keys here" })
+        const keys = yield* sql<{ id: string }>`SELECT id FROM api_keys WHERE id = ${subject.ref}`.pipe(Effect.orDie)
+        if (keys.length === 0) return yield* new NotFound({ message: `no API key with id '${subject.ref}'` })
+        subjectId = subject.ref
+      }
+      const config = budgetConfig({ ...decoded, apiKeyId: subjectId })
+      const above = ceiling(subjectId, config)
+      if (above !== undefined) return yield* new BadRequest({ message: above })
       const now = yield* Clock.currentTimeMillis
       yield* sql`INSERT INTO budgets ${sql.insert({
         api_key_id: config.apiKeyId,
@@ -106,25 +160,48 @@ export const makeBudgetStore = (deps: {
       )
       const createdAt = stored[0]?.created_at ?? now
       const state = yield* install(config, createdAt, now, now)
-      return budgetStatus(state, now)
+      count()
+      return viewOf(state, now)
     })
 
   const remove = (apiKeyId: string) =>
     Effect.gen(function* () {
       const rows = yield* sql<{ api_key_id: string }>`SELECT api_key_id FROM budgets WHERE api_key_id = ${apiKeyId}`.pipe(Effect.orDie)
-      if (rows.length === 0 && !states.has(apiKeyId)) return yield* new NotFound({ message: `API key '${apiKeyId}' has no budget` })
+      if (rows.length === 0 && !states.has(apiKeyId)) {
+        const which = levelOf(apiKeyId) === "key" ? `API key '${apiKeyId}'` : (levels?.label(apiKeyId) ?? apiKeyId)
+        return yield* new NotFound({ message: `${which} has no budget` })
+      }
       yield* sql`DELETE FROM budgets WHERE api_key_id = ${apiKeyId}`.pipe(Effect.orDie)
       states.delete(apiKeyId)
+      count()
     })
 
-  const status = (apiKeyId?: string) =>
+  /** A budget's status; a level's names its subject (a key's is as before). */
+  const viewOf = (state: BudgetState, now: number): BudgetStatus => {
+    const view = budgetStatus(state, now)
+    const id = state.config.apiKeyId
+    const level = levelOf(id)
+    if (level === "key") return view
+    return {
+      ...view,
+      level,
+      ...(level === "team" ? { teamId: id } : level === "user" ? { userId: id } : { organisation: true as const }),
+      ...(levels !== undefined ? { subjectName: levels.name(id) } : {})
+    }
+  }
+
+  const status: BudgetsShape["status"] = (subject) =>
     Effect.map(Clock.currentTimeMillis, (now) => {
-      if (apiKeyId !== undefined) {
-        const s = states.get(apiKeyId)
-        return s ? [budgetStatus(s, now)] : []
+      if (typeof subject === "string") {
+        const s = states.get(subject)
+        return s ? [viewOf(s, now)] : []
       }
-      return [...states.values()].sort((a, b) => (a.config.apiKeyId < b.config.apiKeyId ? -1 : 1)).map((s) => budgetStatus(s, now))
+      const level = subject?.level ?? "key"
+      return [...states.values()]
+        .filter((s) => level === "all" || levelOf(s.config.apiKeyId) === level)
+        .sort((a, b) => (a.config.apiKeyId < b.config.apiKeyId ? -1 : 1))
+        .map((s) => viewOf(s, now))
     })
 
-  return { loadAll, set, remove, status }
+  return { loadAll, set, remove, status, levelled: () => levelledCount }
 }

@@ -2,6 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { StoreVersionShape } from "../../platform/store/StoreVersion.js"
 import type { BudgetsShape } from "./Budgets.js"
+import type { LevelsShape } from "./Levels.js"
 import type { PricingShape } from "./Pricing.js"
 import type { TokenLimitsShape } from "./TokenLimits.js"
 
@@ -14,11 +15,13 @@ export const makePrepare = (deps: {
   readonly pricing: PricingShape
   readonly budgets: BudgetsShape
   readonly limits: TokenLimitsShape
+  /** Who owns each key and the levels' own limits (before budgets and limits, which ask it which levels a key counts toward). */
+  readonly levels: LevelsShape
   readonly version: Option.Option<StoreVersionShape>
 }) => {
-  const { pricing, budgets, limits, version } = deps
+  const { pricing, budgets, limits, levels, version } = deps
   let refreshedAt: number | undefined
-  const refreshAll = Effect.zipRight(pricing.refresh, Effect.zipRight(budgets.refresh, limits.refresh))
+  const refreshAll = Effect.zipRight(levels.refresh, Effect.zipRight(pricing.refresh, Effect.zipRight(budgets.refresh, limits.refresh)))
   const prepared = () => {
     if (Option.isNone(version)) return false
     const known = version.value.peek()

@@ -3,7 +3,9 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { EventBusShape } from "../../platform/events/EventBus.js"
 import type { SharedStateShape, TotalEntry } from "../../platform/state/SharedState.js"
+import { levelOf } from "../../domain/teams.js"
 import { toIso } from "../../platform/store/Db.js"
+import type { LevelsShape } from "./Levels.js"
 import { type LimitState, limitApplies, roll, view } from "./tokenLimitWindows.js"
 import type { LimitTarget, TokenLimitCheck, TokenLimitClaim, TokenLimitsShape, TokenUse } from "./TokenLimits.js"
 
@@ -21,14 +23,16 @@ export const makeTokenLimitUse = (deps: {
   readonly byKey: ReadonlyMap<string, ReadonlyArray<LimitState>>
   readonly bus: Option.Option<EventBusShape>
   readonly shared: SharedStateShape
-}): Pick<TokenLimitsShape, "check" | "record" | "unsafeRecord" | "exact" | "claim" | "has"> => {
-  const { byKey, bus, shared } = deps
+  /** The levels above each key (absent: keys' limits only). */
+  readonly levels: LevelsShape | undefined
+  /** How many subjects above the key level have limits. */
+  readonly levelled: () => number
+}): Pick<TokenLimitsShape, "check" | "checkAbove" | "record" | "unsafeRecord" | "exact" | "claim" | "has"> => {
+  const { byKey, bus, shared, levels, levelled } = deps
 
-  const check = (apiKeyId: string | null, target: LimitTarget, now: number, reserved = 0): TokenLimitCheck => {
-    if (apiKeyId === null) return { ok: true }
-    const limits = byKey.get(apiKeyId)
-    if (!limits) return { ok: true }
-    let worst: { limit: LimitState; retryAfterMs: number } | undefined
+  type Worst = { limit: LimitState; retryAfterMs: number } | undefined
+  /** The worse of `worst` and `limits`' reached one that resets last. */
+  const worstOf = (limits: ReadonlyArray<LimitState>, target: LimitTarget, now: number, reserved: number, worst: Worst): Worst => {
     for (const l of limits) {
       if (!limitApplies(l, target)) continue
       roll(l, now)
@@ -36,13 +40,54 @@ export const makeTokenLimitUse = (deps: {
       const retryAfterMs = Math.max(0, l.end - now)
       if (!worst || retryAfterMs > worst.retryAfterMs) worst = { limit: l, retryAfterMs }
     }
-    return worst ? { ok: false, limit: view(worst.limit), retryAfterMs: worst.retryAfterMs } : { ok: true }
+    return worst
   }
+  const answer = (worst: Worst): TokenLimitCheck => {
+    if (!worst) return { ok: true }
+    const id = worst.limit.apiKeyId
+    const level = levelOf(id)
+    return {
+      ok: false,
+      limit: view(worst.limit),
+      retryAfterMs: worst.retryAfterMs,
+      level,
+      subject: level === "key" ? "this API key" : (levels?.label(id) ?? id)
+    }
+  }
+  const worstAbove = (apiKeyId: string, target: LimitTarget, now: number, reserved: number, worst: Worst): Worst => {
+    if (levels === undefined || levelled() === 0) return worst
+    for (const id of levels.above(apiKeyId)) {
+      const limits = byKey.get(id)
+      if (limits) worst = worstOf(limits, target, now, reserved, worst)
+    }
+    return worst
+  }
+
+  const check = (apiKeyId: string | null, target: LimitTarget, now: number, reserved = 0): TokenLimitCheck => {
+    if (apiKeyId === null) return { ok: true }
+    const limits = byKey.get(apiKeyId)
+    const own = limits ? worstOf(limits, target, now, reserved, undefined) : undefined
+    return answer(worstAbove(apiKeyId, target, now, reserved, own))
+  }
+
+  const checkAbove = (apiKeyId: string, target: LimitTarget, now: number, reserved = 0): TokenLimitCheck =>
+    answer(worstAbove(apiKeyId, target, now, reserved, undefined))
 
   /** Adds tokens at `now`; `local` as in Budgets (only this process's own use is announced and published). */
   const add = (apiKeyId: string, target: LimitTarget, tokens: number, now: number, local: boolean): void => {
+    if (levels !== undefined && levelled() > 0)
+      for (const id of levels.above(apiKeyId)) {
+        const above = byKey.get(id)
+        if (above) addTo(above, apiKeyId, target, tokens, now, local)
+      }
     const limits = byKey.get(apiKeyId)
-    if (!limits) return
+    if (limits) addTo(limits, apiKeyId, target, tokens, now, local)
+    if (local && channel.shared) channel.publish({ apiKeyId, target, tokens, at: now })
+    if (local && totals.exact && limits) totals.add(entries(limits, target, now), tokens)
+  }
+
+  /** Adds a request's tokens to one subject's limits (the key's own or a level's above it). */
+  const addTo = (limits: ReadonlyArray<LimitState>, apiKeyId: string, target: LimitTarget, tokens: number, now: number, local: boolean) => {
     for (const l of limits) {
       if (!limitApplies(l, target)) continue
       roll(l, now)
@@ -53,6 +98,7 @@ export const makeTokenLimitUse = (deps: {
           bus.value.publish("quota.exceeded", {
             source: "token_limit",
             api_key_id: apiKeyId,
+            ...(levelOf(l.apiKeyId) === "key" ? {} : { level: levelOf(l.apiKeyId), subject_id: l.apiKeyId }),
             kind: "exceeded",
             limit_id: l.id,
             scope: l.scope,
@@ -67,8 +113,6 @@ export const makeTokenLimitUse = (deps: {
         }
       }
     }
-    if (local && channel.shared) channel.publish({ apiKeyId, target, tokens, at: now })
-    if (local && totals.exact) totals.add(entries(limits, target, now), tokens)
   }
 
   const totals = shared.totals
@@ -97,8 +141,7 @@ export const makeTokenLimitUse = (deps: {
         const retryAfterMs = Math.max(0, e.state.end - now)
         if (!worst || retryAfterMs > worst.retryAfterMs) worst = { limit: e.state, retryAfterMs }
       })
-      const w = worst as { limit: LimitState; retryAfterMs: number } | undefined
-      return { check: w ? { ok: false, limit: view(w.limit), retryAfterMs: w.retryAfterMs } : { ok: true }, release: NOTHING_HELD }
+      return { check: answer(worst as Worst), release: NOTHING_HELD }
     })
   }
 
@@ -114,5 +157,13 @@ export const makeTokenLimitUse = (deps: {
   const record = (apiKeyId: string | null, target: LimitTarget, tokens: number) =>
     Effect.map(Clock.currentTimeMillis, (now) => unsafeRecord(apiKeyId, target, tokens, now))
 
-  return { check, record, unsafeRecord, exact: totals.exact, claim, has: (apiKeyId: string) => (byKey.get(apiKeyId)?.length ?? 0) > 0 }
+  return {
+    check,
+    checkAbove,
+    record,
+    unsafeRecord,
+    exact: totals.exact,
+    claim,
+    has: (apiKeyId: string) => (byKey.get(apiKeyId)?.length ?? 0) > 0
+  }
 }
