@@ -69,7 +69,8 @@ const SettingsForm = (p: { settings: Settings; onSaved: () => void }) => {
             .map(Number)
         },
         comboCooldownWait: s.comboCooldownWait,
-        quotaShareConcurrencyLimit: s.quotaShareConcurrencyLimit
+        quotaShareConcurrencyLimit: s.quotaShareConcurrencyLimit,
+        quotaQueue: { maxParked: s.quotaQueue?.maxParked ?? 100 }
       }
       await ok(api.PATCH("/api/resilience", { body }))
       p.onSaved()
@@ -231,6 +232,15 @@ const SettingsForm = (p: { settings: Settings; onSaved: () => void }) => {
         step={1}
         hint={ms}
       />
+      <h3 class="full">Requests waiting for a quota to reset</h3>
+      <NumberInput
+        label="Most requests parked at once"
+        value={s.quotaQueue?.maxParked ?? 100}
+        onInput={(v) => setS((x) => ({ ...x, quotaQueue: { maxParked: v ?? 0 } }))}
+        min={0}
+        step={1}
+        hint="A combo or key with a longest wait (maxQueueWaitSeconds) parks its requests until the quota resets; beyond this many, one is refused at once."
+      />
       <Button kind="primary" type="submit" busy={busy}>
         Save settings
       </Button>
@@ -344,6 +354,31 @@ export default function ResiliencePage() {
                       </Button>
                     )
                   }
+                ]}
+              />
+            </Section>
+            <Section title="Waiting for a quota to reset">
+              <p class="muted">
+                {d.queue.parked} of at most {d.queue.maxParked} parked
+                {d.queue.oldestWaitMs !== null ? `, the oldest for ${fmtMs(d.queue.oldestWaitMs)}` : ""}
+                {d.queue.nextResetAt ? `, next reset ${until(d.queue.nextResetAt)}` : ""}. Since the start: {d.queue.served} served after
+                waiting, {d.queue.dropped} dropped (client left), {d.queue.refused} refused (queue full).
+              </p>
+              <Table
+                caption="Requests waiting for a quota to reset"
+                rowKey={(g) => `${g.scope}/${g.apiKeyId ?? ""}`}
+                rows={d.queue.groups}
+                empty={
+                  <Empty title="Nothing is waiting">
+                    A request of a combo or key with a longest wait (maxQueueWaitSeconds) waits here when every target is out of quota.
+                  </Empty>
+                }
+                columns={[
+                  { label: "Combo or model", render: (g) => <code>{g.scope}</code> },
+                  { label: "Key", render: (g) => g.apiKeyId ?? "—" },
+                  { label: "Parked", class: "num", render: (g) => g.parked },
+                  { label: "Oldest wait", render: (g) => fmtMs(g.oldestWaitMs) },
+                  { label: "Next reset", render: (g) => until(g.nextResetAt) }
                 ]}
               />
             </Section>
