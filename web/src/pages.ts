@@ -28,6 +28,7 @@ export const PAGES: ReadonlyArray<PageEntry> = [
   { path: "/compression", title: "Compression", group: "Route", load: () => import("./pages/Compression"), needs: "context.analytics" },
   { path: "/playground", title: "Playground", group: "Route", load: () => import("./pages/Playground"), needs: "playground.listPresets" },
   { path: "/keys", title: "API keys", group: "Access", load: () => import("./pages/Keys"), needs: "keys.list" },
+  { path: "/people", title: "People & teams", group: "Access", load: () => import("./pages/People"), needs: "users.list" },
   { path: "/guardrails", title: "Guardrails & audit", group: "Access", load: () => import("./pages/Guardrails"), needs: "policies.list" },
   { path: "/tools", title: "Coding tools", group: "Access", load: () => import("./pages/Tools"), needs: "cliTools.allStatuses" },
   { path: "/skills", title: "Skills", group: "Access", load: () => import("./pages/Skills") },

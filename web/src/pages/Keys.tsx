@@ -37,6 +37,23 @@ type TokenLimit = Awaited<ReturnType<typeof loadTokenLimits>>["limits"][number]
 const loadKeys = () => ok(api.GET("/api/keys"))
 const loadBudgets = () => ok(api.GET("/api/usage/budget"))
 const loadTokenLimits = () => ok(api.GET("/api/usage/token-limits"))
+/** The people and teams a key may belong to (docs/teams.md), for the roles that may list them. */
+const loadUsers = () => (can("users.list") ? ok(api.GET("/api/users")) : Promise.resolve({ users: [] }))
+const loadTeams = () => (can("teams.list") ? ok(api.GET("/api/teams")) : Promise.resolve({ teams: [] }))
+type Owners = {
+  readonly users: Awaited<ReturnType<typeof loadUsers>>["users"]
+  readonly teams: Awaited<ReturnType<typeof loadTeams>>["teams"]
+}
+
+/** Who a key belongs to, by name: a user, a team, or nobody (the gateway's own). */
+const ownerOf = (k: KeyView, owners: Owners): string => {
+  if (k.teamId) return `team ${owners.teams.find((t) => t.id === k.teamId)?.name ?? k.teamId}`
+  if (k.userId) {
+    const u = owners.users.find((x) => x.id === k.userId)
+    return u ? u.name || u.email : k.userId
+  }
+  return "nobody"
+}
 
 const SCOPES = ["inference", "admin"] as const
 
@@ -50,8 +67,10 @@ const keyState = (k: KeyView): { kind: "ok" | "bad" | "muted"; text: string } =>
 /** A datetime-local value (local time) as ISO 8601, or null when empty. */
 const isoOrNull = (local: string): string | null => (local ? new Date(local).toISOString() : null)
 
-const CreateKey = (p: { onCreated: () => void }) => {
+const CreateKey = (p: { owners: Owners; onCreated: () => void }) => {
   const [name, setName] = useState("")
+  // "": the caller's own key (what a member always makes); "user:<id>" or "team:<id>" otherwise.
+  const [owner, setOwner] = useState("")
   const [scope, setScope] = useState<(typeof SCOPES)[number]>("inference")
   const [expires, setExpires] = useState("")
   const [rpm, setRpm] = useState<number | undefined>()
@@ -63,7 +82,14 @@ const CreateKey = (p: { onCreated: () => void }) => {
       () =>
         ok(
           api.POST("/api/keys", {
-            body: { name: name.trim() || undefined, scopes: [scope], expiresAt: isoOrNull(expires), rpm: rpm ?? null, tpm: tpm ?? null }
+            body: {
+              name: name.trim() || undefined,
+              scopes: [scope],
+              expiresAt: isoOrNull(expires),
+              rpm: rpm ?? null,
+              tpm: tpm ?? null,
+              ...(owner.startsWith("user:") ? { userId: owner.slice(5) } : owner.startsWith("team:") ? { teamId: owner.slice(5) } : {})
+            }
           })
         ),
       "Key created"
@@ -86,6 +112,19 @@ const CreateKey = (p: { onCreated: () => void }) => {
           placeholder="laptop, ci, team-a"
           hint="Shown in logs and usage; the secret is never shown again."
         />
+        {p.owners.users.length + p.owners.teams.length > 0 && (
+          <Select
+            label="Owner"
+            value={owner}
+            options={[
+              { value: "", label: "Me" },
+              ...p.owners.users.map((u) => ({ value: `user:${u.id}`, label: `${u.name || u.email} (user)` })),
+              ...p.owners.teams.map((t) => ({ value: `team:${t.id}`, label: `${t.name} (team)` }))
+            ]}
+            onChange={setOwner}
+            hint="Its usage and cost count for its owner; a user's key also for the user's teams."
+          />
+        )}
         <Select
           label="Scope"
           value={scope}
@@ -292,6 +331,9 @@ export default function KeysPage() {
   const limits = useLoad(loadTokenLimits)
   const rates = useLoad(() => ok(api.GET("/api/rate-limits")))
   const rateConfig = useLoad(() => ok(api.GET("/api/rate-limit")))
+  const users = useLoad(loadUsers)
+  const teams = useLoad(loadTeams)
+  const owners: Owners = { users: users.data?.users ?? [], teams: teams.data?.teams ?? [] }
   const [editing, setEditing] = useState<KeyView | undefined>()
   const [budgetFor, setBudgetFor] = useState<KeyView | undefined>()
   const [confirm, setConfirm] = useState<KeyView | undefined>()
@@ -308,7 +350,7 @@ export default function KeysPage() {
   const budgetOf = (id: string) => budgets.data?.budgets.find((b) => b.apiKeyId === id)
   return (
     <Page title="API keys" description="The keys your clients use to call this gateway, with their limits and budgets.">
-      {can("keys.create") && <CreateKey onCreated={reloadAll} />}
+      {can("keys.create") && <CreateKey owners={owners} onCreated={reloadAll} />}
       <Section title="Keys" actions={<Checkbox label="Show disabled and expired" checked={showDisabled} onChange={setShowDisabled} />}>
         <Loader of={keys}>
           {(d) => (
@@ -321,6 +363,7 @@ export default function KeysPage() {
               }
               columns={[
                 { label: "Name", render: (k) => <strong>{k.name}</strong> },
+                { label: "Owner", render: (k) => ownerOf(k, owners) },
                 { label: "Key", render: (k) => <code class="mono">{k.key}</code> },
                 { label: "Scopes", render: (k) => k.scopes.join(", ") },
                 { label: "State", render: (k) => <Badge kind={keyState(k).kind}>{keyState(k).text}</Badge> },
