@@ -269,6 +269,21 @@ describe("configuration", () => {
   })
 })
 
+describe("capabilities", () => {
+  it("the catalog says which models take audio and PDFs, and a custom model declares them", async () => {
+    const catalog = (await api("/api/models/catalog")).body.models as Array<any>
+    const caps = (id: string) => catalog.find((m) => m.id === id)?.capabilities
+    expect(caps("gemini/gemini-2.5-flash")).toMatchObject({ vision: true, audio: true, pdf: true })
+    expect(caps("anthropic/claude-sonnet-4-5")).toMatchObject({ vision: true, audio: false, pdf: true })
+    expect(caps("openai/gpt-4o")).toMatchObject({ vision: true, audio: false, pdf: true })
+    const custom = (await api("/api/provider-models?provider=describer")).body.models
+    expect(custom).toContainEqual(expect.objectContaining({ model: "desc", capabilities: ["vision", "audio", "pdf"] }))
+    const bad = await api("/api/provider-models", { body: { provider: "plain", model: "txt", capabilities: ["smell"] } })
+    expect(bad.status).toBe(400)
+    expect(JSON.stringify(bad.body)).toContain("pdf")
+  })
+})
+
 describe("/v1/models", () => {
   it("says which input modalities each model and combo takes natively and which through a bridge", async () => {
     await setBridge({ image: "describer/desc" })
