@@ -111,6 +111,19 @@ describe("gateway login", () => {
     expect(key.body.secret).toMatch(/^gwk_/)
   }, 60_000)
 
+  it("the member signed in creates their own key with gateway keys add --url, without an admin key", async () => {
+    const result = await gateway(["keys", "add", "--url", gw.url, "--name", "alice-cli", "--json"])
+    expect(result.code).toBe(0)
+    const created = JSON.parse(result.stdout)
+    expect(created.secret).toMatch(/^gwk_/)
+    const alice = await gw.run(Effect.flatMap(Directory, (d) => Effect.zipRight(d.refresh, Effect.sync(() => d.findUser("alice@example.test")))))
+    expect(created.userId).toBe(alice!.id)
+    // Without a session and without a key, the remote command says how to sign in.
+    const elsewhere = await gateway(["keys", "add", "--url", "http://127.0.0.1:9", "--name", "x"])
+    expect(elsewhere.code).toBe(1)
+    expect(elsewhere.stderr).toMatch(/gateway login/)
+  })
+
   it("signs in through a browser on this machine with --browser (the loopback hand-off)", async () => {
     let browsing: Promise<void> | undefined
     const result = await gateway(["login", "--url", gw.url, "--browser", "--json"], (line) => {

@@ -4,6 +4,7 @@ import * as Option from "effect/Option"
 import { ApiKeys } from "../../services/auth/ApiKeys.js"
 import type { Parsed } from "../handler.js"
 import { withLocalGateway } from "../local.js"
+import { explain, remote, withHttp } from "../remote.js"
 import { orDash, printJson, table } from "../output.js"
 import { UsageError } from "../schema.js"
 import type { addOptions, limitsOptions, listOptions, removeOptions, shadowOptions } from "./keys.js"
@@ -18,7 +19,8 @@ export const add = (opts: Parsed<typeof addOptions>) =>
           expiresAt: Option.getOrUndefined(opts.expiresAt),
           rpm: Option.getOrUndefined(opts.rpm),
           tpm: Option.getOrUndefined(opts.tpm),
-          mcp: opts.mcpAllow.length > 0 ? { allow: opts.mcpAllow } : undefined
+          mcp: opts.mcpAllow.length > 0 ? { allow: opts.mcpAllow } : undefined,
+          maxQueueWaitSeconds: Option.getOrUndefined(opts.maxQueueWait)
         },
         { actor: "cli" }
       )
@@ -70,11 +72,17 @@ export const limits = (opts: Parsed<typeof limitsOptions>) =>
     Effect.gen(function* () {
       const updated = yield* (yield* ApiKeys).update(
         opts.id,
-        { rpm: Option.getOrUndefined(opts.rpm), tpm: Option.getOrUndefined(opts.tpm) },
+        {
+          rpm: Option.getOrUndefined(opts.rpm),
+          tpm: Option.getOrUndefined(opts.tpm),
+          maxQueueWaitSeconds: Option.getOrUndefined(opts.maxQueueWait)
+        },
         "cli"
       )
       if (opts.json) return yield* printJson(updated)
-      yield* Console.log(`${updated.id} (${updated.name}): rpm ${updated.rpm ?? "none"}, tpm ${updated.tpm ?? "none"}`)
+      yield* Console.log(
+        `${updated.id} (${updated.name}): rpm ${updated.rpm ?? "none"}, tpm ${updated.tpm ?? "none"}, quota wait ${updated.maxQueueWaitSeconds === null ? "off" : `${updated.maxQueueWaitSeconds} s`}`
+      )
     })
   )
 
@@ -94,3 +102,26 @@ export const shadow = (opts: Parsed<typeof shadowOptions>) =>
       )
     })
   )
+
+/** `keys add --url`: the running gateway makes the key, for whoever the CLI is signed in as (an admin key, or `gateway login`'s session). */
+export const addRemote = (opts: Parsed<typeof addOptions>) =>
+  Effect.gen(function* () {
+    const { url, client } = yield* remote(opts)
+    const created = yield* client.keys
+      .create({
+        payload: {
+          name: Option.getOrUndefined(opts.name),
+          scopes: opts.scope.length > 0 ? opts.scope : undefined,
+          expiresAt: Option.getOrUndefined(opts.expiresAt),
+          rpm: Option.getOrUndefined(opts.rpm),
+          tpm: Option.getOrUndefined(opts.tpm),
+          mcp: opts.mcpAllow.length > 0 ? { allow: opts.mcpAllow } : undefined
+        }
+      })
+      .pipe(Effect.mapError(explain(url)))
+    if (opts.json) return yield* printJson(created)
+    yield* Console.log(created.secret)
+    yield* Console.error(
+      `created ${created.id} (${created.name}, scopes ${created.scopes.join(", ")}) at ${url}. The key is shown only now; store it safely.`
+    )
+  }).pipe(withHttp)

@@ -1,13 +1,14 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { ApiKeyExpiry, ApiKeyName, ApiKeyScope, PerMinute, PerMinuteLimit } from "../../domain/keys.js"
 import { McpKeyAllow } from "../../domain/mcpServers.js"
 import { ShadowTarget } from "../../domain/shadow.js"
 import { lazy } from "../handler.js"
-import { json } from "../options.js"
+import { json, remoteOptions } from "../options.js"
 import { intFromText, schemaOption, schemaOptions } from "../schema.js"
 
 const impl = () => import("./keys.impl.js")
@@ -61,6 +62,13 @@ export const addOptions = {
       "What of the MCP servers behind the gateway this key may use: <server>, <server>__<tool>, <server>__* or *; repeat. None: every allowed tool (docs/mcp.md)."
     )
   ),
+  /** With --url: created by the running gateway (POST /api/keys) for the caller, e.g. the user `gateway login` signed in (docs/sso.md). */
+  url: remoteOptions.url.pipe(
+    Options.withDescription(
+      "Create the key at this running gateway (POST /api/keys) instead of the local database: owned by the caller, the user `gateway login` signed in or the --api-key's owner."
+    )
+  ),
+  apiKey: remoteOptions.apiKey,
   json
 }
 export const listOptions = { json }
@@ -85,7 +93,8 @@ export const limitsOptions = {
 const add = Command.make(
   "add",
   addOptions,
-  lazy(impl, (m) => m.add)
+  // With --url the running gateway makes the key (docs/sso.md, "The CLI"); else the local database.
+  lazy(impl, (m) => (opts: Parameters<typeof m.add>[0]) => (Option.isSome(opts.url) ? m.addRemote(opts) : m.add(opts)))
 ).pipe(Command.withDescription("Create an API key; the key is printed once."))
 const list = Command.make(
   "list",
