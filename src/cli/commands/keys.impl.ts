@@ -19,8 +19,7 @@ export const add = (opts: Parsed<typeof addOptions>) =>
           expiresAt: Option.getOrUndefined(opts.expiresAt),
           rpm: Option.getOrUndefined(opts.rpm),
           tpm: Option.getOrUndefined(opts.tpm),
-          mcp: opts.mcpAllow.length > 0 ? { allow: opts.mcpAllow } : undefined,
-          maxQueueWaitSeconds: Option.getOrUndefined(opts.maxQueueWait)
+          mcp: opts.mcpAllow.length > 0 ? { allow: opts.mcpAllow } : undefined
         },
         { actor: "cli" }
       )
@@ -72,17 +71,11 @@ export const limits = (opts: Parsed<typeof limitsOptions>) =>
     Effect.gen(function* () {
       const updated = yield* (yield* ApiKeys).update(
         opts.id,
-        {
-          rpm: Option.getOrUndefined(opts.rpm),
-          tpm: Option.getOrUndefined(opts.tpm),
-          maxQueueWaitSeconds: Option.getOrUndefined(opts.maxQueueWait)
-        },
+        { rpm: Option.getOrUndefined(opts.rpm), tpm: Option.getOrUndefined(opts.tpm) },
         "cli"
       )
       if (opts.json) return yield* printJson(updated)
-      yield* Console.log(
-        `${updated.id} (${updated.name}): rpm ${updated.rpm ?? "none"}, tpm ${updated.tpm ?? "none"}, quota wait ${updated.maxQueueWaitSeconds === null ? "off" : `${updated.maxQueueWaitSeconds} s`}`
-      )
+      yield* Console.log(`${updated.id} (${updated.name}): rpm ${updated.rpm ?? "none"}, tpm ${updated.tpm ?? "none"}`)
     })
   )
 
