@@ -10,7 +10,9 @@ import {
   canManageTeam,
   ownerOfNewKey,
   principalUserOf,
+  canReadLimitsOf,
   refusalToCreateUser,
+  refusalToLimit,
   refusalToUpdateUser,
   scopeUsage,
   teamKeyUser,
@@ -477,6 +479,22 @@ describe("the decisions inside routes (access.ts) and the MCP caller's cap", () 
     expect(scopeUsage(as("usr_m"), null, { teamId: "team_1" }, undefined, lookup)).toHaveProperty("refused")
     expect(scopeUsage(teamKeyUser("team_1"), "k3", {}, undefined, lookup)).toEqual({ query: { apiKeyId: "k3" } })
     expect(scopeUsage(as("usr_v"), null, { teamId: "team_2" }, undefined, lookup)).toEqual({ query: { teamId: "team_2" } })
+  })
+
+  it("limits: a team-admin sets them on their team, its members and their keys; the organisation's are an admin's", () => {
+    const lead = as("usr_l")
+    expect(refusalToLimit(lead, "team_1", undefined, lookup)).toBeUndefined()
+    expect(refusalToLimit(lead, "team_2", undefined, lookup)).toContain("team_2")
+    expect(refusalToLimit(lead, "usr_m", undefined, lookup)).toBeUndefined()
+    expect(refusalToLimit(lead, "usr_a", undefined, lookup)).toContain("usr_a")
+    expect(refusalToLimit(lead, "org", undefined, lookup)).toContain("admin")
+    expect(refusalToLimit(lead, "key_1", { userId: "usr_m", teamId: null }, lookup)).toBeUndefined()
+    expect(refusalToLimit(lead, "key_2", { userId: "usr_o", teamId: null }, lookup)).toBeDefined()
+    expect(refusalToLimit(as("usr_m"), "usr_m", undefined, lookup)).toContain("member")
+    expect(canReadLimitsOf(as("usr_m"), "usr_m", undefined, lookup)).toBe(true)
+    expect(canReadLimitsOf(as("usr_m"), "team_1", undefined, lookup)).toBe(true)
+    expect(canReadLimitsOf(as("usr_m"), "team_2", undefined, lookup)).toBe(false)
+    expect(canReadLimitsOf(as("usr_m"), "usr_l", undefined, lookup)).toBe(false)
   })
 
   it("/mcp: a user's role caps the scopes, whatever the credential carries", () => {

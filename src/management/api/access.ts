@@ -4,7 +4,7 @@
  * and manages, which teams and members, whose usage. Pure functions over the caller
  * (`PrincipalUser`) and what the directory knows, so every handler decides the same way.
  */
-import type { Role, TeamRole } from "../../domain/teams.js"
+import { levelOf, type Role, type TeamRole } from "../../domain/teams.js"
 
 /** The user a management caller acts as (`Principal.user`). */
 export interface PrincipalUser {
@@ -203,4 +203,45 @@ export const refusalToUpdateUser = (
   if (change.email !== undefined || change.teamIds !== undefined)
     return "a team-admin changes a user's name, role and disabled state; teams through /api/teams/{id}/members"
   return undefined
+}
+
+/**
+ * Whether the caller may set or remove limits on this subject (`org`, `team_…`, `usr_…`, a key
+ * id), or why not: an admin any; a team-admin a team they administer, a user they manage
+ * (themselves included) and such a user's or team's key; the level above still caps what they
+ * set. `keyOwner` is the owner of the key a key id names (undefined: no such key).
+ */
+export const refusalToLimit = (
+  p: PrincipalUser,
+  subjectId: string,
+  keyOwner: KeyOwner | undefined,
+  users: UserLookup
+): string | undefined => {
+  if (isAdmin(p)) return undefined
+  if (p.role !== "team-admin") return `a ${p.role} does not set limits`
+  switch (levelOf(subjectId)) {
+    case "organisation":
+      return "only an admin sets the organisation's limits"
+    case "team":
+      return canManageTeam(p, subjectId) ? undefined : `you do not administer ${subjectId}`
+    case "user":
+      return canManageUser(p, subjectId, users) ? undefined : `${subjectId} is not a member of a team you administer`
+    case "key":
+      return keyOwner !== undefined && canManageKey(p, keyOwner, users) ? undefined : `the key ${subjectId} is not yours or your team's`
+  }
+}
+
+/** Whether the caller may read the limits of this subject: whoever may set them, admins and viewers, and anyone their own (user, teams, keys). */
+export const canReadLimitsOf = (p: PrincipalUser, subjectId: string, keyOwner: KeyOwner | undefined, users: UserLookup): boolean => {
+  if (readsEverything(p) || refusalToLimit(p, subjectId, keyOwner, users) === undefined) return true
+  switch (levelOf(subjectId)) {
+    case "organisation":
+      return true
+    case "team":
+      return p.teamIds.includes(subjectId)
+    case "user":
+      return subjectId === p.id
+    case "key":
+      return keyOwner !== undefined && canSeeKey(p, keyOwner, users)
+  }
 }
