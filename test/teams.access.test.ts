@@ -3,6 +3,8 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import WebSocket from "ws"
+import { LIVE_PATH } from "../src/management/dashboard/livePort.js"
 import type { Role } from "../src/domain/teams.js"
 import {
   canGrantRole,
@@ -338,6 +340,29 @@ describe("roles and access: every management route, every role", () => {
     expect((await call(`${gw.url}/api/teams/${teamId}/members`, { headers: member.headers("GET") })).status).toBe(200)
     expect((await call(`${gw.url}/api/users/${users.outsider}`, { headers: member.headers("GET") })).status).toBe(404)
     expect((await post(member, `/api/teams/${teamId}/members`, { userId: users.viewer })).status).toBe(403)
+  })
+
+  it("the dashboard's live feed opens for admins and viewers, refused to a member with a 403 naming the role", async () => {
+    const upgrade = (headers: Record<string, string>) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const ws = new WebSocket(`${gw.url.replace("http", "ws")}${LIVE_PATH}`, { headers })
+        ws.on("open", () => {
+          ws.close()
+          resolve({ status: 101, body: "" })
+        })
+        ws.on("unexpected-response", (_req, res) => {
+          let body = ""
+          res.on("data", (c: Buffer) => (body += c.toString()))
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body }))
+        })
+        ws.on("error", (e) => (e.message.includes("Unexpected server response") ? undefined : reject(e)))
+      })
+    const viewer = callers.find((c) => c.role === "viewer")!
+    const member = callers.find((c) => c.role === "member")!
+    expect((await upgrade(viewer.headers("GET"))).status).toBe(101)
+    const refused = await upgrade(member.headers("GET"))
+    expect(refused.status).toBe(403)
+    expect(refused.body).toContain("role member")
   })
 
   it("a non-admin may not give a key shadow targets (403 naming the field)", async () => {
