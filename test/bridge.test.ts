@@ -3,6 +3,7 @@ import OpenAI from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { queryDb } from "./support/db.js"
+import { FakeAudio, sineWav } from "./support/fakeAudio.js"
 import { FakeOpenAI } from "./support/fakeOpenAI.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 
@@ -21,6 +22,8 @@ let gw: TestGateway
 let text: FakeOpenAI
 let vision: FakeOpenAI
 let bridge: FakeOpenAI
+/** A transcription upstream (OpenAI's audio API). */
+let ears: FakeAudio
 let client: OpenAI
 
 const api = (path: string, init: { method?: string; body?: unknown } = {}) => call(`${gw.url}${path}`, { ...init, headers: admin })
@@ -50,6 +53,7 @@ beforeAll(async () => {
   text = await FakeOpenAI.start()
   vision = await FakeOpenAI.start()
   bridge = await FakeOpenAI.start()
+  ears = await FakeAudio.start()
   gw = await startGateway()
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   for (const [name, fake, model, capabilities] of [
@@ -64,11 +68,15 @@ beforeAll(async () => {
     const caps = await api("/api/provider-models", { body: { provider: name, model, capabilities } })
     expect(caps.status).toBe(201)
   }
+  const oai = await api("/api/providers", {
+    body: { provider: "openai", name: "ears", apiKey: "sk-ears", baseUrl: ears.baseUrl("openai") }
+  })
+  expect(oai.status).toBe(201)
   client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: ADMIN, maxRetries: 0 })
 })
 afterAll(async () => {
   await gw?.close()
-  await Promise.all([text?.close(), vision?.close(), bridge?.close()])
+  await Promise.all([text?.close(), vision?.close(), bridge?.close(), ears?.close()])
 })
 beforeEach(async () => {
   for (const f of [text, vision, bridge]) {
@@ -168,6 +176,65 @@ describe("a text-only target with a bridge model", () => {
     expect(sent).toMatch(/\[audio: (hello world|# Report\nAll good\.)\]/)
     expect(sent).toMatch(/\[pdf: (hello world|# Report\nAll good\.)\]/)
     expect(JSON.stringify(text.chatRequests[0]!.body)).not.toContain(PDF)
+  })
+
+  it("sends audio to the transcription route when the bridge model is a transcription model", async () => {
+    await combo("ask-text", ["plain/txt"], { audio: "ears/whisper-1" })
+    ears.requests.length = 0
+    const wav = sineWav(0.5).toString("base64")
+    const { response } = await client.chat.completions
+      .create({
+        model: "ask-text",
+        messages: [
+          {
+            role: "user",
+            content: [
+              { type: "text", text: "What was said?" },
+              { type: "input_audio", input_audio: { data: wav, format: "wav" } }
+            ]
+          }
+        ]
+      })
+      .withResponse()
+    expect(response.headers.get("x-gateway-bridge")).toBe("audio; model=ears/whisper-1")
+    const heard = ears.requests.filter((r) => r.path === "/v1/audio/transcriptions")
+    expect(heard).toHaveLength(1)
+    expect(heard[0]!.form?.fields["model"]).toEqual(["whisper-1"])
+    expect(heard[0]!.form?.files).toHaveLength(1)
+    expect(bridge.chatRequests).toHaveLength(0)
+    expect(sentText(text)).toBe("What was said? [audio: Hello from the fake. It speaks twice.]")
+  })
+
+  it("bridges a Responses request's PDF (input_file), streamed, the header on the stream", async () => {
+    await combo("ask-text", ["plain/txt"], { pdf: "describer/desc" })
+    bridge.always({ content: "# Minutes\nNothing decided." })
+    const pdf = Buffer.from("%PDF-1.7 minutes").toString("base64")
+    const res = await fetch(`${gw.url}/v1/responses`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "ask-text",
+        stream: true,
+        input: [
+          {
+            role: "user",
+            content: [
+              { type: "input_text", text: "Summarise:" },
+              { type: "input_file", filename: "minutes.pdf", file_data: `data:application/pdf;base64,${pdf}` }
+            ]
+          }
+        ]
+      })
+    })
+    expect(res.status).toBe(200)
+    expect(res.headers.get("x-gateway-bridge")).toBe("pdf; model=describer/desc")
+    expect(await res.text()).toContain("response.completed")
+    expect(bridge.chatRequests[0]!.body.messages.at(-1).content[0]).toEqual({
+      type: "file",
+      file: { filename: "minutes.pdf", file_data: `data:application/pdf;base64,${pdf}` }
+    })
+    expect(sentText(text)).toContain("[pdf: # Minutes\nNothing decided.]")
+    expect(JSON.stringify(text.chatRequests[0]!.body)).not.toContain(pdf)
   })
 
   it("bridges an Anthropic messages request's image block", async () => {
