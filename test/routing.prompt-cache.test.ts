@@ -122,6 +122,16 @@ describe("prompt-cache affinity", () => {
       "SELECT tokens_in, tokens_cached FROM usage WHERE requested_model = 'accounts' AND provider IS NOT NULL ORDER BY rowid"
     ).slice(1, 5)
     expect(rows.reduce((n, r) => n + (r.tokens_cached ?? 0), 0) / rows.reduce((n, r) => n + r.tokens_in, 0)).toBe(0.9)
+    // The usage history says it per connection, requested model (the combo) and key: 3,600 of b's 5,000 input tokens.
+    const history = async (groupBy: string) =>
+      (await call(`${gw.url}/api/usage/history?from=0&groupBy=${groupBy}`, { headers: admin })).body.rows as Array<any>
+    const b = (await call(`${gw.url}/api/providers`, { headers: admin })).body.connections.find((c: any) => c.name === "acct-b")
+    expect((await history("connection")).find((r) => r.key === b.id)).toMatchObject({
+      tokensIn: 5000,
+      tokensCached: 3600,
+      cachedInputRatio: 0.72
+    })
+    expect((await history("requestedModel")).find((r) => r.key === "accounts")).toMatchObject({ tokensIn: 6000, cachedInputRatio: 0.6 })
   })
 
   it("without affinity (the combo turns it off) the conversation goes back to the preferred account, where its cache is cold", async () => {

@@ -31,9 +31,10 @@ export const Instant = (name: string) =>
 /**
  * `team` and `user` group by the owner of the request's key as it is now (docs/teams.md, "Usage by
  * team and user"): a user's key counts for that user and for each team the user is a member of, a
- * team's key for the team.
+ * team's key for the team. `requestedModel` groups by the model id as the client asked for it (a
+ * combo's name, an alias, an auto id), `model` by the model that answered.
  */
-export const GROUP_BY = ["hour", "day", "model", "provider", "apiKey", "connection", "endpoint", "team", "user"] as const
+export const GROUP_BY = ["hour", "day", "model", "requestedModel", "provider", "apiKey", "connection", "endpoint", "team", "user"] as const
 export type GroupBy = (typeof GROUP_BY)[number]
 
 /** Only the requests of keys owned by this team (its own keys and its members'), or by this user. */
@@ -67,6 +68,12 @@ export const UsageAggregate = Schema.Struct({
   tokensIn: Schema.Number,
   tokensOut: Schema.Number,
   tokensCached: Schema.Number,
+  /**
+   * The prompt cache's hit ratio: input tokens the upstream read from its cache over all input
+   * tokens (null: no input counted). Per connection, requested model (a combo) or key with `groupBy`
+   * (docs/routing.md, "Prompt-cache affinity").
+   */
+  cachedInputRatio: Schema.NullOr(Schema.Number),
   tokensReasoning: Schema.Number,
   costUsd: Schema.Number,
   cacheHits: Schema.Number,
