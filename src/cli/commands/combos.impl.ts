@@ -7,10 +7,16 @@ import type { Parsed } from "../handler.js"
 import { withLocalGateway } from "../local.js"
 import { orDash, printJson, table } from "../output.js"
 import { decodeInput } from "../schema.js"
-import type { createOptions, deleteOptions, listOptions, switchOptions } from "./combos.js"
+import type { createOptions, deleteOptions, listOptions, queueWaitOptions, switchOptions } from "./combos.js"
 
 /** Payload fields and the flags that set them, for errors of rules that span fields. */
 const FLAGS = { name: "<name>", strategy: "--strategy", targets: "--target", config: "--config", description: "--description" }
+
+/** The combo's config with its longest quota wait set (0: off, the key removed). */
+const withQueueWait = (config: Record<string, unknown>, seconds: number) => {
+  const { maxQueueWaitSeconds: _, ...rest } = config
+  return seconds > 0 ? { ...rest, maxQueueWaitSeconds: seconds } : rest
+}
 
 export const list = (opts: Parsed<typeof listOptions>) =>
   withLocalGateway(
@@ -46,7 +52,18 @@ export const create = (opts: Parsed<typeof createOptions>) =>
         name: opts.name,
         strategy: opts.strategy,
         targets: opts.target,
-        ...Option.match(opts.config, { onNone: () => ({}), onSome: (config) => ({ config }) }),
+        ...(Option.isSome(opts.config) || Option.isSome(opts.maxQueueWait)
+          ? {
+              config: Option.match(opts.maxQueueWait, {
+                onNone: () => Option.getOrElse(opts.config, () => ({})),
+                onSome: (seconds) =>
+                  withQueueWait(
+                    Option.getOrElse(opts.config, () => ({})),
+                    seconds
+                  )
+              })
+            }
+          : {}),
         ...Option.match(opts.description, { onNone: () => ({}), onSome: (description) => ({ description }) })
       })
       const created = yield* (yield* Combos).create(input, "cli")
@@ -76,5 +93,20 @@ export const switchPrimary = (opts: Parsed<typeof switchOptions>) =>
       const updated = yield* combos.update(combo.id, patch, "cli")
       if (opts.json) return yield* printJson(comboView(updated))
       yield* Console.log(`combo ${updated.name}: primary target is now ${first.model}${existing ? "" : " (added)"}`)
+    })
+  )
+
+export const queueWait = (opts: Parsed<typeof queueWaitOptions>) =>
+  withLocalGateway(
+    Effect.gen(function* () {
+      const combos = yield* Combos
+      const combo = yield* combos.get(opts.id)
+      const patch = yield* decodeInput(UpdateCombo, FLAGS)({ config: withQueueWait(combo.config, opts.maxQueueWait) })
+      const updated = yield* combos.update(combo.id, patch, "cli")
+      if (opts.json) return yield* printJson(comboView(updated))
+      const seconds = updated.config.maxQueueWaitSeconds
+      yield* Console.log(
+        `combo ${updated.name}: ${seconds ? `requests wait up to ${seconds} s for a quota to reset` : "requests do not wait for a quota to reset"}`
+      )
     })
   )

@@ -4,9 +4,10 @@ import * as Options from "@effect/cli/Options"
 import * as Schema from "effect/Schema"
 import { ComboConfig, ComboName, ComboTarget, StrategyName } from "../../domain/combos.js"
 import { STRATEGY_NAMES } from "../../services/routing/types.js"
+import { MaxQueueWaitSeconds } from "../../domain/quotaQueue.js"
 import { lazy } from "../handler.js"
 import { json } from "../options.js"
-import { schemaArg, schemaOption, schemaOptions } from "../schema.js"
+import { intFromText, schemaArg, schemaOption, schemaOptions } from "../schema.js"
 
 const impl = () => import("./combos.impl.js")
 
@@ -24,6 +25,13 @@ const TargetText = Schema.compose(
   ComboTarget
 )
 
+/** `--max-queue-wait <seconds>` (0: off), kept as the combo's `config.maxQueueWaitSeconds`. */
+const maxQueueWait = schemaOption("max-queue-wait", intFromText(MaxQueueWaitSeconds)).pipe(
+  Options.withDescription(
+    'Longest wait, in seconds, for an upstream\'s quota to reset when every target is out of it; 0: off (docs/resilience.md, "Waiting out a quota").'
+  )
+)
+
 export const listOptions = { json }
 export const createOptions = {
   name: schemaArg("name", ComboName),
@@ -36,9 +44,11 @@ export const createOptions = {
     Options.optional
   ),
   description: Options.text("description").pipe(Options.optional),
+  maxQueueWait: maxQueueWait.pipe(Options.optional),
   json
 }
 export const deleteOptions = { id: Args.text({ name: "id-or-name" }), json }
+export const queueWaitOptions = { id: Args.text({ name: "id-or-name" }), maxQueueWait, json }
 export const switchOptions = { id: Args.text({ name: "id-or-name" }), model: schemaArg("model", TargetText), json }
 
 const list = Command.make(
@@ -56,6 +66,11 @@ const remove = Command.make(
   deleteOptions,
   lazy(impl, (m) => m.remove)
 ).pipe(Command.withDescription("Delete a routing combo."))
+const queueWait = Command.make(
+  "queue-wait",
+  queueWaitOptions,
+  lazy(impl, (m) => m.queueWait)
+).pipe(Command.withDescription("Set how long the combo's requests may wait for a quota to reset (--max-queue-wait 0: off)."))
 const switchPrimary = Command.make(
   "switch",
   switchOptions,
@@ -64,5 +79,5 @@ const switchPrimary = Command.make(
 
 export const comboCommand = Command.make("combo").pipe(
   Command.withDescription("Manage routing combos in the local database (a running server sees changes within a second)."),
-  Command.withSubcommands([list, create, remove, switchPrimary])
+  Command.withSubcommands([list, create, remove, switchPrimary, queueWait])
 )

@@ -19,7 +19,8 @@ export const add = (opts: Parsed<typeof addOptions>) =>
           expiresAt: Option.getOrUndefined(opts.expiresAt),
           rpm: Option.getOrUndefined(opts.rpm),
           tpm: Option.getOrUndefined(opts.tpm),
-          mcp: opts.mcpAllow.length > 0 ? { allow: opts.mcpAllow } : undefined
+          mcp: opts.mcpAllow.length > 0 ? { allow: opts.mcpAllow } : undefined,
+          maxQueueWaitSeconds: Option.getOrUndefined(opts.maxQueueWait)
         },
         { actor: "cli" }
       )
@@ -71,11 +72,17 @@ export const limits = (opts: Parsed<typeof limitsOptions>) =>
     Effect.gen(function* () {
       const updated = yield* (yield* ApiKeys).update(
         opts.id,
-        { rpm: Option.getOrUndefined(opts.rpm), tpm: Option.getOrUndefined(opts.tpm) },
+        {
+          rpm: Option.getOrUndefined(opts.rpm),
+          tpm: Option.getOrUndefined(opts.tpm),
+          maxQueueWaitSeconds: Option.getOrUndefined(opts.maxQueueWait)
+        },
         "cli"
       )
       if (opts.json) return yield* printJson(updated)
-      yield* Console.log(`${updated.id} (${updated.name}): rpm ${updated.rpm ?? "none"}, tpm ${updated.tpm ?? "none"}`)
+      yield* Console.log(
+        `${updated.id} (${updated.name}): rpm ${updated.rpm ?? "none"}, tpm ${updated.tpm ?? "none"}, quota wait ${updated.maxQueueWaitSeconds === null ? "off" : `${updated.maxQueueWaitSeconds} s`}`
+      )
     })
   )
 

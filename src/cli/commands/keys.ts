@@ -6,6 +6,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { ApiKeyExpiry, ApiKeyName, ApiKeyScope, PerMinute, PerMinuteLimit } from "../../domain/keys.js"
 import { McpKeyAllow } from "../../domain/mcpServers.js"
+import { MaxQueueWaitSeconds } from "../../domain/quotaQueue.js"
 import { ShadowTarget } from "../../domain/shadow.js"
 import { lazy } from "../handler.js"
 import { json, remoteOptions } from "../options.js"
@@ -41,6 +42,14 @@ const ShadowFlag = Schema.compose(
   ShadowTarget
 )
 
+/** `--max-queue-wait <seconds>` (0: off), as `maxQueueWaitSeconds` of the keys API. */
+const maxQueueWait = schemaOption("max-queue-wait", intFromText(MaxQueueWaitSeconds)).pipe(
+  Options.withDescription(
+    "Longest wait, in seconds, for an upstream's quota to reset when every target is out of it; 0: off (docs/resilience.md, \"Waiting out a quota\")."
+  ),
+  Options.optional
+)
+
 export const addOptions = {
   name: schemaOption("name", ApiKeyName).pipe(Options.withDescription("A label for the key."), Options.optional),
   scope: schemaOptions("scope", ApiKeyScope).pipe(
@@ -57,6 +66,7 @@ export const addOptions = {
     Options.withDescription("Tokens (input plus output) per minute this key may use."),
     Options.optional
   ),
+  maxQueueWait,
   mcpAllow: schemaOptions("mcp-allow", McpKeyAllow.fields.allow.value).pipe(
     Options.withDescription(
       "What of the MCP servers behind the gateway this key may use: <server>, <server>__<tool>, <server>__* or *; repeat. None: every allowed tool (docs/mcp.md)."
@@ -87,6 +97,7 @@ export const limitsOptions = {
   id: Args.text({ name: "id-or-name" }),
   rpm: schemaOption("rpm", LimitOrZero).pipe(Options.withDescription("Requests per minute (0 removes the limit)."), Options.optional),
   tpm: schemaOption("tpm", LimitOrZero).pipe(Options.withDescription("Tokens per minute (0 removes the limit)."), Options.optional),
+  maxQueueWait,
   json
 }
 
@@ -110,7 +121,7 @@ const limits = Command.make(
   "limits",
   limitsOptions,
   lazy(impl, (m) => m.limits)
-).pipe(Command.withDescription("Set or remove a key's inbound rate limits (requests and tokens per minute)."))
+).pipe(Command.withDescription("Set or remove a key's inbound rate limits (requests and tokens per minute) and its longest wait for a quota to reset."))
 
 const shadow = Command.make(
   "shadow",
