@@ -24,7 +24,7 @@ import {
   useInterval,
   useLoad
 } from "../ui"
-import { can } from "../access"
+import { can, currentRole } from "../access"
 import "./Keys.css"
 
 // API keys: the keys clients call the gateway with, their inbound rate limits, budgets (USD)
@@ -35,8 +35,9 @@ type Budget = Awaited<ReturnType<typeof loadBudgets>>["budgets"][number]
 type TokenLimit = Awaited<ReturnType<typeof loadTokenLimits>>["limits"][number]
 
 const loadKeys = () => ok(api.GET("/api/keys"))
-const loadBudgets = () => ok(api.GET("/api/usage/budget"))
-const loadTokenLimits = () => ok(api.GET("/api/usage/token-limits"))
+// The accounting reads are for the roles that may make them (docs/teams.md): a member's page does not ask.
+const loadBudgets = () => (can("accounting.budgets") ? ok(api.GET("/api/usage/budget")) : Promise.resolve({ budgets: [] }))
+const loadTokenLimits = () => (can("accounting.tokenLimits") ? ok(api.GET("/api/usage/token-limits")) : Promise.resolve({ limits: [] }))
 /** The people and teams a key may belong to (docs/teams.md), for the roles that may list them. */
 const loadUsers = () => (can("users.list") ? ok(api.GET("/api/users")) : Promise.resolve({ users: [] }))
 const loadTeams = () => (can("teams.list") ? ok(api.GET("/api/teams")) : Promise.resolve({ teams: [] }))
@@ -112,7 +113,8 @@ const CreateKey = (p: { owners: Owners; onCreated: () => void }) => {
           placeholder="laptop, ci, team-a"
           hint="Shown in logs and usage; the secret is never shown again."
         />
-        {p.owners.users.length + p.owners.teams.length > 0 && (
+        {/* Admins and team-admins make keys for others too; a member's keys are their own. */}
+        {currentRole() !== "member" && currentRole() !== "viewer" && p.owners.users.length + p.owners.teams.length > 0 && (
           <Select
             label="Owner"
             value={owner}
@@ -329,8 +331,8 @@ export default function KeysPage() {
   const keys = useLoad(loadKeys)
   const budgets = useLoad(loadBudgets)
   const limits = useLoad(loadTokenLimits)
-  const rates = useLoad(() => ok(api.GET("/api/rate-limits")))
-  const rateConfig = useLoad(() => ok(api.GET("/api/rate-limit")))
+  const rates = useLoad(() => (can("resilience.rateLimits") ? ok(api.GET("/api/rate-limits")) : new Promise<never>(() => {})))
+  const rateConfig = useLoad(() => (can("resilience.rateLimit") ? ok(api.GET("/api/rate-limit")) : new Promise<never>(() => {})))
   const users = useLoad(loadUsers)
   const teams = useLoad(loadTeams)
   const owners: Owners = { users: users.data?.users ?? [], teams: teams.data?.teams ?? [] }
@@ -339,7 +341,7 @@ export default function KeysPage() {
   const [confirm, setConfirm] = useState<KeyView | undefined>()
   const [showDisabled, setShowDisabled] = useState(true)
   const [run, busy] = useAction()
-  useInterval(() => rates.reload(), 10_000)
+  useInterval(() => can("resilience.rateLimits") && rates.reload(), 10_000)
   const reloadAll = () => {
     keys.reload()
     budgets.reload()

@@ -1,4 +1,5 @@
 import { useMemo, useState } from "preact/hooks"
+import { can } from "../access"
 import { api, ok } from "../api/client"
 import { Bars, TimeChart } from "../chart"
 import { Link, navigate, useLocation } from "../router"
@@ -209,9 +210,16 @@ export default function UsagePage() {
   const byEndpoint = useLoad(() => history({ ...scope, groupBy: "endpoint" }), deps)
   const byConnection = useLoad(() => history({ ...scope, groupBy: "connection" }), deps)
   const hours = Math.min(24 * 90, Math.max(1, Math.round((r.to - r.from) / HOUR)))
-  const telemetry = useLoad(() => ok(api.GET("/api/telemetry/summary", { params: { query: { hours: String(hours) } } })), [hours])
+  // Latency and connection names are the gateway's configuration: read by the roles that may (docs/teams.md).
+  const telemetry = useLoad(
+    () =>
+      can("usage.telemetry")
+        ? ok(api.GET("/api/telemetry/summary", { params: { query: { hours: String(hours) } } }))
+        : new Promise<never>(() => {}),
+    [hours]
+  )
   const keys = useLoad(() => ok(api.GET("/api/keys")))
-  const providers = useLoad(() => ok(api.GET("/api/providers")))
+  const providers = useLoad(() => (can("providers.list") ? ok(api.GET("/api/providers")) : Promise.resolve({ connections: [] })))
   const keyName = (id: string | null) => (id === null ? "no key" : (keys.data?.keys.find((k) => k.id === id)?.name ?? id))
   /** A team's or user's name as the history gives it (null: usage of keys without one). */
   const ownerName = (h: History | undefined, none: string) => (id: string | null) =>
@@ -349,27 +357,29 @@ export default function UsagePage() {
           )}
         </Loader>
       </Section>
-      <Section title="Latency by provider">
-        <Loader of={telemetry}>
-          {(s) => (
-            <Table
-              caption="Latency by provider"
-              rowKey={(x) => x.provider}
-              rows={s.providers}
-              empty={<Empty title="No latency data yet">Each provider's latency appears after its first request in the range.</Empty>}
-              columns={[
-                { label: "Provider", render: (x) => x.provider },
-                { label: "Requests", class: "num", render: (x) => fmtNumber(x.count) },
-                { label: "Errors", class: "num", render: (x) => fmtNumber(x.errors) },
-                { label: "p50", class: "num", render: (x) => fmtMs(x.p50) },
-                { label: "p95", class: "num", render: (x) => fmtMs(x.p95) },
-                { label: "p99", class: "num", render: (x) => fmtMs(x.p99) },
-                { label: "p50 first token", class: "num", render: (x) => fmtMs(x.p50TtftMs) }
-              ]}
-            />
-          )}
-        </Loader>
-      </Section>
+      {can("usage.telemetry") && (
+        <Section title="Latency by provider">
+          <Loader of={telemetry}>
+            {(s) => (
+              <Table
+                caption="Latency by provider"
+                rowKey={(x) => x.provider}
+                rows={s.providers}
+                empty={<Empty title="No latency data yet">Each provider's latency appears after its first request in the range.</Empty>}
+                columns={[
+                  { label: "Provider", render: (x) => x.provider },
+                  { label: "Requests", class: "num", render: (x) => fmtNumber(x.count) },
+                  { label: "Errors", class: "num", render: (x) => fmtNumber(x.errors) },
+                  { label: "p50", class: "num", render: (x) => fmtMs(x.p50) },
+                  { label: "p95", class: "num", render: (x) => fmtMs(x.p95) },
+                  { label: "p99", class: "num", render: (x) => fmtMs(x.p99) },
+                  { label: "p50 first token", class: "num", render: (x) => fmtMs(x.p50TtftMs) }
+                ]}
+              />
+            )}
+          </Loader>
+        </Section>
+      )}
     </Page>
   )
 }
