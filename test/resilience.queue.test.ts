@@ -30,6 +30,12 @@ const ask = (model: string, text: string, options: { key?: string; signal?: Abor
     options.signal ? { signal: options.signal } : undefined
   )
 const textsSeen = () => upstream.requests.map((r) => r.body?.messages?.[0]?.content as string)
+const pipelineTaken = async (reason: string): Promise<number> => {
+  const line = (await call(`${gw.url}/metrics`, { headers: admin })).text
+    .split("\n")
+    .find((l) => l.startsWith("gateway_requests_path_total{") && l.includes('path="pipeline"') && l.includes(`reason="${reason}"`))
+  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(" ") + 1))
+}
 const parked = (n: number) => until(`${n} parked`, async () => (await queueView()).parked === n)
 
 beforeAll(async () => {
@@ -116,9 +122,11 @@ describe("waiting out a quota", () => {
     upstream.next(QUOTA)
     const first = ask("waits", "first")
     await parked(1)
-    // Its target is cooling down: the second is refused at once by the router and parks behind the first.
+    // While requests are parked, a request leaves the common path (one field read) for the pipeline, which queues it behind them.
+    const before = await pipelineTaken("queue")
     const second = ask("waits", "second")
     await parked(2)
+    expect(await pipelineTaken("queue")).toBe(before + 1)
     const answers = await Promise.all([first, second])
     expect(answers.map((a) => a.choices[0]!.message.content)).toEqual(["after the reset", "after the reset"])
     expect(textsSeen()).toEqual(["first", "first", "second"])
