@@ -44,7 +44,9 @@ const headersOf = (r: { headers: Record<string, string> }) => {
 const MODELS: ReadonlyArray<{ family: Family; model: string }> = [
   { family: "openai-chat", model: "up-chat/m-chat" },
   { family: "anthropic", model: "up-anth/claude-x" },
-  { family: "openai-responses", model: "up-resp/m-resp" }
+  { family: "openai-responses", model: "up-resp/m-resp" },
+  { family: "gemini", model: "up-gem/gemini-x" },
+  { family: "ollama", model: "up-oll/llama-x" }
 ]
 
 let gw: TestGateway
@@ -61,6 +63,8 @@ beforeAll(async () => {
   const connections: ReadonlyArray<{ family: Family; connection: Record<string, unknown> }> = [
     { family: "openai-chat", connection: { provider: "openai-compatible", name: "up-chat", models: ["m-chat"] } },
     { family: "anthropic", connection: { provider: "anthropic", name: "up-anth", apiKey: "sk-ant-upstream", models: ["claude-x"] } },
+    { family: "gemini", connection: { provider: "gemini", name: "up-gem", apiKey: "gemini-upstream", models: ["gemini-x"] } },
+    { family: "ollama", connection: { provider: "ollama", name: "up-oll", models: ["llama-x"] } },
     {
       family: "openai-responses",
       connection: { provider: "openai-compatible", name: "up-resp", upstreamFormat: "openai-responses", models: ["m-resp"] }
