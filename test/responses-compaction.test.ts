@@ -1,6 +1,8 @@
 import * as Effect from "effect/Effect"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
@@ -266,6 +268,61 @@ describe('compaction: "upstream" on an OpenAI connection', () => {
     const body = up.requestsOf("openai-responses").at(-1)!.body
     expect(body.input.some((i: any) => i.type === "compaction")).toBe(false)
     expect(JSON.stringify(body)).toContain(SUMMARY)
+  })
+})
+
+describe('compaction: "upstream" and POST /responses/compact', () => {
+  it("passes the request to the connection's own /responses/compact and seals its item with the connection", async () => {
+    const got: Array<{ path: string; body: any }> = []
+    const server = http.createServer((req, res) => {
+      let text = ""
+      req.on("data", (c) => (text += c))
+      req.on("end", () => {
+        got.push({ path: req.url ?? "", body: JSON.parse(text) })
+        res.writeHead(200, { "content-type": "application/json" })
+        res.end(
+          JSON.stringify({
+            id: "cmp_resp_1",
+            object: "response.compaction",
+            created_at: 1,
+            output: [
+              { type: "message", role: "user", content: [{ type: "input_text", text: "run echo TOOL_OK" }] },
+              { type: "compaction", id: "cmp_1", encrypted_content: "OPENAI-OWN-COMPACTION" }
+            ],
+            usage: { input_tokens: 100, output_tokens: 10, total_tokens: 110 }
+          })
+        )
+      })
+    })
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+    try {
+      const port = (server.address() as AddressInfo).port
+      const made = await call(`${gw.url}/api/providers`, {
+        body: {
+          provider: "openai",
+          name: "up-oai-compact",
+          apiKey: "sk-openai-upstream",
+          baseUrl: `http://127.0.0.1:${port}/v1`,
+          models: ["gpt-compact"],
+          compaction: "upstream"
+        },
+        headers: { authorization: `Bearer ${ADMIN}` }
+      })
+      expect(made.status, made.text).toBe(201)
+      const res = await post("/v1/responses/compact", { ...COMPACT.body, model: "up-oai-compact/gpt-compact" }, headersOf(COMPACT))
+      expect(res.status, res.text.slice(0, 600)).toBe(200)
+      expect(got).toHaveLength(1)
+      expect(got[0]!.path).toBe("/v1/responses/compact")
+      expect(got[0]!.body.model).toBe("gpt-compact")
+      expect(got[0]!.body.input).toEqual(COMPACT.body.input)
+      const item = res.body.output.at(-1)
+      expect(item.type).toBe("compaction")
+      expect(item.encrypted_content).not.toBe("OPENAI-OWN-COMPACTION")
+      expect(item.encrypted_content).not.toMatch(/^gwcmp1:/)
+    } finally {
+      server.closeAllConnections()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    }
   })
 })
 
