@@ -273,6 +273,13 @@ describe("signing in through a provider", () => {
     expect(carol).toBeUndefined()
   })
 
+  it("an email at localhost cannot reach the first admin by linking", async () => {
+    const { done } = await signIn("mallory")
+    expect(done.status).toBe(403)
+    expect(done.text).toContain("admin@localhost")
+    expect(done.cookie).toBeUndefined()
+  })
+
   it("a returnTo of another site is not followed", async () => {
     const start = await raw(`${gw.url}/api/auth/oidc/corp/login?returnTo=${encodeURIComponent("//evil.example/x")}`)
     const back = await new ProviderBrowser().signIn(start.location!, "alice", callbackOf(gw, "corp"))

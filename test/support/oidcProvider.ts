@@ -33,7 +33,9 @@ export interface StartedOidcProvider {
 const defaultAccounts: Record<string, TestAccount> = {
   alice: { email: "alice@example.test", name: "Alice Example", groups: ["engineering"] },
   bob: { email: "bob@example.test", name: "Bob Example", groups: ["gateway-admins"] },
-  carol: { email: "carol@example.test", name: "Carol Example", groups: ["sales"] }
+  carol: { email: "carol@example.test", name: "Carol Example", groups: ["sales"] },
+  // An account whose provider lets it claim the first admin's placeholder address.
+  mallory: { email: "admin@localhost", name: "Mallory", groups: ["gateway-admins"] }
 }
 
 export const startOidcProvider = async (

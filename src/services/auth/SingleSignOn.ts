@@ -31,7 +31,7 @@ import { Secrets } from "../../platform/store/Secrets.js"
 import { BatchWriter } from "../../platform/store/BatchWriter.js"
 import { Directory, type DirectoryShape, type DirectoryUser } from "../teams/Directory.js"
 import { AUTH_NAMESPACE, SESSION_TTL_MS } from "./AdminAuth.js"
-import { randomToken, sha256 } from "./password.js"
+import { randomToken, safeEqual, sha256 } from "./password.js"
 import { type Claims, makeOidcClient, openid, refusal } from "./ssoFlows.js"
 import { makeLoginStore } from "./ssoLogins.js"
 import { envProviders, makeProviderStore, type OidcProviderRecord, type ProviderStore } from "./ssoProviders.js"
@@ -180,6 +180,9 @@ export class SingleSignOn extends Context.Tag("gateway/SingleSignOn")<SingleSign
             return yield* new BadRequest({
               message: `provider '${p.id}' gave no email for this user: ask for the email scope (the provider's scopes: ${scopeOf(p)})`
             })
+          // `localhost` is no address a provider can vouch for, and the first admin's placeholder (admin@localhost) must not be reachable by email.
+          if (/@localhost$/i.test(email))
+            return yield* new Forbidden({ message: `provider '${p.id}' gave the email ${email}, which no provider can vouch for: sign-in refused` })
           if (claims.email_verified === false)
             return yield* new Forbidden({
               message: `provider '${p.id}' says the email ${email} is not verified: verify it there and sign in again`
@@ -372,7 +375,7 @@ export class SingleSignOn extends Context.Tag("gateway/SingleSignOn")<SingleSign
       const cliToken: SingleSignOnShape["cliToken"] = (code, verifier) =>
         Effect.gen(function* () {
           const found = yield* logins.read<Handoff>("cli", code)
-          if (found === undefined || found.data.challenge !== challengeOf(verifier))
+          if (found === undefined || !safeEqual(found.data.challenge, challengeOf(verifier)))
             return yield* new BadRequest({
               message: "code: no sign-in is waiting for this CLI under it (unknown, taken, expired, or another CLI's)"
             })
