@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { mediaParts, withTexts } from "../src/inference/bridge/media.js"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { queryDb } from "./support/db.js"
 import { FakeAudio, sineWav } from "./support/fakeAudio.js"
@@ -361,5 +362,67 @@ describe("/v1/models", () => {
     expect(byId("seeing/seer").modalities).toEqual({ native: ["text", "image"], bridged: [] })
     expect(byId("describer/desc").modalities).toEqual({ native: ["text", "image", "audio", "pdf"], bridged: [] })
     expect(byId("mixed").modalities).toEqual({ native: ["text", "image"], bridged: ["pdf"] })
+  })
+})
+
+describe("media parts in each wire format", () => {
+  it("Gemini: inline image, audio and PDF data and file URIs, replaced by text parts", () => {
+    const body = {
+      contents: [
+        {
+          role: "user",
+          parts: [
+            { text: "look" },
+            { inlineData: { mimeType: "image/png", data: PNG } },
+            { inlineData: { mimeType: "audio/wav", data: WAV } },
+            { fileData: { mimeType: "application/pdf", fileUri: "https://files.example/doc.pdf" } },
+            { inlineData: { mimeType: "text/plain", data: "aGk=" } }
+          ]
+        }
+      ]
+    }
+    const parts = mediaParts("gemini", body)
+    expect(parts.map((p) => [p.modality, p.source.kind, p.part])).toEqual([
+      ["image", "data", 1],
+      ["audio", "data", 2],
+      ["pdf", "url", 3]
+    ])
+    const out = withTexts("gemini", body, [{ part: parts[0]!, text: "[image: a dot]" }])
+    expect(out.contents).toEqual([
+      { role: "user", parts: [{ text: "look" }, { text: "[image: a dot]" }, ...body.contents[0]!.parts.slice(2)] }
+    ])
+    // The client's body is left as it was.
+    expect(body.contents[0]!.parts[1]).toEqual({ inlineData: { mimeType: "image/png", data: PNG } })
+  })
+
+  it("Ollama: the message's images leave it and their descriptions join its content", () => {
+    const body = { model: "m", messages: [{ role: "user", content: "what is it?", images: [PNG] }] }
+    const parts = mediaParts("ollama", body)
+    expect(parts).toEqual([{ modality: "image", source: { kind: "data", mediaType: "image/png", data: PNG }, message: 0, part: 0 }])
+    expect(withTexts("ollama", body, [{ part: parts[0]!, text: "[image: a dot]" }]).messages).toEqual([
+      { role: "user", content: "what is it?\n[image: a dot]" }
+    ])
+  })
+
+  it("Responses: input_image, input_audio and a PDF input_file; a string input or a file by id has none", () => {
+    const body = {
+      input: [
+        {
+          role: "user",
+          content: [
+            { type: "input_image", image_url: "https://img.example/a.png" },
+            { type: "input_audio", input_audio: { data: WAV, format: "mp3" } },
+            { type: "input_file", filename: "a.pdf", file_data: `data:application/pdf;base64,${PDF}` },
+            { type: "input_file", file_id: "file-123" }
+          ]
+        }
+      ]
+    }
+    expect(mediaParts("openai-responses", body).map((p) => [p.modality, p.source])).toEqual([
+      ["image", { kind: "url", url: "https://img.example/a.png" }],
+      ["audio", { kind: "data", mediaType: "audio/mpeg", data: WAV }],
+      ["pdf", { kind: "data", mediaType: "application/pdf", data: PDF, filename: "a.pdf" }]
+    ])
+    expect(mediaParts("openai-responses", { input: "just text" })).toEqual([])
   })
 })
