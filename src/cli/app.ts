@@ -27,6 +27,7 @@ import { providersCommand } from "./commands/providers.js"
 import { resetEncryptedColumnsCommand, resetPasswordCommand } from "./commands/recovery.js"
 import { setupCommand } from "./commands/setup.js"
 import { healthCommand, statusCommand } from "./commands/status.js"
+import { teamsCommand, usersCommand } from "./commands/teams.js"
 import { testCommand } from "./commands/test.js"
 import { tunnelCommand } from "./commands/tunnel.js"
 import { pluginsCommand } from "./commands/plugins.js"
@@ -46,6 +47,8 @@ export const subcommands = [
   doctorCommand,
   providersCommand,
   keysCommand,
+  usersCommand,
+  teamsCommand,
   loginCommand,
   logoutCommand,
   statusCommand,

@@ -19,6 +19,8 @@ export const add = (opts: Parsed<typeof addOptions>) =>
           expiresAt: Option.getOrUndefined(opts.expiresAt),
           rpm: Option.getOrUndefined(opts.rpm),
           tpm: Option.getOrUndefined(opts.tpm),
+          userId: Option.getOrUndefined(opts.user),
+          teamId: Option.getOrUndefined(opts.team),
           mcp: opts.mcpAllow.length > 0 ? { allow: opts.mcpAllow } : undefined,
           maxQueueWaitSeconds: Option.getOrUndefined(opts.maxQueueWait)
         },
@@ -40,12 +42,13 @@ export const list = (opts: Parsed<typeof listOptions>) =>
       if (keys.length === 0) return yield* Console.log("no API keys yet: create one with `gateway keys add`")
       yield* Console.log(
         table(
-          ["ID", "NAME", "KEY", "SCOPES", "RPM", "TPM", "MCP", "CREATED", "EXPIRES", "LAST USED"],
+          ["ID", "NAME", "KEY", "SCOPES", "OWNER", "RPM", "TPM", "MCP", "CREATED", "EXPIRES", "LAST USED"],
           keys.map((k) => [
             k.id,
             k.name,
             k.key,
             k.scopes.join(","),
+            k.teamId ?? k.userId ?? "-",
             orDash(k.rpm),
             orDash(k.tpm),
             k.mcp === null ? "-" : k.mcp.allow.length === 0 ? "(none)" : k.mcp.allow.join(","),
@@ -115,6 +118,8 @@ export const addRemote = (opts: Parsed<typeof addOptions>) =>
           expiresAt: Option.getOrUndefined(opts.expiresAt),
           rpm: Option.getOrUndefined(opts.rpm),
           tpm: Option.getOrUndefined(opts.tpm),
+          userId: Option.getOrUndefined(opts.user),
+          teamId: Option.getOrUndefined(opts.team),
           mcp: opts.mcpAllow.length > 0 ? { allow: opts.mcpAllow } : undefined
         }
       })

@@ -4,7 +4,7 @@ import * as Options from "@effect/cli/Options"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import { ApiKeyExpiry, ApiKeyName, ApiKeyScope, PerMinute, PerMinuteLimit } from "../../domain/keys.js"
+import { ApiKeyExpiry, ApiKeyName, ApiKeyScope, KeyOwnerRef, PerMinute, PerMinuteLimit } from "../../domain/keys.js"
 import { McpKeyAllow } from "../../domain/mcpServers.js"
 import { MaxQueueWaitSeconds } from "../../domain/quotaQueue.js"
 import { ShadowTarget } from "../../domain/shadow.js"
@@ -64,6 +64,14 @@ export const addOptions = {
   ),
   tpm: schemaOption("tpm", intFromText(PerMinute)).pipe(
     Options.withDescription("Tokens (input plus output) per minute this key may use."),
+    Options.optional
+  ),
+  user: schemaOption("user", KeyOwnerRef).pipe(
+    Options.withDescription("The user who owns the key: an id (usr_…) or email. Default: the first admin (docs/teams.md)."),
+    Options.optional
+  ),
+  team: schemaOption("team", KeyOwnerRef).pipe(
+    Options.withDescription("The team that owns the key instead: an id (team_…) or name."),
     Options.optional
   ),
   maxQueueWait,
