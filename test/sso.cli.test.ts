@@ -116,7 +116,14 @@ describe("gateway login", () => {
     expect(result.code).toBe(0)
     const created = JSON.parse(result.stdout)
     expect(created.secret).toMatch(/^gwk_/)
-    const alice = await gw.run(Effect.flatMap(Directory, (d) => Effect.zipRight(d.refresh, Effect.sync(() => d.findUser("alice@example.test")))))
+    const alice = await gw.run(
+      Effect.flatMap(Directory, (d) =>
+        Effect.zipRight(
+          d.refresh,
+          Effect.sync(() => d.findUser("alice@example.test"))
+        )
+      )
+    )
     expect(created.userId).toBe(alice!.id)
     // Without a session and without a key, the remote command says how to sign in.
     const elsewhere = await gateway(["keys", "add", "--url", "http://127.0.0.1:9", "--name", "x"])

@@ -182,7 +182,9 @@ export class SingleSignOn extends Context.Tag("gateway/SingleSignOn")<SingleSign
             })
           // `localhost` is no address a provider can vouch for, and the first admin's placeholder (admin@localhost) must not be reachable by email.
           if (/@localhost$/i.test(email))
-            return yield* new Forbidden({ message: `provider '${p.id}' gave the email ${email}, which no provider can vouch for: sign-in refused` })
+            return yield* new Forbidden({
+              message: `provider '${p.id}' gave the email ${email}, which no provider can vouch for: sign-in refused`
+            })
           if (claims.email_verified === false)
             return yield* new Forbidden({
               message: `provider '${p.id}' says the email ${email} is not verified: verify it there and sign in again`
