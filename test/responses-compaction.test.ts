@@ -6,7 +6,9 @@ import type { AddressInfo } from "node:net"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
-import { makeCipher } from "../src/platform/store/Secrets.js"
+import * as Redacted from "effect/Redacted"
+import { makeCipher, SecretDecryptError } from "../src/platform/store/Secrets.js"
+import { makeResponsesCompaction } from "../src/inference/compaction/ResponsesCompaction.js"
 import { type Family, FakeUpstream, type Recorded } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 import { connectWs } from "./support/wsClient.js"
@@ -371,5 +373,38 @@ describe("Codex compaction over the Responses WebSocket", () => {
     } finally {
       ws.ws.close()
     }
+  })
+})
+
+describe("the summarizer model (GATEWAY_COMPACTION_MODEL)", () => {
+  it("writes the summary instead of the request's model, and its item opens into the summary", async () => {
+    const cipher = makeCipher(crypto.randomBytes(32))
+    const secrets = {
+      encrypt: cipher.encrypt,
+      decrypt: (stored: string) =>
+        Effect.try({ try: () => Redacted.make(cipher.decrypt(stored)), catch: () => new SecretDecryptError({ message: "no" }) })
+    }
+    const compaction = makeResponsesCompaction(secrets, "cheap/summarizer")
+    const asked: Array<any> = []
+    compaction.setOwnRoutes({
+      base: "http://127.0.0.1:1",
+      fetch: async (p, request) => {
+        asked.push({ path: p, ...(request as any) })
+        const answer = { output: [{ type: "message", role: "assistant", content: [{ type: "output_text", text: "THE SUMMARY" }] }] }
+        return new Response(JSON.stringify(answer), { status: 200 })
+      }
+    })
+    const body = { model: "big/model", input: [{ type: "message", role: "user", content: "hi" }, { type: "compaction_trigger" }] }
+    const made = await Effect.runPromise(compaction.compact(body, "big/model", "key_1"))
+    expect(asked).toHaveLength(1)
+    expect(asked[0].path).toBe("/v1/responses")
+    expect(asked[0].body.model).toBe("cheap/summarizer")
+    expect(asked[0].onBehalfOf).toBe("key_1")
+    expect(asked[0].body.input.some((i: any) => i.type === "compaction_trigger")).toBe(false)
+    expect(made.model).toBe("cheap/summarizer")
+    const opened = compaction.openItems({ input: [made.item, { type: "message", role: "user", content: "next" }] }) as any
+    expect(opened.input[0]).toMatchObject({ type: "message", role: "user" })
+    expect(opened.input[0].content[0].text).toContain("THE SUMMARY")
+    expect(opened.input[1].content).toBe("next")
   })
 })
