@@ -299,6 +299,48 @@ describe("targets that take the image natively", () => {
   })
 })
 
+describe("audio and PDFs, which have no canonical form", () => {
+  it("are native only where the body passes through: a PDF-capable target in another family gets the description", async () => {
+    await combo("pdf-reader", ["describer/desc"], { pdf: "describer/desc" })
+    bridge.always({ content: "# Invoice\nTotal: 12 EUR" })
+    const pdf = Buffer.from("%PDF-1.4 invoice").toString("base64")
+    // The OpenAI client's file part passes through to the OpenAI-compatible target: sent as it is.
+    const same = await client.chat.completions
+      .create({
+        model: "pdf-reader",
+        messages: [
+          { role: "user", content: [{ type: "file", file: { filename: "i.pdf", file_data: `data:application/pdf;base64,${pdf}` } }] }
+        ]
+      })
+      .withResponse()
+    expect(same.response.headers.get("x-gateway-bridge")).toBeNull()
+    expect(bridge.chatRequests).toHaveLength(1)
+    expect(JSON.stringify(bridge.chatRequests[0]!.body)).toContain(pdf)
+    // An Anthropic client's document would be lost in translation to the chat family: described instead.
+    bridge.requests.length = 0
+    const res = await call(`${gw.url}/v1/messages`, {
+      headers: { "x-api-key": ADMIN, "anthropic-version": "2023-06-01" },
+      body: {
+        model: "pdf-reader",
+        max_tokens: 100,
+        messages: [
+          {
+            role: "user",
+            content: [
+              { type: "document", source: { type: "base64", media_type: "application/pdf", data: pdf } },
+              { type: "text", text: "What is the total?" }
+            ]
+          }
+        ]
+      }
+    })
+    expect(res.status).toBe(200)
+    expect(res.headers.get("x-gateway-bridge")).toBe("pdf; model=describer/desc")
+    expect(bridge.chatRequests).toHaveLength(2)
+    expect(JSON.stringify(bridge.chatRequests[1]!.body)).toContain("[pdf: # Invoice\\nTotal: 12 EUR]")
+  })
+})
+
 describe("bridge off", () => {
   it("leaves today's behaviour: the text-only target gets the image as sent, first in the combo's order", async () => {
     await combo("mixed", ["plain/txt", "seeing/seer"])

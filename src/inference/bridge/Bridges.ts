@@ -68,9 +68,18 @@ export interface BridgesShape extends TakesOwnRoutes {
   ) => Effect.Effect<{ readonly plan: RoutePlan; readonly attempt: TryCandidate<InferenceCall, A> } | undefined>
 }
 
+/**
+ * Whether `candidate` gets a part of `modality` of `call` as sent: its model takes the modality and,
+ * for audio and PDFs, which have no canonical form (docs/formats.md), the body reaches it as the
+ * client sent it (the connection speaks the client's format); translated, such a part would be lost.
+ */
+export const takesHere = (call: InferenceCall, candidate: Candidate, modality: Modality): boolean =>
+  takes(candidate.spec?.capabilities, modality) &&
+  (modality === "image" || ((call.passthrough ?? true) && candidate.connection.formats.includes(call.format.id)))
+
 /** The plan with the candidates that take every modality of `modalities` first, in their order, then the others in theirs. */
-export const nativeFirst = (plan: RoutePlan, modalities: ReadonlyArray<Modality>): RoutePlan => {
-  const able = (c: Candidate) => modalities.every((m) => takes(c.spec?.capabilities, m))
+export const nativeFirst = (call: InferenceCall, plan: RoutePlan, modalities: ReadonlyArray<Modality>): RoutePlan => {
+  const able = (c: Candidate) => modalities.every((m) => takesHere(call, c, m))
   const native = plan.candidates.filter(able)
   if (native.length === 0 || native.length === plan.candidates.length) return plan
   return { ...plan, candidates: [...native, ...plan.candidates.filter((c) => !able(c))] }
@@ -292,7 +301,7 @@ export class Bridges extends Context.Tag("gateway/Bridges")<Bridges, BridgesShap
           }
 
           const bridgedAttempt: TryCandidate<InferenceCall, A> = (request, candidate, options) => {
-            const lacking = bridgedModalities.filter((m) => !takes(candidate.spec?.capabilities, m))
+            const lacking = bridgedModalities.filter((m) => !takesHere(call, candidate, m))
             if (lacking.length === 0) {
               delete request.ctx.responseHeaders[BRIDGE_HEADER]
               return attempt(request, candidate, options)
@@ -302,7 +311,7 @@ export class Bridges extends Context.Tag("gateway/Bridges")<Bridges, BridgesShap
               (bridged) => attempt(bridged, candidate, options)
             )
           }
-          return { plan: nativeFirst(plan, bridgedModalities), attempt: bridgedAttempt }
+          return { plan: nativeFirst(call, plan, bridgedModalities), attempt: bridgedAttempt }
         })
 
       return {
