@@ -14,6 +14,7 @@ import type { AccountingConfig } from "../services/accounting/AccountingConfig.j
 import type { Budgets } from "../services/accounting/Budgets.js"
 import type { Idempotency } from "../services/accounting/Idempotency.js"
 import type { InboundLimits } from "../services/accounting/InboundLimits.js"
+import type { Levels } from "../services/accounting/Levels.js"
 import type { Pricing } from "../services/accounting/Pricing.js"
 import type { ResponseCache } from "../services/accounting/ResponseCache.js"
 import type { TokenLimits } from "../services/accounting/TokenLimits.js"
@@ -110,6 +111,7 @@ export const ManagementLive: Layer.Layer<
   | Pricing
   | Budgets
   | TokenLimits
+  | Levels
   | InboundLimits
   | ResponseCache
   | Idempotency

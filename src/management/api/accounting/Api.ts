@@ -3,11 +3,19 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as Schema from "effect/Schema"
 import { BadRequest, NotFound } from "../../../domain/errors.js"
 import { strict } from "../../../domain/parse.js"
-import { BudgetStatus, CreateTokenLimit, PriceRow, SetBudgetPayload, SetPrice, TokenLimitView } from "../../../domain/accounting.js"
+import {
+  BudgetStatus,
+  CreateTokenLimit,
+  LevelLimitsView,
+  PriceRow,
+  SetBudgetPayload,
+  SetLevelLimits,
+  SetPrice,
+  SubjectQuery,
+  TokenLimitView
+} from "../../../domain/accounting.js"
 import { ManagementAuth, IdPath } from "../Principal.js"
 import { CONFIGURATION, Roles } from "../Roles.js"
-
-const ApiKeyQuery = Schema.Struct({ apiKeyId: Schema.optional(Schema.String) })
 
 export const CacheStats = Schema.Struct({
   semanticCache: Schema.Struct({
@@ -27,8 +35,10 @@ export const CacheStats = Schema.Struct({
 export class AccountingGroup extends HttpApiGroup.make("accounting")
   .add(
     HttpApiEndpoint.get("budgets", "/api/usage/budget")
-      .setUrlParams(ApiKeyQuery)
+      .setUrlParams(SubjectQuery)
       .addSuccess(Schema.Struct({ budgets: Schema.Array(BudgetStatus) }))
+      .addError(BadRequest)
+      .addError(NotFound)
   )
   .add(
     HttpApiEndpoint.post("setBudget", "/api/usage/budget")
@@ -45,8 +55,10 @@ export class AccountingGroup extends HttpApiGroup.make("accounting")
   )
   .add(
     HttpApiEndpoint.get("tokenLimits", "/api/usage/token-limits")
-      .setUrlParams(ApiKeyQuery)
+      .setUrlParams(SubjectQuery)
       .addSuccess(Schema.Struct({ limits: Schema.Array(TokenLimitView) }))
+      .addError(BadRequest)
+      .addError(NotFound)
   )
   .add(
     HttpApiEndpoint.post("createTokenLimit", "/api/usage/token-limits")
@@ -60,6 +72,26 @@ export class AccountingGroup extends HttpApiGroup.make("accounting")
       .setPayload(Schema.Struct({ id: Schema.String.pipe(Schema.minLength(1, { message: () => "id is required" })) }).annotations(strict))
       .addSuccess(Schema.Struct({ removed: TokenLimitView }))
       .addError(BadRequest)
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.get("levelLimits", "/api/usage/limits")
+      .setUrlParams(SubjectQuery)
+      .addSuccess(Schema.Struct({ limits: Schema.Array(LevelLimitsView) }))
+      .addError(BadRequest)
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.post("setLevelLimits", "/api/usage/limits")
+      .setPayload(SetLevelLimits)
+      .addSuccess(LevelLimitsView)
+      .addError(BadRequest)
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.del("removeLevelLimits", "/api/usage/limits/:id")
+      .setPath(IdPath)
+      .addSuccess(Schema.Struct({ removed: LevelLimitsView }))
       .addError(NotFound)
   )
   .add(HttpApiEndpoint.get("pricing", "/api/pricing").addSuccess(Schema.Struct({ prices: Schema.Array(PriceRow) })))
