@@ -176,4 +176,43 @@ describe("gateway login", () => {
     expect(after.body.authenticated).toBe(false)
     expect(JSON.parse(fs.readFileSync(sessionsFile(), "utf8"))[gw.url]).toBeUndefined()
   })
+
+  it("a provider without the device grant signs in through the browser on this machine, unasked", async () => {
+    const plain = await startOidcProvider({ clientId: "gateway-plain", deviceFlow: false })
+    try {
+      plain.redirectUris.push(`${gw.url}/api/auth/oidc/plain/callback`)
+      const created = await call(`${gw.url}/api/auth/oidc/config/providers`, {
+        headers: admin,
+        body: {
+          id: "plain",
+          name: "Plain IdP",
+          issuer: plain.issuer,
+          clientId: plain.clientId,
+          clientSecret: plain.clientSecret,
+          scopes: ["openid", "profile", "email", "groups"],
+          mappings: [{ group: "engineering", role: "member" }]
+        }
+      })
+      expect(created.status).toBe(201)
+      const device = await call(`${gw.url}/api/auth/oidc/plain/device`, { method: "POST" })
+      expect(device.status).toBe(400)
+      expect(device.body.message).toMatch(/offers no device authorization grant/)
+      let browsing: Promise<void> | undefined
+      const result = await gateway(["login", "--url", gw.url, "--provider", "plain"], (line) => {
+        const m = /open (\S+) in a browser/.exec(line)
+        if (m && browsing === undefined) {
+          browsing = (async () => {
+            const back = await new ProviderBrowser().signIn(m[1]!, "alice", `${gw.url}/api/auth/oidc/plain/callback`)
+            const toCli = await fetch(back, { redirect: "manual" })
+            expect((await fetch(toCli.headers.get("location")!)).status).toBe(200)
+          })()
+        }
+      })
+      await browsing
+      expect(result.code).toBe(0)
+      expect(result.stdout).toMatch(/as alice@example\.test \(member\) through Plain IdP/)
+    } finally {
+      await plain.close()
+    }
+  })
 })

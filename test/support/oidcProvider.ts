@@ -43,6 +43,8 @@ export const startOidcProvider = async (
     readonly accounts?: Record<string, TestAccount>
     readonly redirectUris?: ReadonlyArray<string>
     readonly clientId?: string
+    /** Whether the device authorization grant is offered (default true). */
+    readonly deviceFlow?: boolean
   } = {}
 ): Promise<StartedOidcProvider> => {
   const accounts = options.accounts ?? defaultAccounts
@@ -59,14 +61,18 @@ export const startOidcProvider = async (
     client_secret: clientSecret,
     // Registered at construction; `redirectUriAllowed` below reads the live list.
     redirect_uris: ["http://127.0.0.1/registered-later"],
-    grant_types: ["authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:device_code"],
+    grant_types: [
+      "authorization_code",
+      "refresh_token",
+      ...(options.deviceFlow === false ? [] : ["urn:ietf:params:oauth:grant-type:device_code"])
+    ],
     response_types: ["code"],
     token_endpoint_auth_method: "client_secret_basic"
   }
   const provider = new Provider(issuer, {
     clients: [client],
     jwks: { keys: [jwk as never] },
-    features: { devInteractions: { enabled: true }, deviceFlow: { enabled: true } },
+    features: { devInteractions: { enabled: true }, deviceFlow: { enabled: options.deviceFlow ?? true } },
     pkce: { required: () => true },
     ttl: { IdToken: 3600, AccessToken: 3600, DeviceCode: 600, Interaction: 600, Session: 3600, Grant: 3600, AuthorizationCode: 60 },
     scopes: ["openid", "offline_access", "profile", "email", "groups"],
