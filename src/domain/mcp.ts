@@ -84,7 +84,9 @@ export const ComboSwitchArgs = Schema.Struct({
 export const UsageSummaryArgs = Schema.Struct({
   from: HistoryQuery.fields.from.annotations({ description: "Start, ISO 8601 or epoch milliseconds (default: 24 hours ago)." }),
   to: HistoryQuery.fields.to,
-  groupBy: HistoryQuery.fields.groupBy.annotations({ description: "One of hour, day, model, provider, apiKey, connection, endpoint." }),
+  groupBy: HistoryQuery.fields.groupBy.annotations({
+    description: "One of hour, day, model, provider, apiKey, connection, endpoint, team, user (a key counts for its owner: docs/teams.md)."
+  }),
   apiKeyId: HistoryQuery.fields.apiKeyId,
   provider: HistoryQuery.fields.provider,
   model: HistoryQuery.fields.model

@@ -76,7 +76,7 @@ export const managementTools = (deps: ManagementToolDeps): ReadonlyArray<McpTool
     scope: "read:usage",
     description:
       "Summarises the gateway's usage over a time range: requests, errors, tokens, cost in USD, cache hits and latency, in total and grouped. " +
-      "groupBy is hour, day, model, provider, apiKey, connection or endpoint; from and to default to the last 24 hours.",
+      "groupBy is hour, day, model, provider, apiKey, connection, endpoint, team or user; from and to default to the last 24 hours.",
     args: UsageSummaryArgs,
     readOnly: true,
     run: (args) => Effect.map(deps.queries.history(args), (history) => ({ ...history }))
