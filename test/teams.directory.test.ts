@@ -1,6 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { ConfigBundle } from "../src/management/sync/ConfigBundle.js"
 import { BatchWriter } from "../src/platform/store/BatchWriter.js"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { Directory } from "../src/services/teams/Directory.js"
@@ -279,6 +280,33 @@ describe("the directory in memory and single sign-on", () => {
     expect(result.sync?.email).toBe("fay@example.com")
     expect(result.teamNow?.name).toBe("SSO Team")
     expect(result.first.id).toBe("usr_admin")
+  })
+})
+
+describe("configuration bundles", () => {
+  it("carry users, teams, members and keys' owners to another gateway", async () => {
+    const team = await api("/api/teams", { body: { name: "Bundled" } })
+    const user = await api("/api/users", { body: { email: "bundled@example.com", teamIds: [team.body.id] } })
+    const key = await api("/api/keys", { body: { name: "bundled-key", userId: user.body.id } })
+    const content = await gw.run(Effect.flatMap(ConfigBundle, (b) => b.current("plain")))
+    expect(content.sections.users?.map((r) => r["email"])).toContain("bundled@example.com")
+
+    const other = await startGateway()
+    try {
+      const counts = await other.run(Effect.flatMap(ConfigBundle, (b) => b.apply(content)))
+      expect(counts).toMatchObject({ users: content.sections.users!.length, teams: content.sections.teams!.length })
+      const seen = await other.run(
+        Effect.gen(function* () {
+          const directory = yield* Directory
+          yield* directory.refresh
+          return { user: directory.user(user.body.id), key: yield* (yield* ApiKeys).byId(key.body.id) }
+        })
+      )
+      expect(seen.user).toMatchObject({ email: "bundled@example.com", teams: [{ teamId: team.body.id, role: "member" }] })
+      expect(seen.key).toMatchObject({ userId: user.body.id, teamId: null })
+    } finally {
+      await other.close()
+    }
   })
 })
 

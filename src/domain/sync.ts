@@ -44,7 +44,10 @@ export const BUNDLE_SECTIONS = [
   "compressionAssignments",
   "memory",
   "skills",
-  "mcpServers"
+  "mcpServers",
+  "users",
+  "teams",
+  "teamMembers"
 ] as const
 export type BundleSection = (typeof BUNDLE_SECTIONS)[number]
 
@@ -57,10 +60,16 @@ export const SCHEMA_2_SECTIONS = [
 ] as const satisfies ReadonlyArray<BundleSection>
 
 /**
- * Sections a bundle may lack: schema 2's, and `mcpServers` (migration 0023), which a gateway before
+ * Sections a bundle may lack: schema 2's, `mcpServers` (migration 0023) and people and teams (0025), which a gateway before
  * it leaves out of its schema-2 bundles. Absent: not carried; absent or empty: left out of the digest.
  */
-export const OPTIONAL_SECTIONS = [...SCHEMA_2_SECTIONS, "mcpServers"] as const satisfies ReadonlyArray<BundleSection>
+export const OPTIONAL_SECTIONS = [
+  ...SCHEMA_2_SECTIONS,
+  "mcpServers",
+  "users",
+  "teams",
+  "teamMembers"
+] as const satisfies ReadonlyArray<BundleSection>
 
 /** The layout this build writes; it reads `BUNDLE_SCHEMAS`. */
 export const BUNDLE_SCHEMA = 2
@@ -95,7 +104,11 @@ export const BundleContent = Schema.Struct({
     /** `context_skills`. */
     skills: Schema.optional(Schema.Array(BundleRow)),
     /** `mcp_servers` (migration 0023; `env_enc`, `headers_enc` carried decrypted). Absent from an older gateway's bundle: not carried. */
-    mcpServers: Schema.optional(Schema.Array(BundleRow))
+    mcpServers: Schema.optional(Schema.Array(BundleRow)),
+    /** `users`, `teams`, `team_members` (migration 0025, docs/teams.md). Absent from an older gateway's bundle: not carried. */
+    users: Schema.optional(Schema.Array(BundleRow)),
+    teams: Schema.optional(Schema.Array(BundleRow)),
+    teamMembers: Schema.optional(Schema.Array(BundleRow))
   })
 })
 export type BundleContent = typeof BundleContent.Type

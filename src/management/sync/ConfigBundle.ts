@@ -117,7 +117,17 @@ const TABLES: ReadonlyArray<TableSection> = [
   },
   { section: "skills", table: "context_skills", key: ["id"], volatile: [], label: (r) => String(r["name"] ?? r["id"]) },
   // The registry of upstream MCP servers (src/services/mcp/McpServers.ts); env and headers in its `_enc` columns.
-  { section: "mcpServers", table: "mcp_servers", key: ["id"], volatile: [], label: (r) => String(r["name"] ?? r["id"]) }
+  { section: "mcpServers", table: "mcp_servers", key: ["id"], volatile: [], label: (r) => String(r["name"] ?? r["id"]) },
+  // People and teams (src/services/teams/Directory.ts); a key names its owner in api_keys. A sign-in moves last_login_at.
+  { section: "users", table: "users", key: ["id"], volatile: ["last_login_at"], label: (r) => String(r["email"] ?? r["id"]) },
+  { section: "teams", table: "teams", key: ["id"], volatile: [], label: (r) => String(r["name"] ?? r["id"]) },
+  {
+    section: "teamMembers",
+    table: "team_members",
+    key: ["team_id", "user_id"],
+    volatile: [],
+    label: (r) => `${r["team_id"]}:${r["user_id"]}`
+  }
 ]
 
 const OPTIONAL: ReadonlyArray<BundleSection> = OPTIONAL_SECTIONS
