@@ -47,11 +47,11 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
     docs: "docs/routing.md"
   },
   "gw-api-keys": {
-    title: "Gateway API keys (REST)",
+    title: "Gateway API keys, people and teams (REST)",
     description:
-      "Create, list, update and revoke the gateway's own API keys that clients and admins present, with scopes, expiry and rate limits.",
+      "Create, list, update and revoke the gateway's own API keys that clients and admins present, with scopes, expiry, rate limits and an owner; manage the users and teams that own them.",
     overview:
-      "Keys carry the `inference` or `admin` scope. The secret is shown once, at creation; listings mask it. A key may expire and may have its own requests-per-minute and tokens-per-minute limits.",
+      "Keys carry the `inference` or `admin` scope. The secret is shown once, at creation; listings mask it. A key may expire and may have its own requests-per-minute and tokens-per-minute limits. A key belongs to a user or a team (`userId`, `teamId`); users have a role (admin, team-admin, member, viewer) and belong to teams; a single-user install's password and keys are the first admin's, `usr_admin` (docs/teams.md).",
     docs: "docs/auth.md"
   },
   "gw-usage-logs": {
@@ -202,9 +202,10 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
     api: "gw-providers"
   },
   "cli-keys": {
-    title: "API keys (CLI)",
-    description: "Create, list and remove gateway API keys from the command line.",
-    overview: "A new key's secret is printed once.",
+    title: "API keys, people and teams (CLI)",
+    description: "Create, list and remove gateway API keys, and the users and teams that own them, from the command line.",
+    overview:
+      "A new key's secret is printed once; `keys add --user` or `--team` gives it an owner. `gateway users` and `gateway teams` work on the local database, or on a running gateway with `--url` (docs/teams.md).",
     docs: "docs/auth.md",
     api: "gw-api-keys"
   },

@@ -28,6 +28,8 @@ export const COMMAND_SKILLS: Readonly<Record<string, SkillId>> = {
   providers: "cli-providers",
   provider: "cli-providers",
   keys: "cli-keys",
+  users: "cli-keys",
+  teams: "cli-keys",
   login: "cli-keys",
   logout: "cli-keys",
   models: "cli-models",
