@@ -365,6 +365,25 @@ describe("roles and access: every management route, every role", () => {
     expect(refused.body).toContain("role member")
   })
 
+  it("limits: a team-admin sets their team's and members', not another team's nor the organisation's; a member reads their own", async () => {
+    const lead = callers.find((c) => c.role === "team-admin")!
+    const member = callers.find((c) => c.role === "member")!
+    const set = (c: Caller, body: unknown) => call(`${gw.url}/api/usage/limits`, { headers: c.headers("POST"), body })
+    const own = await set(lead, { teamId, rpm: 100 })
+    expect(own.status, own.text).toBe(200)
+    expect((await set(lead, { userId: users.member, rpm: 50 })).status).toBe(200)
+    const other = await set(lead, { teamId: otherTeamId, rpm: 100 })
+    expect(other.status).toBe(403)
+    expect(other.body.message).toContain(otherTeamId)
+    expect((await set(lead, { organisation: true, rpm: 1000 })).status).toBe(403)
+    expect((await set(member, { userId: users.member, rpm: 1000 })).status).toBe(403)
+    const seen = await call(`${gw.url}/api/usage/limits?level=all`, { headers: member.headers("GET") })
+    expect(seen.status).toBe(200)
+    const subjects = (seen.body.limits as Array<{ subjectId: string }>).map((l) => l.subjectId)
+    expect(subjects).toContain(users.member)
+    expect(subjects).not.toContain(otherTeamId)
+  })
+
   it("a non-admin may not give a key shadow targets (403 naming the field)", async () => {
     const member = callers.find((c) => c.role === "member")!
     const res = await call(`${gw.url}/api/keys`, {

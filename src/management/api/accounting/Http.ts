@@ -1,9 +1,14 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as Effect from "effect/Effect"
 import { AccountingConfig } from "../../../services/accounting/AccountingConfig.js"
-import { type SubjectQuery, subjectRef } from "../../../domain/accounting.js"
-import { BadRequest, type NotFound } from "../../../domain/errors.js"
-import type { Level } from "../../../domain/teams.js"
+import { type SubjectInput, type SubjectQuery, subjectRef } from "../../../domain/accounting.js"
+import { BadRequest, Forbidden, type NotFound } from "../../../domain/errors.js"
+import { type Level, levelOf } from "../../../domain/teams.js"
+import { ApiKeys } from "../../../services/auth/ApiKeys.js"
+import { Directory } from "../../../services/teams/Directory.js"
+import { canReadLimitsOf, isAdmin, readsEverything, refusalToLimit } from "../access.js"
+import { keyOwnerOf } from "../Auth.js"
+import { Principal } from "../Principal.js"
 import { Budgets } from "../../../services/accounting/Budgets.js"
 import { Levels } from "../../../services/accounting/Levels.js"
 import { Idempotency } from "../../../services/accounting/Idempotency.js"
@@ -44,30 +49,85 @@ export const layer = HttpApiBuilder.group(ManagementApi, "accounting", (handlers
     const idempotency = yield* Idempotency
     const config = yield* AccountingConfig
     const levels = yield* Levels
+    const keys = yield* ApiKeys
+    const directory = yield* Directory
+    /** The owner of the key a subject id names (undefined: not a key, or no such key). */
+    const keyOwner = (subjectId: string) =>
+      levelOf(subjectId) === "key" ? Effect.map(keys.byId(subjectId), (k) => (k ? keyOwnerOf(k) : undefined)) : Effect.succeed(undefined)
+    /** A change of limits on this subject, if the caller may make it (docs/teams.md, "Roles and access"). */
+    const mayLimit = (subject: Parameters<Levels["Type"]["resolve"]>[0]) =>
+      Effect.gen(function* () {
+        const { user } = yield* Principal
+        if (isAdmin(user)) return
+        const id = yield* levels.resolve(subject)
+        const refused = refusalToLimit(user, id, yield* keyOwner(id), directory.user)
+        if (refused !== undefined) return yield* new Forbidden({ message: `the role ${user.role} may not change these limits: ${refused}` })
+      })
+    /** A body's subject checked; a body naming none or several is left to the handler's own 400. */
+    const mayLimitBody = (body: SubjectInput) => {
+      const ref = subjectRef(body)
+      return typeof ref === "string" ? Effect.void : mayLimit(ref)
+    }
+    /** The rows whose subject the caller may read. */
+    const readable = <A>(rows: ReadonlyArray<A>, subjectOf: (a: A) => string) =>
+      Effect.gen(function* () {
+        const { user } = yield* Principal
+        if (readsEverything(user)) return rows
+        const kept: Array<A> = []
+        for (const row of rows) if (canReadLimitsOf(user, subjectOf(row), yield* keyOwner(subjectOf(row)), directory.user)) kept.push(row)
+        return kept
+      })
     return handlers
       .handle("budgets", ({ urlParams }) =>
         Effect.zipRight(
           budgets.refresh,
-          Effect.flatMap(subjectOfQuery(levels, urlParams), (subject) => Effect.map(budgets.status(subject), (list) => ({ budgets: list })))
+          Effect.flatMap(subjectOfQuery(levels, urlParams), (subject) =>
+            Effect.map(
+              Effect.flatMap(budgets.status(subject), (list) => readable(list, (b) => b.apiKeyId)),
+              (list) => ({ budgets: list })
+            )
+          )
         )
       )
-      .handle("setBudget", ({ payload }) => budgets.set(payload))
-      .handle("removeBudget", ({ path }) => Effect.as(budgets.remove(path.id), { removed: path.id }))
+      .handle("setBudget", ({ payload }) => Effect.zipRight(mayLimitBody(payload), budgets.set(payload)))
+      .handle("removeBudget", ({ path }) => Effect.zipRight(mayLimit(path.id), Effect.as(budgets.remove(path.id), { removed: path.id })))
       .handle("tokenLimits", ({ urlParams }) =>
         Effect.zipRight(
           limits.refresh,
-          Effect.flatMap(subjectOfQuery(levels, urlParams), (subject) => Effect.map(limits.list(subject), (list) => ({ limits: list })))
+          Effect.flatMap(subjectOfQuery(levels, urlParams), (subject) =>
+            Effect.map(
+              Effect.flatMap(limits.list(subject), (list) => readable(list, (l) => l.apiKeyId)),
+              (list) => ({ limits: list })
+            )
+          )
         )
       )
       .handle("levelLimits", ({ urlParams }) =>
         Effect.flatMap(subjectOfQuery(levels, urlParams), (subject) =>
-          Effect.map(levels.list(typeof subject === "string" ? { subjectId: subject } : subject), (list) => ({ limits: list }))
+          Effect.map(
+            Effect.flatMap(levels.list(typeof subject === "string" ? { subjectId: subject } : subject), (list) =>
+              readable(list, (l) => l.subjectId)
+            ),
+            (list) => ({ limits: list })
+          )
         )
       )
-      .handle("setLevelLimits", ({ payload }) => levels.set(payload))
-      .handle("removeLevelLimits", ({ path }) => Effect.map(levels.remove(path.id), (removed) => ({ removed })))
-      .handle("createTokenLimit", ({ payload }) => limits.create(payload))
-      .handle("removeTokenLimit", ({ payload }) => Effect.map(limits.remove(payload.id), (removed) => ({ removed })))
+      .handle("setLevelLimits", ({ payload }) => Effect.zipRight(mayLimitBody(payload), levels.set(payload)))
+      .handle("removeLevelLimits", ({ path }) =>
+        Effect.zipRight(
+          mayLimit(path.id),
+          Effect.map(levels.remove(path.id), (removed) => ({ removed }))
+        )
+      )
+      .handle("createTokenLimit", ({ payload }) => Effect.zipRight(mayLimitBody(payload), limits.create(payload)))
+      .handle("removeTokenLimit", ({ payload }) =>
+        Effect.gen(function* () {
+          // The limit's subject decides, as for the other changes (an unknown id is the handler's 404).
+          const limit = (yield* limits.list({ level: "all" })).find((l) => l.id === payload.id)
+          if (limit !== undefined) yield* mayLimit(limit.apiKeyId)
+          return { removed: yield* limits.remove(payload.id) }
+        })
+      )
       .handle("pricing", () => Effect.map(pricing.list, (prices) => ({ prices })))
       .handle("setPrice", ({ payload }) => pricing.setOverride(payload))
       .handle("removePrice", ({ payload }) =>

@@ -18,6 +18,7 @@ import {
   StartDevice
 } from "../../../domain/oauth.js"
 import { ManagementAuth } from "../Principal.js"
+import { CONFIGURATION, Roles } from "../Roles.js"
 
 /**
  * OAuth connections, `/api/oauth/{provider}/{action}` (docs/operations.md, "OAuth connections").
@@ -79,7 +80,8 @@ export class OAuthGroup extends HttpApiGroup.make("oauth")
       .addError(BadRequest)
       .addError(NotFound)
   )
-  .middleware(ManagementAuth) {}
+  .middleware(ManagementAuth)
+  .annotate(Roles, CONFIGURATION) {}
 
 /**
  * The authorization server's redirect of the user's browser (`GET /api/oauth/{provider}/callback`):
