@@ -1,5 +1,6 @@
 import * as Effect from "effect/Effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { levelsReachServer, type McpAccess, refusal } from "../src/inference/mcp/access.js"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
@@ -229,5 +230,36 @@ describe("limits at every level", () => {
     )
     expect((await api(`/api/usage/token-limits?apiKeyId=${id}`)).body.limits).toHaveLength(1)
     expect((await api(`/api/usage/budget/${id}`, undefined, "DELETE")).status).toBe(200)
+  })
+})
+
+describe("MCP access per level", () => {
+  it("each level above the key must allow a tool; the refusal names the level, and a server none reaches is hidden", () => {
+    const access: McpAccess = {
+      keyId: "key_1",
+      keyName: "dev",
+      ceiling: null,
+      narrowing: undefined,
+      levels: [{ label: "team 'research' (team_ab12)", allow: ["fs__read*"] }]
+    }
+    expect(refusal(access, "fs", "read_file", ["*"])).toBeUndefined()
+    expect(refusal(access, "fs", "write_file", ["*"])).toBe(
+      `team 'research' (team_ab12) may not use fs__write_file (its MCP allow is ["fs__read*"])`
+    )
+    expect(levelsReachServer(access, "fs")).toBe(true)
+    expect(levelsReachServer(access, "gh")).toBe(false)
+  })
+
+  it("a key's MCP access set through the levels' route stays within its team's, and is the key's own mcp.allow", async () => {
+    expect((await levelLimits({ teamId: "research", mcp: { allow: ["fs"] } })).status).toBe(200)
+    const outside = await api("/api/usage/limits", { apiKeyId: keys["ana-ci"]!.id, mcp: { allow: ["gh"] } })
+    expect(outside.status).toBe(400)
+    expect(outside.body.message).toContain(`not within team 'research' (${research.id})'s mcp (fs)`)
+    const within = await levelLimits({ apiKeyId: keys["ana-ci"]!.id, mcp: { allow: ["fs__read_file"] } })
+    expect(within.status).toBe(200)
+    expect(within.body).toMatchObject({ level: "key", name: "ana-ci", mcp: { allow: ["fs__read_file"] } })
+    expect(within.body.above.map((a: { subjectId: string }) => a.subjectId)).toEqual([ana.id, research.id, "org"])
+    const key = (await api("/api/keys")).body.keys.find((k: { id: string }) => k.id === keys["ana-ci"]!.id)
+    expect(key.mcp).toEqual({ allow: ["fs__read_file"] })
   })
 })

@@ -17,6 +17,7 @@ import type { InboundLimits } from "../services/accounting/InboundLimits.js"
 import type { Pricing } from "../services/accounting/Pricing.js"
 import type { ResponseCache } from "../services/accounting/ResponseCache.js"
 import type { TokenLimits } from "../services/accounting/TokenLimits.js"
+import type { Levels } from "../services/accounting/Levels.js"
 import type { ApiKeys } from "../services/auth/ApiKeys.js"
 import { Compression } from "../services/context/Compression.js"
 import type { ContextStore } from "../services/context/ContextStore.js"
@@ -89,6 +90,7 @@ export const InferenceLive: Layer.Layer<
   | FeatureFlags
   | Settings
   | ApiKeys
+  | Levels
   | Connections
   | UpstreamHttp
   | Egress

@@ -22,6 +22,7 @@ import type * as http from "node:http"
 import { MCP_SERVER_NAME_PATTERN } from "../../domain/mcpServers.js"
 import { HostPolicy } from "../../platform/http/HostPolicy.js"
 import { trimmedHeader } from "../../platform/http/request.js"
+import { Levels } from "../../services/accounting/Levels.js"
 import { ApiKeys } from "../../services/auth/ApiKeys.js"
 import { Policies } from "../../services/governance/Policies.js"
 import { McpServers } from "../../services/mcp/McpServers.js"
@@ -76,6 +77,7 @@ export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, Mc
       const servers = yield* McpServers
       const upstreams = yield* McpUpstreams
       const keys = yield* ApiKeys
+      const levels = yield* Levels
       const hosts = yield* HostPolicy
       const policies = yield* Effect.serviceOption(Policies)
       const recorder = yield* McpCallRecorder
@@ -207,7 +209,8 @@ export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, Mc
             keyId: k.id,
             keyName: k.name,
             ceiling: k.mcpAllow ?? null,
-            narrowing: narrowingOf(req.headers[MCP_ALLOW_HEADER])
+            narrowing: narrowingOf(req.headers[MCP_ALLOW_HEADER]),
+            levels: levels.mcpAbove(k.id)
           }
           return access
         })

@@ -10,6 +10,7 @@ import * as Layer from "effect/Layer"
 import { InferenceError } from "../../kernel/errors.js"
 import { bindOwnRoutes, type OwnRoutesShape, type TakesOwnRoutes } from "../../kernel/internalCall.js"
 import { positiveInteger } from "../../platform/config/AppConfig.js"
+import { Levels } from "../../services/accounting/Levels.js"
 import { ApiKeys } from "../../services/auth/ApiKeys.js"
 import { McpServers } from "../../services/mcp/McpServers.js"
 import { McpUpstreams } from "../../services/mcp/McpUpstreams.js"
@@ -35,6 +36,7 @@ export class ResponsesMcp extends Context.Tag("gateway/ResponsesMcp")<ResponsesM
         upstreams: yield* McpUpstreams,
         checkedCall: (yield* McpGateway).checkedCall,
         keys: yield* ApiKeys,
+        levels: yield* Levels,
         maxRounds: yield* positiveInteger("GATEWAY_MCP_MAX_TOOL_ROUNDS", "rounds", DEFAULT_MAX_TOOL_ROUNDS)
       })
       let own: OwnRoutesShape | undefined

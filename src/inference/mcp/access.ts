@@ -1,8 +1,9 @@
 /**
- * What a caller of `/v1/mcp` may use (docs/mcp.md, "Who may call what"): three lists, each of
- * which must allow a tool. The server's `allowedTools` (what the admin exposed), the key's
- * `mcp.allow` (its ceiling; absent: everything exposed) and the session's `X-Gateway-MCP-Allow`
- * header (narrows the key for one session; it can never widen it). Plain functions: they run for
+ * What a caller of `/v1/mcp` may use (docs/mcp.md, "Who may call what"): lists each of which
+ * must allow a tool. The server's `allowedTools` (what the admin exposed), the key's `mcp.allow`
+ * (its ceiling; absent: everything exposed), the MCP access of each level above the key (its user,
+ * team(s), the organisation; docs/accounting.md, "Limits at every level") and the session's
+ * `X-Gateway-MCP-Allow` header (narrows the key for one session; it can never widen it). Plain functions: they run for
  * every listing and call.
  */
 import { MCP_NAME_SEPARATOR } from "../../domain/mcpServers.js"
@@ -52,6 +53,18 @@ export interface McpAccess {
   readonly keyName: string
   readonly ceiling: ReadonlyArray<string> | null
   readonly narrowing: ReadonlyArray<string> | undefined
+  /** The MCP access set on the levels above the key (its user, team(s), the organisation; docs/accounting.md), nearest first. */
+  readonly levels?: ReadonlyArray<{ readonly label: string; readonly allow: ReadonlyArray<string> }>
+}
+
+/** Whether every level above the key reaches the server. */
+export const levelsReachServer = (access: McpAccess, server: string): boolean =>
+  access.levels === undefined || access.levels.every((l) => patternsReachServer(l.allow, server))
+
+/** The first level above the key that does not reach the server, as a refusal; undefined when each does. */
+export const levelServerRefusal = (access: McpAccess, server: string): string | undefined => {
+  const l = access.levels?.find((lv) => !patternsReachServer(lv.allow, server))
+  return l === undefined ? undefined : `${l.label} may not use the MCP server ${server} (its MCP allow is ${JSON.stringify(l.allow)})`
 }
 
 /**
@@ -63,6 +76,9 @@ export const refusal = (access: McpAccess, server: string, name: string, allowed
     return `${server}${MCP_NAME_SEPARATOR}${name} is not allowed on server ${server} (its allowedTools do not name it; an admin allows it with \`gateway mcp servers allow ${server}\`)`
   if (access.ceiling !== null && !access.ceiling.some((p) => patternCovers(p, server, name)))
     return `key ${access.keyName} may not use ${server}${MCP_NAME_SEPARATOR}${name} (its mcp.allow is ${JSON.stringify(access.ceiling)})`
+  for (const l of access.levels ?? [])
+    if (!l.allow.some((p) => patternCovers(p, server, name)))
+      return `${l.label} may not use ${server}${MCP_NAME_SEPARATOR}${name} (its MCP allow is ${JSON.stringify(l.allow)})`
   if (access.narrowing !== undefined && !access.narrowing.some((p) => patternCovers(p, server, name)))
     return `this session's X-Gateway-MCP-Allow (${access.narrowing.join(", ")}) does not cover ${server}${MCP_NAME_SEPARATOR}${name}`
   return undefined

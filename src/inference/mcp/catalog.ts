@@ -8,7 +8,7 @@ import type { Prompt, Resource, ResourceTemplate, Tool } from "@modelcontextprot
 import { exposedNameOf, type McpServerRecord } from "../../domain/mcpServers.js"
 import type { McpServersShape } from "../../services/mcp/McpServers.js"
 import type { McpUpstreamsShape } from "../../services/mcp/McpUpstreams.js"
-import { type McpAccess, patternsReachServer, refusal } from "./access.js"
+import { levelsReachServer, type McpAccess, patternsReachServer, refusal } from "./access.js"
 
 /** The `_meta` keys a listing puts on each entry: where it comes from, under its own name. */
 export const META_SERVER = "gateway/server"
@@ -32,6 +32,7 @@ export const makeCatalog = (servers: McpServersShape, upstreams: McpUpstreamsSha
         r.enabled &&
         r.allowedTools.length > 0 &&
         (access.ceiling === null || patternsReachServer(access.ceiling, r.name)) &&
+        levelsReachServer(access, r.name) &&
         (access.narrowing === undefined || patternsReachServer(access.narrowing, r.name))
     )
   }

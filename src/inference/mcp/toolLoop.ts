@@ -11,6 +11,7 @@ import { errorKindForStatus, newId, type Usage } from "../../domain/canonical.js
 import type { McpServerRecord } from "../../domain/mcpServers.js"
 import { badRequest, InferenceError } from "../../kernel/errors.js"
 import { INTERNAL_HEADER, INTERNAL_REQUEST_ID_HEADER, ON_BEHALF_HEADER, type OwnRoutesShape } from "../../kernel/internalCall.js"
+import type { LevelsShape } from "../../services/accounting/Levels.js"
 import type { ApiKeysShape } from "../../services/auth/ApiKeys.js"
 import type { McpServersShape } from "../../services/mcp/McpServers.js"
 import type { McpUpstreamsShape } from "../../services/mcp/McpUpstreams.js"
@@ -19,7 +20,7 @@ import { openAiResponses } from "../../upstream/formats/openai-responses.js"
 import { usageFromResponses } from "../../upstream/formats/openai-responses-answers.js"
 import type { HttpRequestContext } from "../io.js"
 import type { ResponseStoreShape } from "../ResponseStore.js"
-import { type McpAccess, patternsReachServer, refusal } from "./access.js"
+import { levelServerRefusal, type McpAccess, patternsReachServer, refusal } from "./access.js"
 import { type CheckedCall, INVALID_PARAMS, MCP_REFUSED } from "./checkedCall.js"
 import { type Finish, makeSink, type Sink } from "./responsesMcpSink.js"
 import {
@@ -42,6 +43,8 @@ export interface ToolLoopDeps {
   readonly upstreams: McpUpstreamsShape
   readonly checkedCall: CheckedCall
   readonly keys: ApiKeysShape
+  /** The MCP access of the levels above a key. */
+  readonly levels: LevelsShape
   /** Model rounds one request may take. */
   readonly maxRounds: number
 }
@@ -65,13 +68,19 @@ const forbidden = (message: string, param: string) =>
   new InferenceError({ status: 403, kind: "permission", code: "mcp_tool_not_allowed", message, param })
 
 /** Who calls: MCP servers reach the disk and the network, so a key is always needed (as on /v1/mcp). */
-const accessOf = (keys: ApiKeysShape, ctx: HttpRequestContext): Effect.Effect<McpAccess, InferenceError> =>
+const accessOf = (keys: ApiKeysShape, levels: LevelsShape, ctx: HttpRequestContext): Effect.Effect<McpAccess, InferenceError> =>
   ctx.apiKeyId === null
     ? Effect.fail(unauthorized("mcp tools need a gateway API key, always: send it as 'Authorization: Bearer <key>' (or x-api-key)"))
     : Effect.flatMap(keys.byId(ctx.apiKeyId), (key) =>
         key === undefined
           ? Effect.fail(unauthorized("Invalid API key: the key is unknown, disabled or expired."))
-          : Effect.succeed({ keyId: key.id, keyName: key.name, ceiling: key.mcpAllow ?? null, narrowing: undefined })
+          : Effect.succeed({
+              keyId: key.id,
+              keyName: key.name,
+              ceiling: key.mcpAllow ?? null,
+              narrowing: undefined,
+              levels: levels.mcpAbove(key.id)
+            })
       )
 
 /** Why the caller may use nothing of a server (an admin exposed nothing, the key's mcp.allow does not reach it); undefined when it may. */
@@ -81,6 +90,8 @@ const serverRefusal = (record: McpServerRecord, listed: ReadonlyArray<Tool>, acc
     return `nothing of the MCP server ${label} is allowed yet (its allowedTools are empty; an admin allows tools with \`gateway mcp servers allow ${label}\`)`
   if (access.ceiling !== null && !patternsReachServer(access.ceiling, label))
     return `key ${access.keyName} may not use the MCP server ${label} (its mcp.allow is ${JSON.stringify(access.ceiling)})`
+  const level = levelServerRefusal(access, label)
+  if (level !== undefined) return level
   const first = listed[0]
   if (first !== undefined && listed.every((t) => refusal(access, label, t.name, record.allowedTools) !== undefined))
     return refusal(access, label, first.name, record.allowedTools)
@@ -146,7 +157,7 @@ const plan = (deps: ToolLoopDeps, ctx: HttpRequestContext, body: Record<string, 
         "background: a request with mcp tools is answered while it runs; background is not supported with them",
         "background"
       )
-    const access = yield* accessOf(deps.keys, ctx)
+    const access = yield* accessOf(deps.keys, deps.levels, ctx)
     const tools = arr(body["tools"])
     const specs = mcpToolSpecs(tools, deps.servers.byName)
     if (specs instanceof InferenceError) return yield* specs
