@@ -16,6 +16,7 @@ import { FeatureFlags } from "../src/platform/flags/FeatureFlags.js"
 import { GatewayServer } from "../src/kernel/internalCall.js"
 import * as Server from "../src/server/Server.js"
 import { InferenceRoutes } from "../src/inference/InferenceRoutes.js"
+import { RealtimeWebSocket } from "../src/server/RealtimeWebSocket.js"
 import { ResponsesWebSocket } from "../src/server/ResponsesWebSocket.js"
 import { ManagementHandler } from "../src/management/api/ManagementHandler.js"
 import { McpGateway } from "../src/inference/mcp/McpGateway.js"
@@ -429,6 +430,7 @@ describe("the server's last resort", () => {
           }
         })
       ),
+      Layer.provide(Layer.succeed(RealtimeWebSocket, { upgrade: () => false })),
       Layer.provide(Layer.succeed(Dashboard, { handle: () => false })),
       Layer.provide(Layer.succeed(LiveFeed, { upgrade: () => false, port: () => undefined })),
       Layer.provide(Layer.succeed(InspectorFeed, { upgrade: () => false })),

@@ -6,7 +6,7 @@
 import * as Schema from "effect/Schema"
 import { strict } from "./parse.js"
 
-export const CaptureSourceSchema = Schema.Literal("agent-bridge", "custom-host", "http-proxy", "system-proxy", "tproxy", "mcp")
+export const CaptureSourceSchema = Schema.Literal("agent-bridge", "custom-host", "http-proxy", "system-proxy", "tproxy", "mcp", "realtime")
 export const DetectedKindSchema = Schema.Literal("llm", "app", "unknown", "custom")
 
 const Nullable = <S extends Schema.Schema.Any>(s: S) => Schema.NullOr(s)

@@ -18,7 +18,7 @@ export const MODEL_KINDS = [
   "moderation",
   "search"
 ] as const
-export const CAPABILITIES = ["tools", "vision", "reasoning", "audio", "pdf", "json"] as const
+export const CAPABILITIES = ["tools", "vision", "reasoning", "audio", "pdf", "json", "realtime"] as const
 export type CapabilityName = (typeof CAPABILITIES)[number]
 
 const ModelIdText = (field: string) =>

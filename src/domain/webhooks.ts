@@ -16,6 +16,8 @@ export const WEBHOOK_EVENTS = [
   "combo.switched",
   "mcp.call.completed",
   "mcp.call.failed",
+  "realtime.session.started",
+  "realtime.session.ended",
   "test.ping"
 ] as const
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number]

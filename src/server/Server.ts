@@ -3,9 +3,12 @@ import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as RuntimeFlags from "effect/RuntimeFlags"
 import * as RuntimeFlagsPatch from "effect/RuntimeFlagsPatch"
+import * as fs from "node:fs"
 import * as http from "node:http"
+import * as https from "node:https"
 import type { AddressInfo } from "node:net"
 import { InferenceRoutes } from "../inference/InferenceRoutes.js"
+import { RealtimeWebSocket } from "./RealtimeWebSocket.js"
 import { ResponsesWebSocket } from "./ResponsesWebSocket.js"
 import { GatewayServer } from "../kernel/internalCall.js"
 import { VERSION } from "../kernel/version.js"
@@ -53,6 +56,13 @@ const listen = (server: http.Server, port: number, host: string) =>
     server.listen(port, host)
   })
 
+/** A PEM file of the TLS configuration; one that cannot be read is a ServerStartError naming it. */
+const readPem = (file: string) =>
+  Effect.try({
+    try: () => fs.readFileSync(file),
+    catch: (e) => new ServerStartError(`cannot read the TLS file ${file}: ${e instanceof Error ? e.message : String(e)}`)
+  })
+
 /** The start's log lines: where the gateway listens, and what is unsafe or not usable yet (a remote address without required keys, no admin
  * credentials). */
 const announce = (deps: {
@@ -90,6 +100,7 @@ export const layer = Layer.scoped(
     const inference = yield* InferenceRoutes
     const management = yield* ManagementHandler
     const websocket = yield* ResponsesWebSocket
+    const realtime = yield* RealtimeWebSocket
     const mcp = yield* McpHttp
     const mcpGateway = yield* McpGateway
     const dashboard = yield* Dashboard
@@ -111,19 +122,27 @@ export const layer = Layer.scoped(
     const { serve, failed } = makePlanes({ traffic, run, inference, management, mcp, mcpGateway, dashboard })
     const screen = makeIpScreen({ flags, settings, run, trustProxy, serve, failed })
     // requestTimeout (node's default, 5 min) bounds receiving a request, not streaming the answer.
-    const server = http.createServer({ keepAliveTimeout: 65_000 }, makeRequestListener({ traffic, screen, failed }))
+    const listener = makeRequestListener({ traffic, screen, failed })
+    // HTTPS when a certificate and key are configured (docs/realtime.md, "HTTPS").
+    const tls = config.tlsCert !== undefined && config.tlsKey !== undefined
+    const server: http.Server = tls
+      ? https.createServer(
+          { keepAliveTimeout: 65_000, cert: yield* readPem(config.tlsCert!), key: yield* readPem(config.tlsKey!) },
+          listener
+        )
+      : http.createServer({ keepAliveTimeout: 65_000 }, listener)
     // A request the HTTP parser refuses (or that did not arrive in time) is answered, and what the
     // client still sends is read and dropped before the socket closes, instead of node's bare
     // status and a destroy that resets a client still sending its body.
     server.on("clientError", answerRefused)
     trackConnections(server, traffic)
-    server.on("upgrade", makeUpgradeListener({ traffic, run, screen, live, inspectorFeed, websocket }))
+    server.on("upgrade", makeUpgradeListener({ traffic, run, screen, live, inspectorFeed, websocket, realtime }))
 
     const address = yield* listen(server, config.port, config.host)
     yield* Effect.addFinalizer(shutdownServer({ server, traffic, fibers }))
 
     const host = address.family === "IPv6" ? `[${address.address}]` : address.address
-    const url = `http://${host}:${address.port}`
+    const url = `${tls ? "https" : "http"}://${host}:${address.port}`
     yield* announce({ config, flags, keys, admin, url })
     return { host: address.address, port: address.port, url }
   })

@@ -53,6 +53,9 @@ import type { UpstreamHttp } from "../upstream/client/UpstreamHttp.js"
 import type { Connections } from "../upstream/providers/Connections.js"
 import type { ProviderChecks } from "../upstream/providers/ProviderChecks.js"
 import { BackgroundTasks } from "./BackgroundTasks.js"
+import type { EventBus } from "../platform/events/EventBus.js"
+import { RealtimeSecrets } from "./RealtimeSecrets.js"
+import { RealtimeWebSocket } from "./RealtimeWebSocket.js"
 import { ResponsesWebSocket } from "./ResponsesWebSocket.js"
 import * as Server from "./Server.js"
 
@@ -110,6 +113,7 @@ export const ServerLive: Layer.Layer<
   | LiveFeed
   | InspectorFeed
   | CloudSync
+  | EventBus
 > = Layer.mergeAll(
   BatchRunner.layer,
   ScheduledBackups,
@@ -129,4 +133,14 @@ export const ServerLive: Layer.Layer<
   BackgroundTasks,
   SharedStorageKeyCheck,
   IdleMemory
-).pipe(Layer.provideMerge(OwnRoutes.layer.pipe(Layer.provideMerge(Server.layer.pipe(Layer.provide(ResponsesWebSocket.layer))))))
+).pipe(
+  Layer.provideMerge(
+    OwnRoutes.layer.pipe(
+      Layer.provideMerge(
+        Server.layer.pipe(
+          Layer.provide(Layer.merge(ResponsesWebSocket.layer, RealtimeWebSocket.layer.pipe(Layer.provide(RealtimeSecrets.layer))))
+        )
+      )
+    )
+  )
+)

@@ -17,6 +17,7 @@ import type * as net from "node:net"
 import type { Duplex } from "node:stream"
 import type { InferenceRequest, InferenceRoutesShape } from "../inference/InferenceRoutes.js"
 import { gatewayHeaders } from "../inference/io.js"
+import type { RealtimeWebSocketShape } from "./RealtimeWebSocket.js"
 import type { ResponsesWebSocketShape } from "./ResponsesWebSocket.js"
 import { newRequestId } from "../kernel/ids.js"
 import { directLocal } from "../management/api/Auth.js"
@@ -227,12 +228,14 @@ export interface UpgradeDeps {
   readonly live: LiveFeedShape
   readonly inspectorFeed: InspectorFeedShape
   readonly websocket: ResponsesWebSocketShape
+  /** Realtime sessions (`/v1/realtime`). */
+  readonly realtime: RealtimeWebSocketShape
 }
 
 /** The `upgrade` listener: WebSocket upgrades go to the dashboard's live feed, the inspector feed and the Responses transport; any other
  * path is not upgradable. */
 export const makeUpgradeListener = (deps: UpgradeDeps) => {
-  const { run, screen, live, inspectorFeed, websocket } = deps
+  const { run, screen, live, inspectorFeed, websocket, realtime } = deps
   const { fresh } = deps.traffic
   return (req: http.IncomingMessage, duplex: Duplex, head: Buffer): void => {
     const socket = duplex as net.Socket
@@ -246,7 +249,12 @@ export const makeUpgradeListener = (deps: UpgradeDeps) => {
         )
         return
       }
-      if (!live.upgrade(req, socket, head) && !inspectorFeed.upgrade(req, socket, head) && !websocket.upgrade(req, socket, head)) {
+      if (
+        !live.upgrade(req, socket, head) &&
+        !inspectorFeed.upgrade(req, socket, head) &&
+        !websocket.upgrade(req, socket, head) &&
+        !realtime.upgrade(req, socket, head)
+      ) {
         socket.end("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
       }
     } catch (e) {

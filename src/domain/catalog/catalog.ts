@@ -54,6 +54,30 @@ const GEMINI_IMAGE_MODELS: ReadonlyArray<ModelSpec> = [
   media("imagen-4.0-generate-001", "Imagen 4", "image", { perImage: 0.04 })
 ]
 
+/**
+ * Realtime models (`/v1/realtime`, docs/realtime.md): served over the realtime WebSocket only, text
+ * tokens priced like chat, audio tokens at their own prices (USD per 1M, OpenAI's published prices
+ * when this was written; unconfirmed).
+ */
+const realtimeModel = (
+  id: string,
+  name: string,
+  text: { readonly input: number; readonly cachedInput: number; readonly output: number },
+  audio: { readonly input: number; readonly cachedInput: number; readonly output: number }
+): ModelSpec => {
+  const spec = chat(id, name, 32_000, 4_096, text.input, text.output, { audio: true, realtime: true }, { cachedInput: text.cachedInput })
+  return { ...spec, pricing: { ...spec.pricing, audioInput: audio.input, cachedAudioInput: audio.cachedInput, audioOutput: audio.output } }
+}
+const OPENAI_REALTIME_MODELS: ReadonlyArray<ModelSpec> = [
+  realtimeModel("gpt-realtime", "GPT Realtime", { input: 4, cachedInput: 0.4, output: 16 }, { input: 32, cachedInput: 0.4, output: 64 }),
+  realtimeModel(
+    "gpt-realtime-mini",
+    "GPT Realtime mini",
+    { input: 0.6, cachedInput: 0.06, output: 2.4 },
+    { input: 10, cachedInput: 0.3, output: 20 }
+  )
+]
+
 const V = { vision: true }
 const R = { reasoning: true }
 const VR = { vision: true, reasoning: true }
@@ -93,6 +117,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
       embedding("text-embedding-3-small", "Text Embedding 3 Small", 8191, 0.02),
       embedding("text-embedding-3-large", "Text Embedding 3 Large", 8191, 0.13),
       ...OPENAI_IMAGE_MODELS,
+      ...OPENAI_REALTIME_MODELS,
       // Audio (docs/media.md, "Audio"). /v1/audio/speech models shut down 2027-01-06, whisper-1
       // and gpt-4o(-mini)-transcribe 2027-02-26 (OpenAI's deprecations page). Per-character
       // speech prices and the token prices of the transcribe models are from memory (unconfirmed);

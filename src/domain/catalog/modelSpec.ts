@@ -28,6 +28,8 @@ export interface ModelCapabilities {
   readonly audio?: boolean
   /** PDF documents as input (a chat `file` part, a Responses `input_file`, an Anthropic `document` block); unset: false. */
   readonly pdf?: boolean
+  /** Served over a realtime WebSocket (`/v1/realtime`, docs/realtime.md); unset: false. */
+  readonly realtime?: boolean
 }
 
 export interface ModelPricing {
@@ -45,6 +47,12 @@ export interface ModelPricing {
   readonly perCharacter?: number
   /** USD per search unit (rerank; web search: one request, or Tavily's credits). */
   readonly perSearch?: number
+  /** USD per 1M audio input tokens (realtime models; docs/realtime.md). */
+  readonly audioInput?: number
+  /** USD per 1M cached audio input tokens; default `audioInput`. */
+  readonly cachedAudioInput?: number
+  /** USD per 1M audio output tokens. */
+  readonly audioOutput?: number
 }
 
 export interface ModelSpec {

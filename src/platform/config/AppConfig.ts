@@ -49,6 +49,12 @@ export interface AppConfigShape {
   readonly redisUrl?: string | undefined
   /** `GATEWAY_REDIS_PREFIX`: prefix of the gateway's Redis keys and channels (default `gateway:`). */
   readonly redisPrefix?: string | undefined
+  /**
+   * HTTPS: the PEM certificate (chain) and key files the server answers TLS with, from
+   * `--tls-cert`/`--tls-key` or `GATEWAY_TLS_CERT`/`GATEWAY_TLS_KEY` (both or neither; docs/realtime.md).
+   */
+  readonly tlsCert?: string | undefined
+  readonly tlsKey?: string | undefined
 }
 
 /** Process-level settings: where to listen and where state lives. Feature flags are separate. */
@@ -79,7 +85,18 @@ export class AppConfig extends Context.Tag("gateway/AppConfig")<AppConfig, AppCo
             ConfigError.InvalidData(["NEXT_PUBLIC_BASE_URL"], "expected an http(s) URL such as https://gateway.example.com")
           )
         }
+        const tlsCert = overrides.tlsCert ?? Option.getOrUndefined(yield* Config.string("GATEWAY_TLS_CERT").pipe(Config.option))
+        const tlsKey = overrides.tlsKey ?? Option.getOrUndefined(yield* Config.string("GATEWAY_TLS_KEY").pipe(Config.option))
+        if ((tlsCert === undefined || tlsCert === "") !== (tlsKey === undefined || tlsKey === ""))
+          return yield* Effect.fail(
+            ConfigError.InvalidData(
+              ["GATEWAY_TLS_CERT"],
+              "HTTPS needs both a certificate and a key (GATEWAY_TLS_CERT and GATEWAY_TLS_KEY, or --tls-cert and --tls-key)"
+            )
+          )
         return {
+          ...(tlsCert ? { tlsCert: path.resolve(tlsCert) } : {}),
+          ...(tlsKey ? { tlsKey: path.resolve(tlsKey) } : {}),
           port: overrides.port ?? port,
           host: overrides.host ?? host,
           dataDir: path.resolve(overrides.dataDir ?? dataDir),

@@ -31,6 +31,13 @@ export type EventName =
    */
   | "mcp.call.completed"
   | "mcp.call.failed"
+  /**
+   * A realtime session (`/v1/realtime`, docs/realtime.md) opened on its target: `{ sessionId, model,
+   * provider, connection, upstreamModel, apiKeyId }`; `ended` adds `durationMs, closeCode, reason,
+   * responses, costUsd, inputTokens, outputTokens`.
+   */
+  | "realtime.session.started"
+  | "realtime.session.ended"
 
 export interface GatewayEvent {
   readonly event: EventName

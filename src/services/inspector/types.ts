@@ -5,7 +5,7 @@
  */
 
 /** Where an entry came from (spec document 3, "Capture modes"). */
-export type CaptureSource = "agent-bridge" | "custom-host" | "http-proxy" | "system-proxy" | "tproxy" | "mcp"
+export type CaptureSource = "agent-bridge" | "custom-host" | "http-proxy" | "system-proxy" | "tproxy" | "mcp" | "realtime"
 
 export type DetectedKind = "llm" | "app" | "unknown" | "custom"
 

@@ -54,7 +54,15 @@ export const CUSTOM_DEFAULT_OUTPUT = 8_192
 export const specOf = (provider: ProviderSpec, r: CustomModelRecord, base: ModelSpec | undefined): ModelSpec => {
   const has = (c: CapabilityName) => r.capabilities?.includes(c) ?? false
   const capabilities = r.capabilities
-    ? { tools: has("tools"), vision: has("vision"), reasoning: has("reasoning"), json: has("json"), audio: has("audio"), pdf: has("pdf") }
+    ? {
+        tools: has("tools"),
+        vision: has("vision"),
+        reasoning: has("reasoning"),
+        json: has("json"),
+        audio: has("audio"),
+        pdf: has("pdf"),
+        realtime: has("realtime")
+      }
     : (base?.capabilities ?? { tools: true, vision: false, reasoning: false, json: true })
   const pricing = {
     ...(base?.pricing ?? { input: 0, output: 0 }),

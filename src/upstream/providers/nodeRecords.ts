@@ -71,7 +71,15 @@ export const nodeModelSpec = (m: NodeModelRecord): ModelSpec => {
     contextWindow: m.contextLength ?? CUSTOM_DEFAULT_CONTEXT,
     maxOutput: m.maxOutput ?? CUSTOM_DEFAULT_OUTPUT,
     capabilities: m.capabilities
-      ? { tools: has("tools"), vision: has("vision"), reasoning: has("reasoning"), json: has("json"), audio: has("audio"), pdf: has("pdf") }
+      ? {
+          tools: has("tools"),
+          vision: has("vision"),
+          reasoning: has("reasoning"),
+          json: has("json"),
+          audio: has("audio"),
+          pdf: has("pdf"),
+          realtime: has("realtime")
+        }
       : { tools: true, vision: false, reasoning: false, json: true },
     pricing: m.price?.cachedInput !== undefined ? { input, output, cachedInput: m.price.cachedInput } : { input, output },
     tier: input === 0 && output === 0 ? "free" : input >= 2 ? "premium" : "standard"

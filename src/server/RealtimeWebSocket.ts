@@ -1,0 +1,358 @@
+/**
+ * Realtime sessions on the HTTP port (`GET /v1/realtime?model=…`, also `/realtime` and
+ * `/api/v1/realtime`): the client's WebSocket is authenticated as inference is, its model resolved
+ * by the router's plan narrowed to realtime-capable targets, and relayed event by event to the
+ * first target whose handshake succeeds (the guarded attempt: breakers, cooldowns, fallback).
+ * See docs/realtime.md.
+ */
+import * as Config from "effect/Config"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as FiberSet from "effect/FiberSet"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as http from "node:http"
+import type * as net from "node:net"
+import { type WebSocket, WebSocketServer } from "ws"
+import { allBlocked, newTracking } from "../kernel/attempts.js"
+import type { InferenceError } from "../kernel/errors.js"
+import { newRequestId } from "../kernel/ids.js"
+import { fireBegin, fireEnd } from "../kernel/listeners.js"
+import type { Transport } from "../kernel/request.js"
+import { RequestHooks } from "../kernel/RequestHooks.js"
+import { authenticateInference, presentedKey } from "../inference/auth.js"
+import { firstOf, narrowPlan } from "../inference/fallback.js"
+import { InferenceRoutes } from "../inference/InferenceRoutes.js"
+import { gatewayHeaders, type HttpRequestContext } from "../inference/io.js"
+import { AppConfig, inferenceAccess } from "../platform/config/AppConfig.js"
+import { EventBus } from "../platform/events/EventBus.js"
+import { FeatureFlags } from "../platform/flags/FeatureFlags.js"
+import { ApiKeys } from "../services/auth/ApiKeys.js"
+import { Inspector } from "../services/inspector/Inspector.js"
+import type { Candidate } from "../services/routing/types.js"
+import { openAiResponses } from "../upstream/formats/openai-responses.js"
+import { RealtimeSecrets } from "./RealtimeSecrets.js"
+import { BETA, connectRealtime, type RealtimeRequest } from "./realtimeUpstream.js"
+import { closeWith, type LoggedEvent, relaySession, type SessionEnd } from "./realtimeSession.js"
+
+export const REALTIME_PATHS = new Set(["/v1/realtime", "/realtime", "/api/v1/realtime"])
+
+/** The subprotocol browsers carry their key in (OpenAI's endpoint accepts it the same way). */
+const KEY_PROTOCOL = "openai-insecure-api-key."
+
+export interface RealtimeWebSocketShape {
+  /** Handles an HTTP upgrade; false when the path is not a realtime path. */
+  readonly upgrade: (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => boolean
+}
+
+const headerLines = (requestId: string): Array<string> => Object.entries(gatewayHeaders(requestId)).map(([k, v]) => `${k}: ${v}`)
+
+const REASONS: Record<number, string> = {
+  400: "Bad Request",
+  401: "Unauthorized",
+  403: "Forbidden",
+  404: "Not Found",
+  429: "Too Many Requests",
+  502: "Bad Gateway",
+  503: "Service Unavailable",
+  504: "Gateway Timeout"
+}
+
+/** An upgrade refused with an HTTP answer written to the socket itself (never a 500 for the client's own mistake). */
+const refuse = (
+  socket: net.Socket,
+  requestId: string,
+  status: number,
+  message: string,
+  code: string,
+  headers: Readonly<Record<string, string>> = {}
+) => {
+  const type =
+    status === 401
+      ? "authentication_error"
+      : status === 429
+        ? "rate_limit_error"
+        : status >= 500
+          ? "upstream_error"
+          : "invalid_request_error"
+  const body = JSON.stringify({ error: { message, type, code } })
+  const head = [
+    `HTTP/1.1 ${status} ${REASONS[status] ?? "Error"}`,
+    ...headerLines(requestId),
+    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+    "content-type: application/json",
+    `content-length: ${Buffer.byteLength(body)}`,
+    "connection: close"
+  ]
+  socket.end(`${head.join("\r\n")}\r\n\r\n${body}`)
+}
+
+/** The offered subprotocols (`Sec-WebSocket-Protocol`). */
+const protocolsOf = (req: http.IncomingMessage): Array<string> =>
+  String(req.headers["sec-websocket-protocol"] ?? "")
+    .split(",")
+    .map((p) => p.trim())
+    .filter((p) => p.length > 0)
+
+const NO_BODY: Transport = { readBody: () => Effect.succeed(Buffer.alloc(0)) }
+
+/** A candidate the operator or the catalog marks realtime-capable. */
+const realtimeCapable = (c: Candidate): boolean => c.spec?.capabilities.realtime === true
+
+/**
+ * Realtime sessions over WebSocket, relayed to OpenAI-compatible realtime upstreams. Idle and
+ * maximum durations: `GATEWAY_REALTIME_IDLE_SECONDS` (default 600, 0: none) and
+ * `GATEWAY_REALTIME_MAX_SECONDS` (default 3600, 0: none).
+ */
+export class RealtimeWebSocket extends Context.Tag("gateway/RealtimeWebSocket")<RealtimeWebSocket, RealtimeWebSocketShape>() {
+  static readonly layer = Layer.scoped(
+    RealtimeWebSocket,
+    Effect.gen(function* () {
+      const keys = yield* ApiKeys
+      const flags = yield* FeatureFlags
+      const config = yield* AppConfig
+      const access = inferenceAccess(config)
+      const { deps } = yield* InferenceRoutes
+      const hooks = yield* RequestHooks
+      const bus = yield* EventBus
+      const secrets = yield* RealtimeSecrets
+      const inspector = Option.getOrUndefined(yield* Effect.serviceOption(Inspector))
+      const idleMs = (yield* Config.integer("GATEWAY_REALTIME_IDLE_SECONDS").pipe(Config.withDefault(600))) * 1000
+      const maxMs = (yield* Config.integer("GATEWAY_REALTIME_MAX_SECONDS").pipe(Config.withDefault(3600))) * 1000
+      const handshakeMs = (yield* Config.integer("GATEWAY_REALTIME_HANDSHAKE_SECONDS").pipe(Config.withDefault(15))) * 1000
+      const fibers = yield* FiberSet.make()
+      const run = yield* FiberSet.runtime(fibers)<never>()
+      const upgradeIds = new WeakMap<http.IncomingMessage, string>()
+      const wss = new WebSocketServer({
+        noServer: true,
+        maxPayload: 64 * 1024 * 1024,
+        perMessageDeflate: false,
+        // The `realtime` subprotocol is selected when offered (the key subprotocol never is).
+        handleProtocols: (protocols) => (protocols.has("realtime") ? "realtime" : false)
+      })
+      wss.on("headers", (headers, req) => {
+        const id = upgradeIds.get(req)
+        if (id !== undefined) headers.push(...headerLines(id))
+      })
+      const sockets = new Set<WebSocket>()
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          for (const ws of sockets) closeWith(ws, 1001, "gateway_shutting_down", "the gateway is shutting down")
+          wss.close()
+        })
+      )
+      const scheme = config.tlsCert !== undefined ? "https" : "http"
+
+      const accept = Effect.fnUntraced(function* (
+        req: http.IncomingMessage,
+        socket: net.Socket,
+        head: Buffer,
+        path: string,
+        query: URLSearchParams,
+        requestId: string
+      ) {
+        const model = query.get("model")?.trim()
+        if (!model) return refuse(socket, requestId, 400, "the realtime endpoint needs ?model=<id>", "missing_model")
+        // The key: a header (as inference reads it), or the browser's subprotocol; an ephemeral client secret in either place.
+        const offered = protocolsOf(req)
+        const fromProtocol = offered.find((p) => p.startsWith(KEY_PROTOCOL))?.slice(KEY_PROTOCOL.length)
+        const presented = fromProtocol || presentedKey(req, query)
+        let apiKeyId: string | null
+        if (presented !== undefined && secrets.isSecret(presented)) {
+          const bound = secrets.redeem(presented)
+          if (bound === undefined)
+            return refuse(
+              socket,
+              requestId,
+              401,
+              "the client secret is unknown or expired: mint a new one with POST /v1/realtime/client_secrets",
+              "invalid_client_secret"
+            )
+          apiKeyId = bound
+        } else {
+          const auth = yield* authenticateInference(keys, flags, access, req, query, fromProtocol || undefined).pipe(Effect.either)
+          if (auth._tag === "Left") return refuse(socket, requestId, auth.left.status, auth.left.message, auth.left.code ?? "unauthorized")
+          apiKeyId = auth.right
+        }
+        const beta = String(req.headers["openai-beta"] ?? "")
+          .split(",")
+          .some((v) => v.trim() === BETA)
+
+        // The router's plan, narrowed to realtime-capable targets.
+        const planned = yield* deps.inference.plan(model, openAiResponses).pipe(Effect.either)
+        if (planned._tag === "Left")
+          return refuse(socket, requestId, planned.left.status, planned.left.message, planned.left.code ?? "model_not_found")
+        const able = narrowPlan(planned.right, realtimeCapable)
+        if (!able || (able.candidates.length === 0 && able.blocked.length === 0)) {
+          const other = firstOf(planned.right)
+          return refuse(
+            socket,
+            requestId,
+            400,
+            `${model}${other ? ` (${other.connection.name}/${other.model})` : ""} is not a realtime model: use a model the catalog or the operator marks realtime-capable (capability "realtime")`,
+            "realtime_model_required"
+          )
+        }
+        if (able.candidates.length === 0) {
+          const e = allBlocked(openAiResponses, able)
+          return refuse(socket, requestId, e.status, e.message, e.code ?? "no_available_target", e.headers ?? {})
+        }
+        const budget = deps.accounting.budget(apiKeyId)
+        if (!budget.ok)
+          return refuse(socket, requestId, 429, `the ${budget.window} budget of ${budget.subject} is spent`, "budget_exhausted", {
+            "retry-after": String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000)))
+          })
+
+        const answer = { statusCode: 101, headersSent: false }
+        const ctx: HttpRequestContext = {
+          requestId,
+          answer,
+          startedAt: Date.now(),
+          req,
+          // Nothing writes to it: the session's events go over the socket.
+          res: answer as unknown as http.ServerResponse,
+          method: req.method ?? "GET",
+          headers: req.headers,
+          transport: NO_BODY,
+          path,
+          query,
+          apiKeyId,
+          responseHeaders: {},
+          hooks: hooks.current(),
+          route: `websocket ${path}`
+        }
+        fireBegin(ctx)
+        const track = newTracking(model)
+        const request: RealtimeRequest = { ctx, format: openAiResponses, model, beta, handshakeMs, committed: () => false }
+        const connected = yield* deps.inference.guarded(request, able, track, connectRealtime).pipe(Effect.either)
+        if (connected._tag === "Left") {
+          const e: InferenceError = connected.left
+          fireEnd(ctx, e.status, e)
+          if (beta && e.code === "realtime_beta_unsupported") {
+            // Said over the socket, as a realtime client reads it.
+            upgradeIds.set(req, requestId)
+            wss.handleUpgrade(req, socket, head, (ws) =>
+              closeWith(
+                ws,
+                1003,
+                "realtime_beta_unsupported",
+                "no target of this model takes the beta realtime protocol (OpenAI-Beta: realtime=v1)"
+              )
+            )
+            return
+          }
+          return refuse(socket, requestId, e.status, e.message, e.code ?? "upstream_error", e.headers ?? {})
+        }
+        const upstream = connected.right.socket
+        const candidate = track.tried!
+        upgradeIds.set(req, requestId)
+        // A client gone before its handshake is answered leaves no upstream session behind.
+        const abandoned = () => upstream.terminate()
+        socket.once("close", abandoned)
+        wss.handleUpgrade(req, socket, head, (ws) => {
+          socket.off("close", abandoned)
+          sockets.add(ws)
+          const started = Date.now()
+          const info = {
+            sessionId: requestId,
+            model,
+            provider: candidate.connection.provider.id,
+            connection: candidate.connection.name,
+            upstreamModel: candidate.model,
+            apiKeyId
+          }
+          bus.publish("realtime.session.started", info)
+          const log: Array<LoggedEvent> | undefined = inspector ? [] : undefined
+          const url = `${scheme}://${String(req.headers.host ?? "gateway")}${path}?model=${encodeURIComponent(model)}`
+          relaySession(
+            { usage: deps.usage, accounting: deps.accounting, run, idleMs, maxMs },
+            {
+              client: ws,
+              upstream,
+              early: connected.right.early,
+              ctx,
+              candidate,
+              model,
+              apiKeyId,
+              beta,
+              log,
+              ended: (end: SessionEnd) => {
+                sockets.delete(ws)
+                const durationMs = Date.now() - started
+                bus.publish("realtime.session.ended", {
+                  ...info,
+                  durationMs,
+                  closeCode: end.code,
+                  reason: end.reason,
+                  responses: end.responses,
+                  costUsd: end.costUsd,
+                  inputTokens: end.usage.inputTokens,
+                  outputTokens: end.usage.outputTokens
+                })
+                fireEnd(ctx, end.code === 1000 || end.code === 1005 ? 200 : end.code === 1008 ? 429 : 502)
+                if (inspector && log) {
+                  const sink = inspector.core.sink
+                  const id = sink.begin({
+                    source: "realtime",
+                    method: "GET",
+                    url,
+                    headers: {
+                      upgrade: "websocket",
+                      "x-gateway-realtime-target": `${candidate.connection.name}/${candidate.model}`,
+                      ...(beta ? { "openai-beta": BETA } : {})
+                    },
+                    body: Buffer.alloc(0)
+                  })
+                  sink.end(id, {
+                    status: 101,
+                    headers: {
+                      "content-type": "application/json",
+                      "x-gateway-realtime-close": `${end.code} ${end.reason}`.slice(0, 200),
+                      "x-gateway-realtime-events": String(log.length),
+                      "x-gateway-duration-ms": String(durationMs)
+                    },
+                    body: Buffer.from(
+                      JSON.stringify({
+                        session: info,
+                        close: { code: end.code, reason: end.reason },
+                        responses: end.responses,
+                        costUsd: end.costUsd,
+                        events: log
+                      })
+                    ),
+                    ttfbMs: durationMs
+                  })
+                }
+              }
+            }
+          )
+        })
+      })
+
+      return {
+        upgrade: (req, socket, head) => {
+          const url = req.url ?? "/"
+          const q = url.indexOf("?")
+          const path = q === -1 ? url : url.slice(0, q)
+          if (!REALTIME_PATHS.has(path)) return false
+          const query = new URLSearchParams(q === -1 ? "" : url.slice(q + 1))
+          const requestId = newRequestId()
+          run(
+            accept(req, socket, head, path, query, requestId).pipe(
+              Effect.catchAllCause((cause) =>
+                Effect.zipRight(
+                  Effect.logError("realtime upgrade failed unexpectedly", cause),
+                  Effect.sync(() => {
+                    if (socket.writable) refuse(socket, requestId, 502, "the realtime session could not be opened", "realtime_failed")
+                    else socket.destroy()
+                  })
+                )
+              )
+            )
+          )
+          return true
+        }
+      }
+    })
+  )
+}

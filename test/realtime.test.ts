@@ -1,0 +1,359 @@
+import * as Effect from "effect/Effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import OpenAI from "openai"
+import { OpenAIRealtimeWS } from "openai/realtime/ws"
+import { Agent, fetch as undiciFetch } from "undici"
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import WebSocket from "ws"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
+import { queryDb } from "./support/db.js"
+import { DEFAULT_USAGE, type FakeRealtime, startFakeRealtime } from "./support/fakeRealtime.js"
+import { startGateway, type TestGateway, tempDir } from "./support/gateway.js"
+import { type TestCa, testCa } from "./support/testCerts.js"
+import { until } from "./support/until.js"
+
+const ADMIN = "gwk_rt_admin_key_0123456789abcdefghijk"
+const KEY = "gwk_rt_client_key_0123456789abcdefghij"
+const POOR = "gwk_rt_poor_key_0123456789abcdefghijkl"
+let poorId = ""
+let gw: TestGateway
+let ca: TestCa
+let agent: Agent
+let up: FakeRealtime
+let down: FakeRealtime
+let betaUp: FakeRealtime
+
+/** The gateway's management and inference API over HTTPS (trusting the test CA). */
+const api = async (p: string, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}) => {
+  const res = await undiciFetch(`${gw.url}${p}`, {
+    method: init.method ?? (init.body === undefined ? "GET" : "POST"),
+    headers: {
+      authorization: `Bearer ${ADMIN}`,
+      ...(init.body === undefined ? {} : { "content-type": "application/json" }),
+      ...init.headers
+    },
+    body: init.body === undefined ? undefined : JSON.stringify(init.body),
+    dispatcher: agent
+  })
+  const text = await res.text()
+  let body: any
+  try {
+    body = JSON.parse(text)
+  } catch {
+    body = undefined
+  }
+  return { status: res.status, body, text, headers: res.headers }
+}
+
+interface Session {
+  readonly rt: OpenAIRealtimeWS
+  readonly events: Array<any>
+  readonly errors: Array<any>
+  readonly closed: Promise<{ code: number; reason: string }>
+  readonly until: (type: string, count?: number) => Promise<any>
+}
+
+/** A session through the official SDK's realtime client (wss: only), trusting the test CA. */
+const openSdk = async (model: string, key = KEY): Promise<Session> => {
+  const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1` })
+  const rt = new OpenAIRealtimeWS({ model, options: { ca: ca.certPem } }, client)
+  const events: Array<any> = []
+  const errors: Array<any> = []
+  const waiters = new Set<() => void>()
+  rt.on("event", (e) => {
+    events.push(e)
+    for (const w of [...waiters]) w()
+  })
+  rt.on("error", (e) => errors.push(e))
+  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+    rt.socket.on("close", (code, reason) => {
+      resolve({ code, reason: reason.toString() })
+      for (const w of [...waiters]) w()
+    })
+  )
+  await new Promise<void>((resolve, reject) => {
+    rt.socket.once("open", () => resolve())
+    rt.socket.once("unexpected-response", (_req, res) =>
+      reject(Object.assign(new Error(`refused ${res.statusCode}`), { status: res.statusCode }))
+    )
+    rt.socket.once("error", reject)
+  })
+  const untilEvent = (type: string, count = 1) =>
+    new Promise<any>((resolve, reject) => {
+      const check = () => {
+        const hits = events.filter((e) => e.type === type)
+        if (hits.length >= count) {
+          waiters.delete(check)
+          resolve(hits[count - 1])
+        }
+      }
+      const t = setTimeout(() => {
+        waiters.delete(check)
+        reject(new Error(`no ${type}; got ${events.map((e) => e.type).join(", ")}`))
+      }, 30_000)
+      t.unref()
+      waiters.add(check)
+      check()
+    })
+  return { rt, events, errors, closed, until: untilEvent }
+}
+
+/** A raw `ws` client (subprotocols, headers), trusting the test CA; resolves once open or with the refusal's status. */
+const openRaw = (model: string, init: { headers?: Record<string, string>; protocols?: Array<string> } = {}) =>
+  new Promise<{ ws: WebSocket; events: Array<any>; closed: Promise<{ code: number; reason: string }> } | { status: number; body: string }>(
+    (resolve, reject) => {
+      const ws = new WebSocket(`${gw.url.replace(/^https/, "wss")}/v1/realtime?model=${encodeURIComponent(model)}`, init.protocols ?? [], {
+        headers: init.headers ?? {},
+        ca: ca.certPem
+      })
+      const events: Array<any> = []
+      ws.on("message", (d) => events.push(JSON.parse(String(d))))
+      const closed = new Promise<{ code: number; reason: string }>((r) =>
+        ws.on("close", (code, reason) => r({ code, reason: reason.toString() }))
+      )
+      ws.once("open", () => resolve({ ws, events, closed }))
+      ws.once("unexpected-response", (_req, res) => {
+        let body = ""
+        res.on("data", (c) => (body += c))
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }))
+      })
+      ws.once("error", reject)
+    }
+  )
+
+const usageRows = (model: string) =>
+  queryDb(
+    gw.dataDir,
+    "SELECT endpoint, tokens_in, tokens_out, cost_usd, api_key_id, status FROM usage WHERE requested_model = ? ORDER BY rowid",
+    model
+  )
+
+beforeAll(async () => {
+  ca = testCa()
+  const leaf = ca.issue(["127.0.0.1", "localhost"])
+  const dir = tempDir("gw-rt-tls-")
+  fs.writeFileSync(path.join(dir, "cert.pem"), leaf.certPem)
+  fs.writeFileSync(path.join(dir, "key.pem"), leaf.keyPem)
+  agent = new Agent({ connect: { ca: ca.certPem } })
+  up = await startFakeRealtime()
+  down = await startFakeRealtime({ refuse: 503 })
+  betaUp = await startFakeRealtime({ beta: true })
+  gw = await startGateway({
+    env: { REQUIRE_API_KEY: "true", GATEWAY_TLS_CERT: path.join(dir, "cert.pem"), GATEWAY_TLS_KEY: path.join(dir, "key.pem") }
+  })
+  expect(gw.url).toMatch(/^https:/)
+  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" }, { secret: KEY })))
+  const poor = await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "poor" }, { secret: POOR })))
+  poorId = (poor as { id: string }).id
+  for (const [name, base] of [
+    ["oa", up.baseUrl],
+    ["down", down.baseUrl],
+    ["beta", betaUp.baseUrl]
+  ] as const) {
+    const r = await api("/api/providers", { body: { provider: "openai", name, apiKey: `sk-upstream-${name}`, baseUrl: base } })
+    expect(r.status, r.text).toBe(201)
+  }
+  const combo = await api("/api/combos", {
+    body: { name: "voice", strategy: "priority", targets: [{ model: "down/gpt-realtime" }, { model: "oa/gpt-realtime" }] }
+  })
+  expect(combo.status, combo.text).toBe(201)
+  const budget = await api("/api/usage/budget", { body: { apiKeyId: poorId, dailyLimitUsd: 0.005 } })
+  expect([200, 201]).toContain(budget.status)
+}, 120_000)
+
+afterAll(async () => {
+  await gw?.close()
+  await up?.close()
+  await down?.close()
+  await betaUp?.close()
+  await agent?.close()
+})
+
+beforeEach(async () => {
+  await gw.resetResilience()
+})
+
+describe("realtime sessions through the gateway", () => {
+  it("relays a text round trip with the SDK's client, on the target's own key, with the realtime subprotocol's events", async () => {
+    const s = await openSdk("oa/gpt-realtime")
+    const created = await s.until("session.created")
+    expect(created.session.type).toBe("realtime")
+    s.rt.send({ type: "session.update", session: { type: "realtime", output_modalities: ["text"], instructions: "Be brief." } })
+    await s.until("session.updated")
+    s.rt.send({
+      type: "conversation.item.create",
+      item: { type: "message", role: "user", content: [{ type: "input_text", text: "hello there" }] }
+    })
+    s.rt.send({ type: "response.create" })
+    const done = await s.until("response.output_text.done")
+    expect(done.text).toBe("You said: hello there")
+    const deltas = s.events.filter((e) => e.type === "response.output_text.delta").map((e) => e.delta)
+    expect(deltas.join("")).toBe("You said: hello there")
+    await s.until("response.done")
+    const hs = up.handshakes[up.handshakes.length - 1]!
+    expect(hs.url).toBe("/v1/realtime?model=gpt-realtime")
+    expect(hs.headers.authorization).toBe("Bearer sk-upstream-oa")
+    s.rt.close()
+    expect((await s.closed).code).toBe(1000)
+  }, 60_000)
+
+  it("relays an audio round trip: base64 audio appended in, audio deltas out", async () => {
+    const s = await openSdk("oa/gpt-realtime")
+    await s.until("session.created")
+    s.rt.send({ type: "session.update", session: { type: "realtime", output_modalities: ["audio"] } })
+    await s.until("session.updated")
+    const pcm = Buffer.alloc(9600, 3).toString("base64")
+    s.rt.send({ type: "input_audio_buffer.append", audio: pcm })
+    s.rt.send({ type: "conversation.item.create", item: { type: "message", role: "user", content: [{ type: "input_audio", audio: pcm }] } })
+    s.rt.send({ type: "response.create" })
+    await s.until("response.done")
+    const audio = s.events.filter((e) => e.type === "response.output_audio.delta")
+    expect(audio).toHaveLength(3)
+    expect(Buffer.from(audio[0].delta, "base64")).toEqual(Buffer.alloc(4800, 7))
+    expect(up.received.some((e) => e.type === "input_audio_buffer.append" && e.audio === pcm)).toBe(true)
+    s.rt.close()
+    await s.closed
+  }, 60_000)
+
+  it("relays function calling: the call's arguments, the client's output, the answer that uses it", async () => {
+    const s = await openSdk("oa/gpt-realtime")
+    await s.until("session.created")
+    s.rt.send({
+      type: "session.update",
+      session: {
+        type: "realtime",
+        tools: [
+          {
+            type: "function",
+            name: "get_weather",
+            description: "weather",
+            parameters: { type: "object", properties: { city: { type: "string" } } }
+          }
+        ]
+      }
+    })
+    await s.until("session.updated")
+    s.rt.send({
+      type: "conversation.item.create",
+      item: { type: "message", role: "user", content: [{ type: "input_text", text: "weather in Paris?" }] }
+    })
+    s.rt.send({ type: "response.create" })
+    const args = await s.until("response.function_call_arguments.done")
+    expect(args.name).toBe("get_weather")
+    expect(JSON.parse(args.arguments)).toEqual({ city: "Paris" })
+    await s.until("response.done")
+    s.rt.send({ type: "conversation.item.create", item: { type: "function_call_output", call_id: args.call_id, output: "sunny" } })
+    s.rt.send({ type: "response.create" })
+    const text = await s.until("response.output_text.done")
+    expect(text.text).toBe("The weather: sunny")
+    s.rt.close()
+    await s.closed
+  }, 60_000)
+
+  it("writes one usage row per response.done, priced with the realtime model's text and audio prices", async () => {
+    const model = "oa/gpt-realtime"
+    const before = usageRows(model).length
+    const s = await openSdk(model)
+    await s.until("session.created")
+    for (let i = 1; i <= 2; i++) {
+      s.rt.send({
+        type: "conversation.item.create",
+        item: { type: "message", role: "user", content: [{ type: "input_text", text: `n${i}` }] }
+      })
+      s.rt.send({ type: "response.create" })
+      await s.until("response.done", i)
+    }
+    s.rt.close()
+    await s.closed
+    const rows = await until("two usage rows", async () => {
+      await gw.usageWritten()
+      const r = usageRows(model)
+      return r.length >= before + 2 ? r.slice(before) : undefined
+    })
+    // 80 uncached text in × $4 + 40 cached × $0.40 + 50 text out × $16 + 80 audio in × $32 + 100 audio out × $64 (per 1M).
+    const expected = (80 * 4 + 40 * 0.4 + 50 * 16 + 80 * 32 + 100 * 64) / 1e6
+    for (const row of rows) {
+      expect(row).toMatchObject({ endpoint: "realtime", tokens_in: DEFAULT_USAGE.input_tokens, tokens_out: DEFAULT_USAGE.output_tokens })
+      expect(row.cost_usd).toBeCloseTo(expected, 9)
+    }
+  }, 60_000)
+
+  it("ends a session whose key's budget is spent: an error event budget_exhausted, then 1008", async () => {
+    const s = await openSdk("oa/gpt-realtime", POOR)
+    await s.until("session.created")
+    s.rt.send({
+      type: "conversation.item.create",
+      item: { type: "message", role: "user", content: [{ type: "input_text", text: "spend" }] }
+    })
+    s.rt.send({ type: "response.create" })
+    const closed = await s.closed
+    expect(closed.code).toBe(1008)
+    const error = s.events.find((e) => e.type === "error")
+    expect(error?.error.code).toBe("budget_exhausted")
+    expect(error?.error.message).toMatch(/daily budget/)
+    // Spent: the next session is refused at the handshake.
+    const again = await openRaw("oa/gpt-realtime", { headers: { authorization: `Bearer ${POOR}` } })
+    expect(again).toMatchObject({ status: 429 })
+  }, 60_000)
+
+  it("skips a target that refuses the handshake: the combo's second target serves the session", async () => {
+    const downBefore = down.handshakes.length
+    const s = await openSdk("voice")
+    await s.until("session.created")
+    expect(down.handshakes.length).toBe(downBefore + 1)
+    s.rt.send({
+      type: "conversation.item.create",
+      item: { type: "message", role: "user", content: [{ type: "input_text", text: "fallback" }] }
+    })
+    s.rt.send({ type: "response.create" })
+    expect((await s.until("response.output_text.done")).text).toBe("You said: fallback")
+    s.rt.close()
+    await s.closed
+  }, 60_000)
+
+  it("sends upstream_closed and closes with 1011 when the upstream drops the session", async () => {
+    const s = await openSdk("oa/gpt-realtime")
+    await s.until("session.created")
+    for (const sock of up.sockets) sock.terminate()
+    const closed = await s.closed
+    expect(closed.code).toBe(1011)
+    expect(s.events.find((e) => e.type === "error")?.error.code).toBe("upstream_closed")
+  }, 60_000)
+
+  it("takes the key in the browser's subprotocol and answers selecting `realtime`; refuses a bad key and a model that is not realtime", async () => {
+    const ok = await openRaw("oa/gpt-realtime", { protocols: ["realtime", `openai-insecure-api-key.${KEY}`] })
+    if (!("ws" in ok)) throw new Error(`refused: ${ok.status} ${ok.body}`)
+    expect(ok.ws.protocol).toBe("realtime")
+    await until("session.created", async () => ok.events.find((e) => e.type === "session.created"))
+    ok.ws.close()
+    await ok.closed
+
+    const bad = await openRaw("oa/gpt-realtime", { protocols: ["realtime", "openai-insecure-api-key.gwk_wrong"] })
+    expect(bad).toMatchObject({ status: 401 })
+    expect((bad as { body: string }).body).toContain("invalid_api_key")
+    const none = await openRaw("oa/gpt-realtime")
+    expect(none).toMatchObject({ status: 401 })
+    const chat = await openRaw("oa/gpt-4o", { headers: { authorization: `Bearer ${KEY}` } })
+    expect(chat).toMatchObject({ status: 400 })
+    expect((chat as { body: string }).body).toContain("realtime_model_required")
+  }, 60_000)
+
+  it("relays OpenAI-Beta: realtime=v1 to an upstream that takes it, and closes with 1003 where none does", async () => {
+    const headers = { authorization: `Bearer ${KEY}`, "openai-beta": "realtime=v1" }
+    const beta = await openRaw("beta/gpt-realtime", { headers })
+    if (!("ws" in beta)) throw new Error(`refused: ${beta.status} ${beta.body}`)
+    const created = await until("beta session.created", async () => beta.events.find((e) => e.type === "session.created"))
+    expect(created.session.type).toBeUndefined()
+    expect(betaUp.handshakes[betaUp.handshakes.length - 1]!.headers["openai-beta"]).toBe("realtime=v1")
+    beta.ws.close()
+    await beta.closed
+
+    const ga = await openRaw("oa/gpt-realtime", { headers })
+    if (!("ws" in ga)) throw new Error(`refused: ${ga.status} ${ga.body}`)
+    const closed = await ga.closed
+    expect(closed.code).toBe(1003)
+    expect(closed.reason).toMatch(/beta/)
+  }, 60_000)
+})
