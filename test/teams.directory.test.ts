@@ -223,14 +223,22 @@ describe("keys and their owners", () => {
     expect(refused.body.message).toContain(key.body.id)
     expect(refused.body.message).toContain("erin-key")
 
-    // The key works until then.
+    // With keys required, the key is accepted until its owner goes, and refused at once after.
+    const flag = (value: string) => api("/api/settings/feature-flags", { method: "PUT", body: { key: "REQUIRE_API_KEY", value } })
+    expect((await flag("true")).status).toBe(200)
     const chat = { model: "nobody/none", messages: [{ role: "user", content: "hi" }] }
-    const before = await call(`${gw.url}/v1/chat/completions`, { body: chat, headers: { authorization: `Bearer ${key.body.secret}` } })
-    expect(before.status).not.toBe(401)
-
-    const forced = await api(`/api/users/${erin.body.id}?force=true`, { method: "DELETE" })
-    expect(forced.status).toBe(200)
-    expect(forced.body.disabledKeys).toEqual([key.body.id])
+    const send = () => call(`${gw.url}/v1/chat/completions`, { body: chat, headers: { authorization: `Bearer ${key.body.secret}` } })
+    try {
+      expect((await send()).status).not.toBe(401)
+      const forced = await api(`/api/users/${erin.body.id}?force=true`, { method: "DELETE" })
+      expect(forced.status).toBe(200)
+      expect(forced.body.disabledKeys).toEqual([key.body.id])
+      const refused = await send()
+      expect(refused.status).toBe(401)
+      expect(refused.body.error.code).toBe("invalid_api_key")
+    } finally {
+      await flag("false")
+    }
     const after = (await api("/api/keys")).body.keys.find((k: { id: string }) => k.id === key.body.id)
     expect(after).toMatchObject({ enabled: false, userId: null, teamId: null })
 
@@ -268,7 +276,26 @@ describe("the directory in memory and single sign-on", () => {
           role: "admin",
           teams: []
         })
-        return { team, made, again, sync: directory.user(made.id), teamNow: directory.team(team.id), first: directory.firstAdmin() }
+        // A user made through the API signs in by email: the identity is linked to it.
+        const apiMade = yield* directory.createUser({ email: "gil@example.com", role: "viewer" })
+        const linked = yield* directory.signIn({
+          provider: "corp",
+          subject: "sub-2",
+          email: "GIL@example.com",
+          name: "Gil",
+          role: "admin",
+          teams: []
+        })
+        return {
+          team,
+          made,
+          again,
+          apiMade,
+          linked,
+          sync: directory.user(made.id),
+          teamNow: directory.team(team.id),
+          first: directory.firstAdmin()
+        }
       })
     )
     expect(result.made).toMatchObject({ email: "fay@example.com", role: "member", oidcProvider: "corp", oidcSubject: "sub-1" })
@@ -277,6 +304,8 @@ describe("the directory in memory and single sign-on", () => {
     // A second sign-in finds the same user and keeps its role.
     expect(result.again.id).toBe(result.made.id)
     expect(result.again.role).toBe("member")
+    expect(result.linked).toMatchObject({ id: result.apiMade.id, role: "viewer", oidcProvider: "corp", oidcSubject: "sub-2" })
+    expect(result.linked.lastLoginAt).not.toBeNull()
     expect(result.sync?.email).toBe("fay@example.com")
     expect(result.teamNow?.name).toBe("SSO Team")
     expect(result.first.id).toBe("usr_admin")
