@@ -55,7 +55,8 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched, directory }: K
         const tpm = input.tpm === undefined ? existing.tpm : input.tpm
         const shadow = input.shadow === undefined ? existing.shadow : (input.shadow ?? [])
         const mcpAllow = input.mcp === undefined ? existing.mcpAllow : (input.mcp?.allow ?? null)
-        const maxQueueWaitSeconds = input.maxQueueWaitSeconds === undefined ? existing.maxQueueWaitSeconds : input.maxQueueWaitSeconds || null
+        const maxQueueWaitSeconds =
+          input.maxQueueWaitSeconds === undefined ? existing.maxQueueWaitSeconds : input.maxQueueWaitSeconds || null
         yield* sql`UPDATE api_keys SET scopes = ${JSON.stringify(merged)}, enabled = 1, rpm_limit = ${rpm}, tpm_limit = ${tpm}, shadow = ${shadowColumn(shadow)}, mcp_allow = ${mcpAllowColumn(mcpAllow)}, max_queue_wait_s = ${maxQueueWaitSeconds} WHERE id = ${existing.id}`.pipe(
           Effect.orDie
         )
