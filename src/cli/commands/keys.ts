@@ -45,7 +45,7 @@ const ShadowFlag = Schema.compose(
 /** `--max-queue-wait <seconds>` (0: off), as `maxQueueWaitSeconds` of the keys API. */
 const maxQueueWait = schemaOption("max-queue-wait", intFromText(MaxQueueWaitSeconds)).pipe(
   Options.withDescription(
-    "Longest wait, in seconds, for an upstream's quota to reset when every target is out of it; 0: off (docs/resilience.md, \"Waiting out a quota\")."
+    "Longest wait, in seconds, for an upstream's quota to reset when every target is out of it; 0: off (docs/resilience.md)."
   ),
   Options.optional
 )
@@ -129,7 +129,7 @@ const limits = Command.make(
   "limits",
   limitsOptions,
   lazy(impl, (m) => m.limits)
-).pipe(Command.withDescription("Set or remove a key's inbound rate limits (requests and tokens per minute) and its longest wait for a quota to reset."))
+).pipe(Command.withDescription("Set or remove a key's inbound rate limits (requests and tokens per minute) and its quota wait."))
 
 const shadow = Command.make(
   "shadow",
