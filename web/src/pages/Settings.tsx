@@ -23,6 +23,7 @@ import {
   useLoad
 } from "../ui"
 import { BackupSchedule } from "./operate/BackupSchedule"
+import { PasswordLogin } from "./operate/PasswordLogin"
 import "./operate/operate.css"
 
 // Global settings (docs/operations.md, "Settings"): the whole document (GET/PUT/PATCH /api/settings)
@@ -590,6 +591,7 @@ export default function SettingsPage() {
                 </Section>
                 <Section title="Login">
                   <LoginSection key={k(d.requireLogin)} value={d.requireLogin} onSaved={doc.reload} />
+                  <PasswordLogin />
                 </Section>
                 <Section title="Backup schedule">
                   <p class="muted">
