@@ -12,6 +12,7 @@ import { DEFAULT_USAGE, type FakeRealtime, startFakeRealtime } from "./support/f
 import { startGateway, type TestGateway, tempDir } from "./support/gateway.js"
 import { type TestCa, testCa } from "./support/testCerts.js"
 import { until } from "./support/until.js"
+import { Receiver } from "./support/webhookReceiver.js"
 
 const ADMIN = "gwk_rt_admin_key_0123456789abcdefghijk"
 const KEY = "gwk_rt_client_key_0123456789abcdefghij"
@@ -23,6 +24,7 @@ let agent: Agent
 let up: FakeRealtime
 let down: FakeRealtime
 let betaUp: FakeRealtime
+let receiver: Receiver
 
 /** The gateway's management and inference API over HTTPS (trusting the test CA). */
 const api = async (p: string, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}) => {
@@ -140,7 +142,12 @@ beforeAll(async () => {
   down = await startFakeRealtime({ refuse: 503 })
   betaUp = await startFakeRealtime({ beta: true })
   gw = await startGateway({
-    env: { REQUIRE_API_KEY: "true", GATEWAY_TLS_CERT: path.join(dir, "cert.pem"), GATEWAY_TLS_KEY: path.join(dir, "key.pem") }
+    env: {
+      REQUIRE_API_KEY: "true",
+      INSPECTOR_CAPTURE_BODIES: "true",
+      GATEWAY_TLS_CERT: path.join(dir, "cert.pem"),
+      GATEWAY_TLS_KEY: path.join(dir, "key.pem")
+    }
   })
   expect(gw.url).toMatch(/^https:/)
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
@@ -159,6 +166,9 @@ beforeAll(async () => {
     body: { name: "voice", strategy: "priority", targets: [{ model: "down/gpt-realtime" }, { model: "oa/gpt-realtime" }] }
   })
   expect(combo.status, combo.text).toBe(201)
+  receiver = await Receiver.start()
+  const hook = await api("/api/webhooks", { body: { url: receiver.url, events: ["realtime.session.started", "realtime.session.ended"] } })
+  expect(hook.status, hook.text).toBe(201)
   const budget = await api("/api/usage/budget", { body: { apiKeyId: poorId, dailyLimitUsd: 0.005 } })
   expect([200, 201]).toContain(budget.status)
 }, 120_000)
@@ -169,6 +179,7 @@ afterAll(async () => {
   await down?.close()
   await betaUp?.close()
   await agent?.close()
+  await receiver?.close()
 })
 
 beforeEach(async () => {
@@ -355,5 +366,76 @@ describe("realtime sessions through the gateway", () => {
     const closed = await ga.closed
     expect(closed.code).toBe(1003)
     expect(closed.reason).toMatch(/beta/)
+  }, 60_000)
+
+  it("mints an ephemeral client secret bound to the calling key, accepted in place of the key until it expires", async () => {
+    const minted = await api("/v1/realtime/client_secrets", {
+      body: { expires_after: { anchor: "created_at", seconds: 30 }, session: { type: "realtime", model: "gpt-realtime" } },
+      headers: { authorization: `Bearer ${KEY}` }
+    })
+    expect(minted.status, minted.text).toBe(200)
+    expect(minted.body.value).toMatch(/^ek_/)
+    expect(minted.body.expires_at).toBeGreaterThan(Date.now() / 1000 + 20)
+    expect(minted.body.expires_at).toBeLessThanOrEqual(Math.ceil(Date.now() / 1000) + 30)
+    // The browser's way: the secret in the subprotocol.
+    const ok = await openRaw("oa/gpt-realtime", { protocols: ["realtime", `openai-insecure-api-key.${minted.body.value}`] })
+    if (!("ws" in ok)) throw new Error(`refused: ${ok.status} ${ok.body}`)
+    await until("session.created", async () => ok.events.find((e) => e.type === "session.created"))
+    ok.ws.close()
+    await ok.closed
+    // The SDK's way, with the secret as its key.
+    const s = await openSdk("oa/gpt-realtime", minted.body.value)
+    await s.until("session.created")
+    s.rt.close()
+    await s.closed
+
+    const tooLong = await api("/v1/realtime/client_secrets", {
+      body: { expires_after: { seconds: 601 } },
+      headers: { authorization: `Bearer ${KEY}` }
+    })
+    expect(tooLong.status).toBe(400)
+    expect(tooLong.body.error.message).toMatch(/600/)
+    const noKey = await api("/v1/realtime/client_secrets", { body: {}, headers: { authorization: "Bearer gwk_nope" } })
+    expect(noKey.status).toBe(401)
+    const forged = await openRaw("oa/gpt-realtime", { protocols: ["realtime", "openai-insecure-api-key.ek_forged"] })
+    expect(forged).toMatchObject({ status: 401 })
+    expect((forged as { body: string }).body).toContain("invalid_client_secret")
+  }, 60_000)
+
+  it("shows a session in the inspector as one entry with its events (audio elided to its size) and fires started and ended webhooks", async () => {
+    const s = await openSdk("oa/gpt-realtime")
+    const created = await s.until("session.created")
+    s.rt.send({ type: "session.update", session: { type: "realtime", output_modalities: ["audio"] } })
+    await s.until("session.updated")
+    const pcm = Buffer.alloc(9600, 5).toString("base64")
+    s.rt.send({ type: "input_audio_buffer.append", audio: pcm })
+    s.rt.send({
+      type: "conversation.item.create",
+      item: { type: "message", role: "user", content: [{ type: "input_text", text: "inspect me" }] }
+    })
+    s.rt.send({ type: "response.create" })
+    await s.until("response.done")
+    s.rt.close()
+    await s.closed
+
+    const entry = await until("the inspector's realtime entry", async () => {
+      const r = await api("/api/tools/traffic-inspector/requests?source=realtime")
+      const list = r.body?.items ?? r.body?.requests ?? r.body?.entries ?? r.body
+      const mine = Array.isArray(list) ? list.filter((e: { path: string }) => e.path.includes("/v1/realtime")) : []
+      // The newest session is this test's.
+      return mine.length > 0 ? mine.reduce((a: { seq: number }, b: { seq: number }) => (b.seq > a.seq ? b : a)) : undefined
+    })
+    expect(entry).toMatchObject({ source: "realtime" })
+    const detail = await api(`/api/tools/traffic-inspector/requests/${entry.id}`)
+    expect(detail.status).toBe(200)
+    expect(detail.text).toContain("inspect me")
+    expect(detail.text).toContain(created.session.id)
+    expect(detail.text).toContain("<audio: 9600 bytes>")
+    expect(detail.text).toContain("<audio: 4800 bytes>")
+    expect(detail.text).not.toContain(pcm.slice(0, 200))
+
+    const ended = await receiver.waitFor(1, (d) => d.body?.type === "realtime.session.ended" || d.body?.event === "realtime.session.ended")
+    expect(JSON.stringify(ended.at(-1)?.body)).toContain("gpt-realtime")
+    expect(receiver.deliveries.some((d) => JSON.stringify(d.body).includes("realtime.session.started"))).toBe(true)
   }, 60_000)
 })

@@ -54,6 +54,7 @@ import { ResponseStore } from "./ResponseStore.js"
 import type { McpGateway } from "./mcp/McpGateway.js"
 import { ResponsesMcp } from "./mcp/ResponsesMcp.js"
 import { ResponsesCompaction } from "./compaction/ResponsesCompaction.js"
+import { RealtimeSecrets } from "./RealtimeSecrets.js"
 import { WebSearch } from "./search/WebSearch.js"
 import { StreamWatchdog } from "./stream.js"
 import type { StreamTimeouts } from "./StreamTimeouts.js"
@@ -79,6 +80,7 @@ export const InferenceLive: Layer.Layer<
   | Files
   | Quotas
   | NativeBatches
+  | RealtimeSecrets
   | InferenceRoutes,
   ConfigError,
   | AppConfig
@@ -136,7 +138,8 @@ export const InferenceLive: Layer.Layer<
       Evals.layer,
       IssueTracker.layer,
       Compression.layer,
-      Bridges.layer
+      Bridges.layer,
+      RealtimeSecrets.layer
     )
   )
 )

@@ -1,4 +1,5 @@
 import * as Context from "effect/Context"
+import { RealtimeSecrets } from "./RealtimeSecrets.js"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as LogLevel from "effect/LogLevel"
@@ -104,7 +105,8 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
           batches: yield* Batches,
           native: yield* NativeBatches,
           skills: yield* SkillCatalog,
-          access
+          access,
+          realtimeSecrets: Option.getOrUndefined(yield* Effect.serviceOption(RealtimeSecrets))
         })
       )
       const listGemini = listGeminiModels(deps)

@@ -31,7 +31,7 @@ import { ApiKeys } from "../services/auth/ApiKeys.js"
 import { Inspector } from "../services/inspector/Inspector.js"
 import type { Candidate } from "../services/routing/types.js"
 import { openAiResponses } from "../upstream/formats/openai-responses.js"
-import { RealtimeSecrets } from "./RealtimeSecrets.js"
+import { RealtimeSecrets } from "../inference/RealtimeSecrets.js"
 import { BETA, connectRealtime, type RealtimeRequest } from "./realtimeUpstream.js"
 import { closeWith, type LoggedEvent, relaySession, type SessionEnd } from "./realtimeSession.js"
 
@@ -262,7 +262,8 @@ export class RealtimeWebSocket extends Context.Tag("gateway/RealtimeWebSocket")<
             apiKeyId
           }
           bus.publish("realtime.session.started", info)
-          const log: Array<LoggedEvent> | undefined = inspector ? [] : undefined
+          // Events are kept while the inspector keeps bodies (a client watching, or INSPECTOR_CAPTURE_BODIES).
+          const log: Array<LoggedEvent> | undefined = inspector?.core.sink.wantsBodies() ? [] : undefined
           const url = `${scheme}://${String(req.headers.host ?? "gateway")}${path}?model=${encodeURIComponent(model)}`
           relaySession(
             { usage: deps.usage, accounting: deps.accounting, run, idleMs, maxMs },
@@ -290,7 +291,7 @@ export class RealtimeWebSocket extends Context.Tag("gateway/RealtimeWebSocket")<
                   outputTokens: end.usage.outputTokens
                 })
                 fireEnd(ctx, end.code === 1000 || end.code === 1005 ? 200 : end.code === 1008 ? 429 : 502)
-                if (inspector && log) {
+                if (inspector) {
                   const sink = inspector.core.sink
                   const id = sink.begin({
                     source: "realtime",
@@ -308,7 +309,7 @@ export class RealtimeWebSocket extends Context.Tag("gateway/RealtimeWebSocket")<
                     headers: {
                       "content-type": "application/json",
                       "x-gateway-realtime-close": `${end.code} ${end.reason}`.slice(0, 200),
-                      "x-gateway-realtime-events": String(log.length),
+                      "x-gateway-realtime-events": String(log?.length ?? 0),
                       "x-gateway-duration-ms": String(durationMs)
                     },
                     body: Buffer.from(

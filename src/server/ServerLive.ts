@@ -54,7 +54,7 @@ import type { Connections } from "../upstream/providers/Connections.js"
 import type { ProviderChecks } from "../upstream/providers/ProviderChecks.js"
 import { BackgroundTasks } from "./BackgroundTasks.js"
 import type { EventBus } from "../platform/events/EventBus.js"
-import { RealtimeSecrets } from "./RealtimeSecrets.js"
+import type { RealtimeSecrets } from "../inference/RealtimeSecrets.js"
 import { RealtimeWebSocket } from "./RealtimeWebSocket.js"
 import { ResponsesWebSocket } from "./ResponsesWebSocket.js"
 import * as Server from "./Server.js"
@@ -114,6 +114,7 @@ export const ServerLive: Layer.Layer<
   | InspectorFeed
   | CloudSync
   | EventBus
+  | RealtimeSecrets
 > = Layer.mergeAll(
   BatchRunner.layer,
   ScheduledBackups,
@@ -136,11 +137,7 @@ export const ServerLive: Layer.Layer<
 ).pipe(
   Layer.provideMerge(
     OwnRoutes.layer.pipe(
-      Layer.provideMerge(
-        Server.layer.pipe(
-          Layer.provide(Layer.merge(ResponsesWebSocket.layer, RealtimeWebSocket.layer.pipe(Layer.provide(RealtimeSecrets.layer))))
-        )
-      )
+      Layer.provideMerge(Server.layer.pipe(Layer.provide(Layer.merge(ResponsesWebSocket.layer, RealtimeWebSocket.layer))))
     )
   )
 )

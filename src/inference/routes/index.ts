@@ -19,6 +19,8 @@ import { mediaJobRoutes } from "./mediaJobs.js"
 import { ollamaRoutes } from "./ollama.js"
 import { openAiRoutes, type RouteDeps } from "./openai.js"
 import { quotaRoutes } from "./quotas.js"
+import { realtimeRoutes } from "./realtime.js"
+import type { RealtimeSecretsShape } from "../RealtimeSecrets.js"
 import { rerankRoutes } from "./rerank.js"
 import { searchRoutes } from "./search.js"
 import type { RouteDef } from "./types.js"
@@ -35,6 +37,8 @@ export interface RouteServices {
   readonly native: NativeBatchesShape
   readonly skills: SkillCatalogShape
   readonly access: InferenceAccess
+  /** Ephemeral realtime client secrets (absent in partial layers: no route). */
+  readonly realtimeSecrets?: RealtimeSecretsShape | undefined
 }
 
 /**
@@ -58,6 +62,7 @@ export const inferenceRouteDefs = (s: RouteServices): ReadonlyArray<RouteDef> =>
   ...fileRoutes(s.files),
   ...batchRoutes(s.batches, s.files, s.native),
   ...a2aRoutes(s.deps, s.skills, s.access),
+  ...realtimeRoutes(s.realtimeSecrets),
   // Last: it takes only `/v1beta/<id with a slash>:<method>` paths that no route above has.
   geminiBareCallRoute(s.deps)
 ]
