@@ -37,6 +37,14 @@ export const rootOptions = {
     ),
     Options.optional
   ),
+  tlsCert: Options.file("tls-cert").pipe(
+    Options.withDescription("Serve HTTPS with this PEM certificate (chain); with --tls-key (or GATEWAY_TLS_CERT). See docs/realtime.md."),
+    Options.optional
+  ),
+  tlsKey: Options.file("tls-key").pipe(
+    Options.withDescription("The PEM private key of --tls-cert (or GATEWAY_TLS_KEY)."),
+    Options.optional
+  ),
   mcp: Options.boolean("mcp").pipe(Options.withDescription("Serve MCP over stdio instead of HTTP.")),
   nonInteractive: Options.boolean("non-interactive").pipe(Options.withDescription("Never prompt.")),
   json: Options.boolean("json").pipe(Options.withDescription("Print JSON: `gateway --json <command>` is `gateway <command> --json`."))
@@ -49,11 +57,15 @@ export const overridesFrom = (root: {
   readonly port: Option.Option<number>
   readonly host: Option.Option<string>
   readonly dataDir: Option.Option<string>
+  readonly tlsCert?: Option.Option<string>
+  readonly tlsKey?: Option.Option<string>
 }): Partial<AppConfigShape> => {
   const overrides: Partial<AppConfigShape> = {}
   if (Option.isSome(root.port)) Object.assign(overrides, { port: root.port.value })
   if (Option.isSome(root.host)) Object.assign(overrides, { host: root.host.value })
   if (Option.isSome(root.dataDir)) Object.assign(overrides, { dataDir: root.dataDir.value })
+  if (root.tlsCert && Option.isSome(root.tlsCert)) Object.assign(overrides, { tlsCert: root.tlsCert.value })
+  if (root.tlsKey && Option.isSome(root.tlsKey)) Object.assign(overrides, { tlsKey: root.tlsKey.value })
   return overrides
 }
 

@@ -78,6 +78,8 @@ export const ROUTE_PREFIXES: Readonly<Record<string, SkillId>> = {
   "/v1beta": "gw-inference",
   "/responses": "gw-inference",
   "/api/v1/responses": "gw-inference",
+  "/realtime": "gw-inference",
+  "/api/v1/realtime": "gw-inference",
   "/api/v1/provider-plugin-manifest": "gw-inference",
   "/api/chat": "gw-inference",
   "/api/generate": "gw-inference",

@@ -48,5 +48,5 @@ export const realtimeRoutes = (secrets: RealtimeSecretsShape | undefined): Reado
         path,
         format: openAiChat,
         handle: mint(secrets),
-        summary: "an ephemeral client secret for a realtime session (docs/realtime.md)"
+        summary: "An ephemeral client secret for a browser's realtime session (`/v1/realtime`), bound to the calling key; docs/realtime.md."
       }))
