@@ -120,7 +120,8 @@ export const addRemote = (opts: Parsed<typeof addOptions>) =>
           tpm: Option.getOrUndefined(opts.tpm),
           userId: Option.getOrUndefined(opts.user),
           teamId: Option.getOrUndefined(opts.team),
-          mcp: opts.mcpAllow.length > 0 ? { allow: opts.mcpAllow } : undefined
+          mcp: opts.mcpAllow.length > 0 ? { allow: opts.mcpAllow } : undefined,
+          maxQueueWaitSeconds: Option.getOrUndefined(opts.maxQueueWait)
         }
       })
       .pipe(Effect.mapError(explain(url)))
