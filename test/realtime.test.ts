@@ -9,7 +9,7 @@ import WebSocket from "ws"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { queryDb } from "./support/db.js"
 import { DEFAULT_USAGE, type FakeRealtime, startFakeRealtime } from "./support/fakeRealtime.js"
-import { startGateway, type TestGateway, tempDir } from "./support/gateway.js"
+import { call, startGateway, type TestGateway, tempDir } from "./support/gateway.js"
 import { type TestCa, testCa } from "./support/testCerts.js"
 import { until } from "./support/until.js"
 import { Receiver } from "./support/webhookReceiver.js"
@@ -437,5 +437,75 @@ describe("realtime sessions through the gateway", () => {
     const ended = await receiver.waitFor(1, (d) => d.body?.type === "realtime.session.ended" || d.body?.event === "realtime.session.ended")
     expect(JSON.stringify(ended.at(-1)?.body)).toContain("gpt-realtime")
     expect(receiver.deliveries.some((d) => JSON.stringify(d.body).includes("realtime.session.started"))).toBe(true)
+  }, 60_000)
+
+  it("pauses the upstream while a client does not read, instead of buffering its events without bound", async () => {
+    const raw = await openRaw("oa/gpt-realtime", { headers: { authorization: `Bearer ${KEY}` } })
+    if (!("ws" in raw)) throw new Error(`refused: ${raw.status} ${raw.body}`)
+    await until("session.created", async () => raw.events.find((e) => e.type === "session.created"))
+    const count = 48
+    raw.ws.pause()
+    raw.ws.send(JSON.stringify({ type: "test.flood", count, bytes: 1024 * 1024 }))
+    // The gateway stopped reading: the upstream's own socket holds what the client has not taken.
+    await until("the upstream held back", async () => [...up.sockets].some((sock) => sock.bufferedAmount > 12 * 1024 * 1024), 60_000)
+    raw.ws.resume()
+    await until("every flooded event", async () => raw.events.filter((e) => e.type === "test.flooded").length === count, 60_000)
+    expect(raw.events.filter((e) => e.type === "test.flooded").map((e) => e.n)).toEqual([...Array(count).keys()])
+    raw.ws.close()
+    await raw.closed
+  }, 120_000)
+})
+
+describe("realtime session durations", () => {
+  let short: TestGateway
+  beforeAll(async () => {
+    short = await startGateway({ env: { GATEWAY_REALTIME_IDLE_SECONDS: "2", GATEWAY_REALTIME_MAX_SECONDS: "4" } })
+    await short.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+    const r = await call(`${short.url}/api/providers`, {
+      body: { provider: "openai", name: "oa", apiKey: "sk-up", baseUrl: up.baseUrl },
+      headers: { authorization: `Bearer ${ADMIN}` }
+    })
+    expect(r.status, r.text).toBe(201)
+  }, 120_000)
+  afterAll(async () => {
+    await short?.close()
+  })
+  const openPlain = () =>
+    new Promise<{ ws: WebSocket; events: Array<any>; closed: Promise<{ code: number; reason: string }>; opened: number }>(
+      (resolve, reject) => {
+        const ws = new WebSocket(`${short.url.replace(/^http/, "ws")}/v1/realtime?model=oa/gpt-realtime`)
+        const events: Array<any> = []
+        ws.on("message", (d) => events.push(JSON.parse(String(d))))
+        const closed = new Promise<{ code: number; reason: string }>((r) =>
+          ws.on("close", (code, reason) => r({ code, reason: reason.toString() }))
+        )
+        ws.once("open", () => resolve({ ws, events, closed, opened: Date.now() }))
+        ws.once("unexpected-response", (_q, res) => reject(new Error(`refused ${res.statusCode}`)))
+        ws.once("error", reject)
+      }
+    )
+
+  it("ends a session idle for GATEWAY_REALTIME_IDLE_SECONDS with an error event session_idle", async () => {
+    const s = await openPlain()
+    const closed = await s.closed
+    expect(closed.code).toBe(1000)
+    expect(s.events.find((e) => e.type === "error")?.error.code).toBe("session_idle")
+    expect(Date.now() - s.opened).toBeGreaterThanOrEqual(1500)
+  }, 60_000)
+
+  it("ends a busy session at GATEWAY_REALTIME_MAX_SECONDS with an error event session_expired", async () => {
+    const s = await openPlain()
+    let open = true
+    void s.closed.then(() => (open = false))
+    // Busy: an event every 300 ms keeps it from idling.
+    const busy = setInterval(() => open && s.ws.send(JSON.stringify({ type: "session.update", session: { type: "realtime" } })), 300)
+    try {
+      const closed = await s.closed
+      expect(closed.code).toBe(1000)
+      expect(s.events.find((e) => e.type === "error")?.error.code).toBe("session_expired")
+      expect(Date.now() - s.opened).toBeGreaterThanOrEqual(3500)
+    } finally {
+      clearInterval(busy)
+    }
   }, 60_000)
 })

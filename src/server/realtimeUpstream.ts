@@ -151,7 +151,7 @@ export const connectRealtime = (
             Effect.fail(
               attemptFailed(
                 new InferenceError({
-                  status: status >= 500 || status === 429 ? 502 : status,
+                  status: 502,
                   kind: "upstream",
                   code: "upstream_error",
                   message

@@ -103,6 +103,12 @@ export const startFakeRealtime = async (options: FakeRealtimeOptions = {}): Prom
         case "input_audio_buffer.append": {
           break
         }
+        // Not of the protocol: `count` events of `bytes` each, as fast as the socket takes them (backpressure tests).
+        case "test.flood": {
+          const filler = "x".repeat(event.bytes ?? 1024 * 1024)
+          for (let i = 0; i < (event.count ?? 1); i++) send({ type: "test.flooded", n: i, filler })
+          break
+        }
         case "response.create": {
           respond()
           break
