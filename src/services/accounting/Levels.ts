@@ -12,6 +12,8 @@ import { ApiKeys } from "../auth/ApiKeys.js"
 import { ancestorsOf, labelOf, loadOwners, nameOf, NO_OWNERS, type Owners } from "./levelOwners.js"
 import { coversMcp, coversModel, modelAllowed, type ModelPattern, compileModels } from "./levelPatterns.js"
 
+const NONE: ReadonlyArray<never> = []
+
 /** A level's own limits besides budgets and token limits (`level_limits`; a key's rpm, tpm and MCP are on the key). */
 export interface LevelSettings {
   readonly rpm: number | null
@@ -128,6 +130,7 @@ export class Levels extends Context.Tag("gateway/Levels")<Levels, LevelsShape>()
       let settings = new Map<string, LevelSettings>()
       let aboveCache = new Map<string, ReadonlyArray<string>>()
       let withModels = 0
+      let withRates = 0
 
       const load = Effect.gen(function* () {
         const nextOwners = yield* loadOwners(sql)
@@ -135,6 +138,7 @@ export class Levels extends Context.Tag("gateway/Levels")<Levels, LevelsShape>()
         owners = nextOwners
         settings = new Map(rows.map((r) => [r.subject_id, settingsOf(r)]))
         withModels = rows.filter((r) => r.models !== null).length
+        withRates = rows.filter((r) => r.rpm !== null || r.tpm !== null).length
         aboveCache = new Map()
       })
       const refresh = yield* makeVersionedReload(version, load)
@@ -186,18 +190,19 @@ export class Levels extends Context.Tag("gateway/Levels")<Levels, LevelsShape>()
         return undefined
       }
 
+      // Every request asks (the inbound limits' admission): nothing allocated while no level has a rate limit.
       const ratesAbove = (apiKeyId: string): ReadonlyArray<LevelRates> => {
-        if (settings.size === 0) return []
-        const out: Array<LevelRates> = []
+        if (withRates === 0) return NONE
+        let out: Array<LevelRates> | undefined
         for (const id of above(apiKeyId)) {
           const s = settings.get(id)
-          if (s && (s.rpm !== null || s.tpm !== null)) out.push({ ...refusalOf(id), rpm: s.rpm, tpm: s.tpm })
+          if (s && (s.rpm !== null || s.tpm !== null)) (out ??= []).push({ ...refusalOf(id), rpm: s.rpm, tpm: s.tpm })
         }
-        return out
+        return out ?? NONE
       }
 
-      const mcpAbove = (apiKeyId: string) => {
-        if (settings.size === 0) return []
+      const mcpAbove = (apiKeyId: string): ReadonlyArray<LevelRefusal & { readonly allow: ReadonlyArray<string> }> => {
+        if (settings.size === 0) return NONE
         const out: Array<LevelRefusal & { readonly allow: ReadonlyArray<string> }> = []
         for (const id of above(apiKeyId)) {
           const s = settings.get(id)
