@@ -41,7 +41,7 @@ const RANGES = [
 ]
 type RangeName = (typeof RANGES)[number]["value"]
 
-type GroupBy = "hour" | "day" | "model" | "provider" | "apiKey" | "connection" | "endpoint" | "team" | "user"
+type GroupBy = "hour" | "day" | "model" | "requestedModel" | "provider" | "apiKey" | "connection" | "endpoint" | "team" | "user"
 /** The range, and the team or user the page is narrowed to. */
 type Scope = { from: string; to: string; teamId?: string; userId?: string }
 type History = Awaited<ReturnType<typeof history>>
@@ -209,6 +209,7 @@ export default function UsagePage() {
   const byKey = useLoad(() => history({ ...scope, groupBy: "apiKey" }), deps)
   const byEndpoint = useLoad(() => history({ ...scope, groupBy: "endpoint" }), deps)
   const byConnection = useLoad(() => history({ ...scope, groupBy: "connection" }), deps)
+  const byRequested = useLoad(() => history({ ...scope, groupBy: "requestedModel" }), deps)
   const hours = Math.min(24 * 90, Math.max(1, Math.round((r.to - r.from) / HOUR)))
   // Latency and connection names are the gateway's configuration: read by the roles that may (docs/teams.md).
   const telemetry = useLoad(
@@ -333,6 +334,17 @@ export default function UsagePage() {
           <OwnerTable of={byUser} kind="user" none="Keys without a user" query={query} />
         </div>
       </Section>
+      <Section title="Prompt cache">
+        <p class="muted">
+          Input tokens the providers read from their prompt cache, over all input tokens. A conversation stays on the account whose cache
+          holds its beginning (docs/routing.md, "Prompt-cache affinity").
+        </p>
+        <div class="grid">
+          <CacheTable of={byConnection} title="By connection" label={connName} />
+          <CacheTable of={byRequested} title="By model or combo asked for" label={plain} />
+          <CacheTable of={byKey} title="By API key" label={keyName} />
+        </div>
+      </Section>
       <Section title="Models in detail">
         <Loader of={byModel}>
           {(h) => (
@@ -402,6 +414,30 @@ const OwnerTable = (p: { of: Loaded<History>; kind: "team" | "user"; none: strin
           { label: "Tokens in", class: "num", render: (x) => fmtNumber(x.tokensIn) },
           { label: "Tokens out", class: "num", render: (x) => fmtNumber(x.tokensOut) },
           { label: "Cost", class: "num", render: (x) => fmtMoney(x.costUsd) }
+        ]}
+      />
+    )}
+  </Loader>
+)
+
+/** The prompt cache's hit ratio per connection, requested model (combo) or key: the groups that had input. */
+const CacheTable = (p: { of: Loaded<History>; title: string; label: (k: string | null) => string }) => (
+  <Loader of={p.of}>
+    {(h) => (
+      <Table
+        caption={`Prompt cache ${p.title.toLowerCase()}`}
+        rowKey={(x) => x.key ?? "(none)"}
+        rows={h.rows.filter((x) => x.tokensIn > 0).sort((a, b) => b.tokensIn - a.tokensIn)}
+        empty={<Empty title="Nothing yet">Input tokens appear here once requests go through.</Empty>}
+        columns={[
+          { label: p.title.replace(/^By /, "").replace(/^./, (c) => c.toUpperCase()), render: (x) => p.label(x.key) },
+          { label: "Tokens in", class: "num", render: (x) => fmtNumber(x.tokensIn) },
+          { label: "Cached", class: "num", render: (x) => fmtNumber(x.tokensCached) },
+          {
+            label: "Hit ratio",
+            class: "num",
+            render: (x) => (x.cachedInputRatio === null ? "–" : `${(x.cachedInputRatio * 100).toFixed(1)}%`)
+          }
         ]}
       />
     )}
