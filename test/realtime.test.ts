@@ -351,6 +351,41 @@ describe("realtime sessions through the gateway", () => {
     expect((chat as { body: string }).body).toContain("realtime_model_required")
   }, 60_000)
 
+  it("serves a model the operator marks realtime-capable on an OpenAI-compatible connection, and lists the capability in the catalog", async () => {
+    const conn = await api("/api/providers", {
+      body: { provider: "openai-compatible", name: "voicebox", apiKey: "sk-voicebox", baseUrl: up.baseUrl, models: ["my-voice"] }
+    })
+    expect(conn.status, conn.text).toBe(201)
+    const refused = await openRaw("voicebox/my-voice", { headers: { authorization: `Bearer ${KEY}` } })
+    expect(refused).toMatchObject({ status: 400 })
+    const marked = await api("/api/provider-models", {
+      body: { provider: "voicebox", model: "my-voice", capabilities: ["realtime", "audio"] }
+    })
+    expect([200, 201], marked.text).toContain(marked.status)
+    const s = await openSdk("voicebox/my-voice")
+    await s.until("session.created")
+    expect(up.handshakes[up.handshakes.length - 1]!.url).toBe("/v1/realtime?model=my-voice")
+    s.rt.close()
+    await s.closed
+    const catalog = await api("/api/models/catalog?provider=openai")
+    const entry = catalog.body.models.find((m: { model: string }) => m.model === "gpt-realtime")
+    expect(entry.capabilities.realtime).toBe(true)
+    expect(catalog.body.models.find((m: { model: string }) => m.model === "gpt-4o").capabilities.realtime).toBe(false)
+  }, 60_000)
+
+  it("refuses a browser page on a foreign origin without a key, as inference does", async () => {
+    const foreign = await openRaw("oa/gpt-realtime", { headers: { origin: "https://evil.example" } })
+    expect(foreign).toMatchObject({ status: 403 })
+    expect((foreign as { body: string }).body).toContain("origin_not_allowed")
+    const withKey = await openRaw("oa/gpt-realtime", {
+      headers: { origin: "https://evil.example" },
+      protocols: ["realtime", `openai-insecure-api-key.${KEY}`]
+    })
+    if (!("ws" in withKey)) throw new Error(`refused: ${withKey.status} ${withKey.body}`)
+    withKey.ws.close()
+    await withKey.closed
+  }, 60_000)
+
   it("relays OpenAI-Beta: realtime=v1 to an upstream that takes it, and closes with 1003 where none does", async () => {
     const headers = { authorization: `Bearer ${KEY}`, "openai-beta": "realtime=v1" }
     const beta = await openRaw("beta/gpt-realtime", { headers })

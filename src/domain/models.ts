@@ -56,7 +56,9 @@ export const CatalogModel = Schema.Struct({
     vision: Schema.Boolean,
     reasoning: Schema.Boolean,
     audio: Schema.Boolean,
-    pdf: Schema.Boolean
+    pdf: Schema.Boolean,
+    /** Served over `/v1/realtime` (docs/realtime.md). */
+    realtime: Schema.Boolean
   }),
   tier: Schema.String,
   price: Schema.Struct({ input: Schema.Number, output: Schema.Number, cachedInput: Schema.NullOr(Schema.Number) }),

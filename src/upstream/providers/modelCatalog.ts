@@ -28,7 +28,8 @@ const catalogModel = (provider: ProviderSpec, spec: ModelSpec, id: string, conne
     vision: spec.capabilities.vision,
     reasoning: spec.capabilities.reasoning,
     audio: spec.capabilities.audio ?? AUDIO_KINDS.has(spec.kind),
-    pdf: spec.capabilities.pdf ?? false
+    pdf: spec.capabilities.pdf ?? false,
+    realtime: spec.capabilities.realtime ?? false
   },
   tier: spec.tier,
   price: { input: spec.pricing.input, output: spec.pricing.output, cachedInput: spec.pricing.cachedInput ?? null },
