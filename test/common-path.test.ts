@@ -94,7 +94,7 @@ afterAll(async () => {
 })
 
 describe("the rule: which requests take the common path", () => {
-  const reasonOf = async (reason: string, send: () => Promise<{ status: number; text: string }>, g: TestGateway = gw) => {
+  const reasonOf = async <R extends { status: number; text: string }>(reason: string, send: () => Promise<R>, g: TestGateway = gw) => {
     const before = await taken("pipeline", reason, g)
     const res = await notCold(send, g)
     expect(await taken("pipeline", reason, g), `${reason}: ${res.status} ${res.text.slice(0, 300)}`).toBe(before + 1)
