@@ -247,7 +247,10 @@ export class RealtimeWebSocket extends Context.Tag("gateway/RealtimeWebSocket")<
         const candidate = track.tried!
         upgradeIds.set(req, requestId)
         // A client gone before its handshake is answered leaves no upstream session behind.
-        const abandoned = () => upstream.terminate()
+        const abandoned = () => {
+          upstream.terminate()
+          fireEnd(ctx, 499)
+        }
         socket.once("close", abandoned)
         wss.handleUpgrade(req, socket, head, (ws) => {
           socket.off("close", abandoned)

@@ -72,7 +72,11 @@ describe("a browser's realtime session", () => {
       const wsUrl = `${gw.url.replace(/^http/, "ws")}/v1/realtime?model=oa/gpt-realtime`
       const result = await page.evaluate(
         ([url, secret]) =>
-          (window as unknown as { talk: (u: string, s: string, t: string) => Promise<unknown> }).talk(url!, secret!, "hi from the browser"),
+          (globalThis as unknown as { talk: (u: string, s: string, t: string) => Promise<unknown> }).talk(
+            url!,
+            secret!,
+            "hi from the browser"
+          ),
         [wsUrl, minted.body.value as string]
       )
       expect(result).toEqual({ text: "You said: hi from the browser", protocol: "realtime" })
