@@ -432,6 +432,14 @@ describe("realtime sessions through the gateway", () => {
     expect(tooLong.body.error.message).toMatch(/600/)
     const noKey = await api("/v1/realtime/client_secrets", { body: {}, headers: { authorization: "Bearer gwk_nope" } })
     expect(noKey.status).toBe(401)
+    // A secret dies with its key: minted, then the key disabled.
+    const TEMP = "gwk_rt_temp_key_0123456789abcdefghijkl"
+    await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "temp" }, { secret: TEMP })))
+    const orphan = await api("/v1/realtime/client_secrets", { body: {}, headers: { authorization: `Bearer ${TEMP}` } })
+    expect(orphan.status, orphan.text).toBe(200)
+    expect((await api("/api/keys/temp", { method: "PATCH", body: { enabled: false } })).status).toBe(200)
+    const dead = await openRaw("oa/gpt-realtime", { protocols: ["realtime", `openai-insecure-api-key.${orphan.body.value}`] })
+    expect(dead).toMatchObject({ status: 401 })
     const forged = await openRaw("oa/gpt-realtime", { protocols: ["realtime", "openai-insecure-api-key.ek_forged"] })
     expect(forged).toMatchObject({ status: 401 })
     expect((forged as { body: string }).body).toContain("invalid_client_secret")

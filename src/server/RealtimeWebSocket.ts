@@ -160,7 +160,11 @@ export class RealtimeWebSocket extends Context.Tag("gateway/RealtimeWebSocket")<
         let apiKeyId: string | null
         if (presented !== undefined && secrets.isSecret(presented)) {
           const bound = secrets.redeem(presented)
-          if (bound === undefined)
+          // The key that minted it must still be usable: a key disabled or expired since takes its secrets with it.
+          const owner = bound === undefined || bound === null ? undefined : yield* keys.byId(bound)
+          const usable =
+            bound === null || (owner !== undefined && owner.enabled && (owner.expiresAt === null || owner.expiresAt > Date.now()))
+          if (bound === undefined || !usable)
             return refuse(
               socket,
               requestId,
