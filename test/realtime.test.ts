@@ -373,6 +373,17 @@ describe("realtime sessions through the gateway", () => {
     expect(catalog.body.models.find((m: { model: string }) => m.model === "gpt-4o").capabilities.realtime).toBe(false)
   }, 60_000)
 
+  it("counts a session against its key's requests-per-minute limit: past it the handshake is a 429", async () => {
+    const SLOW = "gwk_rt_slow_key_0123456789abcdefghijkl"
+    await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "slow", rpm: 1 }, { secret: SLOW })))
+    const first = await openRaw("oa/gpt-realtime", { headers: { authorization: `Bearer ${SLOW}` } })
+    if (!("ws" in first)) throw new Error(`refused: ${first.status} ${first.body}`)
+    first.ws.close()
+    await first.closed
+    const second = await openRaw("oa/gpt-realtime", { headers: { authorization: `Bearer ${SLOW}` } })
+    expect(second).toMatchObject({ status: 429 })
+  }, 60_000)
+
   it("refuses a browser page on a foreign origin without a key, as inference does", async () => {
     const foreign = await openRaw("oa/gpt-realtime", { headers: { origin: "https://evil.example" } })
     expect(foreign).toMatchObject({ status: 403 })

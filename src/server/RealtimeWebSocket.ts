@@ -27,6 +27,7 @@ import { gatewayHeaders, type HttpRequestContext } from "../inference/io.js"
 import { AppConfig, inferenceAccess } from "../platform/config/AppConfig.js"
 import { EventBus } from "../platform/events/EventBus.js"
 import { FeatureFlags } from "../platform/flags/FeatureFlags.js"
+import { InboundLimits } from "../services/accounting/InboundLimits.js"
 import { ApiKeys } from "../services/auth/ApiKeys.js"
 import { Inspector } from "../services/inspector/Inspector.js"
 import type { Candidate } from "../services/routing/types.js"
@@ -116,6 +117,7 @@ export class RealtimeWebSocket extends Context.Tag("gateway/RealtimeWebSocket")<
       const hooks = yield* RequestHooks
       const bus = yield* EventBus
       const secrets = yield* RealtimeSecrets
+      const inboundLimits = yield* InboundLimits
       const inspector = Option.getOrUndefined(yield* Effect.serviceOption(Inspector))
       const idleMs = (yield* Config.integer("GATEWAY_REALTIME_IDLE_SECONDS").pipe(Config.withDefault(600))) * 1000
       const maxMs = (yield* Config.integer("GATEWAY_REALTIME_MAX_SECONDS").pipe(Config.withDefault(3600))) * 1000
@@ -224,6 +226,15 @@ export class RealtimeWebSocket extends Context.Tag("gateway/RealtimeWebSocket")<
           responseHeaders: {},
           hooks: hooks.current(),
           route: `websocket ${path}`
+        }
+        // The key's inbound rate limit counts a session as one request.
+        const admission = apiKeyId === null ? undefined : inboundLimits.admit(ctx, apiKeyId)
+        if (admission !== undefined) {
+          const admitted = yield* Effect.either(admission)
+          if (admitted._tag === "Left") {
+            const e = admitted.left
+            return refuse(socket, requestId, e.status, e.message, e.code ?? "rate_limited", { ...ctx.responseHeaders, ...e.headers })
+          }
         }
         fireBegin(ctx)
         const track = newTracking(model)
