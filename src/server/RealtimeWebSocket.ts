@@ -19,22 +19,23 @@ import type { InferenceError } from "../kernel/errors.js"
 import { newRequestId } from "../kernel/ids.js"
 import { fireBegin, fireEnd } from "../kernel/listeners.js"
 import type { Transport } from "../kernel/request.js"
-import { RequestHooks } from "../kernel/RequestHooks.js"
+import { RequestHooks, type RequestHooksShape } from "../kernel/RequestHooks.js"
 import { authenticateInference, presentedKey } from "../inference/auth.js"
 import { firstOf, narrowPlan } from "../inference/fallback.js"
 import { InferenceRoutes } from "../inference/InferenceRoutes.js"
 import { gatewayHeaders, type HttpRequestContext } from "../inference/io.js"
-import { AppConfig, inferenceAccess } from "../platform/config/AppConfig.js"
-import { EventBus } from "../platform/events/EventBus.js"
-import { FeatureFlags } from "../platform/flags/FeatureFlags.js"
-import { InboundLimits } from "../services/accounting/InboundLimits.js"
-import { ApiKeys } from "../services/auth/ApiKeys.js"
-import { Inspector } from "../services/inspector/Inspector.js"
+import { AppConfig, type InferenceAccess, inferenceAccess } from "../platform/config/AppConfig.js"
+import { EventBus, type EventBusShape } from "../platform/events/EventBus.js"
+import { FeatureFlags, type FeatureFlagsShape } from "../platform/flags/FeatureFlags.js"
+import { InboundLimits, type InboundLimitsShape } from "../services/accounting/InboundLimits.js"
+import { ApiKeys, type ApiKeysShape } from "../services/auth/ApiKeys.js"
+import { Inspector, type InspectorShape } from "../services/inspector/Inspector.js"
 import type { Candidate } from "../services/routing/types.js"
 import { openAiResponses } from "../upstream/formats/openai-responses.js"
-import { RealtimeSecrets } from "../inference/RealtimeSecrets.js"
+import { RealtimeSecrets, type RealtimeSecretsShape } from "../inference/RealtimeSecrets.js"
+import type { RouteDeps } from "../inference/routes/openai.js"
 import { BETA, connectRealtime, type RealtimeRequest } from "./realtimeUpstream.js"
-import { closeWith, type LoggedEvent, relaySession, type SessionEnd } from "./realtimeSession.js"
+import { closeWith, type LoggedEvent, type RealtimeSessionDeps, relaySession, type SessionEnd } from "./realtimeSession.js"
 
 export const REALTIME_PATHS = new Set(["/v1/realtime", "/realtime", "/api/v1/realtime"])
 
@@ -100,6 +101,251 @@ const NO_BODY: Transport = { readBody: () => Effect.succeed(Buffer.alloc(0)) }
 /** A candidate the operator or the catalog marks realtime-capable. */
 const realtimeCapable = (c: Candidate): boolean => c.spec?.capabilities.realtime === true
 
+/** What an upgrade needs of the layer: who may connect, the plan and the attempt, where sessions are recorded, the sockets. */
+interface AcceptDeps {
+  readonly keys: ApiKeysShape
+  readonly flags: FeatureFlagsShape
+  readonly access: InferenceAccess
+  readonly deps: RouteDeps
+  readonly hooks: RequestHooksShape
+  readonly bus: EventBusShape
+  readonly secrets: RealtimeSecretsShape
+  readonly inboundLimits: InboundLimitsShape
+  readonly inspector: InspectorShape | undefined
+  readonly run: RealtimeSessionDeps["run"]
+  readonly wss: WebSocketServer
+  readonly upgradeIds: WeakMap<http.IncomingMessage, string>
+  readonly sockets: Set<WebSocket>
+  readonly scheme: "http" | "https"
+  readonly idleMs: number
+  readonly maxMs: number
+  readonly handshakeMs: number
+}
+
+/** An upgrade on a realtime path: refused with an HTTP answer, or relayed to the first target that accepts (`relaySession`); made once per layer. */
+const makeAccept = (d: AcceptDeps) => {
+  const {
+    keys,
+    flags,
+    access,
+    deps,
+    hooks,
+    bus,
+    secrets,
+    inboundLimits,
+    inspector,
+    run,
+    wss,
+    upgradeIds,
+    sockets,
+    scheme,
+    idleMs,
+    maxMs,
+    handshakeMs
+  } = d
+  return Effect.fnUntraced(function* (
+    req: http.IncomingMessage,
+    socket: net.Socket,
+    head: Buffer,
+    path: string,
+    query: URLSearchParams,
+    requestId: string
+  ) {
+    const model = query.get("model")?.trim()
+    if (!model) return refuse(socket, requestId, 400, "the realtime endpoint needs ?model=<id>", "missing_model")
+    // The key: a header (as inference reads it), or the browser's subprotocol; an ephemeral client secret in either place.
+    const offered = protocolsOf(req)
+    const fromProtocol = offered.find((p) => p.startsWith(KEY_PROTOCOL))?.slice(KEY_PROTOCOL.length)
+    const presented = fromProtocol || presentedKey(req, query)
+    let apiKeyId: string | null
+    if (presented !== undefined && secrets.isSecret(presented)) {
+      const bound = secrets.redeem(presented)
+      // The key that minted it must still be usable: a key disabled or expired since takes its secrets with it.
+      const owner = bound === undefined || bound === null ? undefined : yield* keys.byId(bound)
+      const usable = bound === null || (owner !== undefined && owner.enabled && (owner.expiresAt === null || owner.expiresAt > Date.now()))
+      if (bound === undefined || !usable)
+        return refuse(
+          socket,
+          requestId,
+          401,
+          "the client secret is unknown or expired: mint a new one with POST /v1/realtime/client_secrets",
+          "invalid_client_secret"
+        )
+      apiKeyId = bound
+    } else {
+      const auth = yield* authenticateInference(keys, flags, access, req, query, fromProtocol || undefined).pipe(Effect.either)
+      if (auth._tag === "Left") return refuse(socket, requestId, auth.left.status, auth.left.message, auth.left.code ?? "unauthorized")
+      apiKeyId = auth.right
+    }
+    const beta = String(req.headers["openai-beta"] ?? "")
+      .split(",")
+      .some((v) => v.trim() === BETA)
+
+    // The router's plan, narrowed to realtime-capable targets.
+    const planned = yield* deps.inference.plan(model, openAiResponses).pipe(Effect.either)
+    if (planned._tag === "Left")
+      return refuse(socket, requestId, planned.left.status, planned.left.message, planned.left.code ?? "model_not_found")
+    const able = narrowPlan(planned.right, realtimeCapable)
+    if (!able || (able.candidates.length === 0 && able.blocked.length === 0)) {
+      const other = firstOf(planned.right)
+      return refuse(
+        socket,
+        requestId,
+        400,
+        `${model}${other ? ` (${other.connection.name}/${other.model})` : ""} is not a realtime model: use a model the catalog or the operator marks realtime-capable (capability "realtime")`,
+        "realtime_model_required"
+      )
+    }
+    if (able.candidates.length === 0) {
+      const e = allBlocked(openAiResponses, able)
+      return refuse(socket, requestId, e.status, e.message, e.code ?? "no_available_target", e.headers ?? {})
+    }
+    const budget = deps.accounting.budget(apiKeyId)
+    if (!budget.ok)
+      return refuse(socket, requestId, 429, `the ${budget.window} budget of ${budget.subject} is spent`, "budget_exhausted", {
+        "retry-after": String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000)))
+      })
+
+    const answer = { statusCode: 101, headersSent: false }
+    const ctx: HttpRequestContext = {
+      requestId,
+      answer,
+      startedAt: Date.now(),
+      req,
+      // Nothing writes to it: the session's events go over the socket.
+      res: answer as unknown as http.ServerResponse,
+      method: req.method ?? "GET",
+      headers: req.headers,
+      transport: NO_BODY,
+      path,
+      query,
+      apiKeyId,
+      responseHeaders: {},
+      hooks: hooks.current(),
+      route: `websocket ${path}`
+    }
+    // The key's inbound rate limit counts a session as one request.
+    const admission = apiKeyId === null ? undefined : inboundLimits.admit(ctx, apiKeyId)
+    if (admission !== undefined) {
+      const admitted = yield* Effect.either(admission)
+      if (admitted._tag === "Left") {
+        const e = admitted.left
+        return refuse(socket, requestId, e.status, e.message, e.code ?? "rate_limited", { ...ctx.responseHeaders, ...e.headers })
+      }
+    }
+    fireBegin(ctx)
+    const track = newTracking(model)
+    const request: RealtimeRequest = { ctx, format: openAiResponses, model, beta, handshakeMs, committed: () => false }
+    const connected = yield* deps.inference.guarded(request, able, track, connectRealtime).pipe(Effect.either)
+    if (connected._tag === "Left") {
+      const e: InferenceError = connected.left
+      fireEnd(ctx, e.status, e)
+      if (beta && e.code === "realtime_beta_unsupported") {
+        // Said over the socket, as a realtime client reads it.
+        upgradeIds.set(req, requestId)
+        wss.handleUpgrade(req, socket, head, (ws) =>
+          closeWith(
+            ws,
+            1003,
+            "realtime_beta_unsupported",
+            "no target of this model takes the beta realtime protocol (OpenAI-Beta: realtime=v1)"
+          )
+        )
+        return
+      }
+      return refuse(socket, requestId, e.status, e.message, e.code ?? "upstream_error", e.headers ?? {})
+    }
+    const upstream = connected.right.socket
+    const candidate = track.tried!
+    upgradeIds.set(req, requestId)
+    // A client gone before its handshake is answered leaves no upstream session behind.
+    const abandoned = () => {
+      upstream.terminate()
+      fireEnd(ctx, 499)
+    }
+    socket.once("close", abandoned)
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      socket.off("close", abandoned)
+      sockets.add(ws)
+      const started = Date.now()
+      const info = {
+        sessionId: requestId,
+        model,
+        provider: candidate.connection.provider.id,
+        connection: candidate.connection.name,
+        upstreamModel: candidate.model,
+        apiKeyId
+      }
+      bus.publish("realtime.session.started", info)
+      // Events are kept while the inspector keeps bodies (a client watching, or INSPECTOR_CAPTURE_BODIES).
+      const log: Array<LoggedEvent> | undefined = inspector?.core.sink.wantsBodies() ? [] : undefined
+      const url = `${scheme}://${String(req.headers.host ?? "gateway")}${path}?model=${encodeURIComponent(model)}`
+      relaySession(
+        { usage: deps.usage, accounting: deps.accounting, run, idleMs, maxMs },
+        {
+          client: ws,
+          upstream,
+          early: connected.right.early,
+          ctx,
+          candidate,
+          model,
+          apiKeyId,
+          beta,
+          log,
+          ended: (end: SessionEnd) => {
+            sockets.delete(ws)
+            const durationMs = Date.now() - started
+            bus.publish("realtime.session.ended", {
+              ...info,
+              durationMs,
+              closeCode: end.code,
+              reason: end.reason,
+              responses: end.responses,
+              costUsd: end.costUsd,
+              inputTokens: end.usage.inputTokens,
+              outputTokens: end.usage.outputTokens
+            })
+            fireEnd(ctx, end.code === 1000 || end.code === 1005 ? 200 : end.code === 1008 ? 429 : 502)
+            if (inspector) {
+              const sink = inspector.core.sink
+              const id = sink.begin({
+                source: "realtime",
+                method: "GET",
+                url,
+                headers: {
+                  upgrade: "websocket",
+                  "x-gateway-realtime-target": `${candidate.connection.name}/${candidate.model}`,
+                  ...(beta ? { "openai-beta": BETA } : {})
+                },
+                body: Buffer.alloc(0)
+              })
+              sink.end(id, {
+                status: 101,
+                headers: {
+                  "content-type": "application/json",
+                  "x-gateway-realtime-close": `${end.code} ${end.reason}`.slice(0, 200),
+                  "x-gateway-realtime-events": String(log?.length ?? 0),
+                  "x-gateway-duration-ms": String(durationMs)
+                },
+                body: Buffer.from(
+                  JSON.stringify({
+                    session: info,
+                    close: { code: end.code, reason: end.reason },
+                    responses: end.responses,
+                    costUsd: end.costUsd,
+                    events: log
+                  })
+                ),
+                ttfbMs: durationMs
+              })
+            }
+          }
+        }
+      )
+    })
+  })
+}
+
 /**
  * Realtime sessions over WebSocket, relayed to OpenAI-compatible realtime upstreams. Idle and
  * maximum durations: `GATEWAY_REALTIME_IDLE_SECONDS` (default 600, 0: none) and
@@ -143,209 +389,26 @@ export class RealtimeWebSocket extends Context.Tag("gateway/RealtimeWebSocket")<
           wss.close()
         })
       )
-      const scheme = config.tlsCert !== undefined ? "https" : "http"
+      const scheme: "http" | "https" = config.tlsCert !== undefined ? "https" : "http"
 
-      const accept = Effect.fnUntraced(function* (
-        req: http.IncomingMessage,
-        socket: net.Socket,
-        head: Buffer,
-        path: string,
-        query: URLSearchParams,
-        requestId: string
-      ) {
-        const model = query.get("model")?.trim()
-        if (!model) return refuse(socket, requestId, 400, "the realtime endpoint needs ?model=<id>", "missing_model")
-        // The key: a header (as inference reads it), or the browser's subprotocol; an ephemeral client secret in either place.
-        const offered = protocolsOf(req)
-        const fromProtocol = offered.find((p) => p.startsWith(KEY_PROTOCOL))?.slice(KEY_PROTOCOL.length)
-        const presented = fromProtocol || presentedKey(req, query)
-        let apiKeyId: string | null
-        if (presented !== undefined && secrets.isSecret(presented)) {
-          const bound = secrets.redeem(presented)
-          // The key that minted it must still be usable: a key disabled or expired since takes its secrets with it.
-          const owner = bound === undefined || bound === null ? undefined : yield* keys.byId(bound)
-          const usable =
-            bound === null || (owner !== undefined && owner.enabled && (owner.expiresAt === null || owner.expiresAt > Date.now()))
-          if (bound === undefined || !usable)
-            return refuse(
-              socket,
-              requestId,
-              401,
-              "the client secret is unknown or expired: mint a new one with POST /v1/realtime/client_secrets",
-              "invalid_client_secret"
-            )
-          apiKeyId = bound
-        } else {
-          const auth = yield* authenticateInference(keys, flags, access, req, query, fromProtocol || undefined).pipe(Effect.either)
-          if (auth._tag === "Left") return refuse(socket, requestId, auth.left.status, auth.left.message, auth.left.code ?? "unauthorized")
-          apiKeyId = auth.right
-        }
-        const beta = String(req.headers["openai-beta"] ?? "")
-          .split(",")
-          .some((v) => v.trim() === BETA)
-
-        // The router's plan, narrowed to realtime-capable targets.
-        const planned = yield* deps.inference.plan(model, openAiResponses).pipe(Effect.either)
-        if (planned._tag === "Left")
-          return refuse(socket, requestId, planned.left.status, planned.left.message, planned.left.code ?? "model_not_found")
-        const able = narrowPlan(planned.right, realtimeCapable)
-        if (!able || (able.candidates.length === 0 && able.blocked.length === 0)) {
-          const other = firstOf(planned.right)
-          return refuse(
-            socket,
-            requestId,
-            400,
-            `${model}${other ? ` (${other.connection.name}/${other.model})` : ""} is not a realtime model: use a model the catalog or the operator marks realtime-capable (capability "realtime")`,
-            "realtime_model_required"
-          )
-        }
-        if (able.candidates.length === 0) {
-          const e = allBlocked(openAiResponses, able)
-          return refuse(socket, requestId, e.status, e.message, e.code ?? "no_available_target", e.headers ?? {})
-        }
-        const budget = deps.accounting.budget(apiKeyId)
-        if (!budget.ok)
-          return refuse(socket, requestId, 429, `the ${budget.window} budget of ${budget.subject} is spent`, "budget_exhausted", {
-            "retry-after": String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000)))
-          })
-
-        const answer = { statusCode: 101, headersSent: false }
-        const ctx: HttpRequestContext = {
-          requestId,
-          answer,
-          startedAt: Date.now(),
-          req,
-          // Nothing writes to it: the session's events go over the socket.
-          res: answer as unknown as http.ServerResponse,
-          method: req.method ?? "GET",
-          headers: req.headers,
-          transport: NO_BODY,
-          path,
-          query,
-          apiKeyId,
-          responseHeaders: {},
-          hooks: hooks.current(),
-          route: `websocket ${path}`
-        }
-        // The key's inbound rate limit counts a session as one request.
-        const admission = apiKeyId === null ? undefined : inboundLimits.admit(ctx, apiKeyId)
-        if (admission !== undefined) {
-          const admitted = yield* Effect.either(admission)
-          if (admitted._tag === "Left") {
-            const e = admitted.left
-            return refuse(socket, requestId, e.status, e.message, e.code ?? "rate_limited", { ...ctx.responseHeaders, ...e.headers })
-          }
-        }
-        fireBegin(ctx)
-        const track = newTracking(model)
-        const request: RealtimeRequest = { ctx, format: openAiResponses, model, beta, handshakeMs, committed: () => false }
-        const connected = yield* deps.inference.guarded(request, able, track, connectRealtime).pipe(Effect.either)
-        if (connected._tag === "Left") {
-          const e: InferenceError = connected.left
-          fireEnd(ctx, e.status, e)
-          if (beta && e.code === "realtime_beta_unsupported") {
-            // Said over the socket, as a realtime client reads it.
-            upgradeIds.set(req, requestId)
-            wss.handleUpgrade(req, socket, head, (ws) =>
-              closeWith(
-                ws,
-                1003,
-                "realtime_beta_unsupported",
-                "no target of this model takes the beta realtime protocol (OpenAI-Beta: realtime=v1)"
-              )
-            )
-            return
-          }
-          return refuse(socket, requestId, e.status, e.message, e.code ?? "upstream_error", e.headers ?? {})
-        }
-        const upstream = connected.right.socket
-        const candidate = track.tried!
-        upgradeIds.set(req, requestId)
-        // A client gone before its handshake is answered leaves no upstream session behind.
-        const abandoned = () => {
-          upstream.terminate()
-          fireEnd(ctx, 499)
-        }
-        socket.once("close", abandoned)
-        wss.handleUpgrade(req, socket, head, (ws) => {
-          socket.off("close", abandoned)
-          sockets.add(ws)
-          const started = Date.now()
-          const info = {
-            sessionId: requestId,
-            model,
-            provider: candidate.connection.provider.id,
-            connection: candidate.connection.name,
-            upstreamModel: candidate.model,
-            apiKeyId
-          }
-          bus.publish("realtime.session.started", info)
-          // Events are kept while the inspector keeps bodies (a client watching, or INSPECTOR_CAPTURE_BODIES).
-          const log: Array<LoggedEvent> | undefined = inspector?.core.sink.wantsBodies() ? [] : undefined
-          const url = `${scheme}://${String(req.headers.host ?? "gateway")}${path}?model=${encodeURIComponent(model)}`
-          relaySession(
-            { usage: deps.usage, accounting: deps.accounting, run, idleMs, maxMs },
-            {
-              client: ws,
-              upstream,
-              early: connected.right.early,
-              ctx,
-              candidate,
-              model,
-              apiKeyId,
-              beta,
-              log,
-              ended: (end: SessionEnd) => {
-                sockets.delete(ws)
-                const durationMs = Date.now() - started
-                bus.publish("realtime.session.ended", {
-                  ...info,
-                  durationMs,
-                  closeCode: end.code,
-                  reason: end.reason,
-                  responses: end.responses,
-                  costUsd: end.costUsd,
-                  inputTokens: end.usage.inputTokens,
-                  outputTokens: end.usage.outputTokens
-                })
-                fireEnd(ctx, end.code === 1000 || end.code === 1005 ? 200 : end.code === 1008 ? 429 : 502)
-                if (inspector) {
-                  const sink = inspector.core.sink
-                  const id = sink.begin({
-                    source: "realtime",
-                    method: "GET",
-                    url,
-                    headers: {
-                      upgrade: "websocket",
-                      "x-gateway-realtime-target": `${candidate.connection.name}/${candidate.model}`,
-                      ...(beta ? { "openai-beta": BETA } : {})
-                    },
-                    body: Buffer.alloc(0)
-                  })
-                  sink.end(id, {
-                    status: 101,
-                    headers: {
-                      "content-type": "application/json",
-                      "x-gateway-realtime-close": `${end.code} ${end.reason}`.slice(0, 200),
-                      "x-gateway-realtime-events": String(log?.length ?? 0),
-                      "x-gateway-duration-ms": String(durationMs)
-                    },
-                    body: Buffer.from(
-                      JSON.stringify({
-                        session: info,
-                        close: { code: end.code, reason: end.reason },
-                        responses: end.responses,
-                        costUsd: end.costUsd,
-                        events: log
-                      })
-                    ),
-                    ttfbMs: durationMs
-                  })
-                }
-              }
-            }
-          )
-        })
+      const accept = makeAccept({
+        keys,
+        flags,
+        access,
+        deps,
+        hooks,
+        bus,
+        secrets,
+        inboundLimits,
+        inspector,
+        run,
+        wss,
+        upgradeIds,
+        sockets,
+        scheme,
+        idleMs,
+        maxMs,
+        handshakeMs
       })
 
       return {
