@@ -64,10 +64,13 @@ describe("the management plane's decode failure", () => {
     afterAll(() => gw.close())
 
     it("words a field's problem alike whether a handler or the HttpApi decoded the payload", async () => {
-      // Decoded by the budget service (the HttpApi's payload schema leaves apiKeyId to it).
+      // Decoded by the budget service (the HttpApi's payload schema leaves the level it is set on to it).
       const budget = await call(`${gw.url}/api/usage/budget`, { body: { dailyLimitUsd: 5 }, headers: admin })
       expect(budget.status).toBe(400)
-      expect(budget.body).toEqual({ _tag: "BadRequest", message: "apiKeyId: is missing" })
+      expect(budget.body).toEqual({
+        _tag: "BadRequest",
+        message: "name the level the limit is on: one of apiKeyId, teamId, userId or organisation: true"
+      })
       // Decoded by the HttpApi from the pricing endpoint's payload schema.
       const price = await call(`${gw.url}/api/pricing`, {
         method: "PUT",

@@ -105,15 +105,14 @@ export const makeQuotaWait = (deps: QuotaWaitDeps) => {
   const { queue, keyWait, comboWait, now } = deps
 
   /** The longest wait the request may be parked for, in ms (0: off): the smaller of its key's and its combo's when both are set. */
-  const limitMs = (ctx: HttpRequestContext, plan: RoutePlan): Effect.Effect<number> =>
-    Effect.gen(function* () {
-      const k = ctx.apiKeyId === null ? null : yield* keyWait(ctx.apiKeyId)
-      const c = plan.kind === "direct" ? null : yield* comboWait(plan.scope)
-      const key = k !== null && k > 0 ? k : undefined
-      const combo = c !== null && c > 0 ? c : undefined
-      const seconds = key === undefined ? (combo ?? 0) : combo === undefined ? key : Math.min(key, combo)
-      return seconds * 1000
-    })
+  const limitMs = Effect.fnUntraced(function* (ctx: HttpRequestContext, plan: RoutePlan) {
+    const k = ctx.apiKeyId === null ? null : yield* keyWait(ctx.apiKeyId)
+    const c = plan.kind === "direct" ? null : yield* comboWait(plan.scope)
+    const key = k !== null && k > 0 ? k : undefined
+    const combo = c !== null && c > 0 ? c : undefined
+    const seconds = key === undefined ? (combo ?? 0) : combo === undefined ? key : Math.min(key, combo)
+    return seconds * 1000
+  })
 
   /** A streamed SSE client's answer opens now (200 and its headers), so that comments can keep it alive while it waits. */
   const openForWait = (call: InferenceCall): boolean => {
@@ -143,8 +142,8 @@ export const makeQuotaWait = (deps: QuotaWaitDeps) => {
   }
 
   /** The request parked until `resetAt`, then sent again (and again after each reset it meets) within `maxMs` of its parking. */
-  const serveParked = <A>(call: InferenceCall, entry: Parked, maxMs: number, d: QueuedDispatch<A>): Effect.Effect<A, InferenceError> =>
-    Effect.gen(function* () {
+  const serveParked = Effect.fnUntraced(
+    function* <A>(call: InferenceCall, entry: Parked, maxMs: number, d: QueuedDispatch<A>) {
       const open = openForWait(call)
       call.ctx.progress?.emit("waiting", { ms: Math.max(0, entry.resetAt - now()), reason: "quota" })
       yield* Effect.logInfo(
@@ -164,10 +163,13 @@ export const makeQuotaWait = (deps: QuotaWaitDeps) => {
         if (next === undefined || next - entry.parkedAt > maxMs || round >= MAX_ROUNDS) return yield* Effect.fail(e)
         queue.again(entry, Math.max(next, at))
       }
-    }).pipe(
-      Effect.onInterrupt(() => Effect.sync(() => queue.leave(entry, "dropped"))),
-      Effect.ensuring(Effect.sync(() => queue.leave(entry, "failed")))
-    )
+    },
+    (effect, _call, entry) =>
+      effect.pipe(
+        Effect.onInterrupt(() => Effect.sync(() => queue.leave(entry, "dropped"))),
+        Effect.ensuring(Effect.sync(() => queue.leave(entry, "failed")))
+      )
+  )
 
   /** After a failure `e` of the request over `plan`: parked when it may wait and the reset is near enough, else `e` as today. */
   const parkAfter = <A>(call: InferenceCall, plan: RoutePlan, e: InferenceError, d: QueuedDispatch<A>): Effect.Effect<A, InferenceError> =>

@@ -298,31 +298,35 @@ export const compact = (deps: RouteDeps) =>
   })
 
 /** `/responses/compact` passed through to a connection that compacts itself; the items it answers sealed with it. */
-const compactUpstream = (deps: RouteDeps, ctx: HttpRequestContext, body: Record<string, unknown>, target: ResolvedTarget) =>
-  Effect.gen(function* () {
-    const res = yield* deps.inference.send(
-      target,
-      "openai-responses",
-      body,
-      { stream: false, readWhole: true, custom: { path: "/responses/compact", json: { ...body, model: target.model } } },
-      openAiResponses
-    )
-    if (res.status >= 400) return yield* (yield* deps.inference.readFailure(res, openAiResponses, openAiResponses, target.connection)).error
-    const text = yield* Effect.mapError(deps.inference.wholeText(res, openAiResponses, target.connection), (f) => f.error)
-    let answer: unknown
-    try {
-      answer = JSON.parse(text)
-    } catch {
-      return yield* new InferenceError({
-        status: 502,
-        kind: "upstream",
-        code: "bad_upstream_answer",
-        message: `${target.connection.name} answered /responses/compact with a body that is not JSON`
-      })
-    }
-    sealAnswer("openai-responses", answer, target.connection.id)
-    sendJson(ctx, 200, answer)
-  })
+const compactUpstream = Effect.fnUntraced(function* (
+  deps: RouteDeps,
+  ctx: HttpRequestContext,
+  body: Record<string, unknown>,
+  target: ResolvedTarget
+) {
+  const res = yield* deps.inference.send(
+    target,
+    "openai-responses",
+    body,
+    { stream: false, readWhole: true, custom: { path: "/responses/compact", json: { ...body, model: target.model } } },
+    openAiResponses
+  )
+  if (res.status >= 400) return yield* (yield* deps.inference.readFailure(res, openAiResponses, openAiResponses, target.connection)).error
+  const text = yield* Effect.mapError(deps.inference.wholeText(res, openAiResponses, target.connection), (f) => f.error)
+  let answer: unknown
+  try {
+    answer = JSON.parse(text)
+  } catch {
+    return yield* new InferenceError({
+      status: 502,
+      kind: "upstream",
+      code: "bad_upstream_answer",
+      message: `${target.connection.name} answered /responses/compact with a body that is not JSON`
+    })
+  }
+  sealAnswer("openai-responses", answer, target.connection.id)
+  sendJson(ctx, 200, answer)
+})
 
 // ---------------------------------------------------------------- embeddings and models
 
