@@ -77,12 +77,18 @@ export const makeBudgetSpend = (deps: {
    * tells the other processes); another process's spend only marks thresholds as crossed.
    */
   const add = (apiKeyId: string, costUsd: number, now: number, local: boolean): void => {
+    const state = states.get(apiKeyId)
+    // Whether any budget counts this spend: a key with none, at no level, tells nobody (no message per request).
+    let counted = state !== undefined
     if (levels !== undefined && levelled() > 0)
       for (const id of levels.above(apiKeyId)) {
         const above = states.get(id)
-        if (above) addTo(above, apiKeyId, costUsd, now, local)
+        if (above) {
+          addTo(above, apiKeyId, costUsd, now, local)
+          counted = true
+        }
       }
-    const state = states.get(apiKeyId)
+    if (!counted) return
     if (state) addTo(state, apiKeyId, costUsd, now, local)
     if (local && channel.shared) channel.publish({ apiKeyId, costUsd, at: now })
     if (local && totals.exact && state) totals.add(entries(state, now), costUsd)

@@ -75,12 +75,18 @@ export const makeTokenLimitUse = (deps: {
 
   /** Adds tokens at `now`; `local` as in Budgets (only this process's own use is announced and published). */
   const add = (apiKeyId: string, target: LimitTarget, tokens: number, now: number, local: boolean): void => {
+    const limits = byKey.get(apiKeyId)
+    // Whether any limit counts these tokens: a key with none, at no level, tells nobody (no message per request).
+    let counted = limits !== undefined
     if (levels !== undefined && levelled() > 0)
       for (const id of levels.above(apiKeyId)) {
         const above = byKey.get(id)
-        if (above) addTo(above, apiKeyId, target, tokens, now, local)
+        if (above) {
+          addTo(above, apiKeyId, target, tokens, now, local)
+          counted = true
+        }
       }
-    const limits = byKey.get(apiKeyId)
+    if (!counted) return
     if (limits) addTo(limits, apiKeyId, target, tokens, now, local)
     if (local && channel.shared) channel.publish({ apiKeyId, target, tokens, at: now })
     if (local && totals.exact && limits) totals.add(entries(limits, target, now), tokens)
