@@ -41,8 +41,8 @@ const connect = async (gw: TestGateway, body: Record<string, unknown>) => {
 const provider = async (gw: TestGateway, name: string) =>
   ((await call(`${gw.url}/api/providers`, { headers: admin })).body.connections as Array<any>).find((c) => c.name === name)
 const probes = (up: FakeUpstream) => up.requests.filter((r) => r.method === "GET" && r.path === "/v1/models").length
-const chat = (gw: TestGateway, model: string) =>
-  call(`${gw.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] } })
+const chat = (gw: TestGateway, model: string, content = "hi") =>
+  call(`${gw.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content }] } })
 
 afterAll(async () => {
   for (const gw of gateways) await gw.close()
@@ -84,7 +84,9 @@ describe("GATEWAY_DISABLE_LOCAL_HEALTHCHECK (default off: the local check runs)"
 
     a.always({ content: "from a again" })
     await until("local-a recovered", async () => ((await provider(gw, "local-a")).testStatus === null ? true : undefined))
-    expect((await chat(gw, "m1")).body.choices[0].message.content).toBe("from a again")
+    // A new conversation goes to it first again (the first one's prompt cache is warm on local-b now,
+    // where it stays: docs/routing.md, "Prompt-cache affinity").
+    expect((await chat(gw, "m1", "a new conversation")).body.choices[0].message.content).toBe("from a again")
     expect(gw.logs.map((l) => l.message)).toContain("local health check: local-a answers again")
   })
 })
