@@ -157,10 +157,14 @@ describe("every management payload schema", () => {
     const strict = (ast: AST.AST): boolean => {
       if (ast._tag === "UnknownKeyword") return true
       if (ast._tag === "Union") return ast.types.every(strict)
-      // A body read leniently first (an absent body as `{}`) is as strict as what it becomes.
-      if (ast._tag === "Transformation") return strict(ast.to)
+      // A body read leniently first (an absent body as `{}`) is as strict as what it becomes; a struct with
+      // defaults is a transformation whose own parse options hold for both of its sides.
+      if (ast._tag === "Transformation") return strictOptions(ast) || strict(ast.to)
       // A refined struct (a check across fields) is as strict as the struct.
       if (ast._tag === "Refinement" && Option.isNone(AST.getParseOptionsAnnotation(ast))) return strict(ast.from)
+      return strictOptions(ast)
+    }
+    const strictOptions = (ast: AST.AST): boolean => {
       const options = AST.getParseOptionsAnnotation(ast)
       return Option.isSome(options) && options.value.onExcessProperty === "error"
     }
