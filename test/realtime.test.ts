@@ -380,8 +380,16 @@ describe("realtime sessions through the gateway", () => {
     if (!("ws" in first)) throw new Error(`refused: ${first.status} ${first.body}`)
     first.ws.close()
     await first.closed
-    const second = await openRaw("oa/gpt-realtime", { headers: { authorization: `Bearer ${SLOW}` } })
-    expect(second).toMatchObject({ status: 429 })
+    // The new key's limit reaches the limiter with the key cache's next check (within a second): until
+    // then a session may still open; past it, the handshake is refused.
+    const refused = await until("a handshake past the key's rpm refused", async () => {
+      const next = await openRaw("oa/gpt-realtime", { headers: { authorization: `Bearer ${SLOW}` } })
+      if (!("ws" in next)) return next
+      next.ws.close()
+      await next.closed
+      return undefined
+    })
+    expect(refused).toMatchObject({ status: 429 })
   }, 60_000)
 
   it("refuses a browser page on a foreign origin without a key, as inference does", async () => {
@@ -449,7 +457,13 @@ describe("realtime sessions through the gateway", () => {
     const orphan = await api("/v1/realtime/client_secrets", { body: {}, headers: { authorization: `Bearer ${TEMP}` } })
     expect(orphan.status, orphan.text).toBe(200)
     expect((await api("/api/keys/temp", { method: "PATCH", body: { enabled: false } })).status).toBe(200)
-    const dead = await openRaw("oa/gpt-realtime", { protocols: ["realtime", `openai-insecure-api-key.${orphan.body.value}`] })
+    const dead = await until("the disabled key's secret refused", async () => {
+      const r = await openRaw("oa/gpt-realtime", { protocols: ["realtime", `openai-insecure-api-key.${orphan.body.value}`] })
+      if (!("ws" in r)) return r
+      r.ws.close()
+      await r.closed
+      return undefined
+    })
     expect(dead).toMatchObject({ status: 401 })
     const forged = await openRaw("oa/gpt-realtime", { protocols: ["realtime", "openai-insecure-api-key.ek_forged"] })
     expect(forged).toMatchObject({ status: 401 })
