@@ -23,8 +23,11 @@ const SOCKET = path.join(os.tmpdir(), `gw-dns-${process.pid}.sock`)
 let gw: GatewayChild
 
 const ip = (...args: Array<string>) => execFileSync("ip", args, { stdio: ["ignore", "ignore", "pipe"] })
+// Each request its own conversation: a conversation stays where its prompt cache is warm
+// (docs/routing.md, "Prompt-cache affinity"), and these tests make each request meet the first target.
+let conversations = 0
 const chat = (model: string, stream = false) =>
-  gw.call("/v1/chat/completions", { body: { model, stream, messages: [{ role: "user", content: "hi" }] } })
+  gw.call("/v1/chat/completions", { body: { model, stream, messages: [{ role: "user", content: `hi ${++conversations}` }] } })
 const status = () => gw.call("/api/resilience", { headers: admin }).then((r) => r.body)
 
 beforeAll(async () => {
