@@ -59,8 +59,13 @@ const FAILURE_MEMORY_MS = 30_000
 /** Largest CONNECT request head the relay reads. */
 const MAX_HEAD = 16 * 1024
 
+/** Idle impit clients a transport keeps (each with its kept-alive connection) for the next requests. */
+const MAX_IDLE_CLIENTS = 16
+
 interface Route {
   readonly open: TunnelOpener
+  /** The tunnels open on this route, cut when the route is removed. */
+  readonly sockets: Set<net.Socket>
   /** The last tunnel failure per `host:port`, to report the egress's reason instead of impit's "proxy error". */
   readonly failures: Map<string, { readonly error: Error; readonly at: number }>
 }
@@ -95,12 +100,16 @@ class Relay {
 
   add(open: TunnelOpener): string {
     const id = `r${crypto.randomBytes(6).toString("hex")}`
-    this.routes.set(id, { open, failures: new Map() })
+    this.routes.set(id, { open, sockets: new Set(), failures: new Map() })
     return id
   }
 
+  /** Forgets the route and cuts its tunnels (both legs: the upstream sees its client go). */
   remove(id: string): void {
+    const route = this.routes.get(id)
+    if (route === undefined) return
     this.routes.delete(id)
+    for (const s of route.sockets) s.destroy()
   }
 
   proxyUrl(id: string): string {
@@ -161,12 +170,17 @@ class Relay {
     route.open(host, port).then(
       (upstream) => {
         route.failures.delete(key)
-        if (client.destroyed) return upstream.destroy()
+        if (client.destroyed || !this.routes.has(id!)) {
+          client.destroy()
+          return upstream.destroy()
+        }
         this.sockets.add(upstream)
+        route.sockets.add(client)
         upstream.once("close", () => {
           this.sockets.delete(upstream)
           client.destroy()
         })
+        client.once("close", () => route.sockets.delete(client))
         client.once("close", () => upstream.destroy())
         upstream.on("error", () => upstream.destroy())
         client.write("HTTP/1.1 200 Connection Established\r\n\r\n")
@@ -214,20 +228,38 @@ const bodyOf = (body: Dispatcher.DispatchOptions["body"]): unknown => {
 /** An error with a code UpstreamHttp's classification knows. */
 const coded = (message: string, code: string): Error => Object.assign(new Error(message), { code })
 
+/** One impit client and the relay route its tunnels take: used by one request at a time. */
+interface Lease {
+  readonly impit: ImpitLike
+  readonly route: string
+}
+
 /**
  * One browser profile through one egress route. Plain-HTTP origins have no TLS to fingerprint:
  * they go through `plain` (the route's own undici dispatcher) exactly as with the flag off.
+ *
+ * Each request borrows an impit client of its own (an idle one, with its kept-alive connection,
+ * or a new one) whose tunnels take a relay route of their own. A request that ends early (the
+ * client went away, a timeout) has that route removed, which cuts its tunnel at once: impit lets
+ * go of an abandoned response's connection only when the response object is collected, so
+ * without the cut the upstream would go on generating for seconds.
  */
 export class FingerprintDispatcher extends Dispatcher {
   private closed = false
+  private readonly idle: Array<Lease> = []
   constructor(
-    private readonly impit: ImpitLike,
+    private readonly open: () => Lease,
     private readonly relay: Relay,
-    private readonly route: string,
     readonly plain: Dispatcher,
     readonly profile: TlsProfile
   ) {
     super()
+  }
+
+  /** Takes the request's client back: kept for the next one when the request ended cleanly, its tunnels cut otherwise. */
+  private release(lease: Lease, clean: boolean): void {
+    if (clean && !this.closed && this.idle.length < MAX_IDLE_CLIENTS) this.idle.push(lease)
+    else this.relay.remove(lease.route)
   }
 
   override dispatch(opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
@@ -239,15 +271,21 @@ export class FingerprintDispatcher extends Dispatcher {
     const url = new URL(opts.path, origin)
     const controller = new AbortController()
     let finished = false
+    let lease: Lease | undefined
     let reader: ReadableStreamDefaultReader<Uint8Array> | undefined
     let idle: NodeJS.Timeout | undefined
-    const end = () => {
+    const end = (clean: boolean) => {
       finished = true
       clearTimeout(idle)
+      if (lease !== undefined) this.release(lease, clean)
+    }
+    const complete = () => {
+      end(true)
+      legacy.onComplete([])
     }
     const fail = (error: Error) => {
       if (finished) return
-      end()
+      end(false)
       controller.abort(error)
       reader?.cancel(error).catch(() => undefined)
       legacy.onError(error)
@@ -258,10 +296,12 @@ export class FingerprintDispatcher extends Dispatcher {
       fail(new undiciErrors.ClientClosedError())
       return true
     }
+    const taken = this.idle.pop() ?? this.open()
+    lease = taken
     const idleMs = opts.bodyTimeout ?? BODY_IDLE_TIMEOUT_MS
     const port = Number(url.port) || 443
     const host = url.hostname.replace(/^\[|\]$/g, "")
-    this.impit
+    taken.impit
       .fetch(url.href, {
         method: opts.method,
         headers: headerPairs(opts.headers),
@@ -286,10 +326,7 @@ export class FingerprintDispatcher extends Dispatcher {
               ({ done, value }) => {
                 clearTimeout(idle)
                 if (finished) return
-                if (done) {
-                  end()
-                  return legacy.onComplete([])
-                }
+                if (done) return complete()
                 if (legacy.onData(Buffer.from(value.buffer, value.byteOffset, value.byteLength)) === false) paused = true
                 else pump()
               },
@@ -304,22 +341,19 @@ export class FingerprintDispatcher extends Dispatcher {
           legacy.onResponseStarted?.()
           legacy.onHeaders(res.status, raw, resume, res.statusText)
           if (finished) return void res.body?.cancel().catch(() => undefined)
-          if (res.body === null) {
-            end()
-            return legacy.onComplete([])
-          }
+          if (res.body === null) return complete()
           reader = res.body.getReader()
           pump()
         },
-        (e: unknown) => fail(this.explain(e, host, port))
+        (e: unknown) => fail(this.explain(e, taken.route, host, port))
       )
     return true
   }
 
   /** impit's failure as the egress would have reported it: the relay's own reason for a tunnel that failed, else TLS or network. */
-  private explain(e: unknown, host: string, port: number): Error {
+  private explain(e: unknown, route: string, host: string, port: number): Error {
     if (e instanceof Error && e.name === "AbortError") return e
-    const tunnel = this.relay.failure(this.route, host, port)
+    const tunnel = this.relay.failure(route, host, port)
     if (tunnel) return tunnel
     const name = e instanceof Error ? e.constructor.name : ""
     const message = e instanceof Error ? e.message : String(e)
@@ -331,7 +365,7 @@ export class FingerprintDispatcher extends Dispatcher {
 
   override close(): Promise<void> {
     this.closed = true
-    this.relay.remove(this.route)
+    for (const lease of this.idle.splice(0)) this.relay.remove(lease.route)
     return Promise.resolve()
   }
 
@@ -356,15 +390,18 @@ export const makeFingerprinting = (load: () => Promise<ImpitClass> = loadImpit):
   return {
     transport: (profile, open, plain) =>
       start().then(({ Impit, relay }) => {
-        const route = relay.add(open)
-        const impit = new Impit({
-          browser: profile,
-          proxyUrl: relay.proxyUrl(route),
-          followRedirects: false,
-          timeout: NO_TIMEOUT_MS,
-          headers: BROWSER_HEADERS
-        })
-        return new FingerprintDispatcher(impit, relay, route, plain, profile)
+        const lease = (): Lease => {
+          const route = relay.add(open)
+          const impit = new Impit({
+            browser: profile,
+            proxyUrl: relay.proxyUrl(route),
+            followRedirects: false,
+            timeout: NO_TIMEOUT_MS,
+            headers: BROWSER_HEADERS
+          })
+          return { impit, route }
+        }
+        return new FingerprintDispatcher(lease, relay, plain, profile)
       }),
     close: () => (started ? started.then(({ relay }) => relay.close()).catch(() => undefined) : Promise.resolve())
   }
