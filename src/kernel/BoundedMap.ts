@@ -18,6 +18,14 @@ export class BoundedMap<K, V> implements Iterable<[K, V]> {
   private readonly map = new Map<K, V>()
   /** With `ttlMs`: when each entry expires, in order of `set` (which is the order of expiry). */
   private readonly expiry: Map<K, number> | undefined
+  /**
+   * The key last put at the end of `map`'s order, and of `expiry`'s (last `set`): setting it again
+   * (a counter per request) updates it in place. A delete and a set would leave a deleted entry
+   * in the table each time, and the table is rebuilt (allocated anew) every few of them. Only
+   * trusted while the map has the key: whatever is added after it replaces it here.
+   */
+  private newest: K | undefined = undefined
+  private newestExpiry: K | undefined = undefined
 
   constructor(options: BoundedMapOptions) {
     this.maxEntries = Math.max(1, Math.floor(options.maxEntries))
@@ -56,12 +64,18 @@ export class BoundedMap<K, V> implements Iterable<[K, V]> {
   /** Stores the entry as the newest; evicts the oldest entries beyond `maxEntries` (and, with `ttlMs`, expired ones). */
   set(key: K, value: V, now?: number): this {
     const map = this.map
-    if (map.has(key)) map.delete(key)
+    if (key !== this.newest || !map.has(key)) {
+      map.delete(key)
+      this.newest = key
+    }
     map.set(key, value)
     const expiry = this.expiry
     if (expiry !== undefined) {
       const t = now ?? Date.now()
-      expiry.delete(key)
+      if (key !== this.newestExpiry || !expiry.has(key)) {
+        expiry.delete(key)
+        this.newestExpiry = key
+      }
       expiry.set(key, t + this.ttlMs!)
       this.evictExpired(t)
     }
@@ -127,8 +141,10 @@ export class BoundedMap<K, V> implements Iterable<[K, V]> {
 
   /** A read in `lru` order: the entry becomes the newest (its expiry, kept in order of `set`, stays). */
   private refresh(key: K, value: V): void {
+    if (key === this.newest) return
     this.map.delete(key)
     this.map.set(key, value)
+    this.newest = key
   }
 
   private evictOldest(): void {

@@ -4,19 +4,17 @@
  */
 import { attach, type LifecycleListener } from "../../kernel/hooks.js"
 import type { ExchangeTap, RequestContext } from "../../kernel/request.js"
-import type { UsageRecord } from "../usage/Usage.js"
 import { requestHeader } from "../../kernel/request.js"
 import { conversationOf, mergeStream, readAnswer, readRequest } from "./analyze.js"
 import { captureBody, jsonOf } from "./bodies.js"
 import { pathKind } from "./detect.js"
-import type { InspectorCore } from "./buffer.js"
-import type { CapturedBody, InterceptedRequest, UpstreamExchange } from "./types.js"
+import type { InspectorCore, OwnRequest } from "./buffer.js"
+import type { CaptureEnd, CaptureStart, CapturedBody, InterceptedRequest, UpstreamExchange } from "./types.js"
 import type { FormatId } from "../../domain/canonical.js"
 
-/** What one recorded request gathers between begin and end. */
+/** What one request recorded with its bodies gathers between begin and end. */
 interface Recording {
   readonly id: string
-  readonly bodies: boolean
   format: FormatId | null
   endpoint: string | null
   clientBody: unknown
@@ -33,6 +31,135 @@ const socketPort = (ctx: RequestContext): number | undefined => {
   if (port?.remotePort === undefined) return undefined
   const a = port.remoteAddress ?? ""
   return a === "127.0.0.1" || a === "::1" || a === "::ffff:127.0.0.1" ? port.remotePort : undefined
+}
+
+/** An answer without headers (nothing written). */
+const NO_HEADERS: CaptureEnd["headers"] = {}
+
+/** An LLM call's metadata before anything is known of it. */
+const blankLlm = (apiKind: string | null, streamed: boolean): NonNullable<InterceptedRequest["llm"]> => ({
+  provider: null,
+  apiKind,
+  model: null,
+  messages: 0,
+  tokensIn: null,
+  tokensOut: null,
+  streamed,
+  mappedTo: null,
+  costEstimateUsd: null
+})
+
+/**
+ * One request the agent-bridge records, from `begin` to `end` (`ctx.inspection`), and, while
+ * nobody looks, what its slot keeps until someone reads its entry (buffer.ts, `OwnRequest`): a few
+ * plain values of a fixed shape, not closures over the request (its URLSearchParams, its socket)
+ * nor its usage row, which would otherwise live as long as the slot (a thousand requests later)
+ * and be promoted to the old generation only to die there.
+ */
+class BridgeRequest implements OwnRequest {
+  id = ""
+  /** Its bodies and upstream exchange, kept only while someone looks (or it is a replay). */
+  recording: Recording | undefined = undefined
+  // Its end: the status, the answer's headers as written, the error, and the usage row's figures (`settle` reads them).
+  status = 0
+  answerHeaders: CaptureEnd["headers"] = NO_HEADERS
+  failed: string | undefined = undefined
+  streamed = false
+  hasRow = false
+  rowEndpoint: string | undefined = undefined
+  rowProvider: string | null | undefined = undefined
+  rowRequestedModel: string | null | undefined = undefined
+  rowModel: string | null | undefined = undefined
+  rowInput: number | null | undefined = undefined
+  rowOutput: number | null | undefined = undefined
+  rowStream: boolean | undefined = undefined
+  rowCost: number | null | undefined = undefined
+
+  constructor(
+    private readonly core: InspectorCore,
+    readonly method: string,
+    readonly path: string,
+    /** Its query string as the request's URLSearchParams writes it. */
+    readonly query: string,
+    readonly headers: RequestContext["headers"],
+    readonly requestId: string,
+    /** The entry this request replays (the inspector's replay), if it is one. */
+    readonly replayOf: string | undefined
+  ) {}
+
+  start(): CaptureStart {
+    const host = requestHeader({ headers: this.headers } as RequestContext, "host") ?? "gateway"
+    const q = this.query
+    return {
+      source: "agent-bridge" as const,
+      method: this.method,
+      url: `http://${host}${this.path}${q ? `?${q}` : ""}`,
+      headers: this.headers,
+      requestId: this.requestId
+    }
+  }
+
+  began(slot: { readonly entry: InterceptedRequest; format: FormatId | null }): void {
+    const kind = pathKind(this.path)
+    if (kind !== undefined) {
+      slot.entry.detectedKind = "llm"
+      slot.format = kind.format
+      slot.entry.llm = blankLlm(kind.apiKind, false)
+    }
+    if (this.replayOf !== undefined) this.core.linkReplay(slot.entry, this.replayOf)
+  }
+
+  /** Its end as the request's context has it now. */
+  noteEnd(ctx: RequestContext, status: number, error: { readonly message: string } | undefined): void {
+    this.status = status
+    this.answerHeaders = ctx.answerHeaders ?? NO_HEADERS
+    this.failed = error?.message
+    const row = ctx.usageRow
+    if (row === undefined) return
+    this.hasRow = true
+    this.rowEndpoint = row.endpoint
+    this.rowProvider = row.provider
+    this.rowRequestedModel = row.requestedModel
+    this.rowModel = row.model
+    this.rowInput = row.usage.input
+    this.rowOutput = row.usage.output
+    this.rowStream = row.stream
+    this.rowCost = row.costUsd
+  }
+
+  /** The answer's content type. */
+  contentType(): string {
+    return String(this.answerHeaders["content-type"] ?? "")
+  }
+
+  end(): CaptureEnd {
+    return { status: this.status, headers: this.answerHeaders, bodySize: 0 }
+  }
+
+  ended(slot: { readonly entry: InterceptedRequest }): void {
+    settle(slot.entry, this)
+  }
+}
+
+/** What the gateway knows better than any reading of bytes: the usage row, and the error. */
+const settle = (e: InterceptedRequest, r: BridgeRequest): void => {
+  const { status, failed, streamed } = r
+  if (failed !== undefined && status >= 400) e.error = failed
+  if (e.llm !== null || r.hasRow) {
+    const base = e.llm ?? blankLlm(r.rowEndpoint ?? null, streamed)
+    e.llm = {
+      ...base,
+      apiKind: r.rowEndpoint ?? base.apiKind,
+      provider: r.rowProvider ?? base.provider,
+      model: r.rowRequestedModel ?? base.model,
+      mappedTo: r.rowModel ?? base.mappedTo,
+      tokensIn: r.rowInput ?? base.tokensIn,
+      tokensOut: r.rowOutput ?? base.tokensOut,
+      streamed: r.rowStream ?? streamed,
+      costEstimateUsd: r.rowCost ?? base.costEstimateUsd
+    }
+    if (e.detectedKind !== "llm" && r.hasRow) e.detectedKind = "llm"
+  }
 }
 
 export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
@@ -126,109 +253,46 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
     })
   }
 
-  /** What the gateway knows better than any reading of bytes: the usage row, and the error. */
-  const settle = (
-    e: InterceptedRequest,
-    status: number,
-    failed: string | undefined,
-    row: UsageRecord | undefined,
-    streamed: boolean
-  ): void => {
-    if (failed !== undefined && status >= 400) e.error = failed
-    if (e.llm !== null || row !== undefined) {
-      const base = e.llm ?? {
-        provider: null,
-        apiKind: row?.endpoint ?? null,
-        model: null,
-        messages: 0,
-        tokensIn: null,
-        tokensOut: null,
-        streamed,
-        mappedTo: null,
-        costEstimateUsd: null
-      }
-      e.llm = {
-        ...base,
-        apiKind: row?.endpoint ?? base.apiKind,
-        provider: row?.provider ?? base.provider,
-        model: row?.requestedModel ?? base.model,
-        mappedTo: row?.model ?? base.mappedTo,
-        tokensIn: row?.usage.input ?? base.tokensIn,
-        tokensOut: row?.usage.output ?? base.tokensOut,
-        streamed: row?.stream ?? streamed,
-        costEstimateUsd: row?.costUsd ?? base.costEstimateUsd
-      }
-      if (e.detectedKind !== "llm" && row !== undefined) e.detectedKind = "llm"
-    }
-  }
-
   return {
     name: "inspector",
     begin: (ctx) => {
       const replayOf = core.pendingReplayOf(ctx.requestId)
       const bodies = core.wantsBodies() || replayOf !== undefined
       // Read when the entry is built (at once when someone looks, else when someone reads it): a few values, not the request.
-      const { method, path, query, headers, requestId } = ctx
-      const socket = (ctx as { readonly req?: { readonly socket?: object } }).req?.socket
+      const own = new BridgeRequest(core, ctx.method, ctx.path, ctx.query.toString(), ctx.headers, ctx.requestId, replayOf)
       const clientPort = socketPort(ctx)
-      const start = () => {
-        const host = requestHeader({ headers } as RequestContext, "host") ?? "gateway"
-        const q = query.toString()
-        return { source: "agent-bridge" as const, method, url: `http://${host}${path}${q ? `?${q}` : ""}`, headers, requestId }
-      }
-      const kind = pathKind(path)
-      const began = (slot: { readonly entry: InterceptedRequest; format: FormatId | null }) => {
-        if (kind !== undefined) {
-          slot.entry.detectedKind = "llm"
-          slot.format = kind.format
-          slot.entry.llm = {
-            provider: null,
-            apiKind: kind.apiKind,
-            model: null,
-            messages: 0,
-            tokensIn: null,
-            tokensOut: null,
-            streamed: false,
-            mappedTo: null,
-            costEstimateUsd: null
-          }
+      const socket = clientPort === undefined ? undefined : (ctx as { readonly req?: { readonly socket?: object } }).req?.socket
+      own.id = core.beginOwn(own, ctx.requestId, bodies, clientPort, socket)
+      ctx.inspection = own
+      if (bodies) {
+        const rec: Recording = {
+          id: own.id,
+          format: pathKind(ctx.path)?.format ?? null,
+          endpoint: null,
+          clientBody: undefined,
+          frames: [],
+          frameBytes: 0,
+          answer: undefined,
+          exchanges: []
         }
-        if (replayOf !== undefined) core.linkReplay(slot.entry, replayOf)
+        own.recording = rec
+        attachBodies(ctx, rec)
       }
-      const { id } = core.beginOwn(
-        start,
-        requestId,
-        began,
-        () => (clientPort === undefined || socket === undefined ? undefined : { port: clientPort, connection: socket }),
-        bodies
-      )
-      const rec: Recording = {
-        id,
-        bodies,
-        format: kind?.format ?? null,
-        endpoint: null,
-        clientBody: undefined,
-        frames: [],
-        frameBytes: 0,
-        answer: undefined,
-        exchanges: []
-      }
-      ctx.inspection = rec
-      if (bodies) attachBodies(ctx, rec)
     },
     end: (ctx, status, error) => {
-      const rec = ctx.inspection as Recording | undefined
-      if (rec === undefined) return
+      const own = ctx.inspection as BridgeRequest | undefined
+      if (own === undefined) return
       ctx.inspection = undefined
-      const headers = ctx.answerHeaders ?? {}
-      const type = String(headers["content-type"] ?? "")
-      const row = ctx.usageRow
-      const failed = error?.message
-      if (!rec.bodies) {
-        const streamed = /event-stream|ndjson/.test(type)
-        core.endOwn(rec.id, { status, headers, bodySize: 0 }, (slot) => settle(slot.entry, status, failed, row, streamed))
+      own.noteEnd(ctx, status, error)
+      const rec = own.recording
+      if (rec === undefined) {
+        own.streamed = /event-stream|ndjson/.test(own.contentType())
+        core.endOwn(own.id, own)
         return
       }
+      own.recording = undefined
+      const headers = own.answerHeaders
+      const type = own.contentType()
       const slot = core.slot(rec.id)
       if (!slot) return
       const e = slot.entry
@@ -267,7 +331,8 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
         if (e.llm !== null)
           e.llm = { ...e.llm, model: e.llm.model ?? reading.model, messages: reading.canonical?.messages.length ?? e.llm.messages }
       }
-      settle(e, status, failed, row, streamed)
+      own.streamed = streamed
+      settle(e, own)
       core.changed(slot)
     }
   }

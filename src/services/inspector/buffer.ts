@@ -45,22 +45,26 @@ export interface SessionView {
 }
 
 /**
- * What a request recorded while nobody looks keeps until someone reads it (`deferred` below): the
- * start as a thunk over a few values (no URL parsed, no header copied, no body), the time, and the
- * end and its owner's last touches once they come.
+ * A request of the gateway's own (agent-bridge) recorded while nobody looks: what its entry is built
+ * from when someone reads it (`deferred` below). Its owner's object of a fixed shape holding plain
+ * values (no closures over the request, no copies of it): a slot keeps it for up to
+ * INSPECTOR_BUFFER_SIZE requests, long enough for whatever it holds to be promoted to the old
+ * generation, where it dies; the less it holds, the less the old generation grows.
  */
-interface Deferred {
-  readonly start: () => CaptureStart
-  readonly startedAt: number
+export interface OwnRequest {
+  /** The start as `begin` takes it, built when the entry is. */
+  start(): CaptureStart
   /** The owner's touches on the fresh entry (the agent-bridge's LLM guess from the path). */
-  readonly began: ((slot: Slot) => void) | undefined
-  ended: { readonly end: CaptureEnd; readonly at: number; readonly then: ((slot: Slot) => void) | undefined } | undefined
-  failed: { readonly error: string; readonly at: number } | undefined
+  began(slot: Slot): void
+  /** The end as `end` takes it, once `endOwn` was called. */
+  end(): CaptureEnd
+  /** The owner's touches once the end is on the entry (the usage row's figures). */
+  ended(slot: Slot): void
 }
 
 /**
  * Per entry, what the analysis needs between start and end (not shown). A slot whose request began
- * while nobody looked holds a `Deferred` and builds its entry the first time anyone reads
+ * while nobody looked holds its `OwnRequest` and builds its entry the first time anyone reads
  * `entry`; with nobody reading, a request costs a few fields here, not an entry.
  */
 class Slot {
@@ -73,13 +77,18 @@ class Slot {
   seq = 0
   /** The other processes of the node have this entry (share.ts): its changes go to them too. */
   sent = false
+  /** A deferred slot's start time (ms), then its end's (undefined: not ended yet) and failure, until its entry is built. */
+  startedAt = 0
+  endedAt: number | undefined = undefined
+  failed: { readonly error: string; readonly at: number } | undefined = undefined
   constructor(
     readonly id: string,
     readonly requestId: string | null,
     /** Recorded by another process of this node (`--workers`: share.ts), not by this one. */
     readonly foreign: boolean,
     entry: InterceptedRequest | undefined,
-    public deferred: Deferred | undefined,
+    /** What a deferred slot's entry is built from, until it is. */
+    public deferred: OwnRequest | undefined,
     private readonly materialize: ((slot: Slot) => InterceptedRequest) | undefined
   ) {
     this.built = entry
@@ -498,17 +507,18 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
 
   /** A deferred slot's entry, built as it would have been when its request began and ended. */
   const materialize = (slot: Slot): InterceptedRequest => {
-    const d = slot.deferred!
+    const own = slot.deferred!
     slot.deferred = undefined
-    const entry = buildEntry(slot, d.start(), slot.seq, d.startedAt, false)
+    const entry = buildEntry(slot, own.start(), slot.seq, slot.startedAt, false)
     // The getter answers `entry` from here on (the touches below read it).
     slot.hold(entry)
-    d.began?.(slot)
-    if (d.ended !== undefined) {
-      applyEnd(slot, d.ended.end, d.ended.at, false)
-      d.ended.then?.(slot)
+    own.began(slot)
+    if (slot.endedAt !== undefined) {
+      applyEnd(slot, own.end(), slot.endedAt, false)
+      own.ended(slot)
     }
-    if (d.failed !== undefined) applyFail(entry, d.failed.error, d.failed.at)
+    if (slot.failed !== undefined) applyFail(entry, slot.failed.error, slot.failed.at)
+    slot.failed = undefined
     return entry
   }
 
@@ -530,58 +540,49 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
   }
 
   /**
-   * A request of the gateway's own (agent-bridge): recorded as a few fields while nobody looks
-   * (its entry built when read, its process not looked up), as `begin` otherwise. `began` touches
-   * the fresh entry; answers whether the entry was built now (then `end` may be given bodies).
+   * A request of the gateway's own (agent-bridge): recorded as its owner's few values while
+   * nobody looks (its entry built when read, its process not looked up), as `begin` otherwise
+   * (`eager`: its bodies are kept), then `own.began` touches the fresh entry. Answers its id.
+   * `clientPort` and `connection`: its process, looked up only while someone looks.
    */
   const beginOwn = (
-    start: () => CaptureStart,
+    own: OwnRequest,
     requestId: string,
-    began: (slot: Slot) => void,
-    clientPort: () => { readonly port: number; readonly connection: object } | undefined,
-    eager: boolean
-  ): { readonly id: string; readonly deferred: boolean } => {
+    eager: boolean,
+    clientPort: number | undefined,
+    connection: object | undefined
+  ): string => {
     if (eager || !mayDefer()) {
-      const s = start()
-      const id = begin(s)
+      const id = begin(own.start())
       const slot = slots.get(id)
       if (slot !== undefined) {
-        began(slot)
+        own.began(slot)
         // Its process only while someone looks (a lookup reads /proc).
-        const who = wantsBodies() ? clientPort() : undefined
-        if (who !== undefined) attribute(slot, who.port, who.connection)
+        if (clientPort !== undefined && connection !== undefined && wantsBodies()) attribute(slot, clientPort, connection)
       }
-      return { id, deferred: false }
+      return id
     }
     const id = newId()
-    const slot = new Slot(
-      id,
-      requestId,
-      false,
-      undefined,
-      { start, startedAt: Date.now(), began, ended: undefined, failed: undefined },
-      materialize
-    )
+    const slot = new Slot(id, requestId, false, undefined, own, materialize)
     slot.seq = ++seq
+    slot.startedAt = Date.now()
     slots.set(id, slot)
     byRequestId.set(requestId, id)
     while (slots.size > config.bufferSize) evictOldest()
-    return { id, deferred: true }
+    return id
   }
 
-  /** The end of an own request: kept as given while its entry is not built, applied (then `then`) otherwise. */
-  const endOwn = (id: string, end: CaptureEnd, then: ((slot: Slot) => void) | undefined): void => {
+  /** The end of an own request: noted while its entry is not built (`own.end` read then), applied (then `own.ended`) otherwise. */
+  const endOwn = (id: string, own: OwnRequest): void => {
     const slot = slots.get(id)
     if (!slot) return
     if (slot.deferred !== undefined) {
-      slot.deferred.ended = { end, at: Date.now(), then }
+      slot.endedAt = Date.now()
       return
     }
-    sinkEnd(id, end)
-    if (then !== undefined) {
-      then(slot)
-      changed(slot)
-    }
+    sinkEnd(id, own.end())
+    own.ended(slot)
+    changed(slot)
   }
 
   const sinkEnd = (id: string, end: CaptureEnd): void => {
@@ -599,7 +600,7 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     const slot = slots.get(id)
     if (!slot) return
     if (slot.deferred !== undefined) {
-      slot.deferred.failed = { error, at: Date.now() }
+      slot.failed = { error, at: Date.now() }
       return
     }
     applyFail(slot.entry, error, Date.now())

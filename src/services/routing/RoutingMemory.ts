@@ -254,9 +254,11 @@ export class RoutingMemory extends Context.Tag("gateway/RoutingMemory")<RoutingM
         return () => {
           if (ended) return
           ended = true
+          // A connection's count stays, at 0, once its last request ended: connections are the
+          // operator's (few), and deleting then adding its entry whenever it goes idle and busy
+          // again would leave deleted entries in the table, rebuilt (allocated anew) every few.
           const n = (inFlight.get(id) ?? 1) - 1
-          if (n <= 0) inFlight.delete(id)
-          else inFlight.set(id, n)
+          inFlight.set(id, Math.max(n, 0))
         }
       },
       used: (key) => used.get(key) ?? 0,
