@@ -11,10 +11,10 @@ import { isTruthy } from "../../platform/flags/catalog.js"
 import type { FormatId } from "../../domain/canonical.js"
 import { attach, blockRequest, GuardFailure, type HookHost, type HookVerdict, type RequestEvent } from "../../kernel/hooks.js"
 import { answerRewrite, GUARDRAIL_HEADER, type ResponseMode } from "./answers.js"
-import { type PiiKind, PlaceholderMap, replacePii } from "./pii.js"
+import { findPii, mayHavePii, type PiiKind, PlaceholderMap, replacePii } from "./pii.js"
 import { INJECTION_RULES, type InjectionRule, RULESET_VERSION } from "./rules/injection.js"
 import { sanitizeText } from "./sanitize.js"
-import { type Path, setPaths, WALKERS } from "./walkers.js"
+import { type Path, setPaths, type Visitor, WALKERS } from "./walkers.js"
 
 export type InjectionMode = "off" | "warn" | "block" | "redact"
 
@@ -31,17 +31,45 @@ export interface GuardrailSettings {
 export const GUARDRAILS_PRIORITY = 0
 export const GUARDRAILS_HOOK = "gateway.guardrails"
 
-const settingsOf = (v: (key: Parameters<FeatureFlagsShape["value"]>[0]) => string): GuardrailSettings => {
-  const response = v("PII_RESPONSE_SANITIZATION_MODE")
-  const injection = v("INJECTION_GUARD_MODE")
-  return {
-    sanitizer: isTruthy(v("INPUT_SANITIZER_ENABLED")),
-    injection: injection === "warn" || injection === "block" || injection === "redact" ? injection : "off",
-    pii: isTruthy(v("PII_REDACTION_ENABLED")),
-    response:
-      isTruthy(v("PII_RESPONSE_SANITIZATION")) && (response === "redact" || response === "warn" || response === "block")
-        ? response
-        : undefined
+const settingsFrom = (sanitizer: string, injection: string, pii: string, response: string, responseMode: string): GuardrailSettings => ({
+  sanitizer: isTruthy(sanitizer),
+  injection: injection === "warn" || injection === "block" || injection === "redact" ? injection : "off",
+  pii: isTruthy(pii),
+  response:
+    isTruthy(response) && (responseMode === "redact" || responseMode === "warn" || responseMode === "block") ? responseMode : undefined
+})
+
+const settingsOf = (v: (key: Parameters<FeatureFlagsShape["value"]>[0]) => string): GuardrailSettings =>
+  settingsFrom(
+    v("INPUT_SANITIZER_ENABLED"),
+    v("INJECTION_GUARD_MODE"),
+    v("PII_REDACTION_ENABLED"),
+    v("PII_RESPONSE_SANITIZATION"),
+    v("PII_RESPONSE_SANITIZATION_MODE")
+  )
+
+/**
+ * The settings of the flags in memory, or undefined when they are not known fresh. Every request
+ * asks (the screen and `attach`), and the flags rarely change: the settings are made again only
+ * when one of the five values differs from the last ones seen.
+ */
+const peekSettings = (flags: FeatureFlagsShape): (() => GuardrailSettings | undefined) => {
+  let last: { readonly values: ReadonlyArray<string>; readonly settings: GuardrailSettings } | undefined
+  return () => {
+    const sanitizer = flags.peekValue("INPUT_SANITIZER_ENABLED")
+    if (sanitizer === undefined) return undefined
+    const injection = flags.peekValue("INJECTION_GUARD_MODE") ?? ""
+    const pii = flags.peekValue("PII_REDACTION_ENABLED") ?? ""
+    const response = flags.peekValue("PII_RESPONSE_SANITIZATION") ?? ""
+    const responseMode = flags.peekValue("PII_RESPONSE_SANITIZATION_MODE") ?? ""
+    const v = last?.values
+    if (v !== undefined && v[0] === sanitizer && v[1] === injection && v[2] === pii && v[3] === response && v[4] === responseMode)
+      return last!.settings
+    last = {
+      values: [sanitizer, injection, pii, response, responseMode],
+      settings: settingsFrom(sanitizer, injection, pii, response, responseMode)
+    }
+    return last.settings
   }
 }
 
@@ -119,6 +147,36 @@ export const guardRequest = (settings: GuardrailSettings, format: FormatId, body
     placeholders,
     sanitized
   }
+}
+
+/**
+ * Whether `guardRequest` with these settings would do anything to `body` (rewrite it, count a
+ * sanitized slot, match an injection rule or make a placeholder), without doing it: the request's
+ * text slots are tested where they are and the walk stops at the first one a guardrail would
+ * touch, so a request they leave alone (the common case) allocates nothing. Throws where
+ * `guardRequest` would (a caller treats that as "touched": the hook fails closed).
+ */
+export const touchesRequest = (settings: GuardrailSettings, format: FormatId, body: Record<string, unknown>): boolean =>
+  WALKERS[format].scanRequest(body, touchingVisitor(settings))
+
+/** The screen's visitor for one settings object (made once: settings are cached per flag values). */
+const touchingVisitors = new WeakMap<GuardrailSettings, Visitor>()
+
+const touchingVisitor = (settings: GuardrailSettings): Visitor => {
+  const known = touchingVisitors.get(settings)
+  if (known !== undefined) return known
+  const { sanitizer, pii } = settings
+  const injection = settings.injection !== "off"
+  // The same tests as `guardRequest`, slot by slot: a slot the sanitizer leaves alone goes to the
+  // injection guard unchanged, and one no rule matches goes to PII redaction unchanged.
+  const visitor: Visitor = (text, role, json) => {
+    if (sanitizer && sanitizeText(text) !== text) return true
+    if (injection && (role === "user" || role === "tool") && !json)
+      for (const rule of INJECTION_RULES) if (rule.appliesTo.includes(role) && rule.pattern.test(text)) return true
+    return pii && mayHavePii(text) && findPii(text).length !== 0
+  }
+  touchingVisitors.set(settings, visitor)
+  return visitor
 }
 
 export interface GuardrailsShape {
@@ -217,25 +275,22 @@ export class Guardrails extends Context.Tag("gateway/Guardrails")<Guardrails, Gu
         // guardrail_unavailable, naming the guardrail that failed; hooks.ts).
         attach(host, { name: GUARDRAILS_HOOK, priority: GUARDRAILS_PRIORITY, failClosed: true, onRequest: hookFor(bus, host, s) })
       }
+      const peek = peekSettings(flags)
       return {
         attach: (host) => {
-          const sanitizer = flags.peekValue("INPUT_SANITIZER_ENABLED")
-          if (sanitizer === undefined) return Effect.map(settings, (s) => attachWith(host, s))
-          attachWith(
-            host,
-            settingsOf((k) => flags.peekValue(k as never) ?? "")
-          )
+          const s = peek()
+          if (s === undefined) return Effect.map(settings, (s) => attachWith(host, s))
+          attachWith(host, s)
           return undefined
         },
         screenNow: (format, body) => {
-          if (flags.peekValue("INPUT_SANITIZER_ENABLED") === undefined) return undefined
-          const s = settingsOf((k) => flags.peekValue(k as never) ?? "")
+          const s = peek()
+          if (s === undefined) return undefined
           if (!anyOn(s)) return false
           // Response sanitization rewrites every answer.
           if (s.response !== undefined) return true
           try {
-            const v = guardRequest(s, format, body)
-            return v.body !== undefined || v.sanitized !== 0 || v.injections.length !== 0 || v.placeholders.size !== 0
+            return touchesRequest(s, format, body)
           } catch {
             // A body the guardrails cannot read fails closed in their hook.
             return true
