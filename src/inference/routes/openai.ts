@@ -53,12 +53,24 @@ export interface RouteDeps {
   readonly compaction?: ResponsesCompactionShape | undefined
 }
 
+/** No custom tools: one set shared by every request without tools (the usual case), read only. */
+const NO_CUSTOM_TOOLS: ReadonlySet<string> = new Set()
+
 /** Names of the `type: "custom"` tools of a request (`spec` finds the object holding the name). */
 export const customToolNames = (
   tools: ReadonlyArray<unknown>,
   spec: (tool: unknown) => Record<string, unknown> | undefined
-): ReadonlySet<string> =>
-  new Set(tools.flatMap((t) => (obj(t)?.["type"] === "custom" && str(spec(t)?.["name"]) ? [str(spec(t)?.["name"])!] : [])))
+): ReadonlySet<string> => {
+  let names: Set<string> | undefined
+  for (const t of tools) {
+    const name = obj(t)?.["type"] === "custom" ? str(spec(t)?.["name"]) : undefined
+    if (name) (names ??= new Set()).add(name)
+  }
+  return names ?? NO_CUSTOM_TOOLS
+}
+
+/** Where a chat tool's custom definition is (`tools[].custom`). */
+const chatCustomSpec = (t: unknown): Record<string, unknown> | undefined => obj(obj(t)?.["custom"])
 
 /** `POST /v1/chat/completions`: the call, or the 400 that refuses the body (the route's and the common path's). */
 export const chatCall = (ctx: HttpRequestContext, body: Record<string, unknown>): InferenceCall | InferenceError => {
@@ -80,7 +92,7 @@ export const chatCall = (ctx: HttpRequestContext, body: Record<string, unknown>)
     noThinking,
     encodeOptions: {
       stream_options: body["stream_options"],
-      customTools: customToolNames(arr(body["tools"]), (t) => obj(obj(t)?.["custom"]))
+      customTools: Array.isArray(body["tools"]) ? customToolNames(body["tools"], chatCustomSpec) : NO_CUSTOM_TOOLS
     }
   }
 }

@@ -44,28 +44,54 @@ import {
 
 // ---------------------------------------------------------------- requests
 
-const contentBlocks = (content: unknown, where: string): Array<TextBlock | ImageBlock> => {
-  if (content === null || content === undefined) return []
-  if (typeof content === "string") return content === "" ? [] : [{ type: "text", text: content }]
-  if (!Array.isArray(content)) throw new RequestDecodeError(`${where}.content must be a string or an array of parts`, `${where}.content`)
-  const out: Array<TextBlock | ImageBlock> = []
-  content.forEach((part, i) => {
-    const p = obj(part)
+/** Where message `i` is, as errors name it (built only for an error: decoding a valid body names nothing). */
+const messageAt = (i: number): string => `messages.${i}`
+
+/** The content of message `i` as blocks, added to `out`. */
+const pushContent = (out: Array<ContentBlock>, content: unknown, i: number): void => {
+  if (content === null || content === undefined) return
+  if (typeof content === "string") {
+    if (content !== "") out.push({ type: "text", text: content })
+    return
+  }
+  if (!Array.isArray(content)) {
+    const where = messageAt(i)
+    throw new RequestDecodeError(`${where}.content must be a string or an array of parts`, `${where}.content`)
+  }
+  for (let j = 0; j < content.length; j++) {
+    const p = obj(content[j])
     const type = str(p?.["type"])
     if (type === "text" || type === "input_text" || type === "output_text") {
       out.push({ type: "text", text: str(p?.["text"]) ?? "" })
     } else if (type === "image_url") {
       const image = p?.["image_url"]
       const url = typeof image === "string" ? image : str(obj(image)?.["url"])
-      if (!url) throw new RequestDecodeError(`${where}.content.${i}.image_url.url is required`, `${where}.content`)
+      if (!url) {
+        const where = messageAt(i)
+        throw new RequestDecodeError(`${where}.content.${j}.image_url.url is required`, `${where}.content`)
+      }
       const detail = str(obj(image)?.["detail"])
       out.push({ type: "image", source: imageSourceFromUrl(url), ...(detail ? { detail } : {}) })
     } else if (type === "refusal") {
       out.push({ type: "text", text: str(p?.["refusal"]) ?? "" })
     }
     // input_audio and file parts have no canonical counterpart yet: left out.
-  })
+  }
+}
+
+const contentBlocks = (content: unknown, i: number): Array<TextBlock | ImageBlock> => {
+  const out: Array<TextBlock | ImageBlock> = []
+  pushContent(out, content, i)
   return out
+}
+
+/** The text blocks of a system (or developer) message's content, added to `system`. */
+const pushSystem = (system: Array<TextBlock>, content: unknown, i: number): void => {
+  if (typeof content === "string") {
+    if (content !== "") system.push({ type: "text", text: content })
+    return
+  }
+  for (const b of contentBlocks(content, i)) if (b.type === "text") system.push(b)
 }
 
 const decodeToolChoice = (v: unknown): ToolChoice | undefined => {
@@ -126,6 +152,13 @@ export const CHAT_PARAMS = params({
   store: boolean
 })
 
+type Mutable<T> = { -readonly [K in keyof T]: T[K] }
+
+/**
+ * The chat body as a canonical request. It runs on every chat request: one pass over the
+ * messages, and nothing built for what the body does not have (no error locations, no map of
+ * tool-call names without tool calls, optional fields assigned only when present).
+ */
 const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
   const model = str(body["model"])
   if (!model) throw new RequestDecodeError("model must be a non-empty string", "model")
@@ -136,28 +169,31 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
   checkParams(body, CHAT_PARAMS)
   const system: Array<TextBlock> = []
   const messages: Array<Message> = []
-  const callNames = new Map<string, string>()
-  rawMessages.forEach((raw, i) => {
-    const m = obj(raw)
-    const where = `messages.${i}`
+  // Tool-call ids to names, for tool results that name no tool (made at the first tool call).
+  let callNames: Map<string, string> | undefined
+  for (let i = 0; i < rawMessages.length; i++) {
+    const m = obj(rawMessages[i])
     const role = str(m?.["role"])
     if (role === "system" || role === "developer") {
-      system.push(...contentBlocks(m?.["content"], where).filter((b): b is TextBlock => b.type === "text"))
+      pushSystem(system, m?.["content"], i)
     } else if (role === "user") {
-      messages.push({ role: "user", content: contentBlocks(m?.["content"], where) })
+      messages.push({ role: "user", content: contentBlocks(m?.["content"], i) })
     } else if (role === "assistant") {
       const content: Array<ContentBlock> = []
       const reasoning = str(m?.["reasoning_content"]) ?? str(m?.["reasoning"])
       if (reasoning) content.push({ type: "reasoning", text: reasoning })
-      content.push(...contentBlocks(m?.["content"], where))
+      pushContent(content, m?.["content"], i)
       for (const call of arr(m?.["tool_calls"])) {
         const c = obj(call)
         const custom = obj(c?.["custom"])
         const fn = obj(c?.["function"])
         const name = str(custom?.["name"]) ?? str(fn?.["name"])
-        if (!name) throw new RequestDecodeError(`${where}.tool_calls[].function.name is required`, `${where}.tool_calls`)
+        if (!name) {
+          const where = messageAt(i)
+          throw new RequestDecodeError(`${where}.tool_calls[].function.name is required`, `${where}.tool_calls`)
+        }
         const { id, signature } = splitSignedId(str(c?.["id"]) ?? newId("call_"))
-        callNames.set(id, name)
+        ;(callNames ??= new Map()).set(id, name)
         const args = fn?.["arguments"]
         content.push({
           type: "tool_use",
@@ -170,94 +206,98 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
       const legacy = obj(m?.["function_call"])
       if (legacy && str(legacy["name"])) {
         const id = newId("call_")
-        callNames.set(id, str(legacy["name"])!)
+        ;(callNames ??= new Map()).set(id, str(legacy["name"])!)
         content.push({ type: "tool_use", id, name: str(legacy["name"])!, input: parseArguments(str(legacy["arguments"]) ?? "") })
       }
       messages.push({ role: "assistant", content })
     } else if (role === "tool" || role === "function") {
       const rawId = str(m?.["tool_call_id"])
       const id = rawId ? splitSignedId(rawId).id : undefined
-      const name = str(m?.["name"]) ?? (id ? callNames.get(id) : undefined)
-      const toolUseId = id ?? [...callNames.entries()].reverse().find(([, n]) => n === name)?.[0] ?? newId("call_")
+      const name = str(m?.["name"]) ?? (id ? callNames?.get(id) : undefined)
+      const toolUseId =
+        id ?? (callNames ? [...callNames.entries()].reverse().find(([, n]) => n === name)?.[0] : undefined) ?? newId("call_")
       const result: ToolResultBlock = {
         type: "tool_result",
         toolUseId,
         ...(name ? { name } : {}),
-        content: contentBlocks(m?.["content"], where)
+        content: contentBlocks(m?.["content"], i)
       }
       const last = messages[messages.length - 1]
       if (last?.role === "tool") messages[messages.length - 1] = { role: "tool", content: [...last.content, result] }
       else messages.push({ role: "tool", content: [result] })
     } else {
+      const where = messageAt(i)
       throw new RequestDecodeError(`${where}.role must be one of system, developer, user, assistant, tool`, `${where}.role`)
     }
-  })
+  }
 
   const tools: Array<ToolDefinition> = []
-  for (const t of listField(body, "tools")) {
-    const custom = obj(t)?.["type"] === "custom" ? obj(obj(t)?.["custom"]) : undefined
-    if (custom && str(custom["name"])) {
-      const description = str(custom["description"])
-      tools.push({ name: str(custom["name"])!, ...(description ? { description } : {}), parameters: CUSTOM_TOOL_PARAMETERS })
-      continue
-    }
-    const fn = obj(obj(t)?.["function"])
-    const name = str(fn?.["name"])
-    if (!name) continue // non-function tools (e.g. web_search) have no canonical form
-    const description = str(fn?.["description"])
-    const strict = fn?.["strict"]
-    tools.push({
-      name,
-      ...(description ? { description } : {}),
-      parameters: obj(fn?.["parameters"]) ?? { type: "object", properties: {} },
-      ...(typeof strict === "boolean" ? { strict } : {})
-    })
-  }
-  for (const f of arr(body["functions"])) {
-    const fn = obj(f)
-    const name = str(fn?.["name"])
-    if (name)
+  // listField refuses a `tools` that is not an array; absent (the usual case) there is nothing to read.
+  const rawTools = body["tools"] === undefined || body["tools"] === null ? undefined : listField(body, "tools")
+  if (rawTools !== undefined)
+    for (const t of rawTools) {
+      const custom = obj(t)?.["type"] === "custom" ? obj(obj(t)?.["custom"]) : undefined
+      if (custom && str(custom["name"])) {
+        const description = str(custom["description"])
+        tools.push({ name: str(custom["name"])!, ...(description ? { description } : {}), parameters: CUSTOM_TOOL_PARAMETERS })
+        continue
+      }
+      const fn = obj(obj(t)?.["function"])
+      const name = str(fn?.["name"])
+      if (!name) continue // non-function tools (e.g. web_search) have no canonical form
+      const description = str(fn?.["description"])
+      const strict = fn?.["strict"]
       tools.push({
         name,
-        description: str(fn?.["description"]) ?? "",
-        parameters: obj(fn?.["parameters"]) ?? { type: "object", properties: {} }
+        ...(description ? { description } : {}),
+        parameters: obj(fn?.["parameters"]) ?? { type: "object", properties: {} },
+        ...(typeof strict === "boolean" ? { strict } : {})
       })
-  }
+    }
+  const functions = body["functions"]
+  if (Array.isArray(functions))
+    for (const f of functions) {
+      const fn = obj(f)
+      const name = str(fn?.["name"])
+      if (name)
+        tools.push({
+          name,
+          description: str(fn?.["description"]) ?? "",
+          parameters: obj(fn?.["parameters"]) ?? { type: "object", properties: {} }
+        })
+    }
 
   const stop = body["stop"]
   const effort = str(body["reasoning_effort"]) ?? str(obj(body["reasoning"])?.["effort"])
   const toolChoice = decodeToolChoice(body["tool_choice"] ?? body["function_call"])
   const responseFormat = decodeResponseFormat(body["response_format"])
-  const streamValue = body["stream"]
   const maxTokens = num(body["max_completion_tokens"]) ?? num(body["max_tokens"])
-  return {
-    model,
-    system,
-    messages,
-    tools,
-    ...(toolChoice ? { toolChoice } : {}),
-    ...(typeof body["parallel_tool_calls"] === "boolean" ? { parallelToolCalls: body["parallel_tool_calls"] } : {}),
-    ...(responseFormat ? { responseFormat } : {}),
-    ...(maxTokens !== undefined ? { maxTokens } : {}),
-    ...(num(body["temperature"]) !== undefined ? { temperature: num(body["temperature"])! } : {}),
-    ...(num(body["top_p"]) !== undefined ? { topP: num(body["top_p"])! } : {}),
-    ...(num(body["top_k"]) !== undefined ? { topK: num(body["top_k"])! } : {}),
-    ...(typeof stop === "string"
-      ? { stop: [stop] }
-      : Array.isArray(stop)
-        ? { stop: stop.filter((s): s is string => typeof s === "string") }
-        : {}),
-    ...(num(body["seed"]) !== undefined ? { seed: num(body["seed"])! } : {}),
-    ...(num(body["presence_penalty"]) !== undefined ? { presencePenalty: num(body["presence_penalty"])! } : {}),
-    ...(num(body["frequency_penalty"]) !== undefined ? { frequencyPenalty: num(body["frequency_penalty"])! } : {}),
-    ...(effort === "none"
-      ? { reasoning: { enabled: false } }
-      : effort && EFFORTS.has(effort)
-        ? { reasoning: { enabled: true, effort: effort as "minimal" | "low" | "medium" | "high" } }
-        : {}),
-    stream: streamValue === true,
-    ...(str(body["user"]) ? { user: str(body["user"])! } : {})
-  }
+  const temperature = num(body["temperature"])
+  const topP = num(body["top_p"])
+  const topK = num(body["top_k"])
+  const seed = num(body["seed"])
+  const presencePenalty = num(body["presence_penalty"])
+  const frequencyPenalty = num(body["frequency_penalty"])
+  const user = str(body["user"])
+  // Optional fields are assigned only when present, in this order (the order of the object's keys).
+  const req: Mutable<Omit<CanonicalRequest, "stream">> & { stream?: boolean } = { model, system, messages, tools }
+  if (toolChoice) req.toolChoice = toolChoice
+  if (typeof body["parallel_tool_calls"] === "boolean") req.parallelToolCalls = body["parallel_tool_calls"]
+  if (responseFormat) req.responseFormat = responseFormat
+  if (maxTokens !== undefined) req.maxTokens = maxTokens
+  if (temperature !== undefined) req.temperature = temperature
+  if (topP !== undefined) req.topP = topP
+  if (topK !== undefined) req.topK = topK
+  if (typeof stop === "string") req.stop = [stop]
+  else if (Array.isArray(stop)) req.stop = stop.filter((s): s is string => typeof s === "string")
+  if (seed !== undefined) req.seed = seed
+  if (presencePenalty !== undefined) req.presencePenalty = presencePenalty
+  if (frequencyPenalty !== undefined) req.frequencyPenalty = frequencyPenalty
+  if (effort === "none") req.reasoning = { enabled: false }
+  else if (effort && EFFORTS.has(effort)) req.reasoning = { enabled: true, effort: effort as "minimal" | "low" | "medium" | "high" }
+  req.stream = body["stream"] === true
+  if (user) req.user = user
+  return req as CanonicalRequest
 }
 
 const partsOf = (blocks: ReadonlyArray<ContentBlock>): string | Array<Record<string, unknown>> => {
