@@ -6,7 +6,7 @@
 import type { CanonicalResponse, StreamEvent, Usage } from "../domain/canonical.js"
 import { formatCost } from "../services/accounting/cost.js"
 import type { UpstreamResponse } from "../upstream/client/UpstreamHttp.js"
-import { endStream, type HttpRequestContext, responseHeaders, startStream, writeWhole } from "./io.js"
+import { endStream, type HttpRequestContext, jsonResponseHeaders, responseHeaders, startStream, writeWhole } from "./io.js"
 import type { ExtraTokens, InferenceCall } from "./call.js"
 
 /** Rate-limit hints worth passing to the client with an error. */
@@ -114,5 +114,5 @@ export const encodeWhole = (call: InferenceCall, decoded: CanonicalResponse): un
 /** Sends a whole JSON answer (its cost headers already on the context); the response cache's hook may keep it (onResponse). */
 export const sendWhole = (call: InferenceCall, payload: string): void => {
   const { ctx } = call
-  writeWhole(ctx, 200, responseHeaders(ctx, { "content-type": "application/json", "content-length": Buffer.byteLength(payload) }), payload)
+  writeWhole(ctx, 200, jsonResponseHeaders(ctx, Buffer.byteLength(payload)), payload)
 }

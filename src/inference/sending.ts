@@ -196,6 +196,16 @@ export type FreshCredentials = (
 /** OAuth connections: after the upstream refused the connection's token, the connection with another (refreshed) token. */
 export type RenewCredentials = FreshCredentials
 
+type Mutable<T> = { -readonly [K in keyof T]: T[K] }
+
+/** What `upstreamRequest` is told of a send: one object, its absent options left out without an empty object spread for each. */
+const upstreamAsk = (model: string, options: SendOptions, userAgent: string): Parameters<typeof upstreamRequest>[3] => {
+  const ask: Mutable<Parameters<typeof upstreamRequest>[3]> = { model, stream: options.stream, userAgent }
+  if (options.op) ask.op = options.op
+  if (options.forward) ask.forward = options.forward
+  return ask
+}
+
 export const makeSending = (deps: {
   readonly connections: ConnectionsShape
   readonly http: UpstreamHttpShape
@@ -272,13 +282,7 @@ export const makeSending = (deps: {
       })
     const prepared = options.custom
       ? customRequest(connection, options.custom, http.userAgent)
-      : upstreamRequest(connection, format, body, {
-          model: target.model,
-          stream: options.stream,
-          userAgent: http.userAgent,
-          ...(options.op ? { op: options.op } : {}),
-          ...(options.forward ? { forward: options.forward } : {})
-        })
+      : upstreamRequest(connection, format, body, upstreamAsk(target.model, options, http.userAgent))
     if (options.onPrepared !== undefined)
       options.onPrepared({
         url: prepared.url,
@@ -288,14 +292,15 @@ export const makeSending = (deps: {
     const own = connection.timeouts
     const headersTimeout = options.headersTimeoutMs ?? own?.headersMs ?? (options.stream ? timeouts.streamHeadersMs : timeouts.headersMs)
     const bodyIdleTimeout = options.stream ? undefined : (own?.idleMs ?? timeouts.bodyIdleMs)
-    return {
-      ...prepared,
-      headersTimeout,
-      ...(bodyIdleTimeout !== undefined ? { bodyIdleTimeout } : {}),
-      ...(options.readWhole ? { readWhole: true } : {}),
-      ...(options.abortWhen ? { abortWhen: options.abortWhen } : {}),
-      ...(dispatcher ? { dispatcher } : {})
-    }
+    // `prepared` was made for this call alone (customRequest and upstreamRequest build a new one
+    // each time): the send's settings go on it, not on a copy of it (one object per send, not six).
+    const ready = prepared as Mutable<UpstreamRequest>
+    ready.headersTimeout = headersTimeout
+    if (bodyIdleTimeout !== undefined) ready.bodyIdleTimeout = bodyIdleTimeout
+    if (options.readWhole) ready.readWhole = true
+    if (options.abortWhen) ready.abortWhen = options.abortWhen
+    if (dispatcher) ready.dispatcher = dispatcher
+    return ready
   }
 
   const sendWith = <E>(
