@@ -224,22 +224,32 @@ interface Run {
  * run's values in one flat array (the batch's order kept, so a failure's `from` is a row's index),
  * sent as one JSON string unless a value is binary. A structured clone of the row objects cost
  * ~15 µs a usage row on the main thread; a string is copied whole.
+ *
+ * Every usage row goes through here: a run's columns are listed once (a row joins the run when its
+ * keys are the run's, compared in place) and its values array is made at its final size, not
+ * grown a row at a time.
  */
 const pack = (rows: ReadonlyArray<QueuedRow>): { readonly json: string } | { readonly runs: ReadonlyArray<Run> } => {
   const runs: Array<Run> = []
-  let run: Run | undefined
   let binary = false
-  for (const p of rows) {
-    const columns = Object.keys(p.row)
-    if (run === undefined || run.table !== p.table || !sameColumns(run.columns, columns)) {
-      run = { table: p.table, columns, values: [] }
-      runs.push(run)
+  let i = 0
+  while (i < rows.length) {
+    const table = rows[i]!.table
+    const columns = Object.keys(rows[i]!.row)
+    let end = i + 1
+    while (end < rows.length && rows[end]!.table === table && hasColumns(rows[end]!.row, columns)) end++
+    const n = columns.length
+    const values = new Array<string | number | Uint8Array | null>(n * (end - i))
+    let at = 0
+    for (; i < end; i++) {
+      const row = rows[i]!.row
+      for (let c = 0; c < n; c++) {
+        const v = row[columns[c]!]!
+        if (typeof v === "object" && v !== null) binary = true
+        values[at++] = v
+      }
     }
-    for (const c of columns) {
-      const v = p.row[c]!
-      if (typeof v === "object" && v !== null) binary = true
-      run.values.push(v)
-    }
+    runs.push({ table, columns, values })
   }
   if (!binary) {
     try {
@@ -251,10 +261,11 @@ const pack = (rows: ReadonlyArray<QueuedRow>): { readonly json: string } | { rea
   return { runs }
 }
 
-const sameColumns = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean => {
-  if (a.length !== b.length) return false
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
-  return true
+/** Whether the row's keys are `columns`, in their order (`for...in` lists them without making an array). */
+const hasColumns = (row: QueuedRow["row"], columns: ReadonlyArray<string>): boolean => {
+  let i = 0
+  for (const key in row) if (key !== columns[i++]) return false
+  return i === columns.length
 }
 
 /**
