@@ -206,6 +206,47 @@ const families = () => {
 
 const NO_LABELS: ReadonlyArray<string> = []
 
+/**
+ * One reused label array per length, for the updates every request makes: a family reads the
+ * labels during the update and keeps none of them (a new series copies them into its attributes),
+ * so filling one of these where it is passed spares the dozen arrays a request's updates made.
+ */
+const L1: Array<string> = [""]
+const L2: Array<string> = ["", ""]
+const L3: Array<string> = ["", "", ""]
+const L4: Array<string> = ["", "", "", ""]
+const L5: Array<string> = ["", "", "", "", ""]
+const labels1 = (a: string): ReadonlyArray<string> => {
+  L1[0] = a
+  return L1
+}
+const labels2 = (a: string, b: string): ReadonlyArray<string> => {
+  L2[0] = a
+  L2[1] = b
+  return L2
+}
+const labels3 = (a: string, b: string, c: string): ReadonlyArray<string> => {
+  L3[0] = a
+  L3[1] = b
+  L3[2] = c
+  return L3
+}
+const labels4 = (a: string, b: string, c: string, d: string): ReadonlyArray<string> => {
+  L4[0] = a
+  L4[1] = b
+  L4[2] = c
+  L4[3] = d
+  return L4
+}
+const labels5 = (a: string, b: string, c: string, d: string, e: string): ReadonlyArray<string> => {
+  L5[0] = a
+  L5[1] = b
+  L5[2] = c
+  L5[3] = d
+  L5[4] = e
+  return L5
+}
+
 /** Status codes as label values, one string each (the metric store's lookups then hash nothing new). */
 const STATUS: Array<string> = []
 const statusText = (status: number): string => (STATUS[status] ??= String(status))
@@ -349,40 +390,40 @@ export const makeGatewayMetrics = (options: {
       const provider = row?.provider ?? ""
       // A row whose request reached no target names the model as the client wrote it: no label.
       const model = provider === "" ? "" : (row?.model ?? "")
-      f.requests.add([m.route, status, provider, model, key])
-      f.requestDuration.record([m.route, status], m.seconds)
-      if (m.errorCode !== undefined) f.errors.add([m.route, status, m.errorCode])
-      if (m.upstreamSeconds !== undefined) f.overhead.record([m.route], Math.max(0, m.seconds - m.upstreamSeconds))
+      f.requests.add(labels5(m.route, status, provider, model, key))
+      f.requestDuration.record(labels2(m.route, status), m.seconds)
+      if (m.errorCode !== undefined) f.errors.add(labels3(m.route, status, m.errorCode))
+      if (m.upstreamSeconds !== undefined) f.overhead.record(labels1(m.route), Math.max(0, m.seconds - m.upstreamSeconds))
       if (row === undefined) return
       const u = row.usage
-      if (u.input) f.tokens.add([provider, model, key, "input"], u.input)
-      if (u.output) f.tokens.add([provider, model, key, "output"], u.output)
-      if (u.cached) f.tokens.add([provider, model, key, "cache_read"], u.cached)
-      if (u.cacheWrite) f.tokens.add([provider, model, key, "cache_creation"], u.cacheWrite)
-      if (u.reasoning) f.tokens.add([provider, model, key, "reasoning"], u.reasoning)
+      if (u.input) f.tokens.add(labels4(provider, model, key, "input"), u.input)
+      if (u.output) f.tokens.add(labels4(provider, model, key, "output"), u.output)
+      if (u.cached) f.tokens.add(labels4(provider, model, key, "cache_read"), u.cached)
+      if (u.cacheWrite) f.tokens.add(labels4(provider, model, key, "cache_creation"), u.cacheWrite)
+      if (u.reasoning) f.tokens.add(labels4(provider, model, key, "reasoning"), u.reasoning)
       if (u.input && row.connectionId !== null) {
         const requested = row.requestedModel ?? model
-        f.promptCache.add([row.connectionId, requested, key, "input"], u.input)
-        if (u.cached) f.promptCache.add([row.connectionId, requested, key, "cached"], u.cached)
+        f.promptCache.add(labels4(row.connectionId, requested, key, "input"), u.input)
+        if (u.cached) f.promptCache.add(labels4(row.connectionId, requested, key, "cached"), u.cached)
       }
-      if (row.costUsd) f.cost.add([provider, model, key], row.costUsd)
-      if (row.fallbackAttempts) f.fallbacks.add([row.requestedModel ?? model, provider, model], row.fallbackAttempts)
-      if (row.cacheHit) f.cacheHits.add([m.route, model])
+      if (row.costUsd) f.cost.add(labels3(provider, model, key), row.costUsd)
+      if (row.fallbackAttempts) f.fallbacks.add(labels3(row.requestedModel ?? model, provider, model), row.fallbackAttempts)
+      if (row.cacheHit) f.cacheHits.add(labels2(m.route, model))
     },
     attemptEnded: (m) => {
-      f.operationDuration.record([m.operation, m.provider, m.requestModel, m.responseModel, m.errorType], m.seconds)
+      f.operationDuration.record(labels5(m.operation, m.provider, m.requestModel, m.responseModel, m.errorType), m.seconds)
       if (m.errorType !== "") return
       const u = m.usage
       if (u?.inputTokens !== undefined)
-        f.tokenUsage.record([m.operation, m.provider, m.requestModel, m.responseModel, "input"], u.inputTokens)
+        f.tokenUsage.record(labels5(m.operation, m.provider, m.requestModel, m.responseModel, "input"), u.inputTokens)
       if (u?.outputTokens !== undefined)
-        f.tokenUsage.record([m.operation, m.provider, m.requestModel, m.responseModel, "output"], u.outputTokens)
-      if (m.ttftMs !== null) f.firstChunk.record([m.operation, m.provider, m.requestModel, m.responseModel], m.ttftMs / 1000)
+        f.tokenUsage.record(labels5(m.operation, m.provider, m.requestModel, m.responseModel, "output"), u.outputTokens)
+      if (m.ttftMs !== null) f.firstChunk.record(labels4(m.operation, m.provider, m.requestModel, m.responseModel), m.ttftMs / 1000)
     },
-    requestPath: (path, reason) => f.paths.add([path, reason]),
+    requestPath: (path, reason) => f.paths.add(labels2(path, reason)),
     mcpCallEnded: (m) => {
-      f.mcpCalls.add([m.server, m.kind, m.outcome])
-      f.mcpDuration.record([m.server, m.kind], m.seconds)
+      f.mcpCalls.add(labels3(m.server, m.kind, m.outcome))
+      f.mcpDuration.record(labels2(m.server, m.kind), m.seconds)
     },
     scrape: Effect.promise(async () => (await start()).scrape())
   }

@@ -55,7 +55,11 @@ abstract class Family<S> {
   private overflow: Series<S> | undefined
   constructor(readonly descriptor: Descriptor) {}
   protected abstract fresh(): S
-  /** The series of a label set (created on first use, or the overflow series past the bound). */
+  /**
+   * The series of a label set (created on first use, or the overflow series past the bound).
+   * `labels` is only read here, never kept (a new series copies it into its attributes): callers
+   * pass one reused array per length (GatewayMetrics).
+   */
   protected at(labels: ReadonlyArray<string>): S {
     const last = labels.length - 1
     if (last < 0) return (this.series[0] ??= { attributes: {}, state: this.fresh() }).state
