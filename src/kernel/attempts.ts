@@ -50,11 +50,23 @@ export class AttemptFailed extends Data.Error<{
 export const attemptFailed = (error: InferenceError, failure: FailureInfo | undefined, skip = false) =>
   new AttemptFailed({ error, failure, skip })
 
-export const headerValue = (headers: UpstreamResponse["headers"]): Record<string, string> => {
+/**
+ * The upstream's response headers, lower-cased, each one string. undici's already are, but for a
+ * header sent more than once (an array): such headers (nearly every answer's) are answered as they
+ * are, not copied.
+ */
+export const headerValue = (headers: UpstreamResponse["headers"]): Readonly<Record<string, string>> => {
+  if (plainHeaders(headers)) return headers as Readonly<Record<string, string>>
   const out: Record<string, string> = {}
   for (const [name, value] of Object.entries(headers))
     if (value !== undefined) out[name.toLowerCase()] = Array.isArray(value) ? value.join(", ") : String(value)
   return out
+}
+
+/** Whether every header is one string under a lower-case name (walked with `for...in`: no array of entries). */
+const plainHeaders = (headers: UpstreamResponse["headers"]): boolean => {
+  for (const name in headers) if (typeof headers[name] !== "string" || name.toLowerCase() !== name) return false
+  return true
 }
 
 /** The failure description of an error the pipeline produced itself (transport, stream). */
