@@ -286,12 +286,26 @@ const settle = (host: HookHost, format: WireFormat, fired: Fired): Effect.Effect
     return Effect.succeed(d?.body)
   })
 
-export const targetOf = (c: Candidate): HookTarget => ({
-  key: c.key,
-  provider: c.connection.provider.id,
-  connection: c.connection.name,
-  model: c.model
-})
+/**
+ * A candidate as the hooks see it: made once per connection object and model (connections are
+ * immutable; a changed one is a new object) and shared, frozen, by the requests that go there,
+ * since onModelSelect names every request's candidates. Models per connection are bounded (a
+ * pass-through provider's come from clients): past the bound a target is made each time.
+ */
+const targets = new WeakMap<Candidate["connection"], Map<string, HookTarget>>()
+const TARGETS_PER_CONNECTION = 256
+export const targetOf = (c: Candidate): HookTarget => {
+  let byModel = targets.get(c.connection)
+  if (byModel === undefined) {
+    byModel = new Map()
+    targets.set(c.connection, byModel)
+  }
+  const known = byModel.get(c.model)
+  if (known !== undefined && known.key === c.key) return known
+  const made: HookTarget = Object.freeze({ key: c.key, provider: c.connection.provider.id, connection: c.connection.name, model: c.model })
+  if (known !== undefined || byModel.size < TARGETS_PER_CONNECTION) byModel.set(c.model, made)
+  return made
+}
 
 /** onRequest. Call only when there are handlers. */
 export const requestReceived = (

@@ -7,7 +7,7 @@ import type { BreakerState, Candidate } from "../routing/types.js"
 import { CircuitBreakers } from "./CircuitBreakers.js"
 import { classify, parseDuration } from "./classify.js"
 import { Cooldowns } from "./Cooldowns.js"
-import { Lockouts } from "./Lockouts.js"
+import { type LockoutRef, Lockouts } from "./Lockouts.js"
 import { breakerKey, type Classification, type FailureInfo, originOf, type ProviderRef } from "./types.js"
 
 /** Whether a candidate may be tried now, and if not why and for how long. */
@@ -66,6 +66,32 @@ const providerRef = (c: Candidate): ProviderRef => {
   }
   return ref
 }
+
+/**
+ * The lockouts' view of a candidate (provider, connection, model): made once per connection
+ * object and model and shared, frozen, by the requests that go there (every success reports one).
+ * Models per connection are bounded (a pass-through provider's come from clients).
+ */
+const lockRefs = new WeakMap<Candidate["connection"], Map<string, LockoutRef>>()
+const LOCK_REFS_PER_CONNECTION = 256
+const lockRef = (c: Candidate): LockoutRef => {
+  const conn = c.connection
+  let byModel = lockRefs.get(conn)
+  if (byModel === undefined) {
+    byModel = new Map()
+    lockRefs.set(conn, byModel)
+  }
+  let ref = byModel.get(c.model)
+  if (ref === undefined) {
+    ref = Object.freeze({ provider: conn.provider.id, connectionId: conn.id, connectionName: conn.name, model: c.model })
+    if (byModel.size < LOCK_REFS_PER_CONNECTION) byModel.set(c.model, ref)
+  }
+  return ref
+}
+
+/** The answers every request gets (admitted; allowed, not the probe), made once. */
+const ADMITTED: Admission = Object.freeze({ ok: true })
+const ALLOWED = Object.freeze({ allowed: true, probe: false })
 
 const num = (v: string | undefined): number | undefined => {
   if (v === undefined || v.trim() === "") return undefined
@@ -134,13 +160,6 @@ export class Resilience extends Context.Tag("gateway/Resilience")<Resilience, Re
       const lockouts = yield* Lockouts
       const memory = yield* RoutingMemory
 
-      const lockRef = (c: Candidate) => ({
-        provider: c.connection.provider.id,
-        connectionId: c.connection.id,
-        connectionName: c.connection.name,
-        model: c.model
-      })
-
       const admission: ResilienceShape["admission"] = (c, now) => {
         const p = providerRef(c)
         if (breakers.stateAt(p, now) === "OPEN") {
@@ -160,7 +179,7 @@ export class Resilience extends Context.Tag("gateway/Resilience")<Resilience, Re
         const lock = lockouts.lockedAt(c.connection.provider.id, c.connection.id, c.model, now)
         if (lock.locked)
           return { ok: false, reason: "model_locked", retryAfterMs: lock.until === null ? null : Math.max(0, lock.until - now) }
-        return { ok: true }
+        return ADMITTED
       }
 
       return {
@@ -168,7 +187,7 @@ export class Resilience extends Context.Tag("gateway/Resilience")<Resilience, Re
         breakerState: (c, now) => breakers.stateAt(providerRef(c), now),
         acquire: (c, now) => {
           const r = breakers.unsafeAcquire(providerRef(c), now)
-          return { allowed: r.allowed, probe: r.probe }
+          return r.allowed && !r.probe ? ALLOWED : { allowed: r.allowed, probe: r.probe }
         },
         succeeded: (c, headers, now) => {
           breakers.unsafeOnSuccess(providerRef(c), now)
