@@ -78,6 +78,10 @@ const COLUMN: Record<PriceField, keyof Row> = {
   perSearch: "per_search"
 }
 
+/** Bounds of `priceOf`'s cache: providers, and models per provider. */
+const PRICED_PROVIDERS = 256
+const PRICED_MODELS = 1024
+
 const keyOf = (provider: string, model: string) => `${provider.toLowerCase()}\u0000${model}`
 
 /**
@@ -227,8 +231,35 @@ export class Pricing extends Context.Tag("gateway/Pricing")<Pricing, PricingShap
         return builtin
       }
 
-      const priceOf = (provider: string, model: string) =>
+      const priceOfNow = (provider: string, model: string) =>
         effectivePrice(basePrice(provider, model), snapshot.byKey.get(keyOf(provider, model))?.fields)
+
+      /**
+       * Every request is priced: each (provider, model)'s price is kept until one of the layers it
+       * comes from changes (the overrides' snapshot, the connections' specs, the synced prices),
+       * instead of building it anew (keys, lookups and the price object) each time. Bounded: a
+       * pass-through provider's models come from clients.
+       */
+      const priced = new Map<string, Map<string, ModelPrice | undefined>>()
+      let pricedFrom: { snapshot: typeof snapshot; specs: typeof specs; synced: typeof synced } = { snapshot, specs, synced }
+      const priceOf = (provider: string, model: string): ModelPrice | undefined => {
+        const specsNow = currentSpecs()
+        if (pricedFrom.snapshot !== snapshot || pricedFrom.specs !== specsNow || pricedFrom.synced !== synced) {
+          priced.clear()
+          pricedFrom = { snapshot, specs: specsNow, synced }
+        }
+        let byModel = priced.get(provider)
+        if (byModel === undefined) {
+          if (priced.size >= PRICED_PROVIDERS) priced.clear()
+          byModel = new Map()
+          priced.set(provider, byModel)
+        }
+        const known = byModel.get(model)
+        if (known !== undefined || byModel.has(model)) return known
+        const price = priceOfNow(provider, model)
+        if (byModel.size < PRICED_MODELS) byModel.set(model, price)
+        return price
+      }
 
       const rowFor = (provider: string, model: string): PriceRow | undefined => {
         const spec = findProvider(provider)?.models.find((m) => m.id === model)

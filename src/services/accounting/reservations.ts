@@ -32,10 +32,39 @@ const EWMA_WEIGHT = 0.3
 type Average = { costUsd: number; tokens: number }
 type AverageChange = { readonly k: string; readonly c: number; readonly t: number }
 
-const ewma = (a: Average | undefined, costUsd: number, tokens: number) =>
-  a
-    ? { costUsd: a.costUsd + EWMA_WEIGHT * (costUsd - a.costUsd), tokens: a.tokens + EWMA_WEIGHT * (tokens - a.tokens) }
-    : { costUsd, tokens }
+/**
+ * `a` with one more request blended in, updated in place (every settled request learns; a hold
+ * copies the numbers it took, so none sees an average change under it); a new one without `a`.
+ */
+const ewma = (a: Average | undefined, costUsd: number, tokens: number): Average => {
+  if (a === undefined) return { costUsd, tokens }
+  a.costUsd += EWMA_WEIGHT * (costUsd - a.costUsd)
+  a.tokens += EWMA_WEIGHT * (tokens - a.tokens)
+  return a
+}
+
+/**
+ * One request's hold on its key's entry in `held`: a class, so the release every request makes is
+ * a method, not a closure made per request.
+ */
+class Hold implements Reservation {
+  private released = false
+  constructor(
+    readonly costUsd: number,
+    readonly tokens: number,
+    private readonly held: Map<string, Held>,
+    private readonly apiKeyId: string,
+    private readonly h: Held
+  ) {}
+  release(): void {
+    if (this.released) return
+    this.released = true
+    const h = this.h
+    h.costUsd -= this.costUsd
+    h.tokens -= this.tokens
+    if (--h.count <= 0) this.held.delete(this.apiKeyId)
+  }
+}
 
 /**
  * The averages and holds, made once per layer (the `averages` channel is opened here):
@@ -82,18 +111,7 @@ export const makeReservations = (deps: { readonly clock: Clock.Clock; readonly s
     h.tokens += a.tokens
     h.count++
     held.set(apiKeyId, h)
-    let released = false
-    return {
-      costUsd: a.costUsd,
-      tokens: a.tokens,
-      release: () => {
-        if (released) return
-        released = true
-        h.costUsd -= a.costUsd
-        h.tokens -= a.tokens
-        if (--h.count <= 0) held.delete(apiKeyId)
-      }
-    }
+    return new Hold(a.costUsd, a.tokens, held, apiKeyId, h)
   }
 
   return { held: held as ReadonlyMap<string, Held>, reserve, learn }

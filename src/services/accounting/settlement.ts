@@ -37,9 +37,12 @@ export const makeSettlement = (deps: {
     if (s.apiKeyId !== null && ok) learn(s.apiKeyId, s.costUsd, tokens)
     inbound.settle(s.requestId, s.apiKeyId, tokens)
     if (s.apiKeyId !== null && tokens > 0 && s.provider && s.model) {
+      // The target written out either way: a spread would make a throwaway object every request.
       limits.unsafeRecord(
         s.apiKeyId,
-        { provider: s.provider, model: s.model, requestedModel: s.requestedModel, ...(s.connection ? { connection: s.connection } : {}) },
+        s.connection
+          ? { provider: s.provider, model: s.model, requestedModel: s.requestedModel, connection: s.connection }
+          : { provider: s.provider, model: s.model, requestedModel: s.requestedModel },
         tokens,
         now
       )
