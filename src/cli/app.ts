@@ -1,6 +1,5 @@
 import * as Command from "@effect/cli/Command"
 import * as ValidationError from "@effect/cli/ValidationError"
-import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import { VERSION } from "../kernel/version.js"
 import { a2aCommand } from "./commands/a2a.js"
@@ -34,7 +33,7 @@ import { pluginsCommand } from "./commands/plugins.js"
 import { updateCommand } from "./commands/update.js"
 import { usageCommand } from "./commands/usage.js"
 import { lazy } from "./handler.js"
-import { colourOn, exitWith, red } from "./output.js"
+import { commandFailed, printError } from "./output.js"
 import { gateway } from "./root.js"
 import { describeValidationError, withParserConsole } from "./usage.js"
 
@@ -111,13 +110,8 @@ export const cli = (argv: ReadonlyArray<string>) => {
   const args = normaliseArgv(argv)
   const words = args.slice(2)
   const json = words.includes("--json")
-  const fail = (code: number, line: string) =>
-    Console.error(`${red("error:", colourOn(process.stderr, json))} ${line}`).pipe(Effect.zipRight(exitWith(code)))
   return withParserConsole(run(args), json).pipe(
-    Effect.catchIf(ValidationError.isValidationError, (e) => fail(2, describeValidationError(e, words, command, subcommands))),
-    Effect.catchAll((e) => {
-      const error = e as { readonly _tag?: string; readonly message?: string }
-      return fail(error._tag === "UsageError" ? 2 : 1, error.message ?? String(e))
-    })
+    Effect.catchIf(ValidationError.isValidationError, (e) => printError(2, describeValidationError(e, words, command, subcommands), json)),
+    Effect.catchAll((e) => commandFailed(e, json))
   )
 }

@@ -1,12 +1,13 @@
-import * as CliConfig from "@effect/cli/CliConfig"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import { envFilePath } from "../platform/system/envFile.js"
 import { rememberStartEnv } from "../platform/system/startEnv.js"
-import { cli } from "./app.js"
-import { cliLogger } from "./output.js"
+import type { Parsed } from "./handler.js"
+import { cliLogger, commandFailed } from "./output.js"
+import type { rootOptions } from "./root.js"
 
 // The env file (GATEWAY_ENV_FILE or ./.env): values already in the environment win.
 rememberStartEnv(process.env)
@@ -19,11 +20,40 @@ if (fs.existsSync(envFile)) {
   }
 }
 
-cli(process.argv).pipe(
-  Effect.provide(cliLogger),
-  // Help lists the command's own options; the built-ins (--help, --version, --completions,
-  // --log-level, --wizard) work everywhere and are documented once, in the root's description.
-  Effect.provide(CliConfig.layer({ showBuiltIns: false })),
-  Effect.provide(NodeContext.layer),
-  NodeRuntime.runMain({ disablePrettyLogger: true })
+/** What the parser gives the root command for `gateway` alone: every root option at its default. */
+const ROOT_DEFAULTS: Parsed<typeof rootOptions> = {
+  port: Option.none(),
+  host: Option.none(),
+  dataDir: Option.none(),
+  noOpen: false,
+  workers: Option.none(),
+  tlsCert: Option.none(),
+  tlsKey: Option.none(),
+  mcp: false,
+  nonInteractive: false,
+  json: false
+}
+
+/**
+ * `gateway` alone serves: the root command's action with its defaults, as the CLI would run it,
+ * without loading the command tree and its parser (@effect/cli, every command's options, the
+ * parse: about a tenth of the server's start, docs/cli.md "Start-up: lazy commands"). Its failure
+ * is printed as the CLI prints a command's (`error: <message>`, exit 1). With any argument, the CLI.
+ */
+const serveAlone = Effect.flatMap(
+  Effect.promise(() => import("./commands/serve.impl.js")),
+  ({ serve }) => serve(ROOT_DEFAULTS)
+).pipe(Effect.catchAll((e) => commandFailed(e)))
+
+const command = Effect.flatMap(
+  Effect.promise(() => Promise.all([import("./app.js"), import("@effect/cli/CliConfig")])),
+  ([{ cli }, CliConfig]) =>
+    cli(process.argv).pipe(
+      // Help lists the command's own options; the built-ins (--help, --version, --completions,
+      // --log-level, --wizard) work everywhere and are documented once, in the root's description.
+      Effect.provide(CliConfig.layer({ showBuiltIns: false }))
+    )
 )
+
+const main = process.argv.length <= 2 ? serveAlone : command
+main.pipe(Effect.provide(cliLogger), Effect.provide(NodeContext.layer), NodeRuntime.runMain({ disablePrettyLogger: true }))

@@ -22,6 +22,16 @@ export const exitWith = (code: number) =>
     process.exitCode = code
   })
 
+/** `error: <line>` on stderr (the `error:` red on a terminal) and exit status `code`. */
+export const printError = (code: number, line: string, json = false) =>
+  Console.error(`${red("error:", colourOn(process.stderr, json))} ${line}`).pipe(Effect.zipRight(exitWith(code)))
+
+/** A command that failed: its message, exit status 2 for a usage error and 1 for any other failure. */
+export const commandFailed = (e: unknown, json = false) => {
+  const error = e as { readonly _tag?: string; readonly message?: string }
+  return printError(error._tag === "UsageError" ? 2 : 1, error.message ?? String(e), json)
+}
+
 export const orDash = (v: string | number | null | undefined): string => (v === null || v === undefined || v === "" ? "-" : String(v))
 
 /**

@@ -1,9 +1,9 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import { AppConfig, type AppConfigShape } from "../platform/config/AppConfig.js"
+import { AppConfig } from "../platform/config/AppConfig.js"
+import { overridesFrom } from "./overrides.js"
 import { intFromText, schemaOption } from "./schema.js"
 
 /** A TCP port; 0 lets the system pick a free one (tests). */
@@ -52,22 +52,7 @@ export const rootOptions = {
 
 export const gateway = Command.make("gateway", rootOptions)
 
-/** Overrides of AppConfig from the root options (`--port`, `--host`, `--data-dir`). */
-export const overridesFrom = (root: {
-  readonly port: Option.Option<number>
-  readonly host: Option.Option<string>
-  readonly dataDir: Option.Option<string>
-  readonly tlsCert?: Option.Option<string>
-  readonly tlsKey?: Option.Option<string>
-}): Partial<AppConfigShape> => {
-  const overrides: Partial<AppConfigShape> = {}
-  if (Option.isSome(root.port)) Object.assign(overrides, { port: root.port.value })
-  if (Option.isSome(root.host)) Object.assign(overrides, { host: root.host.value })
-  if (Option.isSome(root.dataDir)) Object.assign(overrides, { dataDir: root.dataDir.value })
-  if (root.tlsCert && Option.isSome(root.tlsCert)) Object.assign(overrides, { tlsCert: root.tlsCert.value })
-  if (root.tlsKey && Option.isSome(root.tlsKey)) Object.assign(overrides, { tlsKey: root.tlsKey.value })
-  return overrides
-}
+export { overridesFrom }
 
 /** AppConfig overrides for a subcommand: the environment, overridden by the root options. */
 export const cliConfig = Effect.map(gateway, overridesFrom)

@@ -1,10 +1,10 @@
 import * as Args from "@effect/cli/Args"
 import * as Options from "@effect/cli/Options"
-import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { describeIssues } from "../domain/parse.js"
+import { UsageError } from "./usageError.js"
 
 /**
  * Options and arguments decoded by the API's own schemas (src/domain), so that the CLI rejects
@@ -13,8 +13,7 @@ import { describeIssues } from "../domain/parse.js"
  * `POST /api/keys {"rpm":0}` answers `rpm: a rate limit must be ...`. Light: schemas only.
  */
 
-/** A command line the CLI refuses before doing anything: printed as `error: <message>`, exit 2. */
-export class UsageError extends Data.TaggedError("UsageError")<{ readonly message: string }> {}
+export { UsageError }
 
 /**
  * `schema`, its failure one line that names `subject` (`--rpm`, `<id>`), worded like the

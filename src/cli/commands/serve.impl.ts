@@ -2,8 +2,9 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import cluster from "node:cluster"
 import type { Parsed } from "../handler.js"
-import { overridesFrom, type rootOptions } from "../root.js"
-import { UsageError } from "../schema.js"
+import { overridesFrom } from "../overrides.js"
+import type { rootOptions } from "../root.js"
+import { UsageError } from "../usageError.js"
 
 /**
  * `gateway` with no subcommand: the server (`--mcp`: the MCP server over stdio, docs/mcp.md;
