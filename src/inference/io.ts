@@ -82,10 +82,11 @@ export const responseHeaders = (
  * (four arrays for an answer's dozen headers, every answer).
  */
 type HeadersByName = Record<string, string | number>
+type MakeHeaders = new (requestId: string) => HeadersByName
 const AnswerHeaders = function (this: HeadersByName, requestId: string) {
   this["x-gateway-version"] = VERSION
   this["x-gateway-request-id"] = requestId
-} as unknown as new (requestId: string) => HeadersByName
+} as unknown as MakeHeaders
 AnswerHeaders.prototype = Object.prototype
 
 /**
