@@ -79,19 +79,21 @@ const pushContent = (out: Array<ContentBlock>, content: unknown, i: number): voi
   }
 }
 
+/** The content of message `i` as blocks; a string (the usual content) is one block in an array of its size. */
 const contentBlocks = (content: unknown, i: number): Array<TextBlock | ImageBlock> => {
+  if (typeof content === "string") return content === "" ? [] : [{ type: "text", text: content }]
   const out: Array<TextBlock | ImageBlock> = []
   pushContent(out, content, i)
   return out
 }
 
-/** The text blocks of a system (or developer) message's content, added to `system`. */
-const pushSystem = (system: Array<TextBlock>, content: unknown, i: number): void => {
-  if (typeof content === "string") {
-    if (content !== "") system.push({ type: "text", text: content })
-    return
-  }
-  for (const b of contentBlocks(content, i)) if (b.type === "text") system.push(b)
+const isText = (b: ContentBlock): b is TextBlock => b.type === "text"
+
+/** The text blocks of a system (or developer) message's content. */
+const systemBlocks = (content: unknown, i: number): Array<TextBlock> => {
+  const blocks = contentBlocks(content, i)
+  // A string's block (the usual system content) is text already.
+  return typeof content === "string" ? (blocks as Array<TextBlock>) : blocks.filter(isText)
 }
 
 const decodeToolChoice = (v: unknown): ToolChoice | undefined => {
@@ -167,7 +169,8 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
     throw new RequestDecodeError("messages must be a non-empty array", "messages")
   }
   checkParams(body, CHAT_PARAMS)
-  const system: Array<TextBlock> = []
+  // The first system message's blocks, joined by any later one's (most bodies have one).
+  let system: Array<TextBlock> | undefined
   const messages: Array<Message> = []
   // Tool-call ids to names, for tool results that name no tool (made at the first tool call).
   let callNames: Map<string, string> | undefined
@@ -175,7 +178,9 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
     const m = obj(rawMessages[i])
     const role = str(m?.["role"])
     if (role === "system" || role === "developer") {
-      pushSystem(system, m?.["content"], i)
+      const blocks = systemBlocks(m?.["content"], i)
+      if (system === undefined) system = blocks
+      else system.push(...blocks)
     } else if (role === "user") {
       messages.push({ role: "user", content: contentBlocks(m?.["content"], i) })
     } else if (role === "assistant") {
@@ -280,7 +285,7 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
   const frequencyPenalty = num(body["frequency_penalty"])
   const user = str(body["user"])
   // Optional fields are assigned only when present, in this order (the order of the object's keys).
-  const req: Mutable<Omit<CanonicalRequest, "stream">> & { stream?: boolean } = { model, system, messages, tools }
+  const req: Mutable<Omit<CanonicalRequest, "stream">> & { stream?: boolean } = { model, system: system ?? [], messages, tools }
   if (toolChoice) req.toolChoice = toolChoice
   if (typeof body["parallel_tool_calls"] === "boolean") req.parallelToolCalls = body["parallel_tool_calls"]
   if (responseFormat) req.responseFormat = responseFormat
