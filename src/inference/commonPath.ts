@@ -147,6 +147,21 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
   } = deps
 
   /**
+   * The candidates `modelRefusal` may ask for, made once per plan: the router keeps the usual
+   * request's plan (src/services/routing/Router.ts), so the thunk of the last plan seen is reused
+   * rather than made per request.
+   */
+  let refusalPlan: RoutePlan | undefined
+  let refusalCandidates: () => ReturnType<typeof candidatesOf> = () => []
+  const candidatesFor = (plan: RoutePlan): (() => ReturnType<typeof candidatesOf>) => {
+    if (plan !== refusalPlan) {
+      refusalPlan = plan
+      refusalCandidates = () => candidatesOf(plan)
+    }
+    return refusalCandidates
+  }
+
+  /**
    * The rule, for a call a common route prepared: the refusal, or the plan and first candidate
    * the request will be tried on. Reads memory only and changes nothing.
    */
@@ -170,11 +185,23 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
     if (known === undefined || known._tag === "Left") return "plan"
     const plan = known.right
     // A level's allowed models refuse it: the pipeline answers the 403.
-    if (accounting.modelRefusal(ctx.apiKeyId, call.model, () => candidatesOf(plan)) !== undefined) return "plan"
+    if (accounting.modelRefusal(ctx.apiKeyId, call.model, candidatesFor(plan)) !== undefined) return "plan"
     if (plan.fusion !== undefined || (plan.kind !== "direct" && plan.kind !== "combo")) return "plan_kind"
     const candidate = plan.candidates[0]
     if (candidate === undefined || !canAttemptNow(call, candidate)) return "target"
     return { plan, candidate, cache }
+  }
+
+  /** The rest of a committed request as the pipeline's Effect; the usage row is then the pipeline's own hook unless `hooked` attached it. */
+  const handOff = (
+    call: InferenceCall,
+    track: Tracking,
+    hooked: boolean,
+    ends: CommonPathEnds,
+    rest: Effect.Effect<unknown, InferenceError>
+  ): void => {
+    if (!hooked) attachUsageRow(usage, accounting, call, track)
+    ends.handoff(Effect.asVoid(rest))
   }
 
   /**
@@ -201,17 +228,16 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
     // pipeline's own hook (written by `endRequest`), else plain data at the end.
     const hooked = ctx.hooks !== undefined && (ctx.hooks.onResponse.length !== 0 || ctx.hooks.onError.length !== 0)
     if (hooked) attachUsageRow(usage, accounting, call, track)
-    /** The rest as the pipeline's Effect; the usage row is then the pipeline's own hook. */
-    const handoff = (rest: Effect.Effect<unknown, InferenceError>) => {
-      if (!hooked) attachUsageRow(usage, accounting, call, track)
-      ends.handoff(Effect.asVoid(rest))
-    }
     // onModelSelect handlers (context compression, plugins): run at once; one that changes the
     // body, blocks or needs an effect hands the rest to the pipeline with what they decided.
     if (ctx.hooks !== undefined && ctx.hooks.onModelSelect.length !== 0) {
       const fired = modelSelectNow(ctx, call.format, call.model, plan, call.body, call.endpoint)
       if (!modelSelectLeftAlone(fired)) {
-        handoff(
+        handOff(
+          call,
+          track,
+          hooked,
+          ends,
           Effect.flatMap(settleModelSelect(ctx, call.format, fired), (body) => {
             const c = body ? { ...call, body } : call
             return waited(c, plan, track, sessionId, execute(c, plan, track))
@@ -235,27 +261,31 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
       track.hold
     )
     if (!resilience.admission(candidate, at).ok || !limit.ok) {
-      handoff(waited(call, plan, track, sessionId, guarded.dispatchFrom(d, 0)))
+      handOff(call, track, hooked, ends, waited(call, plan, track, sessionId, guarded.dispatchFrom(d, 0)))
       return undefined
     }
     const begun = guarded.beginAttempt(d, candidate, at)
     if (begun === "busy") {
-      handoff(waited(call, plan, track, sessionId, guarded.dispatchFrom(d, 0)))
+      handOff(call, track, hooked, ends, waited(call, plan, track, sessionId, guarded.dispatchFrom(d, 0)))
       return undefined
     }
-    attemptNow(call, candidate, { probe: begun.probe }, (result) => {
+    attemptNow(call, candidate, begun.probe ? PROBE : NO_PROBE, (result) => {
       begun.end()
       if (result._tag === "served" && result.outcome.streamFailure === undefined) {
         guarded.servedNow(d, candidate, begun, result.outcome, Date.now())
         // A combo's routing memory (last good, sticky session, combo.switched); a direct plan keeps none.
         servedNow(plan, candidate)
         if (hooked || recordRequestNow(usage, accounting, call, track, (row) => (ctx.usageRow = row))) return ends.done()
-        return handoff(Effect.void)
+        return handOff(call, track, hooked, ends, Effect.void)
       }
       // The client went away before its answer was whole (the pipeline's fiber is interrupted
       // then, whatever the upstream does after): settled as an interrupted attempt, a 499.
       const gone = result._tag === "gone" || (ctx.res.closed && !ctx.res.writableFinished)
-      handoff(
+      handOff(
+        call,
+        track,
+        hooked,
+        ends,
         gone
           ? Effect.uninterruptible(guarded.continueAfter(d, 0, begun, Exit.interrupt(FiberId.none)))
           : waited(call, plan, track, sessionId, guarded.continueAfter(d, 0, begun, exitOf(result)))
@@ -266,6 +296,10 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
 
   return { runNow, decide }
 }
+
+/** An attempt's options, one object each rather than one per request. */
+const PROBE = { probe: true } as const
+const NO_PROBE = { probe: false } as const
 
 /** An attempt's result as the Exit the pipeline's attempt would have ended with. */
 const exitOf = (result: AttemptResult): Exit.Exit<AttemptOutcome, AttemptFailed> =>

@@ -22,6 +22,7 @@ import { fireBegin, fireEnd } from "../kernel/listeners.js"
 import { INTERNAL_HEADER } from "../kernel/internalCall.js"
 import { parseJsonObject, readBodyNow, type HttpRequestContext } from "./io.js"
 import type { InferenceShape } from "./call.js"
+import type { CommonPathEnds } from "./commonPath.js"
 import type { InferenceRequest, makeRequestPrograms } from "./requestProgram.js"
 import type { RouteDef } from "./routes/types.js"
 
@@ -79,33 +80,62 @@ export const makeTryCommon = (deps: CommonRequestDeps) => {
       flags.peekEnabled("GATEWAY_IDEMPOTENCY_ENABLED") !== false
     )
       return (void counted("pipeline", "idempotency"), false)
-    const { ctx } = contextOf(req, res, path, rawQuery, route)
+    // Not a batch line of this process's own: it would carry INTERNAL_HEADER.
+    const ctx = contextOf(req, res, path, rawQuery, route, false)
     fireBegin(ctx)
-    /** Not common after all: the program from its start, on this context (begun, the body read if it was). */
-    const refuse = (why: string, failWith?: InferenceError) => {
-      counted("pipeline", why)
-      fork(programOn(ctx, false, path, route, params, undefined, failWith))
-    }
+    const run = new CommonRun(ctx, path, route, params, fork, prepare)
     const id = authenticateNow(keys, flags, access, req, ctx.query)
-    if (id === undefined) return (refuse("key"), true)
+    if (id === undefined) return (run.refuse("key"), true)
     ctx.apiKeyId = id
     // Inbound rate limits of the key: a counter to admit against.
-    if (id !== null && inboundLimits.admit(ctx, id) !== undefined) return (refuse("key"), true)
-    readBodyNow(req, (read) => {
-      if ("error" in read) return refuse("body", read.error)
+    if (id !== null && inboundLimits.admit(ctx, id) !== undefined) return (run.refuse("key"), true)
+    readBodyNow(req, (read) => run.bodyRead(read))
+    return true
+  }
+
+  /**
+   * One request taken on the common path: what its refusal, its body's reading and its two ends
+   * (the `CommonPathEnds` that `runNow` calls) need, in one object of a fixed shape rather than a
+   * closure for each.
+   */
+  class CommonRun implements CommonPathEnds {
+    constructor(
+      readonly ctx: HttpRequestContext,
+      readonly path: string,
+      readonly route: RouteDef,
+      readonly params: Record<string, string>,
+      readonly fork: (request: InferenceRequest) => void,
+      readonly prepare: NonNullable<RouteDef["common"]>
+    ) {}
+
+    /** Not common after all: the program from its start, on this context (begun, the body read if it was). */
+    refuse(why: string, failWith?: InferenceError): void {
+      counted("pipeline", why)
+      this.fork(programOn(this.ctx, false, this.path, this.route, this.params, undefined, failWith))
+    }
+
+    /** The body, read: the call prepared and run on the common path, or refused. */
+    bodyRead(read: { readonly body: Buffer } | { readonly error: InferenceError }): void {
+      if ("error" in read) return this.refuse("body", read.error)
+      const ctx = this.ctx
       ctx.body = read.body
       const parsed = parseJsonObject(read.body)
-      if (Either.isLeft(parsed)) return refuse("body")
-      const call = prepare(ctx, parsed.right)
-      if (call instanceof InferenceError) return refuse("body")
-      const why = inference.runNow(call, {
-        done: () => finishNow(ctx, path),
-        handoff: (rest) => fork({ program: finishing(ctx, path, route, rest), requestId: ctx.requestId, traceId: traceIdOf(ctx) })
-      })
-      if (why !== undefined) return refuse(why)
+      if (Either.isLeft(parsed)) return this.refuse("body")
+      const call = this.prepare(ctx, parsed.right)
+      if (call instanceof InferenceError) return this.refuse("body")
+      const why = inference.runNow(call, this)
+      if (why !== undefined) return this.refuse(why)
       counted("common", "")
-    })
-    return true
+    }
+
+    done(): void {
+      finishNow(this.ctx, this.path)
+    }
+
+    handoff(rest: Effect.Effect<void, InferenceError>): void {
+      const ctx = this.ctx
+      this.fork({ program: finishing(ctx, this.path, this.route, rest), requestId: ctx.requestId, traceId: traceIdOf(ctx) })
+    }
   }
 
   /**

@@ -20,7 +20,7 @@ import { explicitSession } from "./session.js"
 import { errorBody, InferenceError, toCanonical } from "../kernel/errors.js"
 import { recordAnswer } from "./builtinHooks.js"
 import { endRequest } from "../kernel/hooks.js"
-import { type RequestHooksShape } from "../kernel/RequestHooks.js"
+import type { RequestHooksShape } from "../kernel/RequestHooks.js"
 import { fireBegin, fireEnd } from "../kernel/listeners.js"
 import { endStream, HTTP_TRANSPORT, readBody, type HttpRequestContext, sendJson, writeWhole } from "./io.js"
 import { traceIdOf } from "../services/observability/Observability.js"
@@ -112,19 +112,25 @@ const makeIdempotentRun = ({ flags, idempotency }: { readonly flags: FeatureFlag
       )
   })
 
-/** A request's context, before anything runs; `isInternal`: a batch line this process sends itself. */
+/** Whether a request is a batch line this process sends itself (src/inference/batches/Batches.ts): its owner's identity and request id. */
+const makeIsInternal =
+  ({ internal }: { readonly internal: InternalCallsShape }) =>
+  (req: http.IncomingMessage): boolean => {
+    const presented = req.headers[INTERNAL_HEADER]
+    return typeof presented === "string" && internal.check(presented)
+  }
+
+/** A request's context, before anything runs; `isInternal`: a batch line this process sends itself (`makeIsInternal`). */
 const makeRequestContext =
-  ({ internal, hooks }: { readonly internal: InternalCallsShape; readonly hooks: RequestHooksShape }) =>
+  ({ hooks }: { readonly hooks: RequestHooksShape }) =>
   (
     req: http.IncomingMessage,
     res: http.ServerResponse,
     path: string,
     rawQuery: string,
-    route: RouteDef
-  ): { ctx: HttpRequestContext; isInternal: boolean } => {
-    // A batch line this process sends itself (src/inference/batches/Batches.ts): its owner's identity and request id.
-    const presented = req.headers[INTERNAL_HEADER]
-    const isInternal = typeof presented === "string" && internal.check(presented)
+    route: RouteDef,
+    isInternal: boolean
+  ): HttpRequestContext => {
     const internalId = isInternal ? req.headers[INTERNAL_REQUEST_ID_HEADER] : undefined
     const requestId = typeof internalId === "string" && /^[A-Za-z0-9_-]{1,100}$/.test(internalId) ? internalId : newRequestId()
     // Every answer names a session: the client's own, else (until the pipeline derives one from the body) this request's.
@@ -150,7 +156,7 @@ const makeRequestContext =
       upstreamMs: undefined,
       usageRow: undefined
     }
-    return { ctx, isInternal }
+    return ctx
   }
 
 /**
@@ -248,6 +254,7 @@ export const makeRequestPrograms = (deps: RequestProgramDeps) => {
   const { keys, flags, inboundLimits, access, listGemini } = deps
   const runIdempotent = makeIdempotentRun(deps)
   const contextOf = makeRequestContext(deps)
+  const isInternalOf = makeIsInternal(deps)
   const finishing = makeFinishing(deps)
 
   const program = (
@@ -259,7 +266,8 @@ export const makeRequestPrograms = (deps: RequestProgramDeps) => {
     params: Record<string, string>,
     token?: string
   ): InferenceRequest => {
-    const { ctx, isInternal } = contextOf(req, res, path, rawQuery, route)
+    const isInternal = isInternalOf(req)
+    const ctx = contextOf(req, res, path, rawQuery, route, isInternal)
     // In flight, its span while tracing is on, and the trace id its log lines carry.
     fireBegin(ctx)
     return programOn(ctx, isInternal, path, route, params, token)

@@ -94,68 +94,81 @@ const draining = new WeakSet<net.Socket>()
 /** Whether the body has been read to its end (or its request is gone): nothing is left to wait for. */
 const settled = (req: http.IncomingMessage): boolean => req.readableEnded || req.destroyed
 
+/** A request with a body (`lingering`): where its body began in its socket's bytes, near enough (the first read may hold some). */
+interface LingeringRequest extends http.IncomingMessage {
+  lingerFrom?: number
+}
+
 /**
  * On a request with a body: once its answer is written, what is left of the body is read and
  * dropped, whoever listened before (a reader left paused would stall the connection). On a
  * keep-alive connection past a bound (or with more declared than the bound), and on a closing
  * one with more declared than the bound, the connection is closed after the answer instead.
+ * Per request this costs two fields on the request and a listener, both functions made once
+ * (`drainingDestroy`, `afterAnswer`): the closures are made only when a body is left after its answer.
  */
 export const lingering = (req: http.IncomingMessage, res: http.ServerResponse): void => {
   if (!hasBody(req)) return
-  drainInsteadOfDestroy(req)
-  const socket: net.Socket = req.socket
-  // Body bytes pulled from the socket so far, near enough (the first read may hold some).
-  const start = socket.bytesRead
-  const received = () => socket.bytesRead - start
+  req.destroy = drainingDestroy as typeof req.destroy
+  ;(req as LingeringRequest).lingerFrom = req.socket.bytesRead
   // Listeners run in order: node's own (which closes the connection, or keeps it for the next
-  // request) was added before the request was handed over, so this one runs after it.
-  res.once("finish", () => {
-    if (settled(req)) return
-    const cut = () => {
-      if (socket.destroyed) return
-      socket.end()
-      closeWhenWritten(socket)
-    }
-    const declared = Number(req.headers["content-length"])
-    if (Number.isFinite(declared) && declared - received() > LINGER_BYTES) return cut()
-    req.removeAllListeners("data")
-    req.resume()
-    // Closing: the connection's linger bounds it.
-    if (lingeringSockets.has(socket)) return
-    draining.add(socket)
-    let stop = () => {}
-    const whole = () => {
-      stop()
-      draining.delete(socket)
-      req.off("end", whole)
-      req.off("close", whole)
-      socket.off("close", whole)
-    }
-    stop = bound(received, () => {
-      whole()
-      cut()
-    })
-    req.once("end", whole)
-    req.once("close", whole)
-    // After its answer a request is no longer the connection's: its closing does not end the request.
-    socket.once("close", whole)
-  })
+  // request) was added before the request was handed over, so this one runs after it. The
+  // answer finishes once: no need to remove it.
+  res.on("finish", afterAnswer)
 }
+
+/** After the answer (`this`) to a request with a body: what is left of the body is read and dropped, bounded. */
+function afterAnswer(this: http.ServerResponse): void {
+  const req: LingeringRequest = this.req
+  if (settled(req)) return
+  const socket: net.Socket = req.socket
+  const start = req.lingerFrom ?? socket.bytesRead
+  // Body bytes pulled from the socket so far.
+  const received = () => socket.bytesRead - start
+  const cut = () => {
+    if (socket.destroyed) return
+    socket.end()
+    closeWhenWritten(socket)
+  }
+  const declared = Number(req.headers["content-length"])
+  if (Number.isFinite(declared) && declared - received() > LINGER_BYTES) return cut()
+  req.removeAllListeners("data")
+  req.resume()
+  // Closing: the connection's linger bounds it.
+  if (lingeringSockets.has(socket)) return
+  draining.add(socket)
+  let stop = () => {}
+  const whole = () => {
+    stop()
+    draining.delete(socket)
+    req.off("end", whole)
+    req.off("close", whole)
+    socket.off("close", whole)
+  }
+  stop = bound(received, () => {
+    whole()
+    cut()
+  })
+  req.once("end", whole)
+  req.once("close", whole)
+  // After its answer a request is no longer the connection's: its closing does not end the request.
+  socket.once("close", whole)
+}
+
+/** A request's own `destroy` (the stream's), which `drainingDestroy` stands in front of. */
+const streamDestroy = http.IncomingMessage.prototype.destroy
 
 /**
  * A body refused part-way (the platform's body reader over its limit destroys the request, and with it the socket): a
  * `destroy()` without a reason before the body's end drains the rest instead, so the 413 still reaches the client.
  */
-const drainInsteadOfDestroy = (req: http.IncomingMessage): void => {
-  const destroy = req.destroy
-  req.destroy = function drainingDestroy(this: http.IncomingMessage, error?: Error) {
-    if (error === undefined && !settled(this)) {
-      this.removeAllListeners("data")
-      this.resume()
-      return this
-    }
-    return destroy.call(this, error)
-  } as typeof req.destroy
+function drainingDestroy(this: http.IncomingMessage, error?: Error): http.IncomingMessage {
+  if (error === undefined && !settled(this)) {
+    this.removeAllListeners("data")
+    this.resume()
+    return this
+  }
+  return streamDestroy.call(this, error)
 }
 
 /** Connections whose refused request was seen to: each further piece of it fails to parse again. */

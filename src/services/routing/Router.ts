@@ -6,8 +6,10 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import { EventBus } from "../../platform/events/EventBus.js"
+import type { Connection, ResolvedTarget } from "../../upstream/providers/connection.js"
 import { Connections, type ConnectionsShape } from "../../upstream/providers/Connections.js"
-import { Resilience } from "../resilience/Resilience.js"
+import { BoundedMap } from "../../kernel/BoundedMap.js"
+import { Resilience, type ResilienceShape } from "../resilience/Resilience.js"
 import { isAutoId, parseAutoId } from "./auto/variants.js"
 import { Aliases, type AliasesShape } from "./Aliases.js"
 import { type AutoDescription, makeAutoPlans } from "./autoPlans.js"
@@ -51,18 +53,58 @@ interface PeekPlanDeps {
   readonly aliases: AliasesShape
   readonly combos: CombosShape
   readonly connections: ConnectionsShape
+  readonly resilience: ResilienceShape
   readonly clock: Clock.Clock
   readonly peekComboPlan: ReturnType<typeof makeComboPlans>["peek"]
   readonly directOf: ReturnType<typeof makeDirectPlans>["directOf"]
 }
 
+/** Model ids whose direct plan is kept (they come from clients: bounded). */
+const MAX_DIRECT_PLANS = 1_000
+
+/**
+ * A model id's direct route, kept for the connections snapshot it was resolved in (`all`, whose
+ * identity changes with the snapshot): its targets, and the plan of the usual request once built.
+ */
+interface DirectRoute {
+  readonly all: ReadonlyArray<Connection>
+  readonly targets: ReadonlyArray<ResolvedTarget>
+  /** The plan with every candidate admitted, no session id and no conversation to keep warm. */
+  usual: Either.Either<RoutePlan, RouteError> | undefined
+}
+
+/**
+ * Whether `input` gets the direct plan of the usual request (`directOf` reads nothing else of
+ * it): no session id, and no conversation to put where its cache is warm.
+ */
+const usualInput = (input: PlanInput, targets: ReadonlyArray<ResolvedTarget>): boolean =>
+  input.sessionId === undefined && (targets.length <= 1 || input.conversation === undefined)
+
 /**
  * The usual request names `<provider>/<model>` (or a bare id that is no combo) and the
- * connections and combos in memory are fresh: its plan is built without an effect.
+ * connections and combos in memory are fresh: its plan is built without an effect. A direct
+ * route's plan is built once per connections snapshot and reused while every candidate is
+ * admitted (the plan it would build again, identical), not rebuilt (its candidates, arrays and
+ * set) per request.
  */
-const makePeekPlan =
-  ({ aliases, combos, connections, clock, peekComboPlan, directOf }: PeekPlanDeps): RouterShape["peekPlan"] =>
-  (requested, input) => {
+const makePeekPlan = ({
+  aliases,
+  combos,
+  connections,
+  resilience,
+  clock,
+  peekComboPlan,
+  directOf
+}: PeekPlanDeps): RouterShape["peekPlan"] => {
+  const directs = new BoundedMap<string, DirectRoute>({ maxEntries: MAX_DIRECT_PLANS })
+
+  /** Whether every candidate of `plan` is admitted at `now` (admission allocates nothing when it admits). */
+  const allAdmitted = (plan: RoutePlan, now: number): boolean => {
+    for (const c of plan.candidates) if (!resilience.admission(c, now).ok) return false
+    return true
+  }
+
+  return (requested, input) => {
     // An alias (/api/models/alias) is replaced by its target before anything else.
     const model = aliases.peekResolve(requested)
     if (model === undefined) return undefined
@@ -72,12 +114,27 @@ const makePeekPlan =
       if (combo === undefined) return undefined
       if (combo !== null) return peekComboPlan(combo, input)
     }
-    const targets = connections.peekTargets(model)
-    if (targets === undefined) return undefined
-    return Either.isLeft(targets)
-      ? Either.left(notFound(targets.left.message))
-      : Either.right(directOf(model, targets.right, input, clock.unsafeCurrentTimeMillis()))
+    const all = connections.peekList()
+    if (all === undefined) return undefined
+    let route = directs.peek(model)
+    if (route === undefined || route.all !== all) {
+      const targets = connections.peekTargets(model)
+      if (targets === undefined) return undefined
+      if (Either.isLeft(targets)) return Either.left(notFound(targets.left.message))
+      route = { all, targets: targets.right, usual: undefined }
+      directs.set(model, route)
+    }
+    const now = clock.unsafeCurrentTimeMillis()
+    if (!usualInput(input, route.targets)) return Either.right(directOf(model, route.targets, input, now))
+    const usual = route.usual
+    if (usual !== undefined && Either.isRight(usual) && allAdmitted(usual.right, now)) return usual
+    const plan = directOf(model, route.targets, input, now)
+    const built = Either.right(plan)
+    // Kept only with every candidate admitted: a plan with blocked ones is rebuilt until they are back.
+    if (plan.blocked.length === 0) route.usual = built
+    return built
   }
+}
 
 interface PlanDeps {
   readonly aliases: AliasesShape
@@ -142,7 +199,7 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
       const combo = makeComboPlans({ connections, resilience, memory, engine, clock, stateFor, auto, targetsOf, comboCandidates })
       const { directOf, directPlan } = makeDirectPlans({ connections, resilience, memory, clock })
       const quotaSharePlan = makeQuotaSharePlan({ connections, resilience, engine, stateFor })
-      const peekPlan = makePeekPlan({ aliases, combos, connections, clock, peekComboPlan: combo.peek, directOf })
+      const peekPlan = makePeekPlan({ aliases, combos, connections, resilience, clock, peekComboPlan: combo.peek, directOf })
       const plan = makePlan({ aliases, combos, auto, comboPlan: combo.plan, quotaSharePlan, directPlan })
       // Every provider's prompt-cache lifetime, when the operator knows better than promptCache.ts's table.
       const promptCacheTtl = yield* Config.option(Config.integer("GATEWAY_PROMPT_CACHE_TTL_SECONDS")).pipe(Effect.orDie)
