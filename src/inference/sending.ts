@@ -198,6 +198,12 @@ export type RenewCredentials = FreshCredentials
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] }
 
+/** How a send without an effect ended (`sendNow`): the response, the client's error, or `gone` (the caller went away). */
+export type SentNow =
+  | { readonly _tag: "answered"; readonly response: UpstreamResponse }
+  | { readonly _tag: "failed"; readonly error: InferenceError }
+  | { readonly _tag: "gone" }
+
 /** What `upstreamRequest` is told of a send: one object, its absent options left out without an empty object spread for each. */
 const upstreamAsk = (model: string, options: SendOptions, userAgent: string): Parameters<typeof upstreamRequest>[3] => {
   const ask: Mutable<Parameters<typeof upstreamRequest>[3]> = { model, stream: options.stream, userAgent }
@@ -363,6 +369,7 @@ export const makeSending = (deps: {
   /**
    * The pipeline's send without an effect (the common path): `done` once, with the response, the
    * client's error, or `gone` (the caller went away through `abortWhen`). Only where `canSendNow`.
+   * No closure of its own when the flags are fresh (the rare wait for them is `sendAfterPolicy`'s).
    */
   const sendNow = (
     target: ResolvedTarget,
@@ -370,32 +377,51 @@ export const makeSending = (deps: {
     body: Record<string, unknown>,
     options: SendOptions,
     clientFormat: WireFormat,
-    done: (
-      outcome:
-        | { readonly _tag: "answered"; readonly response: UpstreamResponse }
-        | { readonly _tag: "failed"; readonly error: InferenceError }
-        | { readonly _tag: "gone" }
-    ) => void
+    done: (outcome: SentNow) => void
   ): void => {
-    const go = (policy: UrlPolicyFlags) => {
-      const ready = prepare(target, format, body, options, clientFormat, policy)
-      if (ready instanceof InferenceError) return done({ _tag: "failed", error: ready })
-      const toClient = transportError(clientFormat, target.connection)
-      http.requestNow(ready, (outcome) => done(outcome._tag === "failed" ? { _tag: "failed", error: toClient(outcome.error) } : outcome))
-    }
     const policy = connections.peekUrlPolicy()
-    if (policy !== undefined) return go(policy)
-    // The flags changed a moment ago (`canSendNow` saw them fresh): read them, then send.
-    Effect.runPromise(connections.urlPolicy).then(go, (e: unknown) =>
-      done({
-        _tag: "failed",
-        error: clientError(clientFormat, {
-          status: 503,
-          kind: "overloaded",
-          message: `the outbound policy could not be read: ${String(e)}`,
-          code: "provider_misconfigured"
+    if (policy !== undefined) sendPreparedNow(target, format, body, options, clientFormat, policy, done)
+    else sendAfterPolicy(target, format, body, options, clientFormat, done)
+  }
+
+  /** `sendNow` under the outbound policy's flags: the request prepared and sent; a transport failure is mapped only when there is one. */
+  const sendPreparedNow = (
+    target: ResolvedTarget,
+    format: FormatId,
+    body: Record<string, unknown>,
+    options: SendOptions,
+    clientFormat: WireFormat,
+    policy: UrlPolicyFlags,
+    done: (outcome: SentNow) => void
+  ): void => {
+    const ready = prepare(target, format, body, options, clientFormat, policy)
+    if (ready instanceof InferenceError) return done({ _tag: "failed", error: ready })
+    http.requestNow(ready, (outcome) =>
+      done(outcome._tag === "failed" ? { _tag: "failed", error: transportError(clientFormat, target.connection)(outcome.error) } : outcome)
+    )
+  }
+
+  /** The flags changed a moment ago (`canSendNow` saw them fresh): read them, then send. */
+  const sendAfterPolicy = (
+    target: ResolvedTarget,
+    format: FormatId,
+    body: Record<string, unknown>,
+    options: SendOptions,
+    clientFormat: WireFormat,
+    done: (outcome: SentNow) => void
+  ): void => {
+    Effect.runPromise(connections.urlPolicy).then(
+      (policy) => sendPreparedNow(target, format, body, options, clientFormat, policy, done),
+      (e: unknown) =>
+        done({
+          _tag: "failed",
+          error: clientError(clientFormat, {
+            status: 503,
+            kind: "overloaded",
+            message: `the outbound policy could not be read: ${String(e)}`,
+            code: "provider_misconfigured"
+          })
         })
-      })
     )
   }
 
