@@ -60,6 +60,7 @@ import type { ProviderChecks } from "../upstream/providers/ProviderChecks.js"
 import type { ProviderModels } from "../upstream/providers/ProviderModels.js"
 import type { ProviderNodes } from "../upstream/providers/ProviderNodes.js"
 import { ManagementHandler } from "./api/ManagementHandler.js"
+import { SingleSignOn } from "../services/auth/SingleSignOn.js"
 import type { AcpAgents } from "./clitools/AcpAgents.js"
 import type { CliTools } from "./clitools/CliTools.js"
 import { InspectorFeed } from "./dashboard/InspectorFeed.js"
@@ -140,6 +141,7 @@ export const ManagementLive: Layer.Layer<
   | Evals
   | Compression
 > = Layer.mergeAll(Dashboard.layer, LiveFeed.layer, InspectorFeed.layer).pipe(
-  Layer.provideMerge(ManagementHandler.layer),
+  // Single sign-on's service is the management plane's alone, built at start (its configuration read and checked then).
+  Layer.provideMerge(ManagementHandler.layer.pipe(Layer.provide(SingleSignOn.layer))),
   Layer.provideMerge(Layer.mergeAll(Lifecycle.layer, CloudStore.layer, CloudSync.layer))
 )

@@ -111,5 +111,9 @@ const adminGroup = HttpApiBuilder.group(ManagementApi, "sso", (handlers) =>
   })
 )
 
-/** Single sign-on's handlers, over its service (built here: only these routes use it). */
-export const layer = Layer.mergeAll(publicGroup, adminGroup).pipe(Layer.provide(SingleSignOn.layer))
+/**
+ * Single sign-on's handlers, over its service (only these routes use it). The service is built at
+ * start by ManagementLive (it reads and checks GATEWAY_OIDC_PROVIDERS then), these handlers with
+ * the rest of the plane on its first request (../ManagementHandler.ts).
+ */
+export const layer = Layer.mergeAll(publicGroup, adminGroup)
