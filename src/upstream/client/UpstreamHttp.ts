@@ -18,7 +18,7 @@ import {
 } from "undici"
 import { positiveInteger } from "../../platform/config/AppConfig.js"
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
-import type { UrlPolicyFlags } from "../providers/urlPolicy.js"
+import { type UrlPolicyFlags, urlPolicyFlags } from "../providers/urlPolicy.js"
 import { checkHostLiteral, DEFAULT_URL_POLICY, DnsResolver, guardedLookup } from "./egressGuard.js"
 import { EgressMark } from "./EgressMark.js"
 import { BoundedMap } from "../../kernel/BoundedMap.js"
@@ -220,6 +220,15 @@ export const discardBody = (body: UpstreamResponse["body"]): void => {
 }
 
 export const DEFAULT_HEADERS_TIMEOUT = Duration.minutes(5)
+const DEFAULT_HEADERS_TIMEOUT_MS = Duration.toMillis(DEFAULT_HEADERS_TIMEOUT)
+
+/**
+ * A timeout in ms. The request path gives whole milliseconds (a positive integer is taken as it
+ * is, as `Duration.decode` would read it): no Duration nor matcher object is made per request.
+ */
+const millisOf = (input: Duration.DurationInput): number =>
+  Number.isInteger(input) && (input as number) > 0 ? (input as number) : Duration.toMillis(Duration.decode(input))
+
 /**
  * Longest silence allowed between two body chunks when a call sets no `bodyIdleTimeout`: a
  * backstop for streams, which the stream watchdog ends much earlier.
@@ -338,6 +347,13 @@ const READ_WHOLE: UpstreamBody = (() => {
   return body as unknown as UpstreamBody
 })()
 
+/**
+ * A request's headers as its dispatcher gets them. A request's headers object may be shared by
+ * every call to its connection (src/upstream/client/executors.ts): the direct agent only reads it,
+ * a proxy's dispatcher (undici's ProxyAgent adds `host` to the object it is given) gets a copy.
+ */
+const headersFor = (req: UpstreamRequest): Record<string, string> => (req.dispatcher === undefined ? req.headers : { ...req.headers })
+
 const headersTimedOut = () => new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" })
 
 /**
@@ -362,8 +378,8 @@ const sendNow = (
     done({ _tag: "failed", error: new UpstreamTransportError({ kind: "blocked", message: refused.message }) })
     return undefined
   }
-  const ms = Duration.toMillis(Duration.decode(req.headersTimeout ?? DEFAULT_HEADERS_TIMEOUT))
-  const bodyTimeout = req.bodyIdleTimeout === undefined ? undefined : Duration.toMillis(Duration.decode(req.bodyIdleTimeout))
+  const ms = req.headersTimeout === undefined ? DEFAULT_HEADERS_TIMEOUT_MS : millisOf(req.headersTimeout)
+  const bodyTimeout = req.bodyIdleTimeout === undefined ? undefined : millisOf(req.bodyIdleTimeout)
   return req.readWhole ? sendWhole(sending, target, req, ms, bodyTimeout, done) : sendStreamed(sending, target, req, ms, bodyTimeout, done)
 }
 
@@ -379,7 +395,9 @@ class WholeAnswer implements Dispatcher.DispatchHandler {
   private settled = false
   private status = 0
   private headers: UpstreamResponse["headers"] | undefined
-  private chunks: Array<Buffer> = []
+  /** The body's first chunk; `more` only once a second one comes (a short answer is one chunk: no array, no copy). */
+  private first: Buffer | undefined
+  private more: Array<Buffer> | undefined
   private size = 0
   private limit = 0
   private ok = false
@@ -441,16 +459,16 @@ class WholeAnswer implements Dispatcher.DispatchHandler {
     if (this.settled) return false
     const room = this.limit - this.size
     if (chunk.length <= room) {
-      this.chunks.push(chunk)
+      this.keep(chunk)
       this.size += chunk.length
       return true
     }
     this.settle()
     this.abortCall?.(new undiciErrors.RequestAbortedError())
-    if (this.ok) this.answer({ bodyError: tooLarge(this.limit) })
+    if (this.ok) this.failed(tooLarge(this.limit))
     else {
-      this.chunks.push(chunk.subarray(0, room))
-      this.answer({ bytes: Buffer.concat(this.chunks, this.limit) })
+      this.keep(chunk.subarray(0, room))
+      this.read(this.limit)
     }
     return false
   }
@@ -458,21 +476,38 @@ class WholeAnswer implements Dispatcher.DispatchHandler {
   onComplete(): void {
     if (this.settled) return
     this.settle()
-    this.answer({ bytes: Buffer.concat(this.chunks, this.size) })
+    this.read(this.size)
   }
 
   onError(err: Error): void {
     if (this.settled) return
     this.settle()
     if (this.headers === undefined) return this.done({ _tag: "failed", error: classify(err) })
-    this.answer({ bodyError: bodyFailure(err, this.bodyTimeout) })
+    this.failed(bodyFailure(err, this.bodyTimeout))
   }
 
-  private answer(read: { readonly bytes: Buffer } | { readonly bodyError: Error }): void {
-    this.chunks = []
-    this.done({ _tag: "answered", response: { status: this.status, headers: this.headers!, body: READ_WHOLE, ...read } })
+  private keep(chunk: Buffer): void {
+    if (this.first === undefined) this.first = chunk
+    else (this.more ??= [this.first]).push(chunk)
+  }
+
+  /** The body read, `size` bytes: a lone chunk as it came (undici's view of its own read, never reused), else the chunks joined once. */
+  private read(size: number): void {
+    const bytes =
+      this.more !== undefined ? Buffer.concat(this.more, size) : this.first !== undefined ? this.first : Buffer.concat(NO_CHUNKS, 0)
+    this.first = undefined
+    this.more = undefined
+    this.done({ _tag: "answered", response: { status: this.status, headers: this.headers!, body: READ_WHOLE, bytes } })
+  }
+
+  private failed(bodyError: Error): void {
+    this.first = undefined
+    this.more = undefined
+    this.done({ _tag: "answered", response: { status: this.status, headers: this.headers!, body: READ_WHOLE, bodyError } })
   }
 }
+
+const NO_CHUNKS: ReadonlyArray<Buffer> = []
 
 const sendWhole = (
   sending: Sending,
@@ -495,14 +530,8 @@ const sendWhole = (
   answer.startTimer(ms)
   const via = req.dispatcher ?? sending.agent
   via.dispatch(
-    {
-      origin: target.origin,
-      path: target.path,
-      method: req.method,
-      headers: req.headers,
-      body: req.body ?? null,
-      ...(bodyTimeout === undefined ? {} : { bodyTimeout })
-    },
+    // undici reads an unset `bodyTimeout` as its default, as if absent: one object, no spread.
+    { origin: target.origin, path: target.path, method: req.method, headers: headersFor(req), body: req.body ?? null, bodyTimeout },
     answer
   )
   return cancel
@@ -565,7 +594,7 @@ const sendStreamed = (
       origin: target.origin,
       path: target.path,
       method: req.method,
-      headers: req.headers,
+      headers: headersFor(req),
       body: req.body ?? null,
       signal: abort,
       bodyTimeout
@@ -608,8 +637,9 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
         const guard = f.peekEnabled("OUTBOUND_SSRF_GUARD_ENABLED")
         const allowLocal = f.peekEnabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS")
         const allowPrivate = f.peekEnabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS")
+        // One of the shared policy objects: nothing allocated per request.
         return guard !== undefined && allowLocal !== undefined && allowPrivate !== undefined
-          ? { guard, allowLocal, allowPrivate }
+          ? urlPolicyFlags(guard, allowLocal, allowPrivate)
           : undefined
       }
       const readPolicy = (): Promise<UrlPolicyFlags> => {

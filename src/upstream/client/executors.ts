@@ -35,7 +35,6 @@ const STREAM_ACCEPT: Record<FormatId, string> = {
 }
 
 const path = (format: FormatId, op: UpstreamOperation, model: string, stream: boolean): string => {
-  const m = encodeComponent(model)
   switch (format) {
     case "openai-chat":
       return op === "embed" ? "/embeddings" : "/chat/completions"
@@ -43,14 +42,82 @@ const path = (format: FormatId, op: UpstreamOperation, model: string, stream: bo
       return op === "embed" ? "/embeddings" : "/responses"
     case "anthropic":
       return op === "count_tokens" ? "/v1/messages/count_tokens" : "/v1/messages"
-    case "gemini":
+    case "gemini": {
+      const m = encodeComponent(model)
       return op === "count_tokens"
         ? `/v1beta/models/${m}:countTokens`
         : op === "embed"
           ? `/v1beta/models/${m}:batchEmbedContents`
           : `/v1beta/models/${m}:${stream ? "streamGenerateContent?alt=sse" : "generateContent"}`
+    }
     case "ollama":
       return op === "embed" ? "/api/embed" : "/api/chat"
+  }
+}
+
+/**
+ * What every call to one connection shares, made once per Connection object (a snapshot rebuild
+ * makes new ones; a changed provider, key, base URL or user agent is noticed as well): its URLs by
+ * path (every family but gemini, whose path names the model), and its headers by format and
+ * stream when the request changes none of them (no client header forwarded, no OAuth token).
+ * The request path then builds neither a URL nor a header object. The cached headers are never
+ * changed: UpstreamHttp hands a proxy's dispatcher (which adds `host` to what it gets) a copy.
+ */
+interface Shared {
+  readonly provider: Connection["provider"]
+  readonly apiKey: Connection["apiKey"]
+  readonly base: string
+  readonly userAgent: string
+  readonly urls: Map<string, string>
+  readonly whole: Map<FormatId, Record<string, string>>
+  readonly streamed: Map<FormatId, Record<string, string>>
+}
+
+const sharedBy = new WeakMap<Connection, Shared>()
+
+const sharedOf = (connection: Connection, userAgent: string): Shared => {
+  const base = connection.effectiveBaseUrl ?? ""
+  let s = sharedBy.get(connection)
+  if (
+    s === undefined ||
+    s.provider !== connection.provider ||
+    s.apiKey !== connection.apiKey ||
+    s.base !== base ||
+    s.userAgent !== userAgent
+  ) {
+    s = {
+      provider: connection.provider,
+      apiKey: connection.apiKey,
+      base,
+      userAgent,
+      urls: new Map(),
+      whole: new Map(),
+      streamed: new Map()
+    }
+    sharedBy.set(connection, s)
+  }
+  return s
+}
+
+/** The headers of a call in `format`: content negotiation, the user agent, the client's forwarded headers, then authentication. */
+const requestHeaders = (
+  connection: Connection,
+  format: FormatId,
+  stream: boolean,
+  userAgent: string,
+  forward: Readonly<Record<string, string>> | undefined
+): Record<string, string> => {
+  const compat = connection.provider.clientCompat
+  return {
+    "content-type": "application/json",
+    accept: stream ? STREAM_ACCEPT[format] : "application/json",
+    "accept-encoding": "identity",
+    "user-agent": userAgent,
+    ...forward,
+    ...(connection.provider.oauth
+      ? oauthHeaders(connection, format, forward)
+      : providerAuthHeaders(connection.provider, format, connection.apiKey ? Redacted.value(connection.apiKey) : undefined)),
+    ...(compat ? compatHeaders(connection.provider, connection.apiKey ? Redacted.value(connection.apiKey) : undefined, forward) : {})
   }
 }
 
@@ -58,7 +125,8 @@ const path = (format: FormatId, op: UpstreamOperation, model: string, stream: bo
  * The HTTP request for one upstream call: URL from the connection's base URL and the family's
  * path convention (base URLs include `/v1` for OpenAI-compatible upstreams and are bare origins
  * for anthropic, gemini and ollama), the family's auth headers, and the body. Gemini takes the
- * model in the path, the others in the body.
+ * model in the path, the others in the body. URL and headers come from the connection's `Shared`
+ * when the request changes neither.
  */
 export const upstreamRequest = (
   connection: Connection,
@@ -79,24 +147,23 @@ export const upstreamRequest = (
   const compat = connection.provider.clientCompat
   if (compat?.systemPreamble && format === "anthropic" && op === "generate")
     payload["system"] = withPreamble(payload["system"], compat.systemPreamble)
-  return {
-    url: joinUrl(connection.effectiveBaseUrl ?? "", path(format, op, options.model, options.stream)),
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      accept: options.stream ? STREAM_ACCEPT[format] : "application/json",
-      "accept-encoding": "identity",
-      "user-agent": options.userAgent,
-      ...options.forward,
-      ...(connection.provider.oauth
-        ? oauthHeaders(connection, format, options.forward)
-        : providerAuthHeaders(connection.provider, format, connection.apiKey ? Redacted.value(connection.apiKey) : undefined)),
-      ...(compat
-        ? compatHeaders(connection.provider, connection.apiKey ? Redacted.value(connection.apiKey) : undefined, options.forward)
-        : {})
-    },
-    body: JSON.stringify(payload)
+  const shared = sharedOf(connection, options.userAgent)
+  const route = path(format, op, options.model, options.stream)
+  let url = format === "gemini" ? undefined : shared.urls.get(route)
+  if (url === undefined) {
+    url = joinUrl(shared.base, route)
+    if (format !== "gemini") shared.urls.set(route, url)
   }
+  let headers: Record<string, string> | undefined
+  if (options.forward === undefined && !connection.provider.oauth) {
+    const byFormat = options.stream ? shared.streamed : shared.whole
+    headers = byFormat.get(format)
+    if (headers === undefined) {
+      headers = requestHeaders(connection, format, options.stream, options.userAgent, undefined)
+      byFormat.set(format, headers)
+    }
+  } else headers = requestHeaders(connection, format, options.stream, options.userAgent, options.forward)
+  return { url, method: "POST", headers, body: JSON.stringify(payload) }
 }
 
 /**

@@ -12,7 +12,7 @@ import { makeCachedLoad, StoreVersion } from "../../platform/store/StoreVersion.
 import { findProvider, type ProviderSpec } from "../../domain/catalog/catalog.js"
 import type { CustomModelRecord } from "./customModels.js"
 import type { NodeRecord } from "./nodeRecords.js"
-import type { UrlPolicyFlags } from "./urlPolicy.js"
+import { type UrlPolicyFlags, urlPolicyFlags } from "./urlPolicy.js"
 import type { Connection, ModelNotFound, ResolvedTarget } from "./connection.js"
 import { loadSnapshot, type Snapshot } from "./connectionSnapshot.js"
 import { makeConnectionWrites } from "./connectionWrites.js"
@@ -82,12 +82,13 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
 
       const snapshot = makeCachedLoad(version, loadSnapshot({ sql, secrets }))
 
+      // Asked twice per upstream request: answers one of the shared policy objects, nothing allocated.
       const peekUrlPolicy = (): UrlPolicyFlags | undefined => {
         const guard = flags.peekEnabled("OUTBOUND_SSRF_GUARD_ENABLED")
         const allowLocal = flags.peekEnabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS")
         const allowPrivate = flags.peekEnabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS")
         return guard !== undefined && allowLocal !== undefined && allowPrivate !== undefined
-          ? { guard, allowLocal, allowPrivate }
+          ? urlPolicyFlags(guard, allowLocal, allowPrivate)
           : undefined
       }
       const urlPolicy = Effect.suspend(() => {
@@ -98,11 +99,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
         Effect.zipWith(
           flags.enabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS"),
           flags.enabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS"),
-          (allowLocal, allowPrivate) => ({
-            guard,
-            allowLocal,
-            allowPrivate
-          })
+          (allowLocal, allowPrivate) => urlPolicyFlags(guard, allowLocal, allowPrivate)
         )
       )
 

@@ -12,6 +12,18 @@ export interface UrlPolicyFlags {
   readonly allowPrivate: boolean
 }
 
+/** The eight possible policies, made once: `urlPolicyFlags` hands out one of them, so reading the flags per request allocates nothing. */
+const POLICIES: ReadonlyArray<UrlPolicyFlags> = Array.from({ length: 8 }, (_, i) =>
+  Object.freeze({ guard: (i & 4) !== 0, allowLocal: (i & 2) !== 0, allowPrivate: (i & 1) !== 0 })
+)
+
+/** A policy's place in `POLICIES` (and in the verdict caches). */
+const policyIndex = (flags: UrlPolicyFlags): number => (flags.guard ? 4 : 0) | (flags.allowLocal ? 2 : 0) | (flags.allowPrivate ? 1 : 0)
+
+/** The policy of these three flags: a shared, frozen object (the same one for the same flags). */
+export const urlPolicyFlags = (guard: boolean, allowLocal: boolean, allowPrivate: boolean): UrlPolicyFlags =>
+  POLICIES[(guard ? 4 : 0) | (allowLocal ? 2 : 0) | (allowPrivate ? 1 : 0)]!
+
 const METADATA_HOSTS = new Set(["169.254.169.254", "169.254.170.2", "100.100.100.200", "metadata.google.internal", "metadata"])
 
 const v4ToInt = (ip: string): number => ip.split(".").reduce((acc, part) => (acc << 8) + Number(part), 0) >>> 0
@@ -79,12 +91,25 @@ const classifyV6 = (ip: string): HostClass => {
   return "public"
 }
 
+/** Classes by host as written: every upstream request asks about its URL's host (a handful of distinct ones). */
+const classes = new BoundedMap<string, HostClass>({ maxEntries: 1000 })
+
 /**
  * Classifies a URL host without DNS: IP literals by range, `localhost` names as loopback,
  * known metadata names as metadata, other names as public. Names that resolve to private
- * addresses are the egress layer's business (it resolves before connecting).
+ * addresses are the egress layer's business (it resolves before connecting). Remembered per
+ * host, so the request path does not rebuild the name on every call.
  */
 export const classifyHost = (host: string): HostClass => {
+  let kind = classes.get(host)
+  if (kind === undefined) {
+    kind = classifyHostNow(host)
+    classes.set(host, kind)
+  }
+  return kind
+}
+
+const classifyHostNow = (host: string): HostClass => {
   // `metadata.google.internal.` (trailing dot) is the same name as without it.
   const h = host
     .replace(/^\[|\]$/g, "")
@@ -100,16 +125,19 @@ export const classifyHost = (host: string): HostClass => {
 
 type Verdict = { readonly ok: true } | { readonly ok: false; readonly reason: string }
 
-/** Verdicts by policy and URL: every upstream request asks, about a handful of base URLs. */
-const verdicts = new BoundedMap<string, Verdict>({ maxEntries: 1000 })
+/**
+ * Verdicts by policy (its `policyIndex`) and URL: every upstream request asks, about a handful of
+ * base URLs. One table per policy, keyed by the URL as given: no key is built per request.
+ */
+const verdicts: ReadonlyArray<BoundedMap<string, Verdict>> = POLICIES.map(() => new BoundedMap<string, Verdict>({ maxEntries: 1000 }))
 
 /** Whether the gateway may send provider traffic to this URL. */
 export const checkProviderUrl = (raw: string, flags: UrlPolicyFlags): Verdict => {
-  const key = `${flags.guard ? 1 : 0}${flags.allowLocal ? 1 : 0}${flags.allowPrivate ? 1 : 0}${raw}`
-  let v = verdicts.get(key)
+  const table = verdicts[policyIndex(flags)]!
+  let v = table.get(raw)
   if (v === undefined) {
     v = judge(raw, flags)
-    verdicts.set(key, v)
+    table.set(raw, v)
   }
   return v
 }
