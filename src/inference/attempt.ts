@@ -8,7 +8,7 @@ import { obj, tryJson } from "../upstream/formats/common.js"
 import type { WireFormat } from "../upstream/formats/format.js"
 import { FORMATS } from "../upstream/formats/registry.js"
 import { sealAnswer, sealResponse } from "../upstream/formats/signatures.js"
-import type { Connection, ResolvedTarget } from "../upstream/providers/Connections.js"
+import type { Connection } from "../upstream/providers/Connections.js"
 import type { UpstreamResponse } from "../upstream/client/UpstreamHttp.js"
 import type { AccountingShape } from "../services/accounting/Accounting.js"
 import { probeTimeoutMs } from "../services/routing/auto/selfHealing.js"
@@ -54,6 +54,9 @@ export type AttemptResult =
 
 type Sending = ReturnType<typeof makeSending>
 
+/** How `sendNow` ended: the answer, the send's failure, or the client gone. */
+type Sent = Parameters<Parameters<Sending["sendNow"]>[5]>[0]
+
 export interface AttemptDeps {
   readonly sending: Sending
   readonly conform: ReturnType<typeof makeStructured>["conform"]
@@ -64,18 +67,17 @@ export interface AttemptDeps {
   readonly askWhole: (call: InferenceCall, candidate: Candidate) => boolean
 }
 
-/** An attempt's plan: what goes to the upstream and how its answer is read. */
-interface Prepared {
-  readonly target: ResolvedTarget
+/**
+ * An attempt's plan: what goes to the upstream and how its answer is read. It is also the send's
+ * options (`stream`: asked as a stream), so an attempt makes one object for both.
+ */
+interface Prepared extends SendOptions {
   readonly connection: Connection
   readonly passthrough: boolean
   readonly upstream: WireFormat
-  readonly origin: Origin
   /** A non-streamed call asked as a stream, its answer collected. */
   readonly collect: boolean
-  readonly asStream: boolean
   readonly body: Record<string, unknown>
-  readonly options: SendOptions
 }
 
 export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, askWhole }: AttemptDeps) => {
@@ -91,17 +93,14 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
   const prepare = (call: InferenceCall, candidate: Candidate, probe: boolean): Prepared => {
     const { ctx, format: client } = call
     const connection: Connection = candidate.connection
-    const target: ResolvedTarget = { connection, model: candidate.model }
     const passthrough = (call.passthrough ?? true) && connection.formats.includes(client.id)
     const upstream = passthrough ? client : FORMATS[connection.format]
-    const origin: Origin = { connectionId: connection.id, stored: call.body["store"] !== false }
     const collect = !call.stream && !askWhole(call, candidate) && (!passthrough || client.collectable(call.body))
     const asStream = call.stream || collect
 
-    const forward: Record<string, string> = {}
-    const beta = ctx.req.headers["anthropic-beta"]
-    if (client.id === "anthropic" && upstream.id === "anthropic" && beta)
-      forward["anthropic-beta"] = Array.isArray(beta) ? beta.join(",") : beta
+    // Client headers passed on: none but between Anthropic clients and upstreams (no object otherwise).
+    const beta = client.id === "anthropic" && upstream.id === "anthropic" ? ctx.req.headers["anthropic-beta"] : undefined
+    const forward = beta ? { "anthropic-beta": Array.isArray(beta) ? beta.join(",") : beta } : undefined
 
     let body: Record<string, unknown>
     if (passthrough) {
@@ -116,7 +115,7 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
       }
       const req: CanonicalRequest = {
         ...canonical,
-        model: target.model,
+        model: candidate.model,
         stream: asStream,
         ...(call.noThinking ? { reasoning: { enabled: false } } : {})
       }
@@ -138,17 +137,22 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
               { provider: connection.provider.id, connection: connection.name, model: candidate.model, url: prepared.url },
               prepared.body
             )
-    const options: SendOptions = {
+    // One object, no spreads: an unset option reads as an absent one.
+    return {
+      connection,
+      passthrough,
+      upstream,
+      collect,
+      body,
       stream: asStream,
       forward,
       // A non-streamed call reads the answer in the same wait as its headers.
       readWhole: !asStream,
       // The attempt is tied to the client: its leaving aborts the upstream call.
       abortWhen: clientGone(ctx),
-      ...(headersTimeoutMs ? { headersTimeoutMs } : {}),
-      ...(onPrepared ? { onPrepared } : {})
+      headersTimeoutMs: headersTimeoutMs || undefined,
+      onPrepared
     }
-    return { target, connection, passthrough, upstream, origin, collect, asStream, body, options }
   }
 
   /** A send's failure as the attempt's: a misconfigured or refused connection is skipped, not failed. */
@@ -166,7 +170,7 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
     // quoted; anything else is read as the stream (a stream of no event of its format is refused
     // by the decoder: upstream_malformed).
     const contentType = String(res.headers["content-type"] ?? "")
-    return p.asStream && !contentType.includes("application/json") && !contentType.includes("text/html")
+    return p.stream && !contentType.includes("application/json") && !contentType.includes("text/html")
   }
 
   /** The stream's content type for the client. */
@@ -204,7 +208,7 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
       // The client asked for a stream but the upstream answered whole: replay it as events.
       replayWhole(call, sealResponse(upstream.decodeResponse(json), connection.id))
       return {
-        outcome: { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), costUsd } satisfies AttemptOutcome
+        outcome: { status: 200, usage, ttftMs: null, error: null, headers: outcomeHeaders(res.headers), costUsd } satisfies AttemptOutcome
       }
     }
     // Pass-through: the upstream's own bytes go to the client, parsed only for usage and errors,
@@ -225,7 +229,7 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
     conformed: Conformed | undefined
   ): AttemptOutcome => {
     const { ctx } = call
-    const { connection, upstream, passthrough, origin } = p
+    const { connection, upstream, passthrough } = p
     let { usage, costUsd } = begun
     if (conformed) {
       usage = plusUsage(usage, conformed.extraUsage)
@@ -235,7 +239,7 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
       conformed?.changed || !passthrough
         ? encodeWhole(call, conformed?.decoded ?? sealResponse(upstream.decodeResponse(begun.json), connection.id))
         : begun.json
-    const outcome: AttemptOutcome = { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), costUsd }
+    const outcome: AttemptOutcome = { status: 200, usage, ttftMs: null, error: null, headers: outcomeHeaders(res.headers), costUsd }
     Object.assign(
       ctx.responseHeaders,
       costHeaders(ctx, connection.provider.id, candidate.model, usage, costUsd + (call.extraCostUsd ?? 0), false, call.extraTokens)
@@ -243,7 +247,11 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
     sendWhole(call, passthrough && !begun.resealed && !conformed?.changed ? text : JSON.stringify(answer))
     const id = obj(answer)?.["id"]
     if (call.onCompleted && typeof id === "string")
-      call.onCompleted({ id, output: (obj(answer)?.["output"] as Array<unknown>) ?? [], ...(passthrough ? { origin } : {}) })
+      call.onCompleted({
+        id,
+        output: (obj(answer)?.["output"] as Array<unknown>) ?? [],
+        ...(passthrough ? { origin: originOf(call, connection) } : {})
+      })
     return outcome
   }
 
@@ -298,7 +306,7 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
     conformed: Conformed | undefined
   ): AttemptOutcome => {
     const { ctx } = call
-    const { connection, passthrough, origin } = p
+    const { connection, passthrough } = p
     let { decoded, answer, payload, usage, costUsd } = begun
     if (conformed) {
       usage = plusUsage(usage, conformed.extraUsage)
@@ -319,8 +327,12 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
     sendWhole(call, payload)
     const id = obj(answer)?.["id"]
     if (call.onCompleted && typeof id === "string")
-      call.onCompleted({ id, output: (obj(answer)?.["output"] as Array<unknown>) ?? [], ...(passthrough ? { origin } : {}) })
-    return { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), costUsd } satisfies AttemptOutcome
+      call.onCompleted({
+        id,
+        output: (obj(answer)?.["output"] as Array<unknown>) ?? [],
+        ...(passthrough ? { origin: originOf(call, connection) } : {})
+      })
+    return { status: 200, usage, ttftMs: null, error: null, headers: outcomeHeaders(res.headers), costUsd } satisfies AttemptOutcome
   }
 
   // ------------------------------------------------------------ the pipeline's driver (an Effect)
@@ -345,9 +357,10 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
         return e instanceof AttemptFailed ? Effect.fail(e) : Effect.die(e)
       }
     })
-    const { target, connection, upstream } = p
+    const { connection, upstream } = p
     const tap = ctx.tap
-    const sent = sendAs(target, upstream.id, p.body, p.options, client, sendFailed)
+    // The candidate is the target (its connection and model).
+    const sent = sendAs(candidate, upstream.id, p.body, p, client, sendFailed)
     const res = yield* tap === undefined
       ? sent
       : Effect.tapError(sent, (f) => Effect.sync(() => tap.failed(null, f.error.message, undefined)))
@@ -392,7 +405,7 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
     }
     // A stream held to a schema is checked at its end: the validator is loaded first.
     if (schemaOf(call) !== undefined) yield* Effect.promise(schemaEngines)
-    const relayed = makeRelay(call, upstream, client, p.passthrough, p.origin, connection)
+    const relayed = makeRelay(call, upstream, client, p.passthrough, originOf(call, connection), connection)
     const result = yield* relayStream(
       ctx,
       res,
@@ -414,7 +427,9 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
 
   /**
    * `attempt` driven by the HTTP client's callbacks, without an effect: `done` once. Only where
-   * `canAttemptNow`. The same steps as `attempt`, in the same order.
+   * `canAttemptNow`. The same steps as `attempt`, in the same order. Each callback's own step is
+   * guarded: its throw is the attempt's failure or a defect (as the pipeline's would be). One
+   * closure per callback, no helper closures per request: the steps are `makeAttempt`'s own.
    */
   const attemptNow = (
     call: InferenceCall,
@@ -422,91 +437,94 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
     options: { readonly probe: boolean },
     done: (result: AttemptResult) => void
   ): void => {
-    const { ctx, format: client } = call
-    const failed = (f: AttemptFailed) => done({ _tag: "failed", failed: f })
-    const served = (outcome: AttemptOutcome) => done({ _tag: "served", outcome })
-    /** A callback's own step, its throw a defect (as the pipeline's would be). */
-    const guard = (step: () => void) => {
-      try {
-        step()
-      } catch (e) {
-        if (e instanceof AttemptFailed) failed(e)
-        else done({ _tag: "defect", defect: e })
-      }
-    }
-    guard(() => {
+    try {
       const p = prepare(call, candidate, options.probe)
-      const { target, connection, upstream } = p
-      const tap = ctx.tap
-      sendNow(target, upstream.id, p.body, p.options, client, (sent) =>
-        guard(() => {
-          if (sent._tag === "gone") return done(sent)
-          if (sent._tag === "failed") {
-            if (tap !== undefined) tap.failed(null, sent.error.message, undefined)
-            return failed(sendFailed(sent.error))
+      // The candidate is the target (its connection and model).
+      sendNow(candidate, p.upstream.id, p.body, p, call.format, (sent) => {
+        try {
+          sentNow(call, candidate, p, sent, done)
+        } catch (e) {
+          threw(e, done)
+        }
+      })
+    } catch (e) {
+      threw(e, done)
+    }
+  }
+
+  /** `attemptNow` once the upstream answered (or the send failed). */
+  const sentNow = (call: InferenceCall, candidate: Candidate, p: Prepared, sent: Sent, done: (result: AttemptResult) => void): void => {
+    const { ctx, format: client } = call
+    const { connection, upstream } = p
+    const tap = ctx.tap
+    if (sent._tag === "gone") return done(sent)
+    if (sent._tag === "failed") {
+      if (tap !== undefined) tap.failed(null, sent.error.message, undefined)
+      return done({ _tag: "failed", failed: sendFailed(sent.error) })
+    }
+    const res = sent.response
+    if (res.status < 200 || res.status >= 300) {
+      return readFailureNow(res, upstream, client, connection, ({ error, info }) => {
+        try {
+          if (tap !== undefined) tap.failed(res.status, info.message, info.body)
+          done({ _tag: "failed", failed: attemptFailed(error, info) })
+        } catch (e) {
+          threw(e, done)
+        }
+      })
+    }
+    const streamed = isStreamed(p, res)
+    if (tap !== undefined && streamed) tap.answered(res.status, headerValue(res.headers), undefined)
+    if (!streamed) {
+      return wholeTextNow(res, client, connection, (read) => {
+        try {
+          if ("failure" in read) return done({ _tag: "failed", failed: attemptFailed(read.failure.error, read.failure.info) })
+          if (tap !== undefined) tap.answered(res.status, headerValue(res.headers), read.text)
+          const begun = wholeBegin(call, candidate, p, res, read.text)
+          if (begun instanceof AttemptFailed) return done({ _tag: "failed", failed: begun })
+          done({
+            _tag: "served",
+            outcome: "outcome" in begun ? begun.outcome : wholeEnd(call, candidate, p, res, read.text, begun, undefined)
+          })
+        } catch (e) {
+          threw(e, done)
+        }
+      })
+    }
+    if (p.collect) {
+      const gather = collectStream(upstream, connection)
+      relayFramesNow(
+        res,
+        upstream.framing,
+        gather.relay,
+        DISCARD,
+        watchdog,
+        ctx.startedAt,
+        connection.timeouts?.idleMs,
+        ctx.tap?.chunk,
+        (ended) => {
+          try {
+            if (ended._tag !== "ended") return relayDone(ended, done)
+            const begun = collectedBegin(call, candidate, p, gather, ended.outcome)
+            if (begun instanceof AttemptFailed) return done({ _tag: "failed", failed: begun })
+            done({ _tag: "served", outcome: collectedEnd(call, candidate, p, res, begun, undefined) })
+          } catch (e) {
+            threw(e, done)
           }
-          const res = sent.response
-          if (res.status < 200 || res.status >= 300) {
-            return readFailureNow(res, upstream, client, connection, ({ error, info }) =>
-              guard(() => {
-                if (tap !== undefined) tap.failed(res.status, info.message, info.body)
-                failed(attemptFailed(error, info))
-              })
-            )
-          }
-          const streamed = isStreamed(p, res)
-          if (tap !== undefined && streamed) tap.answered(res.status, headerValue(res.headers), undefined)
-          if (!streamed) {
-            return wholeTextNow(res, client, connection, (read) =>
-              guard(() => {
-                if ("failure" in read) return failed(attemptFailed(read.failure.error, read.failure.info))
-                if (tap !== undefined) tap.answered(res.status, headerValue(res.headers), read.text)
-                const begun = wholeBegin(call, candidate, p, res, read.text)
-                if (begun instanceof AttemptFailed) return failed(begun)
-                served("outcome" in begun ? begun.outcome : wholeEnd(call, candidate, p, res, read.text, begun, undefined))
-              })
-            )
-          }
-          if (p.collect) {
-            const gather = collectStream(upstream, connection)
-            relayFramesNow(
-              res,
-              upstream.framing,
-              gather.relay,
-              DISCARD,
-              watchdog,
-              ctx.startedAt,
-              connection.timeouts?.idleMs,
-              ctx.tap?.chunk,
-              (ended) =>
-                guard(() => {
-                  if (ended._tag !== "ended") return relayDone(ended, done)
-                  const begun = collectedBegin(call, candidate, p, gather, ended.outcome)
-                  if (begun instanceof AttemptFailed) return failed(begun)
-                  served(collectedEnd(call, candidate, p, res, begun, undefined))
-                })
-            )
-            return
-          }
-          const relayed = makeRelay(call, upstream, client, p.passthrough, p.origin, connection)
-          relayStreamNow(
-            ctx,
-            res,
-            upstream.framing,
-            relayed.relay,
-            streamType(call, p, res),
-            watchdog,
-            connection.timeouts?.idleMs,
-            (ended) =>
-              guard(() => {
-                if (ended._tag !== "ended") return relayDone(ended, done)
-                const result = streamEnded(ended.outcome, relayed, res, client)
-                if (result instanceof AttemptFailed) return failed(result)
-                served(result)
-              })
-          )
-        })
+        }
       )
+      return
+    }
+    const relayed = makeRelay(call, upstream, client, p.passthrough, originOf(call, connection), connection)
+    relayStreamNow(ctx, res, upstream.framing, relayed.relay, streamType(call, p, res), watchdog, connection.timeouts?.idleMs, (ended) => {
+      try {
+        if (ended._tag !== "ended") return relayDone(ended, done)
+        const result = streamEnded(ended.outcome, relayed, res, client)
+        if (result instanceof AttemptFailed) return done({ _tag: "failed", failed: result })
+        done({ _tag: "served", outcome: result })
+      } catch (e) {
+        threw(e, done)
+      }
     })
   }
 
@@ -538,6 +556,37 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
 
   return { attempt: attemptEither, attemptNow, canAttemptNow }
 }
+
+/**
+ * The upstream's headers as an outcome carries them (`headerValue`: lower-cased names, one string
+ * each). undici's parsed headers already are that unless a header came twice: then they are the
+ * outcome's as they are, not copied (nothing changes either object).
+ */
+const outcomeHeaders = (headers: UpstreamResponse["headers"]): Readonly<Record<string, string>> => {
+  for (const name in headers)
+    if (typeof headers[name] !== "string" || !Object.hasOwn(headers, name) || name === "__proto__" || !lowerAscii(name))
+      return headerValue(headers)
+  return headers as Readonly<Record<string, string>>
+}
+
+/** Whether `name` is ASCII without capitals (what `toLowerCase` leaves as it is), read without making the lower-cased copy. */
+const lowerAscii = (name: string): boolean => {
+  for (let i = 0; i < name.length; i++) {
+    const c = name.charCodeAt(i)
+    if (c > 127 || (c >= 65 && c <= 90)) return false
+  }
+  return true
+}
+
+/** A callback's step threw: an AttemptFailed is the attempt's failure, anything else a defect (as the pipeline's would be). */
+const threw = (e: unknown, done: (result: AttemptResult) => void): void =>
+  done(e instanceof AttemptFailed ? { _tag: "failed", failed: e } : { _tag: "defect", defect: e })
+
+/** Where a pass-through answer came from (a stored Responses answer's origin). */
+const originOf = (call: InferenceCall, connection: Connection): Origin => ({
+  connectionId: connection.id,
+  stored: call.body["store"] !== false
+})
 
 /** A relay that did not end with an outcome: the client left, or its own code threw. */
 const relayDone = (ended: Exclude<RelayEnd, { readonly _tag: "ended" }>, done: (result: AttemptResult) => void): void =>
