@@ -65,9 +65,29 @@ export interface Dispatch<R extends AttemptRequest, A extends AttemptOutcome> {
   readonly attempt: TryCandidate<R, A>
   /** Attempts made so far (fallbacks are this minus one). */
   attempts: number
-  /** Candidates tried so far (a target listed twice is tried once). */
-  readonly tried: Set<string>
+  /**
+   * Keys of the candidates tried so far (a target listed twice is tried once): none, the one
+   * key (most requests), then a Set from the second on (`hasTried`, `markTried`).
+   */
+  tried: string | Set<string> | undefined
 }
+
+/** Whether the dispatch has tried the candidate of this key. */
+const hasTried = (d: { readonly tried: string | Set<string> | undefined }, key: string): boolean => {
+  const tried = d.tried
+  return tried === undefined ? false : typeof tried === "string" ? tried === key : tried.has(key)
+}
+
+/** Notes the candidate of this key as tried: a Set only once a second one is. */
+const markTried = (d: { tried: string | Set<string> | undefined }, key: string): void => {
+  const tried = d.tried
+  if (tried === undefined || tried === key) d.tried = key
+  else if (typeof tried === "string") d.tried = new Set([tried, key])
+  else tried.add(key)
+}
+
+/** A candidate's outcome before it answers: one shared object (nothing changes an outcome once made). */
+const NOT_ANSWERED = Object.freeze({ status: 0, usage: undefined, ttftMs: null, error: null })
 
 /** A candidate's try once begun (`beginAttempt`): its gate, what ends its in-flight count, and what its end reports. */
 export interface Begun {
@@ -114,12 +134,12 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
     const gate = resilience.acquire(candidate, at)
     if (!gate.allowed) return "busy"
     const end = memory.begin(candidate)
-    d.tried.add(candidate.key)
+    markTried(d, candidate.key)
     if (d.attempts > 0) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(d.attempts)
     ctx.progress?.emit("attempt", { attempt: d.attempts + 1, target: candidate.key, ...(gate.probe ? { probe: true } : {}) })
     track.tried = candidate
     track.fallbacks = d.attempts
-    track.outcome = { status: 0, usage: undefined, ttftMs: null, error: null }
+    track.outcome = NOT_ANSWERED
     d.attempts++
     const probe = gate.probe || plan.probes.has(candidate.key)
     // The lifecycle's listeners (observability's spans) hear of the attempt; what they answer comes back at its end.
@@ -204,15 +224,34 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
     if (output !== undefined && !outcome.streamFailure) memory.observeOutput(candidate.key, output, latency)
     track.outcome = outcome
     const broken = outcome.streamFailure
-    fireAttemptEnd(ctx, begun.started, {
-      endpoint: ctx.endpoint,
-      candidate,
-      latencyMs: latency,
-      errorType: broken ? failureType(broken) : "",
-      usage: outcome.usage,
-      ttftMs: outcome.ttftMs,
-      ...(begun.started ? { costUsd: outcomeCost(accounting, candidate, outcome), ...(broken ? { message: broken.message } : {}) } : {})
-    })
+    const errorType = broken ? failureType(broken) : ""
+    // One object as the listeners hear it: with the cost (and a broken stream's message) when they heard the start.
+    fireAttemptEnd(
+      ctx,
+      begun.started,
+      begun.started === undefined
+        ? { endpoint: ctx.endpoint, candidate, latencyMs: latency, errorType, usage: outcome.usage, ttftMs: outcome.ttftMs }
+        : broken
+          ? {
+              endpoint: ctx.endpoint,
+              candidate,
+              latencyMs: latency,
+              errorType,
+              usage: outcome.usage,
+              ttftMs: outcome.ttftMs,
+              costUsd: outcomeCost(accounting, candidate, outcome),
+              message: broken.message
+            }
+          : {
+              endpoint: ctx.endpoint,
+              candidate,
+              latencyMs: latency,
+              errorType,
+              usage: outcome.usage,
+              ttftMs: outcome.ttftMs,
+              costUsd: outcomeCost(accounting, candidate, outcome)
+            }
+    )
     if (!broken) resilience.succeeded(candidate, outcome.headers, now())
   }
 
@@ -317,7 +356,7 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
       if (d.attempts >= MAX_ATTEMPTS) break
       // A target listed twice is tried once; one that failed earlier in this request is
       // re-checked, since its failure may have put it in cooldown or a terminal state.
-      if (d.tried.has(candidate.key)) continue
+      if (hasTried(d, candidate.key)) continue
       // One reading of the Clock for the candidate's admission and its gate.
       const at = now()
       const admission = resilience.admission(candidate, at)
@@ -389,7 +428,7 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
   ): Dispatch<R, A> => {
     if (track.tried === undefined) track.tried = plan.candidates[0]
     fireRouted(request.ctx, plan)
-    return { request, plan, track, attempt, attempts: 0, tried: new Set() }
+    return { request, plan, track, attempt, attempts: 0, tried: undefined }
   }
 
   const annotated = <R extends AttemptRequest, A extends AttemptOutcome, X>(d: Dispatch<R, A>, run: Effect.Effect<X, InferenceError>) =>
