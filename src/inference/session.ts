@@ -26,8 +26,9 @@ const clean = (v: string | Array<string> | undefined): string | undefined => {
 
 /** A session id the client chose (header or Codex's `prompt_cache_key`): it makes routing sticky. */
 export const explicitSession = (req: http.IncomingMessage, body?: Readonly<Record<string, unknown>>): string | undefined => {
-  for (const name of SESSION_HEADERS) {
-    const v = clean(req.headers[name])
+  // An indexed loop: no iterator per request.
+  for (let i = 0; i < SESSION_HEADERS.length; i++) {
+    const v = clean(req.headers[SESSION_HEADERS[i]!])
     if (v) return v
   }
   const key = body?.["prompt_cache_key"]

@@ -69,6 +69,9 @@ export const customToolNames = (
   return names ?? NO_CUSTOM_TOOLS
 }
 
+/** The encode options of a chat request without stream options or custom tools (the usual one): one object shared, read only. */
+const PLAIN_CHAT_OPTIONS: Readonly<Record<string, unknown>> = Object.freeze({ stream_options: undefined, customTools: NO_CUSTOM_TOOLS })
+
 /** Where a chat tool's custom definition is (`tools[].custom`). */
 const chatCustomSpec = (t: unknown): Record<string, unknown> | undefined => obj(obj(t)?.["custom"])
 
@@ -81,6 +84,8 @@ export const chatCall = (ctx: HttpRequestContext, body: Record<string, unknown>)
     return decodeFailure(openAiChat, e)
   }
   const { model, noThinking } = splitNoThinking(canonical.model)
+  const customTools = Array.isArray(body["tools"]) ? customToolNames(body["tools"], chatCustomSpec) : NO_CUSTOM_TOOLS
+  const streamOptions = body["stream_options"]
   return {
     ctx,
     format: openAiChat,
@@ -90,10 +95,8 @@ export const chatCall = (ctx: HttpRequestContext, body: Record<string, unknown>)
     endpoint: "chat.completions",
     decode: decodedAs(body, canonical, openAiChat.decodeRequest),
     noThinking,
-    encodeOptions: {
-      stream_options: body["stream_options"],
-      customTools: Array.isArray(body["tools"]) ? customToolNames(body["tools"], chatCustomSpec) : NO_CUSTOM_TOOLS
-    }
+    encodeOptions:
+      streamOptions === undefined && customTools === NO_CUSTOM_TOOLS ? PLAIN_CHAT_OPTIONS : { stream_options: streamOptions, customTools }
   }
 }
 
