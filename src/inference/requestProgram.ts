@@ -112,6 +112,27 @@ const makeIdempotentRun = ({ flags, idempotency }: { readonly flags: FeatureFlag
       )
   })
 
+/**
+ * The query of a request without one (nearly every request): one instance for all of them rather
+ * than one per request. Nothing on the request path writes a request's query; were something to,
+ * it would throw here rather than change the query of every other request.
+ */
+class NoQuery extends URLSearchParams {
+  override append(): never {
+    throw new TypeError("a request's query is read-only")
+  }
+  override delete(): never {
+    throw new TypeError("a request's query is read-only")
+  }
+  override set(): never {
+    throw new TypeError("a request's query is read-only")
+  }
+  override sort(): never {
+    throw new TypeError("a request's query is read-only")
+  }
+}
+const NO_QUERY: URLSearchParams = new NoQuery()
+
 /** Whether a request is a batch line this process sends itself (src/inference/batches/Batches.ts): its owner's identity and request id. */
 const makeIsInternal =
   ({ internal }: { readonly internal: InternalCallsShape }) =>
@@ -144,7 +165,7 @@ const makeRequestContext =
       answer: res,
       transport: HTTP_TRANSPORT,
       path,
-      query: new URLSearchParams(rawQuery),
+      query: rawQuery === "" ? NO_QUERY : new URLSearchParams(rawQuery),
       apiKeyId: null,
       conversation: undefined,
       responseHeaders: { "x-gateway-session-id": explicitSession(req) ?? `sess_${requestId.slice(4)}` },

@@ -112,6 +112,22 @@ export const makePlanes = (deps: PlanesDeps): Planes => {
   const { traffic, run, inference, management, mcp, mcpGateway, dashboard } = deps
   const { open } = traffic
 
+  /**
+   * The end of an answer the common path gave (`this`), heard once: one function for every
+   * request, where `once` would wrap a closure per request in a closure and a state of its own.
+   */
+  function commonClosed(this: http.ServerResponse): void {
+    this.off("close", commonClosed)
+    traffic.common--
+    open.delete(this)
+  }
+
+  /** The end of an answer a forked program gives (`this`), heard once (as `commonClosed`). */
+  function forkedClosed(this: http.ServerResponse): void {
+    this.off("close", forkedClosed)
+    open.delete(this)
+  }
+
   const serve = (req: http.IncomingMessage, res: http.ServerResponse) => {
     const url = req.url ?? "/"
     const q = url.indexOf("?")
@@ -147,12 +163,9 @@ export const makePlanes = (deps: PlanesDeps): Planes => {
     if (taken === "common") {
       // No fiber to wait for at shutdown: counted until its answer is done with.
       traffic.common++
-      return void res.once("close", () => {
-        traffic.common--
-        open.delete(res)
-      })
+      return void res.on("close", commonClosed)
     }
-    res.once("close", () => open.delete(res))
+    res.on("close", forkedClosed)
     fork(res, taken)
   }
 
