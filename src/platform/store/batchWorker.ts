@@ -92,11 +92,12 @@ export const makeWorkerStep = ({ queue, state, health, writeBatch }: WorkerDeps)
         Queue.size(queue).pipe(
           Effect.flatMap((waiting) => (first.length + waiting >= MAX_BATCH ? Effect.void : Effect.sleep(LINGER))),
           Effect.zipRight(Queue.takeUpTo(queue, MAX_BATCH - first.length)),
-          Effect.map((more) => Chunk.appendAll(first, more))
+          // One array of both takes, copied from their arrays: iterating a chunk makes a result object per row.
+          Effect.map((more) => Chunk.toReadonlyArray(first).concat(Chunk.toReadonlyArray(more)))
         )
       ),
-      Effect.flatMap((chunk) => {
-        state.inHand = Array.from(chunk)
+      Effect.flatMap((rows) => {
+        state.inHand = rows
         return restore(writeHeld)
       })
     )
