@@ -226,7 +226,19 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
   const maxBytes = config.maxBodyKb * 1024
   const maxTotal = deps.maxTotalBytes ?? 256 * 1024 * 1024
   const slots = new Map<string, Slot>()
-  const byRequestId = new Map<string, string>()
+  /**
+   * Slots by their gateway request id, built when first asked for after the slots changed (a
+   * shadow replay's lookup, a replay's answer) rather than kept up to date with a Map set and
+   * delete per request; the newest slot of a request id wins.
+   */
+  let byRequestId: Map<string, Slot> | undefined
+  const slotOfRequest = (requestId: string): Slot | undefined => {
+    if (byRequestId === undefined) {
+      byRequestId = new Map()
+      for (const s of slots.values()) if (s.requestId) byRequestId.set(s.requestId, s)
+    }
+    return byRequestId.get(requestId)
+  }
   const subscribers = new Set<(e: FeedEvent) => void>()
   const recording = new Map<string, RecordingSession>()
   /** Replays under way: the gateway request id → the entry replayed. */
@@ -323,14 +335,14 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     slots.delete(first.value)
     totalBytes -= slot.bodyBytes
     slot.bodyBytes = 0
-    if (slot.requestId !== null) byRequestId.delete(slot.requestId)
+    byRequestId = undefined
     const i = withBodies.indexOf(first.value)
     if (i !== -1) withBodies.splice(i, 1)
   }
 
   const push = (slot: Slot, fromElsewhere = false) => {
     slots.set(slot.entry.id, slot)
-    if (slot.entry.requestId) byRequestId.set(slot.entry.requestId, slot.entry.id)
+    byRequestId = undefined
     while (slots.size > config.bufferSize) evictOldest()
     for (const s of recording.values()) {
       s.entries.set(slot.entry.id, slot.entry)
@@ -567,7 +579,7 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     slot.seq = ++seq
     slot.startedAt = Date.now()
     slots.set(id, slot)
-    byRequestId.set(requestId, id)
+    byRequestId = undefined
     while (slots.size > config.bufferSize) evictOldest()
     return id
   }
@@ -655,10 +667,7 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     wantsBodies,
     maskSecrets: config.maskSecrets,
     /** The slot of a gateway request (agent-bridge), by its request id. */
-    bySlotRequestId: (requestId: string): Slot | undefined => {
-      const id = byRequestId.get(requestId)
-      return id === undefined ? undefined : slots.get(id)
-    },
+    bySlotRequestId: slotOfRequest,
     slot: (id: string): Slot | undefined => slots.get(id),
     changed,
     beginOwn,
@@ -677,7 +686,7 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     view,
     clear: (fromElsewhere = false) => {
       slots.clear()
-      byRequestId.clear()
+      byRequestId = undefined
       withBodies.length = 0
       totalBytes = 0
       publish({ type: "clear" })
@@ -732,7 +741,7 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
       pendingReplays.set(requestId, id)
       try {
         const res = await replayer(path, e.requestBody.text, requestId)
-        const replayId = byRequestId.get(requestId) ?? null
+        const replayId = slotOfRequest(requestId)?.id ?? null
         return { original: id, replay: replayId, requestId, status: res.status }
       } catch (err) {
         throw new InspectorError(
