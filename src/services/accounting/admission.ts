@@ -7,6 +7,10 @@ import type { TokenLimitCheck, TokenLimitsShape } from "./TokenLimits.js"
 
 const NOT_HELD = { budget: { ok: true } as BudgetCheck, hold: NO_RESERVATION }
 
+/** What a request without a key is answered (budget, token limits), made once. */
+const NO_KEY_BUDGET: BudgetCheck = Object.freeze({ ok: true })
+const NO_KEY_LIMIT: TokenLimitCheck = Object.freeze({ ok: true })
+
 /**
  * A request's admission by its key's budget and token limits, at the Clock's time, with what the
  * key's other requests in flight hold counted as spent: in this process's memory (`budget`,
@@ -28,9 +32,7 @@ export const makeAdmission = (deps: {
 
   return {
     budget: (apiKeyId) =>
-      apiKeyId === null
-        ? { ok: true as const }
-        : budgets.check(apiKeyId, clock.unsafeCurrentTimeMillis(), held.get(apiKeyId)?.costUsd ?? 0),
+      apiKeyId === null ? NO_KEY_BUDGET : budgets.check(apiKeyId, clock.unsafeCurrentTimeMillis(), held.get(apiKeyId)?.costUsd ?? 0),
     reserve,
     exact: budgets.exact,
     holdsShared: (apiKeyId) => apiKeyId !== null && (budgets.has(apiKeyId) || limits.has(apiKeyId)),
@@ -72,7 +74,7 @@ export const makeAdmission = (deps: {
     },
     tokenLimit: (apiKeyId, target, own) =>
       apiKeyId === null
-        ? { ok: true }
+        ? NO_KEY_LIMIT
         : limits.check(
             apiKeyId,
             target,

@@ -18,6 +18,9 @@ const NOTHING_HELD = () => {}
  * with exact shared totals (Redis), the claim that holds a request's estimate across processes.
  * Made once per layer: the channel is opened here.
  */
+
+/** The answer of every request within its limits (checked on every request), made once. */
+const WITHIN: TokenLimitCheck = Object.freeze({ ok: true })
 export const makeTokenLimitUse = (deps: {
   /** The limits in memory by API key id, oldest first (the store loads them). */
   readonly byKey: ReadonlyMap<string, ReadonlyArray<LimitState>>
@@ -43,7 +46,7 @@ export const makeTokenLimitUse = (deps: {
     return worst
   }
   const answer = (worst: Worst): TokenLimitCheck => {
-    if (!worst) return { ok: true }
+    if (!worst) return WITHIN
     const id = worst.limit.apiKeyId
     const level = levelOf(id)
     return {
@@ -64,7 +67,7 @@ export const makeTokenLimitUse = (deps: {
   }
 
   const check = (apiKeyId: string | null, target: LimitTarget, now: number, reserved = 0): TokenLimitCheck => {
-    if (apiKeyId === null) return { ok: true }
+    if (apiKeyId === null) return WITHIN
     const limits = byKey.get(apiKeyId)
     const own = limits ? worstOf(limits, target, now, reserved, undefined) : undefined
     return answer(worstAbove(apiKeyId, target, now, reserved, own))
