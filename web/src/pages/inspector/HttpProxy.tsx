@@ -1,4 +1,4 @@
-import { useEffect, useState } from "preact/hooks"
+import { useEffect, useRef, useState } from "preact/hooks"
 import { api, ok } from "../../api/client"
 import { Badge, Button, Checkbox, ErrorBox } from "../../ui"
 import type { HttpProxyState } from "./api"
@@ -8,9 +8,14 @@ import { useInline } from "./useInline"
 export const HttpProxy = (p: { state: HttpProxyState; tls: boolean; reload: () => void }) => {
   const [run, busy, error] = useInline()
   const [runTls, tlsBusy, tlsError] = useInline()
-  // The box shows the choice at once; the answer (or a reload after a failure) settles it.
+  // The box shows the choice at once; the answer (or a reload after a failure) settles it. While a
+  // choice is being saved, a reload that was already on its way (the previous choice's) does not
+  // put the box back: its own reload follows.
   const [tls, setTls] = useState(p.tls)
-  useEffect(() => setTls(p.tls), [p.tls])
+  const saving = useRef(0)
+  useEffect(() => {
+    if (saving.current === 0) setTls(p.tls)
+  }, [p.tls])
   const s = p.state
   const act = (action: "start" | "stop") =>
     void run(
@@ -52,11 +57,13 @@ export const HttpProxy = (p: { state: HttpProxyState; tls: boolean; reload: () =
         checked={tls}
         hint="Decrypt HTTPS through the proxy with the local CA below (clients must trust it); off, HTTPS is only a tunnel: host, timing and bytes."
         onChange={(enabled) => {
+          saving.current++
           setTls(enabled)
           void runTls(
             () => ok(api.POST("/api/tools/traffic-inspector/capture-modes/tls-intercept", { body: { enabled } })),
             enabled ? "TLS interception on" : "TLS interception off"
           ).then((done) => {
+            saving.current--
             if (!done) setTls(!enabled)
             p.reload()
           })
