@@ -4,7 +4,6 @@ import { VERSION } from "../../../kernel/version.js"
 import { Tunnels } from "../../../services/tunnels/Tunnels.js"
 import { ManagementApi } from "../Api.js"
 
-const startedAt = Date.now()
 // Which process answered: with `gateway --workers N`, the worker's number (1..N) too.
 const worker = process.env.GATEWAY_WORKER_ID === undefined ? undefined : Number(process.env.GATEWAY_WORKER_ID)
 
@@ -16,7 +15,8 @@ export const layer = HttpApiBuilder.group(ManagementApi, "health", (handlers) =>
       Effect.map(tunnels.open, (open) => ({
         ok: true,
         version: VERSION,
-        uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
+        // The process's: this module loads with the management plane, on its first request, not at start.
+        uptimeSeconds: Math.round(process.uptime()),
         time: new Date().toISOString(),
         pid: process.pid,
         ...(worker === undefined ? {} : { worker }),
