@@ -50,6 +50,10 @@ export const resolveFlag = (
   return { value: def.defaultValue, source: "default" }
 }
 
+/** resolveFlag's value alone: read several times by every request, so no object is made for it. */
+const flagValue = (def: FlagDefinition, overrides: ReadonlyMap<string, string>, env: ReadonlyMap<string, string>): string =>
+  overrides.get(def.key) ?? env.get(def.key) ?? def.defaultValue
+
 /**
  * Feature flags resolved as database override > environment variable (set and non-empty) >
  * definition default. Overrides live in the `kv` table under namespace `feature_flags` and
@@ -91,7 +95,7 @@ export class FeatureFlags extends Context.Tag("gateway/FeatureFlags")<FeatureFla
       const resolveNow = (key: FlagKey, o: ReadonlyMap<string, string>) => {
         const frozen = atStart.get(key)
         if (frozen !== undefined) return frozen
-        return resolveFlag(FLAGS_BY_KEY.get(key)!, o, env).value
+        return flagValue(FLAGS_BY_KEY.get(key)!, o, env)
       }
       // Every request reads flags: a fresh cache answers without a chain of effects.
       const value = (key: FlagKey) =>
