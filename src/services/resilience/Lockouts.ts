@@ -64,6 +64,9 @@ export const MAX_ENTRIES = 10_000
 
 const keyOf = (provider: string, connectionId: string, model: string) => `${provider}\u0000${connectionId}\u0000${model}`
 
+/** Not locked: what nearly every check answers, one shared object (no key built while nothing is locked). */
+const UNLOCKED: { readonly locked: boolean; readonly until: number | null } = Object.freeze({ locked: false, until: null })
+
 const view = (e: Entry, now: number): LockoutView => ({
   provider: e.provider,
   connection: e.connectionName,
@@ -121,8 +124,9 @@ export class Lockouts extends Context.Tag("gateway/Lockouts")<Lockouts, Lockouts
       })
 
       const lockedAt: LockoutsShape["lockedAt"] = (provider, connectionId, model, now) => {
+        if (entries.size === 0) return UNLOCKED
         const e = entries.get(keyOf(provider, connectionId, model))
-        if (e === undefined || !settings().enabled || now >= e.until) return { locked: false, until: null }
+        if (e === undefined || !settings().enabled || now >= e.until) return UNLOCKED
         return { locked: true, until: e.until }
       }
 
@@ -157,6 +161,8 @@ export class Lockouts extends Context.Tag("gateway/Lockouts")<Lockouts, Lockouts
         )
 
       const unsafeOnSuccess: LockoutsShape["unsafeOnSuccess"] = (ref) => {
+        // Nothing to halve, and nothing to tell the other processes (succeed would answer false).
+        if (entries.size === 0) return
         const key = keyOf(ref.provider, ref.connectionId, ref.model)
         if (succeed(key) && channel.shared) channel.publish({ op: "success", key })
       }
