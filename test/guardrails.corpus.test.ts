@@ -2,11 +2,11 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
-import type { FormatId } from "../src/domain/canonical.js"
 import { guardRequest } from "../src/services/guardrails/Guardrails.js"
 import { findPii } from "../src/services/guardrails/pii.js"
 import { INJECTION_RULES } from "../src/services/guardrails/rules/injection.js"
 import { sanitizeText } from "../src/services/guardrails/sanitize.js"
+import { recordedRequests } from "./support/recordedRequests.js"
 
 /**
  * The detectors against their corpus (test/fixtures/guardrails: samples with expected verdicts),
@@ -52,44 +52,7 @@ describe("sanitizer", () => {
   })
 })
 
-/** The recorded client requests: inference bodies with their format. */
-const recorded = (): Array<{ file: string; format: FormatId; body: Record<string, unknown> }> => {
-  const dir = path.join(here, "fixtures/clients")
-  const out: Array<{ file: string; format: FormatId; body: Record<string, unknown> }> = []
-  const formatOf = (p: string): FormatId | undefined =>
-    p.endsWith("/chat/completions")
-      ? "openai-chat"
-      : p.endsWith("/responses")
-        ? "openai-responses"
-        : /\/messages(\/count_tokens)?$/.test(p)
-          ? "anthropic"
-          : /:(stream)?generateContent$|:countTokens$/i.test(p)
-            ? "gemini"
-            : /\/api\/(chat|generate)$/.test(p)
-              ? "ollama"
-              : undefined
-  const take = (file: string, p: unknown, body: unknown) => {
-    const format = typeof p === "string" ? formatOf(p) : undefined
-    if (format && typeof body === "object" && body !== null && !Array.isArray(body))
-      out.push({ file, format, body: body as Record<string, unknown> })
-  }
-  for (const sub of ["cli", "sdk"]) {
-    for (const name of fs.readdirSync(path.join(dir, sub))) {
-      const file = path.join(sub, name)
-      const text = fs.readFileSync(path.join(dir, file), "utf8")
-      if (name.endsWith(".jsonl"))
-        for (const line of text.split("\n").filter((l) => l.trim())) {
-          const r = JSON.parse(line)
-          take(file, r.path, r.body)
-        }
-      else if (name.endsWith(".json")) {
-        const d = JSON.parse(text)
-        for (const r of Array.isArray(d?.requests) ? d.requests : []) take(file, r.path ?? r.url, r.body)
-      }
-    }
-  }
-  return out
-}
+const recorded = recordedRequests
 
 describe("false positives on recorded coding-agent traffic", () => {
   const requests = recorded()

@@ -1,51 +1,15 @@
-import * as fs from "node:fs"
-import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
 import type { FormatId } from "../src/domain/canonical.js"
 import { type GuardrailSettings, guardRequest, touchesRequest } from "../src/services/guardrails/Guardrails.js"
 import { setPaths, WALKERS } from "../src/services/guardrails/walkers.js"
+import { recordedRequests } from "./support/recordedRequests.js"
 
 /**
  * The common path's screen (`touchesRequest`) against the request guardrails themselves: for
  * every recorded client request, and the same requests with one text slot made to trip each
  * guardrail, it says "touched" exactly when `guardRequest` would change, flag or record something.
  */
-const here = path.dirname(fileURLToPath(import.meta.url))
-
-const formatOf = (p: string): FormatId | undefined =>
-  p.endsWith("/chat/completions")
-    ? "openai-chat"
-    : p.endsWith("/responses")
-      ? "openai-responses"
-      : /\/messages(\/count_tokens)?$/.test(p)
-        ? "anthropic"
-        : /:(stream)?generateContent$|:countTokens$/i.test(p)
-          ? "gemini"
-          : /\/api\/(chat|generate)$/.test(p)
-            ? "ollama"
-            : undefined
-
-const recorded = (): Array<{ format: FormatId; body: Record<string, unknown> }> => {
-  const dir = path.join(here, "fixtures/clients")
-  const out: Array<{ format: FormatId; body: Record<string, unknown> }> = []
-  const take = (p: unknown, body: unknown) => {
-    const format = typeof p === "string" ? formatOf(p) : undefined
-    if (format && typeof body === "object" && body !== null && !Array.isArray(body))
-      out.push({ format, body: body as Record<string, unknown> })
-  }
-  for (const sub of ["cli", "sdk"])
-    for (const name of fs.readdirSync(path.join(dir, sub))) {
-      const text = fs.readFileSync(path.join(dir, sub, name), "utf8")
-      if (name.endsWith(".jsonl"))
-        for (const line of text.split("\n").filter((l) => l.trim())) take(JSON.parse(line).path, JSON.parse(line).body)
-      else if (name.endsWith(".json")) {
-        const d = JSON.parse(text)
-        for (const r of Array.isArray(d?.requests) ? d.requests : []) take(r.path ?? r.url, r.body)
-      }
-    }
-  return out
-}
+const recorded = recordedRequests
 
 const SETTINGS: ReadonlyArray<GuardrailSettings> = [
   { sanitizer: true, injection: "off", pii: false, response: undefined },

@@ -1,7 +1,6 @@
-import { spawn } from "node:child_process"
 import * as path from "node:path"
-import { afterAll, describe, expect, it } from "vitest"
-import { BIN, cleanEnv } from "./support/cli.js"
+import { describe, expect, it } from "vitest"
+import { startServerProcess } from "./support/cli.js"
 import { tempDir } from "./support/gateway.js"
 
 /**
@@ -10,38 +9,17 @@ import { tempDir } from "./support/gateway.js"
  * read 0 on a gateway that had been up for minutes. The built gateway, its first management
  * request a few seconds after it listens.
  */
-const children: Array<ReturnType<typeof spawn>> = []
-afterAll(() => {
-  for (const c of children) c.kill("SIGTERM")
-})
-
 describe("GET /api/health/ping", () => {
   it("counts the uptime from the process's start, not from the first management request", async () => {
-    const dir = tempDir("gw-uptime-")
-    const child = spawn(process.execPath, [BIN, "--port", "0"], {
-      env: cleanEnv({ DATA_DIR: path.join(dir, "data"), LOG_FORMAT: "json" }),
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    children.push(child)
-    let out = ""
-    const url = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no listening line: ${out}`)), 60_000)
-      const seen = (d: Buffer) => {
-        out += d.toString()
-        const m = /listening on (https?:\/\/[^ "]+)/.exec(out)
-        if (m) {
-          clearTimeout(timer)
-          resolve(m[1]!)
-        }
-      }
-      child.stdout!.on("data", seen)
-      child.stderr!.on("data", seen)
-      child.on("exit", (code) => reject(new Error(`exited ${code}: ${out}`)))
-    })
-    await new Promise((r) => setTimeout(r, 2_600))
-    const res = await fetch(`${url}/api/health/ping`)
-    expect(res.status).toBe(200)
-    const body = (await res.json()) as { uptimeSeconds: number }
-    expect(body.uptimeSeconds).toBeGreaterThanOrEqual(2)
+    const server = await startServerProcess({ DATA_DIR: path.join(tempDir("gw-uptime-"), "data") }, [], { startMs: 60_000 })
+    try {
+      await new Promise((r) => setTimeout(r, 2_600))
+      const res = await fetch(`${server.url}/api/health/ping`)
+      expect(res.status).toBe(200)
+      const body = (await res.json()) as { uptimeSeconds: number }
+      expect(body.uptimeSeconds).toBeGreaterThanOrEqual(2)
+    } finally {
+      await server.stop()
+    }
   }, 90_000)
 })

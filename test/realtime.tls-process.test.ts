@@ -1,9 +1,8 @@
-import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as https from "node:https"
 import * as path from "node:path"
-import { afterAll, describe, expect, it } from "vitest"
-import { BIN, cleanEnv } from "./support/cli.js"
+import { describe, expect, it } from "vitest"
+import { startServerProcess } from "./support/cli.js"
 import { tempDir } from "./support/gateway.js"
 import { testCa } from "./support/testCerts.js"
 
@@ -12,11 +11,6 @@ import { testCa } from "./support/testCerts.js"
  * `--tls-key` on the command line, a client that trusts the test CA, and the same port refusing
  * plain HTTP's meaning (a TLS server answers no cleartext request).
  */
-const children: Array<ReturnType<typeof spawn>> = []
-afterAll(() => {
-  for (const c of children) c.kill("SIGTERM")
-})
-
 const get = (url: string, ca: string) =>
   new Promise<{ status: number; body: string }>((resolve, reject) => {
     https
@@ -35,32 +29,18 @@ describe("gateway --tls-cert --tls-key", () => {
     const dir = tempDir("gw-tls-proc-")
     fs.writeFileSync(path.join(dir, "cert.pem"), leaf.certPem)
     fs.writeFileSync(path.join(dir, "key.pem"), leaf.keyPem)
-    const child = spawn(
-      process.execPath,
-      [BIN, "--port", "0", "--tls-cert", path.join(dir, "cert.pem"), "--tls-key", path.join(dir, "key.pem")],
-      { env: cleanEnv({ DATA_DIR: path.join(dir, "data"), LOG_FORMAT: "json" }), stdio: ["ignore", "pipe", "pipe"] }
+    const server = await startServerProcess(
+      { DATA_DIR: path.join(dir, "data") },
+      ["--tls-cert", path.join(dir, "cert.pem"), "--tls-key", path.join(dir, "key.pem")],
+      { startMs: 60_000 }
     )
-    children.push(child)
-    let out = ""
-    const url = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no listening line: ${out}`)), 60_000)
-      const seen = (d: Buffer) => {
-        out += d.toString()
-        const m = /listening on (https?:\/\/[^ "]+)/.exec(out)
-        if (m) {
-          clearTimeout(timer)
-          resolve(m[1]!)
-        }
-      }
-      child.stdout!.on("data", seen)
-      child.stderr!.on("data", seen)
-      child.on("exit", (code) => reject(new Error(`exited ${code}: ${out}`)))
-    })
+    const url = server.url
     expect(url.startsWith("https://")).toBe(true)
     const ping = await get(`${url}/api/health/ping`, ca.certPem)
     expect(ping.status).toBe(200)
     expect(JSON.parse(ping.body)).toHaveProperty("version")
     // A client that does not trust the certificate's issuer is refused at the handshake.
     await expect(get(`${url}/api/health/ping`, testCa("another CA").certPem)).rejects.toThrow()
+    await server.stop()
   }, 90_000)
 })

@@ -54,11 +54,11 @@ process.on("exit", () => {
   for (const child of running) child.kill("SIGKILL")
 })
 
-/** Starts `gateway` (the server) as its own process on a free port and waits until it listens. */
+/** Starts `gateway` (the server) as its own process on a free port and waits until it listens (on http or https). */
 export const startServerProcess = (
   env: Record<string, string>,
   args: ReadonlyArray<string> = [],
-  options: { readonly prefix?: ReadonlyArray<string> } = {}
+  options: { readonly prefix?: ReadonlyArray<string>; readonly startMs?: number } = {}
 ): Promise<ServerProcess> =>
   new Promise((resolve, reject) => {
     const [cmd, ...rest] = [...(options.prefix ?? []), process.execPath, BIN, "--port", "0", ...args]
@@ -74,7 +74,7 @@ export const startServerProcess = (
     )
     const onData = (c: Buffer) => {
       out += c.toString()
-      const m = /listening on (http:\/\/[^ "]+)/.exec(out)
+      const m = /listening on (https?:\/\/[^ "]+)/.exec(out)
       if (m && !settled) {
         settled = true
         resolve({
@@ -100,9 +100,9 @@ export const startServerProcess = (
       if (!settled) {
         settled = true
         child.kill("SIGKILL")
-        reject(new Error(`gateway did not start within 15s:\n${out}`))
+        reject(new Error(`gateway did not start within ${(options.startMs ?? 15_000) / 1000}s:\n${out}`))
       }
-    }, 15_000)
+    }, options.startMs ?? 15_000)
   })
 
 /** The admin key `setupWithProvider` hands to setup as GATEWAY_API_KEY. */
