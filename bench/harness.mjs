@@ -1123,9 +1123,13 @@ const both = (...conds) => {
   const known = conds.filter((c) => c != null)
   return known.length === 0 ? null : known.every(Boolean)
 }
+// The floor's median of a metric (for targets stated against the floor's own figure).
+const fm = (k) => M[k]?.floor?.median ?? null
+const atMost = (v, limit) => (v == null || limit == null ? null : v <= limit)
+const atLeast = (v, limit) => (v == null || limit == null ? null : v >= limit)
 const check = {
-  addedP50: gwm("latency.p50.added") == null ? null : gwm("latency.p50.added") <= 0.5,
-  addedP99: gwm("latency.p99.added") == null ? null : gwm("latency.p99.added") <= 1,
+  addedP50: atMost(gwm("latency.p50.added"), fm("latency.p50.added") == null ? null : fm("latency.p50.added") + 0.2),
+  addedP99: atMost(gwm("latency.p99.added"), 1),
   ...Object.fromEntries(
     THROUGHPUT.map(([label]) => {
       const f = rt(`throughput.${label}`, "floor")
@@ -1133,18 +1137,26 @@ const check = {
       return [`throughput.${label}`, both(f == null ? null : f >= 0.5, p == null ? null : p >= 5)]
     })
   ),
-  sseThroughput: rt("sse.burst.c32", "floor") == null ? null : rt("sse.burst.c32", "floor") >= 0.5,
+  cpuPerRequest: atMost(rt("throughput.c32_1k.cpuUs", "floor"), 2),
+  sseThroughput: atLeast(rt("sse.burst.c32", "floor"), 0.5),
+  sseCpu: atMost(rt("sse.burst.c32.cpuUs", "floor"), 2),
   ...Object.fromEntries(
-    TRANSLATED.map(({ label }) => [
-      `translated.${label}`,
-      rt(`translated.${label}`, "floor") == null ? null : rt(`translated.${label}`, "floor") >= 0.5
+    TRANSLATED.flatMap(({ label }) => [
+      [`translated.${label}`, atLeast(rt(`translated.${label}`, "floor"), 0.4)],
+      [`translated.${label}.cpu`, atMost(rt(`translated.${label}.cpuUsPerChunk`, "floor"), 3)]
     ])
   ),
-  allocPerRequest: gwm("alloc.c32_1k.kbPerRequest") == null ? null : gwm("alloc.c32_1k.kbPerRequest") <= 30,
-  addedTtft: gwm("sse.ttft.p50.added") == null ? null : gwm("sse.ttft.p50.added") <= 0.5,
-  rssIdle: gwm("rss.idleMB") == null ? null : gwm("rss.idleMB") <= 120,
-  rssAfterLoad: gwm("rss.afterLoadMB") == null ? null : gwm("rss.afterLoadMB") <= 250,
-  streams: streams.gateway && !streams.gateway.error ? streams.gateway.pass : null,
+  allocPerRequest: atMost(gwm("alloc.c32_1k.kbPerRequest"), 30),
+  addedTtft: atMost(gwm("sse.ttft.p50.added"), fm("sse.ttft.p50.added") == null ? null : fm("sse.ttft.p50.added") + 0.3),
+  rssIdle: atMost(gwm("rss.idleMB"), 120),
+  rssAfterLoad: atMost(gwm("rss.afterLoadMB"), 250),
+  startup: atMost(gwm("startup.ms"), 500),
+  streams:
+    streams.gateway && !streams.gateway.error
+      ? streams.gateway.pass && (fm("streams.maxGapMs") == null || gwm("streams.maxGapMs") <= 1.5 * fm("streams.maxGapMs"))
+      : null,
+  workersPinned: wk ? wk.pinned.median / wk.one.median >= 0.95 : null,
+  workersFree: wk ? wk.free.median / wk.one.median >= 1.3 : null,
   soak: soak && !soak.error ? soak.pass : want("soak") ? null : "n/a",
   fallbackHeader: fbChecks ? fbChecks.good === fbChecks.all && fbChecks.all > 0 && fbChecks.non2xx === 0 : null,
   cacheHit: chChecks ? chChecks.good === chChecks.all && chChecks.all > 0 && chChecks.non2xx === 0 : null
@@ -1168,7 +1180,7 @@ const rows = [
     label: "added p50 (target − direct)",
     values: M["latency.p50.added"],
     ratios: gatewayRatios(M["latency.p50.added"], M["latency.p50.added"], { added: true }),
-    target: "≤ 0.5 ms",
+    target: "≤ floor + 0.2 ms",
     pass: check.addedP50
   },
   { label: "p99", values: M["latency.p99"], ratios: gatewayRatios(M["latency.p99"]) },
@@ -1190,7 +1202,9 @@ const rows = [
   {
     label: "CPU µs per request, c=32, JSON 1 KB (the target process's own; lower is better)",
     values: M["throughput.c32_1k.cpuUs"],
-    ratios: gatewayRatios(M["throughput.c32_1k.cpuUs"])
+    ratios: gatewayRatios(M["throughput.c32_1k.cpuUs"]),
+    target: "≤ 2× floor",
+    pass: check.cpuPerRequest
   },
   {
     label: "bytes allocated per request, c=32, JSON 1 KB (KB, the target's JS heap; lower is better)",
@@ -1214,7 +1228,7 @@ const rows = [
     label: "added TTFT p50 (ms)",
     values: M["sse.ttft.p50.added"],
     ratios: gatewayRatios(M["sse.ttft.p50.added"], M["sse.ttft.p50.added"], { added: true }),
-    target: "≤ 0.5 ms",
+    target: "≤ floor + 0.3 ms",
     pass: check.addedTtft
   },
   { label: "p99 inter-chunk gap, paced 20 ms (ms)", values: M["sse.gap.p99"], ratios: gatewayRatios(M["sse.gap.p99"]) },
@@ -1233,7 +1247,9 @@ const rows = [
   {
     label: "CPU µs per burst stream, c=32 (the target process's own; lower is better)",
     values: M["sse.burst.c32.cpuUs"],
-    ratios: gatewayRatios(M["sse.burst.c32.cpuUs"])
+    ratios: gatewayRatios(M["sse.burst.c32.cpuUs"]),
+    target: "≤ 2× floor",
+    pass: check.sseCpu
   },
   {
     label: `CPU µs per streamed chunk (burst ÷ ${CHUNKS})`,
@@ -1246,13 +1262,15 @@ const rows = [
       label: `${name}: streams/s`,
       values: M[`translated.${label}`],
       ratios: gatewayRatios(M[`translated.${label}`]),
-      target: "≥ 0.5× floor",
+      target: "≥ 0.4× floor",
       pass: check[`translated.${label}`]
     },
     {
       label: `${name}: CPU µs per chunk`,
       values: M[`translated.${label}.cpuUsPerChunk`],
-      ratios: gatewayRatios(M[`translated.${label}.cpuUsPerChunk`])
+      ratios: gatewayRatios(M[`translated.${label}.cpuUsPerChunk`]),
+      target: "≤ 3× floor",
+      pass: check[`translated.${label}.cpu`]
     }
   ]),
   { section: `${MODE.streams} concurrent paced streams` },
@@ -1261,7 +1279,7 @@ const rows = [
     text: Object.fromEntries(
       Object.entries(streams).map(([n, s]) => [n, s.error ? "error" : `${s.complete}/${s.n}, ${s.stalled}, ${ms(s.maxGapMs)} ms`])
     ),
-    target: `all ${MODE.streams} complete, none stalled`,
+    target: `all ${MODE.streams} complete, none stalled, max gap ≤ 1.5× floor`,
     pass: check.streams
   },
   { label: "RSS per 1000 open streams (MB)", values: M["streams.rssPer1000MB"], ratios: gatewayRatios(M["streams.rssPer1000MB"]) },
@@ -1282,7 +1300,13 @@ const rows = [
     target: "no growth (≤ 5%)",
     pass: check.soak
   },
-  { label: "spawn → first 200 (ms)", values: M["startup.ms"], ratios: gatewayRatios(M["startup.ms"]) },
+  {
+    label: "spawn → first 200 (ms)",
+    values: M["startup.ms"],
+    ratios: gatewayRatios(M["startup.ms"]),
+    target: "≤ 500 ms",
+    pass: check.startup
+  },
   { section: "Gateway only" },
   {
     label: "fallback (503, then success): req/s c=32",
@@ -1330,11 +1354,15 @@ const rows = [
   { label: "one process: req/s", text: { gateway: wk ? fmtRange(wk.one) : "not run" } },
   {
     label: "--workers 2, load generator pinned apart: req/s (÷ one process)",
-    text: { gateway: wk ? `${fmtRange(wk.pinned)} (${(wk.pinned.median / wk.one.median).toFixed(2)}×)` : "not run" }
+    text: { gateway: wk ? `${fmtRange(wk.pinned)} (${(wk.pinned.median / wk.one.median).toFixed(2)}×)` : "not run" },
+    target: "≥ 0.95× one process",
+    pass: check.workersPinned
   },
   {
     label: "--workers 2 on every core, sharing the load generator's: req/s (÷ one process)",
-    text: { gateway: wk ? `${fmtRange(wk.free)} (${(wk.free.median / wk.one.median).toFixed(2)}×)` : "not run" }
+    text: { gateway: wk ? `${fmtRange(wk.free)} (${(wk.free.median / wk.one.median).toFixed(2)}×)` : "not run" },
+    target: "≥ 1.3× one process",
+    pass: check.workersFree
   }
 ]
 
