@@ -7,6 +7,7 @@ import type * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
 import type { AccountingShape } from "../services/accounting/Accounting.js"
+import type { LimitTarget } from "../services/accounting/TokenLimits.js"
 import type { GuardrailsShape } from "../services/guardrails/Guardrails.js"
 import type { ResilienceShape } from "../services/resilience/Resilience.js"
 import type { RoutePlan } from "../services/routing/plan.js"
@@ -162,6 +163,25 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
   }
 
   /**
+   * What the token limits read of the first candidate, made once per candidate and model asked
+   * for: the usual request names the same ones (its plan is kept), so no object per request.
+   */
+  let limitCandidate: Candidate | undefined
+  let limitTarget: LimitTarget | undefined
+  const limitTargetOf = (candidate: Candidate, requestedModel: string): LimitTarget => {
+    if (candidate !== limitCandidate || limitTarget === undefined || limitTarget.requestedModel !== requestedModel) {
+      limitTarget = {
+        provider: candidate.connection.provider.id,
+        model: candidate.model,
+        requestedModel,
+        connection: candidate.connection.name
+      }
+      limitCandidate = candidate
+    }
+    return limitTarget
+  }
+
+  /**
    * The rule, for a call a common route prepared: the refusal, or the plan and first candidate
    * the request will be tried on. Reads memory only and changes nothing.
    */
@@ -250,16 +270,7 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
 
     // The dispatch's first candidate: its admission and token limit, as `dispatch` checks them.
     const at = now()
-    const limit = accounting.tokenLimit(
-      ctx.apiKeyId,
-      {
-        provider: candidate.connection.provider.id,
-        model: candidate.model,
-        requestedModel: call.model,
-        connection: candidate.connection.name
-      },
-      track.hold
-    )
+    const limit = accounting.tokenLimit(ctx.apiKeyId, limitTargetOf(candidate, call.model), track.hold)
     if (!resilience.admission(candidate, at).ok || !limit.ok) {
       handOff(call, track, hooked, ends, waited(call, plan, track, sessionId, guarded.dispatchFrom(d, 0)))
       return undefined

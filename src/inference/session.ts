@@ -1,5 +1,6 @@
 import * as crypto from "node:crypto"
 import type * as http from "node:http"
+import { BoundedMap } from "../kernel/BoundedMap.js"
 import type { RequestContext } from "../kernel/request.js"
 
 /**
@@ -44,8 +45,25 @@ export const derivedSession = (apiKeyId: string | null, model: string, body: Rea
   const list = body["messages"] ?? body["input"] ?? body["contents"] ?? body["prompt"]
   const first = Array.isArray(list) ? list[0] : list
   const system = body["system"] ?? body["instructions"] ?? body["systemInstruction"] ?? null
-  return `sess_${crypto.hash("sha256", JSON.stringify([apiKeyId, model, system, first ?? null]), "hex").slice(0, 24)}`
+  const prefix = JSON.stringify([apiKeyId, model, system, first ?? null])
+  if (prefix.length > REMEMBERED_PREFIX_CHARS) return sessionOfPrefix(prefix)
+  let id = remembered.get(prefix)
+  if (id === undefined) {
+    id = sessionOfPrefix(prefix)
+    remembered.set(prefix, id)
+  }
+  return id
 }
+
+const sessionOfPrefix = (prefix: string): string => `sess_${crypto.hash("sha256", prefix, "hex").slice(0, 24)}`
+
+/**
+ * The derived sessions of the conversations seen last, by their prefix's text: every request of a
+ * conversation sends the same prefix, so its id is hashed once rather than per request (a SHA-256
+ * and three strings). Only prefixes up to REMEMBERED_PREFIX_CHARS are kept (a few MB at most).
+ */
+const REMEMBERED_PREFIX_CHARS = 4096
+const remembered = new BoundedMap<string, string>({ maxEntries: 512 })
 
 /** The request's derived session, computed once per request (the answer's header and the plan read it). */
 export const conversationOf = (ctx: RequestContext, model: string, body: Readonly<Record<string, unknown>>): string =>

@@ -307,6 +307,21 @@ export const targetOf = (c: Candidate): HookTarget => {
   return made
 }
 
+/**
+ * A plan's candidates as the hooks see them, shared, frozen, by the requests of the last plan
+ * seen: the router keeps the usual request's plan (src/services/routing/Router.ts), so
+ * onModelSelect on the common path names them without an array per request.
+ */
+let lastPlan: RoutePlan | undefined
+let lastTargets: ReadonlyArray<HookTarget> = []
+const targetsOf = (plan: RoutePlan): ReadonlyArray<HookTarget> => {
+  if (plan !== lastPlan) {
+    lastTargets = Object.freeze(plan.candidates.map(targetOf))
+    lastPlan = plan
+  }
+  return lastTargets
+}
+
 /** onRequest. Call only when there are handlers. */
 export const requestReceived = (
   host: HookHost,
@@ -390,7 +405,7 @@ export const modelSelectNow = (
     route: plan.kind,
     strategy: plan.strategy,
     target: first ? targetOf(first) : undefined,
-    candidates: plan.candidates.map(targetOf),
+    candidates: targetsOf(plan),
     body
   }
   return runFrom(host.hooks!.onModelSelect as ReadonlyArray<Entry<never>>, 0, "onModelSelect", event, host, BODY | BLOCK, undefined)
