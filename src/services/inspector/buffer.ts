@@ -328,20 +328,46 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     }
   }
 
+  /**
+   * The slots' ids in the order they were added, the oldest at `oldestAt`: a full buffer evicts one
+   * per request, and a Map's first key, taken after the previous first was deleted, is found by
+   * walking every deleted entry still in its table (up to a buffer's worth, until the table is
+   * rebuilt). Ids before `oldestAt` are dropped from the array once they are half of it.
+   */
+  let order: Array<string> = []
+  let oldestAt = 0
+  const addSlot = (id: string, slot: Slot) => {
+    if (!slots.has(id)) order.push(id)
+    slots.set(id, slot)
+  }
+  /** The oldest id still held (the Map's first key, found through `order`). */
+  const oldestId = (): string | undefined => {
+    while (oldestAt < order.length) {
+      const id = order[oldestAt++]!
+      if (oldestAt >= 1024 && oldestAt * 2 >= order.length) {
+        order = order.slice(oldestAt)
+        oldestAt = 0
+      }
+      if (slots.has(id)) return id
+    }
+    // Only if `order` missed a slot (it does not): the Map's own order.
+    return slots.keys().next().value
+  }
+
   const evictOldest = () => {
-    const first = slots.keys().next()
-    if (first.done) return
-    const slot = slots.get(first.value)!
-    slots.delete(first.value)
+    const id = oldestId()
+    if (id === undefined) return
+    const slot = slots.get(id)!
+    slots.delete(id)
     totalBytes -= slot.bodyBytes
     slot.bodyBytes = 0
     byRequestId = undefined
-    const i = withBodies.indexOf(first.value)
+    const i = withBodies.indexOf(id)
     if (i !== -1) withBodies.splice(i, 1)
   }
 
   const push = (slot: Slot, fromElsewhere = false) => {
-    slots.set(slot.entry.id, slot)
+    addSlot(slot.entry.id, slot)
     byRequestId = undefined
     while (slots.size > config.bufferSize) evictOldest()
     for (const s of recording.values()) {
@@ -578,7 +604,7 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     const slot = new Slot(id, requestId, false, undefined, own, materialize)
     slot.seq = ++seq
     slot.startedAt = Date.now()
-    slots.set(id, slot)
+    addSlot(id, slot)
     byRequestId = undefined
     while (slots.size > config.bufferSize) evictOldest()
     return id
@@ -686,6 +712,8 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     view,
     clear: (fromElsewhere = false) => {
       slots.clear()
+      order = []
+      oldestAt = 0
       byRequestId = undefined
       withBodies.length = 0
       totalBytes = 0
