@@ -59,6 +59,37 @@ const LOOK_AT_ANY: ReadonlyArray<string> = [
 ]
 
 /**
+ * The piece of a marker `markerAt` searches for, and where it starts in the marker: at most six
+ * characters (V8 finds those with memchr on their first character, longer ones with
+ * Boyer-Moore-Horspool on their last), from the marker's first character that is neither a quote
+ * nor an `e`, the commonest two of a chunk of JSON events. Searched for whole, `"usage"` stopped at
+ * every quote of the bench's 16 KB burst (8 µs a chunk; `usage`, 1.5 µs).
+ */
+interface MarkerPiece {
+  readonly piece: string
+  readonly at: number
+}
+const pieces = new Map<string, MarkerPiece>()
+const pieceOf = (marker: string): MarkerPiece => {
+  let p = pieces.get(marker)
+  if (p === undefined) {
+    let at = 0
+    while (at < marker.length - 1 && (marker[at] === '"' || marker[at] === "e")) at++
+    p = { piece: marker.slice(at, at + 6), at }
+    pieces.set(marker, p)
+  }
+  return p
+}
+
+/** Where `marker` first occurs in `text` from `from`, if before `before` (-1: not before it). */
+const markerAt = (text: string, marker: string, from: number, before: number): number => {
+  const { piece, at } = pieceOf(marker)
+  for (let i = text.indexOf(piece, from + at); i !== -1 && i - at < before; i = text.indexOf(piece, i + 1))
+    if (text.startsWith(marker, i - at)) return i - at
+  return -1
+}
+
+/**
  * The end of the stretch of whole SSE events of `text` from `from` (an event's start) that comes
  * out of a same-format relay as it went in, with nothing to look at: up to the start of the first
  * event holding a marker, a `\r` or a line that is not `data: `, `event: ` or blank (a comment, an
@@ -68,17 +99,24 @@ export const quietUpTo = (text: string, from: number, markers: ReadonlyArray<str
   if (!(text.startsWith("data: ", from) || text.startsWith("event: ", from))) return from
   let stop = text.length
   for (const m of markers) {
-    const i = text.indexOf(m, from)
-    if (i !== -1 && i < stop) stop = i
+    const i = markerAt(text, m, from, stop)
+    if (i !== -1) stop = i
   }
   const cr = text.indexOf("\r", from)
   if (cr !== -1 && cr < stop) stop = cr
-  for (let nl = text.indexOf("\n", from); nl !== -1 && nl < stop; nl = text.indexOf("\n", nl + 1)) {
+  for (let nl = text.indexOf("\n", from); nl !== -1 && nl < stop; ) {
     const next = nl + 1
-    if (next < text.length && text.charCodeAt(next) !== 10 && !text.startsWith("data: ", next) && !text.startsWith("event: ", next)) {
+    if (next === text.length) break
+    // A blank line (an event's end): its newline is the next one, no search for it.
+    if (text.charCodeAt(next) === 10) {
+      nl = next
+      continue
+    }
+    if (!text.startsWith("data: ", next) && !text.startsWith("event: ", next)) {
       stop = nl
       break
     }
+    nl = text.indexOf("\n", next)
   }
   if (stop === text.length) return stop
   const boundary = text.lastIndexOf("\n\n", stop - 1)

@@ -159,6 +159,15 @@ class HttpSink implements StreamSink {
   }
 }
 
+/**
+ * Whether `out`, what a relay made of the event that `text` (a chunk read as latin1) holds from
+ * `start` to `end`, is that event's bytes: the same characters, all ASCII (whose UTF-8 is one byte
+ * each, the chunk's own).
+ */
+const asItCame = (out: string, text: string, start: number, end: number): boolean =>
+  // Compared with a slice, not with startsWith: a relay's text is a concatenation, which startsWith reads character by character.
+  out.length === end - start && out === text.slice(start, end) && Buffer.byteLength(out) === out.length
+
 /** `relayStream` without an effect (the common path): `done` once. */
 export const relayStreamNow = (
   ctx: HttpRequestContext,
@@ -256,33 +265,45 @@ export const relayFramesNow = (
   // (`quietUpTo`); the events around them go through the parser one by one.
   const sse = framing === "sse" ? (parser as SseParser) : undefined
   let passes: boolean | undefined
-  /** What one chunk of whole events comes to for the client (undefined: it is not one, parse it). */
+  /**
+   * What one chunk of whole events comes to for the client (undefined: it is not one, parse it).
+   * An event the relay gave back as it came (`asItCame`: the first, which opens the answer, and
+   * the usage one, nearly always) goes on as its bytes too: a chunk changed nowhere is written as
+   * it is, without a copy.
+   */
   const passing = (chunk: Buffer): Buffer | string | undefined => {
     const n = chunk.length
     if (n < 2 || chunk[n - 1] !== 0x0a || chunk[n - 2] !== 0x0a || !sse!.idle()) return undefined
     const text = chunk.toString("latin1", 0, n)
     const parts: Array<Buffer> = []
+    // What the events the relay changed came to, not yet in `parts`.
     let out = ""
-    const flushOut = () => {
-      if (out === "") return
-      parts.push(Buffer.from(out))
-      out = ""
-    }
+    // The chunk's bytes from `same` on go out as they came, up to the event looked at.
+    let same = 0
     for (let pos = 0; pos < n; ) {
       const upTo = relay.quietUpTo!(text, pos)
       if (upTo > pos) {
-        if (upTo === n && pos === 0) return chunk
-        flushOut()
-        parts.push(chunk.subarray(pos, upTo))
         pos = upTo
         continue
       }
       const end = text.indexOf("\n\n", pos) + 2
-      for (const frame of sse!.push(chunk.subarray(pos, end))) out += relay.frame(frame)
+      let event = ""
+      for (const frame of sse!.push(chunk.subarray(pos, end))) event += relay.frame(frame)
+      if (!asItCame(event, text, pos, end)) {
+        if (pos > same) {
+          if (out !== "") parts.push(Buffer.from(out))
+          out = ""
+          parts.push(chunk.subarray(same, pos))
+        }
+        out += event
+        same = end
+      }
       pos = end
     }
-    if (parts.length === 0) return out
-    flushOut()
+    if (same === 0) return chunk
+    if (parts.length === 0 && same === n) return out
+    if (out !== "") parts.push(Buffer.from(out))
+    if (same < n) parts.push(chunk.subarray(same, n))
     return parts.length === 1 ? parts[0]! : Buffer.concat(parts)
   }
   /** Writes what `passing` made of a chunk; answers whether the client takes more. */
