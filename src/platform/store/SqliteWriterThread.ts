@@ -59,8 +59,15 @@ export interface SqliteWriter {
  */
 const WRITER_NICE = 10
 
-/** Rows per INSERT statement: 500 rows of ~21 columns stay under SQLite's 32766 bound parameters. */
-const ROWS_PER_STATEMENT = 500
+/**
+ * Rows per statement: a batch's rows (or a delete's keys) go out in statements of these sizes,
+ * largest first, so a table has at most four prepared INSERTs (and four DELETEs) whatever its
+ * batches' sizes. One statement per row count, as before, prepared a new statement for most
+ * batches (their sizes vary with the load) and kept up to 64 of them, each a program for
+ * hundreds of rows: 10–35 MB of SQLite's memory in the writer thread under load. 256 rows of up
+ * to 127 columns stay under SQLite's 32766 bound parameters (the usage row has ~21).
+ */
+const STATEMENT_ROWS = [256, 32, 4, 1]
 
 // CommonJS evaluated from a string, so the bundle, the compiled tree and the tests start it alike; the driver is the path resolved here.
 const WORKER_SOURCE = String.raw`
@@ -128,14 +135,17 @@ const lastPerKey = (values, columns, key) => {
   for (const r of byKey.values()) for (let c = 0; c < n; c++) out.push(values[r * n + c])
   return out
 }
+// The largest statement size that is not more than the rows left.
+const STATEMENT_ROWS = ${JSON.stringify(STATEMENT_ROWS)}
+const statementRows = (left) => STATEMENT_ROWS.find((size) => size <= left)
 const insert = (table, columns, values) => {
   const key = replacing[table]
   const n = columns.length
   const list = key ? lastPerKey(values, columns, key) : values
   const count = list.length / n
   const one = "(" + columns.map(() => "?").join(", ") + ")"
-  for (let i = 0; i < count; i += ${ROWS_PER_STATEMENT}) {
-    const rows = Math.min(${ROWS_PER_STATEMENT}, count - i)
+  for (let i = 0, rows; i < count; i += rows) {
+    rows = statementRows(count - i)
     let sql = "INSERT INTO " + quote(table) + " (" + columns.map(quote).join(", ") + ") VALUES " + new Array(rows).fill(one).join(", ")
     if (key) {
       const updates = columns.filter((c) => !key.includes(c)).map((c) => quote(c) + " = excluded." + quote(c))
@@ -145,8 +155,9 @@ const insert = (table, columns, values) => {
   }
 }
 const remove = (d) => {
-  for (let i = 0; i < d.values.length; i += ${ROWS_PER_STATEMENT}) {
-    const part = d.values.slice(i, i + ${ROWS_PER_STATEMENT})
+  for (let i = 0, rows; i < d.values.length; i += rows) {
+    rows = statementRows(d.values.length - i)
+    const part = d.values.slice(i, i + rows)
     prepared("DELETE FROM " + quote(d.table) + " WHERE " + quote(d.column) + " IN (" + part.map(() => "?").join(", ") + ")").run(part)
   }
 }
