@@ -17,6 +17,7 @@ import { arr, idWithSignature, malformedStream, num, obj, splitSignedId, str, tr
 import { fallbackMessage, messageIn200 } from "./common.js"
 import { RequestDecodeError, type StreamDecoder, type StreamEncoder } from "./format.js"
 import { sseData } from "./frames.js"
+import { JsonReader, READER_PAUSE, TextTemplate } from "./json-reader.js"
 
 /** Anthropic requires max_tokens; used when the client did not say. */
 export const DEFAULT_MAX_TOKENS = 8192
@@ -241,6 +242,59 @@ const ANTHROPIC_EVENTS: ReadonlySet<string> = new Set([
   "error"
 ])
 
+const eventReader = new JsonReader()
+
+/**
+ * A `content_block_delta` whose delta is a `text_delta` (the stream's usual event), read without
+ * JSON.parse (json-reader.ts): its text, its upstream index in `textDelta.index`; undefined for
+ * any other event (it is parsed in full). `named`: the SSE event's name said content_block_delta
+ * (the data's `type` is then not read).
+ */
+const textDelta = (data: string, named: boolean): string | undefined => {
+  const r = eventReader.reset(data)
+  let index = -1
+  let text: string | undefined
+  let typed = named
+  if (!r.object()) return undefined
+  for (let first = true; r.member(first); first = false) {
+    if (r.isKey("type")) {
+      if (named) r.skip()
+      else if (typed || !r.isString("content_block_delta")) return undefined
+      else typed = true
+    } else if (r.isKey("index")) {
+      if (index !== -1) return undefined
+      index = r.number()
+      // Another number (fractions, negatives, huge) is left to JSON.parse.
+      if (!Number.isSafeInteger(index) || index < 0) return undefined
+    } else if (r.isKey("delta")) {
+      if (text !== undefined) return undefined
+      text = textOfDelta(r)
+      if (text === undefined) return undefined
+    } else r.skip()
+  }
+  if (!r.done() || !typed || index === -1) return undefined
+  textDelta.index = index
+  return text
+}
+textDelta.index = 0
+
+/** The text of a `{"type": "text_delta", "text": "..."}` delta, or undefined. */
+const textOfDelta = (r: JsonReader): string | undefined => {
+  let typed = false
+  let text: string | undefined
+  if (!r.object()) return undefined
+  for (let first = true; r.member(first); first = false) {
+    if (r.isKey("type")) {
+      if (typed || !r.isString("text_delta")) return undefined
+      typed = true
+    } else if (r.isKey("text")) {
+      if (text !== undefined) return undefined
+      text = r.string()
+    } else r.skip()
+  }
+  return typed && !r.failed ? text : undefined
+}
+
 /** Anthropic SSE events → canonical events (indices renumbered from 0). */
 export class AnthropicStreamDecoder implements StreamDecoder {
   private readonly index = new Map<number, number>()
@@ -251,6 +305,15 @@ export class AnthropicStreamDecoder implements StreamDecoder {
 
   push(frame: { event?: string; data: string }): ReadonlyArray<StreamEvent> {
     if (this.done) return []
+    if (frame.event === undefined || frame.event === "content_block_delta") {
+      // The stream's usual event, read without JSON.parse (the same events as below).
+      const text = this.usualText(frame.data, frame.event !== undefined)
+      if (text !== undefined) {
+        this.recognized = true
+        const index = this.index.get(this.usualIndex)
+        return index === undefined ? [] : [{ type: "text_delta", index, text }]
+      }
+    }
     const ev = obj(tryJson(frame.data))
     if (!ev) return []
     const type = frame.event ?? str(ev["type"])
@@ -350,6 +413,42 @@ export class AnthropicStreamDecoder implements StreamDecoder {
       }
     }
     return out
+  }
+
+  /**
+   * The usual event's bytes around its text (one template for events named content_block_delta,
+   * one for events without a name), the upstream index it carries, and how many events go to
+   * JSON.parse before the reader tries again.
+   */
+  private readonly named = new TextTemplate()
+  private readonly unnamed = new TextTemplate()
+  private namedIndex = 0
+  private unnamedIndex = 0
+  private usualIndex = 0
+  private readerPause = 0
+
+  /** The text of a text_delta event (`textDelta`), its upstream index in `usualIndex`; else undefined. */
+  private usualText(data: string, named: boolean): string | undefined {
+    const known = (named ? this.named : this.unnamed).text(data)
+    if (known !== undefined) {
+      this.usualIndex = named ? this.namedIndex : this.unnamedIndex
+      return known
+    }
+    if (this.readerPause > 0) {
+      this.readerPause--
+      return undefined
+    }
+    const text = textDelta(data, named)
+    if (text === undefined) {
+      this.readerPause = READER_PAUSE
+      return undefined
+    }
+    this.usualIndex = textDelta.index
+    if ((named ? this.named : this.unnamed).learn(data, eventReader)) {
+      if (named) this.namedIndex = textDelta.index
+      else this.unnamedIndex = textDelta.index
+    }
+    return text
   }
 
   end(): ReadonlyArray<StreamEvent> {

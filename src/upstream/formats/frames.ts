@@ -12,6 +12,39 @@ export interface Frame {
  */
 export const MAX_FRAME_CHARS = 16 * 1024 * 1024
 
+const LF = 10
+const CR = 13
+const SPACE = 32
+
+/** Lengths of `data:` and `event:`, as `fieldAt` answers them. */
+const DATA_FIELD = 5
+const EVENT_FIELD = 6
+
+/** Whether the line at `start` begins `data:` or `event:`: that prefix's length, else 0. */
+const fieldAt = (buffer: string, start: number): number => {
+  const c = buffer.charCodeAt(start)
+  if (c === 100) {
+    // d a t a :
+    return buffer.charCodeAt(start + 1) === 97 &&
+      buffer.charCodeAt(start + 2) === 116 &&
+      buffer.charCodeAt(start + 3) === 97 &&
+      buffer.charCodeAt(start + 4) === 58
+      ? DATA_FIELD
+      : 0
+  }
+  if (c === 101) {
+    // e v e n t :
+    return buffer.charCodeAt(start + 1) === 118 &&
+      buffer.charCodeAt(start + 2) === 101 &&
+      buffer.charCodeAt(start + 3) === 110 &&
+      buffer.charCodeAt(start + 4) === 116 &&
+      buffer.charCodeAt(start + 5) === 58
+      ? EVENT_FIELD
+      : 0
+  }
+  return 0
+}
+
 /**
  * Incremental SSE parser (WHATWG rules: `event:`/`data:` fields, blank line ends an event,
  * `:` comments ignored, CR/LF/CRLF line ends). Holds only the current partial event.
@@ -20,7 +53,9 @@ export class SseParser {
   private readonly decoder = new StringDecoder("utf8")
   private buffer = ""
   private event: string | undefined
-  private data: Array<string> = []
+  /** The current event's first `data:` line, and its further ones (most events have one). */
+  private data: string | undefined
+  private moreData: Array<string> | undefined
   /** Length of `data`, joined. */
   private dataSize = 0
   /** Further pieces of the partial line in `buffer`, set aside (see `push`). */
@@ -32,7 +67,7 @@ export class SseParser {
 
   /** Nothing held: no partial line, event or character (the next chunk starts afresh). */
   idle(): boolean {
-    return this.whole && this.buffer === "" && this.pending.length === 0 && this.data.length === 0 && this.event === undefined
+    return this.whole && this.buffer === "" && this.pending.length === 0 && this.data === undefined && this.event === undefined
   }
 
   push(chunk: Buffer | string): Array<Frame> {
@@ -51,13 +86,13 @@ export class SseParser {
     this.pendingSize = 0
     this.cr = -2
     const frames: Array<Frame> = []
+    const buffer = this.buffer
     let start = 0
     for (;;) {
       const nl = this.findLineEnd(start)
       if (nl === -1) break
-      const line = this.buffer.slice(start, nl)
-      start = nl + (this.buffer[nl] === "\r" && this.buffer[nl + 1] === "\n" ? 2 : 1)
-      this.line(line, frames)
+      this.lineAt(buffer, start, nl, frames)
+      start = nl + (buffer.charCodeAt(nl) === CR && buffer.charCodeAt(nl + 1) === LF ? 2 : 1)
     }
     this.buffer = this.buffer.slice(start)
     this.cr = -2
@@ -90,11 +125,38 @@ export class SseParser {
     return Math.min(n, r)
   }
 
+  /**
+   * The line from `start` to `end` of `buffer`, read in place: a `data:` or `event:` line's value
+   * is the only string made of it (the usual lines; others go through `line`).
+   */
+  private lineAt(buffer: string, start: number, end: number, frames: Array<Frame>): void {
+    if (end === start) return this.line("", frames)
+    const field = fieldAt(buffer, start)
+    if (field === 0) return this.line(buffer.slice(start, end), frames)
+    // After the field's name and its colon, one space is not part of the value.
+    let from = start + field
+    if (buffer.charCodeAt(from) === SPACE) from++
+    const value = buffer.slice(from, end)
+    if (field === DATA_FIELD) this.addData(value)
+    else this.event = value
+  }
+
+  private addData(value: string): void {
+    this.dataSize += value.length + 1
+    if (this.dataSize > MAX_FRAME_CHARS) throw new Error("SSE event longer than 16 MiB")
+    if (this.data === undefined) this.data = value
+    else (this.moreData ??= []).push(value)
+  }
+
   private line(line: string, frames: Array<Frame>): void {
     if (line === "") {
-      if (this.data.length > 0) frames.push(this.event ? { event: this.event, data: this.data.join("\n") } : { data: this.data.join("\n") })
+      if (this.data !== undefined) {
+        const data = this.moreData === undefined ? this.data : `${this.data}\n${this.moreData.join("\n")}`
+        frames.push(this.event ? { event: this.event, data } : { data })
+      }
       this.event = undefined
-      this.data = []
+      this.data = undefined
+      this.moreData = undefined
       this.dataSize = 0
       return
     }
@@ -103,11 +165,8 @@ export class SseParser {
     const field = colon === -1 ? line : line.slice(0, colon)
     let value = colon === -1 ? "" : line.slice(colon + 1)
     if (value.startsWith(" ")) value = value.slice(1)
-    if (field === "data") {
-      this.dataSize += value.length + 1
-      if (this.dataSize > MAX_FRAME_CHARS) throw new Error("SSE event longer than 16 MiB")
-      this.data.push(value)
-    } else if (field === "event") this.event = value
+    if (field === "data") this.addData(value)
+    else if (field === "event") this.event = value
   }
 }
 

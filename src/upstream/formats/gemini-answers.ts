@@ -18,6 +18,7 @@ import { arr, malformedStream, num, obj, str, tryJson } from "./common.js"
 import { fallbackMessage, messageIn200 } from "./common.js"
 import { SequentialBlocks, type StreamDecoder, type StreamEncoder } from "./format.js"
 import { sseData } from "./frames.js"
+import { JsonReader, READER_PAUSE, TextTemplate } from "./json-reader.js"
 
 /**
  * Google's documented value for a functionCall whose thought signature is unknown (history
@@ -129,6 +130,17 @@ export const usageFromGemini = (u: unknown): Partial<Usage> | undefined => {
   const thoughts = num(usage["thoughtsTokenCount"])
   const cached = num(usage["cachedContentTokenCount"])
   const toolPrompt = num(usage["toolUsePromptTokenCount"])
+  return usageFromCounts(prompt, candidates, thoughts, cached, toolPrompt)
+}
+
+/** Usage from the counts of a `usageMetadata` (each absent when it is not a finite number). */
+const usageFromCounts = (
+  prompt: number | undefined,
+  candidates: number | undefined,
+  thoughts: number | undefined,
+  cached: number | undefined,
+  toolPrompt: number | undefined
+): Partial<Usage> | undefined => {
   if (prompt === undefined && candidates === undefined && thoughts === undefined) return undefined
   // Gemini counts thoughts apart from candidates; canonical output includes reasoning.
   return {
@@ -248,6 +260,113 @@ export const errorIn200 = (body: unknown): CanonicalError | undefined => {
 
 // ---------------------------------------------------------------- streams
 
+const chunkReader = new JsonReader()
+
+/** The counts of the last `usageMetadata` read by `textOnlyChunk` (undefined: absent). */
+const counts = {
+  prompt: undefined as number | undefined,
+  candidates: undefined as number | undefined,
+  thoughts: undefined as number | undefined,
+  cached: undefined as number | undefined,
+  toolPrompt: undefined as number | undefined,
+  /** Whether the chunk had a `usageMetadata` object. */
+  present: false
+}
+
+/**
+ * The text of a chunk that carries nothing else the decoder reads (json-reader.ts): one
+ * candidate with one part, plain text (no thought, signature or call), no `finishReason`, no
+ * `error` or `promptFeedback`; its `usageMetadata`'s counts in `counts`. The chunk's other keys
+ * (responseId, modelVersion) are only read from the first chunk. Undefined for any other chunk
+ * (it is parsed in full).
+ */
+const textOnlyChunk = (data: string): string | undefined => {
+  const r = chunkReader.reset(data)
+  let text: string | undefined
+  counts.present = false
+  if (!r.object()) return undefined
+  for (let first = true; r.member(first); first = false) {
+    if (r.isKey("candidates")) {
+      if (text !== undefined || !r.array() || !r.element(true)) return undefined
+      text = textOnlyCandidate(r)
+      // Candidates after the first are not read.
+      for (let more = r.element(false); more; more = r.element(false)) r.skip()
+    } else if (r.isKey("usageMetadata")) {
+      if (counts.present || !readCounts(r)) return undefined
+    } else if (r.isKey("error") || r.isKey("promptFeedback")) return undefined
+    else r.skip()
+  }
+  return r.done() ? text : undefined
+}
+
+/** The text of a candidate whose content is one plain text part, without a finishReason. */
+const textOnlyCandidate = (r: JsonReader): string | undefined => {
+  let text: string | undefined
+  if (!r.object()) return undefined
+  for (let first = true; r.member(first); first = false) {
+    if (r.isKey("content")) {
+      if (text !== undefined || !r.object()) return undefined
+      for (let f = true; r.member(f); f = false) {
+        if (r.isKey("parts")) {
+          if (text !== undefined || !r.array() || !r.element(true)) return undefined
+          text = textOnlyPart(r)
+          if (text === undefined || r.element(false)) return undefined
+        } else r.skip()
+      }
+    } else if (r.isKey("finishReason")) r.null()
+    else r.skip()
+  }
+  return r.failed ? undefined : text
+}
+
+/** The text of a part that is plain text (no `thought`, `thoughtSignature` or `functionCall`). */
+const textOnlyPart = (r: JsonReader): string | undefined => {
+  let text: string | undefined
+  if (!r.object()) return undefined
+  for (let first = true; r.member(first); first = false) {
+    if (r.isKey("text")) {
+      if (text !== undefined) return undefined
+      text = r.string()
+    } else if (r.isKey("thought") || r.isKey("thoughtSignature") || r.isKey("functionCall")) return undefined
+    else r.skip()
+  }
+  return r.failed ? undefined : text
+}
+
+/** Reads a `usageMetadata` object into `counts` (false: not one whose counts are plain numbers). */
+const readCounts = (r: JsonReader): boolean => {
+  counts.present = true
+  counts.prompt = counts.candidates = counts.thoughts = counts.cached = counts.toolPrompt = undefined
+  if (!r.object()) return false
+  for (let first = true; r.member(first); first = false) {
+    if (r.isKey("promptTokenCount")) {
+      if (counts.prompt !== undefined) return false
+      counts.prompt = finiteCount(r)
+    } else if (r.isKey("candidatesTokenCount")) {
+      if (counts.candidates !== undefined) return false
+      counts.candidates = finiteCount(r)
+    } else if (r.isKey("thoughtsTokenCount")) {
+      if (counts.thoughts !== undefined) return false
+      counts.thoughts = finiteCount(r)
+    } else if (r.isKey("cachedContentTokenCount")) {
+      if (counts.cached !== undefined) return false
+      counts.cached = finiteCount(r)
+    } else if (r.isKey("toolUsePromptTokenCount")) {
+      if (counts.toolPrompt !== undefined) return false
+      counts.toolPrompt = finiteCount(r)
+    } else r.skip()
+  }
+  return !r.failed
+}
+
+/** A count that is a finite number (anything else fails the reading: left to JSON.parse). */
+const finiteCount = (r: JsonReader): number | undefined => {
+  const n = r.number()
+  if (Number.isFinite(n)) return n
+  r.fail()
+  return undefined
+}
+
 /** Gemini stream chunks (whole GenerateContentResponse objects) → canonical events. */
 export class GeminiStreamDecoder extends SequentialBlocks implements StreamDecoder {
   private started = false
@@ -260,6 +379,20 @@ export class GeminiStreamDecoder extends SequentialBlocks implements StreamDecod
 
   push(frame: { data: string }): ReadonlyArray<StreamEvent> {
     if (this.done) return []
+    if (this.started) {
+      // The stream's usual chunk, read without JSON.parse (the same events as below).
+      const text = this.usualText(frame.data)
+      if (text !== undefined) {
+        this.recognized = true
+        const out: Array<StreamEvent> = []
+        if (text !== "") {
+          this.ensure("text", out)
+          out.push({ type: "text_delta", index: this.open!.index, text })
+        }
+        if (this.usualUsage) out.push({ type: "usage", usage: this.usualUsage })
+        return out
+      }
+    }
     const parsed = tryJson(frame.data)
     const chunk = obj(Array.isArray(parsed) ? parsed[0] : parsed)
     if (!chunk) return []
@@ -328,6 +461,39 @@ export class GeminiStreamDecoder extends SequentialBlocks implements StreamDecod
     const usage = usageFromGemini(chunk["usageMetadata"])
     if (usage) out.push({ type: "usage", usage })
     return out
+  }
+
+  /**
+   * The usual chunk's bytes around its text and the usage they carry (the same bytes, the same
+   * counts), the usage of the chunk read last, and how many chunks go to JSON.parse before the
+   * reader tries again.
+   */
+  private readonly template = new TextTemplate()
+  private templateUsage: Partial<Usage> | undefined
+  private usualUsage: Partial<Usage> | undefined
+  private readerPause = 0
+
+  /** The text of a chunk that carries nothing else (`textOnlyChunk`), its usage in `usualUsage`; else undefined. */
+  private usualText(data: string): string | undefined {
+    const known = this.template.text(data)
+    if (known !== undefined) {
+      this.usualUsage = this.templateUsage
+      return known
+    }
+    if (this.readerPause > 0) {
+      this.readerPause--
+      return undefined
+    }
+    const text = textOnlyChunk(data)
+    if (text === undefined) {
+      this.readerPause = READER_PAUSE
+      return undefined
+    }
+    this.usualUsage = counts.present
+      ? usageFromCounts(counts.prompt, counts.candidates, counts.thoughts, counts.cached, counts.toolPrompt)
+      : undefined
+    if (this.template.learn(data, chunkReader)) this.templateUsage = this.usualUsage
+    return text
   }
 
   end(): ReadonlyArray<StreamEvent> {

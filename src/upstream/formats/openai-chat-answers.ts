@@ -18,6 +18,7 @@ import { arr, customToolInput, idWithSignature, malformedStream, nowSeconds, num
 import { fallbackMessage, messageIn200 } from "./common.js"
 import { SequentialBlocks, type StreamDecoder, type StreamEncoder } from "./format.js"
 import { sseData } from "./frames.js"
+import { JsonReader, READER_PAUSE, TextTemplate } from "./json-reader.js"
 
 // ---------------------------------------------------------------- responses
 
@@ -213,6 +214,56 @@ export const errorIn200 = (body: unknown): CanonicalError | undefined => {
 
 // ---------------------------------------------------------------- streams
 
+const chunkReader = new JsonReader()
+
+/**
+ * The text of a chat chunk that carries nothing else the decoder reads (json-reader.ts): one
+ * choice, its delta's `content` a string or absent, no reasoning or tool calls in the delta, no
+ * `finish_reason`, no `usage` or `error`; the chunk's other keys (id, model, ...) are only read
+ * from the first chunk. Undefined for any other chunk (it is parsed in full).
+ */
+const contentOnlyChunk = (data: string): string | undefined => {
+  const r = chunkReader.reset(data)
+  let text: string | undefined
+  if (!r.object()) return undefined
+  for (let first = true; r.member(first); first = false) {
+    if (r.isKey("choices")) {
+      if (text !== undefined || !r.array() || !r.element(true) || !r.object()) return undefined
+      let delta: string | undefined
+      for (let f = true; r.member(f); f = false) {
+        if (r.isKey("delta")) {
+          if (delta !== undefined) return undefined
+          delta = contentOnlyDelta(r)
+          if (delta === undefined) return undefined
+        } else if (r.isKey("finish_reason")) r.null()
+        else r.skip()
+      }
+      if (delta === undefined || r.element(false)) return undefined
+      text = delta
+    } else if (r.isKey("usage")) r.null()
+    else if (r.isKey("error")) return undefined
+    else r.skip()
+  }
+  return r.done() ? text : undefined
+}
+
+/** The `content` of a delta without reasoning or tool calls ("" when it has none), or undefined. */
+const contentOnlyDelta = (r: JsonReader): string | undefined => {
+  let content: string | undefined
+  let seen = false
+  if (!r.object()) return undefined
+  for (let first = true; r.member(first); first = false) {
+    if (r.isKey("content")) {
+      if (seen) return undefined
+      seen = true
+      content = r.isNull() ? undefined : r.string()
+      if (r.failed) return undefined
+    } else if (r.isKey("reasoning_content") || r.isKey("reasoning") || r.isKey("tool_calls")) r.null()
+    else r.skip()
+  }
+  return r.failed ? undefined : (content ?? "")
+}
+
 /** OpenAI chat chunks → canonical events. Blocks are made sequential (one open at a time). */
 export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder {
   private started = false
@@ -231,6 +282,19 @@ export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder
   push(frame: { data: string }): ReadonlyArray<StreamEvent> {
     if (this.done) return []
     if (frame.data === "[DONE]") return this.end()
+    if (this.started) {
+      // The stream's usual chunk, read without JSON.parse (the same events as below).
+      const text = this.usualText(frame.data)
+      if (text !== undefined) {
+        this.recognized = true
+        const out: Array<StreamEvent> = []
+        if (text) {
+          this.ensure("text", out)
+          out.push({ type: "text_delta", index: this.open!.index, text })
+        }
+        return out
+      }
+    }
     const chunk = obj(tryJson(frame.data))
     if (!chunk) return []
     const out: Array<StreamEvent> = []
@@ -309,6 +373,24 @@ export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder
     const usage = usageFromOpenAi(chunk["usage"])
     if (usage) out.push({ type: "usage", usage })
     return out
+  }
+
+  /** The usual chunk's bytes around its text, and how many chunks go to JSON.parse before the reader tries again. */
+  private readonly template = new TextTemplate()
+  private readerPause = 0
+
+  /** The text of a chunk that carries nothing else (`contentOnlyChunk`), else undefined. */
+  private usualText(data: string): string | undefined {
+    const known = this.template.text(data)
+    if (known !== undefined) return known
+    if (this.readerPause > 0) {
+      this.readerPause--
+      return undefined
+    }
+    const text = contentOnlyChunk(data)
+    if (text === undefined) this.readerPause = READER_PAUSE
+    else this.template.learn(data, chunkReader)
+    return text
   }
 
   end(): ReadonlyArray<StreamEvent> {

@@ -13,6 +13,9 @@ import {
   usageFromResponses
 } from "./openai-responses-answers.js"
 
+/** An event as SSE, named by its type. */
+const sseEvent = (e: Record<string, unknown>): string => sseData(e, e["type"] as string)
+
 /** Responses SSE events → canonical events. */
 export class ResponsesStreamDecoder implements StreamDecoder {
   private readonly items = new Map<number, { index: number; kind: "text" | "tool" | "reasoning"; open: boolean }>()
@@ -186,13 +189,18 @@ export class ResponsesStreamEncoder implements StreamEncoder {
     }
   >()
   private readonly options: ResponsesEchoOptions
+  /** Over WebSocket each event is one JSON frame instead of an SSE event. */
+  private readonly frame: (event: Record<string, unknown>) => string
+  /** Events go out as SSE (no `frame` given): a text delta's is written from a template (`textDelta`). */
+  private readonly sse: boolean
 
   constructor(
     private readonly model: string,
     options: Readonly<Record<string, unknown>> | undefined,
-    /** Over WebSocket each event is one JSON frame instead of an SSE event. */
-    private readonly frame: (event: Record<string, unknown>) => string = (e) => sseData(e, e["type"] as string)
+    frame?: (event: Record<string, unknown>) => string
   ) {
+    this.frame = frame ?? sseEvent
+    this.sse = frame === undefined
     this.options = echoOptions(options)
     const fixed = str(options?.["responseId"])
     if (fixed) this.id = fixed
@@ -297,6 +305,7 @@ export class ResponsesStreamEncoder implements StreamEncoder {
         const b = this.blocks.get(ev.index)
         if (!b || !ev.text) return ""
         b.text += ev.text
+        if (this.sse) return this.textDelta(b.itemId, b.outputIndex, ev.text)
         return this.emit("response.output_text.delta", {
           item_id: b.itemId,
           output_index: b.outputIndex,
@@ -360,6 +369,14 @@ export class ResponsesStreamEncoder implements StreamEncoder {
           })
         })
     }
+  }
+
+  /**
+   * A text delta's SSE event written from a template, the stream's most frequent event: the same
+   * bytes as `emit("response.output_text.delta", {...})` (keys in the same order, each value's JSON).
+   */
+  private textDelta(itemId: string, outputIndex: number, text: string): string {
+    return `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":${this.seq++},"item_id":${JSON.stringify(itemId)},"output_index":${outputIndex},"content_index":0,"delta":${JSON.stringify(text)},"logprobs":[]}\n\n`
   }
 
   /** `response.created` unless it went out (the openai SDK needs it before any other event). */
