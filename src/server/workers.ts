@@ -58,6 +58,17 @@ export const sharingReport = (
   ]
 }
 
+/**
+ * What the primary says when there are more workers than cores it may use: a gateway started under
+ * `taskset` or in a cpuset passes that CPU affinity to its workers, and processes crowded on fewer
+ * cores take turns there, so they serve no more than that many processes would (docs/scale-out.md,
+ * "Cores"). `cores`: what this process may use (`os.availableParallelism()` follows the affinity).
+ */
+export const crowdedCores = (n: number, cores: number = availableParallelism()): string | undefined =>
+  n > cores
+    ? `workers: ${n} workers may use ${cores === 1 ? "1 core" : `${cores} cores`} only (this process's CPU affinity, which they inherit): they take turns there and serve no more than ${cores === 1 ? "one process" : `${cores} processes`} would`
+    : undefined
+
 /** A port nothing listens on now, from the system (the primary's `--port 0`). */
 const freePort = (host: string) =>
   Effect.async<number, Error>((resume) => {
@@ -104,6 +115,8 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
     // Names this gateway to its workers on channels that may reach other gateways (Redis).
     const clusterId = crypto.randomUUID()
     for (const line of sharingReport(n, config)) yield* Effect.logInfo(line)
+    const crowded = crowdedCores(n)
+    if (crowded !== undefined) yield* Effect.logWarning(crowded)
 
     /** Forks the worker of `slot`; completes with how it ended. `listening` completes when it listens. */
     const fork = (slot: Slot, listening?: Deferred.Deferred<string>) =>
