@@ -19,6 +19,19 @@ export const tasksetAvailable = () => {
   }
 }
 
+let tasksetWorks
+/** Whether `taskset` runs here (checked once). */
+const tasksetRuns = () => {
+  if (tasksetWorks === undefined) {
+    try {
+      tasksetWorks = spawnSync("taskset", ["-c", "0", "true"], { stdio: "ignore" }).status === 0
+    } catch {
+      tasksetWorks = false
+    }
+  }
+  return tasksetWorks
+}
+
 /** Pins this process (all its threads) to one core. Returns true when it worked. */
 export const pinSelf = (core) => {
   try {
@@ -70,7 +83,14 @@ export const freePort = () =>
  * for error messages; `onLine` sees each line of stdout and stderr.
  */
 export const spawnChild = ({ name, cmd, args, env, cwd, core, pin, onLine }) => {
-  const argv = [...(pin && core != null ? ["taskset", "-c", String(core)] : []), cmd, ...args]
+  // Unpinned means every core, said explicitly: a child inherits the harness's own pin (pinSelf) otherwise.
+  const affinity =
+    pin && core != null
+      ? ["taskset", "-c", String(core)]
+      : tasksetRuns()
+        ? ["taskset", "-c", `0-${Math.max(0, os.cpus().length - 1)}`]
+        : []
+  const argv = [...affinity, cmd, ...args]
   const t0 = performance.now()
   const child = spawn("/bin/sh", ["-c", 'ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$@"', "sh", ...argv], {
     cwd,
