@@ -1,7 +1,9 @@
 /**
- * Gives V8's young generation back at rest: a scavenge every `GATEWAY_IDLE_GC_SECONDS` while it is grown lets V8 shrink it
+ * Keeps V8's young generation small at rest: its growth is held from start-up until the gateway first serves load (bin/gateway
+ * holds it), and a scavenge every `GATEWAY_IDLE_GC_SECONDS` while it is grown lets V8 shrink it
  * (docs/performance.md#memory-at-rest; docs/operations.md#tuning-the-latency-tail-v8s-settings).
  */
+import { performance } from "node:perf_hooks"
 import * as v8 from "node:v8"
 import * as vm from "node:vm"
 import * as Config from "effect/Config"
@@ -40,8 +42,53 @@ const NODE_MAJOR = Number(process.versions.node.split(".")[0])
 /** Above this the new space has grown past its start (V8 starts it at 1 MB per semi-space on 64-bit). */
 const GROWN = 4 * 1024 * 1024
 
+/**
+ * The young generation's growth factor: 1 holds it at its size, 2 is V8's (semi-spaces double,
+ * up to 16 MB each). A flag V8 reads whenever it would grow the space, so it can change at run
+ * time; V8 also puts it back to 2 whenever it creates an isolate (the writer thread's).
+ */
+const growth = (factor: 1 | 2) => v8.setFlagsFromString(`--semi-space-growth-factor=${factor}`)
+
+/**
+ * Load, as against start-up's last steps and a few requests: the event loop busy for more than
+ * 80% of each of two seconds in a row (start-up's end and a gateway's first requests, lazy
+ * modules loaded included, measured 0.4–0.6 of a second on a loaded machine; c=32 load ~1).
+ */
+const BUSY = 0.8
+const BUSY_SECONDS = 2
+
+/**
+ * Whether bin/gateway held the young generation's growth at start: not when the node command
+ * line set the growth factor, nor with `GATEWAY_IDLE_GC_SECONDS=0` in the environment (V8's
+ * behaviour throughout). Read as bin/gateway read it.
+ */
+const growthHeld = (): boolean =>
+  !process.execArgv.some((a) => /^--semi[-_]space[-_]growth[-_]factor(=|$)/.test(a)) && process.env["GATEWAY_IDLE_GC_SECONDS"] !== "0"
+
+/**
+ * Start-up and the first requests keep most of what they allocate (modules, compiled code, the
+ * layers), which V8 takes as a reason to grow the young generation to its largest before any
+ * load: ~30 MB of RSS an idle gateway keeps. bin/gateway holds the growth; this releases it for
+ * good at the first load (its first two seconds run with the small young generation), and until
+ * then holds it again each second (a new isolate puts V8's factor back).
+ */
+const releaseGrowthOnLoad = Effect.suspend(() => {
+  let last = performance.eventLoopUtilization()
+  let busySeconds = 0
+  const check = Effect.sync(() => {
+    const now = performance.eventLoopUtilization()
+    busySeconds = performance.eventLoopUtilization(now, last).utilization > BUSY ? busySeconds + 1 : 0
+    last = now
+    const loaded = busySeconds >= BUSY_SECONDS
+    growth(loaded ? 2 : 1)
+    return loaded
+  })
+  return Effect.repeat(check, { schedule: Schedule.spaced(Duration.seconds(1)), until: (loaded) => loaded })
+})
+
 export const IdleMemory = Layer.scopedDiscard(
   Effect.gen(function* () {
+    if (growthHeld()) yield* Effect.forkScoped(releaseGrowthOnLoad)
     const seconds = yield* Config.number("GATEWAY_IDLE_GC_SECONDS").pipe(Config.withDefault(NODE_MAJOR < 22 ? 5 : 0), Effect.orDie)
     if (!(seconds > 0)) return
     const gc = gcFunction()
