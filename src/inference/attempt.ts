@@ -28,7 +28,7 @@ import { costHeaders, encodeWhole, JSON_ARRAY_CONTENT_TYPE, replayWhole, sendWho
 import type { InferenceCall, SendOptions } from "./call.js"
 import { clientGone } from "./io.js"
 import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
-import { collectStream, type CollectedStream, DISCARD, makeRelay, streamEnded } from "./relays.js"
+import { collectStream, type CollectedStream, DISCARD, makeRelay, outcomeHeaders, streamEnded } from "./relays.js"
 import type { Origin } from "./ResponseStore.js"
 import { encodeFor, errorInAnswer, type makeSending } from "./sending.js"
 import {
@@ -555,27 +555,6 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
       : attempt(call, candidate, options)
 
   return { attempt: attemptEither, attemptNow, canAttemptNow }
-}
-
-/**
- * The upstream's headers as an outcome carries them (`headerValue`: lower-cased names, one string
- * each). undici's parsed headers already are that unless a header came twice: then they are the
- * outcome's as they are, not copied (nothing changes either object).
- */
-const outcomeHeaders = (headers: UpstreamResponse["headers"]): Readonly<Record<string, string>> => {
-  for (const name in headers)
-    if (typeof headers[name] !== "string" || !Object.hasOwn(headers, name) || name === "__proto__" || !lowerAscii(name))
-      return headerValue(headers)
-  return headers as Readonly<Record<string, string>>
-}
-
-/** Whether `name` is ASCII without capitals (what `toLowerCase` leaves as it is), read without making the lower-cased copy. */
-const lowerAscii = (name: string): boolean => {
-  for (let i = 0; i < name.length; i++) {
-    const c = name.charCodeAt(i)
-    if (c > 127 || (c >= 65 && c <= 90)) return false
-  }
-  return true
 }
 
 /** A callback's step threw: an AttemptFailed is the attempt's failure, anything else a defect (as the pipeline's would be). */

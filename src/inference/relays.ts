@@ -339,7 +339,7 @@ export const streamEnded = (
     usage: relayed.usage(),
     ttftMs: result.ttftMs,
     error,
-    headers: headerValue(res.headers),
+    headers: outcomeHeaders(res.headers),
     ...(error
       ? {
           streamFailure: failureOfStream({
@@ -351,6 +351,27 @@ export const streamEnded = (
         }
       : {})
   }
+}
+
+/**
+ * The upstream's headers as an outcome carries them (`headerValue`: lower-cased names, one string
+ * each). undici's parsed headers already are that unless a header came twice: then they are the
+ * outcome's as they are, not copied (nothing changes either object).
+ */
+export const outcomeHeaders = (headers: UpstreamResponse["headers"]): Readonly<Record<string, string>> => {
+  for (const name in headers)
+    if (typeof headers[name] !== "string" || !Object.hasOwn(headers, name) || name === "__proto__" || !lowerAscii(name))
+      return headerValue(headers)
+  return headers as Readonly<Record<string, string>>
+}
+
+/** Whether `name` is ASCII without capitals (what `toLowerCase` leaves as it is), read without making the lower-cased copy. */
+const lowerAscii = (name: string): boolean => {
+  for (let i = 0; i < name.length; i++) {
+    const c = name.charCodeAt(i)
+    if (c > 127 || (c >= 65 && c <= 90)) return false
+  }
+  return true
 }
 
 /** A sink that keeps nothing and never commits: a collected stream's answer is written whole afterwards. */

@@ -149,9 +149,10 @@ class HttpSink implements StreamSink {
   }
 
   onGone(f: () => void): void {
-    // It may have left already, between the upstream's headers and this relay.
+    // It may have left already, between the upstream's headers and this relay. A response closes
+    // once: `on` rather than `once`, which wraps `f` for every stream.
     if (this.ctx.res.closed) f()
-    else this.ctx.res.once("close", f)
+    else this.ctx.res.on("close", f)
   }
 
   offGone(f: () => void): void {
@@ -162,11 +163,15 @@ class HttpSink implements StreamSink {
 /**
  * Whether `out`, what a relay made of the event that `text` (a chunk read as latin1) holds from
  * `start` to `end`, is that event's bytes: the same characters, all ASCII (whose UTF-8 is one byte
- * each, the chunk's own).
+ * each, the chunk's own). Compared with a slice, not with startsWith, and the slice measured rather
+ * than `out`: a relay's text is a concatenation, which startsWith reads character by character and
+ * byteLength first copies flat.
  */
-const asItCame = (out: string, text: string, start: number, end: number): boolean =>
-  // Compared with a slice, not with startsWith: a relay's text is a concatenation, which startsWith reads character by character.
-  out.length === end - start && out === text.slice(start, end) && Buffer.byteLength(out) === out.length
+const asItCame = (out: string, text: string, start: number, end: number): boolean => {
+  if (out.length !== end - start) return false
+  const event = text.slice(start, end)
+  return out === event && Buffer.byteLength(event) === event.length
+}
 
 /** `relayStream` without an effect (the common path): `done` once. */
 export const relayStreamNow = (
@@ -386,11 +391,14 @@ export const relayFramesNow = (
       sink.onDrain(onDrain)
     }
   })
-  body.once("end", () => {
+  // `on`, not `once`, for the end and an error: each comes once, and the handlers ignore anything
+  // after the relay finished (no wrapper made per stream).
+  body.on("end", () => {
     if (finished) return
     let text = ""
     try {
-      for (const frame of parser.end()) text += relay.frame(frame)
+      // An idle SSE parser (nothing held: the last chunk ended on a blank line) has nothing left to give.
+      if (sse === undefined || !sse.idle()) for (const frame of parser.end()) text += relay.frame(frame)
       text += relay.end()
     } catch (e) {
       return finish(
@@ -407,7 +415,7 @@ export const relayFramesNow = (
     write(text)
     finish(undefined, "")
   })
-  body.once("error", (err: Error) =>
+  body.on("error", (err: Error) =>
     finish({ status: 502, kind: "upstream", message: `upstream stream ended unexpectedly: ${err.message}`, code: "stream_interrupted" })
   )
   // The client went away: the upstream body is destroyed, which aborts the upstream request.
