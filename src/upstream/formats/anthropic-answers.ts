@@ -468,7 +468,12 @@ export class AnthropicStreamDecoder implements StreamDecoder {
 
 /** Canonical events → Anthropic SSE (`event:` lines included: the SDK needs them). */
 export class AnthropicStreamEncoder implements StreamEncoder {
-  private id = newId("msg_")
+  /** The message id: the upstream's (from `start`), or one made when the stream has none (made only then). */
+  private givenId: string | undefined
+  private get id(): string {
+    this.givenId ??= newId("msg_")
+    return this.givenId
+  }
   private usage: Partial<Usage> = {}
   private started = false
   private readonly openBlocks = new Set<number>()
@@ -509,7 +514,7 @@ export class AnthropicStreamEncoder implements StreamEncoder {
   push(ev: StreamEvent): string {
     switch (ev.type) {
       case "start":
-        if (ev.id) this.id = ev.id.startsWith("msg_") ? ev.id : `msg_${ev.id}`
+        if (ev.id) this.givenId = ev.id.startsWith("msg_") ? ev.id : `msg_${ev.id}`
         return ""
       case "usage":
         this.usage = { ...this.usage, ...ev.usage }

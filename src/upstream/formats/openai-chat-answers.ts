@@ -415,7 +415,12 @@ export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder
 
 /** Canonical events → OpenAI chat chunks. The first chunk carries `role` (the SDK's helpers need it). */
 export class ChatStreamEncoder implements StreamEncoder {
-  private id = newId("chatcmpl-")
+  /** The completion id: the upstream's (from `start`), or one made when the stream has none (made only then). */
+  private givenId: string | undefined
+  private get id(): string {
+    this.givenId ??= newId("chatcmpl-")
+    return this.givenId
+  }
   private created = nowSeconds()
   private readonly toolIndex = new Map<number, number>()
   /** Tool blocks that have not streamed any argument yet (they get "{}" when they end). */
@@ -462,7 +467,7 @@ export class ChatStreamEncoder implements StreamEncoder {
   push(ev: StreamEvent): string {
     switch (ev.type) {
       case "start":
-        if (ev.id) this.id = ev.id.startsWith("chatcmpl") ? ev.id : `chatcmpl-${ev.id}`
+        if (ev.id) this.givenId = ev.id.startsWith("chatcmpl") ? ev.id : `chatcmpl-${ev.id}`
         this.created = ev.created
         this.head = undefined
         this.sentRole = true

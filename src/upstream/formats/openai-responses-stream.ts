@@ -186,6 +186,8 @@ export class ResponsesStreamEncoder implements StreamEncoder {
       text: string
       encrypted?: string
       call?: { id: string; name: string }
+      /** What follows the sequence number in this block's text delta events (`textDelta`), made at its first. */
+      deltaMiddle?: string
     }
   >()
   private readonly options: ResponsesEchoOptions
@@ -258,10 +260,7 @@ export class ResponsesStreamEncoder implements StreamEncoder {
         if (this.started) return ""
         this.started = true
         this.created = ev.created
-        return (
-          this.emit("response.created", { response: this.response("in_progress") }) +
-          this.emit("response.in_progress", { response: this.response("in_progress") })
-        )
+        return this.opening()
       case "block_start": {
         const outputIndex = this.outputIndex++
         if (ev.block.type === "text") {
@@ -305,7 +304,7 @@ export class ResponsesStreamEncoder implements StreamEncoder {
         const b = this.blocks.get(ev.index)
         if (!b || !ev.text) return ""
         b.text += ev.text
-        if (this.sse) return this.textDelta(b.itemId, b.outputIndex, ev.text)
+        if (this.sse) return this.textDelta(b, ev.text)
         return this.emit("response.output_text.delta", {
           item_id: b.itemId,
           output_index: b.outputIndex,
@@ -375,8 +374,25 @@ export class ResponsesStreamEncoder implements StreamEncoder {
    * A text delta's SSE event written from a template, the stream's most frequent event: the same
    * bytes as `emit("response.output_text.delta", {...})` (keys in the same order, each value's JSON).
    */
-  private textDelta(itemId: string, outputIndex: number, text: string): string {
-    return `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":${this.seq++},"item_id":${JSON.stringify(itemId)},"output_index":${outputIndex},"content_index":0,"delta":${JSON.stringify(text)},"logprobs":[]}\n\n`
+  private textDelta(b: { itemId: string; outputIndex: number; deltaMiddle?: string }, text: string): string {
+    b.deltaMiddle ??= `,"item_id":${JSON.stringify(b.itemId)},"output_index":${b.outputIndex},"content_index":0,"delta":`
+    return `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":${this.seq++}${b.deltaMiddle}${JSON.stringify(text)},"logprobs":[]}\n\n`
+  }
+
+  /**
+   * `response.created` and `response.in_progress`: as SSE, their response (the same, and the
+   * largest part of them) is made into JSON once, and each event written around it (the same bytes
+   * as `emit(type, { response })`).
+   */
+  private opening(): string {
+    if (!this.sse)
+      return (
+        this.emit("response.created", { response: this.response("in_progress") }) +
+        this.emit("response.in_progress", { response: this.response("in_progress") })
+      )
+    const response = JSON.stringify(this.response("in_progress"))
+    const event = (type: string) => `event: ${type}\ndata: {"type":"${type}","sequence_number":${this.seq++},"response":${response}}\n\n`
+    return event("response.created") + event("response.in_progress")
   }
 
   /** `response.created` unless it went out (the openai SDK needs it before any other event). */
