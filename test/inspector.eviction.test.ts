@@ -9,7 +9,14 @@ describe("the inspector's buffer, full", () => {
     method: "POST",
     url: `https://api.example.test/v1/chat/completions?n=${n}`,
     headers: { "content-type": "application/json" },
-    body: null
+    body: undefined
+  })
+
+  it("keeps the newest entries of a buffer larger than its eviction order's first ring", () => {
+    const core = makeInspector({ config: { ...inspectorDefaults("/tmp/unused"), bufferSize: 100 } })
+    const ids: Array<string> = []
+    for (let i = 0; i < 1000; i++) ids.push(core.sink.begin(start(i)))
+    expect(core.entries({ limit: 1000 }).map((e) => e.id)).toEqual(ids.slice(-100))
   })
 
   it("keeps the newest entries, oldest first, and starts over after a clear", () => {

@@ -329,25 +329,34 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
   }
 
   /**
-   * The slots' ids in the order they were added, the oldest at `oldestAt`: a full buffer evicts one
-   * per request, and a Map's first key, taken after the previous first was deleted, is found by
-   * walking every deleted entry still in its table (up to a buffer's worth, until the table is
-   * rebuilt). Ids before `oldestAt` are dropped from the array once they are half of it.
+   * The slots' ids in the order they were added, as a ring from `oldestAt` (`held` of them): a full
+   * buffer evicts one per request, and a Map's first key, taken after the previous first was
+   * deleted, is found by walking every deleted entry still in its table (up to a buffer's worth,
+   * until the table is rebuilt). The ring doubles when full and is otherwise reused as it is.
    */
-  let order: Array<string> = []
+  let order: Array<string | undefined> = new Array<string | undefined>(64).fill(undefined)
   let oldestAt = 0
+  let held = 0
   const addSlot = (id: string, slot: Slot) => {
-    if (!slots.has(id)) order.push(id)
+    if (!slots.has(id)) {
+      if (held === order.length) {
+        const bigger = new Array<string | undefined>(order.length * 2).fill(undefined)
+        for (let i = 0; i < held; i++) bigger[i] = order[(oldestAt + i) % order.length]
+        order = bigger
+        oldestAt = 0
+      }
+      order[(oldestAt + held) % order.length] = id
+      held++
+    }
     slots.set(id, slot)
   }
   /** The oldest id still held (the Map's first key, found through `order`). */
   const oldestId = (): string | undefined => {
-    while (oldestAt < order.length) {
-      const id = order[oldestAt++]!
-      if (oldestAt >= 1024 && oldestAt * 2 >= order.length) {
-        order = order.slice(oldestAt)
-        oldestAt = 0
-      }
+    while (held > 0) {
+      const id = order[oldestAt]!
+      order[oldestAt] = undefined
+      oldestAt = (oldestAt + 1) % order.length
+      held--
       if (slots.has(id)) return id
     }
     // Only if `order` missed a slot (it does not): the Map's own order.
@@ -712,8 +721,9 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     view,
     clear: (fromElsewhere = false) => {
       slots.clear()
-      order = []
+      order.fill(undefined)
       oldestAt = 0
+      held = 0
       byRequestId = undefined
       withBodies.length = 0
       totalBytes = 0
