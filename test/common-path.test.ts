@@ -263,6 +263,31 @@ describe("the rule: which requests take the common path", () => {
     expect((await reasonOf("plan", () => chat({ model: "nobody/m1" }))).status).toBe(404)
   })
 
+  it("hooks: a combo with a shadow target sends its own requests through the pipeline; the other models keep the common path", async () => {
+    const combo = await call(`${gw.url}/api/combos`, {
+      body: {
+        name: "shadowed",
+        strategy: "priority",
+        targets: [{ model: "up/m1" }],
+        config: { shadow: [{ model: "up2/m1", sampleRate: 1 }] }
+      },
+      headers: admin
+    })
+    expect(combo.status, combo.text).toBe(201)
+    // The first shadow combo registers the sampling within a second (docs/shadow.md).
+    await settle()
+    await chat({ model: "shadowed" }, admin)
+    try {
+      expect((await reasonOf("hooks", () => chat({ model: "shadowed" }))).status).toBe(200)
+      const before = await taken("common", "")
+      expect((await notCold(() => chat())).status).toBe(200)
+      expect(await taken("common", "")).toBe(before + 1)
+    } finally {
+      expect((await call(`${gw.url}/api/combos/shadowed`, { method: "DELETE", headers: admin })).status).toBeLessThan(300)
+      await settle()
+    }
+  })
+
   it("a combo of the other strategies takes it: its first target answers, and a failure falls back to the next as on the pipeline", async () => {
     // Connections of its own: the failure below cools its first one down, not those of the other tests.
     for (const name of ["pairone", "pairtwo"])

@@ -69,8 +69,18 @@ export type CommonPathRefusal =
  * (handing off when one changes anything), the write path's and the end's through the same
  * writers and `endRequest`, the failure events on the pipeline's side of a hand-off.
  */
-export const hooksInUse = (hooks: HookTable | undefined): boolean =>
-  hooks !== undefined && (hooks.onRequest.length !== 0 || hooks.onAttemptStart.length !== 0)
+export const hooksInUse = (hooks: HookTable | undefined, model: string, apiKeyId: string | null): boolean =>
+  hooks !== undefined && (wanted(hooks.onRequest, model, apiKeyId) || wanted(hooks.onAttemptStart, model, apiKeyId))
+
+/** Whether a hook of `entries` may act on this request (one without `wants` may act on any). */
+const wanted = (
+  entries: ReadonlyArray<{ readonly wants: ((model: string, apiKeyId: string | null) => boolean) | undefined }>,
+  model: string,
+  apiKeyId: string | null
+): boolean => {
+  for (const e of entries) if (e.wants === undefined || e.wants(model, apiKeyId)) return true
+  return false
+}
 
 type Guarded = ReturnType<typeof makeGuardedAttempt>
 
@@ -192,7 +202,7 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
     const { ctx } = call
     if (!accounting.prepared() || flags.peekEnabled("GATEWAY_USAGE_LOGGING_ENABLED") === undefined) return "cold"
     if (accounting.exact && accounting.holdsShared(ctx.apiKeyId)) return "shared_limits"
-    if (hooksInUse(ctx.hooks) || ctx.rewrite !== undefined) return "hooks"
+    if (hooksInUse(ctx.hooks, call.model, ctx.apiKeyId) || ctx.rewrite !== undefined) return "hooks"
     const guarding = guardrails.screenNow(call.format.id, call.body)
     if (guarding !== false) return guarding === undefined ? "cold" : "hooks"
     if (String(requestHeader(ctx, "x-gateway-progress") ?? "").toLowerCase() === "true") return "progress"

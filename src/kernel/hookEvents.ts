@@ -273,6 +273,12 @@ export type RequestHook = {
    * that fail are logged and skipped.
    */
   readonly failClosed?: boolean
+  /**
+   * Whether this hook's onRequest or onAttemptStart may act on a request for `model` from
+   * `apiKeyId`, answered from memory. False lets the request take the common path (which runs no
+   * onRequest hook); absent, every request may be acted on.
+   */
+  readonly wants?: (model: string, apiKeyId: string | null) => boolean
 } & { readonly [K in HookEvent]?: HookHandler<HookEvents[K]> }
 
 /**

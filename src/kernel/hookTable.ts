@@ -27,6 +27,8 @@ export interface HookEntry<E> {
   readonly builtin: boolean
   /** A guard: its failure refuses the request (`RequestHook.failClosed`). */
   readonly failClosed: boolean
+  /** `RequestHook.wants`: undefined when the hook may act on every request. */
+  readonly wants: ((model: string, apiKeyId: string | null) => boolean) | undefined
 }
 
 /** Every event's handlers in run order; a new table on every change, so a request keeps the one it started with. */
@@ -99,7 +101,8 @@ export const withHook = (table: HookTable, hook: RequestHook, seq: number, built
         seq,
         handler: handler as HookHandler<unknown>,
         builtin,
-        failClosed: hook.failClosed === true
+        failClosed: hook.failClosed === true,
+        wants: hook.wants
       }
       out[event] = insert(table[event] as ReadonlyArray<HookEntry<unknown>>, entry)
     }

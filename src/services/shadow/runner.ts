@@ -178,6 +178,11 @@ export const ShadowRunner = Layer.scopedDiscard(
           name: "shadow.sample",
           // First: the body kept is the client's own, before other hooks change it (they run again on the shadow call).
           priority: 1,
+          // A request no shadow scope takes (another model, no key or global shadow) stays on the common path.
+          wants: (model, apiKeyId) => {
+            const known = combos.peekByName(model)
+            return known === undefined || scopeIn(model, known, apiKeyId) !== undefined
+          },
           onRequest: (event, request) => {
             if (request.headers[SHADOW_HEADER] !== undefined) return undefined
             const known = combos.peekByName(event.model)
