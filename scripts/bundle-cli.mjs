@@ -4,20 +4,39 @@
 // module loading: ~650 small ESM files cost Node about a second before the first line; the
 // bundle is a few files and starts in about a third of that (docs/performance.md, "CLI start-up").
 // bin/gateway runs the bundle when it is there and dist/cli/main.js otherwise.
+//
+// `gateway` alone (the server, as a service or a container starts it) also has a CommonJS copy,
+// serve.cjs, run from a V8 code cache made here: Node 20 compiles every ES module from its source
+// on each start (its compile cache is Node 22's), and compiling was about a fifth of a start's CPU
+// (docs/performance.md, "Server start-up"). dist/bundle/gateway.mjs picks one (LOADER below).
 // Part of `npm run build`, after tsc.
 import * as esbuild from "esbuild"
-import { readFileSync, rmSync, writeFileSync } from "node:fs"
+import { spawn } from "node:child_process"
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import http from "node:http"
+import net from "node:net"
+import os from "node:os"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
+import ts from "typescript"
 import { rewriteChunk } from "./spread-rewrite.mjs"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const outdir = path.join(root, "dist/bundle")
 rmSync(outdir, { recursive: true, force: true })
 
+// Stay in node_modules, loaded by Node itself: native addons (better-sqlite3, the token
+// tunnel's @ngrok/ngrok and the TLS fingerprint's impit, each with its per-platform binary
+// package), and the
+// OpenTelemetry packages, CommonJS modules the gateway imports dynamically (only when tracing
+// or /metrics is used): a bundled chunk of a CommonJS module exports only `default`, so their
+// named exports (resourceFromAttributes, ...) would be missing.
+const external = ["better-sqlite3", "@opentelemetry/*", "@ngrok/*", "impit", "impit-*"]
+
+// The CLI's entry is cli.mjs; gateway.mjs, the file bin/gateway runs, is the LOADER below.
 const result = await esbuild.build({
   absWorkingDir: root,
-  entryPoints: { gateway: "dist/cli/main.js" },
+  entryPoints: { cli: "dist/cli/main.js" },
   outdir,
   bundle: true,
   splitting: true,
@@ -26,13 +45,7 @@ const result = await esbuild.build({
   target: "node20",
   outExtension: { ".js": ".mjs" },
   chunkNames: "chunk-[hash]",
-  // Stay in node_modules, loaded by Node itself: native addons (better-sqlite3, the token
-  // tunnel's @ngrok/ngrok and the TLS fingerprint's impit, each with its per-platform binary
-  // package), and the
-  // OpenTelemetry packages, CommonJS modules the gateway imports dynamically (only when tracing
-  // or /metrics is used): a bundled chunk of a CommonJS module exports only `default`, so their
-  // named exports (resourceFromAttributes, ...) would be missing.
-  external: ["better-sqlite3", "@opentelemetry/*", "@ngrok/*", "impit", "impit-*"],
+  external,
   // CommonJS dependencies bundled into ES modules still call require() for Node's built-ins.
   banner: { js: 'import { createRequire as __gatewayRequire } from "node:module"; const require = __gatewayRequire(import.meta.url);' },
   legalComments: "none",
@@ -45,29 +58,219 @@ const result = await esbuild.build({
 // in memory (about 4 MB at start for the few chunks whose comments or regexes have a `’`, `≥`
 // or `█`, docs/performance.md "Memory at rest"). Those characters are written as \uXXXX escapes, which
 // mean the same in strings, regexes and identifiers and nothing in comments; only a String.raw
-// template would read the escape literally, so a chunk with both stops the build.
+// template would read the escape literally, so one with such a character stops the build.
 const WIDE = /[^\u0000-\u00ff]/g
+const escapeAll = (code) => code.replace(WIDE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
 const escapeWide = (code, file) => {
   if (code.search(WIDE) === -1) return code
-  if (code.includes("String.raw`"))
-    throw new Error(`bundle-cli: ${file} has String.raw and characters above U+00FF; escape them in the source`)
-  return code.replace(WIDE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
+  if (!code.includes("String.raw`")) return escapeAll(code)
+  // serve.cjs holds every module, String.raw templates too: the code around them is escaped.
+  const raw = []
+  const sourceFile = ts.createSourceFile(file, code, ts.ScriptTarget.Latest, true, ts.ScriptKind.JS)
+  const visit = (node) => {
+    if (ts.isTaggedTemplateExpression(node) && node.tag.getText(sourceFile) === "String.raw")
+      raw.push([node.getStart(sourceFile), node.end])
+    else ts.forEachChild(node, visit)
+  }
+  visit(sourceFile)
+  let out = ""
+  let at = 0
+  for (const [start, end] of raw) {
+    const template = code.slice(start, end)
+    if (template.search(WIDE) !== -1)
+      throw new Error(`bundle-cli: ${file} has a String.raw template with characters above U+00FF; escape them in the source`)
+    out += escapeAll(code.slice(at, start)) + template
+    at = end
+  }
+  return out + escapeAll(code.slice(at))
 }
-let rewritten = 0
-for (const file of Object.keys(result.metafile.outputs)) {
-  if (!file.endsWith(".mjs")) continue
-  const at = path.join(root, file)
-  const before = readFileSync(at, "utf8")
-  const r = rewriteChunk(before)
-  rewritten += r.count
-  const code = escapeWide(r.code, file)
-  if (code !== before) writeFileSync(at, code)
+/** Rewrites the spread literals and escapes the wide characters of each output file; answers how many literals were. */
+const finish = (files) => {
+  let rewritten = 0
+  for (const file of files) {
+    const at = path.join(root, file)
+    const before = readFileSync(at, "utf8")
+    const r = rewriteChunk(before)
+    rewritten += r.count
+    const code = escapeWide(r.code, file)
+    if (code !== before) writeFileSync(at, code)
+  }
+  if (rewritten === 0)
+    throw new Error("bundle-cli: no spread literal was rewritten; scripts/spread-rewrite.mjs no longer matches the bundle")
 }
-if (rewritten === 0) throw new Error("bundle-cli: no spread literal was rewritten; scripts/spread-rewrite.mjs no longer matches the bundle")
+finish(Object.keys(result.metafile.outputs).filter((file) => file.endsWith(".mjs")))
 
 // Which source modules each output file holds: what test/cli-contract.test.ts reads to tell that
 // a light command loads no server code, and what to look at when a chunk grows.
 const outputs = Object.fromEntries(
   Object.entries(result.metafile.outputs).map(([file, o]) => [path.relative(outdir, path.join(root, file)), Object.keys(o.inputs)])
 )
+
+// ---------------------------------------------------------------- the server's code cache
+
+// The server as one CommonJS file: V8 takes a code cache for a script (vm.Script's cachedData),
+// never for an ES module in Node 20. esbuild splits only ES modules, so this file holds all that
+// the server may import; what it imports lazily stays lazy (evaluated on first import), only its
+// source is kept (V8 holds a script's source: the file's size is memory at rest). So that it
+// stays small, the command tree (which `gateway` alone never loads, src/cli/main.ts) is left out,
+// and the packages (direct dependencies, CommonJS builds) that only a feature imports, on first
+// use, are loaded from node_modules then: the o200k tokenizer (4 MB), node-forge, the MCP SDK
+// with zod and ajv, ioredis, socks, tar-stream, lamejs. None is loaded at start. Dynamic imports
+// become require() (a script has no import() without an experimental loader; every external is
+// CommonJS). Everything in an ES module is strict code: so is this file. import.meta.url is the
+// file's own URL, in the same directory as the chunks.
+const SERVER = "serve.cjs"
+const COMMANDS_LEFT_OUT = {
+  name: "commands-left-out",
+  setup(build) {
+    build.onResolve({ filter: /^(\.\/app\.js|@effect\/cli\/CliConfig)$/ }, (args) =>
+      args.importer.endsWith(path.join("dist", "cli", "main.js")) ? { path: args.path, namespace: "commands-left-out" } : undefined
+    )
+    build.onLoad({ filter: /.*/, namespace: "commands-left-out" }, () => ({
+      contents:
+        'const leftOut = () => { throw new Error("serve.cjs runs `gateway` alone; the commands run from cli.mjs") }\nexport const cli = leftOut\nexport const layer = leftOut\n',
+      loader: "js"
+    }))
+  }
+}
+const server = await esbuild.build({
+  absWorkingDir: root,
+  entryPoints: ["dist/cli/main.js"],
+  outfile: path.join(outdir, SERVER),
+  bundle: true,
+  format: "cjs",
+  platform: "node",
+  target: "node20",
+  external: [
+    ...external,
+    ...[
+      "gpt-tokenizer",
+      "node-forge",
+      "@modelcontextprotocol/sdk",
+      "zod",
+      "ajv",
+      "ajv-formats",
+      "ioredis",
+      "socks",
+      "tar-stream",
+      "@breezystack/lamejs"
+    ].flatMap((p) => [p, `${p}/*`])
+  ],
+  supported: { "dynamic-import": false },
+  plugins: [COMMANDS_LEFT_OUT],
+  define: { "import.meta.url": "__gatewayModuleUrl" },
+  banner: { js: '"use strict"; const __gatewayModuleUrl = require("node:url").pathToFileURL(__filename).href;' },
+  legalComments: "none",
+  logLevel: "warning",
+  metafile: true
+})
+finish(Object.keys(server.metafile.outputs))
+outputs[SERVER] = Object.keys(Object.values(server.metafile.outputs)[0].inputs)
+
+/*
+ * gateway.mjs, what bin/gateway imports. `gateway` with no argument runs serve.cjs compiled from
+ * its code cache, made for this V8 (the file name says which: another V8 rejects a cache, and
+ * compiling serve.cjs whole costs more than the chunks); anything else, or no cache for this V8,
+ * runs the chunks (cli.mjs). GATEWAY_WRITE_CODE_CACHE=1 is the build's warm-up run below: it runs
+ * serve.cjs and writes the cache of what it compiled when it is stopped (SIGTERM).
+ */
+const LOADER = `// Made by scripts/bundle-cli.mjs: runs the server from its code cache, or the CLI's chunks.
+import { existsSync, readFileSync, writeFileSync } from "node:fs"
+import Module from "node:module"
+import path from "node:path"
+import { fileURLToPath } from "node:url"
+import vm from "node:vm"
+
+const server = new URL("./${SERVER}", import.meta.url)
+const cache = new URL(\`./${SERVER}.\${process.versions.v8}.cache\`, import.meta.url)
+const warmUp = process.env.GATEWAY_WRITE_CODE_CACHE === "1"
+
+const runServer = () => {
+  const filename = fileURLToPath(server)
+  // The cache is read first: read after the larger source, its buffer came from memory that
+  // malloc keeps once freed (about 4 MB more at rest, measured).
+  const cachedData = warmUp ? undefined : readFileSync(cache)
+  const script = new vm.Script(Module.wrap(readFileSync(filename, "utf8")), { filename, cachedData })
+  // Written when the warm-up is told to stop, before the server's own handlers run: what the
+  // start and the first requests compiled, not the shutdown.
+  if (warmUp) process.prependOnceListener("SIGTERM", () => writeFileSync(cache, script.createCachedData()))
+  const module = { exports: {} }
+  script.runInThisContext()(module.exports, Module.createRequire(filename), module, filename, path.dirname(filename))
+}
+
+if (process.argv.length <= 2 && (warmUp || existsSync(cache))) runServer()
+else await import("./cli.mjs")
+`
+writeFileSync(path.join(outdir, "gateway.mjs"), LOADER)
+outputs["gateway.mjs"] = []
 writeFileSync(path.join(outdir, "modules.json"), JSON.stringify(outputs))
+
+/**
+ * The warm-up: the server started once (a temporary data directory, 127.0.0.1, no .env), sent a
+ * chat completion once it listens (no connection is configured: it is answered with an error, the
+ * request path compiled all the same), and stopped; its code cache then holds what a start and a
+ * first inference request compile. No management request: the management plane is built on its
+ * first request (docs/performance.md, "Start-up"), and its code, deserialized at every start,
+ * would cost a start memory and time it does not use. Without a cache (this fails) `gateway`
+ * runs the chunks, as every command does.
+ */
+const warmUp = async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "gateway-code-cache-"))
+  const port = await new Promise((resolve, reject) => {
+    const s = net.createServer().once("error", reject)
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address()
+      s.close(() => resolve(port))
+    })
+  })
+  const child = spawn(process.execPath, [path.join(root, "bin/gateway")], {
+    env: {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      HOME: dataDir,
+      DATA_DIR: dataDir,
+      GATEWAY_ENV_FILE: path.join(dataDir, ".env"),
+      HOST: "127.0.0.1",
+      PORT: String(port),
+      LOG_LEVEL: "info",
+      NO_COLOR: "1",
+      GATEWAY_WRITE_CODE_CACHE: "1"
+    },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  let output = ""
+  child.stdout.on("data", (c) => (output += c))
+  child.stderr.on("data", (c) => (output += c))
+  const exited = new Promise((resolve) => child.once("exit", resolve))
+  const ask = (method, urlPath, body) =>
+    new Promise((resolve) => {
+      const req = http.request(
+        { host: "127.0.0.1", port, method, path: urlPath, agent: false, headers: { "content-type": "application/json" } },
+        (res) => {
+          res.resume()
+          res.on("end", () => resolve(res.statusCode))
+        }
+      )
+      req.on("error", () => resolve(0))
+      req.end(body)
+    })
+  try {
+    const deadline = Date.now() + 60_000
+    while (!output.includes("listening on")) {
+      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the server did not start: ${output.slice(-2000)}`)
+      await new Promise((r) => setTimeout(r, 20))
+    }
+    if ((await ask("POST", "/v1/chat/completions", JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] }))) === 0)
+      throw new Error("the server did not answer")
+  } finally {
+    child.kill("SIGTERM")
+    await exited
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+try {
+  await warmUp()
+  const made = path.join(outdir, `${SERVER}.${process.versions.v8}.cache`)
+  if (!existsSync(made)) throw new Error("no cache was written")
+} catch (e) {
+  console.warn(`bundle-cli: no code cache for the server (\`gateway\` will run the chunks): ${e.message}`)
+}
