@@ -20,7 +20,7 @@ import { InferenceError } from "../kernel/errors.js"
 import { endRequest } from "../kernel/hooks.js"
 import { fireBegin, fireEnd } from "../kernel/listeners.js"
 import { INTERNAL_HEADER } from "../kernel/internalCall.js"
-import { parseJsonObject, readBodyNow, type HttpRequestContext } from "./io.js"
+import { type BodyReader, parseJsonObject, readBodyNow, type HttpRequestContext } from "./io.js"
 import type { InferenceShape } from "./call.js"
 import type { CommonPathEnds } from "./commonPath.js"
 import type { InferenceRequest, makeRequestPrograms } from "./requestProgram.js"
@@ -89,7 +89,7 @@ export const makeTryCommon = (deps: CommonRequestDeps) => {
     ctx.apiKeyId = id
     // Inbound rate limits of the key: a counter to admit against.
     if (id !== null && inboundLimits.admit(ctx, id) !== undefined) return (run.refuse("key"), true)
-    readBodyNow(req, (read) => run.bodyRead(read))
+    readBodyNow(req, run)
     return true
   }
 
@@ -98,7 +98,7 @@ export const makeTryCommon = (deps: CommonRequestDeps) => {
    * (the `CommonPathEnds` that `runNow` calls) need, in one object of a fixed shape rather than a
    * closure for each.
    */
-  class CommonRun implements CommonPathEnds {
+  class CommonRun implements CommonPathEnds, BodyReader {
     constructor(
       readonly ctx: HttpRequestContext,
       readonly path: string,
@@ -147,21 +147,26 @@ export const makeTryCommon = (deps: CommonRequestDeps) => {
     // Read before the span ends with the request.
     const traceId = infoOn ? traceIdOf(ctx) : undefined
     fireEnd(ctx, ctx.res.statusCode)
-    const line = () => {
-      inflight.end(ctx.requestId)
-      if (infoOn) {
-        const annotations: Record<string, string> =
-          traceId === undefined ? { requestId: ctx.requestId } : { requestId: ctx.requestId, traceId }
-        runLog(
-          Effect.annotateLogs(
-            Effect.logInfo(`${ctx.req.method} ${path} ${ctx.res.statusCode} ${Date.now() - ctx.startedAt}ms`),
-            annotations
-          )
-        )
-      }
+    // Without end hooks (the usual request), its last line at once: no closure to run it later.
+    if (ending === undefined) return ended(ctx, path, traceId)
+    runLog(
+      Effect.ensuring(
+        ending,
+        Effect.sync(() => ended(ctx, path, traceId))
+      )
+    )
+  }
+
+  /** A common request's last step: out of the in-flight requests, and its log line. */
+  const ended = (ctx: HttpRequestContext, path: string, traceId: string | undefined): void => {
+    inflight.end(ctx.requestId)
+    if (infoOn) {
+      const annotations: Record<string, string> =
+        traceId === undefined ? { requestId: ctx.requestId } : { requestId: ctx.requestId, traceId }
+      runLog(
+        Effect.annotateLogs(Effect.logInfo(`${ctx.req.method} ${path} ${ctx.res.statusCode} ${Date.now() - ctx.startedAt}ms`), annotations)
+      )
     }
-    if (ending === undefined) return line()
-    runLog(Effect.ensuring(ending, Effect.sync(line)))
   }
 
   return tryCommon

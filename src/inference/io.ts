@@ -173,19 +173,20 @@ export const readBody = (req: http.IncomingMessage, limit = MAX_JSON_BODY_BYTES)
     // Without one, the wait costs no interruptible region (it runs on every request).
   })
 
+/** What reads a body without an effect: told once, with the body or the 413 / 400 (an object of its own, not a closure per request). */
+export interface BodyReader {
+  readonly bodyRead: (read: { readonly body: Buffer } | { readonly error: InferenceError }) => void
+}
+
 /**
- * `readBody` without an effect (the common path): `done` once, with the body or the 413 / 400.
+ * `readBody` without an effect (the common path): `reader.bodyRead` once, with the body or the 413 / 400.
  * The client leaving while it sends is an `error` of the request (`aborted`): a 400 no one reads.
  */
-export const readBodyNow = (
-  req: http.IncomingMessage,
-  done: (read: { readonly body: Buffer } | { readonly error: InferenceError }) => void,
-  limit = MAX_JSON_BODY_BYTES
-): void => {
+export const readBodyNow = (req: http.IncomingMessage, reader: BodyReader, limit = MAX_JSON_BODY_BYTES): void => {
   const declared = Number(req.headers["content-length"] ?? NaN)
   if (declared > limit) {
     req.resume()
-    return done({ error: tooLarge(limit) })
+    return reader.bodyRead({ error: tooLarge(limit) })
   }
   // A body mostly arrives in one chunk: an array only from the second (an empty one grows to 16 slots on its first push).
   let first: Buffer | undefined
@@ -198,7 +199,7 @@ export const readBodyNow = (
     req.off("data", onData)
     req.off("end", onEnd)
     req.off("error", onError)
-    done(read)
+    reader.bodyRead(read)
   }
   const onData = (chunk: Buffer) => {
     size += chunk.length
