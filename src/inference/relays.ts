@@ -59,67 +59,86 @@ const LOOK_AT_ANY: ReadonlyArray<string> = [
 ]
 
 /**
- * The piece of a marker `markerAt` searches for, and where it starts in the marker: at most six
- * characters (V8 finds those with memchr on their first character, longer ones with
- * Boyer-Moore-Horspool on their last), from the marker's first character that is neither a quote
- * nor an `e`, the commonest two of a chunk of JSON events. Searched for whole, `"usage"` stopped at
- * every quote of the bench's 16 KB burst (8 µs a chunk; `usage`, 1.5 µs).
+ * A marker as `markerAt` searches for it: its bytes, and the piece of it searched for first, which
+ * starts `at` in it. The piece is at most six characters (memchr finds those by their first
+ * character, longer ones go by Boyer-Moore-Horspool on their last), from the marker's first
+ * character that is neither a quote nor an `e`, the commonest two of a chunk of JSON events.
+ * Searched for whole, `"usage"` stopped at every quote of the bench's 16 KB burst (8 µs a chunk;
+ * `usage`, 1.5 µs).
  */
-interface MarkerPiece {
-  readonly piece: string
+interface MarkerBytes {
+  readonly bytes: Buffer
+  readonly piece: Buffer
   readonly at: number
 }
-const pieces = new Map<string, MarkerPiece>()
-const pieceOf = (marker: string): MarkerPiece => {
-  let p = pieces.get(marker)
-  if (p === undefined) {
+const markerBytes = new Map<string, MarkerBytes>()
+const bytesOf = (marker: string): MarkerBytes => {
+  let m = markerBytes.get(marker)
+  if (m === undefined) {
     let at = 0
     while (at < marker.length - 1 && (marker[at] === '"' || marker[at] === "e")) at++
-    p = { piece: marker.slice(at, at + 6), at }
-    pieces.set(marker, p)
+    m = { bytes: Buffer.from(marker, "latin1"), piece: Buffer.from(marker.slice(at, at + 6), "latin1"), at }
+    markerBytes.set(marker, m)
   }
-  return p
+  return m
 }
 
-/** Where `marker` first occurs in `text` from `from`, if before `before` (-1: not before it). */
-const markerAt = (text: string, marker: string, from: number, before: number): number => {
-  const { piece, at } = pieceOf(marker)
-  for (let i = text.indexOf(piece, from + at); i !== -1 && i - at < before; i = text.indexOf(piece, i + 1))
-    if (text.startsWith(marker, i - at)) return i - at
+/** Whether `chunk` holds `bytes` at `at`. */
+const holdsAt = (chunk: Buffer, bytes: Buffer, at: number): boolean => {
+  if (at + bytes.length > chunk.length) return false
+  for (let i = 0; i < bytes.length; i++) if (chunk[at + i] !== bytes[i]) return false
+  return true
+}
+
+/** Where `marker` first occurs in `chunk` from `from`, if before `before` (-1: not before it). */
+const markerAt = (chunk: Buffer, marker: string, from: number, before: number): number => {
+  const { bytes, piece, at } = bytesOf(marker)
+  for (let i = chunk.indexOf(piece, from + at); i !== -1 && i - at < before; i = chunk.indexOf(piece, i + 1))
+    if (holdsAt(chunk, bytes, i - at)) return i - at
   return -1
 }
 
+const DATA_FIELD = Buffer.from("data: ")
+const EVENT_FIELD = Buffer.from("event: ")
+const BLANK_LINE = Buffer.from("\n\n")
+
 /**
- * The end of the stretch of whole SSE events of `text` from `from` (an event's start) that comes
+ * The end of the stretch of whole SSE events of `chunk` from `from` (an event's start) that comes
  * out of a same-format relay as it went in, with nothing to look at: up to the start of the first
  * event holding a marker, a `\r` or a line that is not `data: `, `event: ` or blank (a comment, an
- * `id:`, a field without its space: the parsed path re-writes those).
+ * `id:`, a field without its space: the parsed path re-writes those). Read as bytes, not decoded
+ * into a string first (a chunk's copy: 16 KB a stream of the bench's burst); a string is read as
+ * latin1 (one byte a character, the same offsets).
  */
-export const quietUpTo = (text: string, from: number, markers: ReadonlyArray<string>): number => {
-  if (!(text.startsWith("data: ", from) || text.startsWith("event: ", from))) return from
-  let stop = text.length
+export const quietUpTo = (chunk: Buffer | string, from: number, markers: ReadonlyArray<string>): number => {
+  const bytes = typeof chunk === "string" ? Buffer.from(chunk, "latin1") : chunk
+  if (!(holdsAt(bytes, DATA_FIELD, from) || holdsAt(bytes, EVENT_FIELD, from))) return from
+  const n = bytes.length
+  let stop = n
   for (const m of markers) {
-    const i = markerAt(text, m, from, stop)
+    const i = markerAt(bytes, m, from, stop)
     if (i !== -1) stop = i
   }
-  const cr = text.indexOf("\r", from)
+  const cr = bytes.indexOf(13, from)
   if (cr !== -1 && cr < stop) stop = cr
-  for (let nl = text.indexOf("\n", from); nl !== -1 && nl < stop; ) {
+  for (let nl = bytes.indexOf(10, from); nl !== -1 && nl < stop; ) {
     const next = nl + 1
-    if (next === text.length) break
+    if (next === n) break
     // A blank line (an event's end): its newline is the next one, no search for it.
-    if (text.charCodeAt(next) === 10) {
+    if (bytes[next] === 10) {
       nl = next
       continue
     }
-    if (!text.startsWith("data: ", next) && !text.startsWith("event: ", next)) {
+    if (!holdsAt(bytes, DATA_FIELD, next) && !holdsAt(bytes, EVENT_FIELD, next)) {
       stop = nl
       break
     }
-    nl = text.indexOf("\n", next)
+    nl = bytes.indexOf(10, next)
   }
-  if (stop === text.length) return stop
-  const boundary = text.lastIndexOf("\n\n", stop - 1)
+  if (stop === n) return stop
+  // Nothing before `from` to end at (and lastIndexOf would read -1 from the end).
+  if (stop === from) return from
+  const boundary = bytes.lastIndexOf(BLANK_LINE, stop - 1)
   return boundary < from ? from : boundary + 2
 }
 
@@ -261,8 +280,8 @@ export const makeRelay = (
       // numbers are followed) nor a stream checked against a schema or re-framed.
       ...(upstream.framing === "sse" && upstream.id !== "openai-responses" && whole === undefined && elements === undefined
         ? {
-            quietUpTo: (text: string, from: number) =>
-              open && held === "" ? quietUpTo(text, from, LOOK_AT[upstream.id] ?? LOOK_AT_ANY) : from
+            quietUpTo: (chunk: Buffer, from: number) =>
+              open && held === "" ? quietUpTo(chunk, from, LOOK_AT[upstream.id] ?? LOOK_AT_ANY) : from
           }
         : {}),
       broken: (e) =>

@@ -23,12 +23,12 @@ export interface FrameRelay {
   /** Text after the upstream broke off or stalled: the client format's error event. */
   broken(error: CanonicalError): string
   /**
-   * Where the stretch of whole SSE events of `text` from `from` ends that would come out byte
+   * Where the stretch of whole SSE events of `chunk` from `from` ends that would come out byte
    * for byte as it came in and has nothing in it to look at (usage, an error, reasoning state):
-   * those bytes go to the client as they are, unparsed (`from` itself: none). `text` is a chunk
-   * of whole events decoded as latin1 (only ASCII is looked at). Only a same-format relay has it.
+   * those bytes go to the client as they are, unparsed (`from` itself: none). `chunk` is a chunk
+   * of whole events, read as bytes (only ASCII is looked at). Only a same-format relay has it.
    */
-  quietUpTo?(text: string, from: number): number
+  quietUpTo?(chunk: Buffer, from: number): number
 }
 
 /**
@@ -160,16 +160,16 @@ class HttpSink implements StreamSink {
   }
 }
 
+const BLANK_LINE = Buffer.from("\n\n")
+
 /**
- * Whether `out`, what a relay made of the event that `text` (a chunk read as latin1) holds from
- * `start` to `end`, is that event's bytes: the same characters, all ASCII (whose UTF-8 is one byte
- * each, the chunk's own). Compared with a slice, not with startsWith, and the slice measured rather
- * than `out`: a relay's text is a concatenation, which startsWith reads character by character and
- * byteLength first copies flat.
+ * Whether `out`, what a relay made of the event `chunk` holds from `start` to `end`, is that
+ * event's bytes: the same characters as the bytes read as latin1, all ASCII (whose UTF-8 is one
+ * byte each, the chunk's own).
  */
-const asItCame = (out: string, text: string, start: number, end: number): boolean => {
+const asItCame = (out: string, chunk: Buffer, start: number, end: number): boolean => {
   if (out.length !== end - start) return false
-  const event = text.slice(start, end)
+  const event = chunk.toString("latin1", start, end)
   return out === event && Buffer.byteLength(event) === event.length
 }
 
@@ -279,22 +279,21 @@ export const relayFramesNow = (
   const passing = (chunk: Buffer): Buffer | string | undefined => {
     const n = chunk.length
     if (n < 2 || chunk[n - 1] !== 0x0a || chunk[n - 2] !== 0x0a || !sse!.idle()) return undefined
-    const text = chunk.toString("latin1", 0, n)
     const parts: Array<Buffer> = []
     // What the events the relay changed came to, not yet in `parts`.
     let out = ""
     // The chunk's bytes from `same` on go out as they came, up to the event looked at.
     let same = 0
     for (let pos = 0; pos < n; ) {
-      const upTo = relay.quietUpTo!(text, pos)
+      const upTo = relay.quietUpTo!(chunk, pos)
       if (upTo > pos) {
         pos = upTo
         continue
       }
-      const end = text.indexOf("\n\n", pos) + 2
+      const end = chunk.indexOf(BLANK_LINE, pos) + 2
       let event = ""
       for (const frame of sse!.push(chunk.subarray(pos, end))) event += relay.frame(frame)
-      if (!asItCame(event, text, pos, end)) {
+      if (!asItCame(event, chunk, pos, end)) {
         if (pos > same) {
           if (out !== "") parts.push(Buffer.from(out))
           out = ""
