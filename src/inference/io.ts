@@ -100,6 +100,19 @@ export const jsonResponseHeaders = (ctx: RequestContext, contentLength: number):
   return h
 }
 
+/**
+ * `responseHeaders` of a streamed answer (SSE and the like: its type, no caching, no proxy
+ * buffering, last), set on the one object as `jsonResponseHeaders` does.
+ */
+export const streamResponseHeaders = (ctx: RequestContext, contentType: string): Record<string, string | number> => {
+  const h = responseHeaders(ctx)
+  // A pass-through stream's type is the upstream's own header: made safe like any from outside.
+  put(h, "content-type", contentType)
+  h["cache-control"] = "no-cache"
+  h["x-accel-buffering"] = "no"
+  return h
+}
+
 /** A header value from outside, made safe; one that cannot be (too long) is left out. */
 const put = (h: Record<string, string | number>, k: string, v: string | number): void => {
   if (typeof v === "number") h[k] = v

@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import type { CanonicalError } from "../domain/canonical.js"
 import { type Frame, NdjsonParser, SseParser } from "../upstream/formats/frames.js"
 import type { UpstreamResponse } from "../upstream/client/UpstreamHttp.js"
-import { committed, endStream, type HttpRequestContext, responseHeaders, startStream, writeStream } from "./io.js"
+import { committed, endStream, type HttpRequestContext, startStream, streamResponseHeaders, writeStream } from "./io.js"
 import type { StreamProgress, StreamWatchdogShape } from "./StreamWatchdog.js"
 
 export {
@@ -109,7 +109,7 @@ class HttpSink implements StreamSink {
     if (ctx.progress) ctx.progress.contentStarted = true
     if (ctx.res.headersSent) return
     // Through the lifecycle's writers: they fire onStreamStart, onFrame and onStreamEnd.
-    startStream(ctx, responseHeaders(ctx, { "content-type": this.contentType, "cache-control": "no-cache", "x-accel-buffering": "no" }))
+    startStream(ctx, streamResponseHeaders(ctx, this.contentType))
   }
 
   write(text: string): boolean {

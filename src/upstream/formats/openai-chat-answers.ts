@@ -40,23 +40,37 @@ export const STOP_TO: Record<StopReason, string> = {
 }
 
 /** An OpenAI usage object, read with one API's field names (chat completions' or Responses'). */
-export const openAiUsage = (u: unknown, fields: { readonly input: string; readonly output: string }): Partial<Usage> | undefined => {
+/** The usage fields of an OpenAI answer's family: its token counts and their `_details` objects. */
+export interface OpenAiUsageFields {
+  readonly input: string
+  readonly output: string
+  readonly inputDetails: string
+  readonly outputDetails: string
+}
+
+/** One object with the fields that are there (a usage is read once per answer: no spreads of conditional objects). */
+export const openAiUsage = (u: unknown, fields: OpenAiUsageFields): Partial<Usage> | undefined => {
   const usage = obj(u)
   if (!usage) return undefined
   const input = num(usage[fields.input])
   const output = num(usage[fields.output])
   if (input === undefined && output === undefined) return undefined
-  const cached = num(obj(usage[`${fields.input}_details`])?.["cached_tokens"])
-  const reasoning = num(obj(usage[`${fields.output}_details`])?.["reasoning_tokens"])
-  return {
-    ...(input !== undefined ? { inputTokens: input } : {}),
-    ...(output !== undefined ? { outputTokens: output } : {}),
-    ...(cached ? { cachedInputTokens: cached } : {}),
-    ...(reasoning ? { reasoningTokens: reasoning } : {})
-  }
+  const cached = num(obj(usage[fields.inputDetails])?.["cached_tokens"])
+  const reasoning = num(obj(usage[fields.outputDetails])?.["reasoning_tokens"])
+  const out: { -readonly [K in keyof Usage]?: Usage[K] } = {}
+  if (input !== undefined) out.inputTokens = input
+  if (output !== undefined) out.outputTokens = output
+  if (cached) out.cachedInputTokens = cached
+  if (reasoning) out.reasoningTokens = reasoning
+  return out
 }
 
-const CHAT_USAGE = { input: "prompt_tokens", output: "completion_tokens" } as const
+const CHAT_USAGE: OpenAiUsageFields = {
+  input: "prompt_tokens",
+  output: "completion_tokens",
+  inputDetails: "prompt_tokens_details",
+  outputDetails: "completion_tokens_details"
+}
 export const usageFromOpenAi = (u: unknown): Partial<Usage> | undefined => openAiUsage(u, CHAT_USAGE)
 
 export const usageToOpenAi = (u: Usage | undefined) =>

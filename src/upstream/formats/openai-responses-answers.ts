@@ -15,7 +15,7 @@ import {
 } from "../../domain/canonical.js"
 import { arr, customToolInput, idWithSignature, imageSourceFromUrl, num, obj, str } from "./common.js"
 import { RequestDecodeError } from "./format.js"
-import { openAiUsage } from "./openai-chat-answers.js"
+import { openAiUsage, type OpenAiUsageFields } from "./openai-chat-answers.js"
 
 // ---------------------------------------------------------------- content (requests and responses)
 
@@ -47,7 +47,12 @@ export const reasoningText = (item: Record<string, unknown>): string =>
 
 // ---------------------------------------------------------------- responses
 
-const RESPONSES_USAGE = { input: "input_tokens", output: "output_tokens" } as const
+const RESPONSES_USAGE: OpenAiUsageFields = {
+  input: "input_tokens",
+  output: "output_tokens",
+  inputDetails: "input_tokens_details",
+  outputDetails: "output_tokens_details"
+}
 export const usageFromResponses = (u: unknown): Partial<Usage> | undefined => openAiUsage(u, RESPONSES_USAGE)
 
 export const usageToResponses = (u: Partial<Usage> | undefined) =>
