@@ -237,7 +237,12 @@ export const sumUsage = (u: Partial<Usage> | undefined): Usage | undefined =>
 /** Later usage fields win over earlier ones (streams report usage in pieces). */
 export const mergeUsage = (a: Partial<Usage> | undefined, b: Partial<Usage>): Partial<Usage> => {
   const out: Record<string, number> = { ...(a as Record<string, number> | undefined) }
-  for (const [k, v] of Object.entries(b)) if (typeof v === "number") out[k] = v
+  // for...in over a plain object: the keys of Object.entries in the same order, without an array of pairs made per usage event
+  const from = b as Record<string, unknown>
+  for (const k in from) {
+    const v = from[k]
+    if (typeof v === "number" && Object.hasOwn(from, k)) out[k] = v
+  }
   return out as Partial<Usage>
 }
 
@@ -251,8 +256,18 @@ export const textOf = (blocks: ReadonlyArray<ContentBlock>): string =>
     .map((b) => b.text)
     .join("")
 
-export const newId = (prefix: string): string =>
-  prefix + Array.from({ length: 24 }, () => "abcdefghijklmnopqrstuvwxyz0123456789"[Math.floor(Math.random() * 36)]).join("")
+const ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+/**
+ * `prefix` and 24 random characters of [a-z0-9]. Made several times a stream (its id, each item's),
+ * so written as a loop onto a string rather than an array of 24 joined (the same Math.random calls
+ * in the same order, so the same id for the same random numbers).
+ */
+export const newId = (prefix: string): string => {
+  let id = prefix
+  for (let i = 0; i < 24; i++) id += ID_ALPHABET[Math.floor(Math.random() * 36)]
+  return id
+}
 
 /** Parses tool-call arguments; models sometimes stream invalid JSON, which becomes {} rather than a crash. */
 export const parseArguments = (raw: string): unknown => {

@@ -266,6 +266,7 @@ export class ResponsesStreamEncoder implements StreamEncoder {
         if (ev.block.type === "text") {
           const itemId = newId("msg_")
           this.blocks.set(ev.index, { outputIndex, itemId, kind: "text", text: "" })
+          if (this.sse) return this.textOpened(itemId, outputIndex)
           return (
             this.emit("response.output_item.added", {
               output_index: outputIndex,
@@ -379,6 +380,51 @@ export class ResponsesStreamEncoder implements StreamEncoder {
     return `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":${this.seq++}${b.deltaMiddle}${JSON.stringify(text)},"logprobs":[]}\n\n`
   }
 
+  /** An SSE event written by hand: `fields` is the JSON of its fields after `type` and `sequence_number`, each led by a comma. */
+  private sseTemplate(type: string, fields: string): string {
+    return `event: ${type}\ndata: {"type":"${type}","sequence_number":${this.seq++}${fields}}\n\n`
+  }
+
+  /**
+   * A text block's `response.output_item.added` and `response.content_part.added` as SSE, written
+   * from templates: the same bytes as the objects `push` emits otherwise (keys in the same order).
+   */
+  private textOpened(itemId: string, outputIndex: number): string {
+    const id = JSON.stringify(itemId)
+    return (
+      this.sseTemplate(
+        "response.output_item.added",
+        `,"output_index":${outputIndex},"item":{"id":${id},"type":"message","status":"in_progress","role":"assistant","content":[]}`
+      ) +
+      this.sseTemplate(
+        "response.content_part.added",
+        `,"item_id":${id},"output_index":${outputIndex},"content_index":0,"part":{"type":"output_text","text":"","annotations":[],"logprobs":[]}`
+      )
+    )
+  }
+
+  /**
+   * A text block's `response.output_text.done`, `response.content_part.done` and
+   * `response.output_item.done` as SSE, written from templates around the JSON of its whole text,
+   * made once rather than once per event: the same bytes as the objects `close` emits otherwise.
+   */
+  private textClosed(b: { itemId: string; outputIndex: number; text: string }): string {
+    const id = JSON.stringify(b.itemId)
+    const text = JSON.stringify(b.text)
+    const part = `{"type":"output_text","text":${text},"annotations":[],"logprobs":[]}`
+    return (
+      this.sseTemplate(
+        "response.output_text.done",
+        `,"item_id":${id},"output_index":${b.outputIndex},"content_index":0,"text":${text},"logprobs":[]`
+      ) +
+      this.sseTemplate("response.content_part.done", `,"item_id":${id},"output_index":${b.outputIndex},"content_index":0,"part":${part}`) +
+      this.sseTemplate(
+        "response.output_item.done",
+        `,"output_index":${b.outputIndex},"item":{"id":${id},"type":"message","status":"completed","role":"assistant","content":[${part}]}`
+      )
+    )
+  }
+
   /**
    * `response.created` and `response.in_progress`: as SSE, their response (the same, and the
    * largest part of them) is made into JSON once, and each event written around it (the same bytes
@@ -437,6 +483,7 @@ export class ResponsesStreamEncoder implements StreamEncoder {
       const part = { type: "output_text", text: b.text, annotations: [], logprobs: [] }
       const item = { id: b.itemId, type: "message", status: "completed", role: "assistant", content: [part] }
       this.output[b.outputIndex] = item
+      if (this.sse) return this.textClosed(b)
       return (
         this.emit("response.output_text.done", {
           item_id: b.itemId,
