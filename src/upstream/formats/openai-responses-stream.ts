@@ -13,6 +13,31 @@ import {
   usageFromResponses
 } from "./openai-responses-answers.js"
 
+/** The members of a Responses response that differ between its `response.created` and its `response.completed`. */
+const CHANGING_MEMBERS = new Set(["status", "output", "usage"])
+
+/**
+ * A response's members in order: each run of members that do not change (`CHANGING_MEMBERS`) as
+ * its JSON (the members joined by commas, as JSON.stringify writes them), each changing one by key.
+ */
+const fixedMembersOf = (r: Record<string, unknown>): Array<string | { readonly key: string }> => {
+  const out: Array<string | { readonly key: string }> = []
+  let run: Record<string, unknown> = {}
+  const flush = () => {
+    const json = JSON.stringify(run)
+    if (json !== "{}") out.push(json.slice(1, -1))
+    run = {}
+  }
+  for (const key of Object.keys(r)) {
+    if (CHANGING_MEMBERS.has(key)) {
+      flush()
+      out.push({ key })
+    } else run[key] = r[key]
+  }
+  flush()
+  return out
+}
+
 /** An event as SSE, named by its type. */
 const sseEvent = (e: Record<string, unknown>): string => sseData(e, e["type"] as string)
 
@@ -357,7 +382,9 @@ export class ResponsesStreamEncoder implements StreamEncoder {
                   incomplete_details: { reason: ev.stopReason === "max_tokens" ? "max_output_tokens" : "content_filter" }
                 })
               })
-          : out + this.emit("response.completed", { response: this.response("completed") })
+          : this.sse
+            ? out + this.sseTemplate("response.completed", `,"response":${this.responseJson("completed")}`)
+            : out + this.emit("response.completed", { response: this.response("completed") })
       }
       case "error":
         return this.emit("response.failed", {
@@ -408,21 +435,53 @@ export class ResponsesStreamEncoder implements StreamEncoder {
    * `response.output_item.done` as SSE, written from templates around the JSON of its whole text,
    * made once rather than once per event: the same bytes as the objects `close` emits otherwise.
    */
-  private textClosed(b: { itemId: string; outputIndex: number; text: string }): string {
+  private textClosed(b: { itemId: string; outputIndex: number; text: string }, item: Record<string, unknown>): string {
     const id = JSON.stringify(b.itemId)
     const text = JSON.stringify(b.text)
     const part = `{"type":"output_text","text":${text},"annotations":[],"logprobs":[]}`
+    const itemJson = `{"id":${id},"type":"message","status":"completed","role":"assistant","content":[${part}]}`
+    this.itemJson.set(item, itemJson)
     return (
       this.sseTemplate(
         "response.output_text.done",
         `,"item_id":${id},"output_index":${b.outputIndex},"content_index":0,"text":${text},"logprobs":[]`
       ) +
       this.sseTemplate("response.content_part.done", `,"item_id":${id},"output_index":${b.outputIndex},"content_index":0,"part":${part}`) +
-      this.sseTemplate(
-        "response.output_item.done",
-        `,"output_index":${b.outputIndex},"item":{"id":${id},"type":"message","status":"completed","role":"assistant","content":[${part}]}`
-      )
+      this.sseTemplate("response.output_item.done", `,"output_index":${b.outputIndex},"item":${itemJson}`)
     )
+  }
+
+  /** The JSON of output items written from templates (`textClosed`), by item: `outputJson` reuses it. */
+  private readonly itemJson = new Map<unknown, string>()
+  /** The response's members that stay the same from `response.created` to `response.completed`, as JSON (`responseJson`). */
+  private fixedMembers: ReadonlyArray<string | { readonly key: string }> | undefined
+
+  /**
+   * The response as JSON for `response.created`, `response.in_progress` and `response.completed`
+   * as SSE: the same bytes as `JSON.stringify(this.response(status))`. Only its status, output and
+   * usage change between them; the other members (the request's instructions and tools echoed,
+   * often most of its bytes) are made into JSON at the first and reused, in the same key order.
+   */
+  private responseJson(status: "in_progress" | "completed"): string {
+    const r: Record<string, unknown> = this.response(status)
+    this.fixedMembers ??= fixedMembersOf(r)
+    const members: Array<string> = []
+    for (const m of this.fixedMembers) {
+      if (typeof m === "string") members.push(m)
+      else if (r[m.key] !== undefined)
+        members.push(`${JSON.stringify(m.key)}:${r[m.key] === this.output ? this.outputJson() : JSON.stringify(r[m.key])}`)
+    }
+    return `{${members.join(",")}}`
+  }
+
+  /** `JSON.stringify(this.output)`, each item's JSON taken from `itemJson` when it was written from a template. */
+  private outputJson(): string {
+    const items: Array<string> = []
+    for (let i = 0; i < this.output.length; i++) {
+      const item = this.output[i]
+      items.push(item === undefined ? "null" : (this.itemJson.get(item) ?? JSON.stringify(item)))
+    }
+    return `[${items.join(",")}]`
   }
 
   /**
@@ -436,7 +495,7 @@ export class ResponsesStreamEncoder implements StreamEncoder {
         this.emit("response.created", { response: this.response("in_progress") }) +
         this.emit("response.in_progress", { response: this.response("in_progress") })
       )
-    const response = JSON.stringify(this.response("in_progress"))
+    const response = this.responseJson("in_progress")
     const event = (type: string) => `event: ${type}\ndata: {"type":"${type}","sequence_number":${this.seq++},"response":${response}}\n\n`
     return event("response.created") + event("response.in_progress")
   }
@@ -483,7 +542,7 @@ export class ResponsesStreamEncoder implements StreamEncoder {
       const part = { type: "output_text", text: b.text, annotations: [], logprobs: [] }
       const item = { id: b.itemId, type: "message", status: "completed", role: "assistant", content: [part] }
       this.output[b.outputIndex] = item
-      if (this.sse) return this.textClosed(b)
+      if (this.sse) return this.textClosed(b, item)
       return (
         this.emit("response.output_text.done", {
           item_id: b.itemId,
