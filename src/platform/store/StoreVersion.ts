@@ -1,8 +1,11 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
 import { storeUnavailable } from "./dialect.js"
 import { dataVersion } from "./sqlite.js"
 import { SqliteWriterThread } from "./SqliteWriterThread.js"
@@ -158,4 +161,55 @@ export const makeVersionedReload = (version: Option.Option<StoreVersionShape>, l
   const loaded = makeCachedLoad(version.value, Effect.as(load, true))
   const refresh = Effect.suspend(() => (loaded.peek() === undefined ? Effect.asVoid(loaded.get) : Effect.void))
   return Effect.as(loaded.get, refresh)
+}
+
+/** How often the rounds of `followVersion` run: the interval `StoreVersion.layer` checks the database at. */
+const FOLLOW_EVERY_MS = 1_000
+
+/** The rounds following one StoreVersion, and the one fiber that runs them while there are any. */
+interface Followers {
+  readonly rounds: Set<Effect.Effect<void>>
+  fiber: Fiber.RuntimeFiber<unknown> | undefined
+}
+const followersOf = new WeakMap<StoreVersionShape, Followers>()
+
+/**
+ * Runs `round` about every second for as long as the calling scope is open: the caches that
+ * look at the StoreVersion in the background (policies, the directory, plugins, shadow
+ * targets) each had a timer of their own, waking an idle gateway several times a second for
+ * what one wake-up does: the rounds following the same version share one timer, and the first
+ * of them reads the version (the others find it fresh). Without a version (a service tested
+ * alone), `round` gets its own timer at the same interval. A failed round is said at debug
+ * level and does not stop the others.
+ */
+export const followVersion = (
+  version: Option.Option<StoreVersionShape>,
+  round: Effect.Effect<void>
+): Effect.Effect<void, never, Scope.Scope> => {
+  const guarded = Effect.catchAllCause(round, (cause) => Effect.logDebug("store version follower: round failed", cause))
+  const every = Schedule.spaced(FOLLOW_EVERY_MS)
+  if (Option.isNone(version)) return Effect.asVoid(Effect.forkScoped(Effect.repeat(guarded, every)))
+  return Effect.gen(function* () {
+    let followers = followersOf.get(version.value)
+    if (followers === undefined) {
+      followers = { rounds: new Set(), fiber: undefined }
+      followersOf.set(version.value, followers)
+    }
+    const group = followers
+    group.rounds.add(guarded)
+    if (group.fiber === undefined) {
+      // A daemon: it outlives the scope of whichever follower started it, and stops with the last one.
+      const tick = Effect.suspend(() => Effect.forEach([...group.rounds], (r) => r, { discard: true }))
+      group.fiber = yield* Effect.forkDaemon(Effect.schedule(tick, every))
+    }
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => {
+        group.rounds.delete(guarded)
+        if (group.rounds.size > 0 || group.fiber === undefined) return Effect.void
+        const fiber = group.fiber
+        group.fiber = undefined
+        return Fiber.interrupt(fiber)
+      })
+    )
+  })
 }

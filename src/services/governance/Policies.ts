@@ -6,14 +6,14 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Schedule from "effect/Schedule"
+import * as Option from "effect/Option"
 import { Accounting } from "../accounting/Accounting.js"
 import type { BadRequest, NotFound } from "../../domain/errors.js"
 import type { CreatePolicy, PolicyView } from "../../domain/policies.js"
 import { EventBus } from "../../platform/events/EventBus.js"
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
 import { RequestHooks } from "../../kernel/RequestHooks.js"
-import { makeCachedLoad, StoreVersion } from "../../platform/store/StoreVersion.js"
+import { followVersion, makeCachedLoad, StoreVersion } from "../../platform/store/StoreVersion.js"
 import { makePolicyChecks, makePolicyHook, type ToolPolicyMode, toolPolicyMode } from "./policyHook.js"
 import { loadCurrent, makePolicyVersions } from "./policyVersions.js"
 import { describeFinding } from "./policyRules.js"
@@ -63,11 +63,7 @@ export class Policies extends Context.Tag("gateway/Policies")<Policies, Policies
       const refresh = Effect.flatMap(cache.get, hook.apply)
       yield* refresh
       yield* Effect.addFinalizer(() => Effect.sync(hook.unregister))
-      yield* refresh.pipe(
-        Effect.repeat(Schedule.spaced("1 second")),
-        Effect.catchAllCause((c) => Effect.logWarning("policy refresh failed", c)),
-        Effect.forkScoped
-      )
+      yield* followVersion(Option.some(version), refresh.pipe(Effect.catchAllCause((c) => Effect.logWarning("policy refresh failed", c))))
       const changed = Effect.zipRight(cache.invalidate, refresh)
       const { get, create, remove } = makePolicyVersions({ sql, changed })
 

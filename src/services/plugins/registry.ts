@@ -6,10 +6,9 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
 import { NotFound } from "../../domain/errors.js"
 import type { KeyValueShape } from "../../platform/store/KeyValue.js"
-import type { StoreVersionShape } from "../../platform/store/StoreVersion.js"
+import { followVersion, type StoreVersionShape } from "../../platform/store/StoreVersion.js"
 import { pluginPaths, readManifest } from "./install.js"
 import type { PluginManifest } from "./manifest.js"
 import { type Installed, type PluginRecord, type PluginsConfigShape, view } from "./state.js"
@@ -118,7 +117,7 @@ export const makeReconcile = ({ dataDir, config, kv, installed, supervisor }: Re
 
 /**
  * Reconciles now, then (with a StoreVersion) whenever another process sharing the store (a second
- * gateway, a restore) committed, checked every 2 s in the layer's scope.
+ * gateway, a restore) committed, checked every second in the layer's scope.
  */
 export const reconcileAndFollow = (deps: {
   readonly version: Option.Option<StoreVersionShape>
@@ -131,16 +130,15 @@ export const reconcileAndFollow = (deps: {
     // Changes made by another process sharing the store (a second gateway, a restore).
     if (Option.isSome(version)) {
       let seenVersion = yield* version.value.current
-      yield* Effect.forkScoped(
-        Effect.repeat(
-          Effect.gen(function* () {
-            const v = yield* version.value.current
-            if (v === seenVersion) return
-            seenVersion = v
-            yield* serialized(reconcile)
-          }),
-          Schedule.spaced(Duration.seconds(2))
-        )
+      // On the timer shared with the other followers of the store version (every second).
+      yield* followVersion(
+        version,
+        Effect.gen(function* () {
+          const v = yield* version.value.current
+          if (v === seenVersion) return
+          seenVersion = v
+          yield* serialized(reconcile)
+        })
       )
     }
   })

@@ -5,7 +5,6 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Runtime from "effect/Runtime"
-import * as Schedule from "effect/Schedule"
 import type { ShadowTarget } from "../../domain/shadow.js"
 import type { HookRequest, RequestEvent, ResponseEvent } from "../../kernel/hookEvents.js"
 import { attach } from "../../kernel/hooks.js"
@@ -13,6 +12,7 @@ import { RequestHooks } from "../../kernel/RequestHooks.js"
 import { OwnRoutes } from "../../kernel/internalCall.js"
 import type { RequestContext } from "../../kernel/request.js"
 import { Settings } from "../../platform/settings/Settings.js"
+import { followVersion, StoreVersion } from "../../platform/store/StoreVersion.js"
 import { ApiKeys } from "../auth/ApiKeys.js"
 import { type Combo, Combos } from "../routing/Combos.js"
 import { type Baseline, type ExchangeOptions, exchange, type RecordedRequest, SHADOW_HEADER } from "./exchange.js"
@@ -229,17 +229,16 @@ export const ShadowRunner = Layer.scopedDiscard(
     let keysShadowed = yield* keys.anyShadowed
     sync()
     const unsubscribe = settings.subscribe(() => sync())
-    // Combos and keys change through the API, the CLI or another gateway: looked at every second (from memory).
-    yield* Effect.forkScoped(
-      Effect.repeat(
-        Effect.flatMap(Effect.zip(combos.list, keys.anyShadowed), ([list, shadowed]) =>
-          Effect.sync(() => {
-            combosSnapshot = list
-            keysShadowed = shadowed
-            sync()
-          })
-        ),
-        Schedule.spaced("1 second")
+    // Combos and keys change through the API, the CLI or another gateway: looked at every second (from memory),
+    // on the timer shared with the other followers of the store version.
+    yield* followVersion(
+      yield* Effect.serviceOption(StoreVersion),
+      Effect.flatMap(Effect.zip(combos.list, keys.anyShadowed), ([list, shadowed]) =>
+        Effect.sync(() => {
+          combosSnapshot = list
+          keysShadowed = shadowed
+          sync()
+        })
       )
     )
     yield* Effect.addFinalizer(() =>

@@ -10,13 +10,12 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
 import type { BadRequest, Conflict, NotFound } from "../../domain/errors.js"
 import type { CreateTeam, CreateUser, OrganisationView, Role, TeamRole, UpdateTeam, UpdateUser } from "../../domain/teams.js"
 import { ORGANISATION_ID } from "../../domain/teams.js"
 import { BatchWriter } from "../../platform/store/BatchWriter.js"
 import { KeyValue } from "../../platform/store/KeyValue.js"
-import { makeVersionedReload, StoreVersion } from "../../platform/store/StoreVersion.js"
+import { followVersion, makeVersionedReload, StoreVersion } from "../../platform/store/StoreVersion.js"
 import {
   type DirectoryMember,
   type DirectorySnapshot,
@@ -107,9 +106,6 @@ export interface DirectoryShape {
 export const ORGANISATION_NAMESPACE = "organisation"
 export const DEFAULT_ORGANISATION_NAME = "default"
 
-/** How often the directory asks the store whether another process changed it. */
-const REFRESH_EVERY = "1 second"
-
 export class Directory extends Context.Tag("gateway/Directory")<Directory, DirectoryShape>() {
   /**
    * The directory over the store: the upgrade first (the first admin while there is no user), then
@@ -132,11 +128,8 @@ export class Directory extends Context.Tag("gateway/Directory")<Directory, Direc
       })
       yield* reload
       const refresh = yield* makeVersionedReload(version, Effect.asVoid(reload))
-      yield* refresh.pipe(
-        Effect.catchAllCause((cause) => Effect.logDebug("directory: reload failed", cause)),
-        Effect.repeat(Schedule.spaced(REFRESH_EVERY)),
-        Effect.forkScoped
-      )
+      // Every second (the interval StoreVersion checks at), on the timer shared with the other followers.
+      yield* followVersion(version, refresh.pipe(Effect.catchAllCause((cause) => Effect.logDebug("directory: reload failed", cause))))
       const fresh = Effect.zipRight(
         refresh,
         Effect.sync(() => snapshot)
