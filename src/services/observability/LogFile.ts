@@ -4,14 +4,16 @@ import * as path from "node:path"
 /**
  * The gateway's log file (docs/operations.md, "Sessions and system"): JSON lines in
  * `DATA_DIR/logs/gateway.log`, rotated by size (`gateway.log.1` is the newest older file) with
- * a number of files kept. The logger only appends to a buffer (no I/O on the request path); a
- * background fiber in Logging.ts flushes it a few times a second and at shutdown.
+ * a number of files kept. The logger only appends to a buffer (no I/O on the request path);
+ * Logging.ts flushes it a moment after a line is queued (`onQueued`) and at shutdown.
  */
 export interface LogFileOptions {
   readonly file: string
   readonly maxBytes: number
   /** Rotated files kept besides the current one. */
   readonly keep: number
+  /** Called when a line is queued into an empty buffer: the owner arms a flush then, and sleeps while nothing is logged. */
+  readonly onQueued?: () => void
 }
 
 export const logFileOf = (dataDir: string): string => path.join(dataDir, "logs", "gateway.log")
@@ -42,7 +44,8 @@ export class LogFile {
 
   /** Queues one line (no I/O). A burst beyond 10,000 unflushed lines drops the oldest. */
   push(line: string): void {
-    if (this.pending.length >= 10_000) this.pending.shift()
+    if (this.pending.length === 0) this.options.onQueued?.()
+    else if (this.pending.length >= 10_000) this.pending.shift()
     this.pending.push(line)
   }
 

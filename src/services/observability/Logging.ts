@@ -5,7 +5,6 @@ import * as HashSet from "effect/HashSet"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
-import * as Schedule from "effect/Schedule"
 import { LogFile, logFileOf } from "./LogFile.js"
 import { AppConfig } from "../../platform/config/AppConfig.js"
 import { redactText } from "../../kernel/redact.js"
@@ -52,20 +51,40 @@ const fileLogger = (file: LogFile): Logger.Logger<unknown, void> => Logger.map(r
  * rotated past `GATEWAY_LOG_FILE_MAX_MB` (default 10) with `GATEWAY_LOG_FILE_KEEP` (default 5) older
  * files kept. Flushed every 250 ms by a background fiber and when the layer closes.
  */
+/** How long a queued log line waits for the lines after it before the file is written. */
+const FLUSH_AFTER_MS = 250
+
 const logFileLayer = (dataDir: string) =>
   Effect.gen(function* () {
     const setting = yield* Config.string("GATEWAY_LOG_FILE").pipe(Config.withDefault(""))
     if (setting.trim().toLowerCase() === "off") return undefined
     const maxMb = yield* Config.number("GATEWAY_LOG_FILE_MAX_MB").pipe(Config.withDefault(10))
     const keep = yield* Config.integer("GATEWAY_LOG_FILE_KEEP").pipe(Config.withDefault(5))
-    const file = new LogFile({
+    // Written FLUSH_AFTER_MS after the first line queued since the last write, rather than by a
+    // fiber waking four times a second whether anything was logged or not (an idle gateway logs nothing).
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const flush = () => {
+      timer = undefined
+      try {
+        file.flush()
+      } catch {
+        // A full or read-only disk: these lines are lost, the logger goes on.
+      }
+    }
+    const file: LogFile = new LogFile({
       file: setting.trim() || logFileOf(dataDir),
       maxBytes: Math.max(1024, Math.floor(maxMb * 1024 * 1024)),
-      keep: Math.max(0, keep)
+      keep: Math.max(0, keep),
+      onQueued: () => {
+        timer ??= setTimeout(flush, FLUSH_AFTER_MS).unref()
+      }
     })
-    const flush = Effect.sync(() => file.flush()).pipe(Effect.catchAllDefect(() => Effect.void))
-    yield* Effect.forkScoped(Effect.repeat(flush, Schedule.spaced("250 millis")))
-    yield* Effect.addFinalizer(() => flush)
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        clearTimeout(timer)
+        flush()
+      })
+    )
     return file
   }).pipe(Effect.orDie)
 
