@@ -1,9 +1,9 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
 import * as crypto from "node:crypto"
 import * as os from "node:os"
 import { StoreHealth } from "../../platform/store/StoreHealth.js"
@@ -38,8 +38,12 @@ export interface InFlightShape {
 
 /** A request in flight this long is written ahead. */
 export const WRITE_AHEAD_AFTER_MS = 50
-/** How often the write-ahead looks; a request is on disk at most this plus WRITE_AHEAD_AFTER_MS (and a write) after it began. */
-const SWEEP = "25 millis"
+/**
+ * The shortest wait between two looks of the write-ahead while something is in flight (a write
+ * that failed is tried again this often); a request is on disk at most this plus
+ * WRITE_AHEAD_AFTER_MS (and a write) after it began.
+ */
+const SWEEP_MIN_MS = 25
 /**
  * How long an ended request's write-ahead row stays: past the usage writer's linger and write,
  * so that at every moment one of the two is on disk.
@@ -181,7 +185,28 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
       // A clean stop: every request has ended and its usage row is queued; nothing is left to recover.
       // (Added before the sweep is forked, so it runs after the sweep has stopped.)
       yield* Effect.addFinalizer(() => sql`DELETE FROM usage_inflight WHERE instance = ${instance}`.pipe(Effect.ignore))
-      yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(SWEEP)))
+      /**
+       * How long the sweep waits before it looks again: until the oldest request not yet written
+       * ahead is WRITE_AHEAD_AFTER_MS old or the oldest ended row is due for removal, rather than
+       * every SWEEP_MIN_MS whatever is in flight (requests that end within WRITE_AHEAD_AFTER_MS,
+       * the common case, were looked at twice for nothing). At most WRITE_AHEAD_AFTER_MS: a
+       * request that begins meanwhile is due no sooner than that.
+       */
+      const nextSweepIn = () => {
+        const now = Date.now()
+        let due = now + WRITE_AHEAD_AFTER_MS
+        for (const e of live.values()) if (!e.written) due = Math.min(due, e.r.startedAt + WRITE_AHEAD_AFTER_MS)
+        if (ended.length > 0) due = Math.min(due, ended[0]!.at + KEEP_AFTER_END_MS)
+        return Duration.millis(Math.max(SWEEP_MIN_MS, due - now))
+      }
+      yield* Effect.forkScoped(
+        Effect.forever(
+          Effect.zipRight(
+            sweep,
+            Effect.suspend(() => Effect.sleep(nextSweepIn()))
+          )
+        )
+      )
 
       return {
         begin: (r) => {
