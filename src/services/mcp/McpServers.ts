@@ -8,11 +8,10 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
 import type { CreateMcpServer, McpServerRecord, UpdateMcpServer } from "../../domain/mcpServers.js"
 import { BatchWriter } from "../../platform/store/BatchWriter.js"
 import { Secrets } from "../../platform/store/Secrets.js"
-import { makeVersionedReload, StoreVersion } from "../../platform/store/StoreVersion.js"
+import { followVersion, makeVersionedReload, StoreVersion } from "../../platform/store/StoreVersion.js"
 import type { McpServerRefused } from "./McpServerRefused.js"
 import { readRows, toRecords } from "./mcpServerRows.js"
 import { makeMcpServerWrites } from "./mcpServerWrites.js"
@@ -36,13 +35,10 @@ export interface McpServersShape {
   readonly onChange: (listener: () => void) => () => void
 }
 
-/** How often the registry asks the store whether another process changed it (its listeners hear of it then). */
-const REFRESH_EVERY = "2 seconds"
-
 export class McpServers extends Context.Tag("gateway/McpServers")<McpServers, McpServersShape>() {
   /**
    * The registry over `mcp_servers`: every row read at build into memory, read again when the
-   * store says it changed (`refresh`, also run every 2 s in the background so that listeners hear
+   * store says it changed (`refresh`, also run every second in the background so that listeners hear
    * of another gateway's writes), and after each write here. Without a StoreVersion (a service
    * test) only this process's writes reload it.
    */
@@ -81,10 +77,10 @@ export class McpServers extends Context.Tag("gateway/McpServers")<McpServers, Mc
         })
       })
       const refresh = yield* makeVersionedReload(version, reload)
-      yield* refresh.pipe(
-        Effect.catchAllCause((cause) => Effect.logDebug("MCP server registry: reload failed", cause)),
-        Effect.repeat(Schedule.spaced(REFRESH_EVERY)),
-        Effect.forkScoped
+      // Every second, on the timer shared with the other followers of the store version.
+      yield* followVersion(
+        version,
+        refresh.pipe(Effect.catchAllCause((cause) => Effect.logDebug("MCP server registry: reload failed", cause)))
       )
 
       const byName = (name: string) => index.get(name)
