@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `node bench/startup.mjs [--runs N] [--workers N] [--cpu-prof]`: server start-up, spawn → first
 // 200. Each round spawns, in turn, `node -e 0` (the cost of starting Node at all, to its exit) and
-// `node bin/gateway --port <free>` on one prepared DATA_DIR (set up once, unmeasured, so the
+// `PORT=<free> node bin/gateway` on one prepared DATA_DIR (set up once, unmeasured, so the
 // database exists and is migrated, as on every start but the first), then polls
 // GET /api/health/ping every 5 ms until it answers 200, and stops the gateway (SIGTERM).
 // Prints median and min–max of N rounds (default 9) after one warm-up round, and the load average
@@ -83,9 +83,14 @@ const nodeBaseline = () => {
 
 const startOnce = async (nodeArgs = []) => {
   const port = await freePort()
-  const args = [...nodeArgs, BIN, "--port", String(port), ...(workers ? ["--workers", workers] : [])]
+  // The port by PORT, not --port: `gateway` with no argument is how a service starts it, and it
+  // runs the server from its code cache (docs/ARCHITECTURE.md); an argument runs the CLI's chunks.
+  const args = [...nodeArgs, BIN, ...(workers ? ["--workers", workers] : [])]
   const t0 = performance.now()
-  const child = spawn(process.execPath, args, { env, stdio: ["ignore", "ignore", "pipe"] })
+  const child = spawn(process.execPath, args, {
+    env: { ...env, HOST: "127.0.0.1", PORT: String(port) },
+    stdio: ["ignore", "ignore", "pipe"]
+  })
   let err = ""
   child.stderr.on("data", (c) => (err += c))
   let exited = false
