@@ -773,7 +773,10 @@ if (want("fallback") && ready("gateway") && checkAlive("gateway")) {
     const combo = await api(x, "POST", "/api/combos", {
       name: "fallback",
       strategy: "priority",
-      targets: [{ model: "bad/fail-503" }, { model: "openai-compatible/json-1k" }]
+      targets: [{ model: "bad/fail-503" }, { model: "openai-compatible/json-1k" }],
+      // Every request falls back: with prompt-cache affinity (on for priority combos) the load's one
+      // conversation would go straight to the target that last answered it (docs/routing.md).
+      config: { promptCacheAffinity: false }
     })
     if (combo.status >= 300) throw new Error(`POST /api/combos: ${combo.status} ${combo.body}`)
     const body = chatBody("fallback")
