@@ -85,11 +85,7 @@ export const freePort = () =>
 export const spawnChild = ({ name, cmd, args, env, cwd, core, pin, onLine }) => {
   // Unpinned means every core, said explicitly: a child inherits the harness's own pin (pinSelf) otherwise.
   const affinity =
-    pin && core != null
-      ? ["taskset", "-c", String(core)]
-      : tasksetRuns()
-        ? ["taskset", "-c", `0-${Math.max(0, os.cpus().length - 1)}`]
-        : []
+    pin && core != null ? ["taskset", "-c", String(core)] : tasksetRuns() ? ["taskset", "-c", `0-${Math.max(0, os.cpus().length - 1)}`] : []
   const argv = [...affinity, cmd, ...args]
   const t0 = performance.now()
   const child = spawn("/bin/sh", ["-c", 'ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$@"', "sh", ...argv], {
