@@ -1,10 +1,8 @@
-import { spawn } from "node:child_process"
 import * as fs from "node:fs"
-import * as net from "node:net"
 import * as path from "node:path"
 import OpenAI from "openai"
 import { describe, expect, it } from "vitest"
-import { ADMIN_KEY, BIN, cleanEnv, runCli, setupWithProvider } from "./support/cli.js"
+import { ADMIN_KEY, freePort, runCli, setupWithProvider, startServerProcess } from "./support/cli.js"
 import { fakeOpenAIForFile } from "./support/fakeOpenAI.js"
 import { tempDir } from "./support/gateway.js"
 
@@ -18,15 +16,6 @@ const fake = fakeOpenAIForFile()
 const BUNDLE = path.resolve("dist/bundle")
 const MODULE_TRACE = path.resolve("bench/lib/moduleTrace.mjs")
 
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const s = net.createServer().once("error", reject)
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as net.AddressInfo
-      s.close(() => resolve(port))
-    })
-  })
-
 describe("`gateway` alone: the server from its code cache", () => {
   it("the build wrote serve.cjs and its cache for this V8", () => {
     expect(fs.existsSync(path.join(BUNDLE, "serve.cjs"))).toBe(true)
@@ -37,30 +26,15 @@ describe("`gateway` alone: the server from its code cache", () => {
     const dir = tempDir("gw-code-cache-")
     const dataDir = path.join(dir, "data")
     expect((await setupWithProvider(dataDir, fake.upstream.baseUrl)).code).toBe(0)
-    const port = await freePort()
     const trace = path.join(dir, "modules.txt")
-    const child = spawn(process.execPath, ["--import", MODULE_TRACE, BIN], {
-      env: cleanEnv({
-        DATA_DIR: dataDir,
-        PORT: String(port),
-        HOST: "127.0.0.1",
-        GATEWAY_ENV_FILE: path.join(dir, ".env"),
-        LOG_FORMAT: "json",
-        MODULE_TRACE_OUT: trace
-      }),
-      stdio: ["ignore", "pipe", "pipe"]
+    const server = await startServerProcess({ DATA_DIR: dataDir, GATEWAY_ENV_FILE: path.join(dir, ".env"), MODULE_TRACE_OUT: trace }, [], {
+      nodeArgs: ["--import", MODULE_TRACE],
+      portByEnv: await freePort(),
+      startMs: 60_000
     })
-    let out = ""
-    child.stdout.on("data", (c: Buffer) => (out += c.toString()))
-    child.stderr.on("data", (c: Buffer) => (out += c.toString()))
-    const exited = new Promise<number | null>((r) => child.on("close", (code) => r(code)))
+    let code: number | null = null
     try {
-      const deadline = Date.now() + 60_000
-      while (!out.includes("listening on")) {
-        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the gateway did not listen:\n${out}`)
-        await new Promise((r) => setTimeout(r, 50))
-      }
-      const base = `http://127.0.0.1:${port}`
+      const base = server.url
       expect((await fetch(`${base}/api/health/ping`)).status).toBe(200)
 
       fake.upstream.next({ content: "answer from the upstream" }, { content: "streamed answer", chunks: 3 })
@@ -89,9 +63,9 @@ describe("`gateway` alone: the server from its code cache", () => {
       expect(counted.status).toBe(200)
       expect(((await counted.json()) as { input_tokens: number }).input_tokens).toBeGreaterThan(0)
     } finally {
-      child.kill("SIGTERM")
+      code = await server.stop()
     }
-    expect(await exited).toBe(0)
+    expect(code).toBe(0)
     const loaded = fs
       .readFileSync(trace, "utf8")
       .split("\n")

@@ -1,3 +1,4 @@
+import * as net from "node:net"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -58,11 +59,23 @@ process.on("exit", () => {
 export const startServerProcess = (
   env: Record<string, string>,
   args: ReadonlyArray<string> = [],
-  options: { readonly prefix?: ReadonlyArray<string>; readonly startMs?: number } = {}
+  options: {
+    readonly prefix?: ReadonlyArray<string>
+    readonly startMs?: number
+    /** Node's own options, before the gateway's script (`--import` a preload). */
+    readonly nodeArgs?: ReadonlyArray<string>
+    /**
+     * The port by PORT (a free one) instead of `--port 0`: `gateway` with no argument, as a
+     * service starts it (PORT must name a port).
+     */
+    readonly portByEnv?: number
+  } = {}
 ): Promise<ServerProcess> =>
   new Promise((resolve, reject) => {
-    const [cmd, ...rest] = [...(options.prefix ?? []), process.execPath, BIN, "--port", "0", ...args]
-    const child = spawn(cmd!, rest, { env: cleanEnv({ LOG_FORMAT: "json", ...env }), stdio: ["ignore", "pipe", "pipe"] })
+    const port = options.portByEnv !== undefined ? [] : ["--port", "0"]
+    const [cmd, ...rest] = [...(options.prefix ?? []), process.execPath, ...(options.nodeArgs ?? []), BIN, ...port, ...args]
+    const portEnv: Record<string, string> = options.portByEnv !== undefined ? { PORT: String(options.portByEnv), HOST: "127.0.0.1" } : {}
+    const child = spawn(cmd!, rest, { env: cleanEnv({ LOG_FORMAT: "json", ...portEnv, ...env }), stdio: ["ignore", "pipe", "pipe"] })
     let out = ""
     let settled = false
     running.add(child)
@@ -130,3 +143,13 @@ export const setupWithProvider = (dataDir: string, upstreamBaseUrl: string, extr
     ],
     { DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN_KEY }
   )
+
+/** A port free on 127.0.0.1 now (for a server told its port by PORT). */
+export const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const s = net.createServer().once("error", reject)
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as net.AddressInfo
+      s.close(() => resolve(port))
+    })
+  })
