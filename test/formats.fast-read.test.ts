@@ -1,12 +1,13 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest"
+import { describe, expect, it } from "vitest"
 import type { FormatId, StreamEvent } from "../src/domain/canonical.js"
 import { type Frame, SseParser, sseData } from "../src/upstream/formats/frames.js"
 import { JsonReader } from "../src/upstream/formats/json-reader.js"
 import { ResponsesStreamEncoder } from "../src/upstream/formats/openai-responses-stream.js"
 import { FORMATS } from "../src/upstream/formats/registry.js"
+import { seededIdsAndClock } from "./support/seededIds.js"
 
 /**
  * The stream decoders read their usual event without JSON.parse (src/upstream/formats/json-reader.ts)
@@ -18,18 +19,8 @@ import { FORMATS } from "../src/upstream/formats/registry.js"
 
 const DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "streams")
 
-/** Deterministic ids and clock, the same for both decodings. */
-let seed = 1
-beforeEach(() => {
-  vi.spyOn(Math, "random").mockImplementation(() => {
-    seed = (seed * 16807) % 2147483647
-    return seed / 2147483647
-  })
-  vi.spyOn(Date, "now").mockReturnValue(1_700_000_000_000)
-})
-afterEach(() => {
-  vi.restoreAllMocks()
-})
+/** Deterministic ids and clock, the same for both passes. */
+const { reseed } = seededIdsAndClock()
 
 /** A JSON value written with every key's first character escaped (JSON.parse reads the same value). */
 const escapedKeys = (v: unknown): string => {
@@ -57,7 +48,7 @@ const referenceFrame = (f: Frame): Frame => {
 }
 
 const decodeFrames = (format: FormatId, frames: ReadonlyArray<Frame>): Array<StreamEvent> => {
-  seed = 1
+  reseed(1)
   const decoder = FORMATS[format].streamDecoder()
   const events: Array<StreamEvent> = []
   for (const f of frames) events.push(...decoder.push(f))
@@ -370,7 +361,7 @@ describe("Responses text deltas written from a template", () => {
       { type: "finish", stopReason: "end_turn" }
     ]
     const run = (encoder: ResponsesStreamEncoder) => {
-      seed = 1
+      reseed(1)
       return events.map((e) => encoder.push(e)).join("") + encoder.end()
     }
     const templated = run(new ResponsesStreamEncoder("m", { responseId: "resp_1" }))

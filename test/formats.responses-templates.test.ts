@@ -1,11 +1,12 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest"
+import { describe, expect, it, vi } from "vitest"
 import { type FormatId, mergeUsage, newId, type StreamEvent } from "../src/domain/canonical.js"
 import { type Frame, SseParser, sseData } from "../src/upstream/formats/frames.js"
 import { ResponsesStreamEncoder } from "../src/upstream/formats/openai-responses-stream.js"
 import { FORMATS } from "../src/upstream/formats/registry.js"
+import { seededIdsAndClock } from "./support/seededIds.js"
 
 /**
  * The Responses encoder writes a text block's opening and closing events (`output_item.added`,
@@ -16,22 +17,13 @@ import { FORMATS } from "../src/upstream/formats/registry.js"
 
 const DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "streams")
 
-let seed = 1
-beforeEach(() => {
-  vi.spyOn(Math, "random").mockImplementation(() => {
-    seed = (seed * 16807) % 2147483647
-    return seed / 2147483647
-  })
-  vi.spyOn(Date, "now").mockReturnValue(1_700_000_000_000)
-})
-afterEach(() => {
-  vi.restoreAllMocks()
-})
+/** Deterministic ids and clock, the same for both passes. */
+const { reseed } = seededIdsAndClock()
 
 /** The events encoded as SSE from templates, and as SSE of each event's object (the reference). */
 const encodeBothWays = (events: ReadonlyArray<StreamEvent>, options?: Record<string, unknown>): [string, string] => {
   const run = (make: () => ResponsesStreamEncoder) => {
-    seed = 7
+    reseed(7)
     const encoder = make()
     return events.map((e) => encoder.push(e)).join("") + encoder.end()
   }
@@ -116,7 +108,7 @@ describe("Responses encoder templates", () => {
     for (const file of files) {
       const format = file.split(".")[0] as FormatId
       const raw = fs.readFileSync(path.join(DIR, file), "utf8")
-      seed = 1
+      reseed(1)
       const decoder = FORMATS[format].streamDecoder()
       const frames: Array<Frame> = []
       if (file.endsWith(".sse")) {
@@ -137,9 +129,9 @@ describe("newId and mergeUsage", () => {
     const joined = (prefix: string) =>
       prefix + Array.from({ length: 24 }, () => "abcdefghijklmnopqrstuvwxyz0123456789"[Math.floor(Math.random() * 36)]).join("")
     for (const prefix of ["msg_", "resp_", ""]) {
-      seed = 3
+      reseed(3)
       const a = newId(prefix)
-      seed = 3
+      reseed(3)
       expect(a).toBe(joined(prefix))
       expect(a).toMatch(new RegExp(`^${prefix}[a-z0-9]{24}$`))
     }
