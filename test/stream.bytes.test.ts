@@ -42,7 +42,7 @@ const stream = async (body: Record<string, unknown> = {}) => {
       ...body
     })
   })
-  return { status: res.status, text: await res.text(), id: res.headers.get("x-request-id") }
+  return { status: res.status, text: await res.text(), id: res.headers.get("x-gateway-request-id") }
 }
 
 beforeAll(async () => {
@@ -132,10 +132,12 @@ describe("a same-format stream's bytes", () => {
     expect(r.text).toContain("upstream broke")
     expect(r.text).not.toContain(UPSTREAM_KEY)
     await gw.usageWritten()
+    // This request's row (by its id): the previous test's row may carry a time at or after `since`.
     const rows = queryDb<{ error: string | null }>(
       gw.dataDir,
-      "SELECT error FROM usage WHERE ts >= ? AND endpoint = 'chat.completions'",
-      since
+      "SELECT error FROM usage WHERE ts >= ? AND endpoint = 'chat.completions' AND request_id = ?",
+      since,
+      r.id
     )
     expect(rows).toHaveLength(1)
     expect(rows[0]!.error).toContain("upstream broke")
