@@ -9,10 +9,11 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { redactText } from "../../kernel/redact.js"
 import { EventBus } from "../../platform/events/EventBus.js"
 import { Inspector } from "../../services/inspector/Inspector.js"
 import { McpCallHooks } from "../../services/mcp/McpCallHooks.js"
+import { McpServers } from "../../services/mcp/McpServers.js"
+import { scrubberOf } from "../../services/mcp/mcpServerSecrets.js"
 import { GatewayMetrics } from "../../services/observability/GatewayMetrics.js"
 import type { McpAccess } from "./access.js"
 
@@ -52,8 +53,11 @@ export interface McpCallRecorderShape {
   readonly beforeCall: (call: McpCallStart) => Effect.Effect<McpCallBlock | undefined>
 }
 
-/** Arguments and results as masked JSON text (the arguments' secret-looking fields and key-shaped strings). */
-const maskedText = (value: unknown): string => redactText(JSON.stringify(value ?? null) ?? "null")
+/**
+ * Arguments as masked JSON text: the server's own secrets scrubbed by value (`scrub`), and
+ * secret-looking fields and key-shaped strings (redactText, which `scrub` ends with).
+ */
+const maskedText = (value: unknown, scrub: (text: string) => string): string => scrub(JSON.stringify(value ?? null) ?? "null")
 
 export class McpCallRecorder extends Context.Tag("gateway/McpCallRecorder")<McpCallRecorder, McpCallRecorderShape>() {
   static readonly layer = Layer.effect(
@@ -63,12 +67,17 @@ export class McpCallRecorder extends Context.Tag("gateway/McpCallRecorder")<McpC
       const metrics = yield* Effect.serviceOption(GatewayMetrics)
       const inspector = yield* Effect.serviceOption(Inspector)
       const hooks = yield* McpCallHooks
+      const servers = yield* McpServers
 
       const record = (c: McpCallEnd): void => {
         const ms = Date.now() - c.started
         const resultText = c.result === undefined ? "" : JSON.stringify(c.result)
         const resultBytes = Buffer.byteLength(resultText)
-        const args = maskedText(c.args)
+        // A server may echo its own environment or credentials (a tool that prints its env): what
+        // is recorded about the call is scrubbed of them; the client's result is the tool's own.
+        const scrub = scrubberOf(servers.byName(c.server))
+        const args = maskedText(c.args, scrub)
+        const error = c.error === null ? null : scrub(c.error)
         const failed = c.outcome === "refused" || c.outcome === "rate_limited" || c.outcome === "failed"
         bus.publish(failed ? "mcp.call.failed" : "mcp.call.completed", {
           server: c.server,
@@ -79,7 +88,7 @@ export class McpCallRecorder extends Context.Tag("gateway/McpCallRecorder")<McpC
           outcome: c.outcome,
           durationMs: ms,
           resultBytes,
-          error: c.error,
+          error,
           arguments: args
         })
         if (Option.isSome(metrics)) metrics.value.mcpCallEnded({ server: c.server, kind: c.kind, outcome: c.outcome, seconds: ms / 1000 })
@@ -103,12 +112,12 @@ export class McpCallRecorder extends Context.Tag("gateway/McpCallRecorder")<McpC
                   : c.outcome === "refused"
                     ? 403
                     : 502
-          if (c.outcome === "failed") sink.fail(id, c.error ?? "failed")
+          if (c.outcome === "failed") sink.fail(id, error ?? "failed")
           else
             sink.end(id, {
               status,
               headers: { "content-type": "application/json", "x-gateway-mcp-duration-ms": String(ms) },
-              body: Buffer.from(c.result === undefined ? JSON.stringify({ error: c.error }) : redactText(resultText)),
+              body: Buffer.from(c.result === undefined ? JSON.stringify({ error }) : scrub(resultText)),
               ttfbMs: ms
             })
         }

@@ -30,6 +30,7 @@ import { McpOAuth, type McpOAuthShape } from "./McpOAuth.js"
 import { McpServers, type McpServersShape } from "./McpServers.js"
 import { processRecord } from "./processes.js"
 import { EMPTY_OFFERINGS, initialHealth, makeSupervisor } from "./supervisor.js"
+import { scrubberOf } from "./mcpServerSecrets.js"
 
 /** A call that failed upstream or could not be made: the message names the server. */
 export class McpUpstreamError extends Data.TaggedError("McpUpstreamError")<{
@@ -224,7 +225,9 @@ export const makeMcpUpstreams = (servers: McpServersShape, processDir: string, o
                 case "connection":
                   live.suspect(m.message)
               }
-              resume(Effect.fail(new McpUpstreamError({ server, reason: "unavailable", message: `MCP server "${server}": ${m.message}` })))
+              // The connection's own failure may quote the server's url or a header: scrubbed of its secrets.
+              const why = scrubberOf(record)(m.message)
+              resume(Effect.fail(new McpUpstreamError({ server, reason: "unavailable", message: `MCP server "${server}": ${why}` })))
             }
           )
         }).pipe(Effect.timeoutFail({ duration: Duration.millis(limit), onTimeout: () => timedOut(server, what, limit) }))

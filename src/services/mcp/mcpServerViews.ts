@@ -7,6 +7,7 @@
 import { exposedNameOf, type McpOffering, type McpServerHealth, type McpServerRecord, type McpServerView } from "../../domain/mcpServers.js"
 import { maskSecret } from "../../kernel/redact.js"
 import { toIso } from "../../platform/store/Db.js"
+import { maskArgs, maskUrl } from "./mcpServerSecrets.js"
 import type { McpOfferings } from "./McpUpstreams.js"
 
 type StringMap = Readonly<Record<string, string>>
@@ -47,16 +48,19 @@ export const initialHealth = (r: McpServerRecord): McpServerHealth => ({
   listedAt: null
 })
 
-/** A server as listings show it: every env and header value masked (`maskSecret`), the names kept. */
+/**
+ * A server as listings show it: every env and header value masked (`maskSecret`), the names kept;
+ * the url's password and credential query values, and credential arguments, masked too.
+ */
 export const viewOf = (r: McpServerRecord, extras: McpServerExtras): McpServerView => ({
   id: r.id,
   name: r.name,
   transport: r.transport,
   command: r.command,
-  args: r.args,
+  args: maskArgs(r.args),
   env: maskValues(r.env),
   cwd: r.cwd,
-  url: r.url,
+  url: maskUrl(r.url),
   headers: maskValues(r.headers),
   allowedTools: r.allowedTools,
   timeoutMs: r.timeoutMs,

@@ -21,6 +21,7 @@ import type { BatchWriterShape } from "../../platform/store/BatchWriter.js"
 import { isUniqueViolation } from "../../platform/store/dialect.js"
 import type { SecretsShape } from "../../platform/store/Secrets.js"
 import { sealMap, sealOAuthClient } from "./mcpServerRows.js"
+import { maskUrl, unmaskArgs, unmaskUrl } from "./mcpServerSecrets.js"
 import { unmaskValues } from "./mcpServerViews.js"
 import { McpServerRefused } from "./McpServerRefused.js"
 import type { McpServersShape } from "./McpServers.js"
@@ -161,7 +162,7 @@ export const makeMcpServerWrites = ({ sql, secrets, writer, byName, reload }: Mc
       })}`.pipe(nameTaken(input.name))
       yield* reload
       audit(actor, "mcp_server.create", input.name)
-      yield* Effect.logInfo(`MCP server created: ${input.name} (${c.transport} ${c.transport === "stdio" ? c.command : c.url})`)
+      yield* Effect.logInfo(`MCP server created: ${input.name} (${c.transport} ${c.transport === "stdio" ? c.command : maskUrl(c.url)})`)
       return yield* stored(input.name).pipe(Effect.orDie)
     })
 
@@ -178,10 +179,10 @@ export const makeMcpServerWrites = ({ sql, secrets, writer, byName, reload }: Mc
       const c: Connection = {
         transport,
         command: keep(patch.command, r.command, null, true),
-        args: keep(patch.args, r.args, [], true),
+        args: keep(patch.args === undefined ? undefined : unmaskArgs(patch.args, r.args), r.args, [], true),
         env,
         cwd: keep(patch.cwd, r.cwd, null, true),
-        url: keep(patch.url, r.url, null, false),
+        url: keep(patch.url === undefined ? undefined : unmaskUrl(patch.url, r.url), r.url, null, false),
         headers,
         oauth:
           patch.oauth === undefined

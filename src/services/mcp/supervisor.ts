@@ -20,6 +20,7 @@ import type { McpHealthState, McpServerHealth, McpServerRecord } from "../../dom
 import type { Connection, ErrorMeaning, ListKind } from "./connection.js"
 import { signInHint } from "./McpOAuthRefused.js"
 import type { McpOfferings } from "./McpUpstreams.js"
+import { scrubberOf } from "./mcpServerSecrets.js"
 import { describeEnd, type ProcessRecord, type StdioProcess, spawnStdioServer, stdioEnv, stopStdioServer } from "./processes.js"
 
 /** The SDK and what the connections do with it, loaded at the first connection (not by the CLI, not with no server). */
@@ -122,11 +123,15 @@ export const makeSupervisor = (deps: {
   const lock = Effect.unsafeMakeSemaphore(1)
   let closing = false
 
-  /** Sets the health; a new state is logged and its `since` starts. */
+  /**
+   * Sets the health; a new state is logged and its `since` starts. The reason is scrubbed of the
+   * server's secrets: it may quote the server's stderr or an error naming its url.
+   */
   const setHealth = (entry: Entry, patch: Partial<McpServerHealth>) =>
     Effect.suspend(() => {
       const before = entry.health.state
       const next = { ...entry.health, ...patch }
+      if (typeof patch.reason === "string") next.reason = scrubberOf(entry.record)(patch.reason)
       if (next.state !== before) next.since = now()
       entry.health = next
       deps.changed(entry.record.name)

@@ -30,7 +30,7 @@ const ServerPath = Schema.Struct({ name: Schema.String })
 
 /**
  * `/api/mcp/servers`: the registry of upstream MCP servers served through the gateway (docs/mcp.md,
- * "MCP servers behind the gateway"). Listings mask every env and header value.
+ * "MCP servers behind the gateway"). Listings mask every env and header value, and the credentials of a url and of the arguments.
  */
 export class McpServersGroup extends HttpApiGroup.make("mcpServers")
   .add(HttpApiEndpoint.get("list", "/api/mcp/servers").addSuccess(Schema.Struct({ servers: Schema.Array(McpServerView) })))
