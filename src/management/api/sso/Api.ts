@@ -104,6 +104,32 @@ export class SsoGroup extends HttpApiGroup.make("sso")
       .addError(NotFound)
       .addError(Forbidden)
   )
+  // The same provider routes at the path the login page lists them from (the and the
+  // dashboard's name for them): POST adds one here, the public GET beside it stays id and name only.
+  .add(
+    HttpApiEndpoint.post("add", "/api/auth/oidc/providers")
+      .setPayload(CreateOidcProvider)
+      .addSuccess(OidcProviderView, { status: 201 })
+      .addError(BadRequest)
+      .addError(Conflict)
+  )
+  .add(HttpApiEndpoint.get("read", "/api/auth/oidc/providers/:id").setPath(OidcIdPath).addSuccess(OidcProviderView).addError(NotFound))
+  .add(
+    HttpApiEndpoint.patch("change", "/api/auth/oidc/providers/:id")
+      .setPath(OidcIdPath)
+      .setPayload(PatchOidcProvider)
+      .addSuccess(OidcProviderView)
+      .addError(BadRequest)
+      .addError(NotFound)
+      .addError(Forbidden)
+  )
+  .add(
+    HttpApiEndpoint.del("delete", "/api/auth/oidc/providers/:id")
+      .setPath(OidcIdPath)
+      .addSuccess(OidcProviderRemoved)
+      .addError(NotFound)
+      .addError(Forbidden)
+  )
   .add(
     HttpApiEndpoint.put("setPasswordLogin", "/api/auth/password-login")
       .setPayload(PasswordLogin)

@@ -105,6 +105,12 @@ const adminGroup = HttpApiBuilder.group(ManagementApi, "sso", (handlers) =>
       .handle("remove", ({ path }) =>
         Effect.flatMap(actor, (a) => sso.remove(path.id, a)).pipe(Effect.map((p) => ({ removed: providerView(p) })))
       )
+      .handle("add", ({ payload }) => Effect.flatMap(actor, (a) => sso.create(payload, a)).pipe(Effect.map(providerView)))
+      .handle("read", ({ path }) => Effect.map(sso.providers.get(path.id), providerView))
+      .handle("change", ({ path, payload }) => Effect.flatMap(actor, (a) => sso.update(path.id, payload, a)).pipe(Effect.map(providerView)))
+      .handle("delete", ({ path }) =>
+        Effect.flatMap(actor, (a) => sso.remove(path.id, a)).pipe(Effect.map((p) => ({ removed: providerView(p) })))
+      )
       .handle("setPasswordLogin", ({ payload }) =>
         Effect.flatMap(actor, (a) => sso.setPasswordLogin(payload.enabled, a)).pipe(Effect.map((enabled) => ({ enabled })))
       )
