@@ -224,6 +224,10 @@ describe("/v1/mcp: what a key and a session may use", () => {
     await gw.run(Effect.flatMap(Policies, (p) => p.create({ name: "no-sums", tools: { deny: ["ev__get-sum"] } } as never, "test")))
     const client = await connect(everyKey)
     try {
+      // A tool the policy blocks is not listed either; the others are.
+      const listed = (await client.listTools()).tools.map((t) => t.name)
+      expect(listed).toContain("ev__echo")
+      expect(listed).not.toContain("ev__get-sum")
       const refused = await client.callTool({ name: "ev__get-sum", arguments: { a: 1, b: 2 } }).then(
         () => undefined,
         (e: unknown) => e
@@ -251,6 +255,65 @@ describe("/v1/mcp: what a key and a session may use", () => {
     } finally {
       await client.close()
       await gw.run(Effect.flatMap(McpServers, (s) => s.update("ev", { rpm: null })))
+    }
+  })
+})
+
+describe("/v1/mcp: resources and prompts", () => {
+  it("lists and reads resources and templates, lists and gets prompts, under the <server>__<name> names", async () => {
+    const client = await connect(everyKey)
+    try {
+      const resources = (await client.listResources()).resources
+      const doc = resources.find((r) => r.uri.startsWith("demo://resource/static/document/"))!
+      expect(doc).toBeDefined()
+      expect(doc.name.startsWith("ev__")).toBe(true)
+      expect(doc._meta).toMatchObject({ "gateway/server": "ev", "gateway/name": doc.uri })
+      const read = await client.readResource({ uri: doc.uri })
+      expect(read.contents[0]?.uri).toBe(doc.uri)
+      const templates = (await client.listResourceTemplates()).resourceTemplates
+      expect(templates.some((t) => t.name.startsWith("ev__"))).toBe(true)
+
+      const prompts = (await client.listPrompts()).prompts.map((p) => p.name)
+      expect(prompts).toEqual(expect.arrayContaining(["ev__simple-prompt", "ev__args-prompt"]))
+      expect(prompts.some((n) => n.startsWith("hidden__"))).toBe(false)
+      const simple = await client.getPrompt({ name: "ev__simple-prompt" })
+      expect(JSON.stringify(simple.messages)).toContain("This is a simple prompt without arguments.")
+      const withArgs = await client.getPrompt({ name: "ev__args-prompt", arguments: { city: "Lisbon" } })
+      expect(JSON.stringify(withArgs.messages)).toContain("Lisbon")
+    } finally {
+      await client.close()
+    }
+  })
+
+  it("a URI two servers offer is listed once and read from the server the key may use", async () => {
+    await register({ name: "ev2", transport: "stdio", command: process.execPath, args: [EVERYTHING, "stdio"], allowedTools: ["*"] })
+    await ready("ev2")
+    const ev2Only = await newKey("ev2-only", { allow: ["ev2"] })
+    const every = await connect(everyKey)
+    const only = await connect(ev2Only)
+    try {
+      const uris = (await every.listResources()).resources.map((r) => r.uri)
+      expect(uris.length).toBe(new Set(uris).size)
+      const listed = (await only.listResources()).resources
+      const doc = listed.find((r) => r.uri.startsWith("demo://resource/static/document/"))!
+      expect(doc._meta).toMatchObject({ "gateway/server": "ev2" })
+      // ev lists the same URI first; this key may not use ev, so it is read from ev2.
+      const read = await only.readResource({ uri: doc.uri })
+      expect(read.contents[0]?.uri).toBe(doc.uri)
+      const evOnly = await connect(evOnlyKey)
+      try {
+        const refused = await evOnly.readResource({ uri: "demo://resource/nothing-offers-this" }).then(
+          () => undefined,
+          (e: unknown) => e
+        )
+        expect((refused as McpError).message).toMatch(/demo:\/\/resource\/nothing-offers-this/)
+      } finally {
+        await evOnly.close()
+      }
+    } finally {
+      await every.close()
+      await only.close()
+      await gw.run(Effect.flatMap(McpServers, (s) => s.remove("ev2")))
     }
   })
 })

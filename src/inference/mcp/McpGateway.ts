@@ -10,7 +10,7 @@
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js"
-import type { CallToolResult, GetPromptResult, ReadResourceResult } from "@modelcontextprotocol/sdk/types.js"
+import type { CallToolResult, GetPromptResult, ReadResourceResult, Tool } from "@modelcontextprotocol/sdk/types.js"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -31,7 +31,7 @@ import { VERSION } from "../../kernel/version.js"
 import { presentedKey } from "../auth.js"
 import { isInitialize, readJsonRpc, reply } from "./jsonRpcHttp.js"
 import { MCP_ALLOW_HEADER, type McpAccess, narrowingOf } from "./access.js"
-import { makeCatalog, type Scope } from "./catalog.js"
+import { META_NAME, makeCatalog, type Scope } from "./catalog.js"
 import { type CheckedCall, INVALID_PARAMS, makeCheckedCall } from "./checkedCall.js"
 import { makeRateLimiter } from "./rateLimit.js"
 import { McpCallRecorder } from "./record.js"
@@ -123,6 +123,20 @@ export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, Mc
         throw new McpError(outcome.left.code, outcome.left.message, outcome.left.data)
       }
 
+      /**
+       * The tools a listing shows: those the tool policy blocks (`TOOL_POLICY_MODE=block`) are left
+       * out, since a call of them would be refused; in `warn` mode they are listed (a call is let
+       * through and recorded).
+       */
+      const listable = async (tools: Array<Tool>): Promise<Array<Tool>> => {
+        if (Option.isNone(policies) || tools.length === 0) return tools
+        const p = policies.value
+        const verdicts = await run(
+          Effect.forEach(tools, (tool) => p.toolRefusal([tool.name, String(tool._meta?.[META_NAME] ?? tool.name)]))
+        )
+        return tools.filter((_, i) => verdicts[i]?.mode !== "block")
+      }
+
       /** The forwarding options of a request: its cancellation, and its progress notifications passed back when it asked for them. */
       const forwarding = (extra: RequestHandlerExtra<any, any>, progressToken: string | number | undefined): McpCallOptions => ({
         signal: extra.signal,
@@ -151,7 +165,7 @@ export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, Mc
           }
         )
         const { scope, access } = data
-        server.setRequestHandler(t.ListToolsRequestSchema, async () => ({ tools: catalog.tools(scope, access) }))
+        server.setRequestHandler(t.ListToolsRequestSchema, async () => ({ tools: await listable(catalog.tools(scope, access)) }))
         server.setRequestHandler(t.ListPromptsRequestSchema, async () => ({ prompts: catalog.prompts(scope, access) }))
         server.setRequestHandler(t.ListResourcesRequestSchema, async () => ({ resources: catalog.resources(scope, access) }))
         server.setRequestHandler(t.ListResourceTemplatesRequestSchema, async () => ({
@@ -177,7 +191,7 @@ export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, Mc
         })
         server.setRequestHandler(t.ReadResourceRequestSchema, async (request, extra) => {
           const uri = request.params.uri
-          const resolved = catalog.resolveResource(scope, uri)
+          const resolved = catalog.resolveResource(scope, uri, access)
           if (!resolved) throw new t.McpError(INVALID_PARAMS, `no MCP server here offers the resource ${uri}`)
           return call<ReadResourceResult>(data, "resource", resolved.record.name, resolved.name, { uri }, () =>
             upstreams.readResource(resolved.record.name, uri, forwarding(extra, request.params._meta?.progressToken))

@@ -62,22 +62,32 @@ export const makeCatalog = (servers: McpServersShape, upstreams: McpUpstreamsSha
     return out
   }
 
-  /** Resources keep their URIs (a client reads them by URI); a URI two servers list is read from the first. */
+  /**
+   * Resources keep their URIs (a client reads them by URI): a URI two servers list is listed once,
+   * from the first server the caller may read it from, which is where `resolveResource` reads it.
+   */
   const resources = (scope: Scope, access: McpAccess): Array<Resource> => {
     const out: Array<Resource> = []
+    const listed = new Set<string>()
     for (const r of inScope(scope, access))
       for (const x of upstreams.offerings(r.name).resources)
-        if (refusal(access, r.name, x.uri, r.allowedTools) === undefined)
+        if (!listed.has(x.uri) && refusal(access, r.name, x.uri, r.allowedTools) === undefined) {
+          listed.add(x.uri)
           out.push({ ...x, name: named(scope, r.name, x.name), _meta: meta(r.name, x.uri, x._meta) })
+        }
     return out
   }
 
+  /** Templates, as resources: one template two servers list is listed once, from the first the caller may use. */
   const resourceTemplates = (scope: Scope, access: McpAccess): Array<ResourceTemplate> => {
     const out: Array<ResourceTemplate> = []
+    const listed = new Set<string>()
     for (const r of inScope(scope, access))
       for (const x of upstreams.offerings(r.name).resourceTemplates)
-        if (refusal(access, r.name, x.uriTemplate, r.allowedTools) === undefined)
+        if (!listed.has(x.uriTemplate) && refusal(access, r.name, x.uriTemplate, r.allowedTools) === undefined) {
+          listed.add(x.uriTemplate)
           out.push({ ...x, name: named(scope, r.name, x.name), _meta: meta(r.name, x.uriTemplate, x._meta) })
+        }
     return out
   }
 
@@ -108,13 +118,25 @@ export const makeCatalog = (servers: McpServersShape, upstreams: McpUpstreamsSha
    * The server a resource URI is read from: the one that lists it, else the one with a template it
    * matches (`{var}` stands for any run without `/`, `{+var}` for any run), or the scope's server.
    * The name is what the server's allowedTools must expose: the URI, or the template it matched.
+   * Where several servers offer it, the first the caller may read it from (as the listing shows
+   * it); when none lets the caller, the first of them, so that the refusal names the rule.
    */
-  const resolveResource = (scope: Scope, uri: string): Resolved | undefined => {
+  const resolveResource = (scope: Scope, uri: string, access: McpAccess): Resolved | undefined => {
     const candidates = scope === undefined ? servers.all() : [servers.byName(scope)].filter((r) => r !== undefined)
-    for (const record of candidates) if (upstreams.offerings(record.name).resources.some((x) => x.uri === uri)) return { record, name: uri }
+    const offering: Array<Resolved> = []
     for (const record of candidates)
-      for (const t of upstreams.offerings(record.name).resourceTemplates)
-        if (templateMatches(t.uriTemplate, uri)) return { record, name: t.uriTemplate }
+      if (upstreams.offerings(record.name).resources.some((x) => x.uri === uri)) offering.push({ record, name: uri })
+    if (offering.length === 0)
+      for (const record of candidates)
+        for (const t of upstreams.offerings(record.name).resourceTemplates)
+          if (templateMatches(t.uriTemplate, uri)) {
+            offering.push({ record, name: t.uriTemplate })
+            break
+          }
+    const usable = offering.find(
+      (o) => inScope(scope, access).includes(o.record) && refusal(access, o.record.name, o.name, o.record.allowedTools) === undefined
+    )
+    if (usable !== undefined || offering.length > 0) return usable ?? offering[0]
     const only = candidates.length === 1 ? candidates[0] : undefined
     return only ? { record: only, name: uri } : undefined
   }
