@@ -15,7 +15,9 @@ import type * as http from "node:http"
 import type * as net from "node:net"
 import { type WebSocket, WebSocketServer } from "ws"
 import { allBlocked, newTracking } from "../kernel/attempts.js"
-import type { InferenceError } from "../kernel/errors.js"
+import { InferenceError } from "../kernel/errors.js"
+import type { HookTable } from "../kernel/hookTable.js"
+import { endRequest, requestReceived } from "../kernel/hooks.js"
 import { newRequestId } from "../kernel/ids.js"
 import { fireBegin, fireEnd } from "../kernel/listeners.js"
 import type { Transport } from "../kernel/request.js"
@@ -97,6 +99,19 @@ const protocolsOf = (req: http.IncomingMessage): Array<string> =>
     .filter((p) => p.length > 0)
 
 const NO_BODY: Transport = { readBody: () => Effect.succeed(Buffer.alloc(0)) }
+
+/**
+ * The hooks a session's request runs with: the gateway's own, less the inspector's agent-bridge
+ * listener, because the session records its own inspector entry (source `realtime`, with its
+ * events); with both, one session would show as two entries.
+ */
+const sessionHooks = (table: HookTable): HookTable =>
+  table.listeners.some((l) => l.name === "inspector")
+    ? { ...table, listeners: table.listeners.filter((l) => l.name !== "inspector") }
+    : table
+
+/** Inspector snapshots of a running session at most this often (ms): the entry shows its events live. */
+const LIVE_INSPECTOR_MS = 1000
 
 /** A candidate the operator or the catalog marks realtime-capable. */
 const realtimeCapable = (c: Candidate): boolean => c.spec?.capabilities.realtime === true
@@ -181,31 +196,6 @@ const makeAccept = (d: AcceptDeps) => {
       .split(",")
       .some((v) => v.trim() === BETA)
 
-    // The router's plan, narrowed to realtime-capable targets.
-    const planned = yield* deps.inference.plan(model, openAiResponses).pipe(Effect.either)
-    if (planned._tag === "Left")
-      return refuse(socket, requestId, planned.left.status, planned.left.message, planned.left.code ?? "model_not_found")
-    const able = narrowPlan(planned.right, realtimeCapable)
-    if (!able || (able.candidates.length === 0 && able.blocked.length === 0)) {
-      const other = firstOf(planned.right)
-      return refuse(
-        socket,
-        requestId,
-        400,
-        `${model}${other ? ` (${other.connection.name}/${other.model})` : ""} is not a realtime model: use a model the catalog or the operator marks realtime-capable (capability "realtime")`,
-        "realtime_model_required"
-      )
-    }
-    if (able.candidates.length === 0) {
-      const e = allBlocked(openAiResponses, able)
-      return refuse(socket, requestId, e.status, e.message, e.code ?? "no_available_target", e.headers ?? {})
-    }
-    const budget = deps.accounting.budget(apiKeyId)
-    if (!budget.ok)
-      return refuse(socket, requestId, 429, `the ${budget.window} budget of ${budget.subject} is spent`, "budget_exhausted", {
-        "retry-after": String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000)))
-      })
-
     const answer = { statusCode: 101, headersSent: false }
     const ctx: HttpRequestContext = {
       requestId,
@@ -221,26 +211,76 @@ const makeAccept = (d: AcceptDeps) => {
       query,
       apiKeyId,
       responseHeaders: {},
-      hooks: hooks.current(),
+      hooks: sessionHooks(hooks.current()),
       route: `websocket ${path}`
     }
+    /**
+     * The session's request ends for the lifecycle's listeners and the request hooks (plugins:
+     * onResponse for a session that ended well, onError otherwise); `gone`: the client left.
+     */
+    const endSession = (status: number, error?: InferenceError, gone = false) => {
+      answer.statusCode = status
+      fireEnd(ctx, status, error)
+      const hooked = endRequest(ctx, error, gone)
+      if (hooked !== undefined) run(hooked)
+    }
+    /** A handshake refused once the session's request began: its end heard, then the HTTP answer. */
+    const refuseSession = (e: InferenceError, fallbackCode: string, headers: Readonly<Record<string, string>> = {}) => {
+      endSession(e.status, e)
+      refuse(socket, requestId, e.status, e.message, e.code ?? fallbackCode, { ...headers, ...e.headers })
+    }
+    fireBegin(ctx)
+    // The request hooks' begin (plugins' onRequest), before the budget check and routing as for any request: a block refuses the handshake.
+    if ((ctx.hooks?.onRequest.length ?? 0) > 0) {
+      const heard = yield* requestReceived(ctx, openAiResponses, { endpoint: "realtime", model, stream: true, body: { model } }).pipe(
+        Effect.either
+      )
+      if (heard._tag === "Left") return refuseSession(heard.left, "request_blocked")
+    }
+
+    // The router's plan, narrowed to realtime-capable targets.
+    const planned = yield* deps.inference.plan(model, openAiResponses).pipe(Effect.either)
+    if (planned._tag === "Left") return refuseSession(planned.left, "model_not_found")
+    const able = narrowPlan(planned.right, realtimeCapable)
+    if (!able || (able.candidates.length === 0 && able.blocked.length === 0)) {
+      const other = firstOf(planned.right)
+      return refuseSession(
+        new InferenceError({
+          status: 400,
+          kind: "invalid_request",
+          code: "realtime_model_required",
+          message: `${model}${other ? ` (${other.connection.name}/${other.model})` : ""} is not a realtime model: use a model the catalog or the operator marks realtime-capable (capability "realtime")`
+        }),
+        "realtime_model_required"
+      )
+    }
+    if (able.candidates.length === 0) return refuseSession(allBlocked(openAiResponses, able), "no_available_target")
+    const budget = deps.accounting.budget(apiKeyId)
+    if (!budget.ok)
+      return refuseSession(
+        new InferenceError({
+          status: 429,
+          kind: "rate_limit",
+          code: "budget_exhausted",
+          message: `the ${budget.window} budget of ${budget.subject} is spent`
+        }),
+        "budget_exhausted",
+        { "retry-after": String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000))) }
+      )
+
     // The key's inbound rate limit counts a session as one request.
     const admission = apiKeyId === null ? undefined : inboundLimits.admit(ctx, apiKeyId)
     if (admission !== undefined) {
       const admitted = yield* Effect.either(admission)
-      if (admitted._tag === "Left") {
-        const e = admitted.left
-        return refuse(socket, requestId, e.status, e.message, e.code ?? "rate_limited", { ...ctx.responseHeaders, ...e.headers })
-      }
+      if (admitted._tag === "Left") return refuseSession(admitted.left, "rate_limited", ctx.responseHeaders ?? {})
     }
-    fireBegin(ctx)
     const track = newTracking(model)
     const request: RealtimeRequest = { ctx, format: openAiResponses, model, beta, handshakeMs, committed: () => false }
     const connected = yield* deps.inference.guarded(request, able, track, connectRealtime).pipe(Effect.either)
     if (connected._tag === "Left") {
       const e: InferenceError = connected.left
-      fireEnd(ctx, e.status, e)
       if (beta && e.code === "realtime_beta_unsupported") {
+        endSession(e.status, e)
         // Said over the socket, as a realtime client reads it.
         upgradeIds.set(req, requestId)
         wss.handleUpgrade(req, socket, head, (ws) =>
@@ -253,7 +293,7 @@ const makeAccept = (d: AcceptDeps) => {
         )
         return
       }
-      return refuse(socket, requestId, e.status, e.message, e.code ?? "upstream_error", e.headers ?? {})
+      return refuseSession(e, "upstream_error")
     }
     const upstream = connected.right.socket
     const candidate = track.tried!
@@ -261,7 +301,7 @@ const makeAccept = (d: AcceptDeps) => {
     // A client gone before its handshake is answered leaves no upstream session behind.
     const abandoned = () => {
       upstream.terminate()
-      fireEnd(ctx, 499)
+      endSession(499, undefined, true)
     }
     socket.once("close", abandoned)
     wss.handleUpgrade(req, socket, head, (ws) => {
@@ -280,6 +320,7 @@ const makeAccept = (d: AcceptDeps) => {
       // Events are kept while the inspector keeps bodies (a client watching, or INSPECTOR_CAPTURE_BODIES).
       const log: Array<LoggedEvent> | undefined = inspector?.core.sink.wantsBodies() ? [] : undefined
       const url = `${scheme}://${String(req.headers.host ?? "gateway")}${path}?model=${encodeURIComponent(model)}`
+      const live = inspector === undefined ? undefined : liveEntry(inspector, { url, requestId, info, candidate, beta, log, started })
       relaySession(
         { usage: deps.usage, accounting: deps.accounting, run, idleMs, maxMs },
         {
@@ -305,45 +346,96 @@ const makeAccept = (d: AcceptDeps) => {
               inputTokens: end.usage.inputTokens,
               outputTokens: end.usage.outputTokens
             })
-            fireEnd(ctx, end.code === 1000 || end.code === 1005 ? 200 : end.code === 1008 ? 429 : 502)
-            if (inspector) {
-              const sink = inspector.core.sink
-              const id = sink.begin({
-                source: "realtime",
-                method: "GET",
-                url,
-                headers: {
-                  upgrade: "websocket",
-                  "x-gateway-realtime-target": `${candidate.connection.name}/${candidate.model}`,
-                  ...(beta ? { "openai-beta": BETA } : {})
-                },
-                body: Buffer.alloc(0)
-              })
-              sink.end(id, {
-                status: 101,
-                headers: {
-                  "content-type": "application/json",
-                  "x-gateway-realtime-close": `${end.code} ${end.reason}`.slice(0, 200),
-                  "x-gateway-realtime-events": String(log?.length ?? 0),
-                  "x-gateway-duration-ms": String(durationMs)
-                },
-                body: Buffer.from(
-                  JSON.stringify({
-                    session: info,
-                    close: { code: end.code, reason: end.reason },
-                    responses: end.responses,
-                    costUsd: end.costUsd,
-                    events: log
+            const status = end.code === 1000 || end.code === 1005 ? 200 : end.code === 1008 ? 429 : 502
+            endSession(
+              status,
+              status === 200
+                ? undefined
+                : new InferenceError({
+                    status,
+                    kind: status === 429 ? "rate_limit" : "upstream",
+                    code: end.reason.split(":")[0] || "session_closed",
+                    message: `the realtime session closed with ${end.code}: ${end.reason}`
                   })
-                ),
-                ttfbMs: durationMs
-              })
-            }
+            )
+            live?.close(end)
           }
         }
       )
     })
   })
+}
+
+/** What a session's inspector entry shows. */
+interface LiveEntryInit {
+  readonly url: string
+  readonly requestId: string
+  readonly info: Readonly<Record<string, unknown>>
+  readonly candidate: Candidate
+  readonly beta: boolean
+  readonly log: Array<LoggedEvent> | undefined
+  readonly started: number
+}
+
+/**
+ * A session's one inspector entry, shown while it runs: begun (in flight) when the session opens,
+ * its events so far written to it at most every `LIVE_INSPECTOR_MS` while new ones come (the
+ * inspector sends each write to whoever watches), and its close and totals at the end.
+ */
+const liveEntry = (inspector: InspectorShape, init: LiveEntryInit) => {
+  const sink = inspector.core.sink
+  const id = sink.begin({
+    source: "realtime",
+    method: "GET",
+    url: init.url,
+    headers: {
+      upgrade: "websocket",
+      "x-gateway-realtime-target": `${init.candidate.connection.name}/${init.candidate.model}`,
+      ...(init.beta ? { "openai-beta": BETA } : {})
+    },
+    body: Buffer.alloc(0),
+    requestId: init.requestId
+  })
+  const write = (end: SessionEnd | undefined) => {
+    const durationMs = Date.now() - init.started
+    sink.end(id, {
+      status: 101,
+      headers: {
+        "content-type": "application/json",
+        ...(end === undefined
+          ? { "x-gateway-realtime-state": "open" }
+          : { "x-gateway-realtime-close": `${end.code} ${end.reason}`.slice(0, 200) }),
+        "x-gateway-realtime-events": String(init.log?.length ?? 0),
+        "x-gateway-duration-ms": String(durationMs)
+      },
+      body: Buffer.from(
+        JSON.stringify({
+          session: init.info,
+          close: end === undefined ? null : { code: end.code, reason: end.reason },
+          responses: end?.responses ?? null,
+          costUsd: end?.costUsd ?? null,
+          events: init.log
+        })
+      ),
+      ttfbMs: durationMs
+    })
+  }
+  let shown = 0
+  const timer =
+    init.log === undefined
+      ? undefined
+      : setInterval(() => {
+          if (init.log!.length === shown) return
+          shown = init.log!.length
+          write(undefined)
+        }, LIVE_INSPECTOR_MS)
+  timer?.unref()
+  return {
+    close: (end: SessionEnd) => {
+      if (timer !== undefined) clearInterval(timer)
+      write(end)
+    }
+  }
 }
 
 /**
