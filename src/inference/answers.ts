@@ -77,6 +77,29 @@ export const costHeaders = (
   "x-gateway-cache-hit": cacheHit ? "true" : "false"
 })
 
+/**
+ * `costHeaders` set on the request's own answer headers (`ctx.responseHeaders`), as
+ * `Object.assign(ctx.responseHeaders, costHeaders(...))` would set them, without the object made
+ * to be copied: a whole answer's usual end (src/inference/attempt.ts).
+ */
+export const putCostHeaders = (
+  ctx: HttpRequestContext,
+  provider: string,
+  model: string,
+  u: Partial<Usage> | undefined,
+  costUsd: number,
+  extra?: ExtraTokens
+): void => {
+  const h = ctx.responseHeaders
+  h["x-gateway-response-cost"] = formatCost(costUsd)
+  h["x-gateway-tokens-in"] = String((u?.inputTokens ?? 0) + (extra?.input ?? 0))
+  h["x-gateway-tokens-out"] = String((u?.outputTokens ?? 0) + (extra?.output ?? 0))
+  h["x-gateway-model"] = model
+  h["x-gateway-provider"] = provider
+  h["x-gateway-latency-ms"] = String(Date.now() - ctx.startedAt)
+  h["x-gateway-cache-hit"] = "false"
+}
+
 /** A stream read as one JSON array (Gemini without `alt=sse`), as Google answers it. */
 export const JSON_ARRAY_CONTENT_TYPE = "application/json; charset=UTF-8"
 
@@ -111,8 +134,12 @@ export const encodeWhole = (call: InferenceCall, decoded: CanonicalResponse): un
         ...(call.encodeOptions ? { options: call.encodeOptions } : {})
       })
 
-/** Sends a whole JSON answer (its cost headers already on the context); the response cache's hook may keep it (onResponse). */
-export const sendWhole = (call: InferenceCall, payload: string): void => {
+/**
+ * Sends a whole JSON answer (its cost headers already on the context); the response cache's hook may keep it (onResponse).
+ * `bytes`: `payload` exactly as UTF-8, when the caller has them (an upstream's answer passed through): its length is the
+ * answer's and they are written as they are, rather than the text measured and encoded again.
+ */
+export const sendWhole = (call: InferenceCall, payload: string, bytes?: Buffer): void => {
   const { ctx } = call
-  writeWhole(ctx, 200, jsonResponseHeaders(ctx, Buffer.byteLength(payload)), payload)
+  writeWhole(ctx, 200, jsonResponseHeaders(ctx, bytes !== undefined ? bytes.length : Buffer.byteLength(payload)), payload, bytes)
 }

@@ -3,6 +3,7 @@
  * docs/ARCHITECTURE.md, "The common path"). Both call the same steps, so they cannot answer differently.
  */
 import * as Effect from "effect/Effect"
+import { isUtf8 } from "node:buffer"
 import { type CanonicalRequest, type CanonicalResponse, type Usage, wholeUsage } from "../domain/canonical.js"
 import { obj, tryJson } from "../upstream/formats/common.js"
 import type { WireFormat } from "../upstream/formats/format.js"
@@ -24,7 +25,7 @@ import {
 } from "../kernel/attempts.js"
 import { clientError, decodeFailure, type InferenceError } from "../kernel/errors.js"
 import { schemaEngines } from "../kernel/schemaCheck.js"
-import { costHeaders, encodeWhole, JSON_ARRAY_CONTENT_TYPE, replayWhole, sendWhole } from "./answers.js"
+import { encodeWhole, JSON_ARRAY_CONTENT_TYPE, putCostHeaders, replayWhole, sendWhole } from "./answers.js"
 import type { InferenceCall, SendOptions } from "./call.js"
 import { clientGone } from "./io.js"
 import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
@@ -240,11 +241,9 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
         ? encodeWhole(call, conformed?.decoded ?? sealResponse(upstream.decodeResponse(begun.json), connection.id))
         : begun.json
     const outcome: AttemptOutcome = { status: 200, usage, ttftMs: null, error: null, headers: outcomeHeaders(res.headers), costUsd }
-    Object.assign(
-      ctx.responseHeaders,
-      costHeaders(ctx, connection.provider.id, candidate.model, usage, costUsd + (call.extraCostUsd ?? 0), false, call.extraTokens)
-    )
-    sendWhole(call, passthrough && !begun.resealed && !conformed?.changed ? text : JSON.stringify(answer))
+    putCostHeaders(ctx, connection.provider.id, candidate.model, usage, costUsd + (call.extraCostUsd ?? 0), call.extraTokens)
+    if (passthrough && !begun.resealed && !conformed?.changed) sendWhole(call, text, textBytes(res))
+    else sendWhole(call, JSON.stringify(answer))
     const id = obj(answer)?.["id"]
     if (call.onCompleted && typeof id === "string")
       call.onCompleted({
@@ -320,10 +319,7 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
       answer = encodeWhole(passthrough && decoded.model ? { ...call, model: decoded.model } : call, decoded)
       payload = JSON.stringify(answer)
     }
-    Object.assign(
-      ctx.responseHeaders,
-      costHeaders(ctx, connection.provider.id, candidate.model, usage, costUsd + (call.extraCostUsd ?? 0), false, call.extraTokens)
-    )
+    putCostHeaders(ctx, connection.provider.id, candidate.model, usage, costUsd + (call.extraCostUsd ?? 0), call.extraTokens)
     sendWhole(call, payload)
     const id = obj(answer)?.["id"]
     if (call.onCompleted && typeof id === "string")
@@ -556,6 +552,14 @@ export const makeAttempt = ({ sending, conform, accounting, timeouts, watchdog, 
 
   return { attempt: attemptEither, attemptNow, canAttemptNow }
 }
+
+/**
+ * The bytes a whole answer's text was decoded from (`wholeText` decodes `res.bytes` as UTF-8), when
+ * encoding the text again gives them back: valid UTF-8 (an invalid sequence was decoded as U+FFFD,
+ * which encodes otherwise). A pass-through answer then goes out as the upstream's own bytes, not
+ * encoded again (a copy the size of the answer).
+ */
+const textBytes = (res: UpstreamResponse): Buffer | undefined => (res.bytes !== undefined && isUtf8(res.bytes) ? res.bytes : undefined)
 
 /** A callback's step threw: an AttemptFailed is the attempt's failure, anything else a defect (as the pipeline's would be). */
 const threw = (e: unknown, done: (result: AttemptResult) => void): void =>

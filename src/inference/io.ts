@@ -283,13 +283,19 @@ export const sendJson = (ctx: HttpRequestContext, status: number, body: unknown,
 
 // ---------------------------------------------------------------- the answer's writes (the lifecycle's sink)
 
-/** A whole answer: head and body in one go. Kept on the context for the request's end (onResponse / onError carry it). */
+/**
+ * A whole answer: head and body in one go. Kept on the context for the request's end (onResponse / onError carry it).
+ * `bytes`: the text `payload` exactly as UTF-8 (an upstream's own bytes, passed through), written instead of encoding
+ * it again, unless a rewrite changed the text.
+ */
 export const writeWhole = (
   ctx: HttpRequestContext,
   status: number,
   headers: Readonly<Record<string, string | number>>,
-  payload: string | Buffer
+  payload: string | Buffer,
+  bytes?: Buffer
 ): void => {
+  const given = payload
   const rewrite = ctx.rewrite
   if (rewrite?.whole !== undefined && typeof payload === "string") {
     const out = rewrite.whole({ status, headers, body: payload })
@@ -302,7 +308,7 @@ export const writeWhole = (
     payload = out.body
   }
   ctx.res.writeHead(status, headers)
-  ctx.res.end(typeof payload === "string" ? bodyBytes(payload) : payload)
+  ctx.res.end(typeof payload !== "string" ? payload : bytes !== undefined && payload === given ? bytes : bodyBytes(payload))
   ctx.answerHeaders = headers
   ctx.answerBody = payload
 }

@@ -141,6 +141,21 @@ const makeIsInternal =
     return typeof presented === "string" && internal.check(presented)
   }
 
+/**
+ * The headers the pipeline adds to a request's answer (`ctx.responseHeaders`), starting with its
+ * session: a plain object (its prototype is Object's) made by a constructor so that V8 gives it
+ * room inside it for the ten or so a whole answer gets (the session, the cache's, the seven of its
+ * cost). A literal has room for the one it names: each header set later grew a side array again,
+ * and a whole answer's cost headers copied in at once grew it three times.
+ */
+type HeadersByName = Record<string, string>
+const PipelineHeaders = function (this: HeadersByName, sessionId: string) {
+  this["x-gateway-session-id"] = sessionId
+} as unknown as new (
+  sessionId: string
+) => HeadersByName
+PipelineHeaders.prototype = Object.prototype
+
 /** A request's context, before anything runs; `isInternal`: a batch line this process sends itself (`makeIsInternal`). */
 const makeRequestContext =
   ({ hooks }: { readonly hooks: RequestHooksShape }) =>
@@ -168,7 +183,7 @@ const makeRequestContext =
       query: rawQuery === "" ? NO_QUERY : new URLSearchParams(rawQuery),
       apiKeyId: null,
       conversation: undefined,
-      responseHeaders: { "x-gateway-session-id": explicitSession(req) ?? `sess_${requestId.slice(4)}` },
+      responseHeaders: new PipelineHeaders(explicitSession(req) ?? `sess_${requestId.slice(4)}`),
       // The request's hooks: the registry's table as it is now (hooks.ts).
       hooks: hooks.current(),
       route: routeLabel(route),
