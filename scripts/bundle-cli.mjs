@@ -133,6 +133,47 @@ const COMMANDS_LEFT_OUT = {
     }))
   }
 }
+/*
+ * Two parts of undici that its modules require at load, that the server never uses, and whose
+ * loading costs a start: the cookie helpers (getCookies, setCookie, ...: undici's index takes them,
+ * and their module reads `globalThis.Headers`, which makes Node load and compile its own copy of
+ * undici, the one behind the global fetch: ~30 ms) and the HTTP/2 client (client.js takes it, and it
+ * loads node:http2; the gateway's upstream connections are HTTP/1.1). In serve.cjs each is a stub
+ * with the same exports that loads the real module (bundled as before) on the first call. If undici
+ * stops naming these paths, the stub is simply not used.
+ */
+const UNDICI_ON_FIRST_USE = [
+  // [the importing file, the path it requires, the file that path is, the functions it exports (null: it is one function)]
+  [
+    "index.js",
+    "./lib/web/cookies",
+    "lib/web/cookies/index.js",
+    ["deleteCookie", "getCookies", "getSetCookies", "setCookie", "parseCookie"]
+  ],
+  ["lib/dispatcher/client.js", "./client-h2.js", "lib/dispatcher/client-h2.js", null]
+]
+const undiciOnFirstUse = {
+  name: "undici-on-first-use",
+  setup(build) {
+    for (const [importer, request, file, names] of UNDICI_ON_FIRST_USE) {
+      const escaped = request.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")
+      build.onResolve({ filter: new RegExp(`^${escaped}$`) }, (args) => {
+        if (args.namespace !== "file" || !args.importer.endsWith(path.join("node_modules", "undici", importer))) return undefined
+        const real = path.join(args.importer.slice(0, -importer.length), file)
+        return { path: real, namespace: "undici-on-first-use", pluginData: { names } }
+      })
+    }
+    build.onLoad({ filter: /.*/, namespace: "undici-on-first-use" }, (args) => {
+      const load = `let real\nconst load = () => (real ??= require(${JSON.stringify(args.path)}))\n`
+      const { names } = args.pluginData
+      const exports =
+        names === null
+          ? "module.exports = (...args) => load()(...args)"
+          : names.map((name) => `exports.${name} = (...args) => load().${name}(...args)`).join("\n")
+      return { contents: load + exports, loader: "js", resolveDir: path.dirname(args.path) }
+    })
+  }
+}
 const server = await esbuild.build({
   absWorkingDir: root,
   entryPoints: ["dist/cli/main.js"],
@@ -157,7 +198,7 @@ const server = await esbuild.build({
     ].flatMap((p) => [p, `${p}/*`])
   ],
   supported: { "dynamic-import": false },
-  plugins: [COMMANDS_LEFT_OUT],
+  plugins: [COMMANDS_LEFT_OUT, undiciOnFirstUse],
   define: { "import.meta.url": "__gatewayModuleUrl" },
   banner: { js: '"use strict"; const __gatewayModuleUrl = require("node:url").pathToFileURL(__filename).href;' },
   legalComments: "none",
