@@ -13,6 +13,7 @@ import { describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { McpServers } from "../src/services/mcp/McpServers.js"
 import { McpUpstreams } from "../src/services/mcp/McpUpstreams.js"
+import { functionNameOf } from "../src/inference/mcp/responsesTools.js"
 import { queryDb } from "./support/db.js"
 import { connectFamilies, gatewayForFile } from "./support/families.js"
 import type { Recorded } from "./support/fakeUpstream.js"
@@ -343,5 +344,86 @@ describe("MCP tools in a Responses request, for an OpenAI Responses model", () =
     const outputs = rounds[2]!.body.input.filter((i: any) => i.type === "function_call_output").map((i: any) => i.output)
     expect(outputs).toEqual(["Echo: hi from the model", expect.stringContaining("5")])
     expect(h.up.violations).toEqual([])
+  })
+})
+
+describe("MCP tools in a Responses request, for a Gemini generate-content model", () => {
+  it("runs the calls the model makes and answers, the model reading functionCall and functionResponse parts", async () => {
+    scriptTwoCalls()
+    const res = await client().responses.create({ model: "up-gem/m1", input: "Echo hi, then add 2 and 3.", tools: [EV] })
+    expect(res.output.map((o) => o.type)).toEqual(["mcp_list_tools", "mcp_call", "mcp_call", "message"])
+    expect(mcpCalls(res.output)[0].output).toBe("Echo: hi from the model")
+    expect(res.output_text).toBe("The echo said hi and the sum is 5.")
+    const rounds = h.up.requestsOf("gemini")
+    expect(rounds).toHaveLength(3)
+    const declared = rounds[0]!.body.tools.flatMap((t: any) => (t.functionDeclarations ?? []).map((d: any) => d.name))
+    expect(declared).toEqual(expect.arrayContaining(["ev__echo", "ev__get-sum"]))
+    const responses = rounds[2]!.body.contents.flatMap((c: any) => (c.parts ?? []).filter((p: any) => p.functionResponse))
+    expect(responses).toHaveLength(2)
+    expect(JSON.stringify(responses[0])).toContain("Echo: hi from the model")
+    expect(JSON.stringify(rounds)).not.toContain("server-everything")
+  })
+
+  it("streams the MCP items and the answer", async () => {
+    scriptTwoCalls()
+    const stream = await client().responses.create({ model: "up-gem/m1", input: "Echo hi, then add 2 and 3.", tools: [EV], stream: true })
+    let completed: any
+    let text = ""
+    for await (const e of stream) {
+      if (e.type === "response.output_text.delta") text += e.delta
+      if (e.type === "response.completed") completed = e.response
+    }
+    expect(text).toBe("The echo said hi and the sum is 5.")
+    expect(completed.output.map((o: any) => o.type)).toEqual(["mcp_list_tools", "mcp_call", "mcp_call", "message"])
+  })
+})
+
+describe("MCP tools in a Responses request, a server whose name starts with a digit", () => {
+  it("is offered to Gemini under function names Gemini takes (a letter or _ first), and its calls run", async () => {
+    await h.gw.run(
+      Effect.flatMap(McpServers, (s) =>
+        s.create({ name: "9ev", transport: "stdio", command: process.execPath, args: [EVERYTHING, "stdio"], allowedTools: ["echo"] })
+      )
+    )
+    await until("9ev listed", () =>
+      h.gw.run(
+        Effect.map(McpUpstreams, (u) => (u.health("9ev")?.state === "ready" && u.health("9ev")?.listedAt != null ? true : undefined))
+      )
+    )
+    const fn = functionNameOf("9ev", "echo")
+    expect(fn).toMatch(/^[A-Za-z_][A-Za-z0-9_-]{0,63}$/)
+    h.up.next({ toolCalls: [{ name: fn, arguments: JSON.stringify({ message: "from a digit" }) }] }, { content: "done" })
+    const res = await client().responses.create({
+      model: "up-gem/m1",
+      input: "Echo.",
+      tools: [{ type: "mcp", server_label: "9ev", require_approval: "never" }]
+    })
+    const declared = h.up.requestsOf("gemini")[0]!.body.tools.flatMap((t: any) => (t.functionDeclarations ?? []).map((d: any) => d.name))
+    expect(declared).toEqual([fn])
+    expect(mcpCalls(res.output)).toMatchObject([{ server_label: "9ev", name: "echo", output: "Echo: from a digit" }])
+    expect(res.output_text).toBe("done")
+  })
+})
+
+describe("MCP tools in a Responses request, for a local runner (Ollama) model", () => {
+  it("runs the calls the model makes and answers, whole and streamed", async () => {
+    scriptTwoCalls()
+    const res = await client().responses.create({ model: "up-oll/m1", input: "Echo hi, then add 2 and 3.", tools: [EV] })
+    expect(res.output.map((o) => o.type)).toEqual(["mcp_list_tools", "mcp_call", "mcp_call", "message"])
+    expect(mcpCalls(res.output)[1].output).toContain("5")
+    expect(res.output_text).toBe("The echo said hi and the sum is 5.")
+    const rounds = h.up.requestsOf("ollama")
+    expect(rounds).toHaveLength(3)
+    expect(rounds[0]!.body.tools.map((t: any) => t.function?.name)).toEqual(expect.arrayContaining(["ev__echo", "ev__get-sum"]))
+    const results = rounds[2]!.body.messages.filter((m: any) => m.role === "tool")
+    expect(results).toHaveLength(2)
+    expect(JSON.stringify(results[0])).toContain("Echo: hi from the model")
+
+    scriptTwoCalls()
+    const stream = await client().responses.create({ model: "up-oll/m1", input: "Echo hi, then add 2 and 3.", tools: [EV], stream: true })
+    let completed: any
+    for await (const e of stream) if (e.type === "response.completed") completed = e.response
+    expect(completed.output.map((o: any) => o.type)).toEqual(["mcp_list_tools", "mcp_call", "mcp_call", "message"])
+    expect(completed.output.at(-1).content[0].text).toBe("The echo said hi and the sum is 5.")
   })
 })

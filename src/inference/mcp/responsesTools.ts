@@ -134,18 +134,23 @@ export const mcpToolSpecs = (
   return specs
 }
 
-const FUNCTION_NAME = /^[A-Za-z0-9_-]{1,64}$/
+/**
+ * A function name every family takes: OpenAI's and Anthropic's allow letters, digits, `_` and `-`
+ * up to 64; Gemini's must also start with a letter or `_` (a server may be named `9ev`).
+ */
+const FUNCTION_NAME = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/
 
 /**
  * The function name a server's tool is offered to the model under: its `/v1/mcp` name
  * (`<server>__<tool>`, shortened with a hash past 64 characters), with any character function
- * names may not hold replaced and a hash of the real name added.
+ * names may not hold replaced, a `_` before a leading digit, and a hash of the real name added.
  */
 export const functionNameOf = (server: string, tool: string): string => {
   const exposed = exposedNameOf(server, tool)
   if (FUNCTION_NAME.test(exposed)) return exposed
   const hash = createHash("sha256").update(`${server}__${tool}`).digest("hex").slice(0, 8)
-  return `${exposed.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 55)}_${hash}`
+  const cleaned = exposed.replace(/[^A-Za-z0-9_-]/g, "_")
+  return `${/^[0-9-]/.test(cleaned) ? `_${cleaned.slice(0, 54)}` : cleaned.slice(0, 55)}_${hash}`
 }
 
 /** A server's tool as a Responses function tool. */
