@@ -204,6 +204,21 @@ describe("Responses over WebSocket", () => {
     c.ws.close()
   })
 
+  it("refuses mcp tools with an error naming the tool and HTTP, and sends nothing upstream", async () => {
+    const c = await connect(wsUrl())
+    c.send({
+      type: "response.create",
+      model: "gpt-5",
+      input: [user("hi")],
+      tools: [{ type: "function", name: "f", parameters: { type: "object" } }, { type: "mcp", server_label: "ev", require_approval: "never" }]
+    })
+    const refused = await c.until("error")
+    expect(refused.error).toMatchObject({ code: "mcp_tools_http_only", param: "tools[1]" })
+    expect(refused.error.message).toContain("POST /v1/responses")
+    expect(up.requests).toHaveLength(0)
+    c.ws.close()
+  })
+
   it("cancels the response in progress on response.cancel, and survives a socket dropped without a close frame", async () => {
     const c = await connect(wsUrl())
     up.next({ content: "never finished", chunks: 4, stallAfterChunks: 5 })

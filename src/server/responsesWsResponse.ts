@@ -37,6 +37,7 @@ import { type ResponsesCompactionShape, upstreamCompacts } from "../inference/co
 import { isCompactionTrigger, TRIGGER_TYPE } from "../inference/compaction/items.js"
 import { compactionEvents } from "../inference/compaction/answers.js"
 import { obj } from "../upstream/formats/common.js"
+import { mcpToolIndex } from "../inference/mcp/responsesTools.js"
 
 /** What the frames of one WebSocket need of it, made once per connection. */
 export interface SocketConn {
@@ -128,6 +129,18 @@ export const makeServe = ({ inference, usage, accounting, inboundLimits, guardra
     // The key's inbound limits, per message as HTTP checks them per request.
     const admission = apiKeyId === null ? undefined : inboundLimits.admit(ctx, apiKeyId)
     if (admission !== undefined) yield* admission
+
+    // `mcp` tools run in the gateway's tool loop, which answers over HTTP only: refused here rather
+    // than passed to an upstream that would see a server it cannot reach (docs/mcp.md).
+    const mcpAt = mcpToolIndex(body)
+    if (mcpAt >= 0)
+      return yield* new InferenceError({
+        status: 400,
+        kind: "invalid_request",
+        code: "mcp_tools_http_only",
+        param: `tools[${mcpAt}]`,
+        message: `tools[${mcpAt}] is an mcp tool: the gateway runs MCP tools for POST /v1/responses, not over the WebSocket; send this request over HTTP`
+      })
 
     // The router's plan: every family answers (translated where it does not speak
     // Responses), narrowed to the candidates that generate text at all.

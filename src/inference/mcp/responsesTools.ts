@@ -17,11 +17,17 @@ import { obj, str } from "../../upstream/formats/common.js"
  * Whether a Responses body asks for MCP tools: the one check every Responses request pays (a
  * request without them takes the route as before).
  */
-export const hasMcpTool = (body: Record<string, unknown>): boolean => {
+export const hasMcpTool = (body: Record<string, unknown>): boolean => mcpToolIndex(body) >= 0
+
+/** The index of the first `mcp` tool in the request's tools, -1 when there is none. */
+export const mcpToolIndex = (body: Record<string, unknown>): number => {
   const tools = body["tools"]
-  if (!Array.isArray(tools)) return false
-  for (const t of tools) if (typeof t === "object" && t !== null && (t as { type?: unknown }).type === "mcp") return true
-  return false
+  if (!Array.isArray(tools)) return -1
+  for (let i = 0; i < tools.length; i++) {
+    const t: unknown = tools[i]
+    if (typeof t === "object" && t !== null && (t as { type?: unknown }).type === "mcp") return i
+  }
+  return -1
 }
 
 /** `{tool_names, read_only}`: which tools a filter names. An empty filter names none. */
