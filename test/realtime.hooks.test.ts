@@ -110,6 +110,51 @@ afterAll(async () => {
   recorder?.close()
 })
 
+describe("a realtime session past its key's token limit", () => {
+  it("is ended with an error event token_limit_exceeded naming the limit, then 1008; the next handshake is refused", async () => {
+    const LIMITED = "gwk_rth_limited_key_0123456789abcdefghi"
+    const created = await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "limited" }, { secret: LIMITED })))
+    const limit = await api("/api/usage/token-limits", {
+      body: { apiKeyId: (created as { id: string }).id, scope: "global", maxTokens: 300, window: "day" }
+    })
+    expect([200, 201], limit.text).toContain(limit.status)
+    const ws = new WebSocket(`${gw.url.replace(/^http/, "ws")}/v1/realtime?model=oa/gpt-realtime`, {
+      headers: { authorization: `Bearer ${LIMITED}` }
+    })
+    const events: Array<any> = []
+    ws.on("message", (d) => events.push(JSON.parse(String(d))))
+    const closed = new Promise<{ code: number; reason: string }>((r) =>
+      ws.on("close", (code, reason) => r({ code, reason: String(reason) }))
+    )
+    await new Promise((resolve, reject) => ws.once("open", resolve).once("error", reject))
+    // Each response uses 350 tokens (the fake's usage): the first one goes past the 300 of the limit.
+    ws.send(
+      JSON.stringify({
+        type: "conversation.item.create",
+        item: { type: "message", role: "user", content: [{ type: "input_text", text: "a" }] }
+      })
+    )
+    ws.send(JSON.stringify({ type: "response.create" }))
+    const end = await closed
+    expect(end.code).toBe(1008)
+    const error = events.find((e) => e.type === "error")
+    expect(error?.error.code).toBe("token_limit_exceeded")
+    expect(error?.error.message).toMatch(/300 tokens per day/)
+    const next = await new Promise<number>((resolve, reject) => {
+      const again = new WebSocket(`${gw.url.replace(/^http/, "ws")}/v1/realtime?model=oa/gpt-realtime`, {
+        headers: { authorization: `Bearer ${LIMITED}` }
+      })
+      again.once("unexpected-response", (_q, res) => resolve(res.statusCode ?? 0))
+      again.once("open", () => {
+        again.close()
+        resolve(101)
+      })
+      again.once("error", reject)
+    })
+    expect(next).toBe(429)
+  }, 60_000)
+})
+
 describe("a realtime session seen by plugins and the inspector", () => {
   it("a plugin hears the session's begin (onRequest) and its end (onResponse)", async () => {
     const s = await open("oa/gpt-realtime")

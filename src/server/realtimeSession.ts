@@ -12,6 +12,7 @@ import { newTracking, recordRequest } from "../kernel/attempts.js"
 import { newRequestId } from "../kernel/ids.js"
 import type { HttpRequestContext } from "../inference/io.js"
 import type { AccountingShape } from "../services/accounting/Accounting.js"
+import type { LimitTarget } from "../services/accounting/TokenLimits.js"
 import type { Candidate } from "../services/routing/types.js"
 import type { UsageShape } from "../services/usage/Usage.js"
 
@@ -200,7 +201,15 @@ export const relaySession = (deps: RealtimeSessionDeps, s: SessionSockets): void
     s.log.push({ dir, at: Date.now(), event: event ? elideAudio(event) : `<${raw.length} bytes, not JSON>` })
   }
 
-  /** One response's usage row, priced, then the budget: a spent budget ends the session (1008). */
+  /** The session's target as token limits name it (a limit on the model asked for, the provider, the connection's model). */
+  const limitTarget: LimitTarget = {
+    provider: candidate.connection.provider.id,
+    model: candidate.model,
+    requestedModel: s.model,
+    connection: candidate.connection.name
+  }
+
+  /** One response's usage row, priced, then the budget and token limits: one spent or reached ends the session (1008). */
   const recordResponse = (response: Record<string, unknown>) => {
     const raw = rec(response["usage"])
     const u = raw ? usageOf(raw) : undefined
@@ -225,7 +234,19 @@ export const relaySession = (deps: RealtimeSessionDeps, s: SessionSockets): void
     fiber.addObserver(() => {
       const budget = deps.accounting.budget(apiKeyId)
       if (!budget.ok)
-        end(1008, "budget_exhausted", `the ${budget.window} budget of ${budget.subject} ($${budget.limitUsd}) is spent; the session ends`)
+        return end(
+          1008,
+          "budget_exhausted",
+          `the ${budget.window} budget of ${budget.subject} ($${budget.limitUsd}) is spent; the session ends`
+        )
+      // The key's token limits too: the handshake checked them (the guarded attempt), a running session is held to them as its tokens count.
+      const limit = deps.accounting.tokenLimit(apiKeyId, limitTarget)
+      if (!limit.ok)
+        end(
+          1008,
+          "token_limit_exceeded",
+          `the token limit of ${limit.subject} (${limit.limit.maxTokens} tokens per ${limit.limit.window}) is reached; the session ends`
+        )
     })
   }
 
