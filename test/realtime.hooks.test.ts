@@ -110,6 +110,34 @@ afterAll(async () => {
   recorder?.close()
 })
 
+describe("a realtime session on a provider node", () => {
+  it("reaches a node shaped as Azure OpenAI: its base URL's /realtime, its own key in its default header, its model marked realtime", async () => {
+    const node = await api("/api/provider-nodes", {
+      body: {
+        id: "azure-voice",
+        prefix: "azv",
+        family: "openai-responses",
+        baseUrl: `http://127.0.0.1:${up.port}/openai/v1`,
+        authStyle: "none",
+        headers: { "api-key": "azure-key-0123456789" },
+        models: [{ id: "my-realtime-deployment", capabilities: ["realtime", "audio"] }]
+      }
+    })
+    expect(node.status, node.text).toBe(201)
+    const conn = await api("/api/providers", { body: { provider: "azure-voice", name: "azv-east" } })
+    expect(conn.status, conn.text).toBe(201)
+    const s = await open("azv/my-realtime-deployment")
+    if (!("ws" in s)) throw new Error(`refused: ${s.status} ${s.body}`)
+    await until("session.created", async () => s.events.find((e) => e.type === "session.created"))
+    const hs = up.handshakes.at(-1)!
+    expect(hs.url).toBe("/openai/v1/realtime?model=my-realtime-deployment")
+    expect(hs.headers["api-key"]).toBe("azure-key-0123456789")
+    expect(hs.headers.authorization).toBeUndefined()
+    s.ws.close()
+    await s.closed
+  }, 60_000)
+})
+
 describe("a realtime session past its key's token limit", () => {
   it("is ended with an error event token_limit_exceeded naming the limit, then 1008; the next handshake is refused", async () => {
     const LIMITED = "gwk_rth_limited_key_0123456789abcdefghi"

@@ -1,6 +1,7 @@
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
-import WebSocket, { WebSocketServer } from "ws"
+import type WebSocket from "ws"
+import { WebSocketServer } from "ws"
 
 /**
  * A realtime upstream on 127.0.0.1 speaking OpenAI's realtime event protocol (GA), with the `ws`
@@ -64,7 +65,8 @@ export const startFakeRealtime = async (options: FakeRealtimeOptions = {}): Prom
     handshakes.push({ url: req.url ?? "", headers: req.headers })
     const beta = String(req.headers["openai-beta"] ?? "").includes("realtime=v1")
     const refuse = options.refuse ?? (beta && !options.beta ? 400 : undefined)
-    if (refuse !== undefined || !String(req.url).startsWith("/v1/realtime")) {
+    // OpenAI's path (`/v1/realtime`) under any prefix: Azure OpenAI's is `/openai/v1/realtime`.
+    if (refuse !== undefined || !new URL(req.url ?? "/", "http://x").pathname.endsWith("/v1/realtime")) {
       const body = JSON.stringify({ error: { message: refuse === 400 ? "beta realtime is not supported" : "refused", code: "refused" } })
       socket.end(
         `HTTP/1.1 ${refuse ?? 404} Refused\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`
