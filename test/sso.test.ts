@@ -245,6 +245,23 @@ describe("signing in through a provider", () => {
     }
   })
 
+  it("an ID token from another issuer, or for another client, is refused though signed with the provider's key", async () => {
+    for (const [claims, says] of [
+      [{ iss: "https://someone-else.example" }, /iss/],
+      [{ aud: "another-client" }, /aud/]
+    ] as const) {
+      op.tamperIdToken = (idToken, { sign }) => sign({ ...claimsOf(idToken), ...claims })
+      try {
+        const { done } = await signIn("alice")
+        expect(done.status).toBe(400)
+        expect(done.cookie).toBeUndefined()
+        expect(done.text).toMatch(says)
+      } finally {
+        op.tamperIdToken = undefined
+      }
+    }
+  })
+
   it("an ID token changed after signing (its signature no longer matches the JWKS) is refused", async () => {
     op.tamperIdToken = async (idToken) => withClaimChanged(idToken, "groups", ["gateway-admins"])
     try {
