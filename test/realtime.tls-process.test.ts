@@ -25,7 +25,11 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const SDK_CLIENT = `
 import OpenAI from "openai"
 import { OpenAIRealtimeWS } from "openai/realtime/ws"
-const client = new OpenAI({ apiKey: process.env.GATEWAY_KEY, baseURL: process.env.GATEWAY_URL + "/v1" })
+const server = new OpenAI({ apiKey: process.env.GATEWAY_KEY, baseURL: process.env.GATEWAY_URL + "/v1" })
+// As a web app's server does for its page: an ephemeral secret, the session opened with it in place of the key.
+const secret = await server.realtime.clientSecrets.create({ session: { type: "realtime", model: "oa/gpt-realtime" } })
+if (!secret.value.startsWith("ek_") || !(secret.expires_at > Date.now() / 1000)) throw new Error("not a client secret: " + JSON.stringify(secret))
+const client = new OpenAI({ apiKey: secret.value, baseURL: process.env.GATEWAY_URL + "/v1" })
 const rt = new OpenAIRealtimeWS({ model: "oa/gpt-realtime" }, client)
 let text = ""
 rt.on("error", (e) => { console.error(String(e?.message ?? e)); process.exit(2) })
@@ -90,7 +94,7 @@ describe("gateway --tls-cert --tls-key", () => {
     await server.stop()
   }, 90_000)
 
-  it("relays a session from the official SDK's realtime client over wss:, trusting the test CA through NODE_EXTRA_CA_CERTS", async () => {
+  it("relays a session from the official SDK's realtime client over wss: with a client secret the SDK minted, trusting the test CA through NODE_EXTRA_CA_CERTS", async () => {
     const ca = testCa()
     const leaf = ca.issue(["127.0.0.1", "localhost"])
     const dir = tempDir("gw-tls-sdk-")
@@ -138,12 +142,16 @@ describe("gateway --tls-cert --tls-key", () => {
       await expect
         .poll(
           () =>
-            queryDb(dataDir, "SELECT endpoint, tokens_in, tokens_out, cost_usd FROM usage WHERE requested_model = ?", "oa/gpt-realtime"),
+            queryDb(
+              dataDir,
+              "SELECT endpoint, tokens_in, tokens_out, tokens_cached, cost_usd FROM usage WHERE requested_model = ?",
+              "oa/gpt-realtime"
+            ),
           {
             timeout: 15_000
           }
         )
-        .toMatchObject([{ endpoint: "realtime", tokens_in: 200, tokens_out: 150 }])
+        .toMatchObject([{ endpoint: "realtime", tokens_in: 200, tokens_out: 150, tokens_cached: 40 }])
       // Without the CA the same client is refused at the TLS handshake.
       const untrusted = await runSdkClient(env)
       expect(untrusted.code).not.toBe(0)
