@@ -298,12 +298,17 @@ export const makeRelay = (
       call.streamEncoder?.() ??
       client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
     encoder = enc
+    // The usage object merged last: a Gemini upstream repeats one on every chunk (its template's,
+    // json-reader.ts), and merging it again changes nothing.
+    let usageMerged: Partial<Usage> | undefined
     const handle = (events: ReadonlyArray<StreamEvent>): string => {
       gate(events)
       let out = ""
       for (const ev of events) {
-        if (ev.type === "usage") usageSoFar = mergeUsage(usageSoFar, ev.usage)
-        else if (ev.type === "text_delta" && engines !== undefined) answerText += ev.text
+        if (ev.type === "usage") {
+          if (ev.usage !== usageMerged) usageSoFar = mergeUsage(usageSoFar, ev.usage)
+          usageMerged = ev.usage
+        } else if (ev.type === "text_delta" && engines !== undefined) answerText += ev.text
         if (ev.type === "error") {
           const error = scrubError(ev.error)
           failed = error.message

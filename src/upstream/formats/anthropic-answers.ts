@@ -466,6 +466,24 @@ export class AnthropicStreamDecoder implements StreamDecoder {
   }
 }
 
+/**
+ * The JSON of `usageToAnthropic(u)`, written from a template (its four counts, in its key order):
+ * a stream's message_start and message_delta carry it.
+ */
+const anthropicUsageJson = (u: Partial<Usage> | undefined): string => {
+  const usage = usageToAnthropic(u)
+  return `{"input_tokens":${JSON.stringify(usage.input_tokens)},"output_tokens":${JSON.stringify(usage.output_tokens)},"cache_creation_input_tokens":${JSON.stringify(usage.cache_creation_input_tokens)},"cache_read_input_tokens":${JSON.stringify(usage.cache_read_input_tokens)}}`
+}
+
+/** A text block's content_block_start, from a template: the same bytes as sseData of its object. */
+const textBlockStart = (index: number): string =>
+  `event: content_block_start\ndata: {"type":"content_block_start","index":${index},"content_block":{"type":"text","text":""}}\n\n`
+
+/** content_block_stop, from a template: the same bytes as sseData of { type, index }. */
+const blockStop = (index: number): string => `event: content_block_stop\ndata: {"type":"content_block_stop","index":${index}}\n\n`
+
+const MESSAGE_STOP = 'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+
 /** Canonical events → Anthropic SSE (`event:` lines included: the SDK needs them). */
 export class AnthropicStreamEncoder implements StreamEncoder {
   /** The message id: the upstream's (from `start`), or one made when the stream has none (made only then). */
@@ -475,31 +493,22 @@ export class AnthropicStreamEncoder implements StreamEncoder {
     return this.givenId
   }
   private usage: Partial<Usage> = {}
+  /** The usage event's object merged last into `usage`. */
+  private usageMerged: Partial<Usage> | undefined
   private started = false
   private readonly openBlocks = new Set<number>()
   private readonly blockIndex = new Map<number, number>()
 
   constructor(private readonly model: string) {}
 
+  /**
+   * `message_start`, written from a template: the same bytes as `sseData` of its object
+   * ({ type, message: { id, type, role, model, content: [], stop_reason: null, stop_sequence: null, usage } }).
+   */
   private start(): string {
     if (this.started) return ""
     this.started = true
-    return sseData(
-      {
-        type: "message_start",
-        message: {
-          id: this.id,
-          type: "message",
-          role: "assistant",
-          model: this.model,
-          content: [],
-          stop_reason: null,
-          stop_sequence: null,
-          usage: usageToAnthropic(this.usage)
-        }
-      },
-      "message_start"
-    )
+    return `event: message_start\ndata: {"type":"message_start","message":{"id":${JSON.stringify(this.id)},"type":"message","role":"assistant","model":${JSON.stringify(this.model)},"content":[],"stop_reason":null,"stop_sequence":null,"usage":${anthropicUsageJson(this.usage)}}}\n\n`
   }
 
   private idx(canonical: number): number {
@@ -517,19 +526,20 @@ export class AnthropicStreamEncoder implements StreamEncoder {
         if (ev.id) this.givenId = ev.id.startsWith("msg_") ? ev.id : `msg_${ev.id}`
         return ""
       case "usage":
-        this.usage = { ...this.usage, ...ev.usage }
+        // A Gemini upstream repeats one usage object on every chunk: merged again, it changes nothing.
+        if (ev.usage !== this.usageMerged) this.usage = { ...this.usage, ...ev.usage }
+        this.usageMerged = ev.usage
         return ""
       case "block_start": {
         const index = this.idx(ev.index)
         this.openBlocks.add(index)
+        if (ev.block.type === "text") return this.start() + textBlockStart(index)
         const block =
-          ev.block.type === "text"
-            ? { type: "text", text: "" }
-            : ev.block.type === "reasoning"
-              ? ev.block.redacted !== undefined
-                ? { type: "redacted_thinking", data: ev.block.redacted }
-                : { type: "thinking", thinking: "", signature: "" }
-              : { type: "tool_use", id: idWithSignature(ev.block.id, ev.block.signature), name: ev.block.name, input: {} }
+          ev.block.type === "reasoning"
+            ? ev.block.redacted !== undefined
+              ? { type: "redacted_thinking", data: ev.block.redacted }
+              : { type: "thinking", thinking: "", signature: "" }
+            : { type: "tool_use", id: idWithSignature(ev.block.id, ev.block.signature), name: ev.block.name, input: {} }
         return this.start() + sseData({ type: "content_block_start", index, content_block: block }, "content_block_start")
       }
       case "text_delta":
@@ -561,21 +571,16 @@ export class AnthropicStreamEncoder implements StreamEncoder {
       case "block_stop": {
         const index = this.idx(ev.index)
         this.openBlocks.delete(index)
-        return sseData({ type: "content_block_stop", index }, "content_block_stop")
+        return blockStop(index)
       }
       case "finish": {
         let out = this.start()
-        for (const index of this.openBlocks) out += sseData({ type: "content_block_stop", index }, "content_block_stop")
+        for (const index of this.openBlocks) out += blockStop(index)
         this.openBlocks.clear()
-        out += sseData(
-          {
-            type: "message_delta",
-            delta: { stop_reason: STOP_TO[ev.stopReason], stop_sequence: ev.stopSequence ?? null },
-            usage: usageToAnthropic(this.usage)
-          },
-          "message_delta"
-        )
-        return out + sseData({ type: "message_stop" }, "message_stop")
+        // message_delta from a template: the same bytes as sseData of { type, delta: { stop_reason, stop_sequence }, usage }.
+        const reason = STOP_TO[ev.stopReason]
+        const stopReason = reason === undefined ? "" : `"stop_reason":${JSON.stringify(reason)},`
+        return `${out}event: message_delta\ndata: {"type":"message_delta","delta":{${stopReason}"stop_sequence":${JSON.stringify(ev.stopSequence ?? null)}},"usage":${anthropicUsageJson(this.usage)}}\n\n${MESSAGE_STOP}`
       }
       case "error":
         return sseData(encodeAnthropicError(ev.error), "error")

@@ -442,6 +442,8 @@ export class ChatStreamEncoder implements StreamEncoder {
   /** Arguments of calls to custom tools, sent whole as `custom.input` when the call ends. */
   private readonly customArgs = new Map<number, string>()
   private usage: Partial<Usage> | undefined
+  /** The usage event's object merged last into `usage`. */
+  private usageMerged: Partial<Usage> | undefined
   private sentRole = false
 
   constructor(
@@ -538,7 +540,9 @@ export class ChatStreamEncoder implements StreamEncoder {
         return this.chunk({ tool_calls: [{ index: i, function: { arguments: "{}" } }] })
       }
       case "usage":
-        this.usage = { ...this.usage, ...ev.usage }
+        // A Gemini upstream repeats one usage object on every chunk: merged again, it changes nothing.
+        if (ev.usage !== this.usageMerged) this.usage = { ...this.usage, ...ev.usage }
+        this.usageMerged = ev.usage
         return ""
       case "finish": {
         let out = this.chunk(this.withRole({}), STOP_TO[ev.stopReason])

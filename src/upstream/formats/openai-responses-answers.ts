@@ -152,6 +152,7 @@ export const toolItem = (id: string, name: string, args: string, custom: boolean
     ? { id: itemId, type: "custom_tool_call", status, call_id: id, name, input: customToolInput(args) }
     : { id: itemId, type: "function_call", status, call_id: id, name, arguments: args }
 
+/** A Responses response. Streamed as SSE, it is written member by member instead (`responseJson` in openai-responses-stream.ts): a key added here goes there too. */
 export const responseObject = (
   id: string,
   created: number,

@@ -10,32 +10,46 @@ import {
   responseObject,
   stopOf,
   toolItem,
-  usageFromResponses
+  usageFromResponses,
+  usageToResponses
 } from "./openai-responses-answers.js"
 
-/** The members of a Responses response that differ between its `response.created` and its `response.completed`. */
-const CHANGING_MEMBERS = new Set(["status", "output", "usage"])
+/**
+ * `,"key":` and the JSON of `value`, a member as JSON.stringify writes it in an object (led by a
+ * comma); "" for a value it leaves out (undefined).
+ */
+const member = (key: string, value: unknown): string => {
+  const json = JSON.stringify(value)
+  return json === undefined ? "" : `,"${key}":${json}`
+}
+
+/** `member` of a request's value echoed in a response, `fallback` (JSON) when the request has none (`??`: undefined or null). */
+const echoed = (key: string, value: unknown, fallback: string): string =>
+  value === undefined || value === null ? `,"${key}":${fallback}` : member(key, value)
 
 /**
- * A response's members in order: each run of members that do not change (`CHANGING_MEMBERS`) as
- * its JSON (the members joined by commas, as JSON.stringify writes them), each changing one by key.
+ * The members of a Responses response (`responseObject`) that echo its request, as JSON: those
+ * before `model` and those from `parallel_tool_calls` to `truncation`. They stay the same from
+ * `response.created` to `response.completed` (the request's instructions and tools, often most of
+ * the event's bytes), so a stream makes them once. The same keys, order and values as
+ * `responseObject`'s (test/formats.responses-templates.test.ts compares the bytes).
  */
-const fixedMembersOf = (r: Record<string, unknown>): Array<string | { readonly key: string }> => {
-  const out: Array<string | { readonly key: string }> = []
-  let run: Record<string, unknown> = {}
-  const flush = () => {
-    const json = JSON.stringify(run)
-    if (json !== "{}") out.push(json.slice(1, -1))
-    run = {}
+const echoedMembers = (req: Readonly<Record<string, unknown>>): { readonly beforeModel: string; readonly afterOutput: string } => {
+  const reasoning = obj(req["reasoning"])
+  return {
+    beforeModel: echoed("instructions", req["instructions"], "null") + echoed("max_output_tokens", req["max_output_tokens"], "null"),
+    afterOutput:
+      echoed("parallel_tool_calls", req["parallel_tool_calls"], "true") +
+      echoed("previous_response_id", req["previous_response_id"], "null") +
+      member("reasoning", { effort: reasoning?.["effort"] ?? null, summary: reasoning?.["summary"] ?? null }) +
+      echoed("store", req["store"], "false") +
+      echoed("temperature", req["temperature"], "null") +
+      echoed("text", req["text"], '{"format":{"type":"text"}}') +
+      echoed("tool_choice", req["tool_choice"], '"auto"') +
+      echoed("tools", req["tools"], "[]") +
+      echoed("top_p", req["top_p"], "null") +
+      ',"truncation":"disabled"'
   }
-  for (const key of Object.keys(r)) {
-    if (CHANGING_MEMBERS.has(key)) {
-      flush()
-      out.push({ key })
-    } else run[key] = r[key]
-  }
-  flush()
-  return out
 }
 
 /** An event as SSE, named by its type. */
@@ -200,6 +214,8 @@ export class ResponsesStreamEncoder implements StreamEncoder {
   private id = newId("resp_")
   private created = Math.floor(Date.now() / 1000)
   private usage: Partial<Usage> | undefined
+  /** The usage event's object merged last into `usage`. */
+  private usageMerged: Partial<Usage> | undefined
   private outputIndex = 0
   private readonly output: Array<Record<string, unknown>> = []
   private readonly blocks = new Map<
@@ -369,7 +385,9 @@ export class ResponsesStreamEncoder implements StreamEncoder {
       case "block_stop":
         return this.close(ev.index)
       case "usage":
-        this.usage = { ...this.usage, ...ev.usage }
+        // A Gemini upstream repeats one usage object on every chunk: merged again, it changes nothing.
+        if (ev.usage !== this.usageMerged) this.usage = { ...this.usage, ...ev.usage }
+        this.usageMerged = ev.usage
         return ""
       case "finish": {
         let out = ""
@@ -453,25 +471,24 @@ export class ResponsesStreamEncoder implements StreamEncoder {
 
   /** The JSON of output items written from templates (`textClosed`), by item: `outputJson` reuses it. */
   private readonly itemJson = new Map<unknown, string>()
-  /** The response's members that stay the same from `response.created` to `response.completed`, as JSON (`responseJson`). */
-  private fixedMembers: ReadonlyArray<string | { readonly key: string }> | undefined
+  /** The response's members that echo the request, as JSON (`echoedMembers`), made at the first `responseJson`. */
+  private echoed: { readonly beforeModel: string; readonly afterOutput: string } | undefined
 
   /**
    * The response as JSON for `response.created`, `response.in_progress` and `response.completed`
-   * as SSE: the same bytes as `JSON.stringify(this.response(status))`. Only its status, output and
-   * usage change between them; the other members (the request's instructions and tools echoed,
-   * often most of its bytes) are made into JSON at the first and reused, in the same key order.
+   * as SSE, written member by member: the same bytes as `JSON.stringify(this.response(status))`
+   * without the object. The members echoing the request are made into JSON once a stream
+   * (`echoedMembers`), the output from its items' JSON (`outputJson`).
    */
   private responseJson(status: "in_progress" | "completed"): string {
-    const r: Record<string, unknown> = this.response(status)
-    this.fixedMembers ??= fixedMembersOf(r)
-    const members: Array<string> = []
-    for (const m of this.fixedMembers) {
-      if (typeof m === "string") members.push(m)
-      else if (r[m.key] !== undefined)
-        members.push(`${JSON.stringify(m.key)}:${r[m.key] === this.output ? this.outputJson() : JSON.stringify(r[m.key])}`)
-    }
-    return `{${members.join(",")}}`
+    this.echoed ??= echoedMembers(this.options.request ?? {})
+    const usage = status === "in_progress" ? ',"usage":null' : member("usage", usageToResponses(this.usage))
+    return (
+      `{"id":${JSON.stringify(this.id)},"object":"response"${member("created_at", this.created)},"status":"${status}",` +
+      `"background":false,"error":null,"incomplete_details":null${this.echoed.beforeModel}${member("model", this.model)}` +
+      `,"output":${status === "in_progress" ? "[]" : this.outputJson()}${this.echoed.afterOutput}${usage}` +
+      `${echoed("metadata", this.options.request?.["metadata"], "{}")}}`
+    )
   }
 
   /** `JSON.stringify(this.output)`, each item's JSON taken from `itemJson` when it was written from a template. */
