@@ -138,6 +138,32 @@ describe("a realtime session on a provider node", () => {
   }, 60_000)
 })
 
+describe("a realtime session and the models its key may use", () => {
+  it("is refused with 403 model_not_allowed for a key whose allowed models do not include it, as inference is", async () => {
+    const NARROW = "gwk_rth_narrow_key_0123456789abcdefghij"
+    const created = (await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "narrow" }, { secret: NARROW })))) as { id: string }
+    const set = await api("/api/usage/limits", { body: { apiKeyId: created.id, models: ["gpt-4o-mini"] } })
+    expect([200, 201], set.text).toContain(set.status)
+    const refused = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const ws = new WebSocket(`${gw.url.replace(/^http/, "ws")}/v1/realtime?model=oa/gpt-realtime`, {
+        headers: { authorization: `Bearer ${NARROW}` }
+      })
+      ws.once("unexpected-response", (_q, res) => {
+        let body = ""
+        res.on("data", (c) => (body += c))
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }))
+      })
+      ws.once("open", () => {
+        ws.close()
+        resolve({ status: 101, body: "" })
+      })
+      ws.once("error", reject)
+    })
+    expect(refused.status).toBe(403)
+    expect(refused.body).toContain("model_not_allowed")
+  }, 60_000)
+})
+
 describe("a realtime session past its key's token limit", () => {
   it("is ended with an error event token_limit_exceeded naming the limit, then 1008; the next handshake is refused", async () => {
     const LIMITED = "gwk_rth_limited_key_0123456789abcdefghi"

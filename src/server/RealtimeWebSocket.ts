@@ -241,6 +241,21 @@ const makeAccept = (d: AcceptDeps) => {
     // The router's plan, narrowed to realtime-capable targets.
     const planned = yield* deps.inference.plan(model, openAiResponses).pipe(Effect.either)
     if (planned._tag === "Left") return refuseSession(planned.left, "model_not_found")
+    // The models each level (the key, its user, team(s), the organisation) allows, as for any request.
+    const modelRefused = deps.accounting.modelRefusal(apiKeyId, model, () =>
+      planned.right.candidates.map((c) => ({ model: c.model, key: c.key, provider: c.connection.provider.id }))
+    )
+    if (modelRefused)
+      return refuseSession(
+        new InferenceError({
+          status: 403,
+          kind: "permission",
+          code: "model_not_allowed",
+          message: `model "${model}" is not allowed for ${modelRefused.label} (its models: ${modelRefused.models.join(", ")})`,
+          level: modelRefused.level
+        }),
+        "model_not_allowed"
+      )
     const able = narrowPlan(planned.right, realtimeCapable)
     if (!able || (able.candidates.length === 0 && able.blocked.length === 0)) {
       const other = firstOf(planned.right)
