@@ -16,11 +16,13 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import type * as http from "node:http"
 import { MCP_SERVER_NAME_PATTERN } from "../../domain/mcpServers.js"
 import { HostPolicy } from "../../platform/http/HostPolicy.js"
+import { Secrets } from "../../platform/store/Secrets.js"
 import { trimmedHeader } from "../../platform/http/request.js"
 import { Levels } from "../../services/accounting/Levels.js"
 import { ApiKeys } from "../../services/auth/ApiKeys.js"
@@ -63,6 +65,16 @@ interface SessionData {
   readonly access: McpAccess
 }
 
+/** What a session id carries, sealed: the key that opened it, its scope (a server, or null for every one), its narrowing. */
+interface Portable {
+  readonly k: string
+  readonly s: string | null
+  readonly n: ReadonlyArray<string> | null
+}
+
+/** How a session id made by `portableId` begins. */
+const SESSION_ID_PREFIX = "gwmcp_"
+
 /** The SDK's server and its request schemas, loaded at the first session. */
 let sdk:
   | Promise<[typeof import("@modelcontextprotocol/sdk/server/index.js"), typeof import("@modelcontextprotocol/sdk/types.js")]>
@@ -80,6 +92,7 @@ export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, Mc
       const levels = yield* Levels
       const hosts = yield* HostPolicy
       const policies = yield* Effect.serviceOption(Policies)
+      const secrets = yield* Secrets
       const recorder = yield* McpCallRecorder
       const runtime = yield* Effect.runtime<never>()
       const run = Runtime.runPromise(runtime)
@@ -229,23 +242,62 @@ export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, Mc
           return access
         })
 
-      const sessionFor = (req: http.IncomingMessage, res: http.ServerResponse, access: McpAccess, scope: Scope) => {
-        const id = trimmedHeader(req, "mcp-session-id")
-        if (id === undefined)
-          return void reply(
-            res,
-            400,
-            -32000,
-            "Bad Request: Mcp-Session-Id header is required (open a session with an initialize request first)"
+      /**
+       * Session ids any worker (or gateway on the same storage key) can take up: the session's key,
+       * scope and narrowing sealed with the storage key. Node's cluster spreads connections, not
+       * sessions, over the workers, and an MCP client's requests come on several connections.
+       */
+      const portableId = (data: SessionData) => () =>
+        SESSION_ID_PREFIX +
+        Buffer.from(
+          secrets.encrypt(
+            JSON.stringify({ k: data.access.keyId, s: data.scope ?? null, n: data.access.narrowing ?? null } satisfies Portable)
           )
-        const session = table.sessions.get(id)
-        if (!session || session.data.scope !== scope)
-          return void reply(res, 404, -32001, "Session not found: it was closed or never existed; initialize a new one")
-        if (session.owner !== access.keyId)
-          return void reply(res, 403, -32000, "this session belongs to another key (the credentials differ from those that opened it)")
-        session.lastSeen = Date.now()
-        return session
-      }
+        ).toString("base64url")
+
+      /** What a session id of another process says, when it is one of this gateway's (sealed with its key). */
+      const unsealed = (id: string) =>
+        !id.startsWith(SESSION_ID_PREFIX)
+          ? Effect.succeed(undefined)
+          : secrets.decrypt(Buffer.from(id.slice(SESSION_ID_PREFIX.length), "base64url").toString("utf8")).pipe(
+              Effect.map((plain) => {
+                try {
+                  const p = JSON.parse(Redacted.value(plain)) as Portable
+                  return typeof p.k === "string" && (p.s === null || typeof p.s === "string") ? p : undefined
+                } catch {
+                  return undefined
+                }
+              }),
+              Effect.orElseSucceed(() => undefined)
+            )
+
+      const sessionFor = (req: http.IncomingMessage, res: http.ServerResponse, access: McpAccess, scope: Scope) =>
+        Effect.gen(function* () {
+          const id = trimmedHeader(req, "mcp-session-id")
+          if (id === undefined)
+            return void reply(
+              res,
+              400,
+              -32000,
+              "Bad Request: Mcp-Session-Id header is required (open a session with an initialize request first)"
+            )
+          let session = table.sessions.get(id)
+          if (session === undefined) {
+            // Opened by another worker or gateway: taken up here with the key, scope and narrowing it was opened with.
+            const p = yield* unsealed(id)
+            if (p !== undefined && p.k === access.keyId && p.s === (scope ?? null)) {
+              const data: SessionData = { scope, access: { ...access, narrowing: p.n ?? undefined } }
+              session = yield* table.adopt(id, p.k, data, yield* Effect.promise(() => makeServer(data)))
+            } else if (p !== undefined && p.k !== access.keyId)
+              return void reply(res, 403, -32000, "this session belongs to another key (the credentials differ from those that opened it)")
+          }
+          if (!session || session.data.scope !== scope)
+            return void reply(res, 404, -32001, "Session not found: it was closed or never existed; initialize a new one")
+          if (session.owner !== access.keyId)
+            return void reply(res, 403, -32000, "this session belongs to another key (the credentials differ from those that opened it)")
+          session.lastSeen = Date.now()
+          return session
+        })
 
       const serve = (transport: StreamableHTTPServerTransport, req: http.IncomingMessage, res: http.ServerResponse, body?: unknown) =>
         Effect.promise(() => transport.handleRequest(req, res, body))
@@ -265,7 +317,7 @@ export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, Mc
           const access = yield* accessOf(req, res)
           if (access === undefined) return
           if (req.method === "GET" || req.method === "DELETE") {
-            const session = sessionFor(req, res, access, scope)
+            const session = yield* sessionFor(req, res, access, scope)
             if (session) yield* serve(session.transport, req, res)
             return
           }
@@ -277,7 +329,7 @@ export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, Mc
           if (read === undefined) return
           const body = read.body
           if (req.headers["mcp-session-id"] !== undefined) {
-            const session = sessionFor(req, res, access, scope)
+            const session = yield* sessionFor(req, res, access, scope)
             if (session) yield* serve(session.transport, req, res, body)
             return
           }
@@ -285,7 +337,7 @@ export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, Mc
             return reply(res, 400, -32000, "Bad Request: no Mcp-Session-Id header; a session begins with an initialize request")
           const data: SessionData = { scope, access }
           const server = yield* Effect.promise(() => makeServer(data))
-          const transport = yield* table.open(access.keyId, data, server)
+          const transport = yield* table.open(access.keyId, data, server, portableId(data))
           yield* serve(transport, req, res, body)
         }).pipe(
           Effect.catchAllCause((cause) =>

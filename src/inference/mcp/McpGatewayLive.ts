@@ -3,6 +3,7 @@ import * as L from "effect/Layer"
 import type { AppConfig } from "../../platform/config/AppConfig.js"
 import type { EventBus } from "../../platform/events/EventBus.js"
 import type { HostPolicy } from "../../platform/http/HostPolicy.js"
+import type { Secrets } from "../../platform/store/Secrets.js"
 import type { Levels } from "../../services/accounting/Levels.js"
 import type { ApiKeys } from "../../services/auth/ApiKeys.js"
 import type { McpCallHooks } from "../../services/mcp/McpCallHooks.js"
@@ -18,5 +19,5 @@ import { McpCallRecorder } from "./record.js"
 export const McpGatewayLive: Layer.Layer<
   McpGateway | McpUpstreams,
   never,
-  McpServers | McpCallHooks | AppConfig | ApiKeys | Levels | HostPolicy | EventBus
+  McpServers | McpCallHooks | AppConfig | ApiKeys | Levels | HostPolicy | EventBus | Secrets
 > = McpGateway.layer.pipe(L.provide(McpCallRecorder.layer), L.provideMerge(McpUpstreams.layer))

@@ -40,16 +40,21 @@ export const makeSessionTable = <A>(options: { readonly max: number; readonly id
     )
   })
 
-  /** A new session over `server`; it is registered when the SDK has given it an id (after initialize). */
-  const open = (owner: string, data: A, server: Server) =>
+  /** Room for one more session: the one idle longest closed when the table is full. */
+  const makeRoom = Effect.suspend(() =>
+    sessions.size >= options.max ? close([...sessions.values()].reduce((a, b) => (b.lastSeen < a.lastSeen ? b : a))) : Effect.void
+  )
+
+  /**
+   * A new session over `server`; it is registered when the SDK has given it an id (after
+   * initialize): `newId()`'s, a random UUID by default.
+   */
+  const open = (owner: string, data: A, server: Server, newId: () => string = randomUUID) =>
     Effect.gen(function* () {
       const { StreamableHTTPServerTransport: Transport } = yield* Effect.promise(loadTransport)
-      if (sessions.size >= options.max) {
-        const oldest = [...sessions.values()].reduce((a, b) => (b.lastSeen < a.lastSeen ? b : a))
-        yield* close(oldest)
-      }
+      yield* makeRoom
       const transport: StreamableHTTPServerTransport = new Transport({
-        sessionIdGenerator: () => randomUUID(),
+        sessionIdGenerator: newId,
         onsessioninitialized: (id) => void sessions.set(id, { id, transport, server, owner, data, lastSeen: Date.now() }),
         onsessionclosed: (id) => void sessions.delete(id)
       })
@@ -60,7 +65,34 @@ export const makeSessionTable = <A>(options: { readonly max: number; readonly id
       return transport
     })
 
-  return { sessions, open, close, closeAll, closeIdle }
+  /**
+   * A session opened elsewhere (another worker, another gateway on the same storage key) taken up
+   * here under its id, already initialized: the client's next request is served as if it had
+   * opened the session here. The SDK's transport has no public way to start initialized, so its
+   * two fields are set as its own initialize sets them (the SDK is pinned; test/mcp.workers.test.ts
+   * fails if they change).
+   */
+  const adopt = (id: string, owner: string, data: A, server: Server) =>
+    Effect.gen(function* () {
+      const { StreamableHTTPServerTransport: Transport } = yield* Effect.promise(loadTransport)
+      yield* makeRoom
+      const transport: StreamableHTTPServerTransport = new Transport({
+        sessionIdGenerator: () => id,
+        onsessionclosed: (closed) => void sessions.delete(closed)
+      })
+      const inner = (transport as unknown as { _webStandardTransport?: { sessionId?: string; _initialized?: boolean } })
+        ._webStandardTransport
+      if (inner === undefined) return yield* Effect.dieMessage("the MCP SDK's transport changed: a session cannot be adopted")
+      inner.sessionId = id
+      inner._initialized = true
+      server.onclose = () => void sessions.delete(id)
+      yield* Effect.promise(() => server.connect(transport))
+      const session: McpSession<A> = { id, transport, server, owner, data, lastSeen: Date.now() }
+      sessions.set(id, session)
+      return session
+    })
+
+  return { sessions, open, adopt, close, closeAll, closeIdle }
 }
 
 export type SessionTable<A> = ReturnType<typeof makeSessionTable<A>>
