@@ -138,6 +138,46 @@ describe("a realtime session on a provider node", () => {
   }, 60_000)
 })
 
+describe("a beta client in a browser", () => {
+  /** A browser's beta client: no headers, the key and the beta in its subprotocols. */
+  const openBrowserBeta = (model: string) =>
+    new Promise<{ events: Array<any>; closed: Promise<{ code: number; reason: string }>; ws: WebSocket }>((resolve, reject) => {
+      const ws = new WebSocket(`${gw.url.replace(/^http/, "ws")}/v1/realtime?model=${encodeURIComponent(model)}`, [
+        "realtime",
+        `openai-insecure-api-key.${KEY}`,
+        "openai-beta.realtime-v1"
+      ])
+      const events: Array<any> = []
+      ws.on("message", (d) => events.push(JSON.parse(String(d))))
+      const closed = new Promise<{ code: number; reason: string }>((r) =>
+        ws.on("close", (code, reason) => r({ code, reason: String(reason) }))
+      )
+      ws.once("open", () => resolve({ events, closed, ws }))
+      ws.once("unexpected-response", (_q, res) => reject(new Error(`refused ${res.statusCode}`)))
+      ws.once("error", reject)
+    })
+
+  it("asks for the beta with the openai-beta.realtime-v1 subprotocol: relayed to a beta upstream, closed with 1003 by a GA one", async () => {
+    const betaUp = await startFakeRealtime({ beta: true })
+    try {
+      const conn = await api("/api/providers", { body: { provider: "openai", name: "oabeta", apiKey: "sk-beta", baseUrl: betaUp.baseUrl } })
+      expect(conn.status, conn.text).toBe(201)
+      const beta = await openBrowserBeta("oabeta/gpt-realtime")
+      const created = await until("beta session.created", async () => beta.events.find((e) => e.type === "session.created"))
+      expect(created.session.type).toBeUndefined()
+      expect(betaUp.handshakes.at(-1)!.headers["openai-beta"]).toBe("realtime=v1")
+      beta.ws.close()
+      await beta.closed
+      const ga = await openBrowserBeta("oa/gpt-realtime")
+      const closed = await ga.closed
+      expect(closed.code).toBe(1003)
+      expect(closed.reason).toMatch(/beta/)
+    } finally {
+      await betaUp.close()
+    }
+  }, 60_000)
+})
+
 describe("a realtime session and the models its key may use", () => {
   it("is refused with 403 model_not_allowed for a key whose allowed models do not include it, as inference is", async () => {
     const NARROW = "gwk_rth_narrow_key_0123456789abcdefghij"

@@ -44,6 +44,9 @@ export const REALTIME_PATHS = new Set(["/v1/realtime", "/realtime", "/api/v1/rea
 /** The subprotocol browsers carry their key in (OpenAI's endpoint accepts it the same way). */
 const KEY_PROTOCOL = "openai-insecure-api-key."
 
+/** The subprotocol a browser's beta client asks for the beta protocol with (it cannot send `OpenAI-Beta`). */
+const BETA_PROTOCOL = "openai-beta.realtime-v1"
+
 export interface RealtimeWebSocketShape {
   /** Handles an HTTP upgrade; false when the path is not a realtime path. */
   readonly upgrade: (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => boolean
@@ -192,9 +195,12 @@ const makeAccept = (d: AcceptDeps) => {
       if (auth._tag === "Left") return refuse(socket, requestId, auth.left.status, auth.left.message, auth.left.code ?? "unauthorized")
       apiKeyId = auth.right
     }
-    const beta = String(req.headers["openai-beta"] ?? "")
-      .split(",")
-      .some((v) => v.trim() === BETA)
+    // The beta protocol: the header, or (browsers cannot set headers) the subprotocol its browser clients offer.
+    const beta =
+      offered.includes(BETA_PROTOCOL) ||
+      String(req.headers["openai-beta"] ?? "")
+        .split(",")
+        .some((v) => v.trim() === BETA)
 
     const answer = { statusCode: 101, headersSent: false }
     const ctx: HttpRequestContext = {
