@@ -3,7 +3,7 @@ import type { CanonicalError } from "../domain/canonical.js"
 import { type Frame, NdjsonParser, SseParser } from "../upstream/formats/frames.js"
 import type { UpstreamResponse } from "../upstream/client/UpstreamHttp.js"
 import { committed, endStream, type HttpRequestContext, startStream, streamResponseHeaders, writeStream } from "./io.js"
-import type { StreamProgress, StreamWatchdogShape } from "./StreamWatchdog.js"
+import type { StreamProgress, StreamStalled, StreamWatchdogShape, Watched } from "./StreamWatchdog.js"
 
 export {
   makeStreamWatchdog,
@@ -164,13 +164,16 @@ const BLANK_LINE = Buffer.from("\n\n")
 
 /**
  * Whether `out`, what a relay made of the event `chunk` holds from `start` to `end`, is that
- * event's bytes: the same characters as the bytes read as latin1, all ASCII (whose UTF-8 is one
- * byte each, the chunk's own).
+ * event's bytes: the same characters as the bytes, all ASCII (whose UTF-8 is one byte each, the
+ * chunk's own). Compared in place: the event is not decoded into a string of its own first.
  */
 const asItCame = (out: string, chunk: Buffer, start: number, end: number): boolean => {
   if (out.length !== end - start) return false
-  const event = chunk.toString("latin1", start, end)
-  return out === event && Buffer.byteLength(event) === event.length
+  for (let i = 0; i < out.length; i++) {
+    const c = out.charCodeAt(i)
+    if (c > 0x7f || c !== chunk[start + i]) return false
+  }
+  return true
 }
 
 /** `relayStream` without an effect (the common path): `done` once. */
@@ -217,11 +220,11 @@ export const relayFrames = (
   onChunk?: (chunk: Buffer) => void
 ): Effect.Effect<StreamOutcome> =>
   Effect.async<StreamOutcome>((resume) => {
-    const stop = relayFramesNow(res, framing, relay, sink, watchdog, startedAt, silenceMs, onChunk, (ended) =>
+    const run = new RelayRun(res, framing, relay, sink, watchdog, startedAt, silenceMs, onChunk, (ended) =>
       resume(ended._tag === "ended" ? Effect.succeed(ended.outcome) : ended._tag === "gone" ? Effect.interrupt : Effect.die(ended.defect))
     )
     // A sink without its own event: the relay ends when its fiber is interrupted.
-    return sink.onGone ? undefined : Effect.sync(stop)
+    return sink.onGone ? undefined : Effect.sync(() => run.stop())
   })
 
 /** How a relay without an effect ended (`relayFramesNow`). */
@@ -234,7 +237,7 @@ export type RelayEnd =
 
 /**
  * `relayFrames` without an effect (the common request path, docs/ARCHITECTURE.md): `done` is
- * called once. Answers the function that stops the relay (for a sink without `onGone`).
+ * called once.
  */
 export const relayFramesNow = (
   res: UpstreamResponse,
@@ -246,39 +249,219 @@ export const relayFramesNow = (
   silenceMs: number | undefined,
   onChunk: ((chunk: Buffer) => void) | undefined,
   done: (ended: RelayEnd) => void
-): (() => void) => {
-  const parser = framing === "sse" ? new SseParser() : new NdjsonParser()
-  const state: StreamProgress = {
-    headersAt: Date.now(),
-    lastChunkAt: Date.now(),
-    firstContentAt: 0,
-    ...(silenceMs !== undefined ? { silenceMs } : {})
+): void => {
+  new RelayRun(res, framing, relay, sink, watchdog, startedAt, silenceMs, onChunk, done)
+}
+
+/** A relay's stream that could not be parsed, as the error it ends with. */
+const unparsable = (e: unknown): CanonicalError =>
+  e instanceof StreamFailure
+    ? e.error
+    : {
+        status: 502,
+        kind: "upstream",
+        message: `upstream stream could not be parsed: ${(e as Error).message}`,
+        code: "stream_interrupted"
+      }
+
+/**
+ * One upstream stream being relayed to a sink (`relayFramesNow`). It is its own progress for the
+ * watchdog and its own `Watched` entry, and its steps are its methods: one object per stream
+ * rather than a closure for each step and an object for the progress and the watchdog's entry.
+ * Only what the body and the sink call back (their listeners) are functions of their own.
+ */
+class RelayRun implements StreamProgress, Watched {
+  readonly headersAt: number
+  lastChunkAt: number
+  firstContentAt = 0
+  paused = false
+  readonly state: StreamProgress = this
+  private ttftMs: number | null = null
+  private finished = false
+  /** Whether chunks of whole events may pass as bytes (`passing`); decided on the first chunk. */
+  private passes: boolean | undefined
+  private readonly parser: SseParser | NdjsonParser
+  /** Same-format SSE: stretches of whole events with nothing to look at pass as they came. */
+  private readonly sse: SseParser | undefined
+  private readonly body: UpstreamResponse["body"]
+  private readonly unwatch: () => void
+  /** Made the first time the client stops taking more (backpressure), which most streams never see. */
+  private drained: (() => void) | undefined
+
+  constructor(
+    res: UpstreamResponse,
+    framing: "sse" | "ndjson",
+    private readonly relay: FrameRelay,
+    private readonly sink: StreamSink,
+    watchdog: StreamWatchdogShape,
+    private readonly startedAt: number,
+    readonly silenceMs: number | undefined,
+    private readonly onChunk: ((chunk: Buffer) => void) | undefined,
+    private readonly done: (ended: RelayEnd) => void
+  ) {
+    this.sse = framing === "sse" ? new SseParser() : undefined
+    this.parser = this.sse ?? new NdjsonParser()
+    this.headersAt = Date.now()
+    this.lastChunkAt = this.headersAt
+    const body = (this.body = res.body)
+    // A stall before anything was written leaves the request free to go elsewhere; after, the
+    // client gets its format's error event (`stalled`).
+    this.unwatch = watchdog.watch(this)
+    // `on`, not `once`, for the end and an error: each comes once, and the handlers ignore anything
+    // after the relay finished (no wrapper made per stream).
+    body.on("data", this.onData)
+    body.on("end", this.onEnd)
+    body.on("error", this.onError)
+    // The client going away destroys the upstream body, which aborts the upstream request. Tied to
+    // the sink's own event (an HTTP response's close) rather than to interruption: no
+    // interruptible region per stream.
+    if (sink.onGone) sink.onGone(this.onGone)
   }
-  let ttftMs: number | null = null
+
+  private readonly onData = (chunk: Buffer): void => {
+    this.lastChunkAt = Date.now()
+    if (this.onChunk !== undefined) this.onChunk(chunk)
+    if (this.passes === undefined)
+      this.passes = this.sse !== undefined && this.relay.quietUpTo !== undefined && this.sink.takesBytes?.() === true
+    let text: string | Buffer = ""
+    try {
+      const out = this.passes ? this.passing(chunk) : undefined
+      if (out !== undefined) text = out
+      else {
+        let t = ""
+        for (const frame of this.parser.push(chunk)) t += this.relay.frame(frame)
+        text = t
+      }
+    } catch (e) {
+      this.body.destroy()
+      return this.finish(unparsable(e))
+    }
+    if (!this.writeOut(text)) {
+      // Backpressure: wait for the client; the idle watchdog does not count this time.
+      this.paused = true
+      this.body.pause()
+      this.sink.onDrain((this.drained ??= () => this.onDrain()))
+    }
+  }
+
+  private readonly onEnd = (): void => {
+    if (this.finished) return
+    let text = ""
+    try {
+      // An idle SSE parser (nothing held: the last chunk ended on a blank line) has nothing left to give.
+      if (this.sse === undefined || !this.sse.idle()) for (const frame of this.parser.end()) text += this.relay.frame(frame)
+      text += this.relay.end()
+    } catch (e) {
+      return this.finish(unparsable(e))
+    }
+    this.write(text)
+    this.finish(undefined, "")
+  }
+
+  private readonly onError = (err: Error): void =>
+    this.finish({
+      status: 502,
+      kind: "upstream",
+      message: `upstream stream ended unexpectedly: ${err.message}`,
+      code: "stream_interrupted"
+    })
+
+  /** The client went away: the upstream body is destroyed, which aborts the upstream request. */
+  private readonly onGone = (): void => {
+    if (this.finished) return
+    this.finished = true
+    this.unwatch()
+    this.offDrain()
+    this.body.destroy()
+    this.done({ _tag: "gone" })
+  }
+
+  private onDrain(): void {
+    this.paused = false
+    this.lastChunkAt = Date.now()
+    this.body.resume()
+  }
+
+  private offDrain(): void {
+    if (this.drained !== undefined) this.sink.offDrain(this.drained)
+  }
+
+  /** The watchdog's verdict: the stream stalled (it is no longer watched). */
+  stalled(e: StreamStalled): void {
+    if (this.finished) return
+    this.finished = true
+    const { sink } = this
+    this.offDrain()
+    sink.offGone?.(this.onGone)
+    this.body.destroy()
+    const error: CanonicalError = { status: 504, kind: "timeout", message: e.message, code: "upstream_stalled" }
+    if (!sink.committed()) return this.ended({ ttftMs: this.ttftMs, error: e.message, failedBeforeOutput: error })
+    try {
+      if (!sink.gone()) sink.end(this.relay.broken(error), e.message)
+      this.ended({ ttftMs: this.ttftMs, error: e.message })
+    } catch (thrown) {
+      this.done({ _tag: "defect", defect: thrown })
+    }
+  }
+
+  /** Stops the relay (for a sink without `onGone`: its fiber was interrupted). */
+  stop(): void {
+    if (this.finished) return
+    this.finished = true
+    this.unwatch()
+    this.offDrain()
+    this.body.destroy()
+  }
+
+  private ended(outcome: StreamOutcome): void {
+    this.done({ _tag: "ended", outcome })
+  }
+
+  private finish(error: CanonicalError | undefined, endText?: string): void {
+    if (this.finished) return
+    this.finished = true
+    const { sink, relay } = this
+    this.unwatch()
+    this.offDrain()
+    sink.offGone?.(this.onGone)
+    if (error && !sink.committed()) return this.ended({ ttftMs: this.ttftMs, error: error.message, failedBeforeOutput: error })
+    const tail = error ? relay.broken(error) : (endText ?? relay.end())
+    if (!sink.gone()) sink.end(tail, error?.message ?? null)
+    this.ended({ ttftMs: this.ttftMs, error: error?.message ?? null })
+  }
 
   /** The first content is going out now: time to first token, and the watchdog's first content. */
-  const contentGoes = () => {
-    if (ttftMs === null) ttftMs = Date.now() - startedAt
-    if (!state.firstContentAt) state.firstContentAt = Date.now()
+  private contentGoes(): void {
+    if (this.ttftMs === null) this.ttftMs = Date.now() - this.startedAt
+    if (!this.firstContentAt) this.firstContentAt = Date.now()
   }
-  const write = (text: string) => {
-    if (!text || sink.gone()) return true
-    contentGoes()
-    return sink.write(text)
+
+  private write(text: string): boolean {
+    if (!text || this.sink.gone()) return true
+    this.contentGoes()
+    return this.sink.write(text)
   }
-  // Same-format SSE: stretches of whole events with nothing to look at pass as they came
-  // (`quietUpTo`); the events around them go through the parser one by one.
-  const sse = framing === "sse" ? (parser as SseParser) : undefined
-  let passes: boolean | undefined
+
+  /** Writes what `passing` made of a chunk; answers whether the client takes more. */
+  private writeOut(out: Buffer | string): boolean {
+    if (typeof out === "string") return this.write(out)
+    if (out.length === 0 || this.sink.gone()) return true
+    this.contentGoes()
+    return this.sink.writeBytes!(out)
+  }
+
   /**
    * What one chunk of whole events comes to for the client (undefined: it is not one, parse it).
-   * An event the relay gave back as it came (`asItCame`: the first, which opens the answer, and
-   * the usage one, nearly always) goes on as its bytes too: a chunk changed nowhere is written as
-   * it is, without a copy.
+   * The stretches `quietUpTo` passes go as they came; the events around them go through the
+   * parser one by one. An event the relay gave back as it came (`asItCame`: the first, which opens
+   * the answer, and the usage one, nearly always) goes on as its bytes too: a chunk changed
+   * nowhere is written as it is, without a copy.
    */
-  const passing = (chunk: Buffer): Buffer | string | undefined => {
+  private passing(chunk: Buffer): Buffer | string | undefined {
+    const sse = this.sse!
+    const relay = this.relay
     const n = chunk.length
-    if (n < 2 || chunk[n - 1] !== 0x0a || chunk[n - 2] !== 0x0a || !sse!.idle()) return undefined
+    if (n < 2 || chunk[n - 1] !== 0x0a || chunk[n - 2] !== 0x0a || !sse.idle()) return undefined
     const parts: Array<Buffer> = []
     // What the events the relay changed came to, not yet in `parts`.
     let out = ""
@@ -292,7 +475,7 @@ export const relayFramesNow = (
       }
       const end = chunk.indexOf(BLANK_LINE, pos) + 2
       let event = ""
-      for (const frame of sse!.push(chunk.subarray(pos, end))) event += relay.frame(frame)
+      for (const frame of sse.push(chunk.subarray(pos, end))) event += relay.frame(frame)
       if (!asItCame(event, chunk, pos, end)) {
         if (pos > same) {
           if (out !== "") parts.push(Buffer.from(out))
@@ -309,131 +492,5 @@ export const relayFramesNow = (
     if (out !== "") parts.push(Buffer.from(out))
     if (same < n) parts.push(chunk.subarray(same, n))
     return parts.length === 1 ? parts[0]! : Buffer.concat(parts)
-  }
-  /** Writes what `passing` made of a chunk; answers whether the client takes more. */
-  const writeOut = (out: Buffer | string): boolean => {
-    if (typeof out === "string") return write(out)
-    if (out.length === 0 || sink.gone()) return true
-    contentGoes()
-    return sink.writeBytes!(out)
-  }
-  const ended = (outcome: StreamOutcome) => done({ _tag: "ended", outcome })
-
-  const body = res.body
-  let finished = false
-  // A stall before anything was written leaves the request free to go elsewhere; after, the
-  // client gets its format's error event.
-  const unwatch = watchdog.watch({
-    state,
-    stalled: (e) => {
-      if (finished) return
-      finished = true
-      sink.offDrain(onDrain)
-      sink.offGone?.(onGone)
-      body.destroy()
-      const error: CanonicalError = { status: 504, kind: "timeout", message: e.message, code: "upstream_stalled" }
-      if (!sink.committed()) return ended({ ttftMs, error: e.message, failedBeforeOutput: error })
-      try {
-        if (!sink.gone()) sink.end(relay.broken(error), e.message)
-        ended({ ttftMs, error: e.message })
-      } catch (thrown) {
-        done({ _tag: "defect", defect: thrown })
-      }
-    }
-  })
-  const onDrain = () => {
-    state.paused = false
-    state.lastChunkAt = Date.now()
-    body.resume()
-  }
-  const finish = (error: CanonicalError | undefined, endText?: string) => {
-    if (finished) return
-    finished = true
-    unwatch()
-    sink.offDrain(onDrain)
-    sink.offGone?.(onGone)
-    if (error && !sink.committed()) return ended({ ttftMs, error: error.message, failedBeforeOutput: error })
-    const tail = error ? relay.broken(error) : (endText ?? relay.end())
-    if (!sink.gone()) sink.end(tail, error?.message ?? null)
-    ended({ ttftMs, error: error?.message ?? null })
-  }
-  body.on("data", (chunk: Buffer) => {
-    state.lastChunkAt = Date.now()
-    if (onChunk !== undefined) onChunk(chunk)
-    if (passes === undefined) passes = sse !== undefined && relay.quietUpTo !== undefined && sink.takesBytes?.() === true
-    let text: string | Buffer = ""
-    try {
-      const out = passes ? passing(chunk) : undefined
-      if (out !== undefined) text = out
-      else {
-        let t = ""
-        for (const frame of parser.push(chunk)) t += relay.frame(frame)
-        text = t
-      }
-    } catch (e) {
-      body.destroy()
-      return finish(
-        e instanceof StreamFailure
-          ? e.error
-          : {
-              status: 502,
-              kind: "upstream",
-              message: `upstream stream could not be parsed: ${(e as Error).message}`,
-              code: "stream_interrupted"
-            }
-      )
-    }
-    if (!writeOut(text)) {
-      // Backpressure: wait for the client; the idle watchdog does not count this time.
-      state.paused = true
-      body.pause()
-      sink.onDrain(onDrain)
-    }
-  })
-  // `on`, not `once`, for the end and an error: each comes once, and the handlers ignore anything
-  // after the relay finished (no wrapper made per stream).
-  body.on("end", () => {
-    if (finished) return
-    let text = ""
-    try {
-      // An idle SSE parser (nothing held: the last chunk ended on a blank line) has nothing left to give.
-      if (sse === undefined || !sse.idle()) for (const frame of parser.end()) text += relay.frame(frame)
-      text += relay.end()
-    } catch (e) {
-      return finish(
-        e instanceof StreamFailure
-          ? e.error
-          : {
-              status: 502,
-              kind: "upstream",
-              message: `upstream stream could not be parsed: ${(e as Error).message}`,
-              code: "stream_interrupted"
-            }
-      )
-    }
-    write(text)
-    finish(undefined, "")
-  })
-  body.on("error", (err: Error) =>
-    finish({ status: 502, kind: "upstream", message: `upstream stream ended unexpectedly: ${err.message}`, code: "stream_interrupted" })
-  )
-  // The client went away: the upstream body is destroyed, which aborts the upstream request.
-  // Tied to the sink's own event (an HTTP response's close) rather than to interruption: no
-  // interruptible region per stream.
-  function onGone() {
-    if (finished) return
-    finished = true
-    unwatch()
-    sink.offDrain(onDrain)
-    body.destroy()
-    done({ _tag: "gone" })
-  }
-  if (sink.onGone) sink.onGone(onGone)
-  return () => {
-    if (finished) return
-    finished = true
-    unwatch()
-    sink.offDrain(onDrain)
-    body.destroy()
   }
 }
