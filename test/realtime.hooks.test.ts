@@ -178,6 +178,34 @@ describe("a beta client in a browser", () => {
   }, 60_000)
 })
 
+describe("a client secret minted with a session configuration", () => {
+  it("opens sessions on the secret's model when the page names none, configured as the secret says", async () => {
+    const minted = await call(`${gw.url}/v1/realtime/client_secrets`, {
+      body: { session: { type: "realtime", model: "oa/gpt-realtime", instructions: "Answer like a pirate.", output_modalities: ["text"] } },
+      headers: { authorization: `Bearer ${KEY}` }
+    })
+    expect(minted.status, minted.text).toBe(200)
+    const receivedBefore = up.received.length
+    // The page knows the secret only: no key, no model.
+    const ws = new WebSocket(`${gw.url.replace(/^http/, "ws")}/v1/realtime`, ["realtime", `openai-insecure-api-key.${minted.body.value}`])
+    const events: Array<any> = []
+    ws.on("message", (d) => events.push(JSON.parse(String(d))))
+    const closed = new Promise((r) => ws.on("close", r))
+    await new Promise((resolve, reject) => {
+      ws.once("open", resolve)
+      ws.once("unexpected-response", (_q, res) => reject(new Error(`refused ${res.statusCode}`)))
+      ws.once("error", reject)
+    })
+    const updated = await until("the secret's configuration applied", async () => events.find((e) => e.type === "session.updated"))
+    expect(updated.session.instructions).toBe("Answer like a pirate.")
+    expect(up.handshakes.at(-1)!.url).toBe("/v1/realtime?model=gpt-realtime")
+    const sent = up.received.slice(receivedBefore).find((e) => e.type === "session.update")
+    expect(sent.session).toEqual({ type: "realtime", instructions: "Answer like a pirate.", output_modalities: ["text"] })
+    ws.close()
+    await closed
+  }, 60_000)
+})
+
 describe("a realtime session and the models its key may use", () => {
   it("is refused with 403 model_not_allowed for a key whose allowed models do not include it, as inference is", async () => {
     const NARROW = "gwk_rth_narrow_key_0123456789abcdefghij"

@@ -21,18 +21,26 @@ export interface MintedSecret {
 }
 
 export interface RealtimeSecretsShape {
-  /** A new secret bound to `apiKeyId` (null: a gateway without keys), valid for `ttlSeconds`. */
-  readonly mint: (apiKeyId: string | null, ttlSeconds: number) => MintedSecret
+  /**
+   * A new secret bound to `apiKeyId` (null: a gateway without keys), valid for `ttlSeconds`;
+   * `session`: the session configuration it was minted with, applied to the sessions it opens.
+   */
+  readonly mint: (apiKeyId: string | null, ttlSeconds: number, session?: Readonly<Record<string, unknown>>) => MintedSecret
   /** Whether a presented credential is shaped like a client secret. */
   readonly isSecret: (presented: string) => boolean
   /** The key a live secret is bound to; undefined when it is unknown or expired. */
   readonly redeem: (presented: string) => string | null | undefined
+  /** The session configuration a live secret was minted with (undefined: none, or not live). */
+  readonly sessionOf: (presented: string) => Readonly<Record<string, unknown>> | undefined
 }
 
 const hash = (s: string): string => crypto.createHash("sha256").update(s).digest("base64url")
 
 export const makeRealtimeSecrets = (now: () => number = Date.now): RealtimeSecretsShape => {
-  const live = new Map<string, { readonly apiKeyId: string | null; readonly expiresAtMs: number }>()
+  const live = new Map<
+    string,
+    { readonly apiKeyId: string | null; readonly expiresAtMs: number; readonly session: Readonly<Record<string, unknown>> | undefined }
+  >()
   const sweep = () => {
     const t = now()
     for (const [k, v] of live) if (v.expiresAtMs <= t) live.delete(k)
@@ -43,11 +51,11 @@ export const makeRealtimeSecrets = (now: () => number = Date.now): RealtimeSecre
     }
   }
   return {
-    mint: (apiKeyId, ttlSeconds) => {
+    mint: (apiKeyId, ttlSeconds, session) => {
       sweep()
       const value = `${SECRET_PREFIX}${crypto.randomBytes(32).toString("base64url")}`
       const expiresAtMs = now() + ttlSeconds * 1000
-      live.set(hash(value), { apiKeyId, expiresAtMs })
+      live.set(hash(value), { apiKeyId, expiresAtMs, session })
       return { value, expiresAt: Math.floor(expiresAtMs / 1000) }
     },
     isSecret: (presented) => presented.startsWith(SECRET_PREFIX),
@@ -59,6 +67,10 @@ export const makeRealtimeSecrets = (now: () => number = Date.now): RealtimeSecre
         return undefined
       }
       return entry.apiKeyId
+    },
+    sessionOf: (presented) => {
+      const entry = live.get(hash(presented))
+      return entry === undefined || entry.expiresAtMs <= now() ? undefined : entry.session
     }
   }
 }

@@ -113,6 +113,19 @@ const sessionHooks = (table: HookTable): HookTable =>
     ? { ...table, listeners: table.listeners.filter((l) => l.name !== "inspector") }
     : table
 
+/**
+ * The session configuration a client secret was minted with, as the `session.update` that applies
+ * it upstream when a session opens with the secret (OpenAI applies a secret's configuration the
+ * same way: the page need not know it). Without `model`: the session's model is chosen at connect.
+ * Undefined when there is nothing to apply.
+ */
+const secretConfiguration = (session: Readonly<Record<string, unknown>> | undefined): Record<string, unknown> | undefined => {
+  if (session === undefined) return undefined
+  const { model: _model, ...rest } = session
+  if (Object.keys(rest).filter((k) => k !== "type").length === 0) return undefined
+  return { type: "realtime", ...rest }
+}
+
 /** Inspector snapshots of a running session at most this often (ms): the entry shows its events live. */
 const LIVE_INSPECTOR_MS = 1000
 
@@ -169,12 +182,15 @@ const makeAccept = (d: AcceptDeps) => {
     query: URLSearchParams,
     requestId: string
   ) {
-    const model = query.get("model")?.trim()
-    if (!model) return refuse(socket, requestId, 400, "the realtime endpoint needs ?model=<id>", "missing_model")
     // The key: a header (as inference reads it), or the browser's subprotocol; an ephemeral client secret in either place.
     const offered = protocolsOf(req)
     const fromProtocol = offered.find((p) => p.startsWith(KEY_PROTOCOL))?.slice(KEY_PROTOCOL.length)
     const presented = fromProtocol || presentedKey(req, query)
+    // A client secret minted with a session configuration: its model when the client names none, the rest applied upstream.
+    const secretSession = presented !== undefined && secrets.isSecret(presented) ? secrets.sessionOf(presented) : undefined
+    const secretModel = typeof secretSession?.["model"] === "string" ? secretSession["model"].trim() : undefined
+    const model = query.get("model")?.trim() || secretModel
+    if (!model) return refuse(socket, requestId, 400, "the realtime endpoint needs ?model=<id>", "missing_model")
     let apiKeyId: string | null
     if (presented !== undefined && secrets.isSecret(presented)) {
       const bound = secrets.redeem(presented)
@@ -328,6 +344,8 @@ const makeAccept = (d: AcceptDeps) => {
     wss.handleUpgrade(req, socket, head, (ws) => {
       socket.off("close", abandoned)
       sockets.add(ws)
+      const configured = beta ? undefined : secretConfiguration(secretSession)
+      if (configured !== undefined) upstream.send(JSON.stringify({ type: "session.update", session: configured }))
       const started = Date.now()
       const info = {
         sessionId: requestId,

@@ -35,7 +35,7 @@ const mint = (secrets: RealtimeSecretsShape) => (ctx: HttpRequestContext) =>
     const session = body["session"]
     if (session !== undefined && (session === null || typeof session !== "object" || Array.isArray(session)))
       return Effect.fail(invalid("session must be an object", "session"))
-    const minted = secrets.mint(ctx.apiKeyId, ttl)
+    const minted = secrets.mint(ctx.apiKeyId, ttl, session as Record<string, unknown> | undefined)
     sendJson(ctx, 200, { value: minted.value, expires_at: minted.expiresAt, session: session ?? { type: "realtime" } })
     return Effect.void
   })
