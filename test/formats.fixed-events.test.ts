@@ -107,6 +107,75 @@ describe("Anthropic encoder: fixed events from templates", () => {
   })
 })
 
+describe("chat encoder: chunks written around the stream's head", () => {
+  /** A chunk as the encoder wrote it from its object (sseData) before the template. */
+  const chunkOf = (id: string, created: unknown, model: string, delta: Record<string, unknown>, finish: string | null = null) =>
+    sseData({ id, object: "chat.completion.chunk", created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })
+
+  it("writes the same bytes as each chunk's object, for every kind of chunk", () => {
+    const usage = { inputTokens: 5, outputTokens: 9, reasoningTokens: 2 }
+    const events: Array<StreamEvent> = [
+      { type: "start", id: "abc", model: "up", created: 1_700_000_000 },
+      { type: "block_start", index: 0, block: { type: "reasoning" } },
+      { type: "reasoning_delta", index: 0, text: 'think "x"' },
+      { type: "block_stop", index: 0 },
+      { type: "block_start", index: 1, block: { type: "text" } },
+      { type: "text_delta", index: 1, text: "é\n" },
+      { type: "block_stop", index: 1 },
+      { type: "block_start", index: 2, block: { type: "tool_use", id: "call_1", name: "get" } },
+      { type: "tool_args_delta", index: 2, partialJson: '{"a":' },
+      { type: "tool_args_delta", index: 2, partialJson: "1}" },
+      { type: "block_stop", index: 2 },
+      { type: "block_start", index: 3, block: { type: "tool_use", id: "call_2", name: "noargs" } },
+      { type: "block_stop", index: 3 },
+      { type: "block_start", index: 4, block: { type: "tool_use", id: "call_3", name: "shell" } },
+      { type: "tool_args_delta", index: 4, partialJson: '{"input":"ls"}' },
+      { type: "block_stop", index: 4 },
+      { type: "usage", usage },
+      { type: "finish", stopReason: "tool_use" }
+    ]
+    const model = 'm "1"'
+    const c = (delta: Record<string, unknown>, finish: string | null = null) => chunkOf("chatcmpl-abc", 1_700_000_000, model, delta, finish)
+    const encoder = new ChatStreamEncoder(model, true, new Set(["shell"]))
+    const out = events.map((e) => encoder.push(e)).join("") + encoder.end()
+    const expected =
+      c({ role: "assistant", content: "" }) +
+      c({ reasoning_content: 'think "x"' }) +
+      c({ content: "é\n" }) +
+      c({ tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "get", arguments: "" } }] }) +
+      c({ tool_calls: [{ index: 0, function: { arguments: '{"a":' } }] }) +
+      c({ tool_calls: [{ index: 0, function: { arguments: "1}" } }] }) +
+      c({ tool_calls: [{ index: 1, id: "call_2", type: "function", function: { name: "noargs", arguments: "" } }] }) +
+      c({ tool_calls: [{ index: 1, function: { arguments: "{}" } }] }) +
+      c({ tool_calls: [{ index: 2, id: "call_3", type: "custom", custom: { name: "shell", input: "" } }] }) +
+      c({ tool_calls: [{ index: 2, custom: { input: "ls" } }] }) +
+      c({}, "tool_calls")
+    expect(out.slice(0, expected.length)).toBe(expected)
+    expect(out.slice(expected.length)).toMatch(/^data: \{"id":"chatcmpl-abc",.*"choices":\[\],"usage":\{"prompt_tokens":5,/)
+    expect(out.endsWith("data: [DONE]\n\n")).toBe(true)
+  })
+
+  it("writes a chunk before the start and one with a created that JSON writes as null the same as their objects", () => {
+    reseed(4)
+    const encoder = new ChatStreamEncoder("m", false)
+    const first = encoder.push({ type: "block_start", index: 0, block: { type: "tool_use", id: "call_1", name: "get" } })
+    const id = /"id":"(chatcmpl-[a-z0-9]{24})"/.exec(first)?.[1]
+    expect(id).toBeDefined()
+    const created = JSON.parse(first.slice(6)).created as number
+    expect(first).toBe(
+      chunkOf(id!, created, "m", {
+        role: "assistant",
+        tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "get", arguments: "" } }]
+      })
+    )
+    const odd = new ChatStreamEncoder("m", false)
+    odd.push({ type: "start", id: "x", model: "m", created: Number.NaN })
+    const text = odd.push({ type: "text_delta", index: 0, text: "t" })
+    expect(text).toBe(chunkOf("chatcmpl-x", null, "m", { content: "t" }))
+    expect(odd.push({ type: "finish", stopReason: "end_turn" })).toBe(chunkOf("chatcmpl-x", null, "m", {}, "stop"))
+  })
+})
+
 describe("Responses encoder: the response written member by member", () => {
   const events: Array<StreamEvent> = [
     start,

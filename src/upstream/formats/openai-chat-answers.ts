@@ -452,19 +452,36 @@ export class ChatStreamEncoder implements StreamEncoder {
     private readonly customTools: ReadonlySet<string> = new Set()
   ) {}
 
-  /** The start of a chunk's JSON up to its delta (id, created and model are the stream's), made once. */
+  /** The start of a chunk's JSON up to its delta (id, created and model are the stream's), made once (`chunkHead`). */
   private head: string | undefined
+
+  /**
+   * `head`, made at the first chunk after the stream's start; undefined when `created` is not a
+   * number JSON writes as itself or the model not a string (the chunk is then written from its object).
+   */
+  private chunkHead(): string | undefined {
+    if (this.head === undefined) {
+      if (typeof this.created !== "number" || !Number.isFinite(this.created) || typeof this.model !== "string") return undefined
+      this.head = `data: {"id":${JSON.stringify(this.id)},"object":"chat.completion.chunk","created":${this.created},"model":${JSON.stringify(this.model)},"choices":[{"index":0,"delta":`
+    }
+    return this.head
+  }
 
   /** A text delta's chunk from a template: the same bytes as `chunk({ content })`, the stream's most frequent event. */
   private textChunk(text: string): string {
-    if (this.head === undefined) {
-      if (typeof this.created !== "number" || !Number.isFinite(this.created)) return this.chunk({ content: text })
-      this.head = `data: {"id":${JSON.stringify(this.id)},"object":"chat.completion.chunk","created":${this.created},"model":${JSON.stringify(this.model)},"choices":[{"index":0,"delta":{"content":`
-    }
-    return `${this.head}${JSON.stringify(text)}},"logprobs":null,"finish_reason":null}]}\n\n`
+    const head = this.chunkHead()
+    if (head === undefined) return this.chunk({ content: text })
+    return `${head}{"content":${JSON.stringify(text)}},"logprobs":null,"finish_reason":null}]}\n\n`
   }
 
+  /**
+   * A chunk: `sseData` of { id, object, created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason }] },
+   * written around the stream's `chunkHead` and the JSON of the delta (the same bytes).
+   */
   private chunk(delta: Record<string, unknown>, finish: string | null = null): string {
+    const head = this.chunkHead()
+    if (head !== undefined && finish !== undefined)
+      return `${head}${JSON.stringify(delta)},"logprobs":null,"finish_reason":${finish === null ? "null" : JSON.stringify(finish)}}]}\n\n`
     return sseData({
       id: this.id,
       object: "chat.completion.chunk",
