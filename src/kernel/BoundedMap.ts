@@ -26,6 +26,18 @@ export class BoundedMap<K, V> implements Iterable<[K, V]> {
    */
   private newest: K | undefined = undefined
   private newestExpiry: K | undefined = undefined
+  /**
+   * Where eviction reads the oldest entries: a live iterator over `map`'s keys (and one over
+   * `expiry`'s), kept from one eviction to the next. A Map's first key, read anew, is found by
+   * walking every deleted entry still in its table (up to a table's worth, until the table is
+   * rebuilt), and a full map evicts one per `set`; a kept iterator stands past them, and new keys
+   * come after it. Made again only once it ran out (the map emptied).
+   */
+  private oldestKeys: IterableIterator<K> | undefined = undefined
+  private expiringKeys: IterableIterator<K> | undefined = undefined
+  /** The key `expiringKeys` last read, not yet dropped (it was not due): the oldest in `expiry` while `hasNextExpiring`. */
+  private nextExpiring: K | undefined = undefined
+  private hasNextExpiring = false
 
   constructor(options: BoundedMapOptions) {
     this.maxEntries = Math.max(1, Math.floor(options.maxEntries))
@@ -73,7 +85,7 @@ export class BoundedMap<K, V> implements Iterable<[K, V]> {
     if (expiry !== undefined) {
       const t = now ?? Date.now()
       if (key !== this.newestExpiry || !expiry.has(key)) {
-        expiry.delete(key)
+        this.dropExpiry(key)
         this.newestExpiry = key
       }
       expiry.set(key, t + this.ttlMs!)
@@ -84,13 +96,17 @@ export class BoundedMap<K, V> implements Iterable<[K, V]> {
   }
 
   delete(key: K): boolean {
-    this.expiry?.delete(key)
+    this.dropExpiry(key)
     return this.map.delete(key)
   }
 
   clear(): void {
     this.map.clear()
     this.expiry?.clear()
+    this.oldestKeys = undefined
+    this.expiringKeys = undefined
+    this.hasNextExpiring = false
+    this.nextExpiring = undefined
   }
 
   /**
@@ -103,9 +119,20 @@ export class BoundedMap<K, V> implements Iterable<[K, V]> {
     if (expiry === undefined) return 0
     const t = now ?? Date.now()
     let n = 0
-    for (const [key, at] of expiry) {
-      if (at > t) break
-      expiry.delete(key)
+    for (;;) {
+      if (!this.hasNextExpiring) {
+        this.expiringKeys ??= expiry.keys()
+        const read = this.expiringKeys.next()
+        if (read.done) {
+          this.expiringKeys = undefined
+          break
+        }
+        this.nextExpiring = read.value
+        this.hasNextExpiring = true
+      }
+      const key = this.nextExpiring as K
+      if (expiry.get(key)! > t) break
+      this.dropExpiry(key)
       this.map.delete(key)
       n++
     }
@@ -134,9 +161,23 @@ export class BoundedMap<K, V> implements Iterable<[K, V]> {
   private expired(key: K, now: number | undefined): boolean {
     const at = this.expiry!.get(key)
     if (at === undefined || at > (now ?? Date.now())) return false
-    this.expiry!.delete(key)
+    this.dropExpiry(key)
     this.map.delete(key)
     return true
+  }
+
+  /**
+   * `key` out of `expiry`. Every removal goes through here: the key `evictExpired` read last is
+   * then read again from its new place, if it is set again (a key set again moves to the end).
+   */
+  private dropExpiry(key: K): void {
+    const expiry = this.expiry
+    if (expiry === undefined) return
+    if (this.hasNextExpiring && this.nextExpiring === key) {
+      this.hasNextExpiring = false
+      this.nextExpiring = undefined
+    }
+    expiry.delete(key)
   }
 
   /** A read in `lru` order: the entry becomes the newest (its expiry, kept in order of `set`, stays). */
@@ -148,9 +189,16 @@ export class BoundedMap<K, V> implements Iterable<[K, V]> {
   }
 
   private evictOldest(): void {
-    const oldest = this.map.keys().next()
-    if (oldest.done) return
+    let oldest = this.oldestKeys?.next()
+    if (oldest === undefined || oldest.done) {
+      this.oldestKeys = this.map.keys()
+      oldest = this.oldestKeys.next()
+      if (oldest.done) {
+        this.oldestKeys = undefined
+        return
+      }
+    }
     this.map.delete(oldest.value)
-    this.expiry?.delete(oldest.value)
+    this.dropExpiry(oldest.value)
   }
 }
