@@ -4,6 +4,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../../src/services/auth/ApiKeys.js"
+import { COMPACTION_PROMPT, summaryMessageText } from "../../src/inference/compaction/items.js"
 import { maskSecret } from "../../src/kernel/redact.js"
 import { runCli } from "../support/cli.js"
 import { type Family, FakeUpstream } from "../support/fakeUpstream.js"
@@ -334,6 +335,9 @@ describe("codex over WebSocket (upstream: openai-responses)", () => {
  */
 describe("codex compaction with the built-in provider (upstream: anthropic)", () => {
   const SUMMARY = "COMPACTED-SUMMARY: the user asked to run echo, it printed TOOL_OK"
+  /** The first line of the gateway's compaction prompt, and the opening of the message its item becomes (JSON-escaped as sent). */
+  const GATEWAY_PROMPT = COMPACTION_PROMPT.split("\n")[0]!
+  const OPENED = summaryMessageText("").split("\n")[0]!
   const AFTER = "ANSWER_AFTER_COMPACTION"
   it.skipIf(!fs.existsSync(bin("codex")))("completes a session that compacts", async () => {
     const home = tempDir("gw-agent-codex-compact-")
@@ -356,7 +360,7 @@ enabled = false
     up.requests.length = 0
     up.script((r) => {
       const body = JSON.stringify(r.body)
-      if (body.includes("handoff summary")) return { content: SUMMARY }
+      if (body.includes(GATEWAY_PROMPT)) return { content: SUMMARY }
       if (body.includes(SUMMARY)) return { content: AFTER }
       // The tool turn reports a context far above the limit, so Codex compacts before going on.
       return { ...agentResponder(r), usage: { input: 60_000, output: 10 } }
@@ -367,9 +371,13 @@ enabled = false
       expect(r.code).toBe(0)
       expect(up.violations).toEqual([])
       const sent = up.requests.filter((q) => q.family === "anthropic").map((q) => JSON.stringify(q.body))
-      // The summary was asked of the upstream, and the next request carried it instead of the transcript.
-      expect(sent.some((b) => b.includes("handoff summary"))).toBe(true)
-      expect(sent.some((b) => b.includes(SUMMARY) && !b.includes("gwcmp1:"))).toBe(true)
+      // The gateway asked the upstream for the summary with its own prompt (Codex compacting locally
+      // would have sent its "CONTEXT CHECKPOINT COMPACTION" prompt instead, which also asks for a
+      // "handoff summary"), and the next request carried the item Codex was given opened into the
+      // gateway's summary message, never the sealed item itself.
+      expect(sent.some((b) => b.includes(GATEWAY_PROMPT))).toBe(true)
+      expect(sent.some((b) => b.includes("CONTEXT CHECKPOINT COMPACTION"))).toBe(false)
+      expect(sent.some((b) => b.includes(OPENED) && b.includes(SUMMARY) && !b.includes("gwcmp1:"))).toBe(true)
       expect(up.requests.every((q) => q.family === "anthropic")).toBe(true)
     } finally {
       up.script(agentResponder)
