@@ -462,7 +462,8 @@ class RelayRun implements StreamProgress, Watched {
     const relay = this.relay
     const n = chunk.length
     if (n < 2 || chunk[n - 1] !== 0x0a || chunk[n - 2] !== 0x0a || !sse.idle()) return undefined
-    const parts: Array<Buffer> = []
+    // The pieces the chunk comes to, once an event in it was changed (made then: most chunks have none).
+    let parts: Array<Buffer> | undefined
     // What the events the relay changed came to, not yet in `parts`.
     let out = ""
     // The chunk's bytes from `same` on go out as they came, up to the event looked at.
@@ -478,6 +479,7 @@ class RelayRun implements StreamProgress, Watched {
       for (const frame of sse.push(chunk.subarray(pos, end))) event += relay.frame(frame)
       if (!asItCame(event, chunk, pos, end)) {
         if (pos > same) {
+          parts ??= []
           if (out !== "") parts.push(Buffer.from(out))
           out = ""
           parts.push(chunk.subarray(same, pos))
@@ -488,7 +490,8 @@ class RelayRun implements StreamProgress, Watched {
       pos = end
     }
     if (same === 0) return chunk
-    if (parts.length === 0 && same === n) return out
+    if (parts === undefined && same === n) return out
+    parts ??= []
     if (out !== "") parts.push(Buffer.from(out))
     if (same < n) parts.push(chunk.subarray(same, n))
     return parts.length === 1 ? parts[0]! : Buffer.concat(parts)
