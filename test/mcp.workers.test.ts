@@ -9,6 +9,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import * as Effect from "effect/Effect"
 import path from "node:path"
+import { Agent, fetch as undiciFetch } from "undici"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { McpServers } from "../src/services/mcp/McpServers.js"
@@ -161,7 +162,9 @@ describe("an MCP session under gateway --workers 2", () => {
       async () => {
         const states = await Promise.all(
           Array.from({ length: 6 }, () =>
-            fetch(`${gw.url}/api/mcp/servers/ev`, { headers: admin, keepalive: false }).then((r) => r.json() as Promise<any>)
+            undiciFetch(`${gw.url}/api/mcp/servers/ev`, { headers: admin, dispatcher: new Agent({ pipelining: 0 }) } as never).then(
+              (r) => r.json() as Promise<any>
+            )
           )
         )
         return states.every((s) => s.health?.state === "ready" && s.tools > 0) ? true : undefined
@@ -175,10 +178,24 @@ describe("an MCP session under gateway --workers 2", () => {
   })
 
   it("the official client lists and calls tools over many connections, whichever worker each lands on", async () => {
+    // A connection per request (closed as soon as it is idle): node's cluster hands each new one to
+    // the next worker, so a session's requests land on both workers, as they do for a client that
+    // keeps its event stream open and sends requests in parallel.
+    const dispatcher = new Agent({ keepAliveTimeout: 1, keepAliveMaxTimeout: 1 })
+    let connections = 0
+    dispatcher.on("connect", () => void connections++)
+    const perRequest = (input: string | URL | Request, init?: RequestInit) =>
+      undiciFetch(input instanceof Request ? input.url : String(input), {
+        ...(init as object),
+        dispatcher
+      } as never) as unknown as Promise<Response>
     for (let n = 0; n < 4; n++) {
       const client = new Client({ name: "workers", version: "1.0.0" })
       await client.connect(
-        new StreamableHTTPClientTransport(new URL(`${gw.url}/v1/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } })
+        new StreamableHTTPClientTransport(new URL(`${gw.url}/v1/mcp`), {
+          requestInit: { headers: { authorization: `Bearer ${key}` } },
+          fetch: perRequest
+        })
       )
       try {
         for (let i = 0; i < 4; i++) {
@@ -193,5 +210,7 @@ describe("an MCP session under gateway --workers 2", () => {
         await client.close()
       }
     }
+    expect(connections).toBeGreaterThan(8)
+    await dispatcher.close()
   }, 120_000)
 })
