@@ -199,6 +199,22 @@ describe("limits at every level", () => {
     expect(over.body.message).toContain(`maxTokens 1000 is above team 'research' (${research.id})'s 100`)
   })
 
+  it("a key's own rpm and tpm, set on POST or PATCH /api/keys, cannot be above a level above it either", async () => {
+    expect((await levelLimits({ teamId: "research", rpm: 10, tpm: 1000 })).status).toBe(200)
+    const made = await api("/api/keys", { name: "ana-fast", userId: ana.id, rpm: 50 })
+    expect(made.status).toBe(400)
+    expect(made.body.message).toBe(`rpm 50 is above team 'research' (${research.id})'s 10`)
+    const patched = await api(`/api/keys/${keys["ana-ci"]!.id}`, { tpm: 5000 }, "PATCH")
+    expect(patched.status).toBe(400)
+    expect(patched.body.message).toBe(`tpm 5000 is above team 'research' (${research.id})'s 1000`)
+    // Within the team's, or for a key outside the team, they are set as before.
+    const within = await api("/api/keys", { name: "ana-slow", userId: ana.id, rpm: 5 })
+    expect(within.status).toBe(201)
+    cleanup.push(() => api(`/api/keys/${within.body.id}`, undefined, "DELETE"))
+    expect((await api(`/api/keys/${keys["bob-1"]!.id}`, { tpm: 5000 }, "PATCH")).status).toBe(200)
+    cleanup.push(() => api(`/api/keys/${keys["bob-1"]!.id}`, { tpm: null }, "PATCH"))
+  })
+
   it("names one level: none or several is a 400; an unknown team is a 404", async () => {
     const none = await api("/api/usage/budget", { dailyLimitUsd: 5 })
     expect(none.status).toBe(400)

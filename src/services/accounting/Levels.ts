@@ -68,6 +68,16 @@ export interface LevelsShape {
   readonly ratesAbove: (apiKeyId: string) => ReadonlyArray<LevelRates>
   /** The MCP ceilings set above a key (nearest first). */
   readonly mcpAbove: (apiKeyId: string) => ReadonlyArray<LevelRefusal & { readonly allow: ReadonlyArray<string> }>
+  /**
+   * Why a key's own rpm or tpm may not be `value` (`POST` and `PATCH /api/keys`): the nearest level
+   * above a key of this owner (its user, its team or the user's teams, the organisation) with a
+   * lower one; undefined when it is within every level, as `set` requires of the levels' own.
+   */
+  readonly keyRateCeiling: (
+    owner: { readonly userId: string | null; readonly teamId: string | null },
+    field: "rpm" | "tpm",
+    value: number
+  ) => Effect.Effect<string | undefined>
   /** `POST /api/usage/limits`: the fields given change (null removes one), within every level above. */
   readonly set: (input: unknown) => Effect.Effect<LevelLimitsView, BadRequest | NotFound>
   /** `DELETE /api/usage/limits/{subject}`: the level's rate limits, models and MCP access removed (a key's own rpm, tpm and MCP too). */
@@ -240,15 +250,34 @@ export class Levels extends Context.Tag("gateway/Levels")<Levels, LevelsShape>()
           })
         )
 
-      /** Why `value` of `field` may not be set on `id`: the nearest level above with a lower value. */
-      const ceiling = (id: string, field: "rpm" | "tpm", value: number): Effect.Effect<string | undefined> =>
+      /** Why `value` of `field` may not be set below `ancestors` (nearest first): the nearest with a lower value. */
+      const ceilingAmong = (ancestors: ReadonlyArray<string>, field: "rpm" | "tpm", value: number): Effect.Effect<string | undefined> =>
         Effect.gen(function* () {
-          for (const a of ancestorsOf(owners, id)) {
+          for (const a of ancestors) {
             const limit = (yield* effective(a))[field]
             if (limit !== null && value > limit) return `${field} ${value} is above ${label(a)}'s ${limit}`
           }
           return undefined
         })
+
+      /** Why `value` of `field` may not be set on `id`: the nearest level above with a lower value. */
+      const ceiling = (id: string, field: "rpm" | "tpm", value: number) => ceilingAmong(ancestorsOf(owners, id), field, value)
+
+      /** The levels above a key of this owner, nearest first (as `ancestorsOf` reads them for a key that exists). */
+      const aboveOwner = (owner: { readonly userId: string | null; readonly teamId: string | null }): ReadonlyArray<string> => {
+        const out: Array<string> = []
+        if (owner.userId !== null) out.push(owner.userId)
+        if (owner.teamId !== null) out.push(owner.teamId)
+        else if (owner.userId !== null) out.push(...(owners.users.get(owner.userId)?.teams ?? []))
+        out.push(ORGANISATION_ID)
+        return out
+      }
+
+      const keyRateCeiling: LevelsShape["keyRateCeiling"] = (owner, field, value) =>
+        Effect.zipRight(
+          load,
+          Effect.suspend(() => ceilingAmong(aboveOwner(owner), field, value))
+        )
 
       const listCeiling = (id: string, field: "models" | "mcp", patterns: ReadonlyArray<string>) =>
         Effect.gen(function* () {
@@ -359,6 +388,7 @@ export class Levels extends Context.Tag("gateway/Levels")<Levels, LevelsShape>()
         anyModels: () => withModels > 0,
         ratesAbove,
         mcpAbove,
+        keyRateCeiling,
         set,
         remove,
         list,

@@ -1,6 +1,7 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as Effect from "effect/Effect"
-import { Forbidden, NotFound } from "../../../domain/errors.js"
+import { BadRequest, Forbidden, NotFound } from "../../../domain/errors.js"
+import { Levels } from "../../../services/accounting/Levels.js"
 import { ApiKeys } from "../../../services/auth/ApiKeys.js"
 import { Directory } from "../../../services/teams/Directory.js"
 import { adminOnlyKeyFields, canManageKey, canSeeKey, isAdmin, type KeyOwner, ownerOfNewKey, visibleKeys } from "../access.js"
@@ -17,6 +18,7 @@ export const layer = HttpApiBuilder.group(ManagementApi, "keys", (handlers) =>
   Effect.gen(function* () {
     const keys = yield* ApiKeys
     const directory = yield* Directory
+    const levels = yield* Levels
     const users = directory.user
 
     /** The listed keys with their owners. */
@@ -49,6 +51,20 @@ export const layer = HttpApiBuilder.group(ManagementApi, "keys", (handlers) =>
       }
     }
 
+    /**
+     * A key's own rpm and tpm stay within every level above it, as a level's own do on
+     * /api/usage/limits (a 400 naming the level): the owner is the key's, or the one it is given.
+     */
+    const withinLevels = (owner: KeyOwner, payload: { readonly rpm?: number | null; readonly tpm?: number | null }) =>
+      Effect.gen(function* () {
+        for (const field of ["rpm", "tpm"] as const) {
+          const value = payload[field]
+          if (typeof value !== "number") continue
+          const why = yield* levels.keyRateCeiling(owner, field, value)
+          if (why) return yield* new BadRequest({ message: why })
+        }
+      })
+
     /** Fields only an admin changes on a key. */
     const adminFields = (payload: object) =>
       Effect.flatMap(Principal, ({ user }) => {
@@ -75,6 +91,7 @@ export const layer = HttpApiBuilder.group(ManagementApi, "keys", (handlers) =>
           if ("refused" in owner)
             return yield* new Forbidden({ message: `the role ${user.role} may not create this key: ${owner.refused}` })
           const given: KeyOwner = owner.userId === null && owner.teamId === null ? { userId: user.id, teamId: null } : owner
+          yield* withinLevels(given, payload)
           const created = yield* keys.create({ ...payload, ...given } as typeof payload, { actor: a })
           if (isAdmin(user)) return created
           // A key whose owner did not stick would act as the first admin: it is taken back.
@@ -100,6 +117,16 @@ export const layer = HttpApiBuilder.group(ManagementApi, "keys", (handlers) =>
               return yield* new Forbidden({
                 message: `the role ${user.role} may not give the key this owner: ${"refused" in owner ? owner.refused : "only an admin makes a key nobody's"}`
               })
+          }
+          if (typeof payload.rpm === "number" || typeof payload.tpm === "number") {
+            const changesOwner = asked.userId !== undefined || asked.teamId !== undefined
+            const current = (yield* owned).find((k) => k.view.id === path.id || k.view.name === path.id)
+            const owner: KeyOwner = changesOwner
+              ? ownerAsked(payload)
+              : current
+                ? { userId: current.userId, teamId: current.teamId }
+                : { userId: null, teamId: null }
+            yield* withinLevels(owner, payload)
           }
           return yield* keys.update(path.id, payload, yield* actor)
         })
