@@ -203,6 +203,36 @@ describe("/v1/mcp: what a key and a session may use", () => {
     }
   })
 
+  it("a change of the key's mcp.allow reaches the sessions already open", async () => {
+    const secret = await newKey("changing", { allow: ["ev"] })
+    const id = await gw.run(Effect.flatMap(ApiKeys, (k) => k.list)).then((keys: any) => keys.find((k: any) => k.name === "changing").id)
+    const client = await connect(secret)
+    try {
+      const before = (await client.listTools()).tools.map((t) => t.name)
+      expect(before.some((n) => n.startsWith("ev__"))).toBe(true)
+      expect(before.some((n) => n.startsWith("fs__"))).toBe(false)
+      const patched = await call(`${gw.url}/api/keys/${id}`, {
+        method: "PATCH",
+        body: { mcp: { allow: ["fs"] } },
+        headers: { authorization: `Bearer ${adminKey}` }
+      })
+      expect(patched.status).toBe(200)
+      // The same session, its next requests: the key's new ceiling.
+      const after = await until("the new ceiling in the open session", async () => {
+        const names = (await client.listTools()).tools.map((t) => t.name)
+        return names.some((n) => n.startsWith("fs__")) ? names : undefined
+      })
+      expect(after.some((n) => n.startsWith("ev__"))).toBe(false)
+      const refused = await client.callTool({ name: "ev__echo", arguments: { message: "x" } }).then(
+        () => undefined,
+        (e: unknown) => e as McpError
+      )
+      expect(refused?.code).toBe(-32003)
+    } finally {
+      await client.close()
+    }
+  })
+
   it("a tool the admin has not allowed is neither listed nor callable", async () => {
     await gw.run(Effect.flatMap(McpServers, (s) => s.update("fs", { allowedTools: ["list_directory"] })))
     const client = await connect(everyKey)

@@ -62,7 +62,12 @@ export const isMcpGatewayPath = (path: string): boolean =>
 /** What a session keeps: which servers it serves and who opened it. */
 interface SessionData {
   readonly scope: Scope
-  readonly access: McpAccess
+  /**
+   * The caller's access: its narrowing is the session's (from its initialize); the key's ceiling
+   * and the levels above it are read again at each request (`sessionFor`), so that a change of
+   * the key's `mcp.allow` or of a level reaches the sessions already open.
+   */
+  access: McpAccess
 }
 
 /** What a session id carries, sealed: the key that opened it, its scope (a server, or null for every one), its narrowing. */
@@ -177,12 +182,12 @@ export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, Mc
                 : `Tools, resources and prompts of the MCP server ${data.scope}, through an AI gateway.`
           }
         )
-        const { scope, access } = data
-        server.setRequestHandler(t.ListToolsRequestSchema, async () => ({ tools: await listable(catalog.tools(scope, access)) }))
-        server.setRequestHandler(t.ListPromptsRequestSchema, async () => ({ prompts: catalog.prompts(scope, access) }))
-        server.setRequestHandler(t.ListResourcesRequestSchema, async () => ({ resources: catalog.resources(scope, access) }))
+        const { scope } = data
+        server.setRequestHandler(t.ListToolsRequestSchema, async () => ({ tools: await listable(catalog.tools(scope, data.access)) }))
+        server.setRequestHandler(t.ListPromptsRequestSchema, async () => ({ prompts: catalog.prompts(scope, data.access) }))
+        server.setRequestHandler(t.ListResourcesRequestSchema, async () => ({ resources: catalog.resources(scope, data.access) }))
         server.setRequestHandler(t.ListResourceTemplatesRequestSchema, async () => ({
-          resourceTemplates: catalog.resourceTemplates(scope, access)
+          resourceTemplates: catalog.resourceTemplates(scope, data.access)
         }))
         server.setRequestHandler(t.CallToolRequestSchema, async (request, extra) => {
           const exposed = request.params.name
@@ -204,7 +209,7 @@ export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, Mc
         })
         server.setRequestHandler(t.ReadResourceRequestSchema, async (request, extra) => {
           const uri = request.params.uri
-          const resolved = catalog.resolveResource(scope, uri, access)
+          const resolved = catalog.resolveResource(scope, uri, data.access)
           if (!resolved) throw new t.McpError(INVALID_PARAMS, `no MCP server here offers the resource ${uri}`)
           return call<ReadResourceResult>(data, "resource", resolved.record.name, resolved.name, { uri }, () =>
             upstreams.readResource(resolved.record.name, uri, forwarding(extra, request.params._meta?.progressToken))
@@ -296,6 +301,10 @@ export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, Mc
           if (session.owner !== access.keyId)
             return void reply(res, 403, -32000, "this session belongs to another key (the credentials differ from those that opened it)")
           session.lastSeen = Date.now()
+          // The key as it is now (its mcp.allow, the levels above it), the session's own narrowing.
+          const held = session.data.access
+          if (held.ceiling !== access.ceiling || held.levels !== access.levels)
+            session.data.access = { ...access, narrowing: held.narrowing }
           return session
         })
 
