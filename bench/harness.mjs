@@ -173,6 +173,7 @@ const MODE = flags.quick
       extraRounds: 1,
       extraLatencyMs: 400,
       extraS: 0.5,
+      workersWarmupS: 0.5,
       profileS: 6
     }
   : {
@@ -191,6 +192,10 @@ const MODE = flags.quick
       extraRounds: 3,
       extraLatencyMs: 1500,
       extraS: 3,
+      // The one-process gateway these rows compare with has served every section before them;
+      // each of two workers gets half the warm-up's requests, and V8 keeps optimizing for
+      // minutes under load (docs/performance.md, workers "2026-11-27 (evening)").
+      workersWarmupS: 60,
       profileS: 15
     }
 if (flags.rounds) MODE.rounds = flags.rounds
@@ -893,7 +898,7 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
     }
     const runs = { one: [], pinned: [], free: [] }
     const pinnedG = await launch("gateway-workers-pinned", true)
-    await throughputRun(pinnedG.chatUrl, { ...jsonReq(pinnedG, "1k"), connections: 32, durationS: MODE.warmupS })
+    await throughputRun(pinnedG.chatUrl, { ...jsonReq(pinnedG, "1k"), connections: 32, durationS: MODE.workersWarmupS })
     for (let i = 0; i < MODE.extraRounds; i++) {
       runs.one.push(
         (await throughputRun(t("gateway").chatUrl, { ...jsonReq(t("gateway"), "1k"), connections: 32, durationS: MODE.extraS })).rps
@@ -902,7 +907,7 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
     }
     await pinnedG.proc.stop("SIGTERM", 15_000)
     const freeG = await launch("gateway-workers-free", false)
-    await throughputRun(freeG.chatUrl, { ...jsonReq(freeG, "1k"), connections: 32, durationS: MODE.warmupS })
+    await throughputRun(freeG.chatUrl, { ...jsonReq(freeG, "1k"), connections: 32, durationS: MODE.workersWarmupS })
     for (let i = 0; i < MODE.extraRounds; i++)
       runs.free.push((await throughputRun(freeG.chatUrl, { ...jsonReq(freeG, "1k"), connections: 32, durationS: MODE.extraS })).rps)
     await freeG.proc.stop("SIGTERM", 15_000)
