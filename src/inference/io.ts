@@ -125,6 +125,8 @@ const put = (h: Record<string, string | number>, k: string, v: string | number):
 /**
  * When the client goes away (its response closes), calls `abort`; answers a function that stops
  * watching. The request path ties its waits on the upstream to this instead of to interruption.
+ * `on`, not `once`: a response closes once (node emits its `close` once), and `once` wraps each
+ * listener in a state object and a bound function, every upstream call.
  */
 export const clientGone =
   (ctx: HttpRequestContext) =>
@@ -134,7 +136,7 @@ export const clientGone =
       abort()
       return () => {}
     }
-    ctx.res.once("close", abort)
+    ctx.res.on("close", abort)
     return () => ctx.res.off("close", abort)
   }
 

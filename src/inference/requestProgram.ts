@@ -190,7 +190,15 @@ const makeRequestContext =
       endpoint: undefined,
       span: undefined,
       upstreamMs: undefined,
-      usageRow: undefined
+      usageRow: undefined,
+      // Set on every request later (the inspector's record, the body, the answer as written, its
+      // end): named here, so that the context has room for them inside it rather than a side
+      // array grown twice as they come.
+      inspection: undefined,
+      body: undefined,
+      answerHeaders: undefined,
+      answerBody: undefined,
+      ended: undefined
     }
     return ctx
   }
