@@ -210,7 +210,10 @@ describe("Responses over WebSocket", () => {
       type: "response.create",
       model: "gpt-5",
       input: [user("hi")],
-      tools: [{ type: "function", name: "f", parameters: { type: "object" } }, { type: "mcp", server_label: "ev", require_approval: "never" }]
+      tools: [
+        { type: "function", name: "f", parameters: { type: "object" } },
+        { type: "mcp", server_label: "ev", require_approval: "never" }
+      ]
     })
     const refused = await c.until("error")
     expect(refused.error).toMatchObject({ code: "mcp_tools_http_only", param: "tools[1]" })
