@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest"
 import { BoundedMap } from "../src/kernel/BoundedMap.js"
+import { Model } from "./support/boundedMapModel.js"
 
 /**
  * BoundedMap reads its oldest entries through iterators it keeps from one eviction to the next
@@ -7,55 +8,6 @@ import { BoundedMap } from "../src/kernel/BoundedMap.js"
  * the plain model holds (the oldest key first, read anew), whatever the mix of sets, reads,
  * deletes, clears and expiries, on maps large enough for their tables to be rebuilt.
  */
-class Model {
-  readonly map = new Map<number, number>()
-  readonly expiry = new Map<number, number>()
-  constructor(
-    readonly max: number,
-    readonly lru: boolean,
-    readonly ttl: number | undefined
-  ) {}
-  private expired(k: number, now: number): boolean {
-    if (this.ttl === undefined) return false
-    const at = this.expiry.get(k)
-    if (at === undefined || at > now) return false
-    this.expiry.delete(k)
-    this.map.delete(k)
-    return true
-  }
-  set(k: number, v: number, now: number): void {
-    this.map.delete(k)
-    this.map.set(k, v)
-    if (this.ttl !== undefined) {
-      this.expiry.delete(k)
-      this.expiry.set(k, now + this.ttl)
-      for (const [key, at] of this.expiry) {
-        if (at > now) break
-        this.expiry.delete(key)
-        this.map.delete(key)
-      }
-    }
-    while (this.map.size > this.max) {
-      const oldest = this.map.keys().next().value!
-      this.map.delete(oldest)
-      this.expiry.delete(oldest)
-    }
-  }
-  get(k: number, now: number): number | undefined {
-    if (this.expired(k, now)) return undefined
-    const v = this.map.get(k)
-    if (this.lru && this.map.has(k)) {
-      this.map.delete(k)
-      this.map.set(k, v!)
-    }
-    return v
-  }
-  delete(k: number): void {
-    this.expiry.delete(k)
-    this.map.delete(k)
-  }
-}
-
 describe("BoundedMap: eviction through kept iterators", () => {
   for (const order of ["insertion", "lru"] as const)
     for (const ttl of [undefined, 40])
