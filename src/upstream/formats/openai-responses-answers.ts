@@ -1,4 +1,4 @@
-/** openai-responses: whole responses and errors (streams in openai-responses-stream.ts, requests in openai-responses.ts). */
+/** openai-responses: whole responses and errors (streams in openai-responses-stream.ts (encoded) and openai-responses-stream-decoder.ts, requests in openai-responses.ts). */
 import {
   type CanonicalError,
   type CanonicalResponse,

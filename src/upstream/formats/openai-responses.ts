@@ -1,4 +1,4 @@
-/** The openai-responses wire format: requests here; responses and errors in openai-responses-answers.ts, streams in openai-responses-stream.ts. */
+/** The openai-responses wire format: requests here; responses and errors in openai-responses-answers.ts, streams encoded in openai-responses-stream.ts and decoded in openai-responses-stream-decoder.ts. */
 import { strictSchema } from "./structured.js"
 import {
   type CanonicalRequest,
@@ -27,7 +27,8 @@ import {
 import { listField, type ProviderQuirks, RequestDecodeError, type WireFormat } from "./format.js"
 import { encodeOpenAiError, decodeOpenAiError, isOpenAiErrorBody } from "./openai-chat.js"
 import { array, boolean, checkParams, integer, number, object, params, string, stringOrArray, stringOrObject } from "./params.js"
-import { ResponsesStreamDecoder, ResponsesStreamEncoder } from "./openai-responses-stream.js"
+import { ResponsesStreamEncoder } from "./openai-responses-stream.js"
+import { ResponsesStreamDecoder } from "./openai-responses-stream-decoder.js"
 import {
   decodeResponse,
   encodeResponsesResponse,
