@@ -1,5 +1,4 @@
 import * as Context from "effect/Context"
-import * as Data from "effect/Data"
 import type { Readable } from "node:stream"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -7,15 +6,7 @@ import * as Layer from "effect/Layer"
 import { EventEmitter } from "node:events"
 import { Readable as NodeReadable } from "node:stream"
 import * as Option from "effect/Option"
-import {
-  Agent,
-  buildConnector,
-  type Dispatcher,
-  errors as undiciErrors,
-  fetch as undiciFetch,
-  type request,
-  util as undiciUtil
-} from "undici"
+import { Agent, buildConnector, type Dispatcher, errors as undiciErrors, fetch as undiciFetch, util as undiciUtil } from "undici"
 import { positiveInteger } from "../../platform/config/AppConfig.js"
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
 import { type UrlPolicyFlags, urlPolicyFlags } from "../providers/urlPolicy.js"
@@ -23,8 +14,29 @@ import { checkHostLiteral, DEFAULT_URL_POLICY, DnsResolver, guardedLookup } from
 import { EgressMark } from "./EgressMark.js"
 import { BoundedMap } from "../../kernel/BoundedMap.js"
 import { VERSION } from "../../kernel/version.js"
+import {
+  BODY_IDLE_TIMEOUT_MS,
+  bodyFailure,
+  DEFAULT_MAX_RESPONSE_BYTES,
+  ERROR_BODY_MAX_BYTES,
+  MAX_RESPONSE_BYTES_ENV,
+  tooLarge,
+  type UpstreamBody
+} from "./upstreamBody.js"
+import { classify, UpstreamTransportError } from "./transportErrors.js"
 
-export type UpstreamBody = Awaited<ReturnType<typeof request>>["body"]
+export {
+  BODY_IDLE_TIMEOUT_MS,
+  collect,
+  DEFAULT_MAX_RESPONSE_BYTES,
+  discardBody,
+  ERROR_BODY_MAX_BYTES,
+  MAX_RESPONSE_BYTES_ENV,
+  readUpstreamBody,
+  type UpstreamBody,
+  UpstreamBodyError
+} from "./upstreamBody.js"
+export { UpstreamTransportError } from "./transportErrors.js"
 
 export interface UpstreamResponse {
   readonly status: number
@@ -35,41 +47,6 @@ export interface UpstreamResponse {
   /** With `readWhole`: reading the body failed after the headers came (`bytes` is then unset). */
   readonly bodyError?: Error
 }
-
-/** How much of an error answer's body is kept (the rest is not read: the connection is dropped). */
-export const ERROR_BODY_MAX_BYTES = 1024 * 1024
-
-/** Largest whole (non-streamed) answer read by default: generous for base64 images, far from node's string limit. */
-export const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
-export const MAX_RESPONSE_BYTES_ENV = "GATEWAY_MAX_UPSTREAM_RESPONSE_BYTES"
-
-/**
- * Reading a whole answer's body failed after its headers: it grew past the size limit, went
- * silent for longer than the body idle timeout, or the connection broke.
- */
-export class UpstreamBodyError extends Error {
-  constructor(
-    readonly reason: "too_large" | "stalled" | "broken",
-    message: string
-  ) {
-    super(message)
-  }
-}
-
-const tooLarge = (limit: number) =>
-  new UpstreamBodyError("too_large", `upstream answer larger than ${limit} bytes (${MAX_RESPONSE_BYTES_ENV})`)
-
-/** The upstream could not be reached or did not answer in time; no HTTP status exists. */
-export class UpstreamTransportError extends Data.TaggedError("UpstreamTransportError")<{
-  /**
-   * `blocked`: the outbound policy (SSRF guard) refused the address; nothing was sent.
-   * `proxy_family`: the call's proxy has no address in its pinned family (docs/egress.md).
-   * `tls`: the TLS handshake failed (a certificate that is expired, for another name, not
-   * trusted; a protocol the peer refused); nothing was sent.
-   */
-  readonly kind: "connect" | "timeout" | "network" | "blocked" | "proxy_family" | "tls"
-  readonly message: string
-}> {}
 
 export interface UpstreamRequest {
   readonly url: string
@@ -133,92 +110,6 @@ export interface UpstreamHttpShape {
   readonly fetch: typeof globalThis.fetch
 }
 
-/**
- * Reads an upstream body whole, up to `maxBytes`: beyond it the body is destroyed (which drops
- * the upstream connection) and what was read is answered (`cut`) or the read fails with an
- * UpstreamBodyError (`fail`). Interruption (the client went away) destroys the body, which
- * aborts the upstream request.
- */
-export const readUpstreamBody = (
-  body: UpstreamResponse["body"],
-  maxBytes = Number.POSITIVE_INFINITY,
-  overflow: "cut" | "fail" = "cut",
-  idleMs?: number
-) =>
-  Effect.async<Buffer, Error>((resume) => {
-    collect(body, maxBytes, overflow, (error, bytes) => resume(error ? Effect.fail(error) : Effect.succeed(bytes!)), idleMs)
-    return Effect.sync(() => body.destroy())
-  })
-
-/**
- * Collects a body whole, then calls `done` once. Past `maxBytes` nothing more is read: the body
- * is destroyed at once (so an oversized answer costs at most the limit plus one chunk) and
- * `done` gets the first `maxBytes` (`cut`) or an UpstreamBodyError (`fail`). `idleMs`: a body
- * silent that long is destroyed and `done` gets an UpstreamBodyError (`stalled`); for a body
- * whose request set no undici body timeout (a stream asked for, answered whole).
- */
-export const collect = (
-  body: UpstreamBody,
-  maxBytes: number,
-  overflow: "cut" | "fail",
-  done: (error: Error | undefined, bytes?: Buffer) => void,
-  idleMs?: number
-) => {
-  const chunks: Array<Buffer> = []
-  let size = 0
-  let over = false
-  let timer: NodeJS.Timeout | undefined
-  if (idleMs !== undefined) {
-    const finish = done
-    const silent = () => {
-      over = true
-      body.off("data", onData)
-      body.destroy()
-      finish(new UpstreamBodyError("stalled", `upstream answer stalled: nothing for ${idleMs} ms`))
-    }
-    timer = setTimeout(silent, idleMs)
-    const rearm = () => timer?.refresh()
-    body.on("data", rearm)
-    done = (error, bytes) => {
-      clearTimeout(timer)
-      body.off("data", rearm)
-      finish(error, bytes)
-    }
-  }
-  const onData = (chunk: Buffer) => {
-    const room = maxBytes - size
-    if (chunk.length <= room) {
-      chunks.push(chunk)
-      size += chunk.length
-      return
-    }
-    over = true
-    body.off("data", onData)
-    body.destroy()
-    if (overflow === "fail") return done(tooLarge(maxBytes))
-    chunks.push(chunk.subarray(0, room))
-    done(undefined, Buffer.concat(chunks, maxBytes))
-  }
-  body.on("data", onData)
-  body.once("end", () => {
-    if (!over) done(undefined, Buffer.concat(chunks, size))
-  })
-  // Also the abort error of the destroy above, which is not reported.
-  body.once("error", (e: Error) => {
-    if (!over) done(e)
-  })
-}
-
-/**
- * Drops an answer's body unread. undici's body emits the abort as an `error`, which with no
- * listener would be an uncaught exception: one is added first.
- */
-export const discardBody = (body: UpstreamResponse["body"]): void => {
-  if (body.destroyed) return
-  body.on("error", () => undefined)
-  body.destroy()
-}
-
 export const DEFAULT_HEADERS_TIMEOUT = Duration.minutes(5)
 const DEFAULT_HEADERS_TIMEOUT_MS = Duration.toMillis(DEFAULT_HEADERS_TIMEOUT)
 
@@ -233,80 +124,6 @@ const millisOf = (input: Duration.DurationInput): number =>
  * Longest silence allowed between two body chunks when a call sets no `bodyIdleTimeout`: a
  * backstop for streams, which the stream watchdog ends much earlier.
  */
-export const BODY_IDLE_TIMEOUT_MS = 5 * 60 * 1000
-
-/** A body that went silent for `ms`, as the caller reports it. */
-const bodyFailure = (e: Error, ms: number | undefined): Error =>
-  e instanceof undiciErrors.BodyTimeoutError || (e as { code?: string }).code === "UND_ERR_BODY_TIMEOUT"
-    ? new UpstreamBodyError("stalled", `upstream answer stalled: nothing for ${ms ?? BODY_IDLE_TIMEOUT_MS} ms`)
-    : e instanceof UpstreamBodyError
-      ? e
-      : new UpstreamBodyError("broken", e.message)
-
-/** Error codes of a failed TLS handshake: node's (`ERR_TLS_CERT_ALTNAME_INVALID`, `ERR_SSL_...`) and OpenSSL's verify results
- * (`CERT_HAS_EXPIRED`, `DEPTH_ZERO_SELF_SIGNED_CERT`...). */
-const TLS_CODES = /^(?:ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|HOSTNAME_MISMATCH$|EPROTO$)/
-
-/**
- * A host name the resolver could not turn into an address: the system resolver's codes
- * (ENOTFOUND: no such name or no address; EAI_AGAIN, EAI_FAIL: the DNS server failed or did not
- * answer) and a DNS client's (ENODATA, ESERVFAIL, ETIMEOUT).
- */
-const DNS_FAILED = "could not be resolved (the DNS server failed or did not answer)"
-const DNS_CODES: ReadonlyMap<string, string> = new Map([
-  ["ENOTFOUND", "does not resolve"],
-  ["ENODATA", "does not resolve"],
-  ["EAI_AGAIN", DNS_FAILED],
-  ["EAI_FAIL", DNS_FAILED],
-  ["ESERVFAIL", DNS_FAILED],
-  ["ETIMEOUT", DNS_FAILED]
-])
-
-/** The message of a name that did not resolve: the code first, then the name and what happened. */
-const unresolved = (code: string, message: string, hostname: string | undefined): string => {
-  const name = hostname ?? new RegExp(`${code}\\s+(\\S+)`).exec(message)?.[1]
-  return `${code}: ${name ? `the name ${name} ` : ""}${DNS_CODES.get(code)} (${message})`
-}
-
-const classify = (cause: unknown): UpstreamTransportError => {
-  const err = cause as {
-    code?: string
-    message?: string
-    hostname?: string
-    cause?: { code?: string; message?: string; hostname?: string }
-  }
-  const code = err.code ?? err.cause?.code ?? ""
-  if (code === "ESSRF_BLOCKED")
-    return new UpstreamTransportError({ kind: "blocked", message: err.message ?? err.cause?.message ?? "blocked by the outbound policy" })
-  if (code === "PROXY_FAMILY_UNAVAILABLE")
-    return new UpstreamTransportError({
-      kind: "proxy_family",
-      message: err.message ?? err.cause?.message ?? "the proxy has no address of its pinned family"
-    })
-  const message = err.cause?.message ?? err.message ?? String(cause)
-  if (cause instanceof undiciErrors.HeadersTimeoutError) {
-    return new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" })
-  }
-  if (cause instanceof undiciErrors.BodyTimeoutError) {
-    return new UpstreamTransportError({ kind: "timeout", message })
-  }
-  if (cause instanceof undiciErrors.ConnectTimeoutError || code === "UND_ERR_CONNECT_TIMEOUT") {
-    return new UpstreamTransportError({ kind: "timeout", message: `connect timeout: ${message}` })
-  }
-  if (TLS_CODES.test(code)) return new UpstreamTransportError({ kind: "tls", message: `${code}: ${message}` })
-  if (DNS_CODES.has(code))
-    return new UpstreamTransportError({ kind: "connect", message: unresolved(code, message, err.hostname ?? err.cause?.hostname) })
-  // Reset before any answer (an upstream that crashed or restarted, a middlebox): nothing was answered, another target may.
-  if (code === "ECONNRESET")
-    return new UpstreamTransportError({
-      kind: "connect",
-      message: `${code}: the upstream reset the connection before answering (${message})`
-    })
-  if (["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH"].includes(code)) {
-    return new UpstreamTransportError({ kind: "connect", message: `${code}: ${message}` })
-  }
-  return new UpstreamTransportError({ kind: "network", message: code ? `${code}: ${message}` : message })
-}
 
 /** Origin and path of an upstream URL, parsed once per distinct URL (a handful per connection). */
 const parsed = new BoundedMap<string, { readonly origin: string; readonly path: string; readonly host: string } | string>({
