@@ -161,13 +161,16 @@ describe("an MCP session under gateway --workers 2", () => {
       "ev ready in both workers",
       async () => {
         const states = await Promise.all(
-          Array.from({ length: 6 }, () =>
+          Array.from({ length: 8 }, () =>
             undiciFetch(`${gw.url}/api/mcp/servers/ev`, { headers: admin, dispatcher: new Agent({ pipelining: 0 }) } as never).then(
               (r) => r.json() as Promise<any>
             )
           )
         )
-        return states.every((s) => s.health?.state === "ready" && s.tools > 0) ? true : undefined
+        // Worker 2 starts after worker 1 listens: both must answer (their stdio servers have their own pids), ready.
+        return states.every((s) => s.health?.state === "ready" && s.tools > 0) && new Set(states.map((s) => s.health.pid)).size === 2
+          ? true
+          : undefined
       },
       40_000
     )
