@@ -302,9 +302,7 @@ export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, Mc
             return void reply(res, 403, -32000, "this session belongs to another key (the credentials differ from those that opened it)")
           session.lastSeen = Date.now()
           // The key as it is now (its mcp.allow, the levels above it), the session's own narrowing.
-          const held = session.data.access
-          if (held.ceiling !== access.ceiling || held.levels !== access.levels)
-            session.data.access = { ...access, narrowing: held.narrowing }
+          session.data.access = { ...access, narrowing: session.data.access.narrowing }
           return session
         })
 

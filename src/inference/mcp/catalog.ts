@@ -133,8 +133,9 @@ export const makeCatalog = (servers: McpServersShape, upstreams: McpUpstreamsSha
             offering.push({ record, name: t.uriTemplate })
             break
           }
+    const reachable = inScope(scope, access)
     const usable = offering.find(
-      (o) => inScope(scope, access).includes(o.record) && refusal(access, o.record.name, o.name, o.record.allowedTools) === undefined
+      (o) => reachable.includes(o.record) && refusal(access, o.record.name, o.name, o.record.allowedTools) === undefined
     )
     if (usable !== undefined || offering.length > 0) return usable ?? offering[0]
     const only = candidates.length === 1 ? candidates[0] : undefined
