@@ -34,6 +34,8 @@ const taken = async (p: "common" | "pipeline", reason: string, g: TestGateway = 
 }
 const chat = (body: Record<string, unknown> = {}, headers: Record<string, string> = client, g: TestGateway = gw) =>
   call(`${g.url}/v1/chat/completions`, { body: { model: "up/m1", messages: [{ role: "user", content: "hi" }], ...body }, headers })
+const responses = (body: Record<string, unknown> = {}, headers: Record<string, string> = client, g: TestGateway = gw) =>
+  call(`${g.url}/v1/responses`, { body: { model: "up/m1", input: "hi", ...body }, headers })
 
 /**
  * After a change to the database: the caches see it within the store's version check (1 s), and
@@ -113,6 +115,38 @@ describe("the rule: which requests take the common path", () => {
     )
     expect(messages.status, messages.text).toBe(200)
     expect(await taken("common", "")).toBe(before + 3)
+  })
+
+  it("a plain Responses request takes it, streamed or not, and one continuing a response the gateway answered", async () => {
+    const before = await taken("common", "")
+    const first = await notCold(() => responses())
+    expect(first.status, first.text).toBe(200)
+    const streamed = await notCold(() => responses({ model: "ant/m1", stream: true }))
+    expect(streamed.status, streamed.text).toBe(200)
+    const next = await notCold(() => responses({ input: "and then?", previous_response_id: first.body.id }))
+    expect(next.status, next.text).toBe(200)
+    expect(await taken("common", "")).toBe(before + 3)
+    // The earlier turn went upstream with it, as the pipeline expands it.
+    const sent = up.requests.at(-1)?.body.messages as Array<{ role: string; content: unknown }>
+    expect(sent.map((m) => m.role)).toEqual(["user", "assistant", "user"])
+  })
+
+  it("mcp: a Responses request with mcp tools (the gateway's tool loop serves it)", async () => {
+    await reasonOf("mcp", () =>
+      responses({ tools: [{ type: "mcp", server_label: "nowhere", server_url: "http://127.0.0.1:1/mcp", require_approval: "never" }] })
+    )
+  })
+
+  it("compaction: a Responses request with Codex's compaction trigger last in its input", async () => {
+    const res = await reasonOf("compaction", () =>
+      responses({ input: [{ type: "message", role: "user", content: "hi" }, { type: "compaction_trigger" }] })
+    )
+    expect(res.status, res.text).toBe(200)
+  })
+
+  it("previous_response: previous_response_id for a model whose answering connection is not known in memory", async () => {
+    const res = await reasonOf("previous_response", () => responses({ model: "nobody/m1", previous_response_id: "resp_earlier" }))
+    expect(res.status).toBe(404)
   })
 
   it("off: GATEWAY_COMMON_PATH=false sends every request through the pipeline", async () => {
@@ -387,9 +421,12 @@ describe("the same traffic on both paths", () => {
       const res = await call(`${gw.url}${p}`, { body, headers: client })
       statuses.push(res.status)
       texts.push(
-        res.text.replace(/"(id|created|created_at)":\s*("[^"]*"|\d+)/g, "").replace(/(chatcmpl|msg|req)[-_][A-Za-z0-9_-]+/g, "<id>")
+        res.text.replace(/"(id|created|created_at)":\s*("[^"]*"|\d+)/g, "").replace(/(chatcmpl|msg|req|resp)[-_][A-Za-z0-9_-]+/g, "<id>")
       )
+      return res
     }
+    /** The id of a Responses answer, whole or streamed. */
+    const responseId = (text: string) => /"id":"(resp_[^"]+)"/.exec(text)?.[1]
     const content = (s: string) => [{ role: "user", content: `${tag}: ${s}` }]
     await send("/v1/chat/completions", { model: "up/m1", messages: content("whole") })
     await send("/v1/chat/completions", { model: "up/m1", stream: true, messages: content("stream") })
@@ -397,6 +434,17 @@ describe("the same traffic on both paths", () => {
     await send("/v1/chat/completions", { model: "ant/m1", stream: true, messages: content("translated stream") })
     await send("/v1/messages", { model: "ant/m1", max_tokens: 64, messages: content("messages") })
     await send("/v1/messages", { model: "up/m1", max_tokens: 64, stream: true, messages: content("messages to chat") })
+    // Responses: whole and streamed, translated both ways, a chain of previous_response_id (the earlier turns sent upstream).
+    const first = await send("/v1/responses", { model: "up/m1", input: `${tag}: responses` })
+    const second = await send("/v1/responses", {
+      model: "ant/m1",
+      stream: true,
+      input: `${tag}: responses stream`,
+      previous_response_id: responseId(first.text)
+    })
+    texts.push(JSON.stringify(up.requests.at(-1)?.body.messages))
+    await send("/v1/responses", { model: "up/m1", input: `${tag}: continued`, previous_response_id: responseId(second.text) })
+    texts.push(JSON.stringify(up.requests.at(-1)?.body.messages))
     // Failures last, each on a connection of its own (a failure cools its connection down).
     up.next({ content: "cut short", chunks: 6, cutAfterChunks: 3 })
     await send("/v1/chat/completions", { model: "up/m1", stream: true, messages: content("cut") })
@@ -458,7 +506,7 @@ describe("the same traffic on both paths", () => {
       expect(on.statuses).toEqual(off.statuses)
       for (let i = 0; i < on.texts.length; i++) expect(on.texts[i], `request ${i}`).toBe(off.texts[i])
       expect(rowsOff).toEqual(rowsOn)
-      expect(rowsOn).toHaveLength(8)
+      expect(rowsOn).toHaveLength(11)
       expect(entriesOff).toEqual(entriesOn)
       expect(breakersOff.map((b: any) => ({ key: b.key, state: b.state, failures: b.consecutiveFailures ?? b.failures }))).toEqual(
         breakersOn.map((b: any) => ({ key: b.key, state: b.state, failures: b.consecutiveFailures ?? b.failures }))

@@ -5,7 +5,7 @@ import { obj } from "../upstream/formats/common.js"
 import type { WireFormat } from "../upstream/formats/format.js"
 import { localSharedState, SharedState, type SharedStateShape } from "../platform/state/SharedState.js"
 import { BoundedMap } from "../kernel/BoundedMap.js"
-import { clientError, type InferenceError } from "../kernel/errors.js"
+import { clientError, InferenceError } from "../kernel/errors.js"
 
 /** Which upstream produced a response itself (its output items are that server's own). */
 export interface Origin {
@@ -51,6 +51,13 @@ export interface ResponseStoreShape {
     requireKnown?: boolean,
     target?: { readonly id: string; readonly storesResponses: boolean }
   ) => Effect.Effect<Expanded, InferenceError>
+  /** `expand` without an effect (the common path's Responses requests): the same answer, the 400 as a value. */
+  readonly expandNow: (
+    body: Record<string, unknown>,
+    format: WireFormat,
+    requireKnown?: boolean,
+    target?: { readonly id: string; readonly storesResponses: boolean }
+  ) => Expanded | InferenceError
   /** Entries held (expired ones not yet dropped included). */
   readonly size: () => number
 }
@@ -97,23 +104,21 @@ export class ResponseStore extends Context.Tag("gateway/ResponseStore")<Response
 
     const get: ResponseStoreShape["get"] = (id) => entries.get(id)
 
-    const expand: ResponseStoreShape["expand"] = (body, format, requireKnown = false, target) => {
+    const expandNow: ResponseStoreShape["expandNow"] = (body, format, requireKnown = false, target) => {
       const input = asItems(body["input"])
       const previous = body["previous_response_id"]
-      if (typeof previous !== "string" || previous === "") return Effect.succeed({ body, input, expanded: false })
+      if (typeof previous !== "string" || previous === "") return { body, input, expanded: false }
       const entry = get(previous)
       if (!entry) {
         return requireKnown
-          ? Effect.fail(
-              clientError(format, {
-                status: 400,
-                kind: "invalid_request",
-                message: `Previous response with id '${previous}' not found.`,
-                code: "previous_response_not_found",
-                param: "previous_response_id"
-              })
-            )
-          : Effect.succeed({ body, input, expanded: false })
+          ? clientError(format, {
+              status: 400,
+              kind: "invalid_request",
+              message: `Previous response with id '${previous}' not found.`,
+              code: "previous_response_not_found",
+              param: "previous_response_id"
+            })
+          : { body, input, expanded: false }
       }
       const sameServer = entry.origin !== undefined && entry.origin.connectionId === target?.id
       // Items the model produced become input items (a message item keeps type message). A
@@ -125,12 +130,17 @@ export class ResponseStore extends Context.Tag("gateway/ResponseStore")<Response
         return !(item["type"] === "reasoning" && typeof item["encrypted_content"] !== "string" && !(sameServer && entry.origin!.stored))
       })
       const full = [...entry.input, ...output, ...input]
-      if (sameServer && entry.origin!.stored && target!.storesResponses) return Effect.succeed({ body, input: full, expanded: false })
+      if (sameServer && entry.origin!.stored && target!.storesResponses) return { body, input: full, expanded: false }
       const { previous_response_id: _p, ...rest } = body
-      return Effect.succeed({ body: { ...rest, input: full }, input: full, expanded: true })
+      return { body: { ...rest, input: full }, input: full, expanded: true }
     }
 
-    return { remember, get, expand, size: () => entries.size }
+    const expand: ResponseStoreShape["expand"] = (body, format, requireKnown, target) => {
+      const expanded = expandNow(body, format, requireKnown, target)
+      return expanded instanceof InferenceError ? Effect.fail(expanded) : Effect.succeed(expanded)
+    }
+
+    return { remember, get, expand, expandNow, size: () => entries.size }
   }
 
   /** The HTTP store (200 responses, 1 hour), shared with the other gateway processes. */

@@ -32,7 +32,7 @@ import { conversationOf, explicitSession } from "./session.js"
 export type CommonPathRefusal =
   /** GATEWAY_COMMON_PATH is off (the operator's way out, and for comparisons). */
   | "off"
-  /** A route the common path does not serve (only chat completions and messages today), or an internal call. */
+  /** A route the common path does not serve (only chat completions, messages and responses today), or an internal call. */
   | "route"
   /** An Idempotency-Key or X-Request-Id: the answer is recorded for duplicates. */
   | "idempotency"
@@ -62,6 +62,15 @@ export type CommonPathRefusal =
   | "queue"
   /** A bridge model is configured and the request has image, audio or PDF parts (docs/bridge.md): the plan may be reordered and parts described. */
   | "bridge"
+  /** A Responses request with `mcp` tools: the gateway's MCP tool loop serves it (docs/mcp.md, "MCP tools in model requests"). */
+  | "mcp"
+  /** A Responses request with Codex's compaction trigger last in its input: the gateway may answer it itself (docs/agents.md, "Codex compaction"). */
+  | "compaction"
+  /**
+   * A Responses request with `previous_response_id` whose answering connection (it decides how the
+   * id is resolved: ResponseStore.expand) the router does not know in memory.
+   */
+  | "previous_response"
 
 /**
  * Whether a request has hooks that may block or rewrite it before it goes out: onRequest,

@@ -122,6 +122,7 @@ export const makeTryCommon = (deps: CommonRequestDeps) => {
       const parsed = parseJsonObject(read.body)
       if (Either.isLeft(parsed)) return this.refuse("body")
       const call = this.prepare(ctx, parsed.right)
+      if (typeof call === "string") return this.refuse(call)
       if (call instanceof InferenceError) return this.refuse("body")
       const why = inference.runNow(call, this)
       if (why !== undefined) return this.refuse(why)

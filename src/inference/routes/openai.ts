@@ -1,4 +1,5 @@
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import { arr, obj, str } from "../../upstream/formats/common.js"
 import { openAiChat } from "../../upstream/formats/openai-chat.js"
 import { boolean, checkParams, integer, oneOf, params, string } from "../../upstream/formats/params.js"
@@ -23,6 +24,8 @@ import { embed, openAiEmbeddings } from "../embeddings.js"
 import { badRequest, decodeFailure, InferenceError, tryDecode } from "../../kernel/errors.js"
 import { type HttpRequestContext, sendJson, withJsonObject } from "../io.js"
 import type { InferenceCall, InferenceShape } from "../call.js"
+import type { CommonPathRefusal } from "../commonPath.js"
+import type { RoutePlan } from "../../services/routing/plan.js"
 import type { ResponseStoreShape } from "../ResponseStore.js"
 import { hasMcpTool } from "../mcp/responsesTools.js"
 import type { ResponsesMcpShape } from "../mcp/ResponsesMcp.js"
@@ -204,19 +207,122 @@ export const completions = (deps: RouteDeps) =>
 
 /**
  * A Responses request (`previous_response_id` already expanded) in canonical form, or the 400
- * that refuses it: the same for `POST /v1/responses` and the WebSocket's `response.create`.
+ * that refuses it: the same for `POST /v1/responses` (both paths) and the WebSocket's `response.create`.
  */
+export const decodeResponsesNow = (body: Record<string, unknown>, continues: boolean): CanonicalRequest | InferenceError => {
+  let canonical: CanonicalRequest
+  try {
+    canonical = openAiResponses.decodeRequest(body)
+  } catch (e) {
+    return decodeFailure(openAiChat, e)
+  }
+  return canonical.messages.length === 0 && canonical.system.length === 0 && !continues && arr(body["input"]).length === 0
+    ? badRequest("input must not be empty: send at least one message or instructions", "input")
+    : canonical
+}
+
+/** `decodeResponsesNow` as an effect, run when the effect runs. */
 export const decodeResponsesRequest = (
   body: Record<string, unknown>,
   continues: boolean
 ): Effect.Effect<CanonicalRequest, InferenceError> =>
-  Effect.flatMap(
-    tryDecode(openAiChat, () => openAiResponses.decodeRequest(body)),
-    (canonical) =>
-      canonical.messages.length === 0 && canonical.system.length === 0 && !continues && arr(body["input"]).length === 0
-        ? Effect.fail(badRequest("input must not be empty: send at least one message or instructions", "input"))
-        : Effect.succeed(canonical)
+  Effect.suspend(() => {
+    const decoded = decodeResponsesNow(body, continues)
+    return decoded instanceof InferenceError ? Effect.fail(decoded) : Effect.succeed(decoded)
+  })
+
+/** Whether a Responses body continues an earlier response (a non-empty `previous_response_id`). */
+const continuesResponse = (body: Record<string, unknown>): boolean =>
+  typeof body["previous_response_id"] === "string" && body["previous_response_id"] !== ""
+
+/** A Responses body as it goes upstream (`opened`), and the full input the answer is remembered with. */
+interface OpenedResponses {
+  readonly opened: Record<string, unknown>
+  readonly input: ReadonlyArray<unknown>
+}
+
+/**
+ * `previous_response_id` resolved against the connection that will answer (`target`, known when
+ * the request continues one: see ResponseStore.expand), then the gateway's own compaction items
+ * opened into the summary they hold, whatever the upstream; or the 400 of either. Both paths.
+ */
+const openResponses = (
+  deps: RouteDeps,
+  body: Record<string, unknown>,
+  target: ResolvedTarget | undefined
+): OpenedResponses | InferenceError => {
+  const native = target !== undefined && target.connection.formats.includes("openai-responses")
+  const expanded = deps.responses.expandNow(
+    body,
+    openAiResponses,
+    target !== undefined && !native,
+    target && { id: target.connection.id, storesResponses: native && target.connection.provider.quirks?.storesResponses === true }
   )
+  if (expanded instanceof InferenceError) return expanded
+  const opened = deps.compaction === undefined ? expanded.body : deps.compaction.openItems(expanded.body)
+  return opened instanceof InferenceError ? opened : { opened, input: expanded.input }
+}
+
+/** The call a Responses request hands the pipeline, its answer remembered for `previous_response_id`; or the 400 of its body. Both paths. */
+const responsesCallOf = (
+  deps: RouteDeps,
+  ctx: HttpRequestContext,
+  body: Record<string, unknown>,
+  { opened, input }: OpenedResponses,
+  continues: boolean
+): InferenceCall | InferenceError => {
+  const canonical = decodeResponsesNow(opened, continues)
+  if (canonical instanceof InferenceError) return canonical
+  const { model, noThinking } = splitNoThinking(canonical.model)
+  const custom = customToolNames(arr(opened["tools"]), obj)
+  return {
+    ctx,
+    format: openAiResponses,
+    body: opened,
+    model,
+    stream: canonical.stream,
+    endpoint: "responses",
+    decode: decodedAs(opened, canonical, openAiResponses.decodeRequest),
+    noThinking,
+    encodeOptions: { customTools: custom, request: body },
+    onCompleted: (r) => deps.responses.remember(r.id, input, r.output, r.origin)
+  }
+}
+
+/**
+ * `inference.resolve` without an effect: the target of a model whose plan the router has in
+ * memory (`plan` answers that one as an Either, which is itself the effect) and whose first
+ * candidate is the one `resolve` answers; undefined when either is not so (the pipeline resolves it).
+ */
+const resolvedNow = (inference: InferenceShape, model: string): ResolvedTarget | undefined => {
+  const planned: unknown = inference.plan(model, openAiResponses)
+  if (!Either.isEither(planned)) return undefined
+  const plan = (planned as Either.Either<RoutePlan, InferenceError>).pipe(Either.getOrUndefined)
+  const first = plan?.candidates[0]
+  return first && { connection: first.connection, model: first.model }
+}
+
+/**
+ * `POST /v1/responses` on the common path (docs/ARCHITECTURE.md, "The common path"): the call
+ * `responses` would hand the pipeline, made without an effect, or the 400 it would answer, or why
+ * it needs the pipeline: `mcp` tools (the gateway's tool loop), a Codex compaction trigger, a
+ * `previous_response_id` whose answering connection is not known in memory.
+ */
+export const responsesCall =
+  (deps: RouteDeps) =>
+  (ctx: HttpRequestContext, body: Record<string, unknown>): InferenceCall | InferenceError | CommonPathRefusal => {
+    if (deps.mcp !== undefined && hasMcpTool(body)) return "mcp"
+    if (deps.compaction !== undefined && isCompactionTrigger(body)) return "compaction"
+    const requested = str(body["model"])
+    const continues = continuesResponse(body)
+    let target: ResolvedTarget | undefined
+    if (requested && continues) {
+      target = resolvedNow(deps.inference, splitNoThinking(requested).model)
+      if (target === undefined) return "previous_response"
+    }
+    const opened = openResponses(deps, body, target)
+    return opened instanceof InferenceError ? opened : responsesCallOf(deps, ctx, body, opened, continues)
+  }
 
 /**
  * `POST /v1/responses`. `previous_response_id` is resolved by the gateway itself when it
@@ -227,39 +333,19 @@ export const responses = (deps: RouteDeps) =>
   Effect.fnUntraced(function* (ctx: HttpRequestContext, body: Record<string, unknown>) {
     if (deps.mcp !== undefined && hasMcpTool(body)) return yield* deps.mcp.serve(ctx, body, deps.responses)
     const requested = str(body["model"])
-    const continues = typeof body["previous_response_id"] === "string" && body["previous_response_id"] !== ""
+    const continues = continuesResponse(body)
     // Codex asks for a compaction with a trigger last in its input: one read of the last item.
     const trigger = deps.compaction !== undefined && isCompactionTrigger(body)
     // The answering connection decides how previous_response_id is resolved (see ResponseStore.expand), and who compacts.
     const target =
       requested && (continues || trigger) ? yield* deps.inference.resolve(splitNoThinking(requested).model, openAiResponses) : undefined
-    const native = target !== undefined && target.connection.formats.includes("openai-responses")
-    const expanded = yield* deps.responses.expand(
-      body,
-      openAiResponses,
-      target !== undefined && !native,
-      target && { id: target.connection.id, storesResponses: native && target.connection.provider.quirks?.storesResponses === true }
-    )
-    // The gateway's own compaction items go upstream as the summary they hold, whatever the upstream.
-    const opened = deps.compaction === undefined ? expanded.body : deps.compaction.openItems(expanded.body)
+    const opened = openResponses(deps, body, target)
     if (opened instanceof InferenceError) return yield* opened
     if (trigger && requested && !(target !== undefined && upstreamCompacts(target.connection)))
-      return yield* answerCompaction(deps, deps.compaction!, ctx, opened, requested, expanded.input)
-    const canonical = yield* decodeResponsesRequest(opened, continues)
-    const { model, noThinking } = splitNoThinking(canonical.model)
-    const custom = customToolNames(arr(opened["tools"]), obj)
-    yield* deps.inference.run({
-      ctx,
-      format: openAiResponses,
-      body: opened,
-      model,
-      stream: canonical.stream,
-      endpoint: "responses",
-      decode: decodedAs(opened, canonical, openAiResponses.decodeRequest),
-      noThinking,
-      encodeOptions: { customTools: custom, request: body },
-      onCompleted: (r) => deps.responses.remember(r.id, expanded.input, r.output, r.origin)
-    })
+      return yield* answerCompaction(deps, deps.compaction!, ctx, opened.opened, requested, opened.input)
+    const call = responsesCallOf(deps, ctx, body, opened, continues)
+    if (call instanceof InferenceError) return yield* call
+    yield* deps.inference.run(call)
   })
 
 /**
@@ -397,12 +483,13 @@ export const openAiRoutes = (deps: RouteDeps): ReadonlyArray<RouteDef> => {
   const withBody =
     (h: (ctx: HttpRequestContext, body: Record<string, unknown>) => Effect.Effect<void, InferenceError>) => (ctx: HttpRequestContext) =>
       withJsonObject(ctx, (body) => h(ctx, body))
+  const responsesCommon = responsesCall(deps)
   return [
     { method: "POST", path: "/v1/chat/completions", format: openAiChat, handle: withBody(chatCompletions(deps)), common: chatCall },
     { method: "POST", path: "/v1/completions", format: openAiChat, handle: withBody(completions(deps)) },
-    { method: "POST", path: "/v1/responses", format: openAiResponses, handle: withBody(responses(deps)) },
-    { method: "POST", path: "/responses", format: openAiResponses, handle: withBody(responses(deps)) },
-    { method: "POST", path: "/api/v1/responses", format: openAiResponses, handle: withBody(responses(deps)) },
+    { method: "POST", path: "/v1/responses", format: openAiResponses, handle: withBody(responses(deps)), common: responsesCommon },
+    { method: "POST", path: "/responses", format: openAiResponses, handle: withBody(responses(deps)), common: responsesCommon },
+    { method: "POST", path: "/api/v1/responses", format: openAiResponses, handle: withBody(responses(deps)), common: responsesCommon },
     { method: "POST", path: "/v1/responses/compact", format: openAiResponses, handle: withBody(compact(deps)) },
     { method: "POST", path: "/responses/compact", format: openAiResponses, handle: withBody(compact(deps)) },
     { method: "POST", path: "/api/v1/responses/compact", format: openAiResponses, handle: withBody(compact(deps)) },

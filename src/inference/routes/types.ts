@@ -2,6 +2,7 @@ import type * as Effect from "effect/Effect"
 import type { WireFormat } from "../../upstream/formats/format.js"
 import type { InferenceError } from "../../kernel/errors.js"
 import type { InferenceCall } from "../call.js"
+import type { CommonPathRefusal } from "../commonPath.js"
 import type { HttpRequestContext } from "../io.js"
 
 export type Handler = (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) => Effect.Effect<void, InferenceError>
@@ -20,9 +21,10 @@ export interface RouteDef {
   /**
    * A route the common path may serve (docs/ARCHITECTURE.md, "The common path"): the call its
    * handler would hand the pipeline for this JSON body, made without an effect, or the error it
-   * would answer (the common path then leaves the request to `handle`).
+   * would answer, or why the handler needs an effect for it (the common path then leaves the
+   * request to `handle`).
    */
-  readonly common?: (ctx: HttpRequestContext, body: Record<string, unknown>) => InferenceCall | InferenceError
+  readonly common?: (ctx: HttpRequestContext, body: Record<string, unknown>) => InferenceCall | InferenceError | CommonPathRefusal
 }
 
 /**
