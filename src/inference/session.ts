@@ -45,6 +45,12 @@ export const derivedSession = (apiKeyId: string | null, model: string, body: Rea
   const list = body["messages"] ?? body["input"] ?? body["contents"] ?? body["prompt"]
   const first = Array.isArray(list) ? list[0] : list
   const system = body["system"] ?? body["instructions"] ?? body["systemInstruction"] ?? null
+  const message = plainMessage(first)
+  if (message !== undefined && (system === null || typeof system === "string")) {
+    const seen = byFirstText.get(message.content)
+    if (seen !== undefined && seen.apiKeyId === apiKeyId && seen.model === model && seen.system === system && seen.role === message.role)
+      return seen.id
+  }
   const prefix = JSON.stringify([apiKeyId, model, system, first ?? null])
   if (prefix.length > REMEMBERED_PREFIX_CHARS) return sessionOfPrefix(prefix)
   let id = remembered.get(prefix)
@@ -52,6 +58,8 @@ export const derivedSession = (apiKeyId: string | null, model: string, body: Rea
     id = sessionOfPrefix(prefix)
     remembered.set(prefix, id)
   }
+  if (message !== undefined && (system === null || typeof system === "string"))
+    byFirstText.set(message.content, { apiKeyId, model, system, role: message.role, id })
   return id
 }
 
@@ -64,6 +72,39 @@ const sessionOfPrefix = (prefix: string): string => `sess_${crypto.hash("sha256"
  */
 const REMEMBERED_PREFIX_CHARS = 4096
 const remembered = new BoundedMap<string, string>({ maxEntries: 512 })
+
+/**
+ * A first message of the usual shape, `{ role, content }` in that order with text in both and
+ * nothing else: its prefix's text is then decided by its parts (equal parts, equal JSON).
+ */
+const plainMessage = (first: unknown): { readonly role: string; readonly content: string } | undefined => {
+  if (typeof first !== "object" || first === null || Array.isArray(first)) return undefined
+  const m = first as Record<string, unknown>
+  if (typeof m["role"] !== "string" || typeof m["content"] !== "string") return undefined
+  // Exactly these two keys, in this order (for-in reads them without an array of keys).
+  let n = 0
+  for (const k in m) {
+    if (k !== (n === 0 ? "role" : n === 1 ? "content" : undefined)) return undefined
+    n++
+  }
+  return n === 2 ? (m as { readonly role: string; readonly content: string }) : undefined
+}
+
+/**
+ * The derived sessions of the conversations seen last whose first message is a `plainMessage`
+ * and whose system prompt is text or absent, by that message's text, with the other parts of
+ * their prefix: a request of a known conversation is matched by comparing its parts, without the
+ * prefix's JSON text made each time (a string the size of the first message and system prompt).
+ * Only prefixes `remembered` keeps are here, so the same id either way.
+ */
+interface SeenPrefix {
+  readonly apiKeyId: string | null
+  readonly model: string
+  readonly system: string | null
+  readonly role: string
+  readonly id: string
+}
+const byFirstText = new BoundedMap<string, SeenPrefix>({ maxEntries: 512 })
 
 /** The request's derived session, computed once per request (the answer's header and the plan read it). */
 export const conversationOf = (ctx: RequestContext, model: string, body: Readonly<Record<string, unknown>>): string =>

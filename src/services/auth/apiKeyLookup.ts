@@ -8,6 +8,15 @@ import * as Option from "effect/Option"
 import type { ApiKeyRecord } from "./ApiKeys.js"
 import type { KeysByHash } from "./apiKeyRows.js"
 import { sha256 } from "./password.js"
+import { BoundedMap } from "../../kernel/BoundedMap.js"
+
+/**
+ * How many presented secrets' digests are kept (`verifyIn`): a key's SHA-256 (a hash and its
+ * 64-character hex text) was computed on every request. Only secrets that named a key are kept,
+ * so unknown ones sent in bulk cannot push the clients' own out; a digest is the secret's alone,
+ * so a key disabled, deleted or rotated since is found (or not) in the keys as they are now.
+ */
+const DIGESTS_KEPT = 1024
 
 /** The lookups, made once per layer: `verify`/`peekVerify`, `byId`/`peekById`, `anyShadowed`, `hasAdminKey`. */
 export const makeKeyLookup = ({ byHash, touched }: { readonly byHash: KeysByHash; readonly touched: Map<string, number> }) => {
@@ -30,9 +39,14 @@ export const makeKeyLookup = ({ byHash, touched }: { readonly byHash: KeysByHash
     return any
   })
 
+  // The digests of the secrets that named a key lately, by the secret: a client presents the same key on every request.
+  const digests = new BoundedMap<string, string>({ maxEntries: DIGESTS_KEPT })
   const verifyIn = (m: ReadonlyMap<string, ApiKeyRecord>, secret: string): Option.Option<ApiKeyRecord> => {
-    const record = m.get(sha256(secret))
-    if (!record || !record.enabled) return Option.none()
+    const known = digests.peek(secret)
+    const digest = known ?? sha256(secret)
+    const record = m.get(digest)
+    if (record !== undefined && known === undefined) digests.set(secret, digest)
+    if (record === undefined || !record.enabled) return Option.none()
     const t = Date.now()
     if (record.expiresAt !== null && record.expiresAt <= t) return Option.none()
     touched.set(record.id, t)
