@@ -25,7 +25,8 @@ import {
   pinSelf,
   registerTempDir,
   rssBytes,
-  tasksetAvailable
+  tasksetAvailable,
+  treeCpuSeconds
 } from "./lib/proc.mjs"
 import { topSelf } from "./lib/profile.mjs"
 import { allRatios, gatewayRatios, markdownTable, mb } from "./lib/report.mjs"
@@ -174,6 +175,7 @@ const MODE = flags.quick
       extraLatencyMs: 400,
       extraS: 0.5,
       workersWarmupS: 0.5,
+      workersRoundS: 0.5,
       profileS: 6
     }
   : {
@@ -192,10 +194,11 @@ const MODE = flags.quick
       extraRounds: 3,
       extraLatencyMs: 1500,
       extraS: 3,
-      // The one-process gateway these rows compare with has served every section before them;
-      // each of two workers gets half the warm-up's requests, and V8 keeps optimizing for
-      // minutes under load (docs/performance.md, workers "2026-11-27 (evening)").
-      workersWarmupS: 60,
+      // The `workers` section's one-process gateway is warmed this long in slices of
+      // workersRoundS, and every worker to as many requests (docs/performance.md, workers
+      // "2026-11-27 (night)").
+      workersWarmupS: 12,
+      workersRoundS: 4,
       profileS: 15
     }
 if (flags.rounds) MODE.rounds = flags.rounds
@@ -884,39 +887,85 @@ if (want("shadow") && ready("gateway") && checkAlive("gateway")) {
     )
 }
 
-// `gateway --workers 2` against the one-process gateway, c=32 JSON 1 KB, interleaved: with the
-// load generator and the mock pinned apart (the workers on the target core: on a 2-core machine
-// that is one core for both), and with the workers free to use every core (sharing the load's).
+// `gateway --workers 2` against one process, c=32 JSON 1 KB, interleaved. Three gateways start
+// fresh here, each on its own data dir: one process on the target core, two workers on the target
+// core (the load generator and mock apart: on a 2-core machine both workers share one core), and
+// two workers free to use every core (sharing the load's). V8 keeps optimizing for minutes under
+// load and a worker serves half its gateway's requests, so the one-process gateway of the other
+// sections (warm from all of them) would compare a warm process with cold workers
+// (docs/performance.md, workers "2026-11-27 (evening)"). Here every process has served as many
+// requests as the one process before each measured run: a workers gateway is first topped up to
+// twice the one process's count (`amount` requests, not a duration), in slices interleaved with the
+// one process's runs so that none sits idle much longer than another.
 let workers = null
 if (want("workers") && ready("gateway") && checkAlive("gateway")) {
   workers = await safe("workers", async () => {
-    const launch = async (name, pinned) => {
+    const launch = async (name, { pinned, processes }) => {
       const prep = await prepareGateway({ rootDir: ROOT, mock: t("direct"), core: CORE_LOAD, pin })
-      const g = await launchGateway(prep, { rootDir: ROOT, core: CORE_TARGET, pin: pin && pinned, gatewayArgs: ["--workers", "2"], name })
+      const gatewayArgs = processes > 1 ? ["--workers", String(processes)] : []
+      const g = await launchGateway(prep, { rootDir: ROOT, core: CORE_TARGET, pin: pin && pinned, gatewayArgs, name })
       if (!g.ok) throw new Error(`${name}: ${g.error}`)
-      return g
+      return { g, processes, served: 0 }
     }
-    const runs = { one: [], pinned: [], free: [] }
-    const pinnedG = await launch("gateway-workers-pinned", true)
-    await throughputRun(pinnedG.chatUrl, { ...jsonReq(pinnedG, "1k"), connections: 32, durationS: MODE.workersWarmupS })
-    for (let i = 0; i < MODE.extraRounds; i++) {
-      runs.one.push(
-        (await throughputRun(t("gateway").chatUrl, { ...jsonReq(t("gateway"), "1k"), connections: 32, durationS: MODE.extraS })).rps
-      )
-      runs.pinned.push((await throughputRun(pinnedG.chatUrl, { ...jsonReq(pinnedG, "1k"), connections: 32, durationS: MODE.extraS })).rps)
+    const one = await launch("gateway-workers-one", { pinned: true, processes: 1 })
+    const pinnedW = await launch("gateway-workers-pinned", { pinned: true, processes: 2 })
+    const freeW = await launch("gateway-workers-free", { pinned: false, processes: 2 })
+    const load = async (side, opts) => {
+      const r = await throughputRun(side.g.chatUrl, { ...jsonReq(side.g, "1k"), connections: 32, ...opts })
+      side.served += r.ok
+      return r
     }
-    await pinnedG.proc.stop("SIGTERM", 15_000)
-    const freeG = await launch("gateway-workers-free", false)
-    await throughputRun(freeG.chatUrl, { ...jsonReq(freeG, "1k"), connections: 32, durationS: MODE.workersWarmupS })
-    for (let i = 0; i < MODE.extraRounds; i++)
-      runs.free.push((await throughputRun(freeG.chatUrl, { ...jsonReq(freeG, "1k"), connections: 32, durationS: MODE.extraS })).rps)
-    await freeG.proc.stop("SIGTERM", 15_000)
+    // A timed run; CPU summed over the process and its workers, µs per 2xx answer.
+    const timed = async (side) => {
+      const before = treeCpuSeconds(side.g.pid)
+      const r = await load(side, { durationS: MODE.workersRoundS })
+      const after = treeCpuSeconds(side.g.pid)
+      return { rps: r.rps, cpuUs: before == null || after == null || r.ok === 0 ? null : ((after - before) * 1e6) / r.ok }
+    }
+    // Tops `side` up to `perProcess` requests served by each of its processes.
+    const catchUp = async (side, perProcess) => {
+      const missing = perProcess * side.processes - side.served
+      if (missing >= 32) await load(side, { amount: Math.round(missing) })
+    }
+    const runs = { one: [], pinned: [], free: [], cpuUs: { one: [], pinned: [], free: [] }, servedPerProcess: null }
+    const warmupSlices = Math.max(1, Math.round(MODE.workersWarmupS / MODE.workersRoundS))
+    for (let i = 0; i < warmupSlices + MODE.extraRounds; i++) {
+      const measured = i >= warmupSlices
+      // Each workers gateway catches up to what the one process had served before its own run.
+      const mark = one.served
+      const results = { one: await timed(one) }
+      for (const [key, side] of [
+        ["pinned", pinnedW],
+        ["free", freeW]
+      ]) {
+        await catchUp(side, mark)
+        results[key] = await timed(side)
+      }
+      if (measured)
+        for (const [key, r] of Object.entries(results)) {
+          runs[key].push(r.rps)
+          runs.cpuUs[key].push(r.cpuUs)
+        }
+    }
+    runs.servedPerProcess = Object.fromEntries(
+      [
+        ["one", one],
+        ["pinned", pinnedW],
+        ["free", freeW]
+      ].map(([key, side]) => [key, Math.round(side.served / side.processes)])
+    )
+    for (const side of [one, pinnedW, freeW]) await side.g.proc.stop("SIGTERM", 15_000)
     return runs
   })
-  if (!workers.error)
+  if (!workers.error) {
+    const us = (xs) => xs.map((v) => (v == null ? "?" : v.toFixed(0))).join(", ")
     log(
       `workers: one process ${workers.one.map((v) => v.toFixed(0)).join(", ")}; --workers 2 pinned apart ${workers.pinned.map((v) => v.toFixed(0)).join(", ")}; on every core ${workers.free.map((v) => v.toFixed(0)).join(", ")} req/s`
     )
+    log(
+      `workers: CPU µs a request (all processes): one process ${us(workers.cpuUs.one)}; pinned apart ${us(workers.cpuUs.pinned)}; on every core ${us(workers.cpuUs.free)}; requests served per process ${JSON.stringify(workers.servedPerProcess)}`
+    )
+  }
 }
 
 // Soak: the gateway under steady c=32 JSON load, RSS every 30 s.
@@ -1123,7 +1172,12 @@ const countChecks = (runs, want) => {
 const fmtRange = (a) => `${a.median.toFixed(0)} (${a.min.toFixed(0)}–${a.max.toFixed(0)})`
 const wk =
   workers && !workers.error
-    ? { one: acrossRounds(workers.one), pinned: acrossRounds(workers.pinned), free: acrossRounds(workers.free) }
+    ? {
+        one: acrossRounds(workers.one),
+        pinned: acrossRounds(workers.pinned),
+        free: acrossRounds(workers.free),
+        cpuUs: Object.fromEntries(["one", "pinned", "free"].map((k) => [k, acrossRounds(workers.cpuUs[k])]))
+      }
     : null
 const fbChecks = countChecks(fallback, "attempts=1")
 const chChecks = countChecks(cache, "cache=HIT")
@@ -1375,6 +1429,10 @@ const rows = [
     text: { gateway: wk ? `${fmtRange(wk.free)} (${(wk.free.median / wk.one.median).toFixed(2)}×)` : "not run" },
     target: "≥ 1.3× one process",
     pass: check.workersFree
+  },
+  {
+    label: "CPU µs a request, all processes summed: one process / pinned apart / on every core",
+    text: { gateway: wk?.cpuUs ? ["one", "pinned", "free"].map((k) => wk.cpuUs[k].median?.toFixed(0) ?? "?").join(" / ") : "not run" }
   }
 ]
 

@@ -84,14 +84,25 @@ export const latencyRun = async (url, { headers, body, durationMs, check }) => {
 }
 
 /**
- * autocannon at `connections` for `durationS` seconds. Throughput counts 2xx answers only:
- * rps = 2xx / duration. Latency percentiles are autocannon's (ms). autocannon stops on its
- * sample tick, so durations are rounded up to the 250 ms `sampleInt` (it reports the real one).
+ * autocannon at `connections` for `durationS` seconds, or for `amount` requests when given.
+ * Throughput counts 2xx answers only: rps = 2xx / duration. Latency percentiles are autocannon's
+ * (ms). autocannon stops on its sample tick, so durations are rounded up to the 250 ms `sampleInt`
+ * (it reports the real one).
  */
-export const throughputRun = (url, { headers, body, connections, durationS, onResponse }) =>
+export const throughputRun = (url, { headers, body, connections, durationS, amount, onResponse }) =>
   new Promise((resolve, reject) => {
     const inst = autocannon(
-      { url, method: "POST", headers, body, connections, duration: durationS, pipelining: 1, timeout: 20, sampleInt: 250 },
+      {
+        url,
+        method: "POST",
+        headers,
+        body,
+        connections,
+        ...(amount ? { amount } : { duration: durationS }),
+        pipelining: 1,
+        timeout: 20,
+        sampleInt: 250
+      },
       (err, r) => {
         if (err) return reject(err)
         const ok = r["2xx"] ?? 0

@@ -2,7 +2,7 @@
 // file-descriptor limit raised to the hard limit), read RSS, stop, and a registry that kills
 // every child and removes every temporary directory on exit, on errors and on Ctrl-C.
 import { execFileSync, spawn, spawnSync } from "node:child_process"
-import { readFileSync, rmSync } from "node:fs"
+import { readdirSync, readFileSync, rmSync } from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
 
@@ -226,6 +226,32 @@ export const cpuSeconds = (pid) => {
   } catch {
     return null
   }
+}
+
+/** The pids of a process's live children (every thread's), from /proc (empty when unknown). */
+const childPids = (pid) => {
+  try {
+    return readdirSync(`/proc/${pid}/task`).flatMap((tid) => {
+      try {
+        return readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").split(" ").filter(Boolean).map(Number)
+      } catch {
+        return []
+      }
+    })
+  } catch {
+    return []
+  }
+}
+
+/**
+ * CPU seconds used so far by a process and every live descendant (a `--workers` primary and its
+ * workers): a process's own counter leaves out children that are still running. Only compare
+ * two readings over an interval in which no descendant exited or started.
+ */
+export const treeCpuSeconds = (pid) => {
+  const own = cpuSeconds(pid)
+  if (own == null) return null
+  return childPids(pid).reduce((sum, child) => sum + (treeCpuSeconds(child) ?? 0), own)
 }
 
 /** Machine-wide busy and total CPU seconds since boot, from /proc/stat. */
