@@ -86,6 +86,38 @@ describe("Responses encoder templates", () => {
         options: { request: { instructions: 'be "brief"', tools: [{ type: "function", name: "get" }], metadata: { k: "v" } } }
       },
       {
+        // a request setting echoed keys to null (their defaults echoed) and one of them to a value; counts JSON writes its own way
+        events: [
+          start,
+          ...textBlock(0, ["x"]),
+          { type: "usage", usage: { inputTokens: 1e21, outputTokens: -0, reasoningTokens: 4, cachedInputTokens: 0 } },
+          { type: "finish", stopReason: "end_turn" }
+        ],
+        options: { request: { store: null, tools: null, reasoning: null, top_p: 0.5, max_output_tokens: 64 } }
+      },
+      {
+        // a count that is not a finite number, and every echoed key set
+        events: [
+          start,
+          ...textBlock(0, ["y"]),
+          { type: "usage", usage: { inputTokens: Number.NaN, outputTokens: 2 } },
+          { type: "finish", stopReason: "end_turn" }
+        ],
+        options: {
+          request: {
+            parallel_tool_calls: false,
+            previous_response_id: "resp_prev",
+            reasoning: { effort: "low" },
+            store: true,
+            temperature: 0,
+            text: { format: { type: "json_object" } },
+            tool_choice: "none",
+            tools: [],
+            top_p: 1
+          }
+        }
+      },
+      {
         // no start event, an error in the middle of a text block
         events: [
           { type: "block_start", index: 0, block: { type: "text" } },

@@ -25,23 +25,70 @@ const echoed = (key: string, value: unknown, fallback: string): string =>
  * the event's bytes), so a stream makes them once. The same keys, order and values as
  * `responseObject`'s (test/formats.responses-templates.test.ts compares the bytes).
  */
-const echoedMembers = (req: Readonly<Record<string, unknown>>): { readonly beforeModel: string; readonly afterOutput: string } => {
+const echoedMembers = (req: Readonly<Record<string, unknown>>): { readonly beforeModel: string; readonly afterOutput: string } => ({
+  beforeModel: echoed("instructions", req["instructions"], "null") + echoed("max_output_tokens", req["max_output_tokens"], "null"),
+  afterOutput: echoesAfterOutput(req) ? afterOutputOf(req) : PLAIN_AFTER_OUTPUT
+})
+
+/** The members from `parallel_tool_calls` to `truncation` (`echoedMembers`). */
+const afterOutputOf = (req: Readonly<Record<string, unknown>>): string => {
   const reasoning = obj(req["reasoning"])
-  return {
-    beforeModel: echoed("instructions", req["instructions"], "null") + echoed("max_output_tokens", req["max_output_tokens"], "null"),
-    afterOutput:
-      echoed("parallel_tool_calls", req["parallel_tool_calls"], "true") +
-      echoed("previous_response_id", req["previous_response_id"], "null") +
-      member("reasoning", { effort: reasoning?.["effort"] ?? null, summary: reasoning?.["summary"] ?? null }) +
-      echoed("store", req["store"], "false") +
-      echoed("temperature", req["temperature"], "null") +
-      echoed("text", req["text"], '{"format":{"type":"text"}}') +
-      echoed("tool_choice", req["tool_choice"], '"auto"') +
-      echoed("tools", req["tools"], "[]") +
-      echoed("top_p", req["top_p"], "null") +
-      ',"truncation":"disabled"'
-  }
+  return (
+    echoed("parallel_tool_calls", req["parallel_tool_calls"], "true") +
+    echoed("previous_response_id", req["previous_response_id"], "null") +
+    member("reasoning", { effort: reasoning?.["effort"] ?? null, summary: reasoning?.["summary"] ?? null }) +
+    echoed("store", req["store"], "false") +
+    echoed("temperature", req["temperature"], "null") +
+    echoed("text", req["text"], '{"format":{"type":"text"}}') +
+    echoed("tool_choice", req["tool_choice"], '"auto"') +
+    echoed("tools", req["tools"], "[]") +
+    echoed("top_p", req["top_p"], "null") +
+    ',"truncation":"disabled"'
+  )
 }
+
+/** The request keys `afterOutputOf` echoes: a request with none of them (undefined or null) echoes its defaults. */
+const AFTER_OUTPUT_KEYS = [
+  "parallel_tool_calls",
+  "previous_response_id",
+  "reasoning",
+  "store",
+  "temperature",
+  "text",
+  "tool_choice",
+  "tools",
+  "top_p"
+] as const
+
+/**
+ * `afterOutputOf` a request that sets none of its keys (the usual streamed request: a model, an
+ * input, perhaps instructions and a token limit), made once: every such request echoes the same.
+ */
+const PLAIN_AFTER_OUTPUT = afterOutputOf({})
+
+/** Whether the request sets a key `afterOutputOf` echoes (else its members are `PLAIN_AFTER_OUTPUT`). */
+const echoesAfterOutput = (req: Readonly<Record<string, unknown>>): boolean => {
+  for (const key of AFTER_OUTPUT_KEYS) if (req[key] !== undefined && req[key] !== null) return true
+  return false
+}
+
+/**
+ * `member("usage", usageToResponses(u))` of a response's usage, written from a template when its
+ * counts are finite numbers (always, from the decoders): the same keys in the same order, each
+ * count as JSON writes a finite number.
+ */
+const usageMember = (u: Partial<Usage> | undefined): string => {
+  const usage = usageToResponses(u)
+  if (usage === null) return ',"usage":null'
+  const { input_tokens: input, output_tokens: output, total_tokens: total } = usage
+  const cached = usage.input_tokens_details.cached_tokens
+  const reasoning = usage.output_tokens_details.reasoning_tokens
+  if (!(finite(input) && finite(output) && finite(total) && finite(cached) && finite(reasoning))) return member("usage", usage)
+  return `,"usage":{"input_tokens":${input},"input_tokens_details":{"cached_tokens":${cached}},"output_tokens":${output},"output_tokens_details":{"reasoning_tokens":${reasoning}},"total_tokens":${total}}`
+}
+
+/** A finite number, written by a template literal as JSON writes it (-0 as 0, exponents the same). */
+const finite = (n: unknown): n is number => typeof n === "number" && Number.isFinite(n)
 
 /** An event as SSE, named by its type. */
 const sseEvent = (e: Record<string, unknown>): string => sseData(e, e["type"] as string)
@@ -324,7 +371,7 @@ export class ResponsesStreamEncoder implements StreamEncoder {
    */
   private responseJson(status: "in_progress" | "completed"): string {
     this.echoed ??= echoedMembers(this.options.request ?? {})
-    const usage = status === "in_progress" ? ',"usage":null' : member("usage", usageToResponses(this.usage))
+    const usage = status === "in_progress" ? ',"usage":null' : usageMember(this.usage)
     return (
       `{"id":${JSON.stringify(this.id)},"object":"response"${member("created_at", this.created)},"status":"${status}",` +
       `"background":false,"error":null,"incomplete_details":null${this.echoed.beforeModel}${member("model", this.model)}` +
