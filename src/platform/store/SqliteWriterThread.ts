@@ -47,7 +47,10 @@ export interface SqliteWriter {
    * connection's moves with every batch the thread writes).
    */
   readonly dataVersion: () => Promise<number>
-  /** False once the thread has failed (its callers then use the main connection). */
+  /**
+   * False once the thread has failed, and for the layer's writer (startOnFirstCall) also until its
+   * thread has started: its callers then use the main connection.
+   */
   readonly alive: () => boolean
   /** Closes the worker's connection and ends the thread. */
   readonly close: () => Promise<void>
@@ -342,8 +345,55 @@ export const startSqliteWriter = (
 }
 
 /**
- * The writer thread of the SQLite file, for the batch writer and StoreVersion; `writer` is
- * undefined when it could not start (both then use the main connection, as before).
+ * A writer whose thread starts at its first call, not before: the thread (its own V8 isolate,
+ * better-sqlite3, the file opened) cost ~60 ms of CPU before a gateway's first answer, and a local
+ * command that writes nothing paid it too. The batch writer's first batch starts it (it calls
+ * without asking `alive()`; the batch waits in the thread's message queue while it starts, ~100 ms,
+ * as every call did while a thread started with the store). `alive()` is false until the thread
+ * has started, so the callers that ask it first (the in-flight write-ahead, StoreVersion) use the
+ * main connection until then: a write-ahead row sent to a thread still starting could commit
+ * after the clean stop's delete on the main connection, and be taken for a crashed request at the
+ * next start. `onStart` hears the start's outcome. Closed before any call, no thread starts;
+ * calls made after `close` fail as the thread's do.
+ */
+const startOnFirstCall = (
+  file: string,
+  replacing: Readonly<Record<string, ReadonlyArray<string>>>,
+  onStart: (started: Promise<void>) => void
+): SqliteWriter => {
+  let thread: SqliteWriter | undefined
+  let ready = false
+  let closed = false
+  const started = (): SqliteWriter => {
+    if (thread === undefined) {
+      const t = startSqliteWriter(file, replacing)
+      thread = t.writer
+      t.started.then(
+        () => {
+          ready = true
+        },
+        () => undefined
+      )
+      onStart(t.started)
+    }
+    return thread
+  }
+  const closedError = () => Promise.reject(new Error("the SQLite writer thread is closed"))
+  return {
+    write: (rows, deletes) => (closed && thread === undefined ? closedError() : started().write(rows, deletes)),
+    dataVersion: () => (closed && thread === undefined ? closedError() : started().dataVersion()),
+    alive: () => ready && thread?.alive() === true,
+    close: () => {
+      closed = true
+      return thread === undefined ? Promise.resolve() : thread.close()
+    }
+  }
+}
+
+/**
+ * The writer thread of the SQLite file, for the batch writer and StoreVersion, started by the
+ * first write (startOnFirstCall); when it cannot start, `alive()` turns false and both use the
+ * main connection, as before.
  */
 export class SqliteWriterThread extends Context.Tag("gateway/SqliteWriterThread")<
   SqliteWriterThread,
@@ -353,11 +403,15 @@ export class SqliteWriterThread extends Context.Tag("gateway/SqliteWriterThread"
     Layer.scoped(
       SqliteWriterThread,
       Effect.gen(function* () {
-        const { writer, started } = yield* Effect.acquireRelease(
-          Effect.sync(() => startSqliteWriter(file, replacing)),
-          ({ writer }) => Effect.promise(() => writer.close())
+        let heard: (started: Promise<void>) => void = () => undefined
+        const started = new Promise<void>((ok, fail) => {
+          heard = (p) => p.then(ok, fail)
+        })
+        const writer = yield* Effect.acquireRelease(
+          Effect.sync(() => startOnFirstCall(file, replacing, heard)),
+          (writer) => Effect.promise(() => writer.close())
         )
-        // Not waited for: the thread starts while the other services do.
+        // Waits for the first write's start (interrupted with the scope if none came).
         yield* Effect.forkScoped(
           Effect.catchAll(
             Effect.tryPromise(() => started),
