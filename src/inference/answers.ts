@@ -141,5 +141,9 @@ export const encodeWhole = (call: InferenceCall, decoded: CanonicalResponse): un
  */
 export const sendWhole = (call: InferenceCall, payload: string, bytes?: Buffer): void => {
   const { ctx } = call
-  writeWhole(ctx, 200, jsonResponseHeaders(ctx, bytes !== undefined ? bytes.length : Buffer.byteLength(payload)), payload, bytes)
+  // A text of the gateway's own (a translated answer) is encoded once, here, and its length read
+  // from the bytes: measuring it and then encoding it walked it twice. Not when a rewrite may
+  // change the text (the bytes would go unused).
+  const out = bytes ?? (ctx.rewrite?.whole === undefined ? Buffer.from(payload, "utf8") : undefined)
+  writeWhole(ctx, 200, jsonResponseHeaders(ctx, out !== undefined ? out.length : Buffer.byteLength(payload)), payload, out)
 }
