@@ -384,6 +384,12 @@ export class GeminiStreamDecoder extends SequentialBlocks implements StreamDecod
       const text = this.usualText(frame.data)
       if (text !== undefined) {
         this.recognized = true
+        // A text block already open (every chunk but the first): its events as an array literal,
+        // not an empty array grown by pushes (its first push allocates room for 17).
+        if (text !== "" && this.open?.kind === "text") {
+          const delta: StreamEvent = { type: "text_delta", index: this.open.index, text }
+          return this.usualUsage ? [delta, { type: "usage", usage: this.usualUsage }] : [delta]
+        }
         const out: Array<StreamEvent> = []
         if (text !== "") {
           this.ensure("text", out)

@@ -301,11 +301,13 @@ export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder
       const text = this.usualText(frame.data)
       if (text !== undefined) {
         this.recognized = true
+        // A text block already open (every chunk but the first): the one event as an array of
+        // one, not an empty array grown by a push (its first push allocates room for 17).
+        if (!text) return []
+        if (this.open?.kind === "text") return [{ type: "text_delta", index: this.open.index, text }]
         const out: Array<StreamEvent> = []
-        if (text) {
-          this.ensure("text", out)
-          out.push({ type: "text_delta", index: this.open!.index, text })
-        }
+        this.ensure("text", out)
+        out.push({ type: "text_delta", index: this.open!.index, text })
         return out
       }
     }
