@@ -54,14 +54,19 @@ interface CompiledRule {
   readonly start: boolean
 }
 
+/** A rule as listed (GET /api/compression/rules): its id and what it does, without its regex. */
+const described = (pack: LanguagePack, family: Family, rule: PhraseRule): Pick<CompiledRule, "id" | "family" | "description"> => ({
+  id: `${pack.id}.${family}.${rule.id}`,
+  family,
+  description: rule.replace === undefined ? `drop "${rule.phrase}"` : `"${rule.phrase}" → "${rule.replace}"`
+})
+
 const compile = (pack: LanguagePack, family: Family, rule: PhraseRule, article = false): CompiledRule => {
   const body = rule.phrase.replace(/ /g, "\\s+")
   const head = article && pack.relativePronouns ? "(?<!,[ \\t]*)" : ""
   const tail = article ? "(?=[ \\t]+[\\p{L}\\uE001])" : ""
   return {
-    id: `${pack.id}.${family}.${rule.id}`,
-    family,
-    description: rule.replace === undefined ? `drop "${rule.phrase}"` : `"${rule.phrase}" → "${rule.replace}"`,
+    ...described(pack, family, rule),
     regex: new RegExp(`${head}${BEFORE}(?:${body})${AFTER}${tail}[ \\t]*`, "giu"),
     replace: rule.replace,
     start: rule.start === true,
@@ -69,14 +74,18 @@ const compile = (pack: LanguagePack, family: Family, rule: PhraseRule, article =
   }
 }
 
-const compilePack = (pack: LanguagePack): ReadonlyArray<CompiledRule> =>
+/** A pack's rules in the order they run, each made by `make` (compiled, or only described). */
+const eachRule = <A>(pack: LanguagePack, make: (family: Family, rule: PhraseRule, article: boolean) => A): Array<A> =>
   FAMILY_ORDER.flatMap((family) =>
     family === "articles"
-      ? pack.articles.map((word) => compile(pack, family, { id: word, phrase: word }, true))
-      : pack[family].map((rule) => compile(pack, family, rule))
+      ? pack.articles.map((word) => make(family, { id: word, phrase: word }, true))
+      : pack[family].map((rule) => make(family, rule, false))
   )
 
-/** A pack's rules, compiled (a few hundred Unicode regexes, ~25 ms) by the first rewrite or listing that needs them, not at start. */
+const compilePack = (pack: LanguagePack): ReadonlyArray<CompiledRule> =>
+  eachRule(pack, (family, rule, article) => compile(pack, family, rule, article))
+
+/** A pack's rules, compiled (a few hundred Unicode regexes, ~25 ms) by the first rewrite that needs them, not at start. */
 const compiledPacks = new Map<string, ReadonlyArray<CompiledRule>>()
 const compiled = (id: string): ReadonlyArray<CompiledRule> => {
   const pack = PACKS.find((p) => p.id === id) ?? PACKS[0]!
@@ -92,11 +101,19 @@ export const LANGUAGE_PACKS: ReadonlyArray<{ readonly id: string; readonly name:
   rules: FAMILY_ORDER.reduce((n, family) => n + (family === "articles" ? p.articles : p[family]).length, 0) + 1
 }))
 
-/** For GET /api/compression/rules: every rule of every pack, plus the repetition rule. */
+/**
+ * For GET /api/compression/rules: every rule of every pack, plus the repetition rule. Described
+ * without compiling them: the engines' module lists the rules at import, which compiled every
+ * pack's regexes at every start (~75 ms of a start's CPU on a loaded machine).
+ */
 export const describe = (): ReadonlyArray<{ readonly engine: "caveman"; readonly id: string; readonly description: string }> => [
   { engine: "caveman", id: "repetition", description: "a line or sentence repeated right after itself is kept once" },
   ...PACKS.flatMap((p) =>
-    compiled(p.id).map((r) => ({ engine: "caveman" as const, id: r.id, description: `${p.name}, ${r.family}: ${r.description}` }))
+    eachRule(p, (family, rule) => described(p, family, rule)).map((r) => ({
+      engine: "caveman" as const,
+      id: r.id,
+      description: `${p.name}, ${r.family}: ${r.description}`
+    }))
   )
 ]
 
