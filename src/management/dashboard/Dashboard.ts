@@ -126,7 +126,11 @@ const notBuilt = (dir: string) =>
 export class Dashboard extends Context.Tag("gateway/Dashboard")<Dashboard, DashboardShape>() {
   static readonly layerFrom = (dir: string) =>
     Layer.sync(Dashboard, (): DashboardShape => {
-      const assets = existsSync(path.join(dir, "index.html")) ? loadAssets(dir) : undefined
+      const built = existsSync(path.join(dir, "index.html"))
+      // Read and hashed at the first request for a dashboard file, not at start: hashing the ~400 KB
+      // byte by byte in JavaScript was one of a start's longest layers, and most gateways never serve the dashboard.
+      let loaded: Map<string, Asset> | undefined
+      const assetsNow = (): Map<string, Asset> | undefined => (built ? (loaded ??= loadAssets(dir)) : undefined)
       return {
         handle: (req, res, p) => {
           // A browser opening the gateway's root is sent to the dashboard; an API client asking
@@ -149,6 +153,7 @@ export class Dashboard extends Context.Tag("gateway/Dashboard")<Dashboard, Dashb
             )
             return true
           }
+          const assets = assetsNow()
           if (!assets) {
             send(req, res, 503, { "content-type": "application/json", "cache-control": "no-store" }, notBuilt(dir))
             return true
