@@ -482,6 +482,9 @@ const textBlockStart = (index: number): string =>
 /** content_block_stop, from a template: the same bytes as sseData of { type, index }. */
 const blockStop = (index: number): string => `event: content_block_stop\ndata: {"type":"content_block_stop","index":${index}}\n\n`
 
+/** What follows a text delta's JSON text in its event (`AnthropicStreamEncoder.textDelta`). */
+const TEXT_DELTA_END = "}}\n\n"
+
 const MESSAGE_STOP = 'event: message_stop\ndata: {"type":"message_stop"}\n\n'
 
 /** Canonical events → Anthropic SSE (`event:` lines included: the SDK needs them). */
@@ -509,6 +512,22 @@ export class AnthropicStreamEncoder implements StreamEncoder {
     if (this.started) return ""
     this.started = true
     return `event: message_start\ndata: {"type":"message_start","message":{"id":${JSON.stringify(this.id)},"type":"message","role":"assistant","model":${JSON.stringify(this.model)},"content":[],"stop_reason":null,"stop_sequence":null,"usage":${anthropicUsageJson(this.usage)}}}\n\n`
+  }
+
+  /** The bytes of a text delta's event before its text, for the block `textHeadIndex` (`textDelta`). */
+  private textHead = ""
+  private textHeadIndex = -1
+
+  /**
+   * A text delta's event around the JSON of its text, the part before made once per block rather
+   * than per delta (a string made of fewer pieces): the same bytes as sseData of its object.
+   */
+  private textDelta(index: number, text: string): string {
+    if (index !== this.textHeadIndex) {
+      this.textHeadIndex = index
+      this.textHead = `event: content_block_delta\ndata: {"type":"content_block_delta","index":${index},"delta":{"type":"text_delta","text":`
+    }
+    return this.textHead + JSON.stringify(text) + TEXT_DELTA_END
   }
 
   private idx(canonical: number): number {
@@ -544,7 +563,7 @@ export class AnthropicStreamEncoder implements StreamEncoder {
       }
       case "text_delta":
         // Written from a template (the same bytes as the object's JSON): the stream's most frequent event.
-        return `${this.start()}event: content_block_delta\ndata: {"type":"content_block_delta","index":${this.idx(ev.index)},"delta":{"type":"text_delta","text":${JSON.stringify(ev.text)}}}\n\n`
+        return this.start() + this.textDelta(this.idx(ev.index), ev.text)
       case "reasoning_delta":
         return (
           this.start() +

@@ -429,6 +429,9 @@ export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder
   }
 }
 
+/** What follows a text delta's JSON text in its chunk (`ChatStreamEncoder.textChunk`). */
+const TEXT_CHUNK_END = '},"logprobs":null,"finish_reason":null}]}\n\n'
+
 /** Canonical events → OpenAI chat chunks. The first chunk carries `role` (the SDK's helpers need it). */
 export class ChatStreamEncoder implements StreamEncoder {
   /** The completion id: the upstream's (from `start`), or one made when the stream has none (made only then). */
@@ -469,11 +472,20 @@ export class ChatStreamEncoder implements StreamEncoder {
     return this.head
   }
 
-  /** A text delta's chunk from a template: the same bytes as `chunk({ content })`, the stream's most frequent event. */
+  /** `chunkHead` and the delta's start, before a text delta's JSON text (`textChunk`), made with the head. */
+  private textHead: string | undefined
+
+  /**
+   * A text delta's chunk from a template: the same bytes as `chunk({ content })`, the stream's most
+   * frequent event, written around the JSON of its text (a string of three pieces).
+   */
   private textChunk(text: string): string {
-    const head = this.chunkHead()
-    if (head === undefined) return this.chunk({ content: text })
-    return `${head}{"content":${JSON.stringify(text)}},"logprobs":null,"finish_reason":null}]}\n\n`
+    if (this.textHead === undefined) {
+      const head = this.chunkHead()
+      if (head === undefined) return this.chunk({ content: text })
+      this.textHead = `${head}{"content":`
+    }
+    return this.textHead + JSON.stringify(text) + TEXT_CHUNK_END
   }
 
   /**
@@ -505,6 +517,7 @@ export class ChatStreamEncoder implements StreamEncoder {
         if (ev.id) this.givenId = ev.id.startsWith("chatcmpl") ? ev.id : `chatcmpl-${ev.id}`
         this.created = ev.created
         this.head = undefined
+        this.textHead = undefined
         this.sentRole = true
         return this.chunk({ role: "assistant", content: "" })
       case "block_start":
