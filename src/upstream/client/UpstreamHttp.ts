@@ -3,7 +3,6 @@ import type { Readable } from "node:stream"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { EventEmitter } from "node:events"
 import { Readable as NodeReadable } from "node:stream"
 import * as Option from "effect/Option"
 import { Agent, buildConnector, type Dispatcher, errors as undiciErrors, fetch as undiciFetch, util as undiciUtil } from "undici"
@@ -175,8 +174,8 @@ const headersTimedOut = () => new UpstreamTransportError({ kind: "timeout", mess
 
 /**
  * Sends `req`; `done` once. Answers the function that cancels it (undefined when it ended at
- * once). A whole answer (`readWhole`) is read by a dispatch handler of its own (`WholeAnswer`);
- * a streamed one is handed over as undici's body stream.
+ * once). Each answer is read by a dispatch handler of its own: a whole one (`readWhole`) by
+ * `WholeAnswer`, a streamed one by `StreamedAnswer`, which hands its body over as a stream.
  */
 const sendNow = (
   sending: Sending,
@@ -354,7 +353,145 @@ const sendWhole = (
   return cancel
 }
 
-/** A streamed answer: undici's body stream, handed over once the headers came. */
+/**
+ * A streamed answer's body: a Readable fed by `StreamedAnswer` as the upstream's chunks come, with
+ * undici's own body stream's behaviour (src/upstream/client/upstreamBody.ts and every reader rely
+ * on it): destroying it before its end aborts the call and emits a RequestAbortedError; reading
+ * (`_read`) resumes a call paused because the reader fell behind (`push` answered false).
+ */
+class StreamedBody extends NodeReadable {
+  constructor(private readonly answer: StreamedAnswer) {
+    // undici's own body's high-water mark (node's fs streams'); destroyed once ended, as undici's.
+    super({ autoDestroy: true, highWaterMark: 64 * 1024 })
+  }
+
+  override _read(): void {
+    this.answer.resumeCall?.()
+  }
+
+  override _destroy(err: Error | null, callback: (error?: Error | null) => void): void {
+    const state = (this as unknown as { _readableState: { endEmitted: boolean; flowing: boolean | null; readableListening: boolean } })
+      ._readableState
+    if (!err && !state.endEmitted) err = new undiciErrors.RequestAbortedError()
+    if (err) this.answer.abortCall?.(new undiciErrors.RequestAbortedError())
+    this.answer.bodyClosed()
+    // As undici's: a body destroyed before anyone read it reports its error a turn later, so a
+    // reader that attaches its error listener after a microtask still gets it.
+    if (state.flowing === null && !state.readableListening) setImmediate(callback, err)
+    else callback(err)
+  }
+}
+
+const ignore = () => undefined
+
+/**
+ * A streamed answer, read by undici's dispatch handler interface directly, as `WholeAnswer`: no
+ * request handler of undici's (an async resource, an abort listener, a callback hop), no abort
+ * emitter; one timer until the headers. Once the headers came the body (`StreamedBody`) is
+ * handed over and each chunk pushed into it as it comes, the call paused while the reader is behind.
+ */
+class StreamedAnswer implements Dispatcher.DispatchHandler {
+  abortCall: ((reason: Error) => void) | undefined
+  resumeCall: (() => void) | undefined
+  private settled = false
+  private body: StreamedBody | undefined
+  private timer: NodeJS.Timeout | undefined
+  unwatch: (() => void) | undefined
+
+  constructor(
+    private readonly done: (outcome: UpstreamOutcome) => void,
+    /** A request body sent as a stream (an upload): destroyed when the call fails, as undici's request API does. */
+    private readonly upload: Readable | undefined
+  ) {}
+
+  /** The headers did not come within `ms`: answered at once (undici acts on an abort only once it has a connection). */
+  startTimer(ms: number): void {
+    if (Number.isFinite(ms)) this.timer = setTimeout(() => this.timedOut(), Math.max(0, ms))
+  }
+
+  private timedOut(): void {
+    if (this.settled) return
+    this.settle()
+    this.abortCall?.(new undiciErrors.RequestAbortedError())
+    this.done({ _tag: "failed", error: headersTimedOut() })
+  }
+
+  get ended(): boolean {
+    return this.settled
+  }
+
+  /**
+   * The caller went away (or the effect was interrupted): before the headers the call is aborted
+   * and `done` hears `gone` (`tell`); after, a body not yet read to its end is destroyed, which
+   * aborts the call (its reader may not have taken it up yet).
+   */
+  cancel(tell: boolean): void {
+    if (!this.settled) {
+      this.settle()
+      this.abortCall?.(new undiciErrors.RequestAbortedError())
+      if (tell) this.done({ _tag: "gone" })
+      return
+    }
+    const body = this.body
+    if (body !== undefined && !body.destroyed && !body.readableEnded) body.destroy()
+  }
+
+  private settle(): void {
+    this.settled = true
+    clearTimeout(this.timer)
+    this.unwatch?.()
+  }
+
+  /** The body is done with (read to its end or destroyed): the caller is no longer watched. */
+  bodyClosed(): void {
+    this.unwatch?.()
+  }
+
+  onConnect(abort: (reason?: Error) => void): void {
+    if (this.settled) abort(new undiciErrors.RequestAbortedError())
+    else this.abortCall = abort
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Array<Buffer>, resume: () => void): boolean {
+    if (statusCode < 200 || this.settled) return true
+    // Answered: the caller is watched on until the body is done with (`bodyClosed`).
+    this.settled = true
+    clearTimeout(this.timer)
+    this.resumeCall = resume
+    const body = (this.body = new StreamedBody(this))
+    const headers = undiciUtil.parseHeaders(rawHeaders) as UpstreamResponse["headers"]
+    this.done({ _tag: "answered", response: { status: statusCode, headers, body: body as unknown as UpstreamBody } })
+    return true
+  }
+
+  onData(chunk: Buffer): boolean {
+    const body = this.body
+    return body === undefined || body.destroyed ? false : body.push(chunk)
+  }
+
+  onComplete(): void {
+    this.body?.push(null)
+  }
+
+  onError(err: Error): void {
+    if (this.upload !== undefined && !this.upload.destroyed) {
+      this.upload.on("error", ignore)
+      this.upload.destroy(err)
+    }
+    const body = this.body
+    if (body === undefined) {
+      if (this.settled) return
+      this.settle()
+      return this.done({ _tag: "failed", error: classify(err) })
+    }
+    // As undici's request API: after what is already queued, and never an uncaught error.
+    body.on("error", ignore)
+    queueMicrotask(() => {
+      if (!body.destroyed) body.destroy(err)
+    })
+  }
+}
+
 const sendStreamed = (
   sending: Sending,
   target: { readonly origin: string; readonly path: string },
@@ -363,77 +500,23 @@ const sendStreamed = (
   bodyTimeout: number | undefined,
   done: (outcome: UpstreamOutcome) => void
 ): (() => void) | undefined => {
-  // One plain timer covers connecting, sending and waiting for the headers, and undici
-  // takes an EventEmitter as abort signal: no timer fiber and no AbortController per call.
-  const abort = new EventEmitter()
-  // The timeout answers at once: undici only acts on an abort once it has a connection,
-  // so a connect or TLS handshake that hangs would otherwise hold the caller until the
-  // agent's connect timeout.
-  let settled = false
-  let body: UpstreamBody | undefined
-  const cancel = () => {
-    settled = true
-    clearTimeout(timer)
-    abort.emit("abort")
-    body?.destroy()
-  }
-  // Settled (answered, failed, timed out): stop watching the caller.
-  let unwatch: (() => void) | undefined
-  const settle = () => {
-    settled = true
-    unwatch?.()
-  }
-  const timer = Number.isFinite(ms)
-    ? setTimeout(
-        () => {
-          settle()
-          abort.emit("abort")
-          done({ _tag: "failed", error: headersTimedOut() })
-        },
-        Math.max(0, ms)
-      )
-    : undefined
+  const upload = req.body !== undefined && typeof req.body !== "string" && !Buffer.isBuffer(req.body) ? req.body : undefined
+  const answer = new StreamedAnswer(done, upload)
   if (req.abortWhen) {
-    unwatch = req.abortWhen(() => {
-      if (!settled) {
-        cancel()
-        return done({ _tag: "gone" })
-      }
-      // A streamed answer handed over but perhaps not yet taken up by its reader (the
-      // fiber may be interrupted before it starts reading): destroying it aborts the call.
-      if (body !== undefined && !body.destroyed && !body.readableEnded) body.destroy()
-    })
-    if (settled) return undefined
-  }
-  const via = req.dispatcher ?? sending.agent
-  via.request(
-    {
-      origin: target.origin,
-      path: target.path,
-      method: req.method,
-      headers: headersFor(req),
-      body: req.body ?? null,
-      signal: abort,
-      bodyTimeout
-    },
-    (err, data) => {
-      clearTimeout(timer)
-      if (settled) {
-        if (!err) data?.body?.destroy()
-        return
-      }
-      if (err) {
-        settle()
-        return done({ _tag: "failed", error: classify(err) })
-      }
-      body = data.body
-      // Watching the caller goes on until the body is done with (read or destroyed).
-      settled = true
-      if (unwatch) data.body.once("close", unwatch)
-      done({ _tag: "answered", response: { status: data.statusCode, headers: data.headers, body: data.body } })
+    answer.unwatch = req.abortWhen(() => answer.cancel(true))
+    // The caller may be gone already: nothing is sent.
+    if (answer.ended) {
+      answer.unwatch()
+      return undefined
     }
+  }
+  answer.startTimer(ms)
+  const via = req.dispatcher ?? sending.agent
+  via.dispatch(
+    { origin: target.origin, path: target.path, method: req.method, headers: headersFor(req), body: req.body ?? null, bodyTimeout },
+    answer
   )
-  return cancel
+  return () => answer.cancel(false)
 }
 
 /**
