@@ -894,9 +894,9 @@ if (want("shadow") && ready("gateway") && checkAlive("gateway")) {
 // load and a worker serves half its gateway's requests, so the one-process gateway of the other
 // sections (warm from all of them) would compare a warm process with cold workers
 // (docs/performance.md, workers "2026-11-27 (evening)"). Here every process has served as many
-// requests as the one process before each measured run: a workers gateway is first topped up to
-// twice the one process's count (`amount` requests, not a duration), in slices interleaved with the
-// one process's runs so that none sits idle much longer than another.
+// requests before each timed run: a gateway behind is first sent what it lacks (`amount`
+// requests, not a duration; a workers gateway needs twice the one process's), in slices
+// interleaved with the others' runs so that none sits idle much longer than another.
 let workers = null
 if (want("workers") && ready("gateway") && checkAlive("gateway")) {
   workers = await safe("workers", async () => {
@@ -929,15 +929,14 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
     }
     const runs = { one: [], pinned: [], free: [], cpuUs: { one: [], pinned: [], free: [] }, servedPerProcess: null }
     const warmupSlices = Math.max(1, Math.round(MODE.workersWarmupS / MODE.workersRoundS))
+    const sides = { one, pinned: pinnedW, free: freeW }
     for (let i = 0; i < warmupSlices + MODE.extraRounds; i++) {
       const measured = i >= warmupSlices
-      // Each workers gateway catches up to what the one process had served before its own run.
-      const mark = one.served
-      const results = { one: await timed(one) }
-      for (const [key, side] of [
-        ["pinned", pinnedW],
-        ["free", freeW]
-      ]) {
+      // Every gateway starts its run of this round with as many requests per process as the one
+      // furthest ahead (usually the one process; the free workers when they serve faster).
+      const mark = Math.max(...Object.values(sides).map((side) => side.served / side.processes))
+      const results = {}
+      for (const [key, side] of Object.entries(sides)) {
         await catchUp(side, mark)
         results[key] = await timed(side)
       }
@@ -947,14 +946,8 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
           runs.cpuUs[key].push(r.cpuUs)
         }
     }
-    runs.servedPerProcess = Object.fromEntries(
-      [
-        ["one", one],
-        ["pinned", pinnedW],
-        ["free", freeW]
-      ].map(([key, side]) => [key, Math.round(side.served / side.processes)])
-    )
-    for (const side of [one, pinnedW, freeW]) await side.g.proc.stop("SIGTERM", 15_000)
+    runs.servedPerProcess = Object.fromEntries(Object.entries(sides).map(([key, side]) => [key, Math.round(side.served / side.processes)]))
+    for (const side of Object.values(sides)) await side.g.proc.stop("SIGTERM", 15_000)
     return runs
   })
   if (!workers.error) {
