@@ -3,10 +3,10 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Queue from "effect/Queue"
+import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
-import { makeBatchWrite, type Pending } from "./batchWrite.js"
-import { makeFinalDrain, makeWorkerStep, newWriterState } from "./batchWorker.js"
+import { makeBatchWrite } from "./batchWrite.js"
+import { makeWorker, newWriterState } from "./batchWorker.js"
 import { SqliteWriterThread } from "./SqliteWriterThread.js"
 import { StoreHealth } from "./StoreHealth.js"
 
@@ -20,7 +20,7 @@ export type Row = Readonly<Record<string, string | number | Uint8Array | null>>
 
 export interface BatchWriterShape {
   /**
-   * Queue a row; never blocks and never fails. Written within milliseconds by the worker, or, while
+   * Queue a row; never blocks and never fails. Written within milliseconds in a batch, or, while
    * the store is unavailable, held (within GATEWAY_STORE_BACKLOG_MAX_ROWS) and written once it is back.
    */
   readonly append: (table: AppendTable, row: Row) => void
@@ -30,7 +30,7 @@ export interface BatchWriterShape {
 }
 
 /**
- * Appended rows (usage, audit, cache entries) leave the request path through a queue and are written in batches, one
+ * Appended rows (usage, audit, cache entries) leave the request path through an array and are written in batches, one
  * transaction each, on the SQLite writer thread when there is one; shutdown writes what is queued (docs/store.md, "Batched writer").
  */
 export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter, BatchWriterShape>() {
@@ -39,22 +39,19 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const health = yield* StoreHealth
-      const queue = yield* Queue.unbounded<Pending>()
       // The writer thread of a SQLite file (Db.layer starts it; it closes after this layer's final drain).
       const thread = Option.getOrUndefined(yield* Effect.serviceOption(SqliteWriterThread))?.writer
       const state = newWriterState()
 
       const writeBatch = makeBatchWrite({ sql, health, thread })
-      const worker = { queue, state, health, writeBatch }
-      // Registered before the worker starts, so it runs after the worker is interrupted.
-      const finalDrain = makeFinalDrain(worker)
-      yield* Effect.addFinalizer(() => finalDrain)
-      yield* Effect.forkScoped(Effect.forever(makeWorkerStep(worker)))
+      // A batch's write runs on this layer's runtime; the final drain lets the one in flight finish.
+      const worker = makeWorker({ state, health, writeBatch, fork: Runtime.runFork(yield* Effect.runtime<never>()) })
+      yield* Effect.addFinalizer(() => worker.finalDrain)
 
       const pending = Effect.sync(() => state.appended - state.done)
 
       /**
-       * Waits until every row queued before the call is written (a row handed to the worker fiber
+       * Waits until every row queued before the call is written (the rows of a batch in flight
        * included), or answers at once while the store is unavailable: the caller's read then
        * fails as the store does, instead of waiting for the outage to end.
        */
@@ -74,7 +71,7 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
           }
           if (!health.hold(table)) return
           state.appended++
-          Queue.unsafeOffer(queue, { table, row })
+          worker.push({ table, row })
         },
         flush,
         pending

@@ -1,13 +1,14 @@
 /**
- * The worker that drains the writer's queue, and the drain at shutdown. The worker takes what has
- * accumulated (lingering briefly after the first row), writes it in one batch and holds what an
- * unavailable store could not take, trying it again until it goes through. At shutdown the queue
- * and the rows in hand are written (a store still unavailable gets a few more seconds), so a
- * SIGTERM loses nothing that was queued.
+ * The writer's batching, and the drain at shutdown. Appended rows wait in a plain array; the first
+ * arms one timer (LINGER, or the next turn of the event loop when a full batch is waiting), which
+ * takes up to MAX_BATCH rows and writes them in one batch, holding what an unavailable store could
+ * not take and trying it again until it goes through; rows that arrived meanwhile arm the next
+ * timer when it is done. At shutdown the write in flight finishes, then the rows in hand and the
+ * array are written (a store still unavailable gets a few more seconds), so a SIGTERM loses
+ * nothing that was queued.
  */
-import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
-import * as Queue from "effect/Queue"
+import * as Fiber from "effect/Fiber"
 import * as Schedule from "effect/Schedule"
 import type { Pending, WriteBatch } from "./batchWrite.js"
 import type { StoreHealthShape } from "./StoreHealth.js"
@@ -16,18 +17,18 @@ import type { StoreHealthShape } from "./StoreHealth.js"
 export const MAX_BATCH = 500
 
 /**
- * How long the worker waits for more rows once one has arrived, unless a full batch is already
- * waiting. This is the durability bound of a kill -9 (docs/accounting.md): a row is committed
- * about LINGER plus the time to write it (and what is ahead of it) after it was queued.
+ * How long the first row waits for more before its batch is written, unless a full batch is
+ * already waiting. This is the durability bound of a kill -9 (docs/accounting.md): a row is
+ * committed about LINGER plus the time to write it (and what is ahead of it) after it was queued.
  */
-const LINGER = "20 millis"
+const LINGER_MS = 20
 
 /** Rows the store could not take are tried again after 100 ms, doubling, at most 2 s apart, until it takes them. */
 const RETRY = Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.spaced("2 seconds")))
 /** At shutdown, a store still unavailable gets about five more seconds. */
 const FINAL_RETRY = Schedule.spaced("500 millis").pipe(Schedule.intersect(Schedule.recurs(10)))
 
-/** What the writer counts and holds, shared by `append`, the worker, the final drain and `flush`. */
+/** What the writer counts and holds, shared by `append`, the batches, the final drain and `flush`. */
 export interface WriterState {
   /** Rows queued since start. */
   appended: number
@@ -35,85 +36,139 @@ export interface WriterState {
   done: number
   /** Set when the final drain begins. */
   closed: boolean
-  /** Rows taken from the queue and not written yet because the store is unavailable: retried. */
+  /** Rows appended and not taken into a batch yet, oldest first. */
+  waiting: Array<Pending>
+  /** Rows taken into the batch being written, and, while the store is unavailable, not written yet: retried. */
   inHand: ReadonlyArray<Pending>
 }
 
 /** A writer's state before its first row. */
-export const newWriterState = (): WriterState => ({ appended: 0, done: 0, closed: false, inHand: [] })
+export const newWriterState = (): WriterState => ({ appended: 0, done: 0, closed: false, waiting: [], inHand: [] })
 
 export interface WorkerDeps {
-  readonly queue: Queue.Queue<Pending>
   readonly state: WriterState
   readonly health: StoreHealthShape
   readonly writeBatch: WriteBatch
+  /** Runs a batch's write as a fiber of the writer layer's runtime (its logger, its services). */
+  readonly fork: (write: Effect.Effect<void>) => Fiber.RuntimeFiber<void>
+}
+
+export interface Worker {
+  /** Queues a row: plain data on the request path (a push, and a timer armed once per batch). */
+  readonly push: (row: Pending) => void
+  /** The drain at shutdown (the layer's finalizer). */
+  readonly finalDrain: Effect.Effect<void>
 }
 
 /**
- * One round of the worker (run forever in the layer's scope): the rows that accumulated, written
- * and, while the store is unavailable, held and tried again. Only the wait for the first row and
- * the waits between tries are interruptible: rows once taken are written (or, at shutdown, handed
- * to the final drain).
+ * The batching: at most one of a timer armed and a write in flight at any time, so batches are
+ * written one after the other. Rows arriving together share one transaction (at 1-2k requests a
+ * second a commit per row cost more than the rest of a request). A full batch does not linger: a
+ * backlog is written back to back, not LINGER per 500 rows, so the time a row waits for its commit
+ * stays bounded after a burst. A fiber runs per batch, not per row: at ~30 rows a batch the
+ * effect machinery of a worker fiber woken by every row was most of what a row cost.
  */
-export const makeWorkerStep = ({ queue, state, health, writeBatch }: WorkerDeps): Effect.Effect<void> => {
-  /**
-   * Writes the rows in hand, holding what the store cannot take yet and trying it again on RETRY until
-   * it goes through. Only the waits between tries can be interrupted (at shutdown: the
-   * finalizer then has the rows still in hand); a write once started finishes.
-   */
-  const writeHeld: Effect.Effect<void> = Effect.gen(function* () {
-    const retry = yield* Schedule.driver(RETRY)
-    for (;;) {
-      // The write and its bookkeeping in one uninterruptible step: a shutdown never sees rows
-      // written and still in hand (it would write them twice).
-      const left = yield* Effect.uninterruptible(
-        Effect.map(writeBatch(state.inHand), (notTaken) => {
-          const finished = state.inHand.length - notTaken.length
-          state.done += finished
-          health.release(finished)
-          state.inHand = notTaken
-          return notTaken
-        })
-      )
-      if (left.length === 0) return
-      yield* Effect.orDie(retry.next(undefined))
-    }
-  })
+export const makeWorker = ({ state, health, writeBatch, fork }: WorkerDeps): Worker => {
+  /** The linger armed for the rows waiting, if any. */
+  let linger: ReturnType<typeof setTimeout> | undefined
+  /** The next turn of the event loop, armed instead when a full batch is waiting. */
+  let immediate: ReturnType<typeof setImmediate> | undefined
+  /** A batch is being written, from the timer that took it until its rows are written (or held at shutdown). */
+  let inFlight = false
+  /** Its fiber, interrupted at shutdown (unset if it ended before `fork` returned it). */
+  let writing: Fiber.RuntimeFiber<void> | undefined
 
-  // Only the wait for the first row and the waits between tries while the store is
-  // unavailable are interruptible: rows once taken are written (or, at shutdown, handed to the
-  // finalizer). After the first row the worker lingers briefly so rows arriving together share
-  // one transaction (at 1-2k requests a second a commit per row cost more than the rest of a
-  // request). A full batch does not linger: a backlog is written back to back, not LINGER per
-  // 500 rows, so the time a row waits for its commit stays bounded after a burst.
-  return Effect.uninterruptibleMask((restore) =>
-    restore(Queue.takeBetween(queue, 1, MAX_BATCH)).pipe(
-      Effect.flatMap((first) =>
-        Queue.size(queue).pipe(
-          Effect.flatMap((waiting) => (first.length + waiting >= MAX_BATCH ? Effect.void : Effect.sleep(LINGER))),
-          Effect.zipRight(Queue.takeUpTo(queue, MAX_BATCH - first.length)),
-          // One array of both takes, copied from their arrays: iterating a chunk makes a result object per row.
-          Effect.map((more) => Chunk.toReadonlyArray(first).concat(Chunk.toReadonlyArray(more)))
-        )
-      ),
-      Effect.flatMap((rows) => {
-        state.inHand = rows
-        return restore(writeHeld)
+  const arm = () => {
+    if (state.waiting.length >= MAX_BATCH) immediate = setImmediate(startBatch)
+    else linger = setTimeout(startBatch, LINGER_MS)
+  }
+
+  /** Up to MAX_BATCH of the rows waiting, oldest first (the whole array, not a copy, when they fit in one batch). */
+  const takeBatch = (): ReadonlyArray<Pending> => {
+    const waiting = state.waiting
+    if (waiting.length <= MAX_BATCH) {
+      state.waiting = []
+      return waiting
+    }
+    return waiting.splice(0, MAX_BATCH)
+  }
+
+  /**
+   * Writes the rows in hand, holding what the store cannot take yet and trying it again on RETRY
+   * until it goes through. Only the waits between tries can be interrupted (at shutdown: the final
+   * drain then has the rows still in hand); a write once started finishes.
+   */
+  const writeInHand: Effect.Effect<ReadonlyArray<Pending>> = Effect.uninterruptible(
+    // The write and its bookkeeping in one uninterruptible step: a shutdown never sees rows
+    // written and still in hand (it would write them twice).
+    Effect.suspend(() =>
+      Effect.map(writeBatch(state.inHand), (notTaken) => {
+        const finished = state.inHand.length - notTaken.length
+        state.done += finished
+        health.release(finished)
+        state.inHand = notTaken
+        return notTaken
       })
     )
   )
-}
+  /** The tries after the first, while the store is unavailable: RETRY apart until none is left. */
+  const retryHeld: Effect.Effect<void> = Effect.gen(function* () {
+    const retry = yield* Schedule.driver(RETRY)
+    for (;;) {
+      yield* Effect.orDie(retry.next(undefined))
+      if ((yield* writeInHand).length === 0) return
+    }
+  })
+  /** One batch: the first try, then (rarely) the retries; when it ends, rows that arrived meanwhile arm the next batch. */
+  const writeHeld: Effect.Effect<void> = Effect.flatMap(writeInHand, (left) => (left.length === 0 ? Effect.void : retryHeld)).pipe(
+    Effect.ensuring(
+      Effect.sync(() => {
+        inFlight = false
+        writing = undefined
+        if (!state.closed && state.waiting.length > 0) arm()
+      })
+    )
+  )
 
-/**
- * The drain at shutdown (the layer's finalizer, run after the worker is interrupted): the rows in
- * hand and everything queued, written in batches; a store still unavailable gets FINAL_RETRY, then
- * what it has not taken is counted as dropped, with the cause.
- */
-export const makeFinalDrain = ({ queue, state, health, writeBatch }: WorkerDeps): Effect.Effect<void> =>
-  Effect.gen(function* () {
+  /** The timer: takes a batch and starts its write. */
+  const startBatch = () => {
+    linger = undefined
+    immediate = undefined
+    if (state.closed || state.waiting.length === 0) return
+    state.inHand = takeBatch()
+    inFlight = true
+    const fiber = fork(writeHeld)
+    if (inFlight) writing = fiber
+  }
+
+  const push = (row: Pending) => {
+    state.waiting.push(row)
+    // A batch in flight arms the next one when it is done; after shutdown began the final drain has the rows.
+    if (inFlight || state.closed) return
+    if (linger === undefined && immediate === undefined) arm()
+    else if (linger !== undefined && state.waiting.length >= MAX_BATCH) {
+      // A full batch is waiting: it does not linger.
+      clearTimeout(linger)
+      linger = undefined
+      arm()
+    }
+  }
+
+  /**
+   * The drain at shutdown: the write in flight finishes (only a wait between tries is
+   * interrupted), then the rows in hand and everything queued are written in batches; a store still
+   * unavailable gets FINAL_RETRY, then what it has not taken is counted as dropped, with the cause.
+   */
+  const finalDrain = Effect.gen(function* () {
     state.closed = true
-    const rest = [...state.inHand, ...(yield* Queue.takeAll(queue))]
+    if (linger !== undefined) clearTimeout(linger)
+    if (immediate !== undefined) clearImmediate(immediate)
+    linger = undefined
+    immediate = undefined
+    if (writing !== undefined) yield* Fiber.interrupt(writing)
+    const rest = [...state.inHand, ...state.waiting]
     state.inHand = []
+    state.waiting = []
     if (rest.length === 0) return
     let left: ReadonlyArray<Pending> = []
     for (const batch of chunksOf(rest, MAX_BATCH)) {
@@ -144,6 +199,9 @@ export const makeFinalDrain = ({ queue, state, health, writeBatch }: WorkerDeps)
     }
     yield* Effect.logInfo(`flushed ${rest.length - left.length} queued rows on shutdown`)
   })
+
+  return { push, finalDrain }
+}
 
 const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
   const out: Array<ReadonlyArray<A>> = []
