@@ -32,9 +32,6 @@ const gcFunction = (): Gc | undefined => {
 /** Bytes the new space holds now (its two semi-spaces' committed size as V8 reports it). */
 const youngBytes = (): number => v8.getHeapSpaceStatistics().find((s) => s.space_name === "new_space")?.space_size ?? 0
 
-/** Bytes of objects in the old space, live or not yet found dead (V8 learns which in a full collection). */
-const oldBytes = (): number => v8.getHeapSpaceStatistics().find((s) => s.space_name === "old_space")?.space_used_size ?? 0
-
 /**
  * On by default only where it gives memory back: under Node 22's V8 the new space shrinks too
  * (later), but the freed pages stay with the process and its RSS does not drop (measured: 171 MB
@@ -61,22 +58,6 @@ const BUSY = 0.8
 /** At rest: the event loop busy for less than this share of the interval between two idle rounds. */
 const AT_REST = 0.05
 const BUSY_SECONDS = 2
-
-/**
- * The old space grown this much since the last full collection: what a load (or start-up, whose
- * garbage the held young generation promotes) leaves there, mostly dead, is worth one full
- * collection at rest. A full collection of a ~50 MB heap at rest after the bench's load gave back
- * about half of it (docs/performance.md#memory-at-rest, 2026-11-27 (night)).
- */
-const OLD_GROWN = 8 * 1024 * 1024
-/**
- * How often the rest after load is looked for. V8 runs a full collection under load when the old
- * space reaches its limit, which grows with it; at rest, it may not run one for minutes, and the
- * garbage the load left keeps its pages (RSS) until then. A quarter second: the first quarter
- * second at rest collects, so a gateway gives its load's garbage back within about half a second
- * of the load's end. Each check is two statistics reads.
- */
-const REST_CHECK_MS = 250
 
 /**
  * Whether bin/gateway held the young generation's growth at start: not when the node command
@@ -107,47 +88,6 @@ const releaseGrowthOnLoad = Effect.suspend(() => {
   return Effect.repeat(check, { schedule: Schedule.spaced(Duration.seconds(1)), until: (loaded) => loaded })
 })
 
-/**
- * A full collection that also compacts the old space. Without compaction a load's survivors stay
- * scattered over the pages it filled and V8 keeps every page that holds one (after the bench's
- * load: 62 MB of old space for 32 MB of objects); V8 compacts on its own only when it finds a page
- * nearly empty. The flag is read at the collection and set for that one only, as `--expose-gc`
- * is above. `gc()` without options: under Node 20's V8, `gc({ type: "major" })` ran a young
- * collection (an old object stayed).
- */
-const compactingCollection = (gc: Gc) => {
-  v8.setFlagsFromString("--compact-on-every-full-gc")
-  try {
-    gc()
-  } finally {
-    v8.setFlagsFromString("--no-compact-on-every-full-gc")
-  }
-}
-
-/**
- * One full collection at the first rest after the old space grew by OLD_GROWN: at start-up's end
- * (its garbage promoted by the small young generation) and after each load. At rest only, as the
- * young collections below: a request that arrives during the collection waits for it (tens of
- * milliseconds), once per load.
- */
-const collectAfterLoad = (gc: Gc) =>
-  Effect.suspend(() => {
-    let last = performance.eventLoopUtilization()
-    // Zero until the first collection: start-up's garbage counts as grown.
-    let afterLastFull = 0
-    const check = Effect.sync(() => {
-      const now = performance.eventLoopUtilization()
-      const atRest = performance.eventLoopUtilization(now, last).utilization < AT_REST
-      last = now
-      if (!atRest || oldBytes() - afterLastFull < OLD_GROWN) return
-      compactingCollection(gc)
-      afterLastFull = oldBytes()
-      // The collection's own time is not load: the next check measures from here.
-      last = performance.eventLoopUtilization()
-    })
-    return Effect.schedule(check, Schedule.spaced(Duration.millis(REST_CHECK_MS)))
-  })
-
 export const IdleMemory = Layer.scopedDiscard(
   Effect.gen(function* () {
     if (growthHeld()) yield* Effect.forkScoped(releaseGrowthOnLoad)
@@ -167,6 +107,5 @@ export const IdleMemory = Layer.scopedDiscard(
       if (atRest && youngBytes() > GROWN) gc({ type: "minor" })
     })
     yield* Effect.forkScoped(Effect.schedule(round, Schedule.spaced(Duration.seconds(seconds))))
-    yield* Effect.forkScoped(collectAfterLoad(gc))
   })
 )
