@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
 import type { CanonicalError } from "../domain/canonical.js"
 import { type Frame, NdjsonParser, SseParser } from "../upstream/formats/frames.js"
-import type { UpstreamResponse } from "../upstream/client/UpstreamHttp.js"
+import { type BodyReader, takeBody, type UpstreamResponse } from "../upstream/client/UpstreamHttp.js"
 import { committed, endStream, type HttpRequestContext, startStream, streamResponseHeaders, writeStream } from "./io.js"
 import type { StreamProgress, StreamStalled, StreamWatchdogShape, Watched } from "./StreamWatchdog.js"
 
@@ -270,7 +270,7 @@ const unparsable = (e: unknown): CanonicalError =>
  * rather than a closure for each step and an object for the progress and the watchdog's entry.
  * Only what the body and the sink call back (their listeners) are functions of their own.
  */
-class RelayRun implements StreamProgress, Watched {
+class RelayRun implements StreamProgress, Watched, BodyReader {
   readonly headersAt: number
   lastChunkAt: number
   firstContentAt = 0
@@ -307,11 +307,15 @@ class RelayRun implements StreamProgress, Watched {
     // A stall before anything was written leaves the request free to go elsewhere; after, the
     // client gets its format's error event (`stalled`).
     this.unwatch = watchdog.watch(this)
-    // `on`, not `once`, for the end and an error: each comes once, and the handlers ignore anything
-    // after the relay finished (no wrapper made per stream).
-    body.on("data", this.onData)
-    body.on("end", this.onEnd)
-    body.on("error", this.onError)
+    // The upstream's chunks straight from the HTTP client (`chunk`, `end`, `error`), each relayed
+    // in the turn its bytes came; a body that cannot be taken so is read as a stream: `on`, not
+    // `once`, for the end and an error (each comes once, and the handlers ignore anything after
+    // the relay finished: no wrapper made per stream).
+    if (!takeBody(body, this)) {
+      body.on("data", this.onData)
+      body.on("end", this.onEnd)
+      body.on("error", this.onError)
+    }
     // The client going away destroys the upstream body, which aborts the upstream request. Tied to
     // the sink's own event (an HTTP response's close) rather than to interruption: no
     // interruptible region per stream.
@@ -342,6 +346,20 @@ class RelayRun implements StreamProgress, Watched {
       this.body.pause()
       this.sink.onDrain((this.drained ??= () => this.onDrain()))
     }
+  }
+
+  /** A chunk from the HTTP client (`takeBody`): false while the client is not taking more. */
+  chunk(chunk: Buffer): boolean {
+    this.onData(chunk)
+    return !this.paused && !this.finished
+  }
+
+  end(): void {
+    this.onEnd()
+  }
+
+  error(err: Error): void {
+    this.onError(err)
   }
 
   private readonly onEnd = (): void => {

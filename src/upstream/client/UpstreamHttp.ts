@@ -354,10 +354,25 @@ const sendWhole = (
 }
 
 /**
+ * What reads a streamed answer's body as it comes, without its Readable (`takeBody`): each chunk
+ * is handed over in the turn the upstream's bytes are read, with no buffering and no event.
+ */
+export interface BodyReader {
+  /** A chunk of the body; false: the call is paused until the body's `resume()`. */
+  chunk(chunk: Buffer): boolean
+  /** The body ended whole. */
+  end(): void
+  /** The body broke off (the connection failed or went silent past the body timeout). */
+  error(err: Error): void
+}
+
+/**
  * A streamed answer's body: a Readable fed by `StreamedAnswer` as the upstream's chunks come, with
  * undici's own body stream's behaviour (src/upstream/client/upstreamBody.ts and every reader rely
  * on it): destroying it before its end aborts the call and emits a RequestAbortedError; reading
- * (`_read`) resumes a call paused because the reader fell behind (`push` answered false).
+ * (`_read`) resumes a call paused because the reader fell behind (`push` answered false). A reader
+ * that takes it (`takeBody`) gets the chunks directly instead; `pause` and `resume` then stop and
+ * restart the call, and destroying it still aborts a call not yet ended.
  */
 class StreamedBody extends NodeReadable {
   constructor(private readonly answer: StreamedAnswer) {
@@ -365,22 +380,73 @@ class StreamedBody extends NodeReadable {
     super({ autoDestroy: true, highWaterMark: 64 * 1024 })
   }
 
+  /** Hands the body to `reader`, if nothing has read it yet (answers whether it took it). */
+  handTo(reader: BodyReader): boolean {
+    const state = this.state()
+    const answer = this.answer
+    if (
+      answer.reader !== undefined ||
+      answer.over ||
+      this.destroyed ||
+      state.flowing !== null ||
+      state.readableListening ||
+      this.readableLength > 0
+    )
+      return false
+    answer.reader = reader
+    // Destroying it (the reader's own way to stop the call) reports the abort as an error: the reader has ended by then.
+    this.on("error", ignore)
+    return true
+  }
+
+  override pause(): this {
+    // A reader pauses the call by answering false for a chunk.
+    return this.answer.reader === undefined ? super.pause() : this
+  }
+
+  override resume(): this {
+    if (this.answer.reader === undefined) return super.resume()
+    this.answer.resumeCall?.()
+    return this
+  }
+
   override _read(): void {
     this.answer.resumeCall?.()
   }
 
   override _destroy(err: Error | null, callback: (error?: Error | null) => void): void {
-    const state = (this as unknown as { _readableState: { endEmitted: boolean; flowing: boolean | null; readableListening: boolean } })
-      ._readableState
-    if (!err && !state.endEmitted) err = new undiciErrors.RequestAbortedError()
-    if (err) this.answer.abortCall?.(new undiciErrors.RequestAbortedError())
-    this.answer.bodyClosed()
+    const state = this.state()
+    if (!err && !state.endEmitted && !this.answer.finished) err = new undiciErrors.RequestAbortedError()
+    const answer = this.answer
+    if (err) answer.abortCall?.(new undiciErrors.RequestAbortedError())
+    answer.bodyClosed()
+    // Destroyed by someone other than its reader (the caller went away): the reader hears the
+    // abort as a stream's reader would, as its error a tick later.
+    const reader = answer.reader
+    if (reader !== undefined && !answer.finished && err) {
+      answer.finished = true
+      const abort = err
+      process.nextTick(() => reader.error(abort))
+    }
     // As undici's: a body destroyed before anyone read it reports its error a turn later, so a
     // reader that attaches its error listener after a microtask still gets it.
-    if (state.flowing === null && !state.readableListening) setImmediate(callback, err)
+    if (state.flowing === null && !state.readableListening && reader === undefined) setImmediate(callback, err)
     else callback(err)
   }
+
+  private state(): { endEmitted: boolean; flowing: boolean | null; readableListening: boolean } {
+    return (this as unknown as { _readableState: { endEmitted: boolean; flowing: boolean | null; readableListening: boolean } })
+      ._readableState
+  }
 }
+
+/**
+ * Reads a streamed answer's body through `reader` rather than as a stream, when it can (an answer
+ * of `request`/`requestNow` not yet read): a chunk then goes to its reader in the turn its bytes
+ * came, without the stream's buffering, events and ticks. False: read it as a stream.
+ */
+export const takeBody = (body: UpstreamBody, reader: BodyReader): boolean =>
+  (body as unknown) instanceof StreamedBody && (body as unknown as StreamedBody).handTo(reader)
 
 const ignore = () => undefined
 
@@ -393,6 +459,12 @@ const ignore = () => undefined
 class StreamedAnswer implements Dispatcher.DispatchHandler {
   abortCall: ((reason: Error) => void) | undefined
   resumeCall: (() => void) | undefined
+  /** The body's reader when one took it (`takeBody`). */
+  reader: BodyReader | undefined
+  /** A taken body's call ended (whole or broken off): nothing left to abort. */
+  finished = false
+  /** The call ended (whole or broken off): a body not yet taken is read as a stream, which has it all. */
+  over = false
   private settled = false
   private body: StreamedBody | undefined
   private timer: NodeJS.Timeout | undefined
@@ -433,7 +505,7 @@ class StreamedAnswer implements Dispatcher.DispatchHandler {
       return
     }
     const body = this.body
-    if (body !== undefined && !body.destroyed && !body.readableEnded) body.destroy()
+    if (body !== undefined && !body.destroyed && !body.readableEnded && !this.finished) body.destroy()
   }
 
   private settle(): void {
@@ -466,14 +538,21 @@ class StreamedAnswer implements Dispatcher.DispatchHandler {
 
   onData(chunk: Buffer): boolean {
     const body = this.body
-    return body === undefined || body.destroyed ? false : body.push(chunk)
+    if (body === undefined || body.destroyed) return false
+    return this.reader !== undefined ? this.reader.chunk(chunk) : body.push(chunk)
   }
 
   onComplete(): void {
-    this.body?.push(null)
+    this.over = true
+    const reader = this.reader
+    if (reader === undefined) return void this.body?.push(null)
+    this.finished = true
+    this.bodyClosed()
+    reader.end()
   }
 
   onError(err: Error): void {
+    this.over = true
     if (this.upload !== undefined && !this.upload.destroyed) {
       this.upload.on("error", ignore)
       this.upload.destroy(err)
@@ -483,6 +562,13 @@ class StreamedAnswer implements Dispatcher.DispatchHandler {
       if (this.settled) return
       this.settle()
       return this.done({ _tag: "failed", error: classify(err) })
+    }
+    const reader = this.reader
+    if (reader !== undefined) {
+      if (body.destroyed) return
+      this.finished = true
+      this.bodyClosed()
+      return reader.error(err)
     }
     // As undici's request API: after what is already queued, and never an uncaught error.
     body.on("error", ignore)
