@@ -24,6 +24,9 @@ export interface Pending {
 /** Writes a batch; answers the rows not written because the store is unavailable (none when it went through). */
 export type WriteBatch = (batch: ReadonlyArray<Pending>) => Effect.Effect<ReadonlyArray<Pending>>
 
+/** No rows left to hold: the batch went through. */
+const NONE_LEFT: ReadonlyArray<Pending> = []
+
 export interface BatchWriteDeps {
   readonly sql: SqlClient.SqlClient
   readonly health: StoreHealthShape
@@ -79,9 +82,11 @@ export const makeBatchWrite = ({ sql, health, thread: started }: BatchWriteDeps)
           )
         }
         const { singly, dropped, unavailable } = r.ok
-        const rest = unavailable === undefined ? [] : batch.slice(unavailable.from)
+        const rest = unavailable === undefined ? NONE_LEFT : batch.slice(unavailable.from)
         if (unavailable !== undefined) health.failed(unavailable)
         else health.succeeded()
+        // The usual batch (every row written, nothing to log) answers without the logging's effects.
+        if (singly === undefined && dropped.length === 0) return Effect.succeed(rest)
         return Effect.as(
           Effect.zipRight(
             singly === undefined
