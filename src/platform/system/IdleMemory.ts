@@ -50,11 +50,18 @@ const GROWN = 4 * 1024 * 1024
 const growth = (factor: 1 | 2) => v8.setFlagsFromString(`--semi-space-growth-factor=${factor}`)
 
 /**
- * Load, as against start-up's last steps and a few requests: the event loop busy for more than
- * 80% of each of two seconds in a row (start-up's end and a gateway's first requests, lazy
- * modules loaded included, measured 0.4–0.6 of a second on a loaded machine; c=32 load ~1).
+ * Load, as against start-up's last steps and a few requests: for two seconds in a row, the event
+ * loop busy for more than 80% of each (start-up's end and a gateway's first requests, lazy
+ * modules loaded included, measured 0.4–0.6 of a second on a loaded machine; c=32 load ~1), or
+ * the process using more than LOADED_CPU of a core in each. The second because a process that
+ * shares its core (`--workers` on fewer cores than workers, a busy machine) waits for its turn in
+ * the event loop's poll, which counts as idle: measured under c=32 load, two workers pinned to one
+ * core read 0.06–0.44 and 0.7–1.0, so one of them kept the small young generation (a scavenge
+ * every ~1 MB allocated) for the whole load while the other grew it.
  */
 const BUSY = 0.8
+/** A core's share a gateway at rest never uses (its periodic work: under 2%) and a served load does. */
+const LOADED_CPU = 0.3
 /** At rest: the event loop busy for less than this share of the interval between two idle rounds. */
 const AT_REST = 0.05
 const BUSY_SECONDS = 2
@@ -76,10 +83,18 @@ const growthHeld = (): boolean =>
  */
 const releaseGrowthOnLoad = Effect.suspend(() => {
   let last = performance.eventLoopUtilization()
+  let lastCpu = process.cpuUsage()
+  let lastAt = performance.now()
   let busySeconds = 0
   const check = Effect.sync(() => {
     const now = performance.eventLoopUtilization()
-    busySeconds = performance.eventLoopUtilization(now, last).utilization > BUSY ? busySeconds + 1 : 0
+    const cpu = process.cpuUsage(lastCpu)
+    const at = performance.now()
+    // CPU µs used since the last check over the wall µs elapsed: the share of one core.
+    const cpuShare = (cpu.user + cpu.system) / ((at - lastAt) * 1000)
+    lastCpu = process.cpuUsage()
+    lastAt = at
+    busySeconds = performance.eventLoopUtilization(now, last).utilization > BUSY || cpuShare > LOADED_CPU ? busySeconds + 1 : 0
     last = now
     const loaded = busySeconds >= BUSY_SECONDS
     growth(loaded ? 2 : 1)
