@@ -168,7 +168,27 @@ const READ_WHOLE: UpstreamBody = (() => {
  * every call to its connection (src/upstream/client/executors.ts): the direct agent only reads it,
  * a proxy's dispatcher (undici's ProxyAgent adds `host` to the object it is given) gets a copy.
  */
-const headersFor = (req: UpstreamRequest): Record<string, string> => (req.dispatcher === undefined ? req.headers : { ...req.headers })
+const headersFor = (req: UpstreamRequest): Record<string, string> | Array<string> =>
+  req.dispatcher === undefined ? (HEADER_LISTS.get(req.headers) ?? req.headers) : { ...req.headers }
+
+/**
+ * Shared headers objects (`shareHeaders`) with the same headers as undici's flat list of names and
+ * values. Given an object, undici's request lists its keys (a new array every call) to read it;
+ * given the list, it reads it as it is (it copies what it reads, never changing the list). The
+ * headers and their order are the object's own.
+ */
+const HEADER_LISTS = new WeakMap<object, Array<string>>()
+
+/**
+ * Marks `headers` as shared by many requests and never changed (executors.ts caches one per
+ * connection and format): the direct agent then gets it as a list made once (`HEADER_LISTS`).
+ */
+export const shareHeaders = <H extends Record<string, string>>(headers: H): H => {
+  const list: Array<string> = []
+  for (const name of Object.keys(headers)) list.push(name, headers[name]!)
+  HEADER_LISTS.set(headers, list)
+  return headers
+}
 
 const headersTimedOut = () => new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" })
 

@@ -3,7 +3,7 @@ import type { Readable } from "node:stream"
 import type { FormatId } from "../../domain/canonical.js"
 import type { Connection } from "../providers/Connections.js"
 import { ANTHROPIC_VERSION, compatHeaders, joinUrl, providerAuthHeaders } from "./auth.js"
-import type { UpstreamRequest } from "./UpstreamHttp.js"
+import { shareHeaders, type UpstreamRequest } from "./UpstreamHttp.js"
 import { encodeComponent } from "../../kernel/untrusted.js"
 
 export type UpstreamOperation = "generate" | "count_tokens" | "embed"
@@ -159,7 +159,7 @@ export const upstreamRequest = (
     const byFormat = options.stream ? shared.streamed : shared.whole
     headers = byFormat.get(format)
     if (headers === undefined) {
-      headers = requestHeaders(connection, format, options.stream, options.userAgent, undefined)
+      headers = shareHeaders(requestHeaders(connection, format, options.stream, options.userAgent, undefined))
       byFormat.set(format, headers)
     }
   } else headers = requestHeaders(connection, format, options.stream, options.userAgent, options.forward)
