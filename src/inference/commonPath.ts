@@ -305,7 +305,7 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
         guarded.servedNow(d, candidate, begun, result.outcome, Date.now())
         // A combo's routing memory (last good, sticky session, combo.switched); a direct plan keeps none.
         servedNow(plan, candidate)
-        if (hooked || recordRequestNow(usage, accounting, call, track, (row) => (ctx.usageRow = row))) return ends.done()
+        if (hooked || recordRequestNow(usage, accounting, call, track)) return ends.done()
         return handOff(call, track, hooked, ends, Effect.void)
       }
       // The client went away before its answer was whole (the pipeline's fiber is interrupted

@@ -231,18 +231,15 @@ export const recordRequest = (
 /**
  * `recordRequest` without an effect (the common path, whose usage row is plain data written at
  * its end, no hook attached): false, and nothing done, when usage logging's flag is not known
- * fresh (the caller records through `recordRequest` then).
+ * fresh (the caller records through `recordRequest` then). The row written is kept as the
+ * request's `ctx.usageRow`.
  */
-export const recordRequestNow = (
-  usage: UsageShape,
-  accounting: AccountingShape,
-  call: RecordedRequest,
-  track: Tracking,
-  seen?: (row: UsageRecord) => void
-): boolean => {
+export const recordRequestNow = (usage: UsageShape, accounting: AccountingShape, call: RecordedRequest, track: Tracking): boolean => {
   const record = usageRecordOf(accounting, call, track)
   if (!usage.recordNow(record)) return false
-  seen?.(record)
+  // Kept on the context for the request's end (the inspector and the traces read it), set here
+  // rather than through a callback the caller would make for every request.
+  call.ctx.usageRow = record
   try {
     settleRecorded(accounting, record, track)
   } finally {
