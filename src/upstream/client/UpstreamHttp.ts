@@ -3,9 +3,8 @@ import type { Readable } from "node:stream"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { Readable as NodeReadable } from "node:stream"
 import * as Option from "effect/Option"
-import { Agent, buildConnector, type Dispatcher, errors as undiciErrors, fetch as undiciFetch, util as undiciUtil } from "undici"
+import { Agent, buildConnector, type Dispatcher, fetch as undiciFetch } from "undici"
 import { positiveInteger } from "../../platform/config/AppConfig.js"
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
 import { type UrlPolicyFlags, urlPolicyFlags } from "../providers/urlPolicy.js"
@@ -13,16 +12,9 @@ import { checkHostLiteral, DEFAULT_URL_POLICY, DnsResolver, guardedLookup } from
 import { EgressMark } from "./EgressMark.js"
 import { BoundedMap } from "../../kernel/BoundedMap.js"
 import { VERSION } from "../../kernel/version.js"
-import {
-  BODY_IDLE_TIMEOUT_MS,
-  bodyFailure,
-  DEFAULT_MAX_RESPONSE_BYTES,
-  ERROR_BODY_MAX_BYTES,
-  MAX_RESPONSE_BYTES_ENV,
-  tooLarge,
-  type UpstreamBody
-} from "./upstreamBody.js"
-import { classify, UpstreamTransportError } from "./transportErrors.js"
+import { BODY_IDLE_TIMEOUT_MS, DEFAULT_MAX_RESPONSE_BYTES, MAX_RESPONSE_BYTES_ENV, type UpstreamBody } from "./upstreamBody.js"
+import { UpstreamTransportError } from "./transportErrors.js"
+import { StreamedAnswer, WholeAnswer } from "./answerHandlers.js"
 
 export {
   BODY_IDLE_TIMEOUT_MS,
@@ -36,6 +28,7 @@ export {
   UpstreamBodyError
 } from "./upstreamBody.js"
 export { UpstreamTransportError } from "./transportErrors.js"
+export { type BodyReader, takeBody } from "./answerHandlers.js"
 
 export interface UpstreamResponse {
   readonly status: number
@@ -152,18 +145,6 @@ interface Sending {
 }
 
 /**
- * The `body` of an answer read whole: its bytes are in `bytes` (or its failure in `bodyError`),
- * so there is nothing left to read. One ended, destroyed stream shared by every such answer.
- */
-const READ_WHOLE: UpstreamBody = (() => {
-  const body = new NodeReadable({ read: () => undefined })
-  body.push(null)
-  body.on("error", () => undefined)
-  body.destroy()
-  return body as unknown as UpstreamBody
-})()
-
-/**
  * A request's headers as its dispatcher gets them. A request's headers object may be shared by
  * every call to its connection (src/upstream/client/executors.ts): the direct agent only reads it,
  * a proxy's dispatcher (undici's ProxyAgent adds `host` to the object it is given) gets a copy.
@@ -190,8 +171,6 @@ export const shareHeaders = <H extends Record<string, string>>(headers: H): H =>
   return headers
 }
 
-const headersTimedOut = () => new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" })
-
 /**
  * Sends `req`; `done` once. Answers the function that cancels it (undefined when it ended at
  * once). Each answer is read by a dispatch handler of its own: a whole one (`readWhole`) by
@@ -216,148 +195,42 @@ const sendNow = (
   }
   const ms = req.headersTimeout === undefined ? DEFAULT_HEADERS_TIMEOUT_MS : millisOf(req.headersTimeout)
   const bodyTimeout = req.bodyIdleTimeout === undefined ? undefined : millisOf(req.bodyIdleTimeout)
-  return req.readWhole ? sendWhole(sending, target, req, ms, bodyTimeout, done) : sendStreamed(sending, target, req, ms, bodyTimeout, done)
+  if (req.readWhole) {
+    const answer = new WholeAnswer(req.maxBodyBytes ?? sending.maxResponseBytes, bodyTimeout, done)
+    const cancel = () => answer.cancel()
+    return dispatchTo(sending, target, req, ms, bodyTimeout, answer, cancel, cancel)
+  }
+  const upload = req.body !== undefined && typeof req.body !== "string" && !Buffer.isBuffer(req.body) ? req.body : undefined
+  const answer = new StreamedAnswer(done, upload)
+  return dispatchTo(
+    sending,
+    target,
+    req,
+    ms,
+    bodyTimeout,
+    answer,
+    () => answer.cancel(true),
+    () => answer.cancel(false)
+  )
 }
 
 /**
- * A whole answer, read by undici's dispatch handler interface directly: no body stream, no
- * abort emitter, no listeners; the chunks are kept as they come and joined once. The limits and
- * outcomes are `collect`'s: past the size limit the call is aborted (the connection dropped) and
- * the answer is cut (an error answer) or a `too_large` failure (a successful one); a body that
- * breaks or goes silent after the headers is the answer's `bodyError`.
+ * Sends `req` to be read by `answer`: the caller watched through `abortWhen` (`gone`: what its
+ * leaving does), the headers' timer started, the call dispatched. Answers `cancel`, or undefined
+ * when the caller was gone already (nothing is sent).
  */
-class WholeAnswer implements Dispatcher.DispatchHandler {
-  private abortCall: ((reason: Error) => void) | undefined
-  private settled = false
-  private status = 0
-  private headers: UpstreamResponse["headers"] | undefined
-  /** The body's first chunk; `more` only once a second one comes (a short answer is one chunk: no array, no copy). */
-  private first: Buffer | undefined
-  private more: Array<Buffer> | undefined
-  private size = 0
-  private limit = 0
-  private ok = false
-  private timer: NodeJS.Timeout | undefined
-  unwatch: (() => void) | undefined
-
-  constructor(
-    private readonly maxOk: number,
-    private readonly bodyTimeout: number | undefined,
-    private readonly done: (outcome: UpstreamOutcome) => void
-  ) {}
-
-  /** The headers did not come within `ms`: answered at once (undici acts on an abort only once it has a connection). */
-  startTimer(ms: number): void {
-    if (Number.isFinite(ms)) this.timer = setTimeout(() => this.timedOut(), Math.max(0, ms))
-  }
-
-  private timedOut(): void {
-    if (this.settled) return
-    this.settle()
-    this.abortCall?.(new undiciErrors.RequestAbortedError())
-    this.done({ _tag: "failed", error: headersTimedOut() })
-  }
-
-  get ended(): boolean {
-    return this.settled
-  }
-
-  /** The caller went away: the call is aborted and `done` hears `gone`, unless it has ended. */
-  cancel(): void {
-    if (this.settled) return
-    this.settle()
-    this.abortCall?.(new undiciErrors.RequestAbortedError())
-    this.done({ _tag: "gone" })
-  }
-
-  private settle(): void {
-    this.settled = true
-    clearTimeout(this.timer)
-    this.unwatch?.()
-  }
-
-  onConnect(abort: (reason?: Error) => void): void {
-    if (this.settled) abort(new undiciErrors.RequestAbortedError())
-    else this.abortCall = abort
-  }
-
-  onHeaders(statusCode: number, rawHeaders: Array<Buffer>): boolean {
-    if (statusCode < 200 || this.settled) return true
-    clearTimeout(this.timer)
-    this.status = statusCode
-    this.headers = undiciUtil.parseHeaders(rawHeaders) as UpstreamResponse["headers"]
-    this.ok = statusCode < 300
-    this.limit = this.ok ? this.maxOk : ERROR_BODY_MAX_BYTES
-    return true
-  }
-
-  onData(chunk: Buffer): boolean {
-    if (this.settled) return false
-    const room = this.limit - this.size
-    if (chunk.length <= room) {
-      this.keep(chunk)
-      this.size += chunk.length
-      return true
-    }
-    this.settle()
-    this.abortCall?.(new undiciErrors.RequestAbortedError())
-    if (this.ok) this.failed(tooLarge(this.limit))
-    else {
-      this.keep(chunk.subarray(0, room))
-      this.read(this.limit)
-    }
-    return false
-  }
-
-  onComplete(): void {
-    if (this.settled) return
-    this.settle()
-    this.read(this.size)
-  }
-
-  onError(err: Error): void {
-    if (this.settled) return
-    this.settle()
-    if (this.headers === undefined) return this.done({ _tag: "failed", error: classify(err) })
-    this.failed(bodyFailure(err, this.bodyTimeout))
-  }
-
-  private keep(chunk: Buffer): void {
-    if (this.first === undefined) this.first = chunk
-    else (this.more ??= [this.first]).push(chunk)
-  }
-
-  /** The body read, `size` bytes: a lone chunk as it came (undici's view of its own read, never reused), else the chunks joined once. */
-  private read(size: number): void {
-    const bytes =
-      this.more !== undefined ? Buffer.concat(this.more, size) : this.first !== undefined ? this.first : Buffer.concat(NO_CHUNKS, 0)
-    this.first = undefined
-    this.more = undefined
-    this.done({ _tag: "answered", response: { status: this.status, headers: this.headers!, body: READ_WHOLE, bytes } })
-  }
-
-  private failed(bodyError: Error): void {
-    this.first = undefined
-    this.more = undefined
-    this.done({ _tag: "answered", response: { status: this.status, headers: this.headers!, body: READ_WHOLE, bodyError } })
-  }
-}
-
-const NO_CHUNKS: ReadonlyArray<Buffer> = []
-
-const sendWhole = (
+const dispatchTo = (
   sending: Sending,
   target: { readonly origin: string; readonly path: string },
   req: UpstreamRequest,
   ms: number,
   bodyTimeout: number | undefined,
-  done: (outcome: UpstreamOutcome) => void
+  answer: WholeAnswer | StreamedAnswer,
+  gone: () => void,
+  cancel: () => void
 ): (() => void) | undefined => {
-  const answer = new WholeAnswer(req.maxBodyBytes ?? sending.maxResponseBytes, bodyTimeout, done)
-  const cancel = () => answer.cancel()
   if (req.abortWhen) {
-    answer.unwatch = req.abortWhen(cancel)
-    // The caller may be gone already: nothing is sent.
+    answer.unwatch = req.abortWhen(gone)
     if (answer.ended) {
       answer.unwatch()
       return undefined
@@ -371,258 +244,6 @@ const sendWhole = (
     answer
   )
   return cancel
-}
-
-/**
- * What reads a streamed answer's body as it comes, without its Readable (`takeBody`): each chunk
- * is handed over in the turn the upstream's bytes are read, with no buffering and no event.
- */
-export interface BodyReader {
-  /** A chunk of the body; false: the call is paused until the body's `resume()`. */
-  chunk(chunk: Buffer): boolean
-  /** The body ended whole. */
-  end(): void
-  /** The body broke off (the connection failed or went silent past the body timeout). */
-  error(err: Error): void
-}
-
-/**
- * A streamed answer's body: a Readable fed by `StreamedAnswer` as the upstream's chunks come, with
- * undici's own body stream's behaviour (src/upstream/client/upstreamBody.ts and every reader rely
- * on it): destroying it before its end aborts the call and emits a RequestAbortedError; reading
- * (`_read`) resumes a call paused because the reader fell behind (`push` answered false). A reader
- * that takes it (`takeBody`) gets the chunks directly instead; `pause` and `resume` then stop and
- * restart the call, and destroying it still aborts a call not yet ended.
- */
-class StreamedBody extends NodeReadable {
-  constructor(private readonly answer: StreamedAnswer) {
-    // undici's own body's high-water mark (node's fs streams'); destroyed once ended, as undici's.
-    super({ autoDestroy: true, highWaterMark: 64 * 1024 })
-  }
-
-  /** Hands the body to `reader`, if nothing has read it yet (answers whether it took it). */
-  handTo(reader: BodyReader): boolean {
-    const state = this.state()
-    const answer = this.answer
-    if (
-      answer.reader !== undefined ||
-      answer.over ||
-      this.destroyed ||
-      state.flowing !== null ||
-      state.readableListening ||
-      this.readableLength > 0
-    )
-      return false
-    answer.reader = reader
-    // Destroying it (the reader's own way to stop the call) reports the abort as an error: the reader has ended by then.
-    this.on("error", ignore)
-    return true
-  }
-
-  override pause(): this {
-    // A reader pauses the call by answering false for a chunk.
-    return this.answer.reader === undefined ? super.pause() : this
-  }
-
-  override resume(): this {
-    if (this.answer.reader === undefined) return super.resume()
-    this.answer.resumeCall?.()
-    return this
-  }
-
-  override _read(): void {
-    this.answer.resumeCall?.()
-  }
-
-  override _destroy(err: Error | null, callback: (error?: Error | null) => void): void {
-    const state = this.state()
-    if (!err && !state.endEmitted && !this.answer.finished) err = new undiciErrors.RequestAbortedError()
-    const answer = this.answer
-    if (err) answer.abortCall?.(new undiciErrors.RequestAbortedError())
-    answer.bodyClosed()
-    // Destroyed by someone other than its reader (the caller went away): the reader hears the
-    // abort as a stream's reader would, as its error a tick later.
-    const reader = answer.reader
-    if (reader !== undefined && !answer.finished && err) {
-      answer.finished = true
-      const abort = err
-      process.nextTick(() => reader.error(abort))
-    }
-    // As undici's: a body destroyed before anyone read it reports its error a turn later, so a
-    // reader that attaches its error listener after a microtask still gets it.
-    if (state.flowing === null && !state.readableListening && reader === undefined) setImmediate(callback, err)
-    else callback(err)
-  }
-
-  private state(): { endEmitted: boolean; flowing: boolean | null; readableListening: boolean } {
-    return (this as unknown as { _readableState: { endEmitted: boolean; flowing: boolean | null; readableListening: boolean } })
-      ._readableState
-  }
-}
-
-/**
- * Reads a streamed answer's body through `reader` rather than as a stream, when it can (an answer
- * of `request`/`requestNow` not yet read): a chunk then goes to its reader in the turn its bytes
- * came, without the stream's buffering, events and ticks. False: read it as a stream.
- */
-export const takeBody = (body: UpstreamBody, reader: BodyReader): boolean =>
-  (body as unknown) instanceof StreamedBody && (body as unknown as StreamedBody).handTo(reader)
-
-const ignore = () => undefined
-
-/**
- * A streamed answer, read by undici's dispatch handler interface directly, as `WholeAnswer`: no
- * request handler of undici's (an async resource, an abort listener, a callback hop), no abort
- * emitter; one timer until the headers. Once the headers came the body (`StreamedBody`) is
- * handed over and each chunk pushed into it as it comes, the call paused while the reader is behind.
- */
-class StreamedAnswer implements Dispatcher.DispatchHandler {
-  abortCall: ((reason: Error) => void) | undefined
-  resumeCall: (() => void) | undefined
-  /** The body's reader when one took it (`takeBody`). */
-  reader: BodyReader | undefined
-  /** A taken body's call ended (whole or broken off): nothing left to abort. */
-  finished = false
-  /** The call ended (whole or broken off): a body not yet taken is read as a stream, which has it all. */
-  over = false
-  private settled = false
-  private body: StreamedBody | undefined
-  private timer: NodeJS.Timeout | undefined
-  unwatch: (() => void) | undefined
-
-  constructor(
-    private readonly done: (outcome: UpstreamOutcome) => void,
-    /** A request body sent as a stream (an upload): destroyed when the call fails, as undici's request API does. */
-    private readonly upload: Readable | undefined
-  ) {}
-
-  /** The headers did not come within `ms`: answered at once (undici acts on an abort only once it has a connection). */
-  startTimer(ms: number): void {
-    if (Number.isFinite(ms)) this.timer = setTimeout(() => this.timedOut(), Math.max(0, ms))
-  }
-
-  private timedOut(): void {
-    if (this.settled) return
-    this.settle()
-    this.abortCall?.(new undiciErrors.RequestAbortedError())
-    this.done({ _tag: "failed", error: headersTimedOut() })
-  }
-
-  get ended(): boolean {
-    return this.settled
-  }
-
-  /**
-   * The caller went away (or the effect was interrupted): before the headers the call is aborted
-   * and `done` hears `gone` (`tell`); after, a body not yet read to its end is destroyed, which
-   * aborts the call (its reader may not have taken it up yet).
-   */
-  cancel(tell: boolean): void {
-    if (!this.settled) {
-      this.settle()
-      this.abortCall?.(new undiciErrors.RequestAbortedError())
-      if (tell) this.done({ _tag: "gone" })
-      return
-    }
-    const body = this.body
-    if (body !== undefined && !body.destroyed && !body.readableEnded && !this.finished) body.destroy()
-  }
-
-  private settle(): void {
-    this.settled = true
-    clearTimeout(this.timer)
-    this.unwatch?.()
-  }
-
-  /** The body is done with (read to its end or destroyed): the caller is no longer watched. */
-  bodyClosed(): void {
-    this.unwatch?.()
-  }
-
-  onConnect(abort: (reason?: Error) => void): void {
-    if (this.settled) abort(new undiciErrors.RequestAbortedError())
-    else this.abortCall = abort
-  }
-
-  onHeaders(statusCode: number, rawHeaders: Array<Buffer>, resume: () => void): boolean {
-    if (statusCode < 200 || this.settled) return true
-    // Answered: the caller is watched on until the body is done with (`bodyClosed`).
-    this.settled = true
-    clearTimeout(this.timer)
-    this.resumeCall = resume
-    const body = (this.body = new StreamedBody(this))
-    const headers = undiciUtil.parseHeaders(rawHeaders) as UpstreamResponse["headers"]
-    this.done({ _tag: "answered", response: { status: statusCode, headers, body: body as unknown as UpstreamBody } })
-    return true
-  }
-
-  onData(chunk: Buffer): boolean {
-    const body = this.body
-    if (body === undefined || body.destroyed) return false
-    return this.reader !== undefined ? this.reader.chunk(chunk) : body.push(chunk)
-  }
-
-  onComplete(): void {
-    this.over = true
-    const reader = this.reader
-    if (reader === undefined) return void this.body?.push(null)
-    this.finished = true
-    this.bodyClosed()
-    reader.end()
-  }
-
-  onError(err: Error): void {
-    this.over = true
-    if (this.upload !== undefined && !this.upload.destroyed) {
-      this.upload.on("error", ignore)
-      this.upload.destroy(err)
-    }
-    const body = this.body
-    if (body === undefined) {
-      if (this.settled) return
-      this.settle()
-      return this.done({ _tag: "failed", error: classify(err) })
-    }
-    const reader = this.reader
-    if (reader !== undefined) {
-      if (body.destroyed) return
-      this.finished = true
-      this.bodyClosed()
-      return reader.error(err)
-    }
-    // As undici's request API: after what is already queued, and never an uncaught error.
-    body.on("error", ignore)
-    queueMicrotask(() => {
-      if (!body.destroyed) body.destroy(err)
-    })
-  }
-}
-
-const sendStreamed = (
-  sending: Sending,
-  target: { readonly origin: string; readonly path: string },
-  req: UpstreamRequest,
-  ms: number,
-  bodyTimeout: number | undefined,
-  done: (outcome: UpstreamOutcome) => void
-): (() => void) | undefined => {
-  const upload = req.body !== undefined && typeof req.body !== "string" && !Buffer.isBuffer(req.body) ? req.body : undefined
-  const answer = new StreamedAnswer(done, upload)
-  if (req.abortWhen) {
-    answer.unwatch = req.abortWhen(() => answer.cancel(true))
-    // The caller may be gone already: nothing is sent.
-    if (answer.ended) {
-      answer.unwatch()
-      return undefined
-    }
-  }
-  answer.startTimer(ms)
-  const via = req.dispatcher ?? sending.agent
-  via.dispatch(
-    { origin: target.origin, path: target.path, method: req.method, headers: headersFor(req), body: req.body ?? null, bodyTimeout },
-    answer
-  )
-  return () => answer.cancel(false)
 }
 
 /**
