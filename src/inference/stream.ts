@@ -72,6 +72,12 @@ export interface EventFraming {
 export interface StreamSink {
   /** Writes text (an HTTP answer's headers go out with the first); false: wait for `onDrain`. */
   write(text: string): boolean
+  /**
+   * Whether what was written before has not all been taken yet (a write answered false and the
+   * client has not drained since). With it, a relay writes the chunk in hand before it waits
+   * (`RelayRun.onData`); without it, a relay waits as soon as a write answers false.
+   */
+  behind?(): boolean
   /** Whether `writeBytes` may be used: no hook or rewrite reads each frame's text. */
   takesBytes?(): boolean
   /** Writes bytes as they are, like `write` (only when `takesBytes()`). */
@@ -115,6 +121,10 @@ class HttpSink implements StreamSink {
   write(text: string): boolean {
     this.start()
     return writeStream(this.ctx, text)
+  }
+
+  behind(): boolean {
+    return this.ctx.res.writableNeedDrain
   }
 
   takesBytes(): boolean {
@@ -340,7 +350,13 @@ class RelayRun implements StreamProgress, Watched, BodyReader {
       this.body.destroy()
       return this.finish(unparsable(e))
     }
-    if (!this.writeOut(text)) {
+    // The relay waits for the client once a write answers false while it was already behind: the
+    // chunk that fills the client's buffer goes on without a wait, so the rest of the upstream's
+    // read is taken in the same turn. A burst read whole (its chunks and its end) then goes out
+    // with its last chunk and the answer's terminator in one write, not the terminator alone a
+    // drain later; the client's buffer may hold one chunk more than when the relay waited at once.
+    const behind = this.sink.behind?.() ?? true
+    if (!this.writeOut(text) && behind) {
       // Backpressure: wait for the client; the idle watchdog does not count this time.
       this.paused = true
       this.body.pause()
