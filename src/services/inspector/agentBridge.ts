@@ -77,15 +77,51 @@ class BridgeRequest implements OwnRequest {
 
   constructor(
     private readonly core: InspectorCore,
-    readonly method: string,
-    readonly path: string,
+    public method: string,
+    public path: string,
     /** Its query string as the request's URLSearchParams writes it. */
-    readonly query: string,
-    readonly headers: RequestContext["headers"],
-    readonly requestId: string,
+    public query: string,
+    public headers: RequestContext["headers"],
+    public requestId: string,
     /** The entry this request replays (the inspector's replay), if it is one. */
-    readonly replayOf: string | undefined
+    public replayOf: string | undefined
   ) {}
+
+  /**
+   * This object, handed back by the buffer (`recycledOwn`: its request ended and its slot was
+   * evicted unread), taken for a new request: every field as the constructor makes it.
+   */
+  reuse(
+    method: string,
+    path: string,
+    query: string,
+    headers: RequestContext["headers"],
+    requestId: string,
+    replayOf: string | undefined
+  ): this {
+    this.method = method
+    this.path = path
+    this.query = query
+    this.headers = headers
+    this.requestId = requestId
+    this.replayOf = replayOf
+    this.id = ""
+    this.recording = undefined
+    this.status = 0
+    this.answerHeaders = NO_HEADERS
+    this.failed = undefined
+    this.streamed = false
+    this.hasRow = false
+    this.rowEndpoint = undefined
+    this.rowProvider = undefined
+    this.rowRequestedModel = undefined
+    this.rowModel = undefined
+    this.rowInput = undefined
+    this.rowOutput = undefined
+    this.rowStream = undefined
+    this.rowCost = undefined
+    return this
+  }
 
   start(): CaptureStart {
     const host = requestHeader({ headers: this.headers } as RequestContext, "host") ?? "gateway"
@@ -259,7 +295,11 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
       const replayOf = core.pendingReplayOf(ctx.requestId)
       const bodies = core.wantsBodies() || replayOf !== undefined
       // Read when the entry is built (at once when someone looks, else when someone reads it): a few values, not the request.
-      const own = new BridgeRequest(core, ctx.method, ctx.path, ctx.query.toString(), ctx.headers, ctx.requestId, replayOf)
+      const recycled = core.recycledOwn()
+      const own =
+        recycled instanceof BridgeRequest
+          ? recycled.reuse(ctx.method, ctx.path, ctx.query.toString(), ctx.headers, ctx.requestId, replayOf)
+          : new BridgeRequest(core, ctx.method, ctx.path, ctx.query.toString(), ctx.headers, ctx.requestId, replayOf)
       const clientPort = socketPort(ctx)
       const socket = clientPort === undefined ? undefined : (ctx as { readonly req?: { readonly socket?: object } }).req?.socket
       own.id = core.beginOwn(own, ctx.requestId, bodies, clientPort, socket)

@@ -82,8 +82,8 @@ class Slot {
   endedAt: number | undefined = undefined
   failed: { readonly error: string; readonly at: number } | undefined = undefined
   constructor(
-    readonly id: string,
-    readonly requestId: string | null,
+    public id: string,
+    public requestId: string | null,
     /** Recorded by another process of this node (`--workers`: share.ts), not by this one. */
     readonly foreign: boolean,
     entry: InterceptedRequest | undefined,
@@ -100,6 +100,26 @@ class Slot {
   /** Sets the entry (once built). */
   hold(entry: InterceptedRequest): void {
     this.built = entry
+  }
+  /**
+   * This slot, evicted unread (`spare` below), taken for a new deferred request: every field as
+   * `new Slot(id, requestId, false, undefined, own, materialize)` makes it (its `materialize` is
+   * that one already: only deferred slots are spared).
+   */
+  reuse(id: string, requestId: string, own: OwnRequest): void {
+    this.id = id
+    this.requestId = requestId
+    this.deferred = own
+    this.built = undefined
+    this.format = null
+    this.reading = undefined
+    this.provider = null
+    this.bodyBytes = 0
+    this.seq = 0
+    this.sent = false
+    this.startedAt = 0
+    this.endedAt = undefined
+    this.failed = undefined
   }
 }
 
@@ -363,6 +383,16 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     return slots.keys().next().value
   }
 
+  /**
+   * A deferred slot evicted unread after its request ended, with its owner's object: nothing refers
+   * to either any more (the owner lets go of its object at the request's end, an entry never built
+   * was never handed out), so the next deferred request takes both (`recycledOwn`, `beginOwn`)
+   * rather than making two objects that would live a full buffer's worth of requests, long enough
+   * to be promoted to the old generation and die there. One is enough: a full buffer evicts one
+   * slot per request.
+   */
+  let spare: Slot | undefined
+
   const evictOldest = () => {
     const id = oldestId()
     if (id === undefined) return
@@ -373,6 +403,7 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     byRequestId = undefined
     const i = withBodies.indexOf(id)
     if (i !== -1) withBodies.splice(i, 1)
+    if (slot.deferred !== undefined && slot.endedAt !== undefined) spare = slot
   }
 
   const push = (slot: Slot, fromElsewhere = false) => {
@@ -610,7 +641,12 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
       return id
     }
     const id = newId()
-    const slot = new Slot(id, requestId, false, undefined, own, materialize)
+    let slot = spare
+    if (slot === undefined) slot = new Slot(id, requestId, false, undefined, own, materialize)
+    else {
+      spare = undefined
+      slot.reuse(id, requestId, own)
+    }
     slot.seq = ++seq
     slot.startedAt = Date.now()
     addSlot(id, slot)
@@ -707,6 +743,15 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     changed,
     beginOwn,
     endOwn,
+    /**
+     * The owner's object of the spare slot (its request ended, its slot was evicted unread), for the
+     * owner to take for its next request instead of making one; once only.
+     */
+    recycledOwn: (): OwnRequest | undefined => {
+      const own = spare?.deferred
+      if (own !== undefined) spare!.deferred = undefined
+      return own
+    },
     pendingReplayOf: (requestId: string): string | undefined => pendingReplays.get(requestId),
     /** Entries matching `filter`, oldest first (the newest `limit`). */
     entries: (filter: ListFilter = {}): ReadonlyArray<InterceptedRequest> =>
