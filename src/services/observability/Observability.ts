@@ -19,7 +19,7 @@ import { StoreHealth } from "../../platform/store/StoreHealth.js"
 import { SharedState } from "../../platform/state/SharedState.js"
 import * as Config from "effect/Config"
 import { ATTR, operationName, statusErrorType } from "./genai.js"
-import { GatewayMetrics, type GatewayMetricsShape, makeGatewayMetrics } from "./GatewayMetrics.js"
+import { type AttemptMeasure, GatewayMetrics, type GatewayMetricsShape, makeGatewayMetrics, type RequestMeasure } from "./GatewayMetrics.js"
 import { readOtelSettings, type OtelSettings } from "./otelConfig.js"
 import { loadResource, loadTraceExporter, resourceAttributes } from "./otlp.js"
 
@@ -121,6 +121,30 @@ export const traceIdOf = (ctx: RequestContext): string | undefined =>
 const make = (metrics: GatewayMetricsShape, tracing: Tracing | undefined): ObservabilityShape => {
   const api = tracing?.api
   const tracer = tracing?.tracer
+  /**
+   * What the metrics are told of a request's end and of an attempt's: one object of each, filled in
+   * every time, since the metrics read it at once and keep nothing of it (two objects and their
+   * figures every request otherwise). The row is let go once told.
+   */
+  const request: Types.Mutable<RequestMeasure> = {
+    route: "",
+    status: 0,
+    keyId: null,
+    seconds: 0,
+    upstreamSeconds: undefined,
+    row: undefined,
+    errorCode: undefined
+  }
+  const attempt: Types.Mutable<AttemptMeasure> = {
+    operation: "",
+    provider: "",
+    requestModel: "",
+    responseModel: "",
+    seconds: 0,
+    errorType: "",
+    usage: undefined,
+    ttftMs: null
+  }
   const listener: Types.Mutable<LifecycleListener> = {
     name: "observability",
     begin: (ctx) => {
@@ -150,15 +174,15 @@ const make = (metrics: GatewayMetricsShape, tracing: Tracing | undefined): Obser
     end: (ctx, status, error) => {
       const now = Date.now()
       const row = ctx.usageRow
-      metrics.requestEnded({
-        route: ctx.route ?? "unmatched",
-        status,
-        keyId: ctx.apiKeyId,
-        seconds: (now - ctx.startedAt) / 1000,
-        upstreamSeconds: ctx.upstreamMs === undefined ? undefined : ctx.upstreamMs / 1000,
-        row,
-        errorCode: error === undefined ? undefined : (error.code ?? "error")
-      })
+      request.route = ctx.route ?? "unmatched"
+      request.status = status
+      request.keyId = ctx.apiKeyId
+      request.seconds = (now - ctx.startedAt) / 1000
+      request.upstreamSeconds = ctx.upstreamMs === undefined ? undefined : ctx.upstreamMs / 1000
+      request.row = row
+      request.errorCode = error === undefined ? undefined : (error.code ?? "error")
+      metrics.requestEnded(request)
+      request.row = undefined
       const span = ctx.span
       if (span === undefined || api === undefined) return
       span.setAttribute(ATTR.httpStatus, status)
@@ -188,17 +212,16 @@ const make = (metrics: GatewayMetricsShape, tracing: Tracing | undefined): Obser
       ctx.span = undefined
     },
     attemptEnd: (_ctx, started, e) => {
-      const provider = e.candidate.connection.provider.id
-      metrics.attemptEnded({
-        operation: operationName(e.endpoint),
-        provider,
-        requestModel: e.candidate.model,
-        responseModel: e.candidate.model,
-        seconds: e.latencyMs / 1000,
-        errorType: e.errorType,
-        usage: e.usage,
-        ttftMs: e.ttftMs
-      })
+      attempt.operation = operationName(e.endpoint)
+      attempt.provider = e.candidate.connection.provider.id
+      attempt.requestModel = e.candidate.model
+      attempt.responseModel = e.candidate.model
+      attempt.seconds = e.latencyMs / 1000
+      attempt.errorType = e.errorType
+      attempt.usage = e.usage
+      attempt.ttftMs = e.ttftMs
+      metrics.attemptEnded(attempt)
+      attempt.usage = undefined
       const span = started as OtelApi.Span | undefined
       if (span === undefined || api === undefined) return
       span.setAttribute(ATTR.responseModel, e.candidate.model)
