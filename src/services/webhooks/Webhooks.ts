@@ -45,8 +45,7 @@ export const RETRY_BASE_ENV = "GATEWAY_WEBHOOK_RETRY_BASE_MS"
 
 /** The data of `request.completed` / `request.failed` (docs/webhooks.md). */
 export const requestEventData = (s: Settlement): Record<string, unknown> => {
-  const ok = s.status >= 200 && s.status < 300
-  return {
+  const data: Record<string, unknown> = {
     trace_id: s.requestId,
     api_key_id: s.apiKeyId,
     provider: s.provider,
@@ -55,9 +54,11 @@ export const requestEventData = (s: Settlement): Record<string, unknown> => {
     status: s.status,
     tokens_in: s.usage?.inputTokens ?? 0,
     tokens_out: s.usage?.outputTokens ?? 0,
-    cost_usd: s.costUsd,
-    ...(ok ? {} : { error: s.error })
+    cost_usd: s.costUsd
   }
+  // A failure's error, last; added only then, rather than an empty object spread into every success's.
+  if (s.status < 200 || s.status >= 300) data["error"] = s.error
+  return data
 }
 
 export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, WebhooksShape>() {
