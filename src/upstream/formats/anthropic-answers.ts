@@ -295,6 +295,26 @@ const textOfDelta = (r: JsonReader): string | undefined => {
   return typed && !r.failed ? text : undefined
 }
 
+/** The data of `ping` and `message_stop` as the API writes them (`bareEvent`). */
+const PING = '{"type":"ping"}'
+const MESSAGE_STOP_DATA = '{"type":"message_stop"}'
+
+/**
+ * The data of `content_block_stop` as the API writes it, its index a JSON integer (no leading
+ * zero, few enough digits for Number to read it as JSON.parse does).
+ */
+const BLOCK_STOP = /^\{"type":"content_block_stop","index":(0|[1-9][0-9]{0,14})\}$/
+
+/** The data of a text block's `content_block_start` as the API writes it (its index as in `BLOCK_STOP`). */
+const TEXT_BLOCK_START = /^\{"type":"content_block_start","index":(0|[1-9][0-9]{0,14}),"content_block":\{"type":"text","text":""\}\}$/
+
+/**
+ * The data of a `message_delta` as the API writes it with a stop reason (a plain word), no stop
+ * sequence and the output count alone (integers as in `BLOCK_STOP`).
+ */
+const PLAIN_MESSAGE_DELTA =
+  /^\{"type":"message_delta","delta":\{"stop_reason":"([a-z_]+)","stop_sequence":null\},"usage":\{"output_tokens":(0|[1-9][0-9]{0,14})\}\}$/
+
 /** Anthropic SSE events → canonical events (indices renumbered from 0). */
 export class AnthropicStreamDecoder implements StreamDecoder {
   private readonly index = new Map<number, number>()
@@ -314,6 +334,8 @@ export class AnthropicStreamDecoder implements StreamDecoder {
         return index === undefined ? [] : [{ type: "text_delta", index, text }]
       }
     }
+    const bare = this.bareEvent(frame)
+    if (bare !== undefined) return bare
     const ev = obj(tryJson(frame.data))
     if (!ev) return []
     const type = frame.event ?? str(ev["type"])
@@ -393,11 +415,7 @@ export class AnthropicStreamDecoder implements StreamDecoder {
       }
       case "message_stop":
         this.done = true
-        out.push({
-          type: "finish",
-          stopReason: this.stop?.reason ?? "end_turn",
-          ...(this.stop?.sequence ? { stopSequence: this.stop.sequence } : {})
-        })
+        out.push(this.finishEvent())
         break
       case "error": {
         this.done = true
@@ -413,6 +431,55 @@ export class AnthropicStreamDecoder implements StreamDecoder {
       }
     }
     return out
+  }
+
+  /** The stream's `finish`, at its message_stop. */
+  private finishEvent(): StreamEvent {
+    return {
+      type: "finish",
+      stopReason: this.stop?.reason ?? "end_turn",
+      ...(this.stop?.sequence ? { stopSequence: this.stop.sequence } : {})
+    }
+  }
+
+  /**
+   * The events of a stream whose data is one of a few fixed shapes, as the API writes them
+   * (`ping`, `message_stop`, `content_block_stop`, a text block's `content_block_start`, a
+   * `message_delta` with a stop reason and the output count): the same events as `push` makes of
+   * them after JSON.parse, made without it (a stream has five such events; JSON.parse of a few
+   * bytes costs several times a match). Undefined for any other frame, or one whose name is another
+   * event's (it is parsed in full).
+   */
+  private bareEvent(frame: { event?: string; data: string }): ReadonlyArray<StreamEvent> | undefined {
+    const { event, data } = frame
+    if (data === PING && (event === undefined || event === "ping")) {
+      this.recognized = true
+      return []
+    }
+    if (data === MESSAGE_STOP_DATA && (event === undefined || event === "message_stop")) {
+      this.recognized = true
+      this.done = true
+      return [this.finishEvent()]
+    }
+    let m: RegExpExecArray | null
+    if ((event === undefined || event === "content_block_stop") && (m = BLOCK_STOP.exec(data)) !== null) {
+      this.recognized = true
+      const index = this.index.get(Number(m[1]))
+      return index === undefined ? [] : [{ type: "block_stop", index }]
+    }
+    if ((event === undefined || event === "content_block_start") && (m = TEXT_BLOCK_START.exec(data)) !== null) {
+      this.recognized = true
+      const index = this.next++
+      this.index.set(Number(m[1]), index)
+      return [{ type: "block_start", index, block: { type: "text" } }]
+    }
+    if ((event === undefined || event === "message_delta") && (m = PLAIN_MESSAGE_DELTA.exec(data)) !== null) {
+      this.recognized = true
+      this.stop = { reason: STOP_FROM[m[1]!] ?? "end_turn" }
+      const usage = usageFromAnthropic({ output_tokens: Number(m[2]) })
+      return usage ? [{ type: "usage", usage }] : []
+    }
+    return undefined
   }
 
   /**

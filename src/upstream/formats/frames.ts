@@ -45,6 +45,19 @@ const fieldAt = (buffer: string, start: number): number => {
   return 0
 }
 
+/** The names of the most frequent named events (an Anthropic stream's text delta, a Responses stream's). */
+const USUAL_EVENTS = ["content_block_delta", "response.output_text.delta"]
+
+/**
+ * The event name from `from` to `end` of `buffer`: one of `USUAL_EVENTS` as that constant when it
+ * is one (a decoder compares it with a constant: a comparison of the same string is at once,
+ * one of a slice reads it again), else its slice.
+ */
+const eventName = (buffer: string, from: number, end: number): string => {
+  for (const name of USUAL_EVENTS) if (name.length === end - from && buffer.startsWith(name, from)) return name
+  return buffer.slice(from, end)
+}
+
 /**
  * Incremental SSE parser (WHATWG rules: `event:`/`data:` fields, blank line ends an event,
  * `:` comments ignored, CR/LF/CRLF line ends). Holds only the current partial event.
@@ -136,9 +149,8 @@ export class SseParser {
     // After the field's name and its colon, one space is not part of the value.
     let from = start + field
     if (buffer.charCodeAt(from) === SPACE) from++
-    const value = buffer.slice(from, end)
-    if (field === DATA_FIELD) this.addData(value)
-    else this.event = value
+    if (field === DATA_FIELD) this.addData(buffer.slice(from, end))
+    else this.event = eventName(buffer, from, end)
   }
 
   private addData(value: string): void {
