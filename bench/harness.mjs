@@ -18,11 +18,13 @@ import { countedRun, latencyRun, manyStreams, request, sseOnce, sseRun, streamCo
 import {
   cleanup,
   cleanupSync,
+  connectionsByPid,
   cpuSeconds,
   cpuSnapshot,
   foreignSince,
   openFilesLimit,
   pinSelf,
+  processTree,
   registerTempDir,
   rssBytes,
   tasksetAvailable,
@@ -915,19 +917,43 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
       side.served += r.ok
       return r
     }
-    // A timed run; CPU summed over the process and its workers, µs per 2xx answer.
+    // A timed run; CPU summed over the process and its workers, µs per 2xx answer. Also each
+    // process's share of it (primary first) and how many of the load's connections each process
+    // held halfway through: where the workers' extra CPU goes, and whether one worker took most
+    // connections (docs/performance.md, workers "2026-11-28").
     const timed = async (side) => {
+      const pids = processTree(side.g.pid)
       const before = treeCpuSeconds(side.g.pid)
+      const ownBefore = pids.map(cpuSeconds)
+      let connections = null
+      const halfway = setTimeout(() => {
+        connections = connectionsByPid(new URL(side.g.baseUrl).port)
+      }, MODE.workersRoundS * 500)
       const r = await load(side, { durationS: MODE.workersRoundS })
+      clearTimeout(halfway)
       const after = treeCpuSeconds(side.g.pid)
-      return { rps: r.rps, cpuUs: before == null || after == null || r.ok === 0 ? null : ((after - before) * 1e6) / r.ok }
+      const perRequest = (a, b) => (a == null || b == null || r.ok === 0 ? null : ((b - a) * 1e6) / r.ok)
+      return {
+        rps: r.rps,
+        cpuUs: perRequest(before, after),
+        cpuUsByProcess: pids.map((pid, i) => perRequest(ownBefore[i], cpuSeconds(pid))),
+        connectionsByProcess: connections == null ? null : pids.map((pid) => connections[pid] ?? 0)
+      }
     }
     // Tops `side` up to `perProcess` requests served by each of its processes.
     const catchUp = async (side, perProcess) => {
       const missing = perProcess * side.processes - side.served
       if (missing >= 32) await load(side, { amount: Math.round(missing) })
     }
-    const runs = { one: [], pinned: [], free: [], cpuUs: { one: [], pinned: [], free: [] }, servedPerProcess: null }
+    const runs = {
+      one: [],
+      pinned: [],
+      free: [],
+      cpuUs: { one: [], pinned: [], free: [] },
+      cpuUsByProcess: { one: [], pinned: [], free: [] },
+      connectionsByProcess: { one: [], pinned: [], free: [] },
+      servedPerProcess: null
+    }
     const warmupSlices = Math.max(1, Math.round(MODE.workersWarmupS / MODE.workersRoundS))
     const sides = { one, pinned: pinnedW, free: freeW }
     for (let i = 0; i < warmupSlices + MODE.extraRounds; i++) {
@@ -944,6 +970,8 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
         for (const [key, r] of Object.entries(results)) {
           runs[key].push(r.rps)
           runs.cpuUs[key].push(r.cpuUs)
+          runs.cpuUsByProcess[key].push(r.cpuUsByProcess)
+          runs.connectionsByProcess[key].push(r.connectionsByProcess)
         }
     }
     runs.servedPerProcess = Object.fromEntries(Object.entries(sides).map(([key, side]) => [key, Math.round(side.served / side.processes)]))
@@ -958,6 +986,11 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
     log(
       `workers: CPU µs a request (all processes): one process ${us(workers.cpuUs.one)}; pinned apart ${us(workers.cpuUs.pinned)}; on every core ${us(workers.cpuUs.free)}; requests served per process ${JSON.stringify(workers.servedPerProcess)}`
     )
+    // Per round, primary + workers: CPU "1 + 95 + 97" µs a request, connections held "0/16/16".
+    for (const key of ["pinned", "free"])
+      log(
+        `workers: ${key === "pinned" ? "pinned apart" : "on every core"}, primary + workers: CPU µs a request ${workers.cpuUsByProcess[key].map((xs) => us(xs).replaceAll(", ", " + ")).join("; ")}; connections held ${workers.connectionsByProcess[key].map((xs) => (xs == null ? "?" : xs.join("/"))).join(", ")}`
+      )
   }
 }
 

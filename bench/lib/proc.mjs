@@ -254,6 +254,29 @@ export const treeCpuSeconds = (pid) => {
   return childPids(pid).reduce((sum, child) => sum + (treeCpuSeconds(child) ?? 0), own)
 }
 
+/** A process and its live descendants, from /proc: a `--workers` primary first, then its workers. */
+export const processTree = (pid) => [pid, ...childPids(pid).flatMap(processTree)]
+
+/**
+ * Established TCP connections to a local port, counted by the pid that holds each (from `ss -tnp`;
+ * null where it fails): how a `--workers` primary spread the load generator's connections over
+ * its workers. Node's cluster hands each new connection to the first worker that acknowledged the
+ * last one, so a burst of connections can go mostly to the worker that had a core at that moment.
+ */
+export const connectionsByPid = (port) => {
+  try {
+    const out = execFileSync("ss", ["-tnpH", "state", "established", `sport = :${port}`], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "ignore"]
+    })
+    const byPid = {}
+    for (const m of out.matchAll(/pid=(\d+)/g)) byPid[m[1]] = (byPid[m[1]] ?? 0) + 1
+    return byPid
+  } catch {
+    return null
+  }
+}
+
 /** Machine-wide busy and total CPU seconds since boot, from /proc/stat. */
 const machineCpu = () => {
   try {
