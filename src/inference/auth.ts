@@ -4,7 +4,7 @@ import type * as http from "node:http"
 import type { ApiKeysShape } from "../services/auth/ApiKeys.js"
 import { type InferenceAccess, originAllowed, throughTunnel } from "../platform/config/AppConfig.js"
 import type { FeatureFlagsShape } from "../platform/flags/FeatureFlags.js"
-import { trimmedHeader as header } from "../platform/http/request.js"
+import { bearerToken, trimmedHeader as header } from "../platform/http/request.js"
 import { InferenceError } from "../kernel/errors.js"
 
 const QUERY_KEYS = ["token", "apiKey", "api_key", "key"] as const
@@ -16,7 +16,7 @@ const QUERY_KEYS = ["token", "apiKey", "api_key", "key"] as const
  */
 export const presentedKey = (req: http.IncomingMessage, query: URLSearchParams, preset?: string): string | undefined => {
   if (preset) return preset
-  const bearer = bearerOf(header(req, "authorization"))
+  const bearer = bearerToken(header(req, "authorization"))
   if (bearer) return bearer
   const direct = header(req, "x-api-key") ?? header(req, "x-goog-api-key")
   if (direct) return direct
@@ -25,27 +25,6 @@ export const presentedKey = (req: http.IncomingMessage, query: URLSearchParams, 
     if (v) return v
   }
   return undefined
-}
-
-/** `Bearer` and the whitespace after it, as `bearerToken` reads the scheme. */
-const BEARER_SCHEME = /^Bearer\s/i
-const WHITESPACE = /\s/
-/** What `bearerToken`'s `(.+)$` refuses in a token. */
-const LINE_BREAK = /[\n\r\u2028\u2029]/
-
-/**
- * `bearerToken` (src/platform/http/request.ts) as every inference request reads it, the same token
- * for every header value, without its regular expression's match: `exec` made a match array and a
- * copy of the token per request, where `test` and one slice make only the token.
- */
-const bearerOf = (authorization: string | undefined): string | undefined => {
-  if (!authorization) return undefined
-  const value = authorization.trim()
-  if (!BEARER_SCHEME.test(value)) return undefined
-  let start = "Bearer".length + 1
-  while (start < value.length && WHITESPACE.test(value[start]!)) start++
-  const token = value.slice(start)
-  return token !== "" && !LINE_BREAK.test(token) ? token : undefined
 }
 
 /**
