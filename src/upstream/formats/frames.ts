@@ -45,18 +45,13 @@ const fieldAt = (buffer: string, start: number): number => {
   return 0
 }
 
-/** The names of the most frequent named events (an Anthropic stream's text delta, a Responses stream's). */
-const USUAL_EVENTS = ["content_block_delta", "response.output_text.delta"]
-
 /**
- * The event name from `from` to `end` of `buffer`: one of `USUAL_EVENTS` as that constant when it
- * is one (a decoder compares it with a constant: a comparison of the same string is at once,
- * one of a slice reads it again), else its slice.
+ * An event's name, the most frequent ones (an Anthropic stream's text delta, a Responses
+ * stream's) as their constant: a decoder compares the name with that constant once per event,
+ * at once when it is the same string.
  */
-const eventName = (buffer: string, from: number, end: number): string => {
-  for (const name of USUAL_EVENTS) if (name.length === end - from && buffer.startsWith(name, from)) return name
-  return buffer.slice(from, end)
-}
+const eventName = (value: string): string =>
+  value === "content_block_delta" ? "content_block_delta" : value === "response.output_text.delta" ? "response.output_text.delta" : value
 
 /**
  * Incremental SSE parser (WHATWG rules: `event:`/`data:` fields, blank line ends an event,
@@ -150,7 +145,7 @@ export class SseParser {
     let from = start + field
     if (buffer.charCodeAt(from) === SPACE) from++
     if (field === DATA_FIELD) this.addData(buffer.slice(from, end))
-    else this.event = eventName(buffer, from, end)
+    else this.event = eventName(buffer.slice(from, end))
   }
 
   private addData(value: string): void {
