@@ -38,17 +38,37 @@ export const polledVersion = (probe: Effect.Effect<number>, intervalMs: number):
   let version = 0
   let lastValue: number | undefined
   let lastCheck = 0
+  // Whether the last check is less than `intervalMs` old, for `peek`: set by the check and cleared
+  // by a timer, so that `peek`, which every request calls several times (each flag and cache it
+  // reads), reads no clock: each Date.now() there was a number allocated on the heap. The timer
+  // fires no sooner than the interval's end, so `peek` answers the version no longer than the
+  // check's own interval allows (a little later at most, by the timer's lateness).
+  let fresh = false
+  let expiry: ReturnType<typeof setTimeout> | undefined
+  const expire = () => {
+    fresh = false
+  }
+  const checkedNow = (t: number) => {
+    lastCheck = t
+    // No interval: a check is always due, and `peek` never answers.
+    if (intervalMs <= 0) return
+    fresh = true
+    // One timer for the life of the version, moved to each check's interval; it does not keep the process alive.
+    if (expiry === undefined) expiry = setTimeout(expire, intervalMs).unref()
+    else expiry.refresh()
+  }
   return {
     changed: Effect.sync(() => {
       version++
       // What the probe reads now already includes the replacement: no second reload for it.
       lastCheck = 0
+      fresh = false
     }),
-    peek: () => (Date.now() - lastCheck < intervalMs ? version : undefined),
+    peek: () => (fresh ? version : undefined),
     current: Effect.suspend(() => {
       const t = Date.now()
       if (t - lastCheck < intervalMs) return Effect.succeed(version)
-      lastCheck = t
+      checkedNow(t)
       return Effect.map(probe, (v) => {
         if (lastValue !== undefined && v !== lastValue) version++
         lastValue = v
