@@ -89,14 +89,29 @@ const markTried = (d: { tried: string | Set<string> | undefined }, key: string):
 /** A candidate's outcome before it answers: one shared object (nothing changes an outcome once made). */
 const NOT_ANSWERED = Object.freeze({ status: 0, usage: undefined, ttftMs: null, error: null })
 
-/** A candidate's try once begun (`beginAttempt`): its gate, what ends its in-flight count, and what its end reports. */
-export interface Begun {
-  readonly gate: ReturnType<ResilienceShape["acquire"]>
-  readonly end: () => void
-  readonly probe: boolean
-  /** What the listeners answered to the attempt's start (observability's spans). */
-  readonly started: Array<unknown> | undefined
-  readonly startedAt: number
+/**
+ * A candidate's try once begun (`beginAttempt`): its gate, what ends its in-flight count, and what
+ * its end reports. A class rather than a literal with a closure that ends the count: `end` is a
+ * method that keeps whether it ran on the object itself, not a function and its scope made per attempt.
+ */
+export class Begun {
+  private ended = false
+  constructor(
+    private readonly memory: RoutingMemoryShape,
+    private readonly candidate: Candidate,
+    readonly gate: ReturnType<ResilienceShape["acquire"]>,
+    readonly probe: boolean,
+    /** What the listeners answered to the attempt's start (observability's spans). */
+    readonly started: Array<unknown> | undefined,
+    readonly startedAt: number
+  ) {}
+
+  /** Ends the attempt's in-flight count (idempotent). */
+  end(): void {
+    if (this.ended) return
+    this.ended = true
+    this.memory.end(this.candidate)
+  }
 }
 
 /** `Effect.uninterruptibleMask`'s restore: the attempt itself stays interruptible. */
@@ -133,7 +148,7 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
     const { ctx } = request
     const gate = resilience.acquire(candidate, at)
     if (!gate.allowed) return "busy"
-    const end = memory.begin(candidate)
+    memory.begin(candidate)
     markTried(d, candidate.key)
     if (d.attempts > 0) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(d.attempts)
     ctx.progress?.emit("attempt", { attempt: d.attempts + 1, target: candidate.key, ...(gate.probe ? { probe: true } : {}) })
@@ -146,7 +161,7 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
     const started = listensToAttemptStart(ctx)
       ? fireAttemptStart(ctx, { endpoint: ctx.endpoint, candidate, attempt: d.attempts, probe })
       : undefined
-    return { gate, end, probe, started, startedAt: Date.now() }
+    return new Begun(memory, candidate, gate, probe, started, Date.now())
   }
 
   /**
@@ -163,12 +178,12 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
     const { ctx, format: client } = request
     const begun = beginAttempt(d, candidate, at)
     if (begun === "busy") return { kind: "busy" as const }
-    const { gate, end, probe } = begun
+    const { gate, probe } = begun
     const releaseProbe = gate.probe ? Effect.sync(() => resilience.release(candidate)) : Effect.void
     const releaseSlot =
       plan.kind === "quota-share"
         ? yield* restore(slots.acquire(candidate.connection)).pipe(
-            Effect.onInterrupt(() => Effect.sync(end).pipe(Effect.zipRight(releaseProbe)))
+            Effect.onInterrupt(() => Effect.sync(() => begun.end()).pipe(Effect.zipRight(releaseProbe)))
           )
         : undefined
     // onAttemptStart hooks run first, as part of the attempt: a block fails it with nothing sent.
@@ -199,7 +214,7 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
       )
     )
     releaseSlot?.()
-    end()
+    begun.end()
     return yield* settleAttempt(d, candidate, begun, exit, restore)
   })
 

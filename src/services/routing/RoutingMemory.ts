@@ -133,8 +133,10 @@ export interface RoutingMemoryShape {
   /** An answer of `tokens` output tokens took `ms` from sending to its end. */
   readonly observeOutput: (key: string, tokens: number, ms: number) => void
   readonly inFlight: (connectionId: string) => number
-  /** Marks a request in flight on a connection; the returned function ends it (idempotent). */
-  readonly begin: (c: Candidate) => () => void
+  /** Marks a request in flight on a connection; `end` ends it, once (the caller keeps whether it did: no closure per request). */
+  readonly begin: (c: Candidate) => void
+  /** A request `begin` marked in flight on the candidate's connection has ended: call once per `begin`. */
+  readonly end: (c: Candidate) => void
   readonly used: (key: string) => number
   readonly nextTurn: (scope: string) => number
   readonly lastGood: (scope: string) => string | undefined
@@ -250,16 +252,14 @@ export class RoutingMemory extends Context.Tag("gateway/RoutingMemory")<RoutingM
         const id = c.connection.id
         inFlight.set(id, (inFlight.get(id) ?? 0) + 1)
         used.set(c.key, (used.get(c.key) ?? 0) + 1)
-        let ended = false
-        return () => {
-          if (ended) return
-          ended = true
-          // A connection's count stays, at 0, once its last request ended: connections are the
-          // operator's (few), and deleting then adding its entry whenever it goes idle and busy
-          // again would leave deleted entries in the table, rebuilt (allocated anew) every few.
-          const n = (inFlight.get(id) ?? 1) - 1
-          inFlight.set(id, Math.max(n, 0))
-        }
+      },
+      end: (c) => {
+        const id = c.connection.id
+        // A connection's count stays, at 0, once its last request ended: connections are the
+        // operator's (few), and deleting then adding its entry whenever it goes idle and busy
+        // again would leave deleted entries in the table, rebuilt (allocated anew) every few.
+        const n = (inFlight.get(id) ?? 1) - 1
+        inFlight.set(id, Math.max(n, 0))
       },
       used: (key) => used.get(key) ?? 0,
       nextTurn: (scope) => {
