@@ -55,6 +55,13 @@ const flagValue = (def: FlagDefinition, overrides: ReadonlyMap<string, string>, 
   overrides.get(def.key) ?? env.get(def.key) ?? def.defaultValue
 
 /**
+ * isTruthy for a flag's value, without its trim and lower-casing for the two values nearly every
+ * flag has ("true", "false": the definitions' defaults): each made a new string, and a request reads
+ * about ten flags. Any other value is read by isTruthy as before.
+ */
+const truthy = (value: string): boolean => (value === "true" ? true : value === "false" ? false : isTruthy(value))
+
+/**
  * Feature flags resolved as database override > environment variable (set and non-empty) >
  * definition default. Overrides live in the `kv` table under namespace `feature_flags` and
  * are cached in memory; changes from another process are seen within a second.
@@ -105,7 +112,7 @@ export class FeatureFlags extends Context.Tag("gateway/FeatureFlags")<FeatureFla
         })
       const peekEnabled = (key: BooleanFlagKey): boolean | undefined => {
         const o = overrides.peek()
-        return o === undefined ? undefined : isTruthy(resolveNow(key, o))
+        return o === undefined ? undefined : truthy(resolveNow(key, o))
       }
 
       const peekValue = (key: FlagKey): string | undefined => {
@@ -186,7 +193,7 @@ export class FeatureFlags extends Context.Tag("gateway/FeatureFlags")<FeatureFla
         enabled: (key) =>
           Effect.suspend(() => {
             const v = peekEnabled(key)
-            return v !== undefined ? Effect.succeed(v) : Effect.map(value(key), isTruthy)
+            return v !== undefined ? Effect.succeed(v) : Effect.map(value(key), truthy)
           }),
         peekEnabled,
         peekValue,
