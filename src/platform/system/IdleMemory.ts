@@ -1,6 +1,7 @@
 /**
  * Keeps V8's young generation small at rest: its growth is held from start-up until the gateway first serves load (bin/gateway
- * holds it), and a scavenge every `GATEWAY_IDLE_GC_SECONDS` while it is grown lets V8 shrink it
+ * holds it), and a scavenge every `GATEWAY_IDLE_GC_SECONDS` while it is grown lets V8 shrink it. Start-up's garbage, which
+ * the small young generation promotes, is collected once at the first rest after the server listens
  * (docs/performance.md#memory-at-rest; docs/operations.md#tuning-the-latency-tail-v8s-settings).
  */
 import { performance } from "node:perf_hooks"
@@ -31,6 +32,12 @@ const gcFunction = (): Gc | undefined => {
 
 /** Bytes the new space holds now (its two semi-spaces' committed size as V8 reports it). */
 const youngBytes = (): number => v8.getHeapSpaceStatistics().find((s) => s.space_name === "new_space")?.space_size ?? 0
+
+/** CPU µs the process has used (every thread: V8's helper threads work for a collection too). */
+const cpuMicros = (): number => {
+  const u = process.cpuUsage()
+  return u.user + u.system
+}
 
 /**
  * On by default only where it gives memory back: under Node 22's V8 the new space shrinks too
@@ -81,36 +88,97 @@ const growthHeld = (): boolean =>
  * good at the first load (its first two seconds run with the small young generation), and until
  * then holds it again each second (a new isolate puts V8's factor back).
  */
-const releaseGrowthOnLoad = Effect.suspend(() => {
-  let last = performance.eventLoopUtilization()
-  let lastCpu = process.cpuUsage()
-  let lastAt = performance.now()
-  let busySeconds = 0
-  const check = Effect.sync(() => {
-    const now = performance.eventLoopUtilization()
-    const cpu = process.cpuUsage(lastCpu)
-    const at = performance.now()
-    // CPU µs used since the last check over the wall µs elapsed: the share of one core.
-    const cpuShare = (cpu.user + cpu.system) / ((at - lastAt) * 1000)
-    lastCpu = process.cpuUsage()
-    lastAt = at
-    busySeconds = performance.eventLoopUtilization(now, last).utilization > BUSY || cpuShare > LOADED_CPU ? busySeconds + 1 : 0
-    last = now
-    const loaded = busySeconds >= BUSY_SECONDS
-    growth(loaded ? 2 : 1)
-    return loaded
+const releaseGrowthOnLoad = (startUp: StartUpCollection) =>
+  Effect.suspend(() => {
+    let last = performance.eventLoopUtilization()
+    let lastCpu = cpuMicros()
+    let lastCollectionCpu = startUp.cpuMicros
+    let lastAt = performance.now()
+    let busySeconds = 0
+    const check = Effect.sync(() => {
+      const now = performance.eventLoopUtilization()
+      const cpu = cpuMicros()
+      const at = performance.now()
+      // CPU µs used since the last check over the wall µs elapsed: the share of one core. The
+      // start-up collection's own CPU is not load.
+      const cpuShare = (cpu - lastCpu - (startUp.cpuMicros - lastCollectionCpu)) / ((at - lastAt) * 1000)
+      lastCpu = cpu
+      lastCollectionCpu = startUp.cpuMicros
+      lastAt = at
+      busySeconds = performance.eventLoopUtilization(now, last).utilization > BUSY || cpuShare > LOADED_CPU ? busySeconds + 1 : 0
+      last = now
+      const loaded = busySeconds >= BUSY_SECONDS
+      growth(loaded ? 2 : 1)
+      return loaded
+    })
+    // Each check a second after the last, the first too: checked at once, it measured the few
+    // microseconds since the layer started, which read as busy, so start-up's next second on a
+    // busy machine (the first requests, the writer thread's start) made two and released the
+    // growth before any load (the young generation then grew to 2 x 8 MB at rest).
+    return Effect.repeat(Effect.delay(check, Duration.seconds(1)), { until: (loaded) => loaded })
   })
-  return Effect.repeat(check, { schedule: Schedule.spaced(Duration.seconds(1)), until: (loaded) => loaded })
-})
+
+/** The CPU µs the start-up collection used (every thread), which is not load. */
+interface StartUpCollection {
+  cpuMicros: number
+}
+
+/**
+ * How often the start-up collection looks for rest. A quarter second: it runs within about half a
+ * second of start-up's end; each look is one utilization reading.
+ */
+const REST_CHECK_MS = 250
+
+/**
+ * A full collection that also compacts the old space: V8 keeps every page a survivor is on, and
+ * compacts on its own only pages it finds nearly empty. The flag is read at the collection and set
+ * for this one only, as `--expose-gc` is above. `gc()` without options: under Node 20's V8,
+ * `gc({ type: "major" })` runs a young collection.
+ */
+const compactingCollection = (gc: Gc) => {
+  v8.setFlagsFromString("--compact-on-every-full-gc")
+  try {
+    gc()
+  } finally {
+    v8.setFlagsFromString("--no-compact-on-every-full-gc")
+  }
+}
+
+/**
+ * Once, at the first quarter second at rest after the server listens: one compacting full
+ * collection. Start-up keeps most of what it allocates, and the held young generation promotes its
+ * temporaries too, so the old space holds ~40 MB of which ~24 live; V8 collects the old space on
+ * its own only near a limit an idle process may not reach for minutes (RSS 1 s after the bench's
+ * verification requests ~134 -> ~114 MB: docs/performance.md#memory-at-rest, 2026-11-28). Once
+ * only: run again after each load, it made the next load cost ~25-30% more CPU per request
+ * (2026-11-27 (night)). The collection takes 50-130 ms; a request that arrives during it waits.
+ */
+const collectStartUp = (gc: Gc, state: StartUpCollection) =>
+  Effect.suspend(() => {
+    let last = performance.eventLoopUtilization()
+    const check = Effect.sync(() => {
+      const now = performance.eventLoopUtilization()
+      const atRest = performance.eventLoopUtilization(now, last).utilization < AT_REST
+      last = now
+      if (!atRest) return false
+      const before = cpuMicros()
+      compactingCollection(gc)
+      state.cpuMicros += cpuMicros() - before
+      return true
+    })
+    return Effect.repeat(Effect.delay(check, Duration.millis(REST_CHECK_MS)), { until: (done) => done })
+  })
 
 export const IdleMemory = Layer.scopedDiscard(
   Effect.gen(function* () {
-    if (growthHeld()) yield* Effect.forkScoped(releaseGrowthOnLoad)
+    const startUp: StartUpCollection = { cpuMicros: 0 }
+    if (growthHeld()) yield* Effect.forkScoped(releaseGrowthOnLoad(startUp))
     const seconds = yield* Config.number("GATEWAY_IDLE_GC_SECONDS").pipe(Config.withDefault(NODE_MAJOR < 22 ? 5 : 0), Effect.orDie)
     if (!(seconds > 0)) return
     const gc = gcFunction()
     if (gc === undefined)
       return yield* Effect.logDebug("idle memory: V8's gc function is unavailable; the young generation shrinks when V8 gets to it")
+    yield* Effect.forkScoped(collectStartUp(gc, startUp))
     // At rest only: the event loop idle for most of the interval. Under load a forced collection
     // is a pause the requests in flight wait out (measured: 1000 open streams after the bench's
     // load rounds had a 415 ms gap with it, 181 ms without), and V8 collects there anyway.
