@@ -47,6 +47,20 @@ const requestOf = (host: HookHost): HookRequest =>
     metadata: {}
   })
 
+/**
+ * A header's name in lower case: the name itself when it already is (ASCII without a capital, as
+ * the hooks' headers nearly always are), else `toLowerCase`'s. toLowerCase made a new string even
+ * for a name it left as it was, and a hook that sets a header (context compression's) does so on
+ * every request.
+ */
+const lowerName = (name: string): string => {
+  for (let i = 0; i < name.length; i++) {
+    const c = name.charCodeAt(i)
+    if (c > 0x7f || (c >= 0x41 && c <= 0x5a)) return name.toLowerCase()
+  }
+  return name
+}
+
 /** Built-in handlers take no request view: this stands for it. */
 const NO_REQUEST = Object.freeze({}) as HookRequest
 
@@ -178,7 +192,7 @@ const apply = (
     else report(host, entry, name, new TypeError("rewrite must be an object of functions"))
   }
   if (out.headers !== undefined && (allows & BODY) !== 0 && host.responseHeaders !== undefined) {
-    if (isObject(out.headers)) for (const k in out.headers) host.responseHeaders[k.toLowerCase()] = String(out.headers[k])
+    if (isObject(out.headers)) for (const k in out.headers) host.responseHeaders[lowerName(k)] = String(out.headers[k])
     else report(host, entry, name, new TypeError("headers must be an object"))
   }
   if (out.block !== undefined && (allows & BLOCK) !== 0)
