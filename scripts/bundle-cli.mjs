@@ -207,10 +207,23 @@ const server = await esbuild.build({
 })
 finish(Object.keys(server.metafile.outputs))
 outputs[SERVER] = Object.keys(Object.values(server.metafile.outputs)[0].inputs)
+const serverFile = path.join(outdir, SERVER)
+// V8 keeps a script's source for as long as the script lives (it compiles functions lazily from
+// it, and serve.cjs runs from a code cache that holds only what the warm-up compiled): the file's
+// size is memory at rest. Its indentation, newlines and comments are a third of it (7.4 -> 5.3 MB)
+// and are left out; names are kept (stack traces and Function.name read as before, and profiles
+// name the same functions; the chunks, which commands run, keep esbuild's layout and its
+// `// src/...` comments). After the spread rewrite and the escapes, whose output stays as it is.
+const compact = await esbuild.transform(readFileSync(serverFile, "utf8"), {
+  minifyWhitespace: true,
+  legalComments: "none",
+  charset: "ascii",
+  target: "node20",
+  logLevel: "warning"
+})
 // Written as the function Node's CommonJS loader makes of a module (module.wrap), so the loader
 // compiles the file's text as read: wrapping it there made a second copy of 7 MB to flatten.
-const serverFile = path.join(outdir, SERVER)
-const wrapped = `(function (exports, require, module, __filename, __dirname) { ${readFileSync(serverFile, "utf8")}\n});`
+const wrapped = `(function (exports, require, module, __filename, __dirname) { ${compact.code}\n});`
 writeFileSync(serverFile, wrapped)
 
 /*
