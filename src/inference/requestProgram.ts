@@ -195,6 +195,9 @@ const makeRequestContext =
       // end): named here, so that the context has room for them inside it rather than a side
       // array grown twice as they come.
       inspection: undefined,
+      // The request as hooks see it (kernel/hooks.ts `requestOf`), made when a hook that is not
+      // built in first runs: context compression's, on every request while it is registered.
+      hookRequest: undefined,
       body: undefined,
       answerHeaders: undefined,
       answerBody: undefined,
