@@ -26,6 +26,8 @@ afterEach(async () => {
 interface Behaviour {
   urlDelayMs?: number
   registerDelayMs?: number
+  /** Register only once the test says so (a file `register` in the helper's folder), after printing the address. */
+  registerOnSignal?: boolean
   /** Exit this long after registering (only the first run, so a restart stays up). */
   dieAfterMs?: number
 }
@@ -53,10 +55,17 @@ setTimeout(() => {
   log("|  Your quick Tunnel has been created! Visit it at (it may take some time to be reachable):  |")
   log("|  https://quiet-river-" + run + ".trycloudflare.com                                          |")
   log("+--------------------------------------------------------------------------------------------+")
-  setTimeout(() => {
+  const register = () => {
     log("Registered tunnel connection connIndex=0 connection=abc event=0 ip=127.0.0.1 location=test protocol=http2")
     if (b.dieAfterMs !== undefined && run === 1) setTimeout(() => process.exit(3), b.dieAfterMs)
-  }, b.registerDelayMs ?? 50)
+  }
+  if (!b.registerOnSignal) return void setTimeout(register, b.registerDelayMs ?? 50)
+  fs.writeFileSync(path.join(state, "address-printed-" + run), "")
+  const wait = setInterval(() => {
+    if (!fs.existsSync(path.join(dir, "register"))) return
+    clearInterval(wait)
+    register()
+  }, 20)
 }, b.urlDelayMs ?? 20)
 setInterval(() => {}, 1000)
 `,
@@ -68,7 +77,12 @@ setInterval(() => {}, 1000)
       .filter((f) => f.startsWith("run-"))
       .sort()
       .map((f) => JSON.parse(fs.readFileSync(path.join(state, f), "utf8")) as { pid: number; args: Array<string> })
-  return { file, runs }
+  /** Waits until run `run` printed its address; `register` lets it register its connection. */
+  const addressPrinted = async (run = 1) => {
+    while (!fs.existsSync(path.join(state, `address-printed-${run}`))) await new Promise((r) => setTimeout(r, 20))
+  }
+  const register = () => fs.writeFileSync(path.join(dir, "register"), "")
+  return { file, runs, addressPrinted, register }
 }
 
 const start = async (env: Record<string, string>) => {
@@ -91,7 +105,7 @@ const start = async (env: Record<string, string>) => {
 
 describe("the quick tunnel", () => {
   it("goes stopped → starting → running → stopped: the address is shown only once the helper says it is registered", async () => {
-    const h = helper(tempDir("gw-tunnel-"), { urlDelayMs: 50, registerDelayMs: 700 })
+    const h = helper(tempDir("gw-tunnel-"), { urlDelayMs: 50, registerOnSignal: true })
     const { gw, api, statusUntil } = await start({ QUICK_TUNNEL_BIN: h.file })
     expect((await api("GET")).body).toEqual({
       phase: "stopped",
@@ -104,9 +118,11 @@ describe("the quick tunnel", () => {
     const enabled = await api("POST", { action: "enable" })
     expect(enabled.status).toBe(200)
     expect(enabled.body).toMatchObject({ phase: "starting", running: false, publicUrl: null })
-    // The address is printed 650 ms before the connection registers: not shown until then.
-    await new Promise((r) => setTimeout(r, 400))
+    // The address is printed, and the connection not registered yet: not shown until it is.
+    await h.addressPrinted()
+    await new Promise((r) => setTimeout(r, 200))
     expect((await api("GET")).body).toMatchObject({ phase: "starting", running: false, publicUrl: null, apiUrl: null })
+    h.register()
     const running = await statusUntil((s) => s.publicUrl !== null)
     expect(running).toEqual({
       phase: "running",
