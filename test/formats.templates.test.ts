@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest"
-import { AnthropicStreamEncoder } from "../src/upstream/formats/anthropic-answers.js"
-import { ChatStreamEncoder } from "../src/upstream/formats/openai-chat-answers.js"
+import { AnthropicStreamEncoder } from "../src/upstream/formats/anthropic-stream.js"
+import { ChatStreamEncoder } from "../src/upstream/formats/openai-chat-stream-encoder.js"
 
 /**
  * The most frequent events of a translated stream are written from templates

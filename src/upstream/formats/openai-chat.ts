@@ -1,4 +1,4 @@
-/** The openai-chat wire format: requests here; responses, errors and streams in openai-chat-answers.ts. */
+/** The openai-chat wire format: requests here; responses and errors in openai-chat-answers.ts, streams in openai-chat-stream-decoder.ts and openai-chat-stream-encoder.ts. */
 import { strictSchema } from "./structured.js"
 import {
   type CanonicalRequest,
@@ -30,8 +30,6 @@ import {
 import { listField, type ProviderQuirks, RequestDecodeError, type WireFormat } from "./format.js"
 import { array, boolean, checkParams, integer, number, object, params, string, stringOrObject, stringOrStrings } from "./params.js"
 import {
-  ChatStreamDecoder,
-  ChatStreamEncoder,
   customToolsOf,
   decodeOpenAiError,
   decodeResponse,
@@ -41,6 +39,8 @@ import {
   isOpenAiErrorBody,
   usageFromOpenAi
 } from "./openai-chat-answers.js"
+import { ChatStreamDecoder } from "./openai-chat-stream-decoder.js"
+import { ChatStreamEncoder } from "./openai-chat-stream-encoder.js"
 
 // ---------------------------------------------------------------- requests
 
