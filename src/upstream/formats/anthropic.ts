@@ -1,4 +1,4 @@
-/** The anthropic wire format: requests here; responses, errors and streams in anthropic-answers.ts. */
+/** The anthropic wire format: requests here; responses and errors in anthropic-answers.ts, streams in anthropic-stream-decoder.ts (decoded) and anthropic-stream.ts (encoded). */
 import { anthropicOutputSchema, requestedSchema } from "./structured.js"
 import type { CanonicalRequest, ImageBlock, Message, TextBlock, ToolChoice, ToolDefinition } from "../../domain/canonical.js"
 import { answerProblem, arr, num, obj, repairToolHistory, str, tryJson } from "./common.js"
@@ -7,9 +7,9 @@ import { boolean, checkParams, integer, number, object, params, string, strings 
 
 /** Anthropic requires max_tokens; used when the client did not say. */
 export const DEFAULT_MAX_TOKENS = 8192
+import { AnthropicStreamDecoder } from "./anthropic-stream-decoder.js"
+import { AnthropicStreamEncoder } from "./anthropic-stream.js"
 import {
-  AnthropicStreamDecoder,
-  AnthropicStreamEncoder,
   decodeError,
   decodeResponse,
   encodeAnthropicError,
