@@ -4,168 +4,37 @@
  */
 import * as crypto from "node:crypto"
 import type { FormatId, Usage } from "../../domain/canonical.js"
-import { type AnswerReading, conversationOf, mergeStream, readAnswer, readRequest, type RequestReading } from "./analyze.js"
-import { captureBody, flatHeaders, jsonOf, maskHeaders, maskUrl } from "./bodies.js"
-import { detect } from "./detect.js"
+import { makeEntryBuilder, type OwnRequest, Slot, conversationSize, sizeOf } from "./bufferEntry.js"
+import {
+  type FeedEvent,
+  InspectorError,
+  type ListFilter,
+  type RecordingSession,
+  type Replayer,
+  replayPath,
+  type SessionView,
+  type ShareOut,
+  select,
+  summaryOf
+} from "./bufferViews.js"
 import { toHar } from "./har.js"
 import type { InspectorConfigShape } from "./InspectorConfig.js"
-import type { CaptureEnd, CaptureStart, CapturedBody, Conversation, InspectorSink, InterceptedRequest, LlmMeta } from "./types.js"
+import type { CaptureEnd, CaptureStart, CapturedBody, InspectorSink, InterceptedRequest } from "./types.js"
 
-export type EntrySummary = Omit<
-  InterceptedRequest,
-  "requestBody" | "responseBody" | "conversation" | "upstream" | "requestHeaders" | "responseHeaders"
-> & {
-  readonly hasBodies: boolean
-}
-
-export type FeedEvent =
-  | { readonly type: "new"; readonly entry: EntrySummary }
-  | { readonly type: "update"; readonly entry: EntrySummary }
-  | { readonly type: "clear" }
-
-export interface ListFilter {
-  readonly profile?: "llm" | "all" | undefined
-  readonly host?: string | undefined
-  readonly agent?: string | undefined
-  readonly status?: string | undefined
-  readonly source?: string | undefined
-  readonly sessionId?: string | undefined
-  readonly limit?: number | undefined
-}
-
-export interface SessionView {
-  readonly id: string
-  readonly name: string | null
-  readonly state: "recording" | "saved"
-  readonly startedAt: number
-  readonly stoppedAt: number | null
-  readonly count: number
-  /** Entries left out past the session's limit (INSPECTOR_BUFFER_SIZE). */
-  readonly dropped: number
-}
-
-/**
- * A request of the gateway's own (agent-bridge) recorded while nobody looks: what its entry is built
- * from when someone reads it (`deferred` below). Its owner's object of a fixed shape holding plain
- * values (no closures over the request, no copies of it): a slot keeps it for up to
- * INSPECTOR_BUFFER_SIZE requests, long enough for whatever it holds to be promoted to the old
- * generation, where it dies; the less it holds, the less the old generation grows.
- */
-export interface OwnRequest {
-  /** The start as `begin` takes it, built when the entry is. */
-  start(): CaptureStart
-  /** The owner's touches on the fresh entry (the agent-bridge's LLM guess from the path). */
-  began(slot: Slot): void
-  /** The end as `end` takes it, once `endOwn` was called. */
-  end(): CaptureEnd
-  /** The owner's touches once the end is on the entry (the usage row's figures). */
-  ended(slot: Slot): void
-}
-
-/**
- * Per entry, what the analysis needs between start and end (not shown). A slot whose request began
- * while nobody looked holds its `OwnRequest` and builds its entry the first time anyone reads
- * `entry`; with nobody reading, a request costs a few fields here, not an entry.
- */
-class Slot {
-  private built: InterceptedRequest | undefined
-  format: FormatId | null = null
-  reading: RequestReading | undefined = undefined
-  provider: string | null = null
-  bodyBytes = 0
-  /** The sequence number of a deferred slot, until its entry holds it. */
-  seq = 0
-  /** The other processes of the node have this entry (share.ts): its changes go to them too. */
-  sent = false
-  /** A deferred slot's start time (ms), then its end's (undefined: not ended yet) and failure, until its entry is built. */
-  startedAt = 0
-  endedAt: number | undefined = undefined
-  failed: { readonly error: string; readonly at: number } | undefined = undefined
-  constructor(
-    public id: string,
-    public requestId: string | null,
-    /** Recorded by another process of this node (`--workers`: share.ts), not by this one. */
-    readonly foreign: boolean,
-    entry: InterceptedRequest | undefined,
-    /** What a deferred slot's entry is built from, until it is. */
-    public deferred: OwnRequest | undefined,
-    private readonly materialize: ((slot: Slot) => InterceptedRequest) | undefined
-  ) {
-    this.built = entry
-  }
-  get entry(): InterceptedRequest {
-    if (this.built === undefined) this.built = this.materialize!(this)
-    return this.built
-  }
-  /** Sets the entry (once built). */
-  hold(entry: InterceptedRequest): void {
-    this.built = entry
-  }
-  /**
-   * This slot, evicted unread (`spare` below), taken for a new deferred request: every field as
-   * `new Slot(id, requestId, false, undefined, own, materialize)` makes it (its `materialize` is
-   * that one already: only deferred slots are spared).
-   */
-  reuse(id: string, requestId: string, own: OwnRequest): void {
-    this.id = id
-    this.requestId = requestId
-    this.deferred = own
-    this.built = undefined
-    this.format = null
-    this.reading = undefined
-    this.provider = null
-    this.bodyBytes = 0
-    this.seq = 0
-    this.sent = false
-    this.startedAt = 0
-    this.endedAt = undefined
-    this.failed = undefined
-  }
-}
-
-/**
- * What this buffer tells the other processes of its node under `--workers` (share.ts carries it):
- * an entry as it is now (`fresh` the first time), a clear, whether someone here looks (bodies
- * are then kept everywhere), a recording session started, stopped or renamed here.
- */
-export type ShareOut =
-  | {
-      readonly t: "entry"
-      readonly fresh: boolean
-      readonly entry: InterceptedRequest
-      readonly format: FormatId | null
-      readonly provider: string | null
-    }
-  | { readonly t: "clear" }
-  | { readonly t: "watching"; readonly on: boolean }
-  | {
-      readonly t: "session"
-      readonly op: "start" | "stop" | "rename"
-      readonly id: string
-      readonly name: string | null
-      readonly startedAt: number
-    }
-
-export interface RecordingSession {
-  readonly id: string
-  name: string | null
-  readonly startedAt: number
-  readonly entries: Map<string, InterceptedRequest>
-  dropped: number
-}
-
-export class InspectorError extends Error {
-  constructor(
-    readonly status: 400 | 404 | 409 | 502,
-    readonly code: string,
-    message: string
-  ) {
-    super(message)
-  }
-}
-
-/** The replay's way into the gateway's own routes (bound by the server's layer: OwnRoutes). */
-export type Replayer = (path: string, body: string, requestId: string) => Promise<{ readonly status: number }>
+export type { OwnRequest } from "./bufferEntry.js"
+export {
+  type EntrySummary,
+  type FeedEvent,
+  InspectorError,
+  type ListFilter,
+  type RecordingSession,
+  type Replayer,
+  replayPath,
+  select,
+  type SessionView,
+  type ShareOut,
+  summaryOf
+} from "./bufferViews.js"
 
 export interface MakeInspectorDeps {
   readonly config: InspectorConfigShape
@@ -175,70 +44,6 @@ export interface MakeInspectorDeps {
   readonly attribute?: (clientPort: number) => Promise<{ readonly pid: number; readonly name: string } | null>
   /** Total bytes of bodies kept (INSPECTOR_MAX_TOTAL_MB). */
   readonly maxTotalBytes?: number
-}
-
-const sizeOf = (b: CapturedBody | null): number => (b === null ? 0 : b.text.length)
-
-/** Characters a conversation holds (its texts repeat the bodies': counted against the same budget). */
-const conversationSize = (c: Conversation | null): number => {
-  if (c === null) return 0
-  let n = 0
-  for (const turns of [c.request, c.response])
-    for (const t of turns)
-      for (const b of t.blocks) {
-        if (b.type === "text" || b.type === "reasoning") n += b.text.length
-        else if (b.type === "tool_result") n += b.content.length
-        else if (b.type === "tool_use") n += 64
-      }
-  for (const r of c.rawEvents ?? []) n += r.data.length
-  return n
-}
-
-const statusMatches = (status: InterceptedRequest["status"], want: string): boolean => {
-  if (want === "in-flight" || want === "error") return status === want
-  if (/^[1-5]xx$/.test(want)) return typeof status === "number" && Math.floor(status / 100) === Number(want[0])
-  if (/^\d{3}$/.test(want)) return status === Number(want)
-  if (want === "ok") return typeof status === "number" && status < 400
-  if (want === "failed") return status === "error" || (typeof status === "number" && status >= 400)
-  return true
-}
-
-const matches = (e: InterceptedRequest, f: ListFilter): boolean =>
-  (f.profile !== "llm" || e.detectedKind === "llm" || e.llm !== null) &&
-  (f.host === undefined || e.host === f.host || e.host.endsWith(`.${f.host}`)) &&
-  (f.agent === undefined || e.agent === f.agent) &&
-  (f.status === undefined || statusMatches(e.status, f.status)) &&
-  (f.source === undefined || e.source === f.source)
-
-/** The entries of `list` (oldest first) that `filter` keeps: the newest `limit` of them. */
-export const select = (list: ReadonlyArray<InterceptedRequest>, filter: ListFilter): ReadonlyArray<InterceptedRequest> => {
-  const hit = list.filter((e) => matches(e, filter))
-  return filter.limit !== undefined && hit.length > filter.limit ? hit.slice(hit.length - filter.limit) : hit
-}
-
-export const summaryOf = (e: InterceptedRequest): EntrySummary => {
-  const { requestBody, responseBody, conversation: _c, upstream: _u, requestHeaders: _rq, responseHeaders: _rs, ...rest } = e
-  return { ...rest, hasBodies: requestBody !== null || responseBody !== null }
-}
-
-/** The gateway route a captured LLM call replays through. */
-export const replayPath = (format: FormatId | null, apiKind: string | null, model: string | null, stream: boolean): string | undefined => {
-  switch (format) {
-    case "openai-chat":
-      return "/v1/chat/completions"
-    case "openai-responses":
-      return "/v1/responses"
-    case "anthropic":
-      return "/v1/messages"
-    case "gemini":
-      return model
-        ? `/v1beta/models/${encodeURIComponent(model)}:${stream ? "streamGenerateContent?alt=sse" : "generateContent"}`
-        : undefined
-    case "ollama":
-      return apiKind === "api.generate" ? "/api/generate" : "/api/chat"
-    default:
-      return apiKind === "completions" ? "/v1/completions" : apiKind === "embeddings" ? "/v1/embeddings" : undefined
-  }
 }
 
 export const makeInspector = (deps: MakeInspectorDeps) => {
@@ -429,176 +234,11 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     if (!fromElsewhere) share(slot, false)
   }
 
-  const bodyOf = (raw: Buffer | undefined, size: number, headers: Readonly<Record<string, string>>): CapturedBody | null =>
-    raw === undefined || !wantsBodies() ? null : captureBody(raw, size, headers, { maxBytes, mask: config.maskSecrets })
-
-  const llmOf = (
-    slot: Slot,
-    answer: AnswerReading | undefined,
-    responseHeaders: Readonly<Record<string, string>> | null,
-    streamed: boolean
-  ): LlmMeta => {
-    const reading = slot.reading
-    const usage = answer?.usage
-    const model = reading?.model ?? answer?.model ?? null
-    const tokensIn = usage?.inputTokens ?? null
-    const tokensOut = usage?.outputTokens ?? null
-    const cost =
-      slot.provider !== null && model !== null && usage !== undefined && deps.costOf
-        ? (deps.costOf(slot.provider, model, usage) ?? null)
-        : null
-    return {
-      provider: slot.provider,
-      apiKind: slot.entry.llm?.apiKind ?? null,
-      model,
-      messages: reading?.canonical?.messages.length ?? 0,
-      tokensIn,
-      tokensOut,
-      streamed,
-      mappedTo: responseHeaders?.["x-gateway-model"] ?? (answer?.model && model && answer.model !== model ? answer.model : null),
-      costEstimateUsd: cost
-    }
-  }
+  const { buildEntry, applyEnd, applyFail, materialize, view } = makeEntryBuilder(config, maxBytes, wantsBodies, deps.costOf)
 
   // Unique in this process and unguessable across restarts, without a random draw per request.
   const idPrefix = `ti_${crypto.randomBytes(4).toString("hex")}`
   const newId = () => `${idPrefix}${(seq + 1).toString(36)}`
-
-  /** The entry of a request that started (`in-flight`), with what its analysis keeps in `slot`. */
-  const buildEntry = (slot: Slot, start: CaptureStart, seqNo: number, startedAt: number, bodies: boolean): InterceptedRequest => {
-    let url: URL | undefined
-    try {
-      url = new URL(start.url)
-    } catch {
-      url = undefined
-    }
-    const rawHeaders = flatHeaders(start.headers)
-    const requestHeaders = config.maskSecrets ? maskHeaders(rawHeaders) : rawHeaders
-    const size = start.body?.length ?? start.bodySize ?? 0
-    const requestBody = start.tunnelOnly || !bodies ? null : bodyOf(start.body, size, rawHeaders)
-    const json = requestBody
-      ? jsonOf(requestBody)
-      : start.body && !start.tunnelOnly
-        ? jsonOf(captureBody(start.body, size, rawHeaders, { maxBytes, mask: false }))
-        : undefined
-    const host = url?.hostname.replace(/^\[|\]$/g, "") ?? ""
-    const path = url ? url.pathname + url.search : start.url
-    const detection = start.tunnelOnly
-      ? { ...detect({ host, path: "", body: undefined, userAgent: rawHeaders["user-agent"] }), apiKind: null, llm: false }
-      : detect({
-          host,
-          path: url?.pathname ?? start.url,
-          body: json,
-          userAgent: rawHeaders["user-agent"],
-          headers: rawHeaders,
-          kind: start.kind
-        })
-    const reading = detection.llm ? readRequest(detection.format, json, url?.pathname ?? "") : undefined
-    const conversation = detection.llm && reading ? conversationOf(reading, undefined) : null
-    slot.format = detection.format
-    slot.reading = reading
-    slot.provider = detection.provider
-    return {
-      id: slot.id,
-      seq: seqNo,
-      source: start.source,
-      status: "in-flight",
-      detectedKind: detection.kind,
-      method: start.method.toUpperCase(),
-      url: config.maskSecrets ? maskUrl(start.url) : start.url,
-      host,
-      port: url?.port ? Number(url.port) : url ? (url.protocol === "https:" ? 443 : 80) : null,
-      path: config.maskSecrets ? maskUrl(path) : path,
-      tls: url?.protocol === "https:",
-      httpVersion: start.httpVersion ?? "1.1",
-      requestHeaders,
-      requestBody,
-      responseHeaders: null,
-      responseBody: null,
-      requestSize: size,
-      responseSize: null,
-      timings: { startedAt, ttfbMs: null, totalMs: null },
-      error: null,
-      tunnelOnly: start.tunnelOnly === true,
-      contextKey: conversation?.contextKey ?? null,
-      pid: null,
-      processName: null,
-      agent: detection.agent,
-      llm: detection.llm
-        ? {
-            provider: detection.provider,
-            apiKind: detection.apiKind,
-            model: reading?.model ?? null,
-            messages: reading?.canonical?.messages.length ?? 0,
-            tokensIn: null,
-            tokensOut: null,
-            streamed: reading?.stream ?? false,
-            mappedTo: null,
-            costEstimateUsd: null
-          }
-        : null,
-      conversation: conversation && bodies ? conversation : null,
-      upstream: [],
-      annotation: null,
-      replayOf: null,
-      replays: [],
-      sessionIds: [],
-      requestId: start.requestId ?? null
-    }
-  }
-
-  /** A request's answer (or its end) on its entry, at `now` (ms). */
-  const applyEnd = (slot: Slot, end: CaptureEnd, now: number, bodies: boolean): void => {
-    const e = slot.entry
-    const rawHeaders = flatHeaders(end.headers)
-    e.status = end.status
-    e.responseHeaders = config.maskSecrets ? maskHeaders(rawHeaders) : rawHeaders
-    const size = end.body?.length ?? end.bodySize ?? 0
-    e.responseSize = size
-    if (end.requestBodySize !== undefined) e.requestSize = end.requestBodySize
-    e.responseBody = e.tunnelOnly || !bodies ? null : bodyOf(end.body, size, rawHeaders)
-    e.timings = { startedAt: e.timings.startedAt, ttfbMs: end.ttfbMs ?? now - e.timings.startedAt, totalMs: now - e.timings.startedAt }
-    // An LLM call the buffer read at its start (the agent-bridge reads its own: agentBridge.ts).
-    if (e.llm !== null && slot.reading !== undefined) {
-      const type = rawHeaders["content-type"] ?? ""
-      const streamed = /event-stream|ndjson/.test(type)
-      // The answer is read from the body as decoded (unmasked only if masking is off); a cut body is not read.
-      const body = e.responseBody ?? (end.body ? captureBody(end.body, size, rawHeaders, { maxBytes, mask: false }) : null)
-      let answer: AnswerReading | undefined
-      if (body !== null && body.encoding === "utf8" && !body.truncated && end.status < 400) {
-        answer = streamed
-          ? mergeStream(slot.format, body.text, /ndjson/.test(type) ? "ndjson" : "sse")
-          : readAnswer(slot.format, jsonOf(body))
-      }
-      e.llm = llmOf(slot, answer, rawHeaders, streamed || (slot.reading?.stream ?? false))
-      if (slot.reading && bodies) e.conversation = conversationOf(slot.reading, answer)
-    }
-    // The reading (its canonical request holds the body's text again) is needed only until here.
-    slot.reading = undefined
-  }
-
-  const applyFail = (e: InterceptedRequest, error: string, now: number): void => {
-    e.status = "error"
-    e.error = config.maskSecrets ? maskUrl(error) : error
-    e.timings = { startedAt: e.timings.startedAt, ttfbMs: e.timings.ttfbMs, totalMs: now - e.timings.startedAt }
-  }
-
-  /** A deferred slot's entry, built as it would have been when its request began and ended. */
-  const materialize = (slot: Slot): InterceptedRequest => {
-    const own = slot.deferred!
-    slot.deferred = undefined
-    const entry = buildEntry(slot, own.start(), slot.seq, slot.startedAt, false)
-    // The getter answers `entry` from here on (the touches below read it).
-    slot.hold(entry)
-    own.began(slot)
-    if (slot.endedAt !== undefined) {
-      applyEnd(slot, own.end(), slot.endedAt, false)
-      own.ended(slot)
-    }
-    if (slot.failed !== undefined) applyFail(entry, slot.failed.error, slot.failed.at)
-    slot.failed = undefined
-    return entry
-  }
 
   /** Entries are built when read, not when their request begins: while nobody looks, nothing is shown or shared. */
   const mayDefer = (): boolean => recording.size === 0 && !wantsBodies()
@@ -716,22 +356,6 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
   // The lookup is cached per port: the entry's own lookup at `begin` gets this answer.
   const accepted = (clientPort: number): void => void deps.attribute?.(clientPort).catch(() => undefined)
   const sink: InspectorSink = { begin, end: sinkEnd, fail, wantsBodies, maxBodyBytes: maxBytes, accepted }
-
-  /** An unmasked buffer's entry as views show it: credentials masked (the detail with `showSecrets` excepted). */
-  const view = (e: InterceptedRequest, showSecrets: boolean): InterceptedRequest => {
-    if (config.maskSecrets || showSecrets) return e
-    const mask = (b: CapturedBody | null) => (b === null || b.encoding !== "utf8" ? b : { ...b, text: maskUrl(b.text) })
-    return {
-      ...e,
-      url: maskUrl(e.url),
-      path: maskUrl(e.path),
-      requestHeaders: maskHeaders(e.requestHeaders),
-      responseHeaders: e.responseHeaders && maskHeaders(e.responseHeaders),
-      requestBody: mask(e.requestBody),
-      responseBody: mask(e.responseBody),
-      upstream: e.upstream.map((u) => ({ ...u, requestBody: mask(u.requestBody), responseBody: mask(u.responseBody) }))
-    }
-  }
 
   return {
     sink,
