@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest"
 import type { StreamEvent, Usage } from "../src/domain/canonical.js"
 import { usageToAnthropic } from "../src/upstream/formats/anthropic-answers.js"
-import { AnthropicStreamEncoder } from "../src/upstream/formats/anthropic-stream.js"
+import { AnthropicStreamEncoder } from "../src/upstream/formats/anthropic-stream-encoder.js"
 import { SseParser, sseData } from "../src/upstream/formats/frames.js"
 import { GeminiStreamDecoder } from "../src/upstream/formats/gemini-answers.js"
 import { ChatStreamEncoder } from "../src/upstream/formats/openai-chat-stream-encoder.js"

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { AnthropicStreamEncoder } from "../src/upstream/formats/anthropic-stream.js"
+import { AnthropicStreamEncoder } from "../src/upstream/formats/anthropic-stream-encoder.js"
 import { ChatStreamEncoder } from "../src/upstream/formats/openai-chat-stream-encoder.js"
 
 /**

@@ -8,7 +8,7 @@ import { boolean, checkParams, integer, number, object, params, string, strings 
 /** Anthropic requires max_tokens; used when the client did not say. */
 export const DEFAULT_MAX_TOKENS = 8192
 import { AnthropicStreamDecoder } from "./anthropic-stream-decoder.js"
-import { AnthropicStreamEncoder } from "./anthropic-stream.js"
+import { AnthropicStreamEncoder } from "./anthropic-stream-encoder.js"
 import {
   decodeError,
   decodeResponse,
