@@ -1,4 +1,4 @@
-/** anthropic: content blocks, whole responses and errors (streams in anthropic-stream-decoder.ts (decoded) and anthropic-stream.ts (encoded), requests in anthropic.ts). */
+/** anthropic: content blocks, whole responses and errors (streams in anthropic-stream-decoder.ts (decoded) and anthropic-stream-encoder.ts (encoded), requests in anthropic.ts). */
 import {
   type CanonicalError,
   type CanonicalResponse,

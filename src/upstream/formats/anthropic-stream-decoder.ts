@@ -1,4 +1,4 @@
-/** anthropic: streams decoded, with the fixed-event matching that skips JSON.parse (encoded in anthropic-stream.ts, whole answers in anthropic-answers.ts, requests in anthropic.ts). */
+/** anthropic: streams decoded, with the fixed-event matching that skips JSON.parse (encoded in anthropic-stream-encoder.ts, whole answers in anthropic-answers.ts, requests in anthropic.ts). */
 import { errorKindForStatus, newId, type StopReason, type StreamEvent } from "../../domain/canonical.js"
 import { STOP_FROM, usageFromAnthropic } from "./anthropic-answers.js"
 import { malformedStream, num, obj, splitSignedId, str, tryJson } from "./common.js"

@@ -1,4 +1,4 @@
-/** The anthropic wire format: requests here; responses and errors in anthropic-answers.ts, streams in anthropic-stream-decoder.ts (decoded) and anthropic-stream.ts (encoded). */
+/** The anthropic wire format: requests here; responses and errors in anthropic-answers.ts, streams in anthropic-stream-decoder.ts (decoded) and anthropic-stream-encoder.ts (encoded). */
 import { anthropicOutputSchema, requestedSchema } from "./structured.js"
 import type { CanonicalRequest, ImageBlock, Message, TextBlock, ToolChoice, ToolDefinition } from "../../domain/canonical.js"
 import { answerProblem, arr, num, obj, repairToolHistory, str, tryJson } from "./common.js"
