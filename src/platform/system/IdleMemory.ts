@@ -118,6 +118,17 @@ const releaseGrowthOnLoad = (startUp: StartUpCollection) =>
     return Effect.repeat(Effect.delay(check, Duration.seconds(1)), { until: (loaded) => loaded })
   })
 
+/** Whether the event loop was at rest (busy under AT_REST) since the last time it was asked. */
+const restMeter = (): (() => boolean) => {
+  let last = performance.eventLoopUtilization()
+  return () => {
+    const now = performance.eventLoopUtilization()
+    const atRest = performance.eventLoopUtilization(now, last).utilization < AT_REST
+    last = now
+    return atRest
+  }
+}
+
 /** The CPU µs the start-up collection used (every thread), which is not load. */
 interface StartUpCollection {
   cpuMicros: number
@@ -155,12 +166,9 @@ const compactingCollection = (gc: Gc) => {
  */
 const collectStartUp = (gc: Gc, state: StartUpCollection) =>
   Effect.suspend(() => {
-    let last = performance.eventLoopUtilization()
+    const atRest = restMeter()
     const check = Effect.sync(() => {
-      const now = performance.eventLoopUtilization()
-      const atRest = performance.eventLoopUtilization(now, last).utilization < AT_REST
-      last = now
-      if (!atRest) return false
+      if (!atRest()) return false
       const before = cpuMicros()
       compactingCollection(gc)
       state.cpuMicros += cpuMicros() - before
@@ -182,12 +190,9 @@ export const IdleMemory = Layer.scopedDiscard(
     // At rest only: the event loop idle for most of the interval. Under load a forced collection
     // is a pause the requests in flight wait out (measured: 1000 open streams after the bench's
     // load rounds had a 415 ms gap with it, 181 ms without), and V8 collects there anyway.
-    let last = performance.eventLoopUtilization()
+    const atRest = restMeter()
     const round = Effect.sync(() => {
-      const now = performance.eventLoopUtilization()
-      const atRest = performance.eventLoopUtilization(now, last).utilization < AT_REST
-      last = now
-      if (atRest && youngBytes() > GROWN) gc({ type: "minor" })
+      if (atRest() && youngBytes() > GROWN) gc({ type: "minor" })
     })
     yield* Effect.forkScoped(Effect.schedule(round, Schedule.spaced(Duration.seconds(seconds))))
   })
