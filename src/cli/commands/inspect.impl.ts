@@ -7,6 +7,7 @@ import type * as http from "node:http"
 import { WebSocket } from "ws"
 import { BadRequest } from "../../domain/errors.js"
 import type { InterceptedSummary } from "../../domain/inspector.js"
+import { statusMatches } from "../../services/inspector/bufferViews.js"
 import { INSPECTOR_WS_PATH } from "../../services/inspector/paths.js"
 import type { Parsed } from "../handler.js"
 import { colourOn, green, printJson, red, yellow } from "../output.js"
@@ -26,16 +27,6 @@ interface Filters {
   readonly host: Option.Option<string>
   readonly agent: Option.Option<string>
   readonly status: Option.Option<string>
-}
-
-/** The API's `status` filter (services/inspector/Inspector.ts), for the live feed, which sends every entry. */
-const statusMatches = (status: Summary["status"], want: string): boolean => {
-  if (want === "in-flight" || want === "error") return status === want
-  if (/^[1-5]xx$/.test(want)) return typeof status === "number" && Math.floor(status / 100) === Number(want[0])
-  if (/^\d{3}$/.test(want)) return status === Number(want)
-  if (want === "ok") return typeof status === "number" && status < 400
-  if (want === "failed") return status === "error" || (typeof status === "number" && status >= 400)
-  return true
 }
 
 /** The API's list filter (profile, host, agent, status, source), applied to a summary. */

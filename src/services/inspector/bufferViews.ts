@@ -40,7 +40,8 @@ export interface SessionView {
   readonly dropped: number
 }
 
-const statusMatches = (status: InterceptedRequest["status"], want: string): boolean => {
+/** The list filter's `status` (in-flight, error, 2xx, 404, ok, failed); the CLI's live tail filters by it too. */
+export const statusMatches = (status: InterceptedRequest["status"], want: string): boolean => {
   if (want === "in-flight" || want === "error") return status === want
   if (/^[1-5]xx$/.test(want)) return typeof status === "number" && Math.floor(status / 100) === Number(want[0])
   if (/^\d{3}$/.test(want)) return status === Number(want)
