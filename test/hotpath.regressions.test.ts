@@ -92,6 +92,75 @@ describe("the upstream headers timeout", () => {
   })
 })
 
+describe("a headers timer that fires late", () => {
+  /**
+   * An upstream that answers at once, then holds the event loop up (a long synchronous task) past the
+   * 50 ms headers timeout: when the loop resumes, the timer is due before the answer, already in the
+   * socket, is read. The answer counts; a timeout would be the gateway's own lateness.
+   */
+  for (const readWhole of [false, true]) {
+    it(`does not time out headers that came in time but were not read yet (${readWhole ? "a whole answer" : "a stream"})`, async () => {
+      const server = net.createServer((s) =>
+        s.once("data", () => {
+          s.end("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}")
+          const until = Date.now() + 250
+          while (Date.now() < until) {
+            // busy: the whole process is held up
+          }
+        })
+      )
+      await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
+      try {
+        const status = await Effect.runPromise(
+          Effect.scoped(
+            Effect.gen(function* () {
+              const http = yield* UpstreamHttp
+              const res = yield* http.request({
+                url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/v1/models`,
+                method: "GET",
+                headers: {},
+                headersTimeout: "50 millis",
+                readWhole
+              })
+              return res.status
+            }).pipe(Effect.provide(UpstreamHttp.layer))
+          )
+        )
+        expect(status).toBe(200)
+      } finally {
+        await new Promise((r) => server.close(r))
+      }
+    })
+  }
+
+  it("still times out headers that never come", async () => {
+    const server = net.createServer(() => undefined)
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
+    const held: Array<net.Socket> = []
+    server.on("connection", (s) => held.push(s))
+    try {
+      const outcome = await Effect.runPromise(
+        Effect.gen(function* () {
+          const http = yield* UpstreamHttp
+          return yield* Effect.either(
+            http.request({
+              url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/v1/models`,
+              method: "GET",
+              headers: {},
+              headersTimeout: "50 millis"
+            })
+          )
+        }).pipe(Effect.provide(UpstreamHttp.layer))
+      )
+      expect(outcome._tag).toBe("Left")
+      if (outcome._tag === "Left") expect(outcome.left.message).toMatch(/no response headers from upstream in time/)
+    } finally {
+      for (const s of held) s.destroy()
+      await new Promise((r) => server.close(r))
+    }
+  })
+})
+
 describe("a non-streamed answer read in the same wait as its headers", () => {
   it("a body cut after the headers is a 502 naming the unreadable body, not a hang or a 500", async () => {
     const res = await chat("raw/cut")
@@ -216,6 +285,74 @@ describe("the shared stream watchdog", () => {
     )
     expect(stalledSecond).toHaveLength(1)
     expect(stalledSecond[0]!.message).toMatch(/no content within 40 ms/)
+  })
+
+  /** Blocks the event loop for `ms`, from the check phase, so the loop's next stop is its timers (before it reads any socket). */
+  const blockFromCheckPhase = (ms: number) =>
+    new Promise<void>((resolve) =>
+      setImmediate(() => {
+        const until = Date.now() + ms
+        while (Date.now() < until) {
+          // busy: the event loop is held up, as by a long synchronous task
+        }
+        resolve()
+      })
+    )
+
+  it("a chunk that arrived while the event loop was held up counts before a stall is judged", async () => {
+    const timeouts = { ...DEFAULT_STREAM_TIMEOUTS, firstContentMs: 100, idleMs: 100 }
+    const server = net.createServer()
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
+    const accepted = new Promise<net.Socket>((r) => server.once("connection", r))
+    const client = net.connect((server.address() as net.AddressInfo).port, "127.0.0.1")
+    await new Promise((r) => client.once("connect", r))
+    const upstream = await accepted
+    const reported: Array<StreamStalled> = []
+    try {
+      await Effect.runPromise(
+        Effect.scoped(
+          Effect.gen(function* () {
+            const watchdog = yield* makeStreamWatchdog(timeouts)
+            const state: StreamProgress = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0 }
+            client.on("data", () => {
+              state.firstContentAt = state.lastChunkAt = Date.now()
+            })
+            watchdog.watch({ state, stalled: (e) => reported.push(e) })
+            yield* Effect.promise(() => {
+              // The first content is written at once and waits in the socket while the loop is held up
+              // for three times the limit; the sweep's timer is then the first thing the loop runs.
+              upstream.write("data: first\n\n")
+              return blockFromCheckPhase(300)
+            })
+            yield* Effect.sleep("100 millis")
+            expect(state.firstContentAt).toBeGreaterThan(0)
+          })
+        )
+      )
+    } finally {
+      client.destroy()
+      upstream.destroy()
+      await new Promise((r) => server.close(r))
+    }
+    expect(reported).toEqual([])
+  })
+
+  it("a stream silent through a held-up event loop is still reported after it", async () => {
+    const timeouts = { ...DEFAULT_STREAM_TIMEOUTS, firstContentMs: 100, idleMs: 100 }
+    const reported: Array<StreamStalled> = []
+    await Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const watchdog = yield* makeStreamWatchdog(timeouts)
+          watchdog.watch({ state: { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0 }, stalled: (e) => reported.push(e) })
+          yield* Effect.promise(() => blockFromCheckPhase(300))
+          // The late sweep passes; the next one (a fifth of the limit later) reports.
+          yield* Effect.sleep("150 millis")
+        })
+      )
+    )
+    expect(reported).toHaveLength(1)
+    expect(reported[0]!.message).toMatch(/no content within 100 ms/)
   })
 
   it("a stream that stops being watched is never reported", async () => {
