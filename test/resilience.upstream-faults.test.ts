@@ -47,8 +47,9 @@ const silentSockets = new Set<net.Socket>()
  * 127.0.0.1, so a name fails through the DNS protocol itself and no query leaves the machine
  * (the system resolver, which the gateway uses by default, is tested in test/netns/dns.netns.ts).
  * The resolver's own error goes to the gateway as the system resolver's would. It gives up on a
- * silent DNS server after 150 ms, well inside the 400 ms headers timeout (which counts the lookup):
- * with 300 ms, a loaded machine let the headers timeout fire first (504, not the 502 asked for).
+ * silent DNS server after 150 ms; the connection that names the missing host has a 2 s headers
+ * timeout (which counts the lookup), since with the file's 400 ms a loaded machine let the headers
+ * timeout fire first (504, not the 502 asked for).
  */
 const loopbackResolve = (server: FakeDns): Resolve => {
   const resolver = new dns.promises.Resolver({ timeout: 150, tries: 1 })
@@ -156,7 +157,9 @@ beforeAll(async () => {
   await add({ provider: "openai-compatible", name: "flaky-resp", baseUrl: openai, upstreamFormat: "openai-responses" })
   await add({ provider: "anthropic", name: "flaky-anth", apiKey: "sk-ant-flaky", baseUrl: flaky.baseUrl("anthropic") })
   await add({ provider: "anthropic", name: "steady", apiKey: "sk-ant-steady", baseUrl: steady.baseUrl("anthropic") })
-  await add({ provider: "openai-compatible", name: "nodns", baseUrl: `http://${NO_SUCH_HOST}:8080/v1` })
+  // Its own headers timeout (which counts the lookup) is far above the resolver's 150 ms, so a
+  // silent DNS server is always reported as such (502), however late a loaded machine runs timers.
+  await add({ provider: "openai-compatible", name: "nodns", baseUrl: `http://${NO_SUCH_HOST}:8080/v1`, timeouts: { headersMs: 2_000 } })
   await add({
     provider: "openai-compatible",
     name: "tls-untrusted",
