@@ -21,21 +21,6 @@ import { toHar } from "./har.js"
 import type { InspectorConfigShape } from "./InspectorConfig.js"
 import type { CaptureEnd, CaptureStart, CapturedBody, InspectorSink, InterceptedRequest } from "./types.js"
 
-export type { OwnRequest } from "./bufferEntry.js"
-export {
-  type EntrySummary,
-  type FeedEvent,
-  InspectorError,
-  type ListFilter,
-  type RecordingSession,
-  type Replayer,
-  replayPath,
-  select,
-  type SessionView,
-  type ShareOut,
-  summaryOf
-} from "./bufferViews.js"
-
 export interface MakeInspectorDeps {
   readonly config: InspectorConfigShape
   /** The gateway's pricing: USD of tokens of `model` at `provider`. */

@@ -8,7 +8,8 @@ import * as os from "node:os"
 import type { FormatId } from "../../domain/canonical.js"
 import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable } from "../../domain/errors.js"
 import type { SharedStateShape, StateChannel } from "../../platform/state/SharedState.js"
-import type { InspectorCore, ShareOut } from "./buffer.js"
+import type { InspectorCore } from "./buffer.js"
+import type { ShareOut } from "./bufferViews.js"
 import type { InterceptedRequest } from "./types.js"
 
 /** A call on the capture listeners' holder failed there: its error's tag and message, or none answered. */
