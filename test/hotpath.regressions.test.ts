@@ -346,7 +346,7 @@ describe("the shared stream watchdog", () => {
           const watchdog = yield* makeStreamWatchdog(timeouts)
           watchdog.watch({ state: { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0 }, stalled: (e) => reported.push(e) })
           yield* Effect.promise(() => blockFromCheckPhase(300))
-          // The late sweep passes; the next one (a fifth of the limit later) reports.
+          // The late sweep judges after the loop has read its sockets: nothing came, so it reports.
           yield* Effect.sleep("150 millis")
         })
       )

@@ -32,9 +32,6 @@ const stallOf = (state: StreamProgress, timeouts: StreamTimeoutsShape, now: numb
   return undefined
 }
 
-/** How much later than planned a sweep may run before it counts as late (timer drift is a few ms). */
-const LATE_MS = 20
-
 const checkInterval = (timeouts: StreamTimeoutsShape) => Math.max(5, Math.floor(Math.min(timeouts.firstContentMs, timeouts.idleMs) / 5))
 
 /** One open stream under the watchdog: its progress, and what to do when it stalls. */
@@ -55,23 +52,12 @@ export interface StreamWatchdogShape {
 export const makeStreamWatchdog: (timeouts: StreamTimeoutsShape) => Effect.Effect<StreamWatchdogShape, never, Scope.Scope> =
   Effect.fnUntraced(function* (timeouts: StreamTimeoutsShape) {
     const open = new Set<Watched>()
-    const interval = checkInterval(timeouts)
-    // When the sweep itself runs late (a busy event loop), the chunks that arrived meanwhile are still
-    // unread in their sockets: timers run before the loop reads them. Such a sweep passes no verdict
-    // and the next one (after one read of every socket) does; never two passes in a row, so a loop
-    // that stays late still ends stalled streams.
-    let lastSweepAt = 0
-    let passed = false
-    const sweep = Effect.sync(() => {
+    // The verdict waits for a read of the loop's sockets: after the process was held up, the chunks
+    // that came meanwhile are still unread when a timer fires. The sweep's fiber may resume in any
+    // phase of the loop, the check phase too (where one `setImmediate` would run at once, before any
+    // read), so it is two: the second is queued from the check phase and runs after the next poll.
+    const judge = () => {
       const now = Date.now()
-      const late = lastSweepAt !== 0 && now - lastSweepAt > interval + LATE_MS
-      lastSweepAt = now
-      if (open.size === 0) return
-      if (late && !passed) {
-        passed = true
-        return
-      }
-      passed = false
       for (const w of open) {
         const stalled = stallOf(w.state, timeouts, now)
         if (stalled) {
@@ -83,8 +69,12 @@ export const makeStreamWatchdog: (timeouts: StreamTimeoutsShape) => Effect.Effec
           }
         }
       }
+    }
+    const judgeNextTurn = () => setImmediate(judge)
+    const sweep = Effect.sync(() => {
+      if (open.size > 0) setImmediate(judgeNextTurn)
     })
-    yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(interval)))
+    yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(checkInterval(timeouts))))
     return {
       watch: (w) => {
         open.add(w)

@@ -27,9 +27,6 @@ const NO_CHUNKS: ReadonlyArray<Buffer> = []
 
 const headersTimedOut = () => new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" })
 
-/** How much later than set a timer may fire before it counts as late (timers drift by a few ms). */
-const LATE_TIMER_MS = 20
-
 const GONE: UpstreamOutcome = { _tag: "gone" }
 
 const ignore = () => undefined
@@ -41,33 +38,26 @@ const ignore = () => undefined
 abstract class AnswerCall implements Dispatcher.DispatchHandler {
   abortCall: ((reason: Error) => void) | undefined
   protected settled = false
+  /** The headers' timer; undefined once they came or the call ended. */
   private timer: NodeJS.Timeout | undefined
-  /** When the headers are due (epoch ms); 0 once they came or the call ended. */
-  private due = 0
   unwatch: (() => void) | undefined
 
   constructor(protected readonly done: (outcome: UpstreamOutcome) => void) {}
 
   /** The headers did not come within `ms`: answered at once (undici acts on an abort only once it has a connection). */
   startTimer(ms: number): void {
-    if (!Number.isFinite(ms)) return
-    this.due = Date.now() + Math.max(0, ms)
-    this.timer = setTimeout(() => this.timedOut(), Math.max(0, ms))
+    if (Number.isFinite(ms)) this.timer = setTimeout(() => this.timedOut(), Math.max(0, ms))
   }
 
   /**
-   * A timer that ran late (an event loop held up past the deadline) says nothing yet: the headers
-   * may be waiting unread in the socket, since timers run before the loop reads sockets. The verdict
-   * waits for the loop's next read (`setImmediate` runs after it) and holds only if they are still missing.
+   * The timer's verdict waits for the loop's next read of its sockets (`setImmediate` runs after
+   * it): timers run before sockets are read, so after the process was held up past the deadline the
+   * headers may be waiting unread. It holds only if they are still missing then.
    */
   private timedOut(): void {
-    if (this.settled || this.due === 0) return
-    if (Date.now() - this.due > LATE_TIMER_MS) setImmediate(() => this.stillMissing())
-    else this.stillMissing()
-  }
-
-  private stillMissing(): void {
-    if (!this.settled && this.due !== 0) this.abortWith({ _tag: "failed", error: headersTimedOut() })
+    setImmediate(() => {
+      if (!this.settled && this.timer !== undefined) this.abortWith({ _tag: "failed", error: headersTimedOut() })
+    })
   }
 
   get ended(): boolean {
@@ -75,14 +65,13 @@ abstract class AnswerCall implements Dispatcher.DispatchHandler {
   }
 
   protected stopTimer(): void {
-    this.due = 0
     clearTimeout(this.timer)
+    this.timer = undefined
   }
 
   protected settle(): void {
     this.settled = true
-    this.due = 0
-    clearTimeout(this.timer)
+    this.stopTimer()
     this.unwatch?.()
   }
 
