@@ -212,7 +212,15 @@ const MATRIX: ReadonlyArray<Row> = [
     connection: "credits_exhausted",
     locked: false
   },
-  { name: "timeout before headers", reply: { delayMs: 1500 }, breakerFailures: 1, connection: "cooldown", cooldownMs: 3_000, locked: true },
+  // Far past the 400 ms timeout: the fake shares this process's loop (see resilience.transient.test.ts).
+  {
+    name: "timeout before headers",
+    reply: { delayMs: 10_000 },
+    breakerFailures: 1,
+    connection: "cooldown",
+    cooldownMs: 3_000,
+    locked: true
+  },
   {
     name: "stall before the first chunk (stream)",
     reply: { stallAfterChunks: 0 },
