@@ -4,6 +4,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
+import { SlotSet } from "../kernel/churn.js"
 import { StreamTimeouts, type StreamTimeoutsShape } from "./StreamTimeouts.js"
 
 export class StreamStalled extends Data.TaggedError("StreamStalled")<{ readonly message: string }> {}
@@ -51,7 +52,8 @@ export interface StreamWatchdogShape {
  */
 export const makeStreamWatchdog: (timeouts: StreamTimeoutsShape) => Effect.Effect<StreamWatchdogShape, never, Scope.Scope> =
   Effect.fnUntraced(function* (timeouts: StreamTimeoutsShape) {
-    const open = new Set<Watched>()
+    // Streams come and go at the pace of requests: a `SlotSet`, not a `Set` (src/kernel/churn.ts).
+    const open = new SlotSet<Watched>()
     // The verdict waits for a read of the loop's sockets: after the process was held up, the chunks
     // that came meanwhile are still unread when a timer fires. The sweep's fiber may resume in any
     // phase of the loop, the check phase too (where one `setImmediate` would run at once, before any

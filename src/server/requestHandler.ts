@@ -27,6 +27,7 @@ import type { LiveFeedShape } from "../management/dashboard/LiveFeed.js"
 import type { DashboardShape } from "../management/dashboard/Dashboard.js"
 import { MCP_PATH, type McpHttpShape } from "../management/mcp/McpHttp.js"
 import { isMcpGatewayPath, MCP_GATEWAY_PATH, type McpGatewayShape } from "../inference/mcp/McpGateway.js"
+import { SlotSet } from "../kernel/churn.js"
 import { lingering } from "../platform/http/lingering.js"
 import type { IpScreen } from "./ipScreen.js"
 
@@ -37,16 +38,20 @@ export type Run = (effect: Effect.Effect<void>, options?: Runtime.RunForkOptions
 export interface ServerTraffic {
   /** Set when shutdown begins: from then on every answer says `Connection: close`. */
   closing: boolean
-  /** Answers being written, so shutdown can still mark those whose headers have not gone out. */
-  readonly open: Set<http.ServerResponse>
+  /**
+   * Answers being written, so shutdown can still mark those whose headers have not gone out. These
+   * come and go with every request, the connections with every connection: `SlotSet`s, not `Set`s
+   * (src/kernel/churn.ts).
+   */
+  readonly open: SlotSet<http.ServerResponse>
   /**
    * Connections accepted that have not sent a complete request yet. Node counts them as idle,
    * so closing idle connections at shutdown would reset a client whose request is on its way
    * (it connected just before the signal, or the server was busy): they get FRESH_GRACE.
    */
-  readonly fresh: Set<net.Socket>
+  readonly fresh: SlotSet<net.Socket>
   /** Every connection open. */
-  readonly sockets: Set<net.Socket>
+  readonly sockets: SlotSet<net.Socket>
   /** Management requests in flight: they run on the platform's own fibers, counted so shutdown waits for them too. */
   management: number
   /** Requests the common path serves (docs/ARCHITECTURE.md, "The common path"): no fiber of theirs to await. */
@@ -56,9 +61,9 @@ export interface ServerTraffic {
 /** A server's traffic before its first connection. */
 export const newTraffic = (): ServerTraffic => ({
   closing: false,
-  open: new Set(),
-  fresh: new Set(),
-  sockets: new Set(),
+  open: new SlotSet(),
+  fresh: new SlotSet(),
+  sockets: new SlotSet(),
   management: 0,
   common: 0
 })

@@ -6,6 +6,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as crypto from "node:crypto"
 import * as os from "node:os"
+import { IdMap } from "../../kernel/churn.js"
 import { StoreHealth } from "../../platform/store/StoreHealth.js"
 import { transaction } from "../../platform/store/dialect.js"
 import { SqliteWriterThread } from "../../platform/store/SqliteWriterThread.js"
@@ -108,7 +109,8 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
         readonly r: InFlightRequest
         written: boolean
       }
-      const live = new Map<string, Entry>()
+      // Requests come and go at their own pace: an `IdMap`, not a `Map` (src/kernel/churn.ts).
+      const live = new IdMap<Entry>()
       let ended: Array<{ readonly id: string; readonly at: number }> = []
       /** Waiters for `idle`, woken when the last request in flight ends. */
       let waiters: Array<() => void> = []
@@ -236,7 +238,7 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
             waiters = waiters.filter((w) => w !== wake)
           })
         }),
-        running: () => [...live.keys()]
+        running: () => live.keys()
       }
     })
   )
