@@ -57,29 +57,22 @@ else {
   console.log(`mode   promoted ÷ allocated   survived ÷ allocated   young pause (mean ms)   full collections`)
   for (const mode of MODES) {
     const out = spawnSync(process.execPath, ["--trace-gc", "--trace-gc-nvp", self, "--child", mode], { encoding: "utf8" }).stdout
-    let promoted = 0
-    let survived = 0
-    let allocated = 0
-    let pause = 0
-    let young = 0
-    let full = 0
+    // Young collections' sums, and the full collections counted.
+    const sum = { promoted: 0, new_space_survived: 0, allocated: 0, pause: 0, young: 0, full: 0 }
     for (const line of out.split("\n")) {
       const kind = / gc=(\w+)/.exec(line)?.[1]
       if (kind === undefined) continue
       if (kind !== "s") {
-        full++
+        sum.full++
         continue
       }
-      const num = (k) => Number(new RegExp(` ${k}=([\\d.]+)`).exec(line)?.[1] ?? 0)
-      young++
-      promoted += num("promoted")
-      survived += num("new_space_survived")
-      allocated += num("allocated")
-      pause += num("pause")
+      sum.young++
+      for (const k of ["promoted", "new_space_survived", "allocated", "pause"])
+        sum[k] += Number(new RegExp(` ${k}=([\\d.]+)`).exec(line)?.[1] ?? 0)
     }
-    const share = (x) => (allocated > 0 ? (x / allocated).toFixed(3) : "–")
+    const share = (x) => (sum.allocated > 0 ? (x / sum.allocated).toFixed(3) : "–")
     console.log(
-      `${mode.padEnd(6)} ${share(promoted).padStart(20)} ${share(survived).padStart(22)} ${(young > 0 ? pause / young : 0).toFixed(2).padStart(23)} ${String(full).padStart(18)}`
+      `${mode.padEnd(6)} ${share(sum.promoted).padStart(20)} ${share(sum.new_space_survived).padStart(22)} ${(sum.young > 0 ? sum.pause / sum.young : 0).toFixed(2).padStart(23)} ${String(sum.full).padStart(18)}`
     )
   }
 }
