@@ -32,7 +32,7 @@ import {
 } from "./lib/proc.mjs"
 import { topSelf } from "./lib/profile.mjs"
 import { allRatios, gatewayRatios, markdownTable, mb } from "./lib/report.mjs"
-import { acrossRounds, ratio, slope } from "./lib/stats.mjs"
+import { acrossRounds, median, ratio, slope, summary } from "./lib/stats.mjs"
 import {
   addTranslationProviders,
   chatBody,
@@ -163,6 +163,8 @@ const MODE = flags.quick
   ? {
       name: "quick",
       rounds: 1,
+      slices: 1,
+      streamSlices: 1,
       latencyMs: 500,
       throughputS: 0.5,
       sseMs: 0,
@@ -183,6 +185,10 @@ const MODE = flags.quick
   : {
       name: "default",
       rounds: 3,
+      // A round's latency and JSON rows in 5 slices per target, its burst and translated rows in 3
+      // (1 s each but the latency's 0.3 s), the targets taking turns (\`sliced\` below).
+      slices: 5,
+      streamSlices: 3,
       latencyMs: 1500,
       throughputS: 5,
       sseMs: 1500,
@@ -576,8 +582,92 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
       await sleep(100)
     }
   }
+  /**
+   * A row measured in MODE.slices slices per target, the targets taking turns slice by slice (the
+   * order reversed every other slice) rather than one whole run each: this machine's speed moves
+   * by up to 2× within seconds (the floor's own CPU a request read 90 and 154 µs in two runs a
+   * few seconds apart), and a ratio of two runs taken at different moments measured that. Each
+   * target's slices are summed: requests, seconds and its CPU time; `merge` joins what else a
+   * slice answered. `after` runs once per target after its last slice (a spot check, the
+   * allocation window), outside the CPU count.
+   */
+  const sliced = async (label, { slices = MODE.slices, run, merge, after }, names = active()) => {
+    const parts = {}
+    for (let k = 0; k < slices; k++) {
+      for (const name of k % 2 === 0 ? names : [...names].reverse()) {
+        if (!checkAlive(name)) continue
+        const before = cpuSnapshot()
+        const res = await safe(`round ${r} ${label} ${name}`, () => run(t(name), name, k))
+        const end = cpuSnapshot()
+        const pid = t(name).pid
+        const cpuBefore = before.per.get(pid)
+        const cpuAfter = end.per.get(pid)
+        ;(parts[name] ??= []).push({
+          res,
+          cpuS: cpuBefore != null && cpuAfter != null ? cpuAfter - cpuBefore : null,
+          foreign: foreignSince(before, end),
+          seconds: end.at - before.at
+        })
+        await sleep(50)
+      }
+    }
+    for (const name of names) {
+      const ps = parts[name]
+      if (ps === undefined) continue
+      round[name] ??= {}
+      const failed = ps.find((p) => p.res?.error)
+      const seconds = ps.reduce((n, p) => n + p.seconds, 0)
+      const res = failed
+        ? { error: failed.res.error }
+        : {
+            ...merge(ps.map((p) => p.res)),
+            cpuS: ps.every((p) => p.cpuS != null) ? ps.reduce((n, p) => n + p.cpuS, 0) : undefined,
+            slices: ps.length
+          }
+      const foreign = ps.every((p) => p.foreign != null) && seconds > 0 ? ps.reduce((n, p) => n + p.foreign * p.seconds, 0) / seconds : null
+      res.foreignCpu = r2(foreign)
+      noteForeign(res.foreignCpu)
+      if (after && !failed) Object.assign(res, await safe(`round ${r} ${label} ${name} (after)`, () => after(t(name), name, res)))
+      round[name][label] = res
+    }
+  }
+  /** autocannon runs summed: 2xx per second over all the slices' seconds. */
+  const mergeRuns = (runs) => {
+    const sum = (k) => runs.reduce((n, x) => n + (x[k] ?? 0), 0)
+    const ok = sum("ok")
+    const durationS = sum("durationS")
+    const mid = (k) => median(runs.map((x) => x[k]).filter((v) => typeof v === "number"))
+    return {
+      rps: durationS > 0 ? ok / durationS : 0,
+      ok,
+      non2xx: sum("non2xx"),
+      errors: sum("errors"),
+      timeouts: sum("timeouts"),
+      durationS,
+      latencyP50: mid("latencyP50"),
+      latencyP99: mid("latencyP99")
+    }
+  }
   if (want("latency")) {
-    await each("latency", (x) => latencyRun(x.chatUrl, { ...jsonReq(x, "1k"), durationMs: MODE.latencyMs }))
+    await sliced("latency", {
+      run: (x) => latencyRun(x.chatUrl, { ...jsonReq(x, "1k"), durationMs: MODE.latencyMs / MODE.slices, keepSamples: true }),
+      merge: (runs) => {
+        const s = summary(runs.flatMap((x) => x.samples))
+        const failures = {}
+        for (const x of runs) for (const [k, n] of Object.entries(x.failures)) failures[k] = (failures[k] ?? 0) + n
+        return {
+          n: s.n,
+          p50: s.p50,
+          p90: s.p90,
+          p99: s.p99,
+          max: s.max,
+          mean: s.mean,
+          errors: runs.reduce((n, x) => n + x.errors, 0),
+          failures,
+          checks: {}
+        }
+      }
+    })
     log(
       `round ${r}/${MODE.rounds}: latency c=1 p50 ${active()
         .map((n) => `${n} ${round[n]?.latency?.p50?.toFixed(3) ?? "–"}`)
@@ -586,23 +676,26 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
   }
   if (want("throughput")) {
     for (const [label, c, size] of THROUGHPUT) {
-      await each(label, async (x, name) => {
-        const res = await throughputRun(x.chatUrl, { ...jsonReq(x, size), connections: c, durationS: MODE.throughputS })
-        notePeak(name)
+      await sliced(label, {
+        run: async (x, name) => {
+          const res = await throughputRun(x.chatUrl, { ...jsonReq(x, size), connections: c, durationS: MODE.throughputS / MODE.slices })
+          notePeak(name)
+          return res
+        },
+        merge: mergeRuns,
         // c=32 JSON 1 KB: then ALLOC_REQUESTS more inside an allocation window, where the target
-        // has a probe (not in this run's CPU time or req/s).
-        const probe = label === "c32_1k" ? probes[name] : undefined
-        if (probe) {
-          res.cpuEnd = cpuSnapshot()
+        // has a probe (not in the slices' CPU time or req/s).
+        after: async (x, name) => {
+          const probe = label === "c32_1k" ? probes[name] : undefined
+          if (!probe) return {}
           // The requests the timed run cut may still sit in the target's socket buffers (a slow
           // target reads and begins them after the run): the window opens once it is idle.
           await quiesce(x.pid)
           await probe.open()
           const run = await countedRun(x.chatUrl, { ...jsonReq(x, size), connections: c, requests: ALLOC_REQUESTS })
           await sleep(ALLOC_SETTLE_MS)
-          res.alloc = allocSummary(await probe.close(), run)
+          return { alloc: allocSummary(await probe.close(), run) }
         }
-        return res
       })
       log(
         `round ${r}/${MODE.rounds}: ${label} req/s ${active()
@@ -627,19 +720,24 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
         .map((n) => `${n} ${round[n]?.sse?.ttftP50?.toFixed(3) ?? "–"}`)
         .join(", ")} ms`
     )
-    await each("burst", async (x, name) => {
-      let bad = 0
-      const res = await throughputRun(x.chatUrl, {
-        headers: x.headers,
-        body: streamBody(x.model("sse-burst")),
-        connections: 32,
-        durationS: MODE.burstS
-      })
-      notePeak(name)
+    await sliced("burst", {
+      slices: MODE.streamSlices,
+      run: async (x, name) => {
+        const res = await throughputRun(x.chatUrl, {
+          headers: x.headers,
+          body: streamBody(x.model("sse-burst")),
+          connections: 32,
+          durationS: MODE.burstS / MODE.streamSlices
+        })
+        notePeak(name)
+        return res
+      },
+      merge: mergeRuns,
       // autocannon counts a 200 as done; check separately that a burst stream is whole.
-      const check = await sseOnce(x.chatUrl, { headers: x.headers, body: streamBody(x.model("sse-burst")) })
-      if (!streamComplete(check, CHUNKS)) bad++
-      return { ...res, spotCheckIncomplete: bad }
+      after: async (x) => {
+        const check = await sseOnce(x.chatUrl, { headers: x.headers, body: streamBody(x.model("sse-burst")) })
+        return { spotCheckIncomplete: streamComplete(check, CHUNKS) ? 0 : 1 }
+      }
     })
     log(
       `round ${r}/${MODE.rounds}: SSE burst streams/s ${active()
@@ -650,14 +748,22 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
   if (want("translated")) {
     for (const { label } of TRANSLATED) {
       const names = active().filter((n) => translatedOk[`${n}:${label}`])
-      await each(
+      await sliced(
         `tr_${label}`,
-        async (x, name) => {
-          const q = translatedRequest(x, label)
-          const res = await throughputRun(q.url, { headers: q.headers, body: q.body, connections: 32, durationS: MODE.burstS })
-          notePeak(name)
-          const check = await request(q.url, { headers: q.headers, body: q.body })
-          return { ...res, spotCheckIncomplete: check.status === 200 && q.count(check.body) === CHUNKS ? 0 : 1 }
+        {
+          slices: MODE.streamSlices,
+          run: async (x, name) => {
+            const q = translatedRequest(x, label)
+            const res = await throughputRun(q.url, { headers: q.headers, body: q.body, connections: 32, durationS: MODE.burstS / MODE.streamSlices })
+            notePeak(name)
+            return res
+          },
+          merge: mergeRuns,
+          after: async (x) => {
+            const q = translatedRequest(x, label)
+            const check = await request(q.url, { headers: q.headers, body: q.body })
+            return { spotCheckIncomplete: check.status === 200 && q.count(check.body) === CHUNKS ? 0 : 1 }
+          }
         },
         names
       )

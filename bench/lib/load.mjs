@@ -56,7 +56,7 @@ export const waitFor200 = async (url, opts, { since, timeoutMs = 30_000, everyMs
  * Latency is measured from before `request()` to the end of the body, in ms (hrtime resolution).
  * `check(res)` may return a label counted in `checks` (e.g. whether a header was present).
  */
-export const latencyRun = async (url, { headers, body, durationMs, check }) => {
+export const latencyRun = async (url, { headers, body, durationMs, check, keepSamples = false }) => {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
   const lat = []
   const checks = {}
@@ -80,7 +80,7 @@ export const latencyRun = async (url, { headers, body, durationMs, check }) => {
   }
   agent.destroy()
   const s = summary(lat)
-  return { n: s.n, p50: s.p50, p90: s.p90, p99: s.p99, max: s.max, mean: s.mean, errors, failures: statuses, checks }
+  return { n: s.n, p50: s.p50, p90: s.p90, p99: s.p99, max: s.max, mean: s.mean, errors, failures: statuses, checks, ...(keepSamples ? { samples: lat } : {}) }
 }
 
 /**
