@@ -754,7 +754,12 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
           slices: MODE.streamSlices,
           run: async (x, name) => {
             const q = translatedRequest(x, label)
-            const res = await throughputRun(q.url, { headers: q.headers, body: q.body, connections: 32, durationS: MODE.burstS / MODE.streamSlices })
+            const res = await throughputRun(q.url, {
+              headers: q.headers,
+              body: q.body,
+              connections: 32,
+              durationS: MODE.burstS / MODE.streamSlices
+            })
             notePeak(name)
             return res
           },

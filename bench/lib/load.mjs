@@ -80,7 +80,18 @@ export const latencyRun = async (url, { headers, body, durationMs, check, keepSa
   }
   agent.destroy()
   const s = summary(lat)
-  return { n: s.n, p50: s.p50, p90: s.p90, p99: s.p99, max: s.max, mean: s.mean, errors, failures: statuses, checks, ...(keepSamples ? { samples: lat } : {}) }
+  return {
+    n: s.n,
+    p50: s.p50,
+    p90: s.p90,
+    p99: s.p99,
+    max: s.max,
+    mean: s.mean,
+    errors,
+    failures: statuses,
+    checks,
+    ...(keepSamples ? { samples: lat } : {})
+  }
 }
 
 /**
