@@ -185,10 +185,10 @@ const MODE = flags.quick
   : {
       name: "default",
       rounds: 3,
-      // A round's latency and JSON rows in 5 slices per target, its burst and translated rows in 3
-      // (1 s each but the latency's 0.3 s), the targets taking turns (\`sliced\` below).
-      slices: 5,
-      streamSlices: 3,
+      // A round's latency and JSON rows in 4 slices per target (1.25 s each, the latency's 0.375 s),
+      // its burst and translated rows in 4 of 0.75 s, the targets taking turns (\`sliced\` below).
+      slices: 4,
+      streamSlices: 4,
       latencyMs: 1500,
       throughputS: 5,
       sseMs: 1500,
@@ -584,12 +584,14 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
   }
   /**
    * A row measured in MODE.slices slices per target, the targets taking turns slice by slice (the
-   * order reversed every other slice) rather than one whole run each: this machine's speed moves
-   * by up to 2× within seconds (the floor's own CPU a request read 90 and 154 µs in two runs a
-   * few seconds apart), and a ratio of two runs taken at different moments measured that. Each
-   * target's slices are summed: requests, seconds and its CPU time; `merge` joins what else a
-   * slice answered. `after` runs once per target after its last slice (a spot check, the
-   * allocation window), outside the CPU count.
+   * order reversed every other slice; an even count, so each order runs as often) rather than one
+   * whole run each: this machine's speed moves by up to 2× within seconds (the floor's own CPU a
+   * request read 90 and 154 µs in two runs a few seconds apart), and a ratio of two runs taken at
+   * different moments measured that. Each target's slices are summed: requests, seconds and its
+   * CPU time; `merge` joins what else a slice answered. A pause after each slice lets the target
+   * finish what the slice's end cut (as between whole runs). `after` runs once per target after
+   * its last slice (a spot check, the allocation window), outside the CPU count; what it fails
+   * is noted apart (`afterError`). A target that died before its last slice has no value.
    */
   const sliced = async (label, { slices = MODE.slices, run, merge, after }, names = active()) => {
     const parts = {}
@@ -606,28 +608,33 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
           res,
           cpuS: cpuBefore != null && cpuAfter != null ? cpuAfter - cpuBefore : null,
           foreign: foreignSince(before, end),
-          seconds: end.at - before.at
+          ms: end.at - before.at
         })
-        await sleep(50)
+        await sleep(100)
       }
     }
     for (const name of names) {
       const ps = parts[name]
       if (ps === undefined) continue
       round[name] ??= {}
-      const failed = ps.find((p) => p.res?.error)
-      const seconds = ps.reduce((n, p) => n + p.seconds, 0)
-      const res = failed
-        ? { error: failed.res.error }
-        : {
-            ...merge(ps.map((p) => p.res)),
-            cpuS: ps.every((p) => p.cpuS != null) ? ps.reduce((n, p) => n + p.cpuS, 0) : undefined,
-            slices: ps.length
-          }
-      const foreign = ps.every((p) => p.foreign != null) && seconds > 0 ? ps.reduce((n, p) => n + p.foreign * p.seconds, 0) / seconds : null
+      const failed = ps.find((p) => p.res?.error)?.res.error ?? (ps.length < slices ? `ran ${ps.length} of ${slices} slices` : undefined)
+      const ms = ps.reduce((n, p) => n + p.ms, 0)
+      const res =
+        failed !== undefined
+          ? { error: failed }
+          : {
+              ...merge(ps.map((p) => p.res)),
+              cpuS: ps.every((p) => p.cpuS != null) ? ps.reduce((n, p) => n + p.cpuS, 0) : undefined,
+              slices: ps.length
+            }
+      const foreign = ps.every((p) => p.foreign != null) && ms > 0 ? ps.reduce((n, p) => n + p.foreign * p.ms, 0) / ms : null
       res.foreignCpu = r2(foreign)
       noteForeign(res.foreignCpu)
-      if (after && !failed) Object.assign(res, await safe(`round ${r} ${label} ${name} (after)`, () => after(t(name), name, res)))
+      if (after && failed === undefined && checkAlive(name)) {
+        const extra = await safe(`round ${r} ${label} ${name} (after)`, () => after(t(name), name, res))
+        if (extra.error !== undefined) res.afterError = extra.error
+        else Object.assign(res, extra)
+      }
       round[name][label] = res
     }
   }
@@ -789,6 +796,7 @@ rounds.forEach((round, i) => {
         notes.push(
           `round ${i + 1}, ${name}, ${label}: ${m.non2xx} non-2xx, ${m.errors} errors, ${m.timeouts} timeouts (not counted in req/s)`
         )
+      if (m.afterError) notes.push(`round ${i + 1}, ${name}, ${label}: the check after the slices failed: ${m.afterError}`)
       if (m.spotCheckIncomplete) notes.push(`round ${i + 1}, ${name}, ${label}: a burst stream read after the run was incomplete`)
       if (m.incomplete)
         notes.push(
@@ -1609,7 +1617,7 @@ out.push(
 out.push(`Pinning: ${pinning}.`)
 if (Object.keys(M["alloc.c32_1k.kbPerRequest"]).length)
   out.push(
-    `Bytes allocated: the target's JS heap (main thread) over ${ALLOC_REQUESTS} c=32 JSON 1 KB requests after each round's timed run (every answer awaited) plus ${ALLOC_SETTLE_MS} ms, from V8's used heap at the window's edges and before and after each GC (bench/alloc-probe.cjs, preloaded; Buffer contents outside the heap not included), ÷ the requests the target's HTTP server began in the window. Worker threads' heaps are counted apart.`
+    `Bytes allocated: the target's JS heap (main thread) over ${ALLOC_REQUESTS} c=32 JSON 1 KB requests after each round's c=32 JSON 1 KB slices (every answer awaited) plus ${ALLOC_SETTLE_MS} ms, from V8's used heap at the window's edges and before and after each GC (bench/alloc-probe.cjs, preloaded; Buffer contents outside the heap not included), ÷ the requests the target's HTTP server began in the window. Worker threads' heaps are counted apart.`
   )
 out.push(
   `Gateway: production build (node bin/gateway), fresh DATA_DIR, usage logging on as shipped, LOG_LEVEL=warning (no per-request log lines are written); clients send an inference key from \`gateway keys add\`. Peer: ${versions.peer.entry ?? "?"} --headless, routed by x-portkey-provider: openai + x-portkey-custom-host.`
@@ -1700,7 +1708,7 @@ const results = {
       ? {
           probe: "bench/alloc-probe.cjs (--require)",
           targets: Object.keys(probes),
-          window: `${ALLOC_REQUESTS} c=32 JSON 1 KB requests after each round's timed c=32 JSON 1 KB run, every answer awaited, + ${ALLOC_SETTLE_MS} ms`,
+          window: `${ALLOC_REQUESTS} c=32 JSON 1 KB requests after each round's c=32 JSON 1 KB slices, every answer awaited, + ${ALLOC_SETTLE_MS} ms`,
           perRequest:
             "bytes allocated on the main thread's JS heap ÷ requests begun by the target's HTTP server in the window (rounds[].<target>.c32_1k.alloc)"
         }
