@@ -179,11 +179,16 @@ export const makeGrantStore = (deps: {
           if (next.tokens !== current.tokens) yield* deps.tokensChanged
         })
       )
-    /** Tokens kept (with when they expire) or forgotten; a sign-in's also say when it was. */
+    /**
+     * Tokens kept (with when they expire) or forgotten; a sign-in's also say when it was. Tokens
+     * that are not a sign-in's (a refresh: the schedule's or a connection's) replace tokens only:
+     * a refresh that ends after a sign-out does not sign the server back in.
+     */
     const tokensPatch =
       (tokens: OAuthTokens | null, signIn: boolean) =>
       (g: Grant): Partial<Grant> => {
         if (tokens === null) return { tokens: null, expiresAt: null, obtainedAt: null }
+        if (!signIn && g.tokens === null) return {}
         const now = Date.now()
         return {
           tokens,
