@@ -14,7 +14,17 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { allocProbe, probeLaunch } from "./lib/allocProbe.mjs"
-import { countedRun, latencyRun, manyStreams, request, sseOnce, sseRun, streamComplete, throughputRun } from "./lib/load.mjs"
+import {
+  countedRun,
+  latencyRun,
+  latencySummary,
+  manyStreams,
+  request,
+  sseOnce,
+  sseRun,
+  streamComplete,
+  throughputRun
+} from "./lib/load.mjs"
 import {
   cleanup,
   cleanupSync,
@@ -32,7 +42,7 @@ import {
 } from "./lib/proc.mjs"
 import { topSelf } from "./lib/profile.mjs"
 import { allRatios, gatewayRatios, markdownTable, mb } from "./lib/report.mjs"
-import { acrossRounds, median, ratio, slope, summary } from "./lib/stats.mjs"
+import { acrossRounds, median, ratio, slope } from "./lib/stats.mjs"
 import {
   addTranslationProviders,
   chatBody,
@@ -647,6 +657,18 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
       round[name][label] = res
     }
   }
+  /** One slice of a stream row: `request(x)`'s stream at c=32 for its share of MODE.burstS. */
+  const streamSlice = (request) => async (x, name) => {
+    const q = request(x)
+    const res = await throughputRun(q.url, {
+      headers: q.headers,
+      body: q.body,
+      connections: 32,
+      durationS: MODE.burstS / MODE.streamSlices
+    })
+    notePeak(name)
+    return res
+  }
   /** autocannon runs summed: 2xx per second over all the slices' seconds. */
   const mergeRuns = (runs) => {
     const sum = (k) => runs.reduce((n, x) => n + (x[k] ?? 0), 0)
@@ -668,20 +690,15 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
     await sliced("latency", {
       run: (x) => latencyRun(x.chatUrl, { ...jsonReq(x, "1k"), durationMs: MODE.latencyMs / MODE.slices, keepSamples: true }),
       merge: (runs) => {
-        const s = summary(runs.flatMap((x) => x.samples))
         const failures = {}
         for (const x of runs) for (const [k, n] of Object.entries(x.failures)) failures[k] = (failures[k] ?? 0) + n
-        return {
-          n: s.n,
-          p50: s.p50,
-          p90: s.p90,
-          p99: s.p99,
-          max: s.max,
-          mean: s.mean,
-          errors: runs.reduce((n, x) => n + x.errors, 0),
+        const errors = runs.reduce((n, x) => n + x.errors, 0)
+        return latencySummary(
+          runs.flatMap((x) => x.samples),
+          errors,
           failures,
-          checks: {}
-        }
+          {}
+        )
       }
     })
     log(
@@ -738,16 +755,7 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
     )
     await sliced("burst", {
       slices: MODE.streamSlices,
-      run: async (x, name) => {
-        const res = await throughputRun(x.chatUrl, {
-          headers: x.headers,
-          body: streamBody(x.model("sse-burst")),
-          connections: 32,
-          durationS: MODE.burstS / MODE.streamSlices
-        })
-        notePeak(name)
-        return res
-      },
+      run: streamSlice((x) => ({ url: x.chatUrl, headers: x.headers, body: streamBody(x.model("sse-burst")) })),
       merge: mergeRuns,
       // autocannon counts a 200 as done; check separately that a burst stream is whole.
       after: async (x) => {
@@ -768,17 +776,7 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
         `tr_${label}`,
         {
           slices: MODE.streamSlices,
-          run: async (x, name) => {
-            const q = translatedRequest(x, label)
-            const res = await throughputRun(q.url, {
-              headers: q.headers,
-              body: q.body,
-              connections: 32,
-              durationS: MODE.burstS / MODE.streamSlices
-            })
-            notePeak(name)
-            return res
-          },
+          run: streamSlice((x) => translatedRequest(x, label)),
           merge: mergeRuns,
           after: async (x) => {
             const q = translatedRequest(x, label)

@@ -79,19 +79,13 @@ export const latencyRun = async (url, { headers, body, durationMs, check, keepSa
     }
   }
   agent.destroy()
+  return { ...latencySummary(lat, errors, statuses, checks), ...(keepSamples ? { samples: lat } : {}) }
+}
+
+/** A c=1 run's figures from its latencies (ms), failed requests by reason and check labels. */
+export const latencySummary = (lat, errors, failures, checks) => {
   const s = summary(lat)
-  return {
-    n: s.n,
-    p50: s.p50,
-    p90: s.p90,
-    p99: s.p99,
-    max: s.max,
-    mean: s.mean,
-    errors,
-    failures: statuses,
-    checks,
-    ...(keepSamples ? { samples: lat } : {})
-  }
+  return { n: s.n, p50: s.p50, p90: s.p90, p99: s.p99, max: s.max, mean: s.mean, errors, failures, checks }
 }
 
 /**
