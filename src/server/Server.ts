@@ -1,3 +1,4 @@
+import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
@@ -25,7 +26,7 @@ import { Settings } from "../platform/settings/Settings.js"
 import { type AdminAuthShape, AdminAuth } from "../services/auth/AdminAuth.js"
 import { type ApiKeysShape, ApiKeys } from "../services/auth/ApiKeys.js"
 import { makeIpScreen, TRUST_PROXY_FLAG } from "./ipScreen.js"
-import { makePlanes, makeRequestListener, makeUpgradeListener, newTraffic, type Run } from "./requestHandler.js"
+import { makePlanes, makeRequestListener, makeUpgradeListener, newTraffic, type Run, TURN_BUDGET_MS } from "./requestHandler.js"
 import { shutdownServer, trackConnections } from "./shutdown.js"
 
 export { FRESH_GRACE, SHUTDOWN_GRACE } from "./shutdown.js"
@@ -122,7 +123,13 @@ export const layer = Layer.scoped(
     const { serve, failed } = makePlanes({ traffic, run, inference, management, mcp, mcpGateway, dashboard })
     const screen = makeIpScreen({ flags, settings, run, trustProxy, serve, failed })
     // requestTimeout (node's default, 5 min) bounds receiving a request, not streaming the answer.
-    const listener = makeRequestListener({ traffic, screen, failed })
+    // A turn's time for starting new requests: past it, they wait for the next turn (docs/operations.md).
+    const turnBudgetMs = yield* Config.number("GATEWAY_TURN_BUDGET_MS").pipe(
+      Config.validate({ message: "GATEWAY_TURN_BUDGET_MS must be 0 or more milliseconds", validation: (n) => n >= 0 }),
+      Config.withDefault(TURN_BUDGET_MS),
+      Effect.orDie
+    )
+    const listener = makeRequestListener({ traffic, screen, failed, turnBudgetMs })
     // HTTPS when a certificate and key are configured (docs/realtime.md, "HTTPS").
     const tls = config.tlsCert !== undefined && config.tlsKey !== undefined
     const server: http.Server = tls

@@ -29,6 +29,7 @@ import { MCP_PATH, type McpHttpShape } from "../management/mcp/McpHttp.js"
 import { isMcpGatewayPath, MCP_GATEWAY_PATH, type McpGatewayShape } from "../inference/mcp/McpGateway.js"
 import { SlotSet } from "../kernel/churn.js"
 import { lingering } from "../platform/http/lingering.js"
+import { TurnBudget } from "../platform/http/turnBudget.js"
 import type { IpScreen } from "./ipScreen.js"
 
 /** The server's `FiberSet.runtime`: forks a program into the server's fibers (awaited at shutdown). */
@@ -74,17 +75,36 @@ export interface Planes {
   readonly failed: (req: http.IncomingMessage, res: http.ServerResponse, error: unknown) => void
 }
 
+/** A turn's time for starting new requests, by default (`GATEWAY_TURN_BUDGET_MS`; platform/http/turnBudget.ts). */
+export const TURN_BUDGET_MS = 10
+
 /** The node:http request listener: counts the answer in flight (or marks it `Connection: close` during shutdown), then screens and serves
- * it. */
+ * it, within the turn's budget for new requests (platform/http/turnBudget.ts). */
 export const makeRequestListener = (deps: {
   readonly traffic: ServerTraffic
   readonly screen: IpScreen
   readonly failed: Planes["failed"]
+  /** A turn's time for starting new requests (ms). */
+  readonly turnBudgetMs: number
 }) => {
   const { traffic, failed } = deps
   const { open, fresh } = traffic
   const { screened } = deps.screen
-  return (req: http.IncomingMessage, res: http.ServerResponse): void => {
+  const start = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+    try {
+      screened(req, res)
+    } catch (e) {
+      failed(req, res, e)
+    }
+  }
+  // A request whose client went away while it waited: nothing to answer, no longer in flight.
+  const gone = (req: http.IncomingMessage, res: http.ServerResponse): boolean => {
+    if (!res.destroyed && !req.socket.destroyed) return false
+    open.delete(res)
+    return true
+  }
+  const turns = new TurnBudget(deps.turnBudgetMs, start, gone)
+  const listener = (req: http.IncomingMessage, res: http.ServerResponse): void => {
     // During shutdown the answer says `Connection: close` and node closes the socket after it.
     if (traffic.closing) res.shouldKeepAlive = false
     else open.add(res)
@@ -92,12 +112,9 @@ export const makeRequestListener = (deps: {
     // A body nobody reads (a 401, 404 or 413 given early, a GET or DELETE with a body) is read
     // and dropped after the answer, so the client still sending it is not reset.
     lingering(req, res)
-    try {
-      screened(req, res)
-    } catch (e) {
-      failed(req, res, e)
-    }
+    turns.admit(req, res)
   }
+  return Object.assign(listener, { turns })
 }
 
 export interface PlanesDeps {

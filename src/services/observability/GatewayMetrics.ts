@@ -2,6 +2,7 @@
  * The gateway's metrics: GenAI client metrics per upstream attempt and the gateway's own per request, updated
  * synchronously in `metricStore.ts` families that `GET /metrics` and the OTLP reader both read (docs/observability.md#metrics).
  */
+import { turnsDeferred } from "../../platform/http/turnBudget.js"
 import { sentToPrimary } from "../../platform/state/clusterIpc.js"
 import type { Resource } from "@opentelemetry/resources"
 import type { MetricReader } from "@opentelemetry/sdk-metrics"
@@ -346,6 +347,16 @@ export const makeGatewayMetrics = (options: {
         labels: ["kind"]
       },
       async () => [...sentToPrimary].map(([kind, n]) => ({ labels: [kind], value: n })),
+      "counter"
+    ),
+    new ObservedGauge(
+      {
+        name: "gateway.requests.deferred",
+        description: "New requests that waited for a later turn of the event loop, past a turn's budget (GATEWAY_TURN_BUDGET_MS)",
+        unit: "{request}",
+        labels: []
+      },
+      async () => [{ labels: [], value: turnsDeferred.count }],
       "counter"
     )
   ]

@@ -1,0 +1,132 @@
+import * as Effect from "effect/Effect"
+import * as net from "node:net"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
+import { FakeUpstream } from "./support/fakeUpstream.js"
+import { call, startGateway, type TestGateway } from "./support/gateway.js"
+
+/**
+ * New requests bounded per turn of the event loop (src/platform/http/turnBudget.ts), in a real
+ * gateway: a burst of requests that arrive together is started over several turns, every one
+ * answered, and `/metrics` counts those that waited.
+ */
+const KEY = "gwk_turns_test_key_0123456789abcdefgh"
+const METRICS_TOKEN = "turns-metrics-token-0123456789"
+
+let gw: TestGateway
+let upstream: FakeUpstream
+
+beforeAll(async () => {
+  upstream = await FakeUpstream.start()
+  upstream.always({ content: "answered in its turn" })
+  // A budget of 0: one new request started a turn, the others wait for the next turns.
+  gw = await startGateway({ env: { GATEWAY_TURN_BUDGET_MS: "0", GATEWAY_METRICS_TOKEN: METRICS_TOKEN } })
+  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: KEY })))
+  const res = await call(`${gw.url}/api/providers`, {
+    body: { provider: "openai", name: "up", apiKey: "sk-up", baseUrl: upstream.baseUrl("openai-chat"), defaultModel: "gpt-4o" },
+    headers: { authorization: `Bearer ${KEY}` }
+  })
+  expect(res.status).toBe(201)
+})
+afterAll(async () => {
+  await gw?.close()
+  await upstream?.close()
+})
+
+const deferredTotal = async (): Promise<number> => {
+  const res = await call(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })
+  expect(res.status).toBe(200)
+  const line = res.text.split("\n").find((l) => l.startsWith("gateway_requests_deferred_total"))
+  return line === undefined ? 0 : Number(line.split(" ").at(-1))
+}
+
+/**
+ * Opens `n` connections and has each served once (so the server has accepted them all: it accepts
+ * about one connection a turn), then writes a whole request on each in one go: they reach the
+ * server in the same turn. Answers what each connection received, the first answer included.
+ */
+const burst = async (n: number, request: string): Promise<Array<string>> => {
+  const { port } = new URL(gw.url)
+  const sockets = await Promise.all(
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<net.Socket>((resolve, reject) => {
+          const s = net.connect(Number(port), "127.0.0.1", () => resolve(s))
+          s.once("error", reject)
+        })
+    )
+  )
+  const parts = sockets.map(() => [] as Array<Buffer>)
+  const served = sockets.map((s, i) => {
+    s.on("data", (b: Buffer) => parts[i]!.push(b))
+    return new Promise<void>((resolve) => s.once("data", () => resolve()))
+  })
+  for (const s of sockets) s.write("GET /api/health/ping HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
+  await Promise.all(served)
+  const answers = sockets.map(
+    (s, i) =>
+      new Promise<string>((resolve, reject) => {
+        s.once("end", () => resolve(Buffer.concat(parts[i]!).toString("utf8")))
+        s.once("error", reject)
+      })
+  )
+  for (const s of sockets) s.write(request)
+  return Promise.all(answers)
+}
+
+describe("new requests bounded per turn", () => {
+  it("answers every request of a burst that arrived together, those past the turn's budget started in later turns", async () => {
+    const before = await deferredTotal()
+    const body = JSON.stringify({ model: "up/gpt-4o", messages: [{ role: "user", content: "hi" }] })
+    const request =
+      "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\ncontent-type: application/json\r\n" +
+      `authorization: Bearer ${KEY}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+    const answers = await burst(24, request)
+    for (const a of answers) {
+      // The ping's answer, then the chat completion's.
+      expect(a.match(/HTTP\/1\.1 200 /g)).toHaveLength(2)
+      expect(a).toContain("answered in its turn")
+    }
+    // 24 requests read in the same turn, one started in it: the others waited (at least most of them).
+    expect((await deferredTotal()) - before).toBeGreaterThanOrEqual(12)
+  })
+
+  it("clients that go away while their requests wait leave the others answered and the gateway serving", async () => {
+    const { port } = new URL(gw.url)
+    const body = JSON.stringify({ model: "up/gpt-4o", messages: [{ role: "user", content: "hi" }] })
+    const request =
+      "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\ncontent-type: application/json\r\n" +
+      `authorization: Bearer ${KEY}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+    // Requests arriving together, then half of their sockets reset at once: those still waiting then
+    // find their client gone (turnBudget.test.ts shows the skip itself; here the server's side of it).
+    const sockets = await Promise.all(
+      Array.from(
+        { length: 16 },
+        () =>
+          new Promise<net.Socket>((resolve, reject) => {
+            const s = net.connect(Number(port), "127.0.0.1", () => resolve(s))
+            s.once("error", reject)
+          })
+      )
+    )
+    for (const s of sockets) s.write(request)
+    for (const s of sockets.slice(8)) s.resetAndDestroy()
+    const kept = await Promise.all(
+      sockets.slice(0, 8).map(
+        (s) =>
+          new Promise<string>((resolve) => {
+            const parts: Array<Buffer> = []
+            s.on("data", (b: Buffer) => parts.push(b))
+            s.once("close", () => resolve(Buffer.concat(parts).toString("utf8")))
+          })
+      )
+    )
+    for (const a of kept) expect(a.startsWith("HTTP/1.1 200")).toBe(true)
+    const after = await call(`${gw.url}/v1/chat/completions`, {
+      body: { model: "up/gpt-4o", messages: [{ role: "user", content: "still here?" }] },
+      headers: { authorization: `Bearer ${KEY}` }
+    })
+    expect(after.status).toBe(200)
+  })
+})
