@@ -146,7 +146,7 @@ export const layer = Layer.scoped(
     server.on("upgrade", makeUpgradeListener({ traffic, run, screen, live, inspectorFeed, websocket, realtime }))
 
     const address = yield* listen(server, config.port, config.host)
-    yield* Effect.addFinalizer(shutdownServer({ server, traffic, fibers }))
+    yield* Effect.addFinalizer(shutdownServer({ server, traffic, fibers, turns: listener.turns }))
 
     const host = address.family === "IPv6" ? `[${address.address}]` : address.address
     const url = `${tls ? "https" : "http"}://${host}:${address.port}`

@@ -43,9 +43,11 @@ export const shutdownServer = (deps: {
   readonly server: http.Server
   readonly traffic: ServerTraffic
   readonly fibers: FiberSet.FiberSet<void, never>
+  /** New requests waiting for their turn (platform/http/turnBudget.ts): accepted, so waited for too. */
+  readonly turns: { readonly pending: number }
 }) =>
   Effect.fnUntraced(function* () {
-    const { server, traffic, fibers } = deps
+    const { server, traffic, fibers, turns } = deps
     const { open, sockets, fresh } = traffic
     // Answers still to be written say `Connection: close` (their sockets then close after
     // them, with a FIN, and clients do not send another request on them); idle keep-alive
@@ -68,15 +70,17 @@ export const shutdownServer = (deps: {
       }
     )
     for (const socket of fresh) socket.destroy()
-    const managementDone = Effect.repeat(
-      Effect.sync(() => traffic.management + traffic.common),
-      { until: (n) => n === 0, schedule: Schedule.spaced("10 millis") }
+    // Every request accepted: the forked ones (fibers), management and common-path requests, and
+    // those still waiting for their turn, which may fork a fiber once started (so the fibers are
+    // looked at again until all are done together).
+    const allDone = Effect.zipRight(
+      FiberSet.awaitEmpty(fibers),
+      Effect.map(FiberSet.size(fibers), (forked) => forked === 0 && turns.pending === 0 && traffic.management + traffic.common === 0)
     )
     // Interruptible, or the timeout could not end the wait (a finalizer is uninterruptible).
-    const drained = yield* Effect.interruptible(Effect.zipRight(FiberSet.awaitEmpty(fibers), managementDone)).pipe(
-      Effect.timeout(SHUTDOWN_GRACE),
-      Effect.option
-    )
+    const drained = yield* Effect.interruptible(
+      Effect.repeat(allDone, { until: (done) => done, schedule: Schedule.spaced("10 millis") })
+    ).pipe(Effect.timeout(SHUTDOWN_GRACE), Effect.option)
     if (drained._tag === "None") yield* Effect.logWarning("shutdown grace elapsed; closing remaining connections")
     // Sockets whose answers went out before shutdown (as keep-alive) are idle now: closed cleanly first.
     server.closeIdleConnections()

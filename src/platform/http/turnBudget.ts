@@ -30,7 +30,7 @@ export class TurnBudget<A, B> {
   deferred = 0
 
   constructor(
-    /** A turn's time for starting new requests; 0 starts one a turn. */
+    /** A turn's time for starting new requests; 0 starts them one at a time (one in the poll phase, one in the check phase). */
     private readonly budgetMs: number,
     private readonly start: (a: A, b: B) => void,
     /** A request nobody waits for any more (the client went away): not started. */
@@ -73,20 +73,31 @@ export class TurnBudget<A, B> {
     const waiting = this.waiting
     if (this.head === waiting.length) return
     const t0 = this.now()
-    // At least one started a turn; a request skipped spends nothing.
-    while (this.head < waiting.length) {
-      const a = waiting[this.head] as A
-      const b = waiting[this.head + 1] as B
-      waiting[this.head] = undefined
-      waiting[this.head + 1] = undefined
-      this.head += 2
-      if (this.gone(a, b)) continue
-      this.start(a, b)
-      if (this.now() - t0 >= this.budgetMs) break
+    try {
+      // At least one started a turn; a request skipped spends nothing.
+      while (this.head < waiting.length) {
+        const a = waiting[this.head] as A
+        const b = waiting[this.head + 1] as B
+        waiting[this.head] = undefined
+        waiting[this.head + 1] = undefined
+        this.head += 2
+        if (this.gone(a, b)) continue
+        this.start(a, b)
+        if (this.now() - t0 >= this.budgetMs) break
+      }
+    } finally {
+      // Even when a start threw (its caller reports it): the others still get their turns.
+      if (this.head === waiting.length) {
+        waiting.length = 0
+        this.head = 0
+      } else {
+        // A queue that never empties (sustained overload) drops the places already taken.
+        if (this.head >= 2048 && this.head * 2 >= waiting.length) {
+          waiting.splice(0, this.head)
+          this.head = 0
+        }
+        this.scheduleEnd()
+      }
     }
-    if (this.head === waiting.length) {
-      waiting.length = 0
-      this.head = 0
-    } else this.scheduleEnd()
   }
 }
