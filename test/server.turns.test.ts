@@ -40,50 +40,58 @@ const deferredTotal = async (): Promise<number> => {
   return line === undefined ? 0 : Number(line.split(" ").at(-1))
 }
 
+/** A whole chat completion request, closing its connection after the answer. */
+const chatRequest = (): string => {
+  const body = JSON.stringify({ model: "up/gpt-4o", messages: [{ role: "user", content: "hi" }] })
+  return (
+    "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\ncontent-type: application/json\r\n" +
+    `authorization: Bearer ${KEY}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+  )
+}
+
 /**
- * Opens `n` connections and has each served once (so the server has accepted them all: it accepts
- * about one connection a turn), then writes a whole request on each in one go: they reach the
- * server in the same turn. Answers what each connection received, the first answer included.
+ * `n` connections, each served once (so the server has accepted them all: it accepts about one
+ * connection a turn), with what each received so far: a request written on each in one go then
+ * reaches the server in the same turn.
  */
-const burst = async (n: number, request: string): Promise<Array<string>> => {
+const warmConnections = async (n: number): Promise<Array<{ readonly socket: net.Socket; readonly received: () => string }>> => {
   const { port } = new URL(gw.url)
   const sockets = await Promise.all(
     Array.from(
       { length: n },
       () =>
         new Promise<net.Socket>((resolve, reject) => {
-          const s = net.connect(Number(port), "127.0.0.1", () => resolve(s))
+          const s = net.connect(Number(port), "127.0.0.1", () => {
+            s.off("error", reject)
+            resolve(s)
+          })
           s.once("error", reject)
         })
     )
   )
   const parts = sockets.map(() => [] as Array<Buffer>)
   const served = sockets.map((s, i) => {
+    // A socket the test resets later must not fail it.
+    s.on("error", () => {})
     s.on("data", (b: Buffer) => parts[i]!.push(b))
     return new Promise<void>((resolve) => s.once("data", () => resolve()))
   })
   for (const s of sockets) s.write("GET /api/health/ping HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
   await Promise.all(served)
-  const answers = sockets.map(
-    (s, i) =>
-      new Promise<string>((resolve, reject) => {
-        s.once("end", () => resolve(Buffer.concat(parts[i]!).toString("utf8")))
-        s.once("error", reject)
-      })
-  )
-  for (const s of sockets) s.write(request)
-  return Promise.all(answers)
+  return sockets.map((socket, i) => ({ socket, received: () => Buffer.concat(parts[i]!).toString("utf8") }))
 }
+
+/** What each connection received once it closed (the ping's answer included). */
+const closed = (conns: ReadonlyArray<{ readonly socket: net.Socket; readonly received: () => string }>): Promise<Array<string>> =>
+  Promise.all(conns.map((c) => new Promise<string>((resolve) => c.socket.once("close", () => resolve(c.received())))))
 
 describe("new requests bounded per turn", () => {
   it("answers every request of a burst that arrived together, those past the turn's budget started in later turns", async () => {
     const before = await deferredTotal()
-    const body = JSON.stringify({ model: "up/gpt-4o", messages: [{ role: "user", content: "hi" }] })
-    const request =
-      "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\ncontent-type: application/json\r\n" +
-      `authorization: Bearer ${KEY}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
-    const answers = await burst(24, request)
-    for (const a of answers) {
+    const conns = await warmConnections(24)
+    const answers = closed(conns)
+    for (const c of conns) c.socket.write(chatRequest())
+    for (const a of await answers) {
       // The ping's answer, then the chat completion's.
       expect(a.match(/HTTP\/1\.1 200 /g)).toHaveLength(2)
       expect(a).toContain("answered in its turn")
@@ -93,37 +101,13 @@ describe("new requests bounded per turn", () => {
   })
 
   it("clients that go away while their requests wait are not sent upstream; the others are answered and the gateway goes on", async () => {
-    const { port } = new URL(gw.url)
-    const body = JSON.stringify({ model: "up/gpt-4o", messages: [{ role: "user", content: "hi" }] })
-    const request =
-      "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\ncontent-type: application/json\r\n" +
-      `authorization: Bearer ${KEY}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
     // Connections accepted and served once first, so the requests below reach the server in one turn.
-    const sockets = await Promise.all(
-      Array.from(
-        { length: 16 },
-        () =>
-          new Promise<net.Socket>((resolve, reject) => {
-            const s = net.connect(Number(port), "127.0.0.1", () => resolve(s))
-            s.once("error", () => {})
-            s.once("connect", () => s.off("error", reject))
-          })
-      )
-    )
-    const parts = sockets.map(() => [] as Array<Buffer>)
-    const served = sockets.map((s, i) => {
-      s.on("data", (b: Buffer) => parts[i]!.push(b))
-      return new Promise<void>((resolve) => s.once("data", () => resolve()))
-    })
-    for (const s of sockets) s.write("GET /api/health/ping HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
-    await Promise.all(served)
+    const conns = await warmConnections(16)
     const upstreamBefore = upstream.requests.length
-    const kept = sockets
-      .slice(0, 8)
-      .map((s, i) => new Promise<string>((resolve) => s.once("close", () => resolve(Buffer.concat(parts[i]!).toString("utf8")))))
-    for (const s of sockets) s.write(request)
-    for (const s of sockets.slice(8)) s.resetAndDestroy()
-    for (const a of await Promise.all(kept)) expect(a.match(/HTTP\/1\.1 200 /g)).toHaveLength(2)
+    const kept = closed(conns.slice(0, 8))
+    for (const c of conns) c.socket.write(chatRequest())
+    for (const c of conns.slice(8)) c.socket.resetAndDestroy()
+    for (const a of await kept) expect(a.match(/HTTP\/1\.1 200 /g)).toHaveLength(2)
     // The reset ones were not sent upstream: dropped while they waited (turnBudget.test.ts shows the
     // skip itself), or found gone when started.
     expect(upstream.requests.length - upstreamBefore).toBeLessThan(16)
