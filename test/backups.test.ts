@@ -10,6 +10,7 @@ import { Secrets } from "../src/platform/store/Secrets.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
 import { runCli } from "./support/cli.js"
+import { until } from "./support/until.js"
 
 /** Backups end to end: a real gateway, real SQLite files, the management API and the CLI. */
 const ADMIN = "gwk_backups_admin_key_0123456789abcdef"
@@ -326,9 +327,12 @@ describe("CLI backup and restore", () => {
 
 describe("scheduled backups", () => {
   it("run every GATEWAY_BACKUP_INTERVAL_HOURS and keep the newest GATEWAY_BACKUP_KEEP", async () => {
-    const scheduled = await startGateway({ env: { GATEWAY_BACKUP_INTERVAL_HOURS: String(0.3 / 3600), GATEWAY_BACKUP_KEEP: "2" } })
+    // One a second: the next one starts a second after a prune ends, so the files are read in that
+    // quiet window (right after the prune is logged) however slow the machine is to make them.
+    const scheduled = await startGateway({ env: { GATEWAY_BACKUP_INTERVAL_HOURS: String(1 / 3600), GATEWAY_BACKUP_KEEP: "2" } })
     try {
-      await new Promise((r) => setTimeout(r, 2000))
+      const prunes = () => scheduled.logs.filter((l) => l.message.includes("scheduled backups pruned")).length
+      await until("a third scheduled backup and its prune", () => prunes() >= 1, 30_000)
       const names = fs.readdirSync(path.join(scheduled.dataDir, "backups")).filter((n) => n.endsWith("-scheduled.db"))
       expect(names.length).toBe(2)
     } finally {
