@@ -66,12 +66,15 @@ describe("GATEWAY_ENABLE_RUNTIME_BACKGROUND_TASKS: quota refresh", () => {
     fakeOn.compatRemainingRequests = 41
     await until("two scheduled quota reads", () => modelLists(fakeOn) >= 2)
     const asked = modelLists(fakeOn)
+    const checkedFrom = Date.now()
     const res = await call(`${on.url}/v1/quotas/check?connection=compat`, { headers: admin })
+    // The rounds that may have run while the check was answered (one every 0.3 s; a loaded machine answers slowly).
+    const roundsMeanwhile = 1 + Math.floor((Date.now() - checkedFrom) / 300)
     expect(res.status).toBe(200)
     expect(res.body).toMatchObject({ ok: true, remaining: 41, source: "ratelimit-headers" })
     expect(typeof res.body.details.upstream.refreshedAt).toBe("string")
     // Answered from the refresh (a round may have run meanwhile, but the check itself asked nothing).
-    expect(modelLists(fakeOn)).toBeLessThanOrEqual(asked + 1)
+    expect(modelLists(fakeOn)).toBeLessThanOrEqual(asked + roundsMeanwhile)
     // The next rounds pick up a change upstream.
     fakeOn.compatRemainingRequests = 7
     await until(

@@ -49,7 +49,7 @@ const start = async (env: Record<string, string>, dataDir?: string) => {
 
 describe("the token tunnel", () => {
   it("needs an authtoken: needs_auth until one is given, then stopped → starting → running → stopped with the address shown only once the edge serves it", async () => {
-    const agent = tokenAgent(tempDir("gw-token-"), { startDelayMs: 600 })
+    const agent = tokenAgent(tempDir("gw-token-"), { gated: true })
     const { gw, api, until } = await start({ TOKEN_TUNNEL_BIN: agent.file })
     const none = await api("GET", "/api/tunnels/token")
     expect(none.body).toMatchObject({ phase: "needs_auth", running: false, publicUrl: null, apiUrl: null, targetUrl: gw.url })
@@ -61,8 +61,9 @@ describe("the token tunnel", () => {
     const enabled = await api("POST", "/api/tunnels/token", { action: "enable", authToken: token })
     expect(enabled.status).toBe(200)
     expect(enabled.body).toMatchObject({ phase: "starting", running: false, publicUrl: null })
-    await new Promise((r) => setTimeout(r, 250))
+    await until("/api/tunnels/token", () => agent.runs().length === 1)
     expect((await api("GET", "/api/tunnels/token")).body).toMatchObject({ phase: "starting", publicUrl: null })
+    agent.serve()
     const running = await until("/api/tunnels/token", (s) => s.phase === "running")
     expect(running).toEqual({
       phase: "running",

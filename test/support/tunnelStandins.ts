@@ -46,8 +46,10 @@ const runsIn = (state: string, prefix: string): Array<Run> =>
  * The token tunnel's agent (`ngrok http <addr> --log stdout --log-format json`): JSON log lines,
  * "started tunnel" with its url once the edge serves it. The authtoken comes in NGROK_AUTHTOKEN;
  * "bad-token" is refused the way the edge refuses one (and the agent keeps retrying).
+ * `gated`: the edge serves only once the test calls `serve()` (a fixed delay is a race on a busy
+ * machine), else after `startDelayMs`.
  */
-export const tokenAgent = (dir: string, options: { startDelayMs?: number } = {}) => {
+export const tokenAgent = (dir: string, options: { startDelayMs?: number; gated?: boolean } = {}) => {
   const state = path.join(dir, "agent-state")
   fs.mkdirSync(state, { recursive: true })
   const file = script(
@@ -63,15 +65,18 @@ log({ lvl: "info", msg: "open config file", path: "/root/.config/ngrok/ngrok.yml
 if (token === "bad-token") {
   log({ lvl: "eror", msg: "failed to reconnect session", obj: "tunnels.session", err: "authentication failed: The authtoken you specified does not look like a proper ngrok tunnel authtoken.\\nYour authtoken: " + token + "\\nInstructions to install your authtoken are on your ngrok dashboard:\\nhttps://dashboard.ngrok.com/get-started/your-authtoken\\n\\nERR_NGROK_105\\n" })
 } else {
-  setTimeout(() => {
+  const serve = () => {
     log({ lvl: "info", msg: "client session established", obj: "tunnels.session" })
     log({ lvl: "info", msg: "started tunnel", obj: "tunnels", name: "command_line", addr: process.argv[3], url: "https://calm-otter-" + run + ".ngrok-free.app" })
-  }, ${options.startDelayMs ?? 300})
+  }
+  if (${options.gated === true}) {
+    const gate = setInterval(() => { if (fs.existsSync(path.join(state, "serve"))) { clearInterval(gate); serve() } }, 20)
+  } else setTimeout(serve, ${options.startDelayMs ?? 300})
 }
 setInterval(() => {}, 1000)
 `
   )
-  return { file, runs: () => runsIn(state, "run-") }
+  return { file, runs: () => runsIn(state, "run-"), serve: () => fs.writeFileSync(path.join(state, "serve"), "") }
 }
 
 /**
