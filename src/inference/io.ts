@@ -13,6 +13,9 @@ export { requestHeader }
 /** Largest JSON body accepted on inference routes (images travel inline as base64). */
 export const MAX_JSON_BODY_BYTES = 32 * 1024 * 1024
 
+/** A body of no bytes (one object: it has nothing to change). */
+const EMPTY_BODY = Buffer.alloc(0)
+
 /**
  * One request of the inference plane over HTTP: the core's request context (src/kernel/request.ts)
  * with node's request and response, which only the code that reads bodies and writes answers
@@ -202,6 +205,14 @@ export const readBodyNow = (req: http.IncomingMessage, reader: BodyReader, limit
   if (declared > limit) {
     req.resume()
     return reader.bodyRead({ error: tooLarge(limit) })
+  }
+  // A message the parser already has whole (a request that waited for its turn: docs/ARCHITECTURE.md,
+  // "New requests per turn") is taken from the stream's buffer now, so the reader is told before
+  // this returns and the turn's budget counts what the request then does. Read on its events, that
+  // ran in the ticks after the turn's budget had been checked, for every request the turn started.
+  if (req.complete && req.readableFlowing === null && req.readableLength <= limit) {
+    const body = req.readableLength === 0 ? EMPTY_BODY : (req.read() as Buffer | null)
+    if (body !== null && req.readableLength === 0) return reader.bodyRead({ body })
   }
   ;(req as ReadingRequest)[BODY_READ] = new BodyRead(reader, limit)
   req.on("data", onBodyData)
