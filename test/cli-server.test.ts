@@ -157,6 +157,7 @@ describe("shutdown", () => {
     expect((await setup(dataDir)).code).toBe(0)
     const server = await startServerProcess({ DATA_DIR: dataDir })
     fake.upstream.next({ delayMs: 800 })
+    const before = fake.upstream.requests.length
     const test = fetch(`${server.url}/api/providers/openai-compatible/test`, {
       method: "POST",
       headers: { authorization: `Bearer ${ADMIN}` }
@@ -164,7 +165,9 @@ describe("shutdown", () => {
       status: r.status,
       body: (await r.json()) as { ok: boolean }
     }))
-    await new Promise((r) => setTimeout(r, 200))
+    // SIGTERM once the test is under way upstream (a fixed delay races a loaded machine).
+    for (let waited = 0; fake.upstream.requests.length === before && waited < 10_000; waited += 10)
+      await new Promise((r) => setTimeout(r, 10))
     const code = await server.stop("SIGTERM")
     const result = await test
     expect(code).toBe(0)

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { queryDb } from "./support/db.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
+import { until } from "./support/until.js"
 
 /** `/v1/files` with the openai SDK: upload streamed to disk, scoped per key, expiry, the size limit, a client that leaves. */
 const KEY_A = "gwk_files_key_a_0123456789abcdef012"
@@ -130,9 +131,8 @@ describe("files with the openai SDK", () => {
     expect(f.expires_at).toBeGreaterThan(f.created_at)
     await g.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE files SET expires_at = ${Date.now() - 1} WHERE id = ${f.id}`))
     await expect(a.files.retrieve(f.id)).rejects.toMatchObject({ status: 404 })
-    await new Promise((r) => setTimeout(r, 600))
-    expect(storedFiles()).not.toContain(f.id)
-    expect(queryDb(g.dataDir, "SELECT id FROM files WHERE id = ?", f.id)).toHaveLength(0)
+    await until("the sweep removed its bytes", () => !storedFiles().includes(f.id))
+    await until("the sweep removed its row", () => queryDb(g.dataDir, "SELECT id FROM files WHERE id = ?", f.id).length === 0)
   })
 
   it("streams a 64 MiB upload to disk with its size and sha256", async () => {
@@ -190,12 +190,11 @@ describe("files with the openai SDK", () => {
     req.on("error", () => {})
     req.write(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="cut.bin"\r\n\r\n`)
     req.write(crypto.randomBytes(2 * 1024 * 1024))
-    await new Promise((r) => setTimeout(r, 300))
     // A part file exists while the upload runs.
-    expect(storedFiles().some((f) => f.includes(".part-"))).toBe(true)
+    await until("a part file while the upload runs", () => storedFiles().some((f) => f.includes(".part-")))
     req.destroy()
-    await new Promise((r) => setTimeout(r, 500))
-    expect(storedFiles().length).toBe(before)
+    await until("no file left", () => storedFiles().length === before)
+    expect(storedFiles().some((f) => f.includes(".part-"))).toBe(false)
     expect(queryDb(g.dataDir, "SELECT count(*) AS n FROM files")[0]).toEqual(rows)
   })
 })

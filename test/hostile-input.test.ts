@@ -385,7 +385,7 @@ describe("shutdown with kept-alive sockets", () => {
       // An idle kept-alive socket: one answered request, then nothing.
       const idle = await open()
       idle.socket.write("GET /api/hello HTTP/1.1\r\nHost: x\r\n\r\n")
-      await expect.poll(() => idle.data()).toContain('{"ok":true}')
+      await expect.poll(() => idle.data(), { timeout: 10_000 }).toContain('{"ok":true}')
       expect(idle.data()).toMatch(/connection: keep-alive/i)
       // A request in flight: the upstream answers after shutdown began.
       up.always({ delayMs: 400 })
@@ -394,7 +394,7 @@ describe("shutdown with kept-alive sockets", () => {
       busy.socket.write(
         `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`
       )
-      await expect.poll(() => up.requests.length).toBe(1)
+      await expect.poll(() => up.requests.length, { timeout: 10_000 }).toBe(1)
       const closed = own.close()
       expect(await idle.ended).toEqual(["end"])
       expect(await busy.ended).toEqual(["end"])

@@ -22,6 +22,8 @@ const held: Array<net.Socket> = []
 // mid-body, `hang` sends part of the body and then waits (recording when the gateway closes it).
 let raw: net.Server
 const rawClosed: Array<string> = []
+/** The modes the raw upstream has begun answering (headers and part of a body sent). */
+const rawAnswered: Array<string> = []
 
 beforeAll(async () => {
   up = await FakeUpstream.start()
@@ -45,6 +47,7 @@ beforeAll(async () => {
         return
       }
       s.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 400\r\n\r\n{"id":"chatcmpl-1","object":"chat.')
+      rawAnswered.push(mode)
       if (mode === "cut") setTimeout(() => s.destroy(), 20)
       else s.once("close", () => rawClosed.push(mode))
     })
@@ -173,10 +176,13 @@ describe("a non-streamed answer read in the same wait as its headers", () => {
     // The cut body of the test before cooled the raw connection down (docs/resilience.md).
     await gw.resetResilience()
     const ctl = new AbortController()
+    const hangs = () => rawAnswered.filter((m) => m === "hang").length
+    const answeredBefore = hangs()
     const pending = chat("raw/hang", {}, ctl.signal).catch(() => undefined)
-    const deadline = Date.now() + 3000
     // The raw upstream has sent its headers and part of the body: now the client goes away.
-    await new Promise((r) => setTimeout(r, 200))
+    for (let waited = 0; hangs() === answeredBefore && waited < 10_000; waited += 10) await new Promise((r) => setTimeout(r, 10))
+    expect(hangs()).toBe(answeredBefore + 1)
+    const deadline = Date.now() + 3000
     ctl.abort()
     await pending
     while (!rawClosed.includes("hang") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25))

@@ -3,7 +3,7 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
-import { afterAll, afterEach, describe, expect, it } from "vitest"
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest"
 import { makeProcessAttribution, parseTcpTable } from "../src/services/inspector/capture/process.js"
 import {
   BLOCK,
@@ -123,15 +123,22 @@ describe.runIf(process.platform === "linux")("process attribution", () => {
     p.tcp(p.row4(0, "0100007F:9C40", "0100007F:1F90", "01", 222))
     p.proc(20, "first", { "5": "socket:[222]" })
     p.proc(21, "second", {})
-    const attribution = makeProcessAttribution({ procRoot: p.root, ttlMs: 300 })
-    expect(await attribution.lookup(40000)).toEqual({ pid: 20, name: "first" })
-    // The socket moves to another process and the table changes: within the ttl, still the old answer.
-    fs.unlinkSync(path.join(p.root, "20", "fd", "5"))
-    fs.symlinkSync("socket:[555]", path.join(p.root, "21", "fd", "5"))
-    p.tcp(p.row4(0, "0100007F:9C40", "0100007F:1F90", "01", 555))
-    expect(await attribution.lookup(40000)).toEqual({ pid: 20, name: "first" })
-    await sleep(400)
-    expect(await attribution.lookup(40000)).toEqual({ pid: 21, name: "second" })
+    // The clock is the test's: a loaded machine's file reads could outlast a real 300 ms.
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() })
+    try {
+      const attribution = makeProcessAttribution({ procRoot: p.root, ttlMs: 300 })
+      expect(await attribution.lookup(40000)).toEqual({ pid: 20, name: "first" })
+      // The socket moves to another process and the table changes: within the ttl, still the old answer.
+      fs.unlinkSync(path.join(p.root, "20", "fd", "5"))
+      fs.symlinkSync("socket:[555]", path.join(p.root, "21", "fd", "5"))
+      p.tcp(p.row4(0, "0100007F:9C40", "0100007F:1F90", "01", 555))
+      vi.setSystemTime(Date.now() + 200)
+      expect(await attribution.lookup(40000)).toEqual({ pid: 20, name: "first" })
+      vi.setSystemTime(Date.now() + 200)
+      expect(await attribution.lookup(40000)).toEqual({ pid: 21, name: "second" })
+    } finally {
+      vi.useRealTimers()
+    }
   })
 })
 

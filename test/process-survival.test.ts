@@ -157,7 +157,18 @@ describe("the server process", () => {
       const body = JSON.stringify({ model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] })
       late.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n`)
       const exit = server.stop("SIGTERM")
-      await new Promise((r) => setTimeout(r, 300))
+      // The rest is sent once the stop has begun (the listener closed: a new connection is refused),
+      // within the second a fresh connection is given; a fixed wait raced a loaded machine.
+      const { hostname, port } = new URL(server.url)
+      for (let waited = 0; waited < 5_000; waited += 10) {
+        const refused = await new Promise<boolean>((resolve) => {
+          const probe = net.connect(Number(port), hostname)
+          probe.once("connect", () => (probe.destroy(), resolve(false)))
+          probe.once("error", () => resolve(true))
+        })
+        if (refused) break
+        await new Promise((r) => setTimeout(r, 10))
+      }
       late.socket.write(
         `authorization: Bearer ${ADMIN_KEY}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`
       )

@@ -9,6 +9,7 @@ import { EventBus, type GatewayEvent } from "../src/platform/events/EventBus.js"
 import { queryDb } from "./support/db.js"
 import { FakeUpstream, type Reply } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
+import { until } from "./support/until.js"
 
 /**
  * The fault matrix: one connection ("flaky", provider openai-compatible, an API-key provider)
@@ -386,7 +387,8 @@ describe("the provider breaker over HTTP", () => {
   it("opens after 12 failures (API-key provider), skips the provider, then probes once the reset timeout passed", async () => {
     await call(`${gw.url}/api/resilience`, {
       method: "PATCH",
-      body: { providerBreaker: { apikey: { resetTimeoutMs: 300 } } },
+      // 3 s: the refusals below must come before it ends, however slow the machine.
+      body: { providerBreaker: { apikey: { resetTimeoutMs: 3_000 } } },
       headers: admin
     })
     try {
@@ -413,8 +415,7 @@ describe("the provider breaker over HTTP", () => {
       })
       expect(errors[11]!.data).toMatchObject({ consecutive_failures: 12, circuit_state: "OPEN" })
       // After the reset timeout the next request is the probe; success closes the breaker.
-      await new Promise((r) => setTimeout(r, 350))
-      expect((await breakerOf("openai-compatible")).state).toBe("HALF_OPEN")
+      await until("the breaker half open", async () => (await breakerOf("openai-compatible")).state === "HALF_OPEN", 15_000)
       flaky.always({ content: "from flaky" })
       expect((await chat("flaky/m1")).status).toBe(200)
       expect((await breakerOf("openai-compatible")).state).toBe("CLOSED")

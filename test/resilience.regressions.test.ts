@@ -251,13 +251,15 @@ describe("fusion keeps the panel's work", () => {
     expect(res.status).toBe(200)
     const body = (await res.json()) as any
     expect(body.choices[0].message.content).toBe("panel a")
-    await new Promise((r) => setTimeout(r, 200))
-    const panel = await rows(res.headers.get("x-gateway-request-id"))
-    const byEndpoint = panel
-      .filter((r: any) => r.endpoint === "chat.completions:fusion-panel")
-      .map((r: any) => r.status)
-      .sort()
-    expect(byEndpoint).toEqual([200, 200, 499])
+    const requestId = res.headers.get("x-gateway-request-id")
+    const panelStatuses = async () =>
+      (await rows(requestId))
+        .filter((r: any) => r.endpoint === "chat.completions:fusion-panel")
+        .map((r: any) => r.status)
+        .sort()
+    // The rows are written behind the answer: polled, not read once after a fixed wait.
+    await expect.poll(panelStatuses, { timeout: 10_000 }).toEqual([200, 200, 499])
+    const panel = await rows(requestId)
     expect(panel.filter((r: any) => r.endpoint === "chat.completions")).toHaveLength(1)
   })
 })

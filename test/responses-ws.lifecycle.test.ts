@@ -209,7 +209,7 @@ describe("the lifecycle's events on the WebSocket transport", () => {
       up.next({ content: "counted", chunks: 3 })
       c.send(create("hi"))
       await c.until("response.completed")
-      await expect.poll(() => seen.at(-1)).toBe("onResponse")
+      await expect.poll(() => seen.at(-1), { timeout: 10_000 }).toBe("onResponse")
       expect(seen).toEqual(["onRequest", "onModelSelect", "onStreamStart", "onStreamEnd", "onResponse"])
       expect(selected).toMatchObject({ connection: "resp", model: "gpt-5" })
       expect(frames).toBe(c.frames.length)

@@ -464,7 +464,7 @@ describe("purge request history", () => {
           )
         )
         .then((r) => r[0]!.n)
-    await expect.poll(() => count("recent")).toBeGreaterThanOrEqual(1)
+    await expect.poll(() => count("recent"), { timeout: 10_000 }).toBeGreaterThanOrEqual(1)
     const recent = await count("recent")
     const some = await api("/api/settings/purge-request-history", { body: { olderThanDays: 300 } })
     expect(some.status).toBe(200)
