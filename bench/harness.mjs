@@ -872,7 +872,14 @@ if (want("streams")) {
     const maxGaps = b.map((r) => r.maxGapMs)
     streams[name] = {
       n: MODE.streams,
-      bursts: b.map((r) => ({ complete: r.complete, stalled: r.stalled, maxGapMs: r.maxGapMs, maxGapP99: r.maxGapP99, ttftP50: r.ttftP50, wallMs: r.wallMs })),
+      bursts: b.map((r) => ({
+        complete: r.complete,
+        stalled: r.stalled,
+        maxGapMs: r.maxGapMs,
+        maxGapP99: r.maxGapP99,
+        ttftP50: r.ttftP50,
+        wallMs: r.wallMs
+      })),
       complete: Math.min(...b.map((r) => r.complete)),
       stalled: b.reduce((a, r) => a + r.stalled, 0),
       maxGapMs: median(maxGaps),
