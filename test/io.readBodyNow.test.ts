@@ -2,6 +2,7 @@ import * as http from "node:http"
 import * as net from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
 import { readBodyNow } from "../src/inference/io.js"
+import { until } from "./support/until.js"
 
 /**
  * `readBodyNow` (src/inference/io.ts) on a real node:http server: a request the parser already has
@@ -72,6 +73,30 @@ describe("readBodyNow", () => {
     const body = JSON.stringify({ model: "m", messages: [{ role: "user", content: "é ✓ ".repeat(300) }] })
     expect(await send(port, body)).toEqual({ synchronous: true, body })
     expect(await send(port, "")).toEqual({ synchronous: true, body: "" })
+  })
+
+  it("leaves a kept-alive connection ready for its next request, both read at once", async () => {
+    const port = await serve(true)
+    const socket = net.connect(port, "127.0.0.1")
+    let received = ""
+    socket.on("data", (d) => (received += d))
+    const ended = new Promise((r) => socket.on("end", r))
+    const request = (body: string, last: boolean) =>
+      `POST /x HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: ${last ? "close" : "keep-alive"}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+    // Two on one connection, the second written behind the first (pipelined), then an empty one.
+    socket.write(request('{"n":1}', false) + request('{"n":2}', false))
+    await until("two answers", () => received.split("HTTP/1.1 200").length - 1 === 2)
+    socket.write(request("", true))
+    await ended
+    const answers = received
+      .split("HTTP/1.1 200")
+      .slice(1)
+      .map((a) => JSON.parse(a.slice(a.indexOf("\r\n\r\n") + 4)))
+    expect(answers).toEqual([
+      { synchronous: true, body: '{"n":1}' },
+      { synchronous: true, body: '{"n":2}' },
+      { synchronous: true, body: "" }
+    ])
   })
 
   it("reads a body still on its way on its events", async () => {

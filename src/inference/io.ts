@@ -211,8 +211,9 @@ export const readBodyNow = (req: http.IncomingMessage, reader: BodyReader, limit
   // this returns and the turn's budget counts what the request then does. Read on its events, that
   // ran in the ticks after the turn's budget had been checked, for every request the turn started.
   if (req.complete && req.readableFlowing === null && req.readableLength <= limit) {
-    const body = req.readableLength === 0 ? EMPTY_BODY : (req.read() as Buffer | null)
-    if (body !== null && req.readableLength === 0) return reader.bodyRead({ body })
+    // Read even when empty: the stream then ends as one read on events would (its `end` on a tick).
+    const body = (req.read() as Buffer | null) ?? EMPTY_BODY
+    if (req.readableLength === 0) return reader.bodyRead({ body })
   }
   ;(req as ReadingRequest)[BODY_READ] = new BodyRead(reader, limit)
   req.on("data", onBodyData)
