@@ -90,8 +90,12 @@ describe("batches with the openai SDK", () => {
       expect(l.response.body.choices[0].message.content).toBe(`echo: hello ${i}`)
     }
     expect((await a.files.retrieve(done.output_file_id!)).purpose).toBe("batch_output")
-    // One usage row per line, as the batch's owner, with the batch id in its request id.
-    const rows = queryDb(g.dataDir, "SELECT request_id, api_key_id, status FROM usage WHERE request_id LIKE ?", `${created.id}_%`)
+    // One usage row per line, as the batch's owner, with the batch id in its request id (written
+    // behind the answers: the last line's may come just after the batch completes).
+    const usageRows = () =>
+      queryDb(g.dataDir, "SELECT request_id, api_key_id, status FROM usage WHERE request_id LIKE ?", `${created.id}_%`)
+    await expect.poll(() => usageRows().length, { timeout: 10_000 }).toBe(12)
+    const rows = usageRows()
     expect(rows).toHaveLength(12)
     expect(rows.every((r: any) => r.api_key_id === keyA && r.status === 200)).toBe(true)
     // Listed for its owner, not for another key; retrieve by another key is 404.
