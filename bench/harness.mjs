@@ -869,7 +869,6 @@ if (want("streams")) {
     }
     // The first burst's RSS: the one that opens the sockets and grows the pools.
     const first = b[0]
-    const maxGaps = b.map((r) => r.maxGapMs)
     streams[name] = {
       n: MODE.streams,
       bursts: b.map((r) => ({
@@ -882,8 +881,7 @@ if (want("streams")) {
       })),
       complete: Math.min(...b.map((r) => r.complete)),
       stalled: b.reduce((a, r) => a + r.stalled, 0),
-      maxGapMs: median(maxGaps),
-      maxGapMsEachBurst: maxGaps,
+      maxGapMs: median(b.map((r) => r.maxGapMs)),
       ttftP50: median(b.map((r) => r.ttftP50)),
       errors: Object.assign({}, ...b.map((r) => r.errors)),
       foreignCpu: Math.max(...b.map((r) => r.foreignCpu)),
@@ -1544,7 +1542,7 @@ const rows = [
     text: Object.fromEntries(
       Object.entries(streams).map(([n, s]) => [
         n,
-        s.error ? "error" : `${s.complete}/${s.n}, ${s.stalled}, ${ms(s.maxGapMs)} ms (${s.maxGapMsEachBurst.map((g) => ms(g)).join(", ")})`
+        s.error ? "error" : `${s.complete}/${s.n}, ${s.stalled}, ${ms(s.maxGapMs)} ms (${s.bursts.map((r) => ms(r.maxGapMs)).join(", ")})`
       ])
     ),
     target: `all ${MODE.streams} complete, none stalled, max gap ≤ 1.5× floor`,
