@@ -226,11 +226,29 @@ const compact = await esbuild.transform(readFileSync(serverFile, "utf8"), {
 const wrapped = `(function (exports, require, module, __filename, __dirname) { ${compact.code}\n});`
 writeFileSync(serverFile, wrapped)
 
+// Which command lines only start the server (src/cli/serveArgs.ts: `gateway` alone, or with
+// --port, --host, --data-dir, --no-open), as a module of its own that the loader imports: the same
+// function src/cli/main.ts reads, so the two cannot disagree.
+const SERVE_ARGS = "serve-args.mjs"
+const serveArgsBuild = await esbuild.build({
+  absWorkingDir: root,
+  entryPoints: ["dist/cli/serveArgs.js"],
+  outfile: path.join(outdir, SERVE_ARGS),
+  bundle: true,
+  format: "esm",
+  platform: "node",
+  target: "node20",
+  legalComments: "none",
+  logLevel: "warning",
+  metafile: true
+})
+outputs[SERVE_ARGS] = Object.keys(Object.values(serveArgsBuild.metafile.outputs)[0].inputs)
+
 /*
- * gateway.mjs, what bin/gateway imports. `gateway` with no argument runs serve.cjs compiled from
- * its code cache, made for this V8 (the file name says which: another V8 rejects a cache, and
- * compiling serve.cjs whole costs more than the chunks); anything else, or no cache for this V8,
- * runs the chunks (cli.mjs). GATEWAY_WRITE_CODE_CACHE=1 is the build's warm-up run below: it runs
+ * gateway.mjs, what bin/gateway imports. A command line that only starts the server (`gateway`,
+ * `gateway --port 3000`: serve-args.mjs) runs serve.cjs compiled from its code cache, made for
+ * this V8 (the file name says which: another V8 rejects a cache, and compiling serve.cjs whole
+ * costs more than the chunks); anything else, or no cache for this V8, runs the chunks (cli.mjs). GATEWAY_WRITE_CODE_CACHE=1 is the build's warm-up run below: it runs
  * serve.cjs and writes the cache of what it compiled when it is stopped (SIGTERM).
  */
 const LOADER = `// Made by scripts/bundle-cli.mjs: runs the server from its code cache, or the CLI's chunks.
@@ -240,6 +258,7 @@ import path from "node:path"
 import { StringDecoder } from "node:string_decoder"
 import { fileURLToPath } from "node:url"
 import vm from "node:vm"
+import { serveArgs } from "./${SERVE_ARGS}"
 
 const server = new URL("./${SERVER}", import.meta.url)
 const cache = new URL(\`./${SERVER}.\${process.versions.v8}.cache\`, import.meta.url)
@@ -272,7 +291,7 @@ const runServer = () => {
   script.runInThisContext()(module.exports, Module.createRequire(filename), module, filename, path.dirname(filename))
 }
 
-if (process.argv.length <= 2 && (warmUp || existsSync(cache))) runServer()
+if (serveArgs(process.argv.slice(2)) !== undefined && (warmUp || existsSync(cache))) runServer()
 else await import("./cli.mjs")
 `
 writeFileSync(path.join(outdir, "gateway.mjs"), LOADER)

@@ -7,10 +7,11 @@ import { fakeOpenAIForFile } from "./support/fakeOpenAI.js"
 import { tempDir } from "./support/gateway.js"
 
 /**
- * `gateway` with no argument (how a service or a container starts it) runs the server from
+ * `gateway` with no argument (how a service or a container starts it), or with only `--port`,
+ * `--host`, `--data-dir` and `--no-open` (src/cli/serveArgs.ts), runs the server from
  * dist/bundle/serve.cjs, compiled from the V8 code cache the build made (scripts/bundle-cli.mjs);
- * every other command, and `gateway --port N`, runs the chunks. The other process tests start the
- * server with `--port 0`, so this one covers that path: the built gateway, started alone.
+ * every other command runs the chunks. The other process tests start the server with `--port 0`
+ * (this path too); this one starts it alone by PORT, and with all four options.
  */
 const fake = fakeOpenAIForFile()
 const BUNDLE = path.resolve("dist/bundle")
@@ -71,8 +72,55 @@ describe("`gateway` alone: the server from its code cache", () => {
       .split("\n")
       .filter((u) => u.includes("/dist/bundle/"))
       .map((u) => path.basename(u))
-    expect(loaded).toEqual(["gateway.mjs"])
+    expect(loaded).toEqual(["gateway.mjs", "serve-args.mjs"])
   }, 120_000)
+
+  it("`--port`, `--host`, `--data-dir` and `--no-open` serve from serve.cjs too, each option applied", async () => {
+    const dir = tempDir("gw-code-cache-flags-")
+    const dataDir = path.join(dir, "data")
+    expect((await setupWithProvider(dataDir, fake.upstream.baseUrl)).code).toBe(0)
+    const trace = path.join(dir, "modules.txt")
+    const port = await freePort()
+    // DATA_DIR names an empty directory and PORT another port: the options win, as the CLI's do.
+    const server = await startServerProcess(
+      {
+        DATA_DIR: path.join(dir, "elsewhere"),
+        PORT: String(await freePort()),
+        GATEWAY_ENV_FILE: path.join(dir, ".env"),
+        MODULE_TRACE_OUT: trace
+      },
+      ["--host", "127.0.0.1", "--data-dir", dataDir, "--no-open"],
+      { nodeArgs: ["--import", MODULE_TRACE], port, startMs: 60_000 }
+    )
+    let code: number | null = null
+    try {
+      expect(server.url).toBe(`http://127.0.0.1:${port}`)
+      fake.upstream.next({ content: "answer from the upstream" })
+      // The admin key is the one setup stored in --data-dir's database.
+      const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: ADMIN_KEY, maxRetries: 0 })
+      const completion = await client.chat.completions.create({
+        model: "openai-compatible/m1",
+        messages: [{ role: "user", content: "hi" }]
+      })
+      expect(completion.choices[0]?.message.content).toBe("answer from the upstream")
+    } finally {
+      code = await server.stop()
+    }
+    expect(code).toBe(0)
+    expect(fs.existsSync(path.join(dir, "elsewhere"))).toBe(false)
+    const loaded = fs
+      .readFileSync(trace, "utf8")
+      .split("\n")
+      .filter((u) => u.includes("/dist/bundle/"))
+      .map((u) => path.basename(u))
+    expect(loaded).toEqual(["gateway.mjs", "serve-args.mjs"])
+  }, 120_000)
+
+  it("a command line the CLI reads otherwise still runs the chunks and answers as the CLI does", async () => {
+    const bad = await runCli(["--port", "70000"])
+    expect(bad.code).toBe(2)
+    expect(bad.stderr).toContain("--port: must be an integer from 0 to 65535")
+  })
 
   it("any argument runs the chunks, as before", async () => {
     const r = await runCli(["--version"])

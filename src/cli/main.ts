@@ -8,6 +8,7 @@ import { rememberStartEnv } from "../platform/system/startEnv.js"
 import type { Parsed } from "./handler.js"
 import { cliLogger, commandFailed } from "./output.js"
 import type { rootOptions } from "./root.js"
+import { type ServeArgs, serveArgs } from "./serveArgs.js"
 
 // The env file (GATEWAY_ENV_FILE or ./.env): values already in the environment win.
 rememberStartEnv(process.env)
@@ -20,30 +21,36 @@ if (fs.existsSync(envFile)) {
   }
 }
 
-/** What the parser gives the root command for `gateway` alone: every root option at its default. */
-const ROOT_DEFAULTS: Parsed<typeof rootOptions> = {
-  port: Option.none(),
-  host: Option.none(),
-  dataDir: Option.none(),
-  noOpen: false,
+/**
+ * What the parser gives the root command for a command line that only starts the server
+ * (`serveArgs`: `gateway` alone, or with `--port`, `--host`, `--data-dir`, `--no-open`): those
+ * options as given, every other at its default.
+ */
+const rootOf = (args: ServeArgs): Parsed<typeof rootOptions> => ({
+  port: Option.fromNullable(args.port),
+  host: Option.fromNullable(args.host),
+  dataDir: Option.fromNullable(args.dataDir),
+  noOpen: args.noOpen,
   workers: Option.none(),
   tlsCert: Option.none(),
   tlsKey: Option.none(),
   mcp: false,
   nonInteractive: false,
   json: false
-}
+})
 
 /**
- * `gateway` alone serves: the root command's action with its defaults, as the CLI would run it,
- * without loading the command tree and its parser (@effect/cli, every command's options, the
- * parse: about a tenth of the server's start, docs/cli.md "Start-up: lazy commands"). Its failure
- * is printed as the CLI prints a command's (`error: <message>`, exit 1). With any argument, the CLI.
+ * A command line that only starts the server serves: the root command's action with its options,
+ * as the CLI would run it, without loading the command tree and its parser (@effect/cli, every
+ * command's options, the parse: about a tenth of the server's start, docs/cli.md "Start-up: lazy
+ * commands"). Its failure is printed as the CLI prints a command's (`error: <message>`, exit 1).
+ * Any other command line, the CLI.
  */
-const serveAlone = Effect.flatMap(
-  Effect.promise(() => import("./commands/serve.impl.js")),
-  ({ serve }) => serve(ROOT_DEFAULTS)
-).pipe(Effect.catchAll((e) => commandFailed(e)))
+const serveAlone = (args: ServeArgs) =>
+  Effect.flatMap(
+    Effect.promise(() => import("./commands/serve.impl.js")),
+    ({ serve }) => serve(rootOf(args))
+  ).pipe(Effect.catchAll((e) => commandFailed(e)))
 
 const command = Effect.flatMap(
   Effect.promise(() => Promise.all([import("./app.js"), import("@effect/cli/CliConfig")])),
@@ -55,5 +62,6 @@ const command = Effect.flatMap(
     )
 )
 
-const main = process.argv.length <= 2 ? serveAlone : command
+const serving = serveArgs(process.argv.slice(2))
+const main = serving !== undefined ? serveAlone(serving) : command
 main.pipe(Effect.provide(cliLogger), Effect.provide(NodeContext.layer), NodeRuntime.runMain({ disablePrettyLogger: true }))

@@ -69,10 +69,12 @@ export const startServerProcess = (
      * service starts it (PORT must name a port).
      */
     readonly portByEnv?: number
+    /** `--port` this port instead of `--port 0`. */
+    readonly port?: number
   } = {}
 ): Promise<ServerProcess> =>
   new Promise((resolve, reject) => {
-    const port = options.portByEnv !== undefined ? [] : ["--port", "0"]
+    const port = options.portByEnv !== undefined ? [] : ["--port", String(options.port ?? 0)]
     const [cmd, ...rest] = [...(options.prefix ?? []), process.execPath, ...(options.nodeArgs ?? []), BIN, ...port, ...args]
     const portEnv: Record<string, string> = options.portByEnv !== undefined ? { PORT: String(options.portByEnv), HOST: "127.0.0.1" } : {}
     const child = spawn(cmd!, rest, { env: cleanEnv({ LOG_FORMAT: "json", ...portEnv, ...env }), stdio: ["ignore", "pipe", "pipe"] })

@@ -1,0 +1,49 @@
+import { describe, expect, it } from "vitest"
+import { serveArgs } from "../src/cli/serveArgs.js"
+
+/**
+ * The command lines that only start the server (src/cli/serveArgs.ts): these run the server alone,
+ * from its code cache when built; every other line goes to the CLI's parser, which answers it as
+ * before (test/serve-code-cache.process.test.ts runs both through the built gateway).
+ */
+describe("serveArgs: the command lines that only start the server", () => {
+  it("reads `gateway` alone and the four serve options, in any order", () => {
+    expect(serveArgs([])).toEqual({ noOpen: false })
+    expect(serveArgs(["--port", "0"])).toEqual({ port: 0, noOpen: false })
+    expect(serveArgs(["--port", "65535"])).toEqual({ port: 65535, noOpen: false })
+    expect(serveArgs(["--no-open", "--data-dir", "./d", "--host", "0.0.0.0", "--port", "3000"])).toEqual({
+      port: 3000,
+      host: "0.0.0.0",
+      dataDir: "./d",
+      noOpen: true
+    })
+    expect(serveArgs(["--host", "::1"])).toEqual({ host: "::1", noOpen: false })
+  })
+
+  it.each([
+    [["status"], "a subcommand"],
+    [["--port", "3000", "status"], "a subcommand after the options"],
+    [["--port"], "a flag without its value"],
+    [["--port", "--host", "x"], "a value that is a flag"],
+    [["--host", ""], "an empty value"],
+    [["--port", "70000"], "a port the CLI refuses"],
+    [["--port", "-1"], "a negative port"],
+    [["--port", "3000.5"], "a fraction"],
+    [["--port", "03000"], "a leading zero"],
+    [["--port", " 3000"], "a space"],
+    [["--port", "1e3"], "an exponent"],
+    [["--port=3000"], "the = form"],
+    [["--port", "1", "--port", "2"], "a flag twice"],
+    [["--no-open", "--no-open"], "--no-open twice"],
+    [["--workers", "2"], "--workers"],
+    [["--tls-cert", "c.pem", "--tls-key", "k.pem"], "TLS"],
+    [["--mcp"], "--mcp"],
+    [["--json"], "--json"],
+    [["--help"], "help"],
+    [["--version"], "the version"],
+    [["--log-level", "debug"], "a built-in option"],
+    [["-h"], "a short flag"]
+  ])("leaves %j to the CLI (%s)", (args) => {
+    expect(serveArgs(args)).toBeUndefined()
+  })
+})
