@@ -83,8 +83,8 @@ const nodeBaseline = () => {
 
 const startOnce = async (nodeArgs = []) => {
   const port = await freePort()
-  // The port by PORT, not --port: `gateway` with no argument is how a service starts it, and it
-  // runs the server from its code cache (docs/ARCHITECTURE.md); an argument runs the CLI's chunks.
+  // The port by PORT, not --port: `gateway` with no argument is how a service starts it. Both run
+  // the server from its code cache (docs/ARCHITECTURE.md); `--workers` runs the CLI's chunks.
   const args = [...nodeArgs, BIN, ...(workers ? ["--workers", workers] : [])]
   const t0 = performance.now()
   const child = spawn(process.execPath, args, {

@@ -1,5 +1,7 @@
+import * as Command from "@effect/cli/Command"
 import { describe, expect, it } from "vitest"
-import { serveArgs } from "../src/cli/serveArgs.js"
+import { subcommands } from "../src/cli/app.js"
+import { COMMAND_NAMES, serveArgs } from "../src/cli/serveArgs.js"
 
 /**
  * The command lines that only start the server (src/cli/serveArgs.ts): these run the server alone,
@@ -42,8 +44,19 @@ describe("serveArgs: the command lines that only start the server", () => {
     [["--help"], "help"],
     [["--version"], "the version"],
     [["--log-level", "debug"], "a built-in option"],
-    [["-h"], "a short flag"]
+    [["-h"], "a short flag"],
+    [["--data-dir", "backup"], "a value the CLI reads as a command's name"],
+    [["--host", "status"], "a value the CLI reads as a command's name"],
+    [["--port", "3000", "--data-dir", "Logs"], "a command's name in capitals"]
   ])("leaves %j to the CLI (%s)", (args) => {
     expect(serveArgs(args)).toBeUndefined()
+  })
+
+  it("knows every command's name, as the CLI's tree has them", () => {
+    // One command at a time: getNames of the tree's union of command types does not type-check.
+    const names = subcommands.flatMap((c: (typeof subcommands)[number]) => [
+      ...Command.getNames(c as Command.Command<string, unknown, unknown, unknown>)
+    ])
+    expect(new Set(names)).toEqual(COMMAND_NAMES)
   })
 })

@@ -89,12 +89,14 @@ describe("`gateway` alone: the server from its code cache", () => {
         GATEWAY_ENV_FILE: path.join(dir, ".env"),
         MODULE_TRACE_OUT: trace
       },
-      ["--host", "127.0.0.1", "--data-dir", dataDir, "--no-open"],
+      ["--host", "::1", "--data-dir", dataDir, "--no-open"],
       { nodeArgs: ["--import", MODULE_TRACE], port, startMs: 60_000 }
     )
     let code: number | null = null
     try {
-      expect(server.url).toBe(`http://127.0.0.1:${port}`)
+      // --host and --data-dir as the start says them (--no-open changes nothing: it is accepted, on this path too).
+      expect(server.url).toBe(`http://[::1]:${port}`)
+      expect(server.output()).toContain(`(data in ${dataDir})`)
       fake.upstream.next({ content: "answer from the upstream" })
       // The admin key is the one setup stored in --data-dir's database.
       const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: ADMIN_KEY, maxRetries: 0 })
@@ -116,15 +118,27 @@ describe("`gateway` alone: the server from its code cache", () => {
     expect(loaded).toEqual(["gateway.mjs", "serve-args.mjs"])
   }, 120_000)
 
-  it("a command line the CLI reads otherwise still runs the chunks and answers as the CLI does", async () => {
-    const bad = await runCli(["--port", "70000"])
-    expect(bad.code).toBe(2)
-    expect(bad.stderr).toContain("--port: must be an integer from 0 to 65535")
-  })
-
-  it("any argument runs the chunks, as before", async () => {
-    const r = await runCli(["--version"])
-    expect(r.code).toBe(0)
-    expect(r.stdout.trim()).not.toBe("")
+  it("any other command line runs the chunks and is answered by the CLI as before", async () => {
+    const dir = tempDir("gw-code-cache-cli-")
+    const trace = path.join(dir, "modules.txt")
+    const env = { DATA_DIR: path.join(dir, "data"), GATEWAY_ENV_FILE: path.join(dir, ".env"), MODULE_TRACE_OUT: trace }
+    const bundleFiles = () =>
+      fs
+        .readFileSync(trace, "utf8")
+        .split("\n")
+        .filter((u) => u.includes("/dist/bundle/"))
+        .map((u) => path.basename(u))
+    for (const [args, code, says] of [
+      [["--port", "70000"], 2, "--port: must be an integer from 0 to 65535"],
+      // The CLI reads `backup` as the command's name, whatever precedes it.
+      [["--data-dir", "backup"], 2, "error:"],
+      [["--version"], 0, ""]
+    ] as const) {
+      const r = await runCli(args, env, { nodeArgs: ["--import", MODULE_TRACE] })
+      expect(r.code, args.join(" ")).toBe(code)
+      expect(r.stderr, args.join(" ")).toContain(says)
+      expect(bundleFiles(), args.join(" ")).toContain("cli.mjs")
+    }
+    expect(fs.existsSync(path.resolve("backup"))).toBe(false)
   })
 })
