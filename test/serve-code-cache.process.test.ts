@@ -16,6 +16,13 @@ import { tempDir } from "./support/gateway.js"
 const fake = fakeOpenAIForFile()
 const BUNDLE = path.resolve("dist/bundle")
 const MODULE_TRACE = path.resolve("bench/lib/moduleTrace.mjs")
+/** The files of dist/bundle/ a process loaded, in order, from its module trace (MODULE_TRACE_OUT). */
+const bundleFilesLoaded = (trace: string) =>
+  fs
+    .readFileSync(trace, "utf8")
+    .split("\n")
+    .filter((u) => u.includes("/dist/bundle/"))
+    .map((u) => path.basename(u))
 
 describe("`gateway` alone: the server from its code cache", () => {
   it("the build wrote serve.cjs and its cache for this V8", () => {
@@ -67,12 +74,7 @@ describe("`gateway` alone: the server from its code cache", () => {
       code = await server.stop()
     }
     expect(code).toBe(0)
-    const loaded = fs
-      .readFileSync(trace, "utf8")
-      .split("\n")
-      .filter((u) => u.includes("/dist/bundle/"))
-      .map((u) => path.basename(u))
-    expect(loaded).toEqual(["gateway.mjs", "serve-args.mjs"])
+    expect(bundleFilesLoaded(trace)).toEqual(["gateway.mjs", "serve-args.mjs"])
   }, 120_000)
 
   it("`--port`, `--host`, `--data-dir` and `--no-open` serve from serve.cjs too, each option applied", async () => {
@@ -110,24 +112,13 @@ describe("`gateway` alone: the server from its code cache", () => {
     }
     expect(code).toBe(0)
     expect(fs.existsSync(path.join(dir, "elsewhere"))).toBe(false)
-    const loaded = fs
-      .readFileSync(trace, "utf8")
-      .split("\n")
-      .filter((u) => u.includes("/dist/bundle/"))
-      .map((u) => path.basename(u))
-    expect(loaded).toEqual(["gateway.mjs", "serve-args.mjs"])
+    expect(bundleFilesLoaded(trace)).toEqual(["gateway.mjs", "serve-args.mjs"])
   }, 120_000)
 
   it("any other command line runs the chunks and is answered by the CLI as before", async () => {
     const dir = tempDir("gw-code-cache-cli-")
     const trace = path.join(dir, "modules.txt")
     const env = { DATA_DIR: path.join(dir, "data"), GATEWAY_ENV_FILE: path.join(dir, ".env"), MODULE_TRACE_OUT: trace }
-    const bundleFiles = () =>
-      fs
-        .readFileSync(trace, "utf8")
-        .split("\n")
-        .filter((u) => u.includes("/dist/bundle/"))
-        .map((u) => path.basename(u))
     for (const [args, code, says] of [
       [["--port", "70000"], 2, "--port: must be an integer from 0 to 65535"],
       // The CLI reads `backup` as the command's name, whatever precedes it.
@@ -137,7 +128,7 @@ describe("`gateway` alone: the server from its code cache", () => {
       const r = await runCli(args, env, { nodeArgs: ["--import", MODULE_TRACE] })
       expect(r.code, args.join(" ")).toBe(code)
       expect(r.stderr, args.join(" ")).toContain(says)
-      expect(bundleFiles(), args.join(" ")).toContain("cli.mjs")
+      expect(bundleFilesLoaded(trace), args.join(" ")).toContain("cli.mjs")
     }
     expect(fs.existsSync(path.resolve("backup"))).toBe(false)
   })
