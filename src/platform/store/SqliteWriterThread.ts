@@ -96,6 +96,7 @@ const reopened = () => {
   if (!reopen) return
   try { db.close() } catch {}
   statements.clear()
+  insertsByColumns.clear()
   db = open()
   writeAll = transaction()
   reopen = false
@@ -119,6 +120,21 @@ const prepared = (sql) => {
   }
   return s
 }
+// A run's INSERT for each statement size, by table and column list: looked up once a run, where
+// building each statement's SQL text (hundreds of characters) and hashing it to find its
+// statement cost more than a small batch's rows. At most 16 column lists (the tables' row shapes
+// are a handful) of STATEMENT_ROWS.length statements each: as many as the cache of other statements keeps.
+const insertsByColumns = new Map()
+const insertsFor = (table, columns) => {
+  const id = table + "\u0000" + columns.join("\u0000")
+  let bySize = insertsByColumns.get(id)
+  if (bySize === undefined) {
+    if (insertsByColumns.size >= 16) insertsByColumns.delete(insertsByColumns.keys().next().value)
+    bySize = new Map()
+    insertsByColumns.set(id, bySize)
+  }
+  return bySize
+}
 const value = (v) => (v instanceof Uint8Array && !Buffer.isBuffer(v) ? Buffer.from(v.buffer, v.byteOffset, v.byteLength) : v)
 // A run: consecutive rows of one table with the same columns, their values in one flat array.
 // Rows replacing one another by key: the last of each key, in the position of the last write.
@@ -141,20 +157,31 @@ const lastPerKey = (values, columns, key) => {
 // The largest statement size that is not more than the rows left.
 const STATEMENT_ROWS = ${JSON.stringify(STATEMENT_ROWS)}
 const statementRows = (left) => STATEMENT_ROWS.find((size) => size <= left)
-const insert = (table, columns, values) => {
+const insertSql = (table, columns, rows, key) => {
+  const one = "(" + columns.map(() => "?").join(", ") + ")"
+  let sql = "INSERT INTO " + quote(table) + " (" + columns.map(quote).join(", ") + ") VALUES " + new Array(rows).fill(one).join(", ")
+  if (key) {
+    const updates = columns.filter((c) => !key.includes(c)).map((c) => quote(c) + " = excluded." + quote(c))
+    sql += " ON CONFLICT (" + key.map(quote).join(", ") + ") " + (updates.length === 0 ? "DO NOTHING" : "DO UPDATE SET " + updates.join(", "))
+  }
+  return sql
+}
+// binary: the values may hold Uint8Arrays (a batch cloned, not sent as JSON), which bind as Buffers.
+const insert = (table, columns, values, binary) => {
   const key = replacing[table]
   const n = columns.length
   const list = key ? lastPerKey(values, columns, key) : values
   const count = list.length / n
-  const one = "(" + columns.map(() => "?").join(", ") + ")"
+  const bySize = insertsFor(table, columns)
   for (let i = 0, rows; i < count; i += rows) {
     rows = statementRows(count - i)
-    let sql = "INSERT INTO " + quote(table) + " (" + columns.map(quote).join(", ") + ") VALUES " + new Array(rows).fill(one).join(", ")
-    if (key) {
-      const updates = columns.filter((c) => !key.includes(c)).map((c) => quote(c) + " = excluded." + quote(c))
-      sql += " ON CONFLICT (" + key.map(quote).join(", ") + ") " + (updates.length === 0 ? "DO NOTHING" : "DO UPDATE SET " + updates.join(", "))
+    let statement = bySize.get(rows)
+    if (statement === undefined) {
+      statement = db.prepare(insertSql(table, columns, rows, key))
+      bySize.set(rows, statement)
     }
-    prepared(sql).run(list.slice(i * n, (i + rows) * n).map(value))
+    const part = i === 0 && rows === count ? list : list.slice(i * n, (i + rows) * n)
+    statement.run(binary ? part.map(value) : part)
   }
 }
 const remove = (d) => {
@@ -164,8 +191,8 @@ const remove = (d) => {
     prepared("DELETE FROM " + quote(d.table) + " WHERE " + quote(d.column) + " IN (" + part.map(() => "?").join(", ") + ")").run(part)
   }
 }
-const transaction = () => db.transaction((runs, deletes) => {
-  for (const r of runs) insert(r.table, r.columns, r.values)
+const transaction = () => db.transaction((runs, deletes, binary) => {
+  for (const r of runs) insert(r.table, r.columns, r.values, binary)
   if (deletes) for (const d of deletes) remove(d)
 })
 let writeAll = transaction()
@@ -185,7 +212,7 @@ parentPort.on("message", (m) => {
   const runs = m.json !== undefined ? JSON.parse(m.json) : m.runs
   try {
     reopened()
-    writeAll.immediate(runs, m.deletes)
+    writeAll.immediate(runs, m.deletes, m.json === undefined)
   } catch (e) {
     const down = unavailable(e, 0)
     if (down) {
@@ -199,7 +226,7 @@ parentPort.on("message", (m) => {
       const n = r.columns.length
       for (let at = 0; at < r.values.length; at += n, i++) {
         try {
-          insert(r.table, r.columns, r.values.slice(at, at + n))
+          insert(r.table, r.columns, r.values.slice(at, at + n), m.json === undefined)
         } catch (e2) {
           const downNow = unavailable(e2, i)
           if (downNow) {
