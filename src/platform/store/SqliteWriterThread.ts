@@ -209,10 +209,11 @@ parentPort.on("message", (m) => {
   let singly
   const dropped = []
   // Packed by the main thread (pack, below): JSON when no value is binary (one string to copy).
-  const runs = m.json !== undefined ? JSON.parse(m.json) : m.runs
+  const binary = m.json === undefined
+  const runs = binary ? m.runs : JSON.parse(m.json)
   try {
     reopened()
-    writeAll.immediate(runs, m.deletes, m.json === undefined)
+    writeAll.immediate(runs, m.deletes, binary)
   } catch (e) {
     const down = unavailable(e, 0)
     if (down) {
@@ -226,7 +227,7 @@ parentPort.on("message", (m) => {
       const n = r.columns.length
       for (let at = 0; at < r.values.length; at += n, i++) {
         try {
-          insert(r.table, r.columns, r.values.slice(at, at + n), m.json === undefined)
+          insert(r.table, r.columns, r.values.slice(at, at + n), binary)
         } catch (e2) {
           const downNow = unavailable(e2, i)
           if (downNow) {
