@@ -344,7 +344,6 @@ describe("dashboard: the traffic inspector", () => {
 
     await expectAccessible(page, "inspector with traffic")
     await screenshot(page, "inspector")
-    await page.screenshot({ path: "/tmp/inspector-page.png", fullPage: true })
     await proxy.getByRole("button", { name: "Stop HTTP proxy" }).click()
     await proxy.getByText("stopped", { exact: true }).waitFor()
     expectNoProblems(problems)
