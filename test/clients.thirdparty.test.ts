@@ -9,7 +9,7 @@ import { generateText, jsonSchema, Output, stepCountIs, streamText, tool } from 
 import OpenAI from "openai"
 import { WebSocket as WsWebSocket } from "ws"
 import { z } from "zod"
-import { beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { FakeUpstream } from "./support/fakeUpstream.js"
 import { FAMILIES, gatewayForFile } from "./support/families.js"
 import { call, type TestGateway } from "./support/gateway.js"
@@ -19,8 +19,22 @@ import { call, type TestGateway } from "./support/gateway.js"
  * against every upstream family (docs/agents.md, "Libraries"): the Vercel AI SDK's providers,
  * LangChain's chat models, and the OpenAI Agents SDK over HTTP and over the Responses WebSocket.
  */
+// The Agents SDK's trace provider, made on its first use (the line below), adds process listeners
+// whether tracing is on or not: on SIGTERM, SIGINT or an unhandled rejection it shuts tracing down
+// and exits the process. In the test worker that runs this file they outlived it: the pool's SIGTERM
+// at the end of a run with more workers than cores ran their shutdown instead of ending the worker,
+// whose closed channel then kept it busy (docs/performance.md, "CI time (2026-11-29)"). They go
+// with this file.
+const SDK_PROCESS_EVENTS = ["SIGTERM", "SIGINT", "beforeExit", "unhandledRejection"]
+const processEvents = process as unknown as NodeJS.EventEmitter
+const listenersBefore = new Map(SDK_PROCESS_EVENTS.map((event) => [event, processEvents.listeners(event)]))
 // The Agents SDK exports traces to OpenAI's servers unless told not to (nothing leaves this machine).
 setTracingDisabled(true)
+afterAll(() => {
+  for (const event of SDK_PROCESS_EVENTS)
+    for (const listener of processEvents.listeners(event))
+      if (!listenersBefore.get(event)?.includes(listener)) processEvents.off(event, listener as (...args: Array<unknown>) => void)
+})
 // Its WebSocket transport needs a global WebSocket, which Node has from 22 on.
 ;(globalThis as { WebSocket?: unknown }).WebSocket ??= WsWebSocket
 const ADMIN = "gwk_thirdparty_admin_key_0123456789ab"
