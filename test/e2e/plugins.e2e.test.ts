@@ -52,6 +52,16 @@ describe("dashboard: plugins", () => {
     await expectAccessible(page, "plugins")
     await screenshot(page, "plugins")
 
+    // The list reloads after a save; that reload is held here until the user has typed again, so
+    // it lands on a form being edited: what the user typed stays (it was reset to the saved value).
+    let release = () => {}
+    const held = new Promise<void>((r) => {
+      release = r
+    })
+    await page.route(/\/api\/plugins$/, async (route) => {
+      if (route.request().method() === "GET") await held
+      await route.continue()
+    })
     await perMinute.fill("5")
     await card.getByLabel("modelPrefix").fill("gpt-")
     await card.getByRole("button", { name: "Save settings" }).click()
@@ -60,6 +70,17 @@ describe("dashboard: plugins", () => {
 
     // A value below the field's min: the form (min/max from configSchema) refuses it, nothing is sent.
     await perMinute.fill("-3")
+    const reloaded = page.waitForResponse((r) => /\/api\/plugins$/.test(r.url()) && r.request().method() === "GET")
+    release()
+    await (await reloaded).finished()
+    await page.unroute(/\/api\/plugins$/)
+    // Two frames and a task: the reload's answer is parsed, rendered and its effects run.
+    await page.evaluate(() => {
+      const frame = (globalThis as unknown as { requestAnimationFrame: (f: () => void) => void }).requestAnimationFrame
+      return new Promise((r) => frame(() => frame(() => setTimeout(r, 50))))
+    })
+    expect(await perMinute.inputValue()).toBe("-3")
+    expect(await card.getByLabel("modelPrefix").inputValue()).toBe("gpt-")
     await card.getByRole("button", { name: "Save settings" }).click()
     expect(await perMinute.evaluate((el) => (el as unknown as { validity: { rangeUnderflow: boolean } }).validity.rangeUnderflow)).toBe(
       true

@@ -51,28 +51,45 @@ const stateBadge = (p: Plugin) =>
     <Badge kind="muted">{p.state}</Badge>
   )
 
+/** Two field values are the same setting: an empty field and an absent one are both unset. */
+const sameValue = (a: Value | undefined, b: Value | undefined) => (a === "" ? undefined : a) === (b === "" ? undefined : b)
+
 /** The form of one plugin's settings: one control per configSchema field, saved together. */
 const ConfigForm = (p: { plugin: Plugin; onSaved: () => void }) => {
   const schema = p.plugin.configSchema as Record<string, FieldSpec>
-  const [values, setValues] = useState<Record<string, Value | undefined>>({ ...p.plugin.config })
-  useEffect(() => setValues({ ...p.plugin.config }), [JSON.stringify(p.plugin.config)])
-  const [run, busy] = useAction()
   const keys = Object.keys(schema)
+  const [values, setValues] = useState<Record<string, Value | undefined>>({ ...p.plugin.config })
+  // The settings the form last took from the server (or saved to it). When the list reloads (after
+  // a save, every 5 s, or because someone else changed them), a field takes the server's value
+  // only if it still shows what it last took: what the user is typing is never overwritten.
+  const [base, setBase] = useState<Record<string, Value | undefined>>({ ...p.plugin.config })
+  useEffect(() => {
+    const next = p.plugin.config as Record<string, Value | undefined>
+    setValues((v) => ({ ...next, ...Object.fromEntries(keys.filter((k) => !sameValue(v[k], base[k])).map((k) => [k, v[k]])) }))
+    setBase({ ...next })
+  }, [JSON.stringify(p.plugin.config)])
+  const [run, busy] = useAction()
   if (keys.length === 0) return <p class="muted small">This plugin has no settings.</p>
   const set = (k: string, v: Value | undefined) => setValues({ ...values, [k]: v })
-  const save = () =>
+  const save = () => {
+    const sent = { ...values }
     void run(
       () =>
         ok(
           api.PATCH("/api/plugins/{name}/config", {
             params: { path: { name: p.plugin.name } },
             body: {
-              values: Object.fromEntries(keys.map((k) => [k, values[k] === undefined || values[k] === "" ? null : (values[k] as Value)]))
+              values: Object.fromEntries(keys.map((k) => [k, sent[k] === undefined || sent[k] === "" ? null : (sent[k] as Value)]))
             }
           })
         ),
       () => `${p.plugin.name}: settings saved`
-    ).then((r) => r && p.onSaved())
+    ).then((r) => {
+      if (!r) return
+      setBase(sent)
+      p.onSaved()
+    })
+  }
   return (
     <Form onSubmit={save} label={`Settings of ${p.plugin.name}`}>
       {keys.map((k) => {
