@@ -92,7 +92,7 @@ const usage = `usage: npm run bench -- [--quick] [--soak] [--profile] [--only <m
   --soak               add a 10-minute soak of the gateway under load (RSS sampled every second)
   --soak-minutes <n>   soak length in minutes (default 10)
   --profile            CPU-profile a separate gateway under each of c=32 JSON, the SSE burst and
-                       the translated burst (messages client, chat upstream) for ~15 s and print
+                       the three translated bursts for ~15 s each and print
                        the top 25 self-time functions of each (profiles in bench/results/profiles/)
   --only <list>        run only these metrics: ${METRICS.join(",")}
                        (startup and idle RSS are always measured; soak and profile imply their flag)
@@ -1217,7 +1217,7 @@ if (want("soak") && ready("gateway") && checkAlive("gateway")) {
 const runForeign = foreignSince(runCpu)
 
 // Profile: a second gateway under --cpu-prof per load (JSON c=32; the burst stream, same format;
-// the messages client on the chat upstream, translated), SIGTERM, top self time of each.
+// the three translated pairs), SIGTERM, top self time of each.
 const PROFILES = [
   { label: "json", name: "c=32 JSON 1 KB", request: (g) => ({ url: g.chatUrl, ...jsonReq(g, "1k") }) },
   {
@@ -1225,7 +1225,19 @@ const PROFILES = [
     name: "c=32 SSE burst, same format",
     request: (g) => ({ url: g.chatUrl, headers: g.headers, body: streamBody(g.model("sse-burst")) })
   },
-  { label: "translated", name: "c=32 SSE burst, messages client → chat upstream", request: (g) => translatedRequest(g, "messages_chat") }
+  { label: "translated", name: "c=32 SSE burst, messages client → chat upstream", request: (g) => translatedRequest(g, "messages_chat") },
+  {
+    label: "translated-responses",
+    name: "c=32 SSE burst, responses client → messages upstream",
+    translation: true,
+    request: (g) => translatedRequest(g, "responses_messages")
+  },
+  {
+    label: "translated-generate",
+    name: "c=32 SSE burst, chat client → generate-content upstream",
+    translation: true,
+    request: (g) => translatedRequest(g, "chat_generate")
+  }
 ]
 let profile = null
 let profiles = null
@@ -1245,6 +1257,7 @@ if (want("profile") && flags.targets.includes("gateway")) {
         name: "gateway-profiled"
       })
       if (!g.ok) throw new Error(g.error)
+      if (kind.translation) await addTranslationProviders(g, t("direct"))
       log(`profile: gateway pid ${g.pid} under --cpu-prof, ${kind.name} for ${MODE.profileS} s`)
       const q = kind.request(g)
       // A short warm-up first, so the profile is the steady state more than the JIT.
