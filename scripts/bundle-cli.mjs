@@ -250,19 +250,42 @@ outputs[SERVE_ARGS] = Object.keys(Object.values(serveArgsBuild.metafile.outputs)
  * this V8 (the file name says which: another V8 rejects a cache, and compiling serve.cjs whole
  * costs more than the chunks); anything else, or no cache for this V8, runs the chunks (cli.mjs). GATEWAY_WRITE_CODE_CACHE=1 is the build's warm-up run below: it runs
  * serve.cjs and writes the cache of what it compiled when it is stopped (SIGTERM).
+ *
+ * V8 also rejects a cache made under other V8 flags than the process has: any flag on node's
+ * command line or in NODE_OPTIONS (`--max-old-space-size=512`, the `--max-semi-space-size` of
+ * docs/operations.md), or bin/gateway's own set changed (`GATEWAY_IDLE_GC_SECONDS=0` leaves its
+ * growth factor out), made every start compile serve.cjs from source (~0.25 s more to the first
+ * answer, measured). Such a process writes a cache of its own, named by V8's tag for its flags
+ * (\`v8.cachedDataVersionTag()\`), OWN_CACHE_AFTER_MS after it starts, and later starts with the
+ * same flags run from it. V8 does not check a cache's bytes (a damaged one crashes the process),
+ * so an own cache carries a CRC-32 of them, checked before use; it is written beside serve.cjs
+ * when the install is writable (a read-only one compiles at every start, as before), to a
+ * temporary file of its own, flushed, then renamed (two gateways on one install may write at
+ * once), at most OWN_CACHES of them.
  */
 const LOADER = `// Made by scripts/bundle-cli.mjs: runs the server from its code cache, or the CLI's chunks.
-import { closeSync, existsSync, openSync, readFileSync, readSync, writeFileSync } from "node:fs"
+import { randomBytes } from "node:crypto"
+import { closeSync, existsSync, fsyncSync, openSync, readdirSync, readFileSync, readSync, renameSync, statSync, unlinkSync, writeFileSync, writeSync } from "node:fs"
 import Module from "node:module"
 import path from "node:path"
 import { StringDecoder } from "node:string_decoder"
 import { fileURLToPath } from "node:url"
+import v8 from "node:v8"
 import vm from "node:vm"
+import zlib from "node:zlib"
 import { serveArgs } from "./${SERVE_ARGS}"
 
 const server = new URL("./${SERVER}", import.meta.url)
 const cache = new URL(\`./${SERVER}.\${process.versions.v8}.cache\`, import.meta.url)
 const warmUp = process.env.GATEWAY_WRITE_CODE_CACHE === "1"
+/** V8's tag for this process's flags (bin/gateway's and node's command line) and version. */
+const tag = v8.cachedDataVersionTag()
+/** The cache this process writes when the build's does not fit its flags: a CRC-32 of the cache (4 bytes, little-endian), then the cache. */
+const ownCache = fileURLToPath(new URL(\`./${SERVER}.\${process.versions.v8}.flags-\${tag}.cache\`, import.meta.url))
+/** How long after start a process writes its own cache: its start compiled by then, and often a first request. */
+const OWN_CACHE_AFTER_MS = 5000
+/** Caches of other flag sets kept beside serve.cjs, the newest first. */
+const OWN_CACHES = 4
 
 /**
  * The file's text, read 64 KB at a time. Read whole, its 7 MB buffer is freed at once, and malloc
@@ -280,18 +303,90 @@ const readInPieces = (file) => {
   return text + decoder.end()
 }
 
-const runServer = () => {
+/** An own cache's bytes for V8, or undefined when it is missing, unreadable or damaged. */
+const readOwnCache = () => {
+  try {
+    const file = readFileSync(ownCache)
+    const data = file.subarray(4)
+    return file.length > 4 && file.readUInt32LE(0) === zlib.crc32(data) ? data : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Writes this process's own cache of serve.cjs, made under the flags the process started with.
+ * The young generation's growth factor is the one V8 flag that changes at run time (the server
+ * releases bin/gateway's hold under load, V8 resets it with each new isolate): when that is the
+ * difference, the cache is made with it as it was at start, then it is set back to V8's 2 (while
+ * the hold lasts, the server sets it to 1 again within a second). Best effort: a read-only
+ * install or a full disk leaves things as they were.
+ */
+const writeOwnCache = (script) => {
+  const dir = path.dirname(ownCache)
+  const temporary = \`\${ownCache}.\${process.pid}.\${randomBytes(4).toString("hex")}.tmp\`
+  let fd
+  let flipped = false
+  try {
+    // Opened first: a read-only install costs no serialization.
+    fd = openSync(temporary, "wx")
+    if (v8.cachedDataVersionTag() !== tag) {
+      v8.setFlagsFromString("--semi-space-growth-factor=1")
+      flipped = true
+    }
+    if (v8.cachedDataVersionTag() !== tag) throw new Error("the V8 flags changed since start")
+    const data = script.createCachedData()
+    const head = Buffer.alloc(4)
+    head.writeUInt32LE(zlib.crc32(data))
+    writeSync(fd, head)
+    writeSync(fd, data)
+    fsyncSync(fd)
+    closeSync(fd)
+    fd = undefined
+    renameSync(temporary, ownCache)
+    const prefix = \`${SERVER}.\${process.versions.v8}.flags-\`
+    const caches = []
+    for (const f of readdirSync(dir)) {
+      if (!f.startsWith(prefix)) continue
+      try {
+        const at = statSync(path.join(dir, f)).mtimeMs
+        // Another process's temporary file, left by a crash.
+        if (f.endsWith(".tmp")) {
+          if (Date.now() - at > 60_000) unlinkSync(path.join(dir, f))
+        } else if (f.endsWith(".cache")) caches.push({ file: path.join(dir, f), at })
+      } catch {}
+    }
+    caches.sort((a, b) => b.at - a.at)
+    for (const old of caches.slice(OWN_CACHES)) unlinkSync(old.file)
+  } catch {
+    if (fd !== undefined) closeSync(fd)
+    try {
+      unlinkSync(temporary)
+    } catch {}
+  } finally {
+    if (flipped) v8.setFlagsFromString("--semi-space-growth-factor=2")
+  }
+}
+
+const runServer = (own) => {
   const filename = fileURLToPath(server)
-  const cachedData = warmUp ? undefined : readFileSync(cache)
+  let cachedData
+  if (!warmUp)
+    try {
+      cachedData = own ?? readFileSync(cache)
+    } catch {}
   const script = new vm.Script(readInPieces(filename), { filename, cachedData })
   // Written when the warm-up is told to stop, before the server's own handlers run: what the
   // start and the first requests compiled, not the shutdown.
   if (warmUp) process.prependOnceListener("SIGTERM", () => writeFileSync(cache, script.createCachedData()))
+  else if (cachedData === undefined || script.cachedDataRejected) setTimeout(() => writeOwnCache(script), OWN_CACHE_AFTER_MS).unref()
   const module = { exports: {} }
   script.runInThisContext()(module.exports, Module.createRequire(filename), module, filename, path.dirname(filename))
 }
 
-if (serveArgs(process.argv.slice(2)) !== undefined && (warmUp || existsSync(cache))) runServer()
+const serving = serveArgs(process.argv.slice(2)) !== undefined
+const own = serving && !warmUp ? readOwnCache() : undefined
+if (serving && (warmUp || own !== undefined || existsSync(cache))) runServer(own)
 else await import("./cli.mjs")
 `
 writeFileSync(path.join(outdir, "gateway.mjs"), LOADER)

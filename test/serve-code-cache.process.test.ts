@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest"
 import { ADMIN_KEY, freePort, runCli, setupWithProvider, startServerProcess } from "./support/cli.js"
 import { fakeOpenAIForFile } from "./support/fakeOpenAI.js"
 import { tempDir } from "./support/gateway.js"
+import { until } from "./support/until.js"
 
 /**
  * `gateway` with no argument (how a service or a container starts it), or with only `--port`,
@@ -16,6 +17,7 @@ import { tempDir } from "./support/gateway.js"
 const fake = fakeOpenAIForFile()
 const BUNDLE = path.resolve("dist/bundle")
 const MODULE_TRACE = path.resolve("bench/lib/moduleTrace.mjs")
+const CODE_CACHE_PROBE = path.resolve("test/support/codeCacheProbe.mjs")
 /** The files of dist/bundle/ a process loaded, in order, from its module trace (MODULE_TRACE_OUT). */
 const bundleFilesLoaded = (trace: string) =>
   fs
@@ -114,6 +116,84 @@ describe("`gateway` alone: the server from its code cache", () => {
     expect(fs.existsSync(path.join(dir, "elsewhere"))).toBe(false)
     expect(bundleFilesLoaded(trace)).toEqual(["gateway.mjs", "serve-args.mjs"])
   }, 120_000)
+
+  it("under a V8 flag the build's cache was not made with, the first start writes a cache for its flags and the next start runs from it", async () => {
+    const dir = tempDir("gw-code-cache-v8-flag-")
+    const dataDir = path.join(dir, "data")
+    expect((await setupWithProvider(dataDir, fake.upstream.baseUrl)).code).toBe(0)
+    // A flag value of this run alone: its tag, and so its cache file, are no other test's and no
+    // earlier run's.
+    const flag = `--max-old-space-size=${300 + Math.floor(Math.random() * 700)}`
+    const start = async (name: string) =>
+      startServerProcess(
+        {
+          DATA_DIR: dataDir,
+          GATEWAY_ENV_FILE: path.join(dir, ".env"),
+          MODULE_TRACE_OUT: path.join(dir, `${name}.modules`),
+          CODE_CACHE_PROBE_OUT: path.join(dir, `${name}.probe`)
+        },
+        [],
+        { nodeArgs: [flag, "--import", MODULE_TRACE, "--import", CODE_CACHE_PROBE], portByEnv: await freePort(), startMs: 60_000 }
+      )
+    const probed = (name: string) =>
+      fs
+        .readFileSync(path.join(dir, `${name}.probe`), "utf8")
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as { filename: string; rejected: boolean; tag: number })
+    const ask = async (url: string) => {
+      fake.upstream.next({ content: "answer from the upstream" })
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: ADMIN_KEY, maxRetries: 0 })
+      const completion = await client.chat.completions.create({
+        model: "openai-compatible/m1",
+        messages: [{ role: "user", content: "hi" }]
+      })
+      expect(completion.choices[0]?.message.content).toBe("answer from the upstream")
+    }
+    let file: string | undefined
+    try {
+      const first = await start("first")
+      try {
+        // The build's cache, made without the flag: V8 refused it.
+        const [compiled] = probed("first")
+        expect(compiled).toMatchObject({ filename: path.join(BUNDLE, "serve.cjs"), rejected: true })
+        file = path.join(BUNDLE, `serve.cjs.${process.versions.v8}.flags-${compiled!.tag}.cache`)
+        await ask(first.url)
+        // Written a few seconds after start (scripts/bundle-cli.mjs, OWN_CACHE_AFTER_MS).
+        await until("the cache for the flag", () => fs.existsSync(file!), 30_000)
+      } finally {
+        expect(await first.stop()).toBe(0)
+      }
+      expect(bundleFilesLoaded(path.join(dir, "first.modules"))).toEqual(["gateway.mjs", "serve-args.mjs"])
+
+      // The next start with the same flag: V8 takes that cache.
+      const second = await start("second")
+      try {
+        expect(probed("second")).toEqual([{ filename: path.join(BUNDLE, "serve.cjs"), rejected: false, tag: probed("first")[0]!.tag }])
+        await ask(second.url)
+      } finally {
+        expect(await second.stop()).toBe(0)
+      }
+      expect(bundleFilesLoaded(path.join(dir, "second.modules"))).toEqual(["gateway.mjs", "serve-args.mjs"])
+
+      // A damaged cache (V8 does not check a cache's bytes: one it took damaged would crash the
+      // process) is not used: the start compiles from source and writes it again.
+      const bytes = fs.readFileSync(file)
+      bytes[bytes.length >> 1] = bytes[bytes.length >> 1]! ^ 0xff
+      fs.writeFileSync(file, bytes)
+      const damagedAt = fs.statSync(file).mtimeMs
+      const third = await start("third")
+      try {
+        expect(probed("third")).toMatchObject([{ rejected: true }])
+        await ask(third.url)
+        await until("the cache written again", () => fs.statSync(file!).mtimeMs !== damagedAt, 30_000)
+      } finally {
+        expect(await third.stop()).toBe(0)
+      }
+    } finally {
+      if (file !== undefined) fs.rmSync(file, { force: true })
+    }
+  }, 150_000)
 
   it("any other command line runs the chunks and is answered by the CLI as before", async () => {
     const dir = tempDir("gw-code-cache-cli-")

@@ -10,6 +10,7 @@ import {
   expectAccessible,
   expectNoProblems,
   goTo,
+  holdGets,
   launchBrowser,
   login,
   openPage,
@@ -283,11 +284,19 @@ describe("dashboard: guardrails, coding tools, skills, compression", () => {
     expect(after).toBeLessThan(before)
     await page.getByRole("table", { name: "Savings per engine" }).getByText("whitespace").waitFor()
 
+    // The reload that follows the save is held until the user has typed again: it lands on a form
+    // being edited, and what the user typed stays (it was reset to the saved value).
+    const reload = await holdGets(page, /\/api\/settings\/compression$/)
     await page.getByLabel("Compress every eligible request by default").check()
     await page.getByLabel("Injection budget (tokens)").fill("500")
     await page.getByRole("button", { name: "Save settings" }).click()
     await page.getByText("Compression settings saved").waitFor()
     expect((await gw.admin("GET", "/api/settings/compression")).body).toMatchObject({ compressByDefault: true, injectionMaxTokens: 500 })
+    await page.getByLabel("Injection budget (tokens)").fill("700")
+    await reload.release()
+    expect(await page.getByLabel("Injection budget (tokens)").inputValue()).toBe("700")
+    expect(await page.getByLabel("Compress every eligible request by default").isChecked()).toBe(true)
+    // Not saved: the server still has 500, and a reload of the page shows it.
     await page.reload()
     await page.getByRole("heading", { level: 1, name: "Compression" }).waitFor()
     await page.getByLabel("Injection budget (tokens)").waitFor()

@@ -184,3 +184,31 @@ export const expectAccessible = async (page: Page, where: string) => {
 
 /** No page errors, console errors or failed requests so far. */
 export const expectNoProblems = (problems: ReadonlyArray<string>) => expect(problems).toEqual([])
+
+/**
+ * Holds the page's GET requests to `url` until `release()`, to show what the page does when an
+ * answer comes late. `release()` lets them go, and resolves once the first of them has been
+ * answered and rendered (its answer read, then two frames and a task for the page's effects).
+ */
+export const holdGets = async (page: Page, url: RegExp): Promise<{ readonly release: () => Promise<void> }> => {
+  let open = () => {}
+  const held = new Promise<void>((r) => {
+    open = r
+  })
+  await page.route(url, async (route) => {
+    if (route.request().method() === "GET") await held
+    await route.continue()
+  })
+  return {
+    release: async () => {
+      const answered = page.waitForResponse((r) => url.test(r.url()) && r.request().method() === "GET")
+      open()
+      await (await answered).finished()
+      await page.unroute(url)
+      await page.evaluate(() => {
+        const frame = (globalThis as unknown as { requestAnimationFrame: (f: () => void) => void }).requestAnimationFrame
+        return new Promise((r) => frame(() => frame(() => setTimeout(r, 50))))
+      })
+    }
+  }
+}

@@ -6,6 +6,7 @@ import {
   expectAccessible,
   expectNoProblems,
   goTo,
+  holdGets,
   launchBrowser,
   login,
   openPage,
@@ -54,14 +55,7 @@ describe("dashboard: plugins", () => {
 
     // The list reloads after a save; that reload is held here until the user has typed again, so
     // it lands on a form being edited: what the user typed stays (it was reset to the saved value).
-    let release = () => {}
-    const held = new Promise<void>((r) => {
-      release = r
-    })
-    await page.route(/\/api\/plugins$/, async (route) => {
-      if (route.request().method() === "GET") await held
-      await route.continue()
-    })
+    const reload = await holdGets(page, /\/api\/plugins$/)
     await perMinute.fill("5")
     await card.getByLabel("modelPrefix").fill("gpt-")
     await card.getByRole("button", { name: "Save settings" }).click()
@@ -70,15 +64,7 @@ describe("dashboard: plugins", () => {
 
     // A value below the field's min: the form (min/max from configSchema) refuses it, nothing is sent.
     await perMinute.fill("-3")
-    const reloaded = page.waitForResponse((r) => /\/api\/plugins$/.test(r.url()) && r.request().method() === "GET")
-    release()
-    await (await reloaded).finished()
-    await page.unroute(/\/api\/plugins$/)
-    // Two frames and a task: the reload's answer is parsed, rendered and its effects run.
-    await page.evaluate(() => {
-      const frame = (globalThis as unknown as { requestAnimationFrame: (f: () => void) => void }).requestAnimationFrame
-      return new Promise((r) => frame(() => frame(() => setTimeout(r, 50))))
-    })
+    await reload.release()
     expect(await perMinute.inputValue()).toBe("-3")
     expect(await card.getByLabel("modelPrefix").inputValue()).toBe("gpt-")
     await card.getByRole("button", { name: "Save settings" }).click()

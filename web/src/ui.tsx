@@ -81,6 +81,27 @@ export const Toasts = () => {
 }
 
 /**
+ * A form's values over the server's. The draft starts as the server's values and takes each new
+ * reading of them (the reload after a save, a page's poll, someone else's change) key by key,
+ * except the keys the user has changed since the form last took or saved them: what the user is
+ * typing is never overwritten. `saved(values)` makes what a save sent the form's new base.
+ */
+export const useDraft = <T extends object>(server: T): [T, (next: T) => void, (sent: T) => void] => {
+  const [draft, setDraft] = useState<T>(server)
+  const [base, setBase] = useState<T>(server)
+  useEffect(() => {
+    setDraft((d) => {
+      const next: Record<string, unknown> = { ...(server as unknown as Record<string, unknown>) }
+      const was = base as unknown as Record<string, unknown>
+      for (const [k, v] of Object.entries(d)) if (JSON.stringify(v) !== JSON.stringify(was[k])) next[k] = v
+      return next as unknown as T
+    })
+    setBase(server)
+  }, [JSON.stringify(server)])
+  return [draft, setDraft, setBase]
+}
+
+/**
  * Runs an async action with a busy flag; failures become an error toast (the API's message),
  * success an optional toast. `const [run, busy] = useAction(); run(() => ok(api.POST(...)), "Saved")`
  */

@@ -21,6 +21,7 @@ import {
   TextArea,
   TextInput,
   useAction,
+  useDraft,
   useLoad
 } from "../ui"
 import type { Res } from "./govern/types"
@@ -129,8 +130,7 @@ const AnalyticsSection = () => {
 // ---------------------------------------------------------------- settings
 
 const SettingsForm = (p: { settings: Settings; combos: ReadonlyArray<Combo>; saved: () => void }) => {
-  const [s, setS] = useState<Settings>(p.settings)
-  useEffect(() => setS(p.settings), [p.settings])
+  const [s, setS, saved] = useDraft<Settings>(p.settings)
   const [run, busy] = useAction()
   const profile = [
     { value: "", label: "none" },
@@ -138,8 +138,14 @@ const SettingsForm = (p: { settings: Settings; combos: ReadonlyArray<Combo>; sav
     ...ENGINES.map((e) => ({ value: `engine:${e}`, label: `engine:${e}` })),
     ...p.combos.map((c) => ({ value: c.name, label: `combo: ${c.name}` }))
   ]
-  const save = () =>
-    void run(() => ok(api.PUT("/api/settings/compression", { body: s })), "Compression settings saved").then((r) => r && p.saved())
+  const save = () => {
+    const sent = s
+    void run(() => ok(api.PUT("/api/settings/compression", { body: sent })), "Compression settings saved").then((r) => {
+      if (!r) return
+      saved(sent)
+      p.saved()
+    })
+  }
   const trig = s.autoTrigger
   return (
     <Form onSubmit={save} label="Compression settings">

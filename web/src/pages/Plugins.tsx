@@ -1,4 +1,4 @@
-import { useEffect, useState } from "preact/hooks"
+import { useState } from "preact/hooks"
 import { api, ok } from "../api/client"
 import {
   Badge,
@@ -18,6 +18,7 @@ import {
   Table,
   TextInput,
   useAction,
+  useDraft,
   useInterval,
   useLoad
 } from "../ui"
@@ -51,23 +52,11 @@ const stateBadge = (p: Plugin) =>
     <Badge kind="muted">{p.state}</Badge>
   )
 
-/** Two field values are the same setting: an empty field and an absent one are both unset. */
-const sameValue = (a: Value | undefined, b: Value | undefined) => (a === "" ? undefined : a) === (b === "" ? undefined : b)
-
 /** The form of one plugin's settings: one control per configSchema field, saved together. */
 const ConfigForm = (p: { plugin: Plugin; onSaved: () => void }) => {
   const schema = p.plugin.configSchema as Record<string, FieldSpec>
   const keys = Object.keys(schema)
-  const [values, setValues] = useState<Record<string, Value | undefined>>({ ...p.plugin.config })
-  // The settings the form last took from the server (or saved to it). When the list reloads (after
-  // a save, every 5 s, or because someone else changed them), a field takes the server's value
-  // only if it still shows what it last took: what the user is typing is never overwritten.
-  const [base, setBase] = useState<Record<string, Value | undefined>>({ ...p.plugin.config })
-  useEffect(() => {
-    const next = p.plugin.config as Record<string, Value | undefined>
-    setValues((v) => ({ ...next, ...Object.fromEntries(keys.filter((k) => !sameValue(v[k], base[k])).map((k) => [k, v[k]])) }))
-    setBase({ ...next })
-  }, [JSON.stringify(p.plugin.config)])
+  const [values, setValues, saved] = useDraft<Record<string, Value | undefined>>(p.plugin.config as Record<string, Value | undefined>)
   const [run, busy] = useAction()
   if (keys.length === 0) return <p class="muted small">This plugin has no settings.</p>
   const set = (k: string, v: Value | undefined) => setValues({ ...values, [k]: v })
@@ -86,7 +75,7 @@ const ConfigForm = (p: { plugin: Plugin; onSaved: () => void }) => {
       () => `${p.plugin.name}: settings saved`
     ).then((r) => {
       if (!r) return
-      setBase(sent)
+      saved(sent)
       p.onSaved()
     })
   }
