@@ -98,41 +98,66 @@ describe("the upstream headers timeout", () => {
 describe("a headers timer that fires late", () => {
   /**
    * An upstream that answers at once, then holds the event loop up (a long synchronous task) past the
-   * 50 ms headers timeout: when the loop resumes, the timer is due before the answer, already in the
+   * headers timeout: when the loop resumes, the timer is due before the answer, already in the
    * socket, is read. The answer counts; a timeout would be the gateway's own lateness.
+   *
+   * That needs the answer written before the deadline. On a machine busier than its cores (more
+   * test workers than cores) this process can lose the CPU for a while between sending the request
+   * and seeing it arrive, and an upstream that then answers after the deadline is late: the timeout
+   * is right. So the deadline is generous (300 ms), the hold runs to 400 ms past it, and an attempt
+   * whose answer went out after the deadline is tried again.
    */
-  for (const readWhole of [false, true]) {
-    it(`does not time out headers that came in time but were not read yet (${readWhole ? "a whole answer" : "a stream"})`, async () => {
-      const server = net.createServer((s) =>
-        s.once("data", () => {
-          s.end("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}")
-          const until = Date.now() + 250
-          while (Date.now() < until) {
-            // busy: the whole process is held up
-          }
-        })
-      )
-      await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
-      try {
-        const status = await Effect.runPromise(
-          Effect.scoped(
-            Effect.gen(function* () {
-              const http = yield* UpstreamHttp
-              const res = yield* http.request({
+  const TIMEOUT_MS = 300
+  const attempt = async (readWhole: boolean): Promise<{ readonly answeredInTime: boolean; readonly status?: number }> => {
+    let sentAt = 0
+    let answeredAt = Number.POSITIVE_INFINITY
+    const server = net.createServer((s) => {
+      s.on("error", () => undefined)
+      s.once("data", () => {
+        s.end("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}")
+        answeredAt = Date.now()
+        const until = sentAt + TIMEOUT_MS + 400
+        while (Date.now() < until) {
+          // busy: the whole process is held up
+        }
+      })
+    })
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
+    try {
+      const outcome = await Effect.runPromise(
+        Effect.scoped(
+          Effect.gen(function* () {
+            const http = yield* UpstreamHttp
+            sentAt = Date.now()
+            return yield* Effect.either(
+              http.request({
                 url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/v1/models`,
                 method: "GET",
                 headers: {},
-                headersTimeout: "50 millis",
+                headersTimeout: `${TIMEOUT_MS} millis`,
                 readWhole
               })
-              return res.status
-            }).pipe(Effect.provide(UpstreamHttp.layer))
-          )
+            )
+          }).pipe(Effect.provide(UpstreamHttp.layer))
         )
-        expect(status).toBe(200)
-      } finally {
-        await new Promise((r) => server.close(r))
+      )
+      // A margin under the deadline: the request's own start is counted in the timer too.
+      if (answeredAt - sentAt > TIMEOUT_MS - 50) return { answeredInTime: false }
+      return { answeredInTime: true, status: outcome._tag === "Right" ? outcome.right.status : undefined }
+    } finally {
+      await new Promise((r) => server.close(r))
+    }
+  }
+
+  for (const readWhole of [false, true]) {
+    it(`does not time out headers that came in time but were not read yet (${readWhole ? "a whole answer" : "a stream"})`, async () => {
+      for (let i = 0; i < 5; i++) {
+        const r = await attempt(readWhole)
+        if (!r.answeredInTime) continue
+        expect(r.status).toBe(200)
+        return
       }
+      throw new Error("in 5 attempts the machine never let the upstream answer before the deadline")
     })
   }
 
