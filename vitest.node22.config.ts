@@ -29,6 +29,7 @@ export default defineConfig({
       "test/workers.test.ts",
       "test/process-survival.test.ts",
       "test/idle-memory.test.ts",
+      "test/serve-code-cache.process.test.ts",
       "test/mcp.stdio.test.ts",
       "test/webhooks.crash.test.ts",
       // Node's HTTP, fetch, TLS, WebSocket, streams, sockets, SQLite, workers
