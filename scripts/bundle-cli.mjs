@@ -12,6 +12,7 @@
 // Part of `npm run build`, after tsc.
 import * as esbuild from "esbuild"
 import { spawn } from "node:child_process"
+import { createHash } from "node:crypto"
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import http from "node:http"
 import net from "node:net"
@@ -263,6 +264,9 @@ outputs[SERVE_ARGS] = Object.keys(Object.values(serveArgsBuild.metafile.outputs)
  * temporary file of its own, flushed, then renamed (two gateways on one install may write at
  * once), at most OWN_CACHES of them.
  */
+// Which serve.cjs an own cache was made from (V8 checks only the source's length): one of another
+// build is never taken for this one's, whatever was copied over dist/.
+const SERVER_ID = createHash("sha256").update(readFileSync(serverFile)).digest("hex").slice(0, 12)
 const LOADER = `// Made by scripts/bundle-cli.mjs: runs the server from its code cache, or the CLI's chunks.
 import { randomBytes } from "node:crypto"
 import { closeSync, existsSync, fsyncSync, openSync, readdirSync, readFileSync, readSync, renameSync, statSync, unlinkSync, writeFileSync, writeSync } from "node:fs"
@@ -281,7 +285,7 @@ const warmUp = process.env.GATEWAY_WRITE_CODE_CACHE === "1"
 /** V8's tag for this process's flags (bin/gateway's and node's command line) and version. */
 const tag = v8.cachedDataVersionTag()
 /** The cache this process writes when the build's does not fit its flags: a CRC-32 of the cache (4 bytes, little-endian), then the cache. */
-const ownCache = fileURLToPath(new URL(\`./${SERVER}.\${process.versions.v8}.flags-\${tag}.cache\`, import.meta.url))
+const ownCache = fileURLToPath(new URL(\`./${SERVER}.\${process.versions.v8}.${SERVER_ID}.flags-\${tag}.cache\`, import.meta.url))
 /** How long after start a process writes its own cache: its start compiled by then, and often a first request. */
 const OWN_CACHE_AFTER_MS = 5000
 /** Caches of other flag sets kept beside serve.cjs, the newest first. */
@@ -344,10 +348,11 @@ const writeOwnCache = (script) => {
     closeSync(fd)
     fd = undefined
     renameSync(temporary, ownCache)
-    const prefix = \`${SERVER}.\${process.versions.v8}.flags-\`
+    // Own caches of every build of serve.cjs for this V8 (another build's are the oldest: pruned first).
+    const prefix = \`${SERVER}.\${process.versions.v8}.\`
     const caches = []
     for (const f of readdirSync(dir)) {
-      if (!f.startsWith(prefix)) continue
+      if (!f.startsWith(prefix) || !f.includes(".flags-")) continue
       try {
         const at = statSync(path.join(dir, f)).mtimeMs
         // Another process's temporary file, left by a crash.

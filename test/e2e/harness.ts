@@ -187,24 +187,34 @@ export const expectNoProblems = (problems: ReadonlyArray<string>) => expect(prob
 
 /**
  * Holds the page's GET requests to `url` until `release()`, to show what the page does when an
- * answer comes late. `release()` lets them go, and resolves once the first of them has been
- * answered and rendered (its answer read, then two frames and a task for the page's effects).
+ * answer comes late. `release()` lets them go and resolves once every request held has been
+ * answered and rendered (the answers read, then two frames and a task for the page's effects); it
+ * fails if the page asked for nothing, since the test would then show nothing.
  */
 export const holdGets = async (page: Page, url: RegExp): Promise<{ readonly release: () => Promise<void> }> => {
   let open = () => {}
   const held = new Promise<void>((r) => {
     open = r
   })
+  const answered: Array<Promise<unknown>> = []
   await page.route(url, async (route) => {
-    if (route.request().method() === "GET") await held
+    const request = route.request()
+    if (request.method() === "GET") {
+      answered.push(page.waitForResponse((r) => r.request() === request).then((r) => r.finished()))
+      await held
+    }
     await route.continue()
   })
   return {
     release: async () => {
-      const answered = page.waitForResponse((r) => url.test(r.url()) && r.request().method() === "GET")
-      open()
-      await (await answered).finished()
-      await page.unroute(url)
+      try {
+        if (answered.length === 0) throw new Error(`the page asked for nothing matching ${url} while it was held`)
+        open()
+        await Promise.all(answered)
+      } finally {
+        open()
+        await page.unroute(url)
+      }
       await page.evaluate(() => {
         const frame = (globalThis as unknown as { requestAnimationFrame: (f: () => void) => void }).requestAnimationFrame
         return new Promise((r) => frame(() => frame(() => setTimeout(r, 50))))

@@ -88,17 +88,21 @@ export const Toasts = () => {
  */
 export const useDraft = <T extends object>(server: T): [T, (next: T) => void, (sent: T) => void] => {
   const [draft, setDraft] = useState<T>(server)
-  const [base, setBase] = useState<T>(server)
+  // A ref, not state: a save that lands between a render and its effect is the base the effect sees.
+  const base = useRef<T>(server)
   useEffect(() => {
+    const was = base.current as unknown as Record<string, unknown>
     setDraft((d) => {
       const next: Record<string, unknown> = { ...(server as unknown as Record<string, unknown>) }
-      const was = base as unknown as Record<string, unknown>
       for (const [k, v] of Object.entries(d)) if (JSON.stringify(v) !== JSON.stringify(was[k])) next[k] = v
       return next as unknown as T
     })
-    setBase(server)
+    base.current = server
   }, [JSON.stringify(server)])
-  return [draft, setDraft, setBase]
+  const saved = useCallback((sent: T) => {
+    base.current = sent
+  }, [])
+  return [draft, setDraft, saved]
 }
 
 /**
