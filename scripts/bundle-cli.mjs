@@ -257,7 +257,7 @@ outputs[SERVE_ARGS] = Object.keys(Object.values(serveArgsBuild.metafile.outputs)
  * docs/operations.md), or bin/gateway's own set changed (`GATEWAY_IDLE_GC_SECONDS=0` leaves its
  * growth factor out), made every start compile serve.cjs from source (~0.25 s more to the first
  * answer, measured). Such a process writes a cache of its own, named by V8's tag for its flags
- * (\`v8.cachedDataVersionTag()\`), OWN_CACHE_AFTER_MS after it starts, and later starts with the
+ * (\`v8.cachedDataVersionTag()\`) and by SERVER_ID, OWN_CACHE_AFTER_MS after it starts, and later starts with the
  * same flags run from it. V8 does not check a cache's bytes (a damaged one crashes the process),
  * so an own cache carries a CRC-32 of them, checked before use; it is written beside serve.cjs
  * when the install is writable (a read-only one compiles at every start, as before), to a
