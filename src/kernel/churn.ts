@@ -70,7 +70,7 @@ export class SlotSet<T extends object> implements Iterable<T> {
 
 /** A map from string ids (request ids), held in an object in dictionary mode. Iterates in insertion order (ids that read as array indices first). */
 export class IdMap<V> {
-  private readonly entries: Record<string, V> = Object.create(null)
+  private entries: Record<string, V> = Object.create(null)
   private count = 0
 
   get size(): number {
@@ -79,6 +79,10 @@ export class IdMap<V> {
 
   get(id: string): V | undefined {
     return this.entries[id]
+  }
+
+  has(id: string): boolean {
+    return id in this.entries
   }
 
   set(id: string, value: V): this {
@@ -92,6 +96,11 @@ export class IdMap<V> {
     delete this.entries[id]
     this.count--
     return true
+  }
+
+  clear(): void {
+    this.entries = Object.create(null)
+    this.count = 0
   }
 
   keys(): Array<string> {

@@ -3,6 +3,7 @@
  * code, the service is Inspector.ts. Bounded memory and masking: docs/inspector.md#limits-and-memory, docs/inspector.md#secrets.
  */
 import * as crypto from "node:crypto"
+import { IdMap } from "../../kernel/churn.js"
 import type { FormatId, Usage } from "../../domain/canonical.js"
 import { makeEntryBuilder, type OwnRequest, Slot, conversationSize, sizeOf } from "./bufferEntry.js"
 import {
@@ -35,7 +36,11 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
   const config = deps.config
   const maxBytes = config.maxBodyKb * 1024
   const maxTotal = deps.maxTotalBytes ?? 256 * 1024 * 1024
-  const slots = new Map<string, Slot>()
+  /**
+   * The slots by entry id, oldest first. An entry comes and goes with every request: an `IdMap`, where
+   * a Map's replaced tables would hold every slot until the next full collection (src/kernel/churn.ts).
+   */
+  const slots = new IdMap<Slot>()
   /**
    * Slots by their gateway request id, built when first asked for after the slots changed (a
    * shadow replay's lookup, a replay's answer) rather than kept up to date with a Map set and
@@ -169,8 +174,8 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
       held--
       if (slots.has(id)) return id
     }
-    // Only if `order` missed a slot (it does not): the Map's own order.
-    return slots.keys().next().value
+    // Only if `order` missed a slot (it does not): the map's own order.
+    return slots.keys()[0]
   }
 
   /**
