@@ -74,6 +74,7 @@ describe("IdMap", () => {
     expect(map.has("ti_1")).toBe(true)
     expect(map.has("ti_3")).toBe(false)
     expect(map.has("constructor")).toBe(false)
+    expect(map.has("__proto__")).toBe(false)
     map.clear()
     expect(map.size).toBe(0)
     expect(map.has("ti_1")).toBe(false)

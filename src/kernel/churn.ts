@@ -98,6 +98,7 @@ export class IdMap<V> {
     return true
   }
 
+  /** Forgets every id (an iteration of `values` under way goes on over what was held). */
   clear(): void {
     this.entries = Object.create(null)
     this.count = 0

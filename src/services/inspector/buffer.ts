@@ -145,9 +145,8 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
 
   /**
    * The slots' ids in the order they were added, as a ring from `oldestAt` (`held` of them): a full
-   * buffer evicts one per request, and a Map's first key, taken after the previous first was
-   * deleted, is found by walking every deleted entry still in its table (up to a buffer's worth,
-   * until the table is rebuilt). The ring doubles when full and is otherwise reused as it is.
+   * buffer evicts one per request, and the map's first key would be its whole key list (`IdMap.keys`
+   * copies every key). The ring doubles when full and is otherwise reused as it is.
    */
   let order: Array<string | undefined> = new Array<string | undefined>(64).fill(undefined)
   let oldestAt = 0
@@ -165,7 +164,7 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     }
     slots.set(id, slot)
   }
-  /** The oldest id still held (the Map's first key, found through `order`). */
+  /** The oldest id still held (the map's first key, found through `order`). */
   const oldestId = (): string | undefined => {
     while (held > 0) {
       const id = order[oldestAt]!
