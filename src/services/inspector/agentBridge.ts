@@ -10,6 +10,7 @@ import { captureBody, jsonOf } from "./bodies.js"
 import { pathKind } from "./detect.js"
 import type { InspectorCore } from "./buffer.js"
 import type { OwnRequest } from "./bufferEntry.js"
+import { HeaderBytes } from "./headerBytes.js"
 import type { CaptureEnd, CaptureStart, CapturedBody, InterceptedRequest, UpstreamExchange } from "./types.js"
 import type { FormatId } from "../../domain/canonical.js"
 
@@ -54,16 +55,23 @@ const blankLlm = (apiKind: string | null, streamed: boolean): NonNullable<Interc
  * One request the agent-bridge records, from `begin` to `end` (`ctx.inspection`), and, while
  * nobody looks, what its slot keeps until someone reads its entry (buffer.ts, `OwnRequest`): a few
  * plain values of a fixed shape, not closures over the request (its URLSearchParams, its socket)
- * nor its usage row, which would otherwise live as long as the slot (a thousand requests later)
- * and be promoted to the old generation only to die there.
+ * nor its usage row, and its headers and its answer's as bytes (headerBytes.ts), not node's
+ * objects: anything else would live as long as the slot (a thousand requests later) and be
+ * promoted to the old generation only to die there.
  */
 class BridgeRequest implements OwnRequest {
   id = ""
   /** Its bodies and upstream exchange, kept only while someone looks (or it is a replay). */
   recording: Recording | undefined = undefined
+  /** Its headers (`requestHeaders`): as bytes, or the object when bytes cannot hold them. */
+  private readonly headerBytes = new HeaderBytes()
+  private headerObject: RequestContext["headers"] | undefined = undefined
   // Its end: the status, the answer's headers as written, the error, and the usage row's figures (`settle` reads them).
   status = 0
+  /** The answer's headers as written, from `noteEnd` until `keepAnswerAsBytes` (then in `answerBytes`). */
   answerHeaders: CaptureEnd["headers"] = NO_HEADERS
+  private readonly answerBytes = new HeaderBytes()
+  private answerInBytes = false
   failed: string | undefined = undefined
   streamed = false
   hasRow = false
@@ -82,11 +90,28 @@ class BridgeRequest implements OwnRequest {
     public path: string,
     /** Its query string as the request's URLSearchParams writes it. */
     public query: string,
-    public headers: RequestContext["headers"],
+    headers: RequestContext["headers"],
     public requestId: string,
     /** The entry this request replays (the inspector's replay), if it is one. */
-    public replayOf: string | undefined
-  ) {}
+    public replayOf: string | undefined,
+    /** Its entry is built at once (someone looks): its headers are read now, kept as the object. */
+    eager: boolean
+  ) {
+    this.keepHeaders(headers, eager)
+  }
+
+  private keepHeaders(headers: RequestContext["headers"], eager: boolean): void {
+    if (eager) {
+      this.headerBytes.clear()
+      this.headerObject = headers
+    } else this.headerObject = this.headerBytes.store(headers) ? undefined : headers
+  }
+
+  /** Its headers as the request had them. */
+  requestHeaders(): RequestContext["headers"] {
+    // Bytes hold a request's headers as node gives them: strings, and lists of strings (no numbers).
+    return this.headerObject ?? (this.headerBytes.read() as RequestContext["headers"])
+  }
 
   /**
    * This object, handed back by the buffer (`recycledOwn`: its request ended and its slot was
@@ -98,18 +123,21 @@ class BridgeRequest implements OwnRequest {
     query: string,
     headers: RequestContext["headers"],
     requestId: string,
-    replayOf: string | undefined
+    replayOf: string | undefined,
+    eager: boolean
   ): this {
     this.method = method
     this.path = path
     this.query = query
-    this.headers = headers
+    this.keepHeaders(headers, eager)
     this.requestId = requestId
     this.replayOf = replayOf
     this.id = ""
     this.recording = undefined
     this.status = 0
     this.answerHeaders = NO_HEADERS
+    this.answerBytes.clear()
+    this.answerInBytes = false
     this.failed = undefined
     this.streamed = false
     this.hasRow = false
@@ -125,13 +153,14 @@ class BridgeRequest implements OwnRequest {
   }
 
   start(): CaptureStart {
-    const host = requestHeader({ headers: this.headers } as RequestContext, "host") ?? "gateway"
+    const headers = this.requestHeaders()
+    const host = requestHeader({ headers } as RequestContext, "host") ?? "gateway"
     const q = this.query
     return {
       source: "agent-bridge" as const,
       method: this.method,
       url: `http://${host}${this.path}${q ? `?${q}` : ""}`,
-      headers: this.headers,
+      headers,
       requestId: this.requestId
     }
   }
@@ -164,13 +193,20 @@ class BridgeRequest implements OwnRequest {
     this.rowCost = row.costUsd
   }
 
-  /** The answer's content type. */
+  /** The answer's content type (before `keepAnswerAsBytes`). */
   contentType(): string {
     return String(this.answerHeaders["content-type"] ?? "")
   }
 
+  /** The request is over and its entry not built (`endOwn`): the answer's headers are kept as bytes from now on. */
+  keepAnswerAsBytes(): void {
+    if (this.answerHeaders === NO_HEADERS || !this.answerBytes.store(this.answerHeaders)) return
+    this.answerInBytes = true
+    this.answerHeaders = NO_HEADERS
+  }
+
   end(): CaptureEnd {
-    return { status: this.status, headers: this.answerHeaders, bodySize: 0 }
+    return { status: this.status, headers: this.answerInBytes ? this.answerBytes.read() : this.answerHeaders, bodySize: 0 }
   }
 
   ended(slot: { readonly entry: InterceptedRequest }): void {
@@ -299,8 +335,8 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
       const recycled = core.recycledOwn()
       const own =
         recycled instanceof BridgeRequest
-          ? recycled.reuse(ctx.method, ctx.path, ctx.query.toString(), ctx.headers, ctx.requestId, replayOf)
-          : new BridgeRequest(core, ctx.method, ctx.path, ctx.query.toString(), ctx.headers, ctx.requestId, replayOf)
+          ? recycled.reuse(ctx.method, ctx.path, ctx.query.toString(), ctx.headers, ctx.requestId, replayOf, bodies)
+          : new BridgeRequest(core, ctx.method, ctx.path, ctx.query.toString(), ctx.headers, ctx.requestId, replayOf, bodies)
       const clientPort = socketPort(ctx)
       const socket = clientPort === undefined ? undefined : (ctx as { readonly req?: { readonly socket?: object } }).req?.socket
       own.id = core.beginOwn(own, ctx.requestId, bodies, clientPort, socket)
@@ -328,7 +364,7 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
       const rec = own.recording
       if (rec === undefined) {
         own.streamed = /event-stream|ndjson/.test(own.contentType())
-        core.endOwn(own.id, own)
+        if (core.endOwn(own.id, own)) own.keepAnswerAsBytes()
         return
       }
       own.recording = undefined

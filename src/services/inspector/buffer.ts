@@ -284,17 +284,21 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     return id
   }
 
-  /** The end of an own request: noted while its entry is not built (`own.end` read then), applied (then `own.ended`) otherwise. */
-  const endOwn = (id: string, own: OwnRequest): void => {
+  /**
+   * The end of an own request: noted while its entry is not built (`own.end` read then), applied (then `own.ended`) otherwise.
+   * Answers whether `own.end` is still to be read (the entry not built yet).
+   */
+  const endOwn = (id: string, own: OwnRequest): boolean => {
     const slot = slots.get(id)
-    if (!slot) return
+    if (!slot) return false
     if (slot.deferred !== undefined) {
       slot.endedAt = Date.now()
-      return
+      return true
     }
     sinkEnd(id, own.end())
     own.ended(slot)
     changed(slot)
+    return false
   }
 
   const sinkEnd = (id: string, end: CaptureEnd): void => {

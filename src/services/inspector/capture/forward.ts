@@ -6,7 +6,7 @@ import * as http from "node:http"
 import * as https from "node:https"
 import * as net from "node:net"
 import type * as stream from "node:stream"
-import * as tls from "node:tls"
+import type * as tls from "node:tls"
 import { mayBeLlm } from "../detect.js"
 import type { Upstreams } from "./upstreams.js"
 
