@@ -20,16 +20,10 @@ describe("HeaderBytes: a header set kept as bytes", () => {
     }
     expect(h.store(set)).toBe(true)
     const back = h.read()
-    expect(back).toEqual({
-      host: "127.0.0.1:20128",
-      "content-type": "application/json",
-      "content-length": 1234,
-      "set-cookie": ["a=1; Path=/", "b=2"],
-      empty: "",
-      "x-long": "v".repeat(5_000),
-      "x-latin1": "caf\u00e9 \u00ff"
-    })
-    expect(Object.keys(back)).toEqual(["host", "content-type", "content-length", "set-cookie", "empty", "x-long", "x-latin1"])
+    // Everything but the undefined value, in the same order.
+    const { skipped: _skipped, ...kept } = set
+    expect(back).toStrictEqual(kept)
+    expect(Object.keys(back)).toEqual(Object.keys(kept))
     // Read twice: the same again, each a new object.
     expect(h.read()).toEqual(back)
     expect(h.read()).not.toBe(back)
