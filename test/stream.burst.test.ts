@@ -41,6 +41,17 @@ const stream = async (body: Record<string, unknown> = {}) => {
   return { status: res.status, bytes: Buffer.from(await res.arrayBuffer()) }
 }
 
+/**
+ * The time from which a test's usage rows are its own: the requests before it have ended and
+ * recorded their rows (a row's ts is when its request ended, which can come just after its client
+ * had the whole answer), and the clock has moved past their last millisecond.
+ */
+const rowsFromNow = async (): Promise<number> => {
+  await gw.usageWritten()
+  await new Promise((r) => setTimeout(r, 2))
+  return Date.now()
+}
+
 const usageSince = async (since: number) => {
   await gw.usageWritten()
   return queryDb<{ tokens_in: number; tokens_out: number; error: string | null }>(
@@ -77,7 +88,7 @@ afterAll(async () => {
 describe("a same-format stream written at once", () => {
   it("reaches the client as its bytes, the usage among them booked", async () => {
     whole = [chunk("tok0"), ...Array.from({ length: 30 }, (_, i) => chunk(` tok${i + 1}`)), USAGE, DONE].join("")
-    const since = Date.now()
+    const since = await rowsFromNow()
     const r = await stream()
     expect(r.status).toBe(200)
     expect(r.bytes.equals(Buffer.from(whole))).toBe(true)
@@ -93,7 +104,7 @@ describe("a same-format stream written at once", () => {
   it("without the usage chunk the client did not ask for, the rest as it came", async () => {
     const content = [chunk("a"), chunk("b"), chunk("c")]
     whole = [ROLE, ...content, USAGE, DONE].join("")
-    const since = Date.now()
+    const since = await rowsFromNow()
     const r = await stream({ stream_options: undefined })
     expect(r.bytes.toString()).toBe([ROLE, ...content, DONE].join(""))
     expect(await usageSince(since)).toEqual([{ tokens_in: 7, tokens_out: 9, error: null }])
@@ -111,7 +122,7 @@ describe("a same-format stream written at once", () => {
   it("an error among the events: scrubbed of the upstream's key in place, booked as the request's error", async () => {
     const error = `data: {"error":{"message":"upstream broke, key ${UPSTREAM_KEY}","type":"server_error"}}\n\n`
     whole = [ROLE, chunk("one"), chunk("two"), error].join("")
-    const since = Date.now()
+    const since = await rowsFromNow()
     const r = await stream()
     const text = r.bytes.toString()
     expect(text.startsWith(ROLE + chunk("one") + chunk("two"))).toBe(true)
