@@ -183,7 +183,8 @@ export const expectAccessible = async (page: Page, where: string) => {
 }
 
 /** No page errors, console errors or failed requests so far. */
-export const expectNoProblems = (problems: ReadonlyArray<string>) => expect(problems).toEqual([])
+export const expectNoProblems = (problems: ReadonlyArray<string>) =>
+  expect(problems, `the page reported: ${problems.join(" | ")}`).toEqual([])
 
 /**
  * Holds the page's GET requests to `url` until `release()`, to show what the page does when an
