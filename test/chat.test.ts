@@ -5,6 +5,7 @@ import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { queryDb } from "./support/db.js"
 import { FakeOpenAI } from "./support/fakeOpenAI.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
+import { refusedPort } from "./support/refusedPort.js"
 
 const ADMIN = "gwk_test_admin_key_0123456789abcdef"
 
@@ -150,9 +151,7 @@ describe("POST /v1/chat/completions through the openai SDK", () => {
   })
 
   it("answers 502 in the OpenAI shape when the upstream refuses connections", async () => {
-    const dead = await FakeOpenAI.start()
-    const deadUrl = dead.baseUrl
-    await dead.close()
+    const deadUrl = `http://127.0.0.1:${await refusedPort()}/v1`
     const created = await call(`${gw.url}/api/providers`, {
       body: { provider: "openai-compatible", name: "dead", baseUrl: deadUrl, defaultModel: "m1" },
       headers: { authorization: `Bearer ${ADMIN}` }

@@ -1,13 +1,12 @@
 import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
-import * as http from "node:http"
-import type { AddressInfo } from "node:net"
 import OpenAI from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { EventBus, type GatewayEvent } from "../src/platform/events/EventBus.js"
 import { queryDb } from "./support/db.js"
 import { FakeUpstream, type Reply } from "./support/fakeUpstream.js"
+import { refusedPort } from "./support/refusedPort.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 import { until } from "./support/until.js"
 
@@ -58,11 +57,8 @@ const chat = (model: string, stream = false) =>
 beforeAll(async () => {
   flaky = await FakeUpstream.start()
   steady = await FakeUpstream.start()
-  // A port that was just free: connections to it are refused.
-  const probe = http.createServer()
-  await new Promise<void>((r) => probe.listen(0, "127.0.0.1", r))
-  refusedUrl = `http://127.0.0.1:${(probe.address() as AddressInfo).port}/v1`
-  await new Promise<void>((r) => probe.close(() => r()))
+  // A port that refuses connections for the whole run (not one just freed, which another test may take).
+  refusedUrl = `http://127.0.0.1:${await refusedPort()}/v1`
 
   gw = await startGateway({ timeouts: TIMEOUTS })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))

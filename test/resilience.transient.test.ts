@@ -1,9 +1,8 @@
 import * as Effect from "effect/Effect"
-import * as http from "node:http"
-import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
+import { refusedPort } from "./support/refusedPort.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 
 /**
@@ -39,10 +38,8 @@ beforeAll(async () => {
   steady = await FakeUpstream.start()
   ollamaA = await FakeUpstream.start()
   ollamaB = await FakeUpstream.start()
-  const probe = http.createServer()
-  await new Promise<void>((r) => probe.listen(0, "127.0.0.1", r))
-  refusedUrl = `http://127.0.0.1:${(probe.address() as AddressInfo).port}/v1`
-  await new Promise<void>((r) => probe.close(() => r()))
+  // A port that refuses connections for the whole run (not one just freed, which another test may take).
+  refusedUrl = `http://127.0.0.1:${await refusedPort()}/v1`
 
   gw = await startGateway({ timeouts: { headersMs: 400, streamHeadersMs: 400, firstContentMs: 400, idleMs: 400 } })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))

@@ -1,12 +1,12 @@
 import { execFile } from "node:child_process"
 import { promisify } from "node:util"
 import { writeFileSync } from "node:fs"
-import * as net from "node:net"
 import * as path from "node:path"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { FakeImages, makePng } from "../support/fakeImages.js"
 import { FakeUpstream } from "../support/fakeUpstream.js"
+import { refusedPort } from "../support/refusedPort.js"
 import { tempDir } from "../support/gateway.js"
 import {
   type DashboardGateway,
@@ -27,15 +27,6 @@ import {
 
 const run = promisify(execFile)
 
-/** A port nothing listens on (the failing model's connection). */
-const closedPort = async () => {
-  const s = net.createServer()
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r))
-  const port = (s.address() as net.AddressInfo).port
-  await new Promise<void>((r) => s.close(() => r()))
-  return port
-}
-
 describe("dashboard: playground", () => {
   let browser: Browser
   let gw: DashboardGateway
@@ -54,7 +45,7 @@ describe("dashboard: playground", () => {
       gw.admin("POST", "/api/providers", { provider: "openai-compatible", name, baseUrl, models: ["m1"] })
     expect((await add("alpha", alpha.baseUrl("openai-chat"))).status).toBe(201)
     expect((await add("beta", beta.baseUrl("openai-chat"))).status).toBe(201)
-    expect((await add("broken", `http://127.0.0.1:${await closedPort()}/v1`)).status).toBe(201)
+    expect((await add("broken", `http://127.0.0.1:${await refusedPort()}/v1`)).status).toBe(201)
     expect(
       (
         await gw.admin("POST", "/api/providers", {
