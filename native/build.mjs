@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Builds the transparent-capture addon (native/README.md) with node-gyp, the one npm ships, into
+// Builds the gateway's addon (native/README.md: the transparent capture's sockets, the SQLite writer thread's policy) with node-gyp, the one npm ships, into
 // native/build/Release/gateway_tproxy.node. Runs at `npm install` / `npm ci` (package.json's
 // `install` script) and as `npm run build:native`.
 //
@@ -24,7 +24,7 @@ const rel = (p) => path.relative(process.cwd(), p) || "."
 const TIMEOUT_MS = 5 * 60_000
 
 const unavailable = (why) => {
-  console.log(`gateway: transparent capture (TPROXY) will be unavailable: ${why}`)
+  console.log(`gateway: transparent capture (TPROXY) will be unavailable, and the SQLite writer thread runs at nice 10 only: ${why}`)
   process.exit(0)
 }
 
@@ -114,7 +114,7 @@ const main = () => {
   }
   if (run.status === 0 && existsSync(addon)) {
     writeLog()
-    console.log(`gateway: built ${rel(addon)}: transparent capture (TPROXY) is available`)
+    console.log(`gateway: built ${rel(addon)}: transparent capture (TPROXY) is available, the SQLite writer thread runs under SCHED_BATCH`)
     return
   }
   writeLog()

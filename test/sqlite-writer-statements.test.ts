@@ -4,6 +4,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { startSqliteWriter } from "../src/platform/store/SqliteWriterThread.js"
+import { nativeAddonPath } from "../src/platform/system/nativeAddon.js"
 
 /**
  * src/platform/store/SqliteWriterThread.ts writes a batch's rows in statements of a few fixed
@@ -87,5 +88,42 @@ describe("the SQLite writer thread's statements", () => {
     expect(left.length).toBe(100 - 37 + 1)
     expect(left.some((k) => gone.includes(k))).toBe(false)
     expect(left).toContain("extra")
+  })
+})
+
+/** This process's threads: id, nice value and scheduling policy (/proc/<pid>/task/<tid>/stat, fields 19 and 41). */
+const threads = (): Map<string, { readonly nice: number; readonly policy: number }> => {
+  const out = new Map<string, { readonly nice: number; readonly policy: number }>()
+  for (const tid of fs.readdirSync("/proc/self/task")) {
+    try {
+      const stat = fs.readFileSync(`/proc/self/task/${tid}/stat`, "utf8")
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      out.set(tid, { nice: Number(fields[16]), policy: Number(fields[38]) })
+    } catch {
+      // The thread ended meanwhile.
+    }
+  }
+  return out
+}
+
+describe.runIf(process.platform === "linux")("the SQLite writer thread's place on the core", () => {
+  it("runs at nice 10, and under SCHED_BATCH when the native addon is built, so a batch never preempts the main thread", async () => {
+    const before = threads()
+    // A suite run at a nice value above 10 leaves the writer at its own (lowering it needs a privilege).
+    const expectedNice = Math.max(10, before.get(String(process.pid))?.nice ?? 0)
+    const file = fresh()
+    const { writer, started } = startSqliteWriter(file, {})
+    await started
+    await writer.write([{ table: "log", row: { n: 1, label: "one", data: null } }])
+    const added = [...threads()].filter(([tid]) => !before.has(tid)).map(([, t]) => t)
+    const writerThread = added.find((t) => t.nice === expectedNice)
+    await writer.close()
+    expect(writerThread, `threads started with the writer: ${JSON.stringify(added)}`).toBeDefined()
+    // SCHED_BATCH is 3, SCHED_OTHER 0 (sched.h). npm install builds the addon where a C compiler is.
+    expect(writerThread!.policy, "SCHED_BATCH is set through the native addon: rebuild it with npm run build:native").toBe(
+      nativeAddonPath() === undefined ? 0 : 3
+    )
+    // The main thread keeps its policy and nice value.
+    expect(threads().get(String(process.pid))).toEqual(before.get(String(process.pid)))
   })
 })

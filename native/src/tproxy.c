@@ -1,12 +1,16 @@
 /*
- * The transparent-capture (TPROXY) addon: the two socket operations Node's `net` lacks
- * (native/README.md). Node-API only, C only, Linux only.
+ * The gateway's addon (native/README.md): the two socket operations the transparent-capture (TPROXY)
+ * mode needs and Node's `net` lacks, and a thread's scheduling policy. Node-API only, C only, Linux only.
  *
  *   listenTransparent(host, port, backlog = 511) -> fd
  *     a listening TCP socket with IP_TRANSPARENT / IPV6_TRANSPARENT, for net.Server.listen({ fd }).
  *   connectMarked(address, port, mark, timeoutMs) -> Promise<fd>
  *     a TCP connection whose packets all carry SO_MARK = mark (set before connect), made on the
  *     libuv threadpool, for new net.Socket({ fd }).
+ *
+ *   setBatchPolicy() -> undefined
+ *     the calling thread under SCHED_BATCH (its nice value kept): the scheduler no longer lets it
+ *     preempt another thread when it wakes. The SQLite writer thread calls it (docs/performance.md).
  *
  * Errors are Errors whose message names the call and the failed system call
  * ("listenTransparent 127.0.0.1:8443: bind(): Address already in use"), with `code` (the errno
@@ -21,6 +25,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +40,10 @@
 #endif
 #ifndef IPV6_TRANSPARENT
 #define IPV6_TRANSPARENT 75
+#endif
+/* Linux's value; <sched.h> declares it only under _GNU_SOURCE. */
+#ifndef SCHED_BATCH
+#define SCHED_BATCH 3
 #endif
 #ifndef SO_MARK
 #define SO_MARK 36
@@ -62,6 +72,8 @@ static const char* errno_name(int e) {
     case EHOSTUNREACH: return "EHOSTUNREACH";
     case ENETDOWN: return "ENETDOWN";
     case EINVAL: return "EINVAL";
+    case ENOSYS: return "ENOSYS";
+    case ESRCH: return "ESRCH";
     case EMFILE: return "EMFILE";
     case ENFILE: return "ENFILE";
     case ENOBUFS: return "ENOBUFS";
@@ -363,10 +375,23 @@ static napi_value connect_marked(napi_env env, napi_callback_info info) {
   return promise;
 }
 
+/* setBatchPolicy(): SCHED_BATCH for the calling thread only. Allowed without privileges: it gives
+ * up nothing but wake-up preemption. */
+static napi_value set_batch_policy(napi_env env, napi_callback_info info) {
+  (void)info;
+  struct sched_param param;
+  memset(&param, 0, sizeof(param));
+  /* pthread_setschedparam rather than sched_setscheduler(0, ...): musl's sched_setscheduler is a stub (ENOSYS). */
+  int err = pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
+  if (err != 0) return throw_sys_error(env, "setBatchPolicy", "pthread_setschedparam", err);
+  return NULL;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"listenTransparent", NULL, listen_transparent, NULL, NULL, NULL, napi_enumerable, NULL},
       {"connectMarked", NULL, connect_marked, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"setBatchPolicy", NULL, set_batch_policy, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props));
   return exports;

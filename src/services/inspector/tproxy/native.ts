@@ -5,8 +5,7 @@
 import { closeSync, existsSync } from "node:fs"
 import { createRequire } from "node:module"
 import * as net from "node:net"
-import * as path from "node:path"
-import { PACKAGE_ROOT } from "../../../kernel/packageRoot.js"
+import { NATIVE_ADDON_PATH } from "../../../platform/system/nativeAddon.js"
 
 /** The addon's exports (native/src/tproxy.c). Both raise Errors with `code` (the errno name, e.g. "EPERM") and `syscall`. */
 export interface TproxyNative {
@@ -30,7 +29,7 @@ export type TproxyNativeLoad =
   | { readonly available: false; readonly reason: string }
 
 /** Where native/build.mjs puts the addon, from src/ (vitest, tsx), dist/ and dist/bundle/ alike. */
-export const TPROXY_ADDON_PATH: string = path.join(PACKAGE_ROOT, "native", "build", "Release", "gateway_tproxy.node")
+export const TPROXY_ADDON_PATH: string = NATIVE_ADDON_PATH
 
 let loaded: TproxyNativeLoad | undefined
 
