@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { runCli } from "./support/cli.js"
 import { call, rawCall, startGateway, type TestGateway } from "./support/gateway.js"
+import { refusedPort } from "./support/refusedPort.js"
 
 /**
  * A2A (spec document 2, "Agent skill discovery"; docs/skills.md): `POST /a2a` JSON-RPC 2.0 and
@@ -220,10 +221,7 @@ describe("gateway a2a", () => {
   it(
     "status and card exit 1 when nothing answers",
     async () => {
-      const closed = http.createServer()
-      await new Promise<void>((r) => closed.listen(0, "127.0.0.1", r))
-      const url = `http://127.0.0.1:${(closed.address() as net.AddressInfo).port}`
-      await new Promise((r) => closed.close(r))
+      const url = `http://127.0.0.1:${await refusedPort()}`
       const status = await runCli(["a2a", "status", "--url", url, "--json"])
       expect(status.code).toBe(1)
       expect(JSON.parse(status.stdout)).toMatchObject({ url, card: false, answering: false })

@@ -4,6 +4,7 @@ import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 import { until } from "./support/until.js"
+import { refusedPort } from "./support/refusedPort.js"
 
 /**
  * The connection health checks (docs/operations.md, "Background tasks"): GATEWAY_DISABLE_LOCAL_HEALTHCHECK,
@@ -98,9 +99,7 @@ describe("GATEWAY_DISABLE_TOKEN_HEALTHCHECK (default off: the token check runs)"
       r.path === "/v1/models" ? { status: 401, errorMessage: "Incorrect API key provided" } : {}
     )
     const good = await upstream()
-    const gone = await upstream()
-    const goneUrl = gone.baseUrl("openai-chat")
-    await gone.close()
+    const goneUrl = `http://127.0.0.1:${await refusedPort()}/v1`
     await connect(gw, { name: "revoked", baseUrl: refusing.baseUrl("openai-chat"), apiKey: "sk-revoked-0000000000000000" })
     await connect(gw, { name: "good", baseUrl: good.baseUrl("openai-chat"), apiKey: "sk-good-00000000000000000000" })
     await connect(gw, { name: "unreachable", baseUrl: goneUrl, apiKey: "sk-gone-00000000000000000000" })

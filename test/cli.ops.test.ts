@@ -7,6 +7,7 @@ import { ADMIN_KEY, BIN, cleanEnv, runCli, setupWithProvider } from "./support/c
 import { queryDb } from "./support/db.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, tempDir } from "./support/gateway.js"
+import { refusedPort } from "./support/refusedPort.js"
 
 /**
  * The operations plane from outside: a spawned gateway restarted and stopped through the API
@@ -303,7 +304,7 @@ describe("config, env and health commands", () => {
       gw.child.kill("SIGTERM")
       await gw.exited
     }
-    const down = await runCli(["health", "--url", `http://127.0.0.1:${await freePort()}`], {
+    const down = await runCli(["health", "--url", `http://127.0.0.1:${await refusedPort()}`], {
       DATA_DIR: dataDir,
       GATEWAY_API_KEY: ADMIN_KEY
     })

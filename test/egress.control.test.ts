@@ -6,6 +6,7 @@ import { FakeOAuth } from "./support/fakeOAuth.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 import { httpProxy, type TestProxy } from "./support/proxies.js"
+import { refusedPort } from "./support/refusedPort.js"
 
 /**
  * Control-plane calls through the egress (docs/egress.md, "Which proxy a call uses"): OAuth token
@@ -40,12 +41,8 @@ const registryProxy = async (name: string, port: number) => {
   expect(res.status, res.text).toBe(201)
   return res.body.id as string
 }
-/** A proxy port that nothing listens on any more. */
-const deadPort = async () => {
-  const dead = await httpProxy("127.0.0.1")
-  await dead.close()
-  return dead.port
-}
+/** A proxy port that nothing listens on. */
+const deadPort = refusedPort
 
 /** A qwen connection signed in with the device flow. */
 const connectQwen = async (name: string) => {

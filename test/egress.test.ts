@@ -6,6 +6,7 @@ import { FeatureFlags } from "../src/platform/flags/FeatureFlags.js"
 import { fakeOpenAIForFile } from "./support/fakeOpenAI.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 import { httpProxy, socksProxy, type TestProxy } from "./support/proxies.js"
+import { refusedPort } from "./support/refusedPort.js"
 
 /**
  * Upstream proxies (docs/egress.md) with real parts: an HTTP CONNECT proxy (the `proxy`
@@ -283,9 +284,7 @@ describe("the proxy registry", () => {
 
 describe("control-plane direct fallback (GATEWAY_CONTROL_PLANE_PROXY_DIRECT_FALLBACK)", () => {
   it("a provider test goes direct when its proxy is unreachable and the flag is on; inference through the same proxy never does", async () => {
-    const dead = await httpProxy("127.0.0.1")
-    const deadPort = dead.port
-    await dead.close()
+    const deadPort = await refusedPort()
     const p = await createProxy({ name: "dead", type: "http", host: "127.0.0.1", port: deadPort })
     const c = await connection(p.id)
     const test = () => call(`${gw.url}/api/providers/${c.id}/test`, { method: "POST", body: {}, headers: admin })
@@ -321,9 +320,7 @@ describe("auto-select (PROXY_AUTO_SELECT_ENABLED)", () => {
       }
       await call(`${gw.url}${PROXIES}/${p.id}`, { method: "DELETE", headers: admin })
     }
-    const dead = await httpProxy("127.0.0.1")
-    const deadPort = dead.port
-    await dead.close()
+    const deadPort = await refusedPort()
     await createProxy({ name: "auto-dead", type: "http", host: "127.0.0.1", port: deadPort })
     await createProxy({ name: "auto-free", type: "socks5", host: "127.0.0.1", port: socks.port, free: true })
     await createProxy({ name: "auto-live", type: "http", host: "127.0.0.1", port: plain.port })

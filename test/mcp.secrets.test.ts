@@ -14,7 +14,7 @@ import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { McpServers } from "../src/services/mcp/McpServers.js"
 import { McpUpstreams } from "../src/services/mcp/McpUpstreams.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
-import { freePort } from "./support/cli.js"
+import { refusedPort } from "./support/refusedPort.js"
 
 const root = path.resolve(import.meta.dirname, "..")
 const EVERYTHING = path.join(root, "node_modules/@modelcontextprotocol/server-everything/dist/index.js")
@@ -71,7 +71,7 @@ beforeAll(async () => {
     allowedTools: ["*"]
   })
   // Nothing listens there: the connection fails, and its error may quote the url.
-  remoteUrl = `http://user:${URL_PASSWORD}@127.0.0.1:${await freePort()}/mcp?access_token=${URL_TOKEN}&region=eu`
+  remoteUrl = `http://user:${URL_PASSWORD}@127.0.0.1:${await refusedPort()}/mcp?access_token=${URL_TOKEN}&region=eu`
   await register({ name: "remote", transport: "http", url: remoteUrl, allowedTools: ["*"] })
   await until("ev ready", () =>
     gw.run(Effect.map(McpUpstreams, (u) => (u.health("ev")?.state === "ready" && u.health("ev")?.listedAt != null ? true : undefined)))

@@ -30,6 +30,7 @@ import { processRecord, stdioEnv } from "../src/services/mcp/processes.js"
 import { LifeEnded, restartSchedule } from "../src/services/mcp/supervisor.js"
 import { tempDir } from "./support/gateway.js"
 import { until } from "./support/until.js"
+import { refusedPort } from "./support/refusedPort.js"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const EVERYTHING = path.join(root, "node_modules/@modelcontextprotocol/server-everything/dist/index.js")
@@ -425,10 +426,7 @@ describe("McpUpstreams over HTTP", () => {
   })
 
   it("a server that is not there is restarting with the reason, tried again on the schedule", async () => {
-    const server = http.createServer()
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
-    const port = (server.address() as AddressInfo).port
-    await new Promise((r) => server.close(r))
+    const port = await refusedPort()
     const { up } = await start([record("gone", { transport: "http", url: `http://127.0.0.1:${port}/mcp` })])
     const h = await until("restarted once", () => ((up.health("gone")?.restarts ?? 0) >= 1 ? up.health("gone") : undefined))
     expect(h.state).toBe("restarting")

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, rawCall, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
+import { refusedPort } from "./support/refusedPort.js"
 
 /** Global settings (docs/operations.md, "Settings"), over HTTP against a real gateway and SQLite file. */
 const ADMIN = "gwk_settings_admin_key_0123456789abcdef"
@@ -397,12 +398,7 @@ describe("proxy test", () => {
       expect(badCreds.body).toMatchObject({ ok: false, status: null, error: expect.stringMatching(/407/) })
       expect(badCreds.text).not.toContain("wrong")
 
-      const deadPort = await new Promise<number>((r) => {
-        const s = net.createServer().listen(0, "127.0.0.1", () => {
-          const port = (s.address() as net.AddressInfo).port
-          s.close(() => r(port))
-        })
-      })
+      const deadPort = await refusedPort()
       const dead = await api("/api/settings/proxy/test", { body: { url: targetUrl, proxy: `http://127.0.0.1:${deadPort}` } })
       expect(dead.body).toMatchObject({ ok: false, status: null, error: expect.stringMatching(/ECONNREFUSED/) })
 

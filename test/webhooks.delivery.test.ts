@@ -14,6 +14,7 @@ import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway } from "./support/gateway.js"
 import { queryDb } from "./support/db.js"
 import { Receiver, verifySpec, verifyStandardByHand, verifyWithLibrary } from "./support/webhookReceiver.js"
+import { refusedPort } from "./support/refusedPort.js"
 
 /**
  * Delivery (docs/webhooks.md, "Delivery"): the retry Schedule under Effect's TestClock (the
@@ -112,10 +113,8 @@ describe("the retry schedule (TestClock)", () => {
 
   it.scoped("a network failure is retried 3 times too, recorded as status 0", () =>
     Effect.gen(function* () {
-      // A port nobody listens on: bind one, note it, close it.
-      const gone = yield* Effect.promise(() => Receiver.start())
-      const url = gone.url
-      yield* Effect.promise(() => gone.close())
+      // A port nobody listens on.
+      const url = `http://127.0.0.1:${yield* Effect.promise(() => refusedPort())}/hook`
       const http = yield* UpstreamHttp
       const outcomes: Array<AttemptOutcome> = []
       const fiber = yield* Effect.fork(
