@@ -1150,6 +1150,32 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
   }
 }
 
+/**
+ * The gateway's memory as its GET /metrics reports it (docs/observability.md): V8's heap used (all
+ * spaces; the old space apart) and reserved, and the external memory. Undefined if it does not answer.
+ */
+const gatewayMemory = async (x) => {
+  try {
+    const res = await fetch(`${x.baseUrl}/metrics`, { headers: x.adminHeaders, signal: AbortSignal.timeout(5_000) })
+    if (!res.ok) return undefined
+    const text = await res.text()
+    const sum = (name, space) => {
+      let total = 0
+      for (const m of text.matchAll(new RegExp(`^${name}(?:\\{([^}]*)\\})? (\\S+)$`, "gm")))
+        if (space === undefined || (m[1] ?? "").includes(`v8js_heap_space_name="${space}"`)) total += Number(m[2])
+      return total
+    }
+    return {
+      heapUsedBytes: sum("v8js_memory_heap_used"),
+      oldSpaceUsedBytes: sum("v8js_memory_heap_used", "old_space"),
+      heapReservedBytes: sum("v8js_memory_heap_limit"),
+      externalBytes: sum("gateway_memory_external")
+    }
+  } catch {
+    return undefined
+  }
+}
+
 // Soak: the gateway under steady c=32 JSON load, RSS every second (logged every 30 s).
 let soak = null
 if (want("soak") && ready("gateway") && checkAlive("gateway")) {
@@ -1167,7 +1193,17 @@ if (want("soak") && ready("gateway") && checkAlive("gateway")) {
       everySecond.push(s)
       if (s.t % 30 === 0 && samples[samples.length - 1].t !== s.t) {
         samples.push(s)
-        log(`soak ${s.t} s: RSS ${mb(s.rssBytes)?.toFixed(1)} MB`)
+        // The gateway's own reading of where its memory is (GET /metrics: V8's heap, what Buffers
+        // hold outside it), so a growth shows as the heap's or as memory held elsewhere.
+        void gatewayMemory(x).then((m) => {
+          Object.assign(s, m)
+          log(
+            `soak ${s.t} s: RSS ${mb(s.rssBytes)?.toFixed(1)} MB` +
+              (m
+                ? `; V8 heap used ${mb(m.heapUsedBytes).toFixed(1)} (old space ${mb(m.oldSpaceUsedBytes).toFixed(1)}) of ${mb(m.heapReservedBytes).toFixed(1)} reserved, external ${mb(m.externalBytes).toFixed(1)} MB`
+                : "")
+          )
+        })
       }
     }, 1_000)
     const res = await throughputRun(x.chatUrl, { ...jsonReq(x, "1k"), connections: 32, durationS })
@@ -1212,6 +1248,15 @@ if (want("soak") && ready("gateway") && checkAlive("gateway")) {
       pass: growth <= 0.05 * base
     }
   })
+}
+
+/** The gateway's own memory readings of the soak (V8's heap used, the old space's, external), as a sentence; empty without them. */
+const soakMemory = (run) => {
+  const read = run.samples.filter((s) => s.heapUsedBytes != null)
+  if (read.length === 0) return ""
+  const at = (s) =>
+    `${s.t}s ${mb(s.heapUsedBytes).toFixed(0)}/${mb(s.oldSpaceUsedBytes).toFixed(0)}/${mb(s.heapReservedBytes).toFixed(0)}/${mb(s.externalBytes).toFixed(1)}`
+  return ` The gateway's own readings (GET /metrics; V8 heap used / old space used / heap reserved / external, MB): ${read.map(at).join(", ")}.`
 }
 
 const runForeign = foreignSince(runCpu)
@@ -1695,7 +1740,7 @@ if (shadowRun && !shadowRun.error)
 if (shadowRun?.error) out.push(`Shadow run failed: ${shadowRun.error}`)
 if (soak && !soak.error)
   out.push(
-    `Soak: ${soak.durationS} s at c=32 (${soak.rps.toFixed(0)} req/s); RSS ${soak.samples.map((s) => `${s.t}s ${mb(s.rssBytes).toFixed(0)}`).join(", ")} MB; growth ${mb(soak.growthBytes).toFixed(1)} MB (the lowest RSS of the last ${soak.windowS} s − the lowest of the first ${soak.windowS} s after a ${soak.warmInS} s warm-in, sampled every second; the 30-s readings' median of the last 3 − of the first 3: ${mb(soak.readingsGrowthBytes).toFixed(1)} MB), slope ${soak.slopeMbPerMin == null ? "–" : soak.slopeMbPerMin.toFixed(2)} MB/min after the warm-in.`
+    `Soak: ${soak.durationS} s at c=32 (${soak.rps.toFixed(0)} req/s); RSS ${soak.samples.map((s) => `${s.t}s ${mb(s.rssBytes).toFixed(0)}`).join(", ")} MB; growth ${mb(soak.growthBytes).toFixed(1)} MB (the lowest RSS of the last ${soak.windowS} s − the lowest of the first ${soak.windowS} s after a ${soak.warmInS} s warm-in, sampled every second; the 30-s readings' median of the last 3 − of the first 3: ${mb(soak.readingsGrowthBytes).toFixed(1)} MB), slope ${soak.slopeMbPerMin == null ? "–" : soak.slopeMbPerMin.toFixed(2)} MB/min after the warm-in.${soakMemory(soak)}`
   )
 if (failed.length) out.push(`Targets with problems:\n${failed.join("\n")}`)
 const pct = (f) => (f == null ? "?" : `${(100 * f).toFixed(0)}%`)

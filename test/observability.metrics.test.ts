@@ -1,3 +1,4 @@
+import * as v8 from "node:v8"
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
@@ -129,6 +130,48 @@ describe("GET /metrics: who may read it", () => {
       ).toBe(200)
     }
     expect((await rawCall(gw.url, "GET", "/metrics")).status).toBe(401)
+  })
+})
+
+describe("GET /metrics: the process's memory", () => {
+  // The gateway here runs in the test's own process: its readings are this process's.
+  it("reports its RSS, each V8 heap space's used and reserved bytes, and the memory Buffers hold outside the heap", async () => {
+    const samples = await scrape()
+    const rss = total(samples, "process_memory_usage")
+    const rssNow = process.memoryUsage.rss()
+    expect(rss).toBeGreaterThan(0.5 * rssNow)
+    expect(rss).toBeLessThan(1.5 * rssNow)
+    const spaces = v8.getHeapSpaceStatistics().map((s) => s.space_name)
+    for (const space of spaces) {
+      const used = samples.find((s) => s.name === "v8js_memory_heap_used" && s.labels["v8js_heap_space_name"] === space)
+      const limit = samples.find((s) => s.name === "v8js_memory_heap_limit" && s.labels["v8js_heap_space_name"] === space)
+      expect(used, space).toBeDefined()
+      expect(limit, space).toBeDefined()
+      expect(used!.value).toBeLessThanOrEqual(limit!.value)
+    }
+    expect(total(samples, "v8js_memory_heap_used", { v8js_heap_space_name: "old_space" })).toBeGreaterThan(1024 * 1024)
+    const used = total(samples, "v8js_memory_heap_used")
+    const usedNow = v8.getHeapStatistics().used_heap_size
+    expect(used).toBeGreaterThan(0.5 * usedNow)
+    expect(used).toBeLessThan(1.5 * usedNow)
+  })
+
+  it("reads them when scraped: 64 MB held in a Buffer shows in the external memory, and goes when it is freed", async () => {
+    const before = total(await scrape(), "gateway_memory_external")
+    let held: Buffer | undefined = Buffer.alloc(64 * 1024 * 1024, 1)
+    const during = total(await scrape(), "gateway_memory_external")
+    expect(during - before).toBeGreaterThan(60 * 1024 * 1024)
+    expect(held.length).toBe(64 * 1024 * 1024)
+    held = undefined
+    // The Buffer's memory goes back once a collection finds it unreachable.
+    const gc = (globalThis as { gc?: () => void }).gc
+    if (gc) gc()
+    else {
+      v8.setFlagsFromString("--expose-gc")
+      ;(await import("node:vm")).runInNewContext("gc")()
+    }
+    const after = total(await scrape(), "gateway_memory_external")
+    expect(during - after).toBeGreaterThan(60 * 1024 * 1024)
   })
 })
 

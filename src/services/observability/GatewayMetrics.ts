@@ -2,6 +2,7 @@
  * The gateway's metrics: GenAI client metrics per upstream attempt and the gateway's own per request, updated
  * synchronously in `metricStore.ts` families that `GET /metrics` and the OTLP reader both read (docs/observability.md#metrics).
  */
+import * as v8 from "node:v8"
 import { turnsDeferred } from "../../platform/http/turnBudget.js"
 import { sentToPrimary } from "../../platform/state/clusterIpc.js"
 import type { Resource } from "@opentelemetry/resources"
@@ -295,6 +296,45 @@ export const makeGatewayMetrics = (options: {
       async () => (queue === undefined ? [] : [{ labels: [], value: pick(queue.counts()) }]),
       kind
     )
+  /**
+   * The process's memory, read when collected (nothing on the request path): its RSS, what V8's
+   * heap spaces hold and have reserved, and the memory outside the heap that JS objects hold
+   * (Buffers). With them a scrape tells a V8 heap that grows from memory held elsewhere
+   * (docs/observability.md; the bench's soak reads them).
+   */
+  const processMemory = [
+    new ObservedGauge(
+      { name: "process.memory.usage", description: "The process's resident set size (RSS)", unit: "By", labels: [] },
+      async () => [{ labels: [], value: process.memoryUsage.rss() }]
+    ),
+    new ObservedGauge(
+      {
+        name: "v8js.memory.heap.used",
+        description: "Bytes V8's heap space holds in objects",
+        unit: "By",
+        labels: ["v8js.heap.space.name"]
+      },
+      async () => v8.getHeapSpaceStatistics().map((s) => ({ labels: [s.space_name], value: s.space_used_size }))
+    ),
+    new ObservedGauge(
+      {
+        name: "v8js.memory.heap.limit",
+        description: "Bytes V8 has reserved for the heap space",
+        unit: "By",
+        labels: ["v8js.heap.space.name"]
+      },
+      async () => v8.getHeapSpaceStatistics().map((s) => ({ labels: [s.space_name], value: s.space_size }))
+    ),
+    new ObservedGauge(
+      {
+        name: "gateway.memory.external",
+        description: "Bytes outside V8's heap that JS objects hold (Buffers, ArrayBuffers), as process.memoryUsage() reports them",
+        unit: "By",
+        labels: []
+      },
+      async () => [{ labels: [], value: process.memoryUsage().external }]
+    )
+  ]
   const health = [
     queueCount("Requests parked until a quota resets (docs/resilience.md)", "gateway.quota_queue.parked", (c) => c.parked),
     queueCount("Parked requests sent after the reset and answered", "gateway.quota_queue.served", (c) => c.served, "counter"),
@@ -358,7 +398,8 @@ export const makeGatewayMetrics = (options: {
       },
       async () => [{ labels: [], value: turnsDeferred.count }],
       "counter"
-    )
+    ),
+    ...processMemory
   ]
   let readers: Promise<{ readonly scrape: () => Promise<string>; readonly close: () => Promise<void> }> | undefined
   const start = () =>
