@@ -1152,29 +1152,36 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
 
 /**
  * The gateway's memory as its GET /metrics reports it (docs/observability.md): V8's heap used (all
- * spaces; the old space apart) and reserved, and the external memory. Undefined if it does not answer.
+ * spaces; the old space apart) and resident, and the external memory; a figure the answer lacks is
+ * undefined. Undefined if it does not answer.
  */
 const gatewayMemory = async (x) => {
   try {
     const res = await fetch(`${x.baseUrl}/metrics`, { headers: x.adminHeaders, signal: AbortSignal.timeout(5_000) })
-    if (!res.ok) return undefined
+    if (!res.ok) {
+      await res.body?.cancel()
+      return undefined
+    }
     const text = await res.text()
     const sum = (name, space) => {
-      let total = 0
+      let total
       for (const m of text.matchAll(new RegExp(`^${name}(?:\\{([^}]*)\\})? (\\S+)$`, "gm")))
-        if (space === undefined || (m[1] ?? "").includes(`v8js_heap_space_name="${space}"`)) total += Number(m[2])
+        if (space === undefined || (m[1] ?? "").includes(`v8js_heap_space_name="${space}"`)) total = (total ?? 0) + Number(m[2])
       return total
     }
     return {
       heapUsedBytes: sum("v8js_memory_heap_used"),
       oldSpaceUsedBytes: sum("v8js_memory_heap_used", "old_space"),
-      heapReservedBytes: sum("v8js_memory_heap_limit"),
+      heapResidentBytes: sum("v8js_memory_heap_space_physical_size"),
       externalBytes: sum("gateway_memory_external")
     }
   } catch {
     return undefined
   }
 }
+
+/** Megabytes with `digits` decimals, or – for a figure missing. */
+const mbText = (bytes, digits = 1) => (bytes == null ? "–" : mb(bytes).toFixed(digits))
 
 // Soak: the gateway under steady c=32 JSON load, RSS every second (logged every 30 s).
 let soak = null
@@ -1183,8 +1190,28 @@ if (want("soak") && ready("gateway") && checkAlive("gateway")) {
   const durationS = Math.round(flags.soakMinutes * 60)
   log(`soak: ${durationS} s of c=32 JSON 1 KB against the gateway, RSS every second`)
   soak = await safe("soak", async () => {
+    // A first scrape before the soak: the metrics' exporter loads at the first one, which would
+    // otherwise step the RSS inside a short soak's first window.
+    await gatewayMemory(x)
     const samples = [{ t: 0, rssBytes: rssBytes(x.pid) }]
     const everySecond = []
+    /** The memory readings on their way (awaited before the soak's figures are taken). */
+    const readings = []
+    /** Reads the gateway's memory figures into sample `s`, logged with its RSS. */
+    const readMemory = (s) =>
+      readings.push(
+        gatewayMemory(x)
+          .then((m) => {
+            Object.assign(s, m)
+            log(
+              `soak ${s.t} s: RSS ${mbText(s.rssBytes)} MB` +
+                (m
+                  ? `; V8 heap used ${mbText(m.heapUsedBytes)} (old space ${mbText(m.oldSpaceUsedBytes)}), resident ${mbText(m.heapResidentBytes)}, external ${mbText(m.externalBytes)} MB`
+                  : "")
+            )
+          })
+          .catch(() => undefined)
+      )
     const cpu0 = cpuSnapshot()
     const t0 = performance.now()
     const timer = setInterval(() => {
@@ -1195,15 +1222,7 @@ if (want("soak") && ready("gateway") && checkAlive("gateway")) {
         samples.push(s)
         // The gateway's own reading of where its memory is (GET /metrics: V8's heap, what Buffers
         // hold outside it), so a growth shows as the heap's or as memory held elsewhere.
-        void gatewayMemory(x).then((m) => {
-          Object.assign(s, m)
-          log(
-            `soak ${s.t} s: RSS ${mb(s.rssBytes)?.toFixed(1)} MB` +
-              (m
-                ? `; V8 heap used ${mb(m.heapUsedBytes).toFixed(1)} (old space ${mb(m.oldSpaceUsedBytes).toFixed(1)}) of ${mb(m.heapReservedBytes).toFixed(1)} reserved, external ${mb(m.externalBytes).toFixed(1)} MB`
-                : "")
-          )
-        })
+        readMemory(s)
       }
     }, 1_000)
     const res = await throughputRun(x.chatUrl, { ...jsonReq(x, "1k"), connections: 32, durationS })
@@ -1211,6 +1230,8 @@ if (want("soak") && ready("gateway") && checkAlive("gateway")) {
     const final = { t: Math.round((performance.now() - t0) / 1000), rssBytes: rssBytes(x.pid) }
     if (final.t - samples[samples.length - 1].t < 5) samples[samples.length - 1] = final
     else samples.push(final)
+    readMemory(final)
+    await Promise.all(readings)
     // Warm-in: the first 2 minutes (at most a fifth of the soak) fill pools, caches and the heap.
     // Under load the heap is a sawtooth: RSS rises by up to ~100 MB between major collections,
     // a minute or two apart, so a reading taken at a given second says where in the tooth it
@@ -1255,8 +1276,8 @@ const soakMemory = (run) => {
   const read = run.samples.filter((s) => s.heapUsedBytes != null)
   if (read.length === 0) return ""
   const at = (s) =>
-    `${s.t}s ${mb(s.heapUsedBytes).toFixed(0)}/${mb(s.oldSpaceUsedBytes).toFixed(0)}/${mb(s.heapReservedBytes).toFixed(0)}/${mb(s.externalBytes).toFixed(1)}`
-  return ` The gateway's own readings (GET /metrics; V8 heap used / old space used / heap reserved / external, MB): ${read.map(at).join(", ")}.`
+    `${s.t}s ${mbText(s.heapUsedBytes, 0)}/${mbText(s.oldSpaceUsedBytes, 0)}/${mbText(s.heapResidentBytes, 0)}/${mbText(s.externalBytes)}`
+  return ` The gateway's own readings (GET /metrics; V8 heap used / old space used / heap resident / external, MB): ${read.map(at).join(", ")}.`
 }
 
 const runForeign = foreignSince(runCpu)

@@ -298,33 +298,34 @@ export const makeGatewayMetrics = (options: {
     )
   /**
    * The process's memory, read when collected (nothing on the request path): its RSS, what V8's
-   * heap spaces hold and have reserved, and the memory outside the heap that JS objects hold
-   * (Buffers). With them a scrape tells a V8 heap that grows from memory held elsewhere
-   * (docs/observability.md; the bench's soak reads them).
+   * heap spaces hold, have reserved and have in memory, and the memory outside the heap that JS
+   * objects hold (Buffers). With them a scrape tells a V8 heap that grows from memory held
+   * elsewhere (docs/observability.md; the bench's soak reads them). The heap figures are the main
+   * thread's isolate's (the store's writer thread has its own, counted only in the RSS).
    */
+  let spaces: ReadonlyArray<v8.HeapSpaceInfo> | undefined
+  /** One reading of the heap spaces for all the gauges of a scrape (read in one turn), so they agree with each other. */
+  const heapSpaces = (): ReadonlyArray<v8.HeapSpaceInfo> => {
+    if (spaces === undefined) {
+      spaces = v8.getHeapSpaceStatistics()
+      setImmediate(() => {
+        spaces = undefined
+      })
+    }
+    return spaces
+  }
+  const heapGauge = (name: string, description: string, pick: (s: v8.HeapSpaceInfo) => number) =>
+    new ObservedGauge({ name, description, unit: "By", labels: ["v8js.heap.space.name"] }, async () =>
+      heapSpaces().map((s) => ({ labels: [s.space_name], value: pick(s) }))
+    )
   const processMemory = [
     new ObservedGauge(
       { name: "process.memory.usage", description: "The process's resident set size (RSS)", unit: "By", labels: [] },
       async () => [{ labels: [], value: process.memoryUsage.rss() }]
     ),
-    new ObservedGauge(
-      {
-        name: "v8js.memory.heap.used",
-        description: "Bytes V8's heap space holds in objects",
-        unit: "By",
-        labels: ["v8js.heap.space.name"]
-      },
-      async () => v8.getHeapSpaceStatistics().map((s) => ({ labels: [s.space_name], value: s.space_used_size }))
-    ),
-    new ObservedGauge(
-      {
-        name: "v8js.memory.heap.limit",
-        description: "Bytes V8 has reserved for the heap space",
-        unit: "By",
-        labels: ["v8js.heap.space.name"]
-      },
-      async () => v8.getHeapSpaceStatistics().map((s) => ({ labels: [s.space_name], value: s.space_size }))
-    ),
+    heapGauge("v8js.memory.heap.used", "Bytes the V8 heap space holds in objects", (s) => s.space_used_size),
+    heapGauge("v8js.memory.heap.space.size", "Bytes V8 has reserved for the heap space", (s) => s.space_size),
+    heapGauge("v8js.memory.heap.space.physical_size", "Bytes of the heap space in memory", (s) => s.physical_space_size),
     new ObservedGauge(
       {
         name: "gateway.memory.external",
