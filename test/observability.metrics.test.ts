@@ -159,14 +159,12 @@ describe("GET /metrics: the process's memory", () => {
     expect(total(samples, "gateway_memory_external")).toBeGreaterThan(0)
   })
 
-  it("reads them when scraped: 64 MB held in a Buffer shows in the external memory and the RSS, and goes when it is freed", async () => {
+  it("reads them when scraped: 64 MB held in a Buffer shows in the external memory, and goes when it is freed", async () => {
     const MB = 1024 * 1024
     const before = await scrape()
     let held: Buffer | undefined = Buffer.alloc(64 * MB, 1)
     const during = await scrape()
     expect(total(during, "gateway_memory_external") - total(before, "gateway_memory_external")).toBeGreaterThan(56 * MB)
-    // Every page of the Buffer was written: it is resident.
-    expect(total(during, "process_memory_usage") - total(before, "process_memory_usage")).toBeGreaterThan(48 * MB)
     expect(held.length).toBe(64 * MB)
     held = undefined
     // The Buffer's memory goes back once a collection finds it unreachable (V8 may free it on a
