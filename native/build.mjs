@@ -24,7 +24,7 @@ const rel = (p) => path.relative(process.cwd(), p) || "."
 const TIMEOUT_MS = 5 * 60_000
 
 const unavailable = (why) => {
-  console.log(`gateway: transparent capture (TPROXY) will be unavailable, and the SQLite writer thread runs at nice 10 only: ${why}`)
+  console.log(`gateway: transparent capture (TPROXY) will be unavailable, the SQLite writer thread runs at nice 10 only, and the C heap's freed pages are not given back: ${why}`)
   process.exit(0)
 }
 
@@ -114,7 +114,7 @@ const main = () => {
   }
   if (run.status === 0 && existsSync(addon)) {
     writeLog()
-    console.log(`gateway: built ${rel(addon)}: transparent capture (TPROXY) is available, the SQLite writer thread runs under SCHED_BATCH`)
+    console.log(`gateway: built ${rel(addon)}: transparent capture (TPROXY) is available, the SQLite writer thread runs under SCHED_BATCH, the C heap's freed pages are given back`)
     return
   }
   writeLog()

@@ -86,7 +86,7 @@ describe("loadTproxyNative", () => {
     const load = loadTproxyNative()
     expect(load, JSON.stringify(load)).toMatchObject({ available: true })
     const native = addon()
-    expect(Object.keys(native).sort()).toEqual(["connectMarked", "listenTransparent", "setBatchPolicy"])
+    expect(Object.keys(native).sort()).toEqual(["connectMarked", "listenTransparent", "setBatchPolicy", "trimMemory"])
     expect(loadTproxyNative()).toBe(load)
   })
 })

@@ -1,6 +1,7 @@
 /*
  * The gateway's addon (native/README.md): the two socket operations the transparent-capture (TPROXY)
- * mode needs and Node's `net` lacks, and a thread's scheduling policy. Node-API only, C only, Linux only.
+ * mode needs and Node's `net` lacks, a thread's scheduling policy, and giving the C heap's freed
+ * pages back. Node-API only, C only, Linux only.
  *
  *   listenTransparent(host, port, backlog = 511) -> fd
  *     a listening TCP socket with IP_TRANSPARENT / IPV6_TRANSPARENT, for net.Server.listen({ fd }).
@@ -11,6 +12,11 @@
  *   setBatchPolicy() -> undefined
  *     the calling thread under SCHED_BATCH (its nice value kept): the scheduler no longer lets it
  *     preempt another thread when it wakes. The SQLite writer thread calls it (docs/performance.md).
+ *
+ *   trimMemory() -> Promise<boolean | null>
+ *     glibc's malloc_trim(0) on the libuv threadpool: the pages of the C heap's free chunks go back
+ *     to the system. true when some did, false when none, null where the C library has no such
+ *     call (musl). src/platform/system/MallocTrim.ts calls it (docs/performance.md).
  *
  * Errors are Errors whose message names the call and the failed system call
  * ("listenTransparent 127.0.0.1:8443: bind(): Address already in use"), with `code` (the errno
@@ -34,6 +40,9 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #ifndef IP_TRANSPARENT
 #define IP_TRANSPARENT 19
@@ -387,11 +396,69 @@ static napi_value set_batch_policy(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* trimMemory(): malloc_trim(0) off the main thread. glibc keeps what a program frees for its next
+ * allocations and gives back only the top of the main heap above M_TRIM_THRESHOLD; the free chunks
+ * inside the heap (and the other arenas') keep their pages. malloc_trim(0) walks every arena and
+ * madvises the whole pages of each free chunk away. It takes each arena's lock in turn, so a thread
+ * allocating in that arena waits for that arena's walk only. */
+typedef struct {
+  napi_async_work work;
+  napi_deferred deferred;
+  int result; /* 1 released, 0 nothing, -1 unsupported */
+} trim_job;
+
+static void trim_execute(napi_env env, void* data) {
+  (void)env;
+  trim_job* job = (trim_job*)data;
+#if defined(__GLIBC__)
+  job->result = malloc_trim(0) ? 1 : 0;
+#else
+  job->result = -1;
+#endif
+}
+
+static void trim_complete(napi_env env, napi_status status, void* data) {
+  trim_job* job = (trim_job*)data;
+  napi_value value;
+  if (status != napi_ok) {
+    napi_value msg, error;
+    napi_create_string_utf8(env, "trimMemory was cancelled", NAPI_AUTO_LENGTH, &msg);
+    napi_create_error(env, NULL, msg, &error);
+    napi_reject_deferred(env, job->deferred, error);
+  } else {
+    if (job->result < 0) napi_get_null(env, &value);
+    else napi_get_boolean(env, job->result == 1, &value);
+    napi_resolve_deferred(env, job->deferred, value);
+  }
+  napi_delete_async_work(env, job->work);
+  free(job);
+}
+
+static napi_value trim_memory(napi_env env, napi_callback_info info) {
+  (void)info;
+  trim_job* job = (trim_job*)calloc(1, sizeof(trim_job));
+  if (job == NULL) {
+    napi_throw_error(env, "ENOMEM", "trimMemory: out of memory");
+    return NULL;
+  }
+  napi_value promise, name;
+  if (napi_create_promise(env, &job->deferred, &promise) != napi_ok ||
+      napi_create_string_utf8(env, "gateway_trim_memory", NAPI_AUTO_LENGTH, &name) != napi_ok ||
+      napi_create_async_work(env, NULL, name, trim_execute, trim_complete, job, &job->work) != napi_ok ||
+      napi_queue_async_work(env, job->work) != napi_ok) {
+    free(job);
+    napi_throw_error(env, NULL, "trimMemory: could not queue the trim");
+    return NULL;
+  }
+  return promise;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"listenTransparent", NULL, listen_transparent, NULL, NULL, NULL, napi_enumerable, NULL},
       {"connectMarked", NULL, connect_marked, NULL, NULL, NULL, napi_enumerable, NULL},
       {"setBatchPolicy", NULL, set_batch_policy, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"trimMemory", NULL, trim_memory, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props));
   return exports;

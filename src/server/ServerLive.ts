@@ -30,6 +30,7 @@ import { SharedStorageKeyCheck, type StorageKeyMismatch } from "../platform/stor
 import type { Secrets } from "../platform/store/Secrets.js"
 import type { StoreHealth } from "../platform/store/StoreHealth.js"
 import { IdleMemory } from "../platform/system/IdleMemory.js"
+import { MallocTrim } from "../platform/system/MallocTrim.js"
 import type { InboundLimits } from "../services/accounting/InboundLimits.js"
 import type { Pricing } from "../services/accounting/Pricing.js"
 import type { AdminAuth } from "../services/auth/AdminAuth.js"
@@ -133,7 +134,8 @@ export const ServerLive: Layer.Layer<
   Compat.ownRoutesLayer,
   BackgroundTasks,
   SharedStorageKeyCheck,
-  IdleMemory
+  IdleMemory,
+  MallocTrim
 ).pipe(
   Layer.provideMerge(
     OwnRoutes.layer.pipe(

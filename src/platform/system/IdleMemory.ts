@@ -119,7 +119,7 @@ const releaseGrowthOnLoad = (startUp: StartUpCollection) =>
   })
 
 /** Whether the event loop was at rest (busy under AT_REST) since the last time it was asked. */
-const restMeter = (): (() => boolean) => {
+export const restMeter = (): (() => boolean) => {
   let last = performance.eventLoopUtilization()
   return () => {
     const now = performance.eventLoopUtilization()

@@ -1,8 +1,9 @@
 /**
  * Where the gateway's optional Node-API addon is (native/, built by `npm install`; native/README.md):
- * the transparent-capture sockets (src/services/inspector/tproxy/native.ts) and the SQLite writer
- * thread's scheduling policy (src/platform/store/SqliteWriterThread.ts) load it from here. The same
- * path from src/ (vitest, tsx), dist/ and dist/bundle/ alike.
+ * the transparent-capture sockets (src/services/inspector/tproxy/native.ts), the SQLite writer
+ * thread's scheduling policy (src/platform/store/SqliteWriterThread.ts) and the C heap's trim
+ * (src/platform/system/MallocTrim.ts) load it from here. The same path from src/ (vitest, tsx),
+ * dist/ and dist/bundle/ alike.
  */
 import { existsSync } from "node:fs"
 import * as path from "node:path"

@@ -1,0 +1,105 @@
+import * as fs from "node:fs"
+import * as v8 from "node:v8"
+import * as vm from "node:vm"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { describe, expect, it } from "vitest"
+import { loadTrimMemory, MallocTrim, type TrimMemory } from "../src/platform/system/MallocTrim.js"
+
+/**
+ * src/platform/system/MallocTrim.ts and the native addon's `trimMemory()` (native/src/tproxy.c): the C heap's freed
+ * pages go back to the system. Seen from outside as this process's resident memory: Buffers of 1 KB are allocated by
+ * malloc one by one; keeping every 64th alive after the rest are collected leaves the heap's top in use, so glibc keeps
+ * the freed chunks between them (and their pages) until something trims them. The addon must be built: without it the
+ * tests fail saying how to build it.
+ */
+const rssMb = (): number => Number(/VmRSS:\s+(\d+)\s+kB/.exec(fs.readFileSync("/proc/self/status", "utf8"))![1]) / 1024
+
+const gc = (): void => {
+  v8.setFlagsFromString("--expose-gc")
+  try {
+    ;(vm.runInNewContext("gc") as () => void)()
+  } finally {
+    v8.setFlagsFromString("--no-expose-gc")
+  }
+}
+
+const trimMemory = (): TrimMemory => {
+  const trim = loadTrimMemory()
+  if (typeof trim === "string") throw new Error(`trimMemory is unavailable (${trim}); build the addon with \`npm run build:native\``)
+  return trim
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+/** Frees ~`mb` MB of malloc'd Buffer memory, keeping every 64th Buffer (returned: keep it referenced) so the heap cannot shrink from its top. */
+const fragment = async (mb: number): Promise<Array<Buffer>> => {
+  const kept: Array<Buffer> = []
+  let all: Array<Buffer> | null = []
+  for (let i = 0; i < mb * 1024; i++) {
+    const b = Buffer.allocUnsafeSlow(1024)
+    b.fill(i & 0xff)
+    all.push(b)
+    if (i % 64 === 0) kept.push(b)
+  }
+  all = null
+  // The backing stores are freed when their Buffers are collected (V8 may sweep them on another thread).
+  for (let i = 0; i < 3; i++) {
+    gc()
+    await sleep(100)
+  }
+  return kept
+}
+
+describe.runIf(process.platform === "linux")("giving the C heap's freed pages back (glibc)", () => {
+  it("trimMemory() returns the pages of freed chunks to the system", { timeout: 30_000 }, async () => {
+    const trim = trimMemory()
+    const kept = await fragment(96)
+    await sleep(500)
+    const before = rssMb()
+    const released = await trim()
+    const after = rssMb()
+    expect(released, "malloc_trim reported pages released").toBe(true)
+    expect(before - after, `RSS ${before.toFixed(0)} -> ${after.toFixed(0)} MB`).toBeGreaterThan(48)
+    expect(
+      kept.every((b, i) => b[0] === ((i * 64) & 0xff)),
+      "the Buffers kept keep their bytes"
+    ).toBe(true)
+  })
+
+  it("the layer trims at rest, checked every GATEWAY_MALLOC_TRIM_SECONDS; not while the event loop is busy, nor with 0", {
+    timeout: 30_000
+  }, async () => {
+    trimMemory()
+    const kept = await fragment(96)
+    /** The layer for `ms`, `busy` keeping the event loop busy meanwhile (20 ms of work, then a turn). */
+    const run = async (seconds: string, ms: number, busy = false) => {
+      let spinning = busy
+      const spin = () => {
+        const until = performance.now() + 20
+        while (performance.now() < until) {}
+        if (spinning) setImmediate(spin)
+      }
+      if (busy) spin()
+      await Effect.runPromise(
+        Layer.launch(MallocTrim).pipe(
+          Effect.timeoutTo({ duration: ms, onTimeout: () => undefined, onSuccess: () => undefined }),
+          Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["GATEWAY_MALLOC_TRIM_SECONDS", seconds]])))
+        )
+      )
+      spinning = false
+    }
+    const before = rssMb()
+    await run("0", 1_500)
+    const off = rssMb()
+    expect(before - off, `with 0: RSS ${before.toFixed(0)} -> ${off.toFixed(0)} MB`).toBeLessThan(16)
+    await run("0.2", 1_500, true)
+    const busy = rssMb()
+    expect(off - busy, `every 0.2 s, the event loop busy: RSS ${off.toFixed(0)} -> ${busy.toFixed(0)} MB`).toBeLessThan(16)
+    await run("0.2", 1_500)
+    const atRest = rssMb()
+    expect(busy - atRest, `every 0.2 s at rest: RSS ${busy.toFixed(0)} -> ${atRest.toFixed(0)} MB`).toBeGreaterThan(48)
+    expect(kept.length).toBe(1536)
+  })
+})
