@@ -377,3 +377,40 @@ describe("reasoning signatures survive a round trip", () => {
     expect(second.choices[0]!.message.content).toBe("done")
   })
 })
+
+describe("Gemini's URLs, which name the model", () => {
+  it("each model and mode is sent to its own path, the same each time (chat client)", async () => {
+    // A connection that sends a non-streamed request whole (the default, "auto", may stream it and collect).
+    const made = await call(`${gw.url}/api/providers`, {
+      body: {
+        provider: "gemini",
+        name: "up-gem-whole",
+        apiKey: "gkey",
+        baseUrl: up.baseUrl("gemini"),
+        defaultModel: "m1",
+        timeouts: { nonStreamed: "whole" }
+      },
+      headers: { authorization: `Bearer ${ADMIN}` }
+    })
+    expect(made.status).toBe(201)
+    const asks: ReadonlyArray<readonly [string, boolean]> = [
+      ["m1", true],
+      ["m2", false],
+      ["m1", false],
+      ["m2", true],
+      ["m1", true],
+      ["m2", false],
+      ["m1", false]
+    ]
+    for (const [model, stream] of asks) {
+      const { path, body } = request("openai-chat", `up-gem-whole/${model}`, stream)
+      const res = await call(`${gw.url}${path}`, { body })
+      expect(res.status, `${model} stream=${stream}`).toBe(200)
+    }
+    expect(up.requests.map((r) => `${r.path}${r.query.get("alt") ? `?alt=${r.query.get("alt")}` : ""}`)).toEqual(
+      asks.map(([model, stream]) => `/v1beta/models/${model}:${stream ? "streamGenerateContent?alt=sse" : "generateContent"}`)
+    )
+    // The body names no model (it is in the path).
+    for (const r of up.requests) expect(r.body.model).toBeUndefined()
+  })
+})

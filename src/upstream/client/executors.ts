@@ -58,7 +58,7 @@ const path = (format: FormatId, op: UpstreamOperation, model: string, stream: bo
 /**
  * What every call to one connection shares, made once per Connection object (a snapshot rebuild
  * makes new ones; a changed provider, key, base URL or user agent is noticed as well): its URLs by
- * path (every family but gemini, whose path names the model), and its headers by format and
+ * path (gemini's, whose path names the model, by model, up to MAX_URLS of them), and its headers by format and
  * stream when the request changes none of them (no client header forwarded, no OAuth token).
  * The request path then builds neither a URL nor a header object. The cached headers are never
  * changed: UpstreamHttp hands a proxy's dispatcher (which adds `host` to what it gets) a copy.
@@ -69,6 +69,8 @@ interface Shared {
   readonly base: string
   readonly userAgent: string
   readonly urls: Map<string, string>
+  /** Gemini's generate URLs by model: [whole, streamed]. */
+  readonly geminiUrls: Map<string, [string | undefined, string | undefined]>
   readonly whole: Map<FormatId, Record<string, string>>
   readonly streamed: Map<FormatId, Record<string, string>>
 }
@@ -91,6 +93,7 @@ const sharedOf = (connection: Connection, userAgent: string): Shared => {
       base,
       userAgent,
       urls: new Map(),
+      geminiUrls: new Map(),
       whole: new Map(),
       streamed: new Map()
     }
@@ -142,18 +145,22 @@ export const upstreamRequest = (
   }
 ): UpstreamRequest => {
   const op = options.op ?? "generate"
-  const payload = format === "gemini" ? withoutModel(body) : { ...body, model: options.model }
+  // The Gemini encoder sets neither member, so its body is sent as it is (nothing below changes a Gemini payload).
+  const payload =
+    format !== "gemini"
+      ? { ...body, model: options.model }
+      : body["model"] === undefined && body["stream"] === undefined
+        ? body
+        : withoutModel(body)
   if (format === "ollama" && op === "generate") payload["stream"] = options.stream
   const compat = connection.provider.clientCompat
   if (compat?.systemPreamble && format === "anthropic" && op === "generate")
     payload["system"] = withPreamble(payload["system"], compat.systemPreamble)
   const shared = sharedOf(connection, options.userAgent)
-  const route = path(format, op, options.model, options.stream)
-  let url = format === "gemini" ? undefined : shared.urls.get(route)
-  if (url === undefined) {
-    url = joinUrl(shared.base, route)
-    if (format !== "gemini") shared.urls.set(route, url)
-  }
+  const url =
+    format === "gemini" && op === "generate"
+      ? geminiUrl(shared, options.model, options.stream)
+      : urlOf(shared, path(format, op, options.model, options.stream))
   let headers: Record<string, string> | undefined
   if (options.forward === undefined && !connection.provider.oauth) {
     const byFormat = options.stream ? shared.streamed : shared.whole
@@ -248,6 +255,29 @@ export const withPreamble = (system: unknown, preamble: string): unknown => {
     return typeof first?.text === "string" && first.text.startsWith(preamble) ? system : [block, ...system]
   }
   return system
+}
+
+/** How many URLs a connection keeps in each map (Gemini's name the model: a connection serves a few; past this they are built each time). */
+const MAX_URLS = 64
+
+const urlOf = (shared: Shared, route: string): string => {
+  let url = shared.urls.get(route)
+  if (url === undefined) {
+    url = joinUrl(shared.base, route)
+    if (shared.urls.size < MAX_URLS) shared.urls.set(route, url)
+  }
+  return url
+}
+
+/** A Gemini generate URL, the same string for every request to one model (no path built, no new string hashed downstream). */
+const geminiUrl = (shared: Shared, model: string, stream: boolean): string => {
+  let urls = shared.geminiUrls.get(model)
+  const cached = urls?.[stream ? 1 : 0]
+  if (cached !== undefined) return cached
+  const url = joinUrl(shared.base, path("gemini", "generate", model, stream))
+  if (urls === undefined && shared.geminiUrls.size < MAX_URLS) shared.geminiUrls.set(model, (urls = [undefined, undefined]))
+  if (urls !== undefined) urls[stream ? 1 : 0] = url
+  return url
 }
 
 const withoutModel = (body: Record<string, unknown>): Record<string, unknown> => {
