@@ -114,7 +114,7 @@ const main = () => {
   }
   if (run.status === 0 && existsSync(addon)) {
     writeLog()
-    console.log(`gateway: built ${rel(addon)}: transparent capture (TPROXY) is available, the SQLite writer thread runs under SCHED_BATCH, the C heap's freed pages are given back`)
+    console.log(`gateway: built ${rel(addon)}: transparent capture (TPROXY) is available, the SQLite writer thread runs under SCHED_BATCH, the C heap's freed pages are given back (glibc)`)
     return
   }
   writeLog()

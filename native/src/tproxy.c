@@ -256,6 +256,22 @@ typedef struct {
   napi_async_work work;
 } connect_job;
 
+/* A job whose promise or work could not be set up or queued: its work handle deleted, and its
+ * promise, once made, rejected and returned (else the error thrown). The caller frees the job. */
+static napi_value queue_failed(napi_env env, napi_deferred deferred, napi_value promise, napi_async_work work, const char* message) {
+  if (work != NULL) napi_delete_async_work(env, work);
+  if (deferred == NULL || promise == NULL) {
+    napi_throw_error(env, NULL, message);
+    return NULL;
+  }
+  napi_value msg, error;
+  if (napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg) != napi_ok || napi_create_error(env, NULL, msg, &error) != napi_ok) {
+    napi_get_undefined(env, &error);
+  }
+  napi_reject_deferred(env, deferred, error);
+  return promise;
+}
+
 static int64_t now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -372,14 +388,14 @@ static napi_value connect_marked(napi_env env, napi_callback_info info) {
   job->mark = (uint32_t)mark;
   job->timeout_ms = (int)timeout;
   job->fd = -1;
-  napi_value promise, name;
+  napi_value promise = NULL, name;
   if (napi_create_promise(env, &job->deferred, &promise) != napi_ok ||
       napi_create_string_utf8(env, "gateway_tproxy.connectMarked", NAPI_AUTO_LENGTH, &name) != napi_ok ||
       napi_create_async_work(env, NULL, name, connect_execute, connect_complete, job, &job->work) != napi_ok ||
       napi_queue_async_work(env, job->work) != napi_ok) {
+    napi_value out = queue_failed(env, job->deferred, promise, job->work, "connectMarked: could not queue the connect");
     free(job);
-    napi_throw_error(env, NULL, "connectMarked: could not queue the connect");
-    return NULL;
+    return out;
   }
   return promise;
 }
@@ -441,14 +457,14 @@ static napi_value trim_memory(napi_env env, napi_callback_info info) {
     napi_throw_error(env, "ENOMEM", "trimMemory: out of memory");
     return NULL;
   }
-  napi_value promise, name;
+  napi_value promise = NULL, name;
   if (napi_create_promise(env, &job->deferred, &promise) != napi_ok ||
       napi_create_string_utf8(env, "gateway_trim_memory", NAPI_AUTO_LENGTH, &name) != napi_ok ||
       napi_create_async_work(env, NULL, name, trim_execute, trim_complete, job, &job->work) != napi_ok ||
       napi_queue_async_work(env, job->work) != napi_ok) {
+    napi_value out = queue_failed(env, job->deferred, promise, job->work, "trimMemory: could not queue the trim");
     free(job);
-    napi_throw_error(env, NULL, "trimMemory: could not queue the trim");
-    return NULL;
+    return out;
   }
   return promise;
 }

@@ -71,8 +71,14 @@ export const startGateway = async (
     Layer.provide(Logger.minimumLogLevel(LogLevel.Debug)),
     // The local health check would probe every fake upstream on loopback every 30 s and show up
     // in its recorded requests: off unless a test sets its interval (test/background-tasks.test.ts).
+    // The C heap's trim at rest too: a test gateway left open would trim inside another test's RSS
+    // readings (test/malloc-trim.test.ts).
     Layer.provide(
-      Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries({ GATEWAY_LOCAL_HEALTHCHECK_INTERVAL_SECONDS: "0", ...env }))))
+      Layer.setConfigProvider(
+        ConfigProvider.fromMap(
+          new Map(Object.entries({ GATEWAY_LOCAL_HEALTHCHECK_INTERVAL_SECONDS: "0", GATEWAY_MALLOC_TRIM_SECONDS: "0", ...env }))
+        )
+      )
     )
   )
   const runtime = ManagedRuntime.make(sequentialLayer(layer))

@@ -5,12 +5,14 @@
  * What the gateway allocates outside V8's heap (Buffers' memory, the HTTP parser's, SQLite's, the
  * writer thread's) comes from glibc's malloc, which keeps what is freed for the next allocations
  * and gives back only the top of the main heap. After a load it keeps the load's high-water mark:
- * a gateway at rest after the bench's load held 160-163 MB, 120-122 MB with this trim
- * (docs/performance.md, "2026-11-29 (night): the C heap at rest"). The native addon's
- * `trimMemory()` runs `malloc_trim(0)` on the libuv threadpool, never on the event loop. Not under
- * load: there the freed pages are taken again within seconds (RSS swung wider with a trim every 10 s
- * under c=32, and did not climb less). Without the addon (another platform, no compiler) or under a
- * C library without the call (musl), nothing runs.
+ * a gateway 25 s after a minute of bench load held 149.5 MB, 137.5 MB with this trim (its main
+ * heap 25.1 against 7.7 MB; docs/performance.md, "2026-11-29 (night): the C heap given back at
+ * rest"). The native addon's `trimMemory()` runs `malloc_trim(0)` on the libuv threadpool, off the
+ * event loop (an allocation on the loop may wait while the trim walks the main arena, ~1-2 ms once
+ * the heap was trimmed before). Not under load: there the freed pages are taken again within
+ * seconds (a trim every 10 s under c=32 made RSS swing wider and did not slow its climb). Without
+ * the addon (another platform, no compiler) or under a C library without the call (musl), nothing
+ * runs.
  */
 import { createRequire } from "node:module"
 import * as Config from "effect/Config"
@@ -38,30 +40,34 @@ export const loadTrimMemory = (): TrimMemory | string => {
 
 const DEFAULT_SECONDS = 10
 
-export const MallocTrim = Layer.scopedDiscard(
-  Effect.gen(function* () {
-    const seconds = yield* Config.number("GATEWAY_MALLOC_TRIM_SECONDS").pipe(Config.withDefault(DEFAULT_SECONDS), Effect.orDie)
-    if (!(seconds > 0)) return
-    const trim = loadTrimMemory()
-    if (typeof trim === "string") return yield* Effect.logDebug(`malloc trim: off: ${trim}`)
-    const atRest = restMeter()
-    /** Whether this rest has had its trim: a gateway left idle trims once, not every interval. */
-    let trimmed = false
-    const round: Effect.Effect<boolean | null> = Effect.suspend(() => {
-      if (!atRest()) {
-        trimmed = false
-        return Effect.succeed(false)
-      }
-      if (trimmed) return Effect.succeed(false)
-      trimmed = true
-      return Effect.tryPromise(() => trim()).pipe(Effect.orElseSucceed(() => false))
-    })
-    // One trim at a time (the next check is `seconds` after the last ended); a C library without the call stops it.
-    yield* Effect.forkScoped(
-      Effect.repeat(
-        Effect.delay(round, Duration.seconds(seconds)),
-        Schedule.recurWhile((released) => released !== null)
+/** The layer with `load` giving the trim (tests count the calls). */
+export const makeMallocTrim = (load: () => TrimMemory | string) =>
+  Layer.scopedDiscard(
+    Effect.gen(function* () {
+      const seconds = yield* Config.number("GATEWAY_MALLOC_TRIM_SECONDS").pipe(Config.withDefault(DEFAULT_SECONDS), Effect.orDie)
+      if (!(seconds > 0)) return
+      const trim = load()
+      if (typeof trim === "string") return yield* Effect.logDebug(`malloc trim: off: ${trim}`)
+      const atRest = restMeter()
+      /** Whether this rest has had its trim: a gateway left idle trims once, not every interval. */
+      let trimmed = false
+      const round: Effect.Effect<boolean | null> = Effect.suspend(() => {
+        if (!atRest()) {
+          trimmed = false
+          return Effect.succeed(false)
+        }
+        if (trimmed) return Effect.succeed(false)
+        trimmed = true
+        return Effect.tryPromise(() => trim()).pipe(Effect.orElseSucceed(() => false))
+      })
+      // One trim at a time (the next check is `seconds` after the last ended); a C library without the call stops it.
+      yield* Effect.forkScoped(
+        Effect.repeat(
+          Effect.delay(round, Duration.seconds(seconds)),
+          Schedule.recurWhile((released) => released !== null)
+        )
       )
-    )
-  })
-)
+    })
+  )
+
+export const MallocTrim = makeMallocTrim(loadTrimMemory)
