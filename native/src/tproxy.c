@@ -257,7 +257,7 @@ typedef struct {
 } connect_job;
 
 /* A job whose promise or work could not be set up or queued: its work handle deleted, and its
- * promise, once made, rejected and returned (else the error thrown). The caller frees the job. */
+ * promise, once made, rejected and returned (else the error thrown). */
 static napi_value queue_failed(napi_env env, napi_deferred deferred, napi_value promise, napi_async_work work, const char* message) {
   if (work != NULL) napi_delete_async_work(env, work);
   if (deferred == NULL || promise == NULL) {
@@ -269,6 +269,22 @@ static napi_value queue_failed(napi_env env, napi_deferred deferred, napi_value 
     napi_get_undefined(env, &error);
   }
   napi_reject_deferred(env, deferred, error);
+  return promise;
+}
+
+/* A promise for `job` (malloc'd; its deferred and work fields passed in) and its work queued on the
+ * threadpool: the promise, or, when a step fails, what queue_failed gives, the job freed. */
+static napi_value queue_job(napi_env env, const char* name, napi_async_execute_callback execute, napi_async_complete_callback complete,
+                            void* job, napi_deferred* deferred, napi_async_work* work, const char* failure) {
+  napi_value promise = NULL, resource;
+  if (napi_create_promise(env, deferred, &promise) != napi_ok ||
+      napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &resource) != napi_ok ||
+      napi_create_async_work(env, NULL, resource, execute, complete, job, work) != napi_ok ||
+      napi_queue_async_work(env, *work) != napi_ok) {
+    napi_value out = queue_failed(env, *deferred, promise, *work, failure);
+    free(job);
+    return out;
+  }
   return promise;
 }
 
@@ -388,16 +404,8 @@ static napi_value connect_marked(napi_env env, napi_callback_info info) {
   job->mark = (uint32_t)mark;
   job->timeout_ms = (int)timeout;
   job->fd = -1;
-  napi_value promise = NULL, name;
-  if (napi_create_promise(env, &job->deferred, &promise) != napi_ok ||
-      napi_create_string_utf8(env, "gateway_tproxy.connectMarked", NAPI_AUTO_LENGTH, &name) != napi_ok ||
-      napi_create_async_work(env, NULL, name, connect_execute, connect_complete, job, &job->work) != napi_ok ||
-      napi_queue_async_work(env, job->work) != napi_ok) {
-    napi_value out = queue_failed(env, job->deferred, promise, job->work, "connectMarked: could not queue the connect");
-    free(job);
-    return out;
-  }
-  return promise;
+  return queue_job(env, "gateway_tproxy.connectMarked", connect_execute, connect_complete, job, &job->deferred, &job->work,
+                   "connectMarked: could not queue the connect");
 }
 
 /* setBatchPolicy(): SCHED_BATCH for the calling thread only. Allowed without privileges: it gives
@@ -457,16 +465,8 @@ static napi_value trim_memory(napi_env env, napi_callback_info info) {
     napi_throw_error(env, "ENOMEM", "trimMemory: out of memory");
     return NULL;
   }
-  napi_value promise = NULL, name;
-  if (napi_create_promise(env, &job->deferred, &promise) != napi_ok ||
-      napi_create_string_utf8(env, "gateway_trim_memory", NAPI_AUTO_LENGTH, &name) != napi_ok ||
-      napi_create_async_work(env, NULL, name, trim_execute, trim_complete, job, &job->work) != napi_ok ||
-      napi_queue_async_work(env, job->work) != napi_ok) {
-    napi_value out = queue_failed(env, job->deferred, promise, job->work, "trimMemory: could not queue the trim");
-    free(job);
-    return out;
-  }
-  return promise;
+  return queue_job(env, "gateway_trim_memory", trim_execute, trim_complete, job, &job->deferred, &job->work,
+                   "trimMemory: could not queue the trim");
 }
 
 static napi_value init(napi_env env, napi_value exports) {
