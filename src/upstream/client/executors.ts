@@ -58,8 +58,8 @@ const path = (format: FormatId, op: UpstreamOperation, model: string, stream: bo
 /**
  * What every call to one connection shares, made once per Connection object (a snapshot rebuild
  * makes new ones; a changed provider, key, base URL or user agent is noticed as well): its URLs by
- * path (gemini's, whose path names the model, by model, up to MAX_URLS of them), and its headers by format and
- * stream when the request changes none of them (no client header forwarded, no OAuth token).
+ * path (Gemini's generate URLs, whose path names the model, by model and stream; up to MAX_URLS in
+ * each map), and its headers by format and stream when the request changes none of them (no client header forwarded, no OAuth token).
  * The request path then builds neither a URL nor a header object. The cached headers are never
  * changed: UpstreamHttp hands a proxy's dispatcher (which adds `host` to what it gets) a copy.
  */
@@ -69,8 +69,9 @@ interface Shared {
   readonly base: string
   readonly userAgent: string
   readonly urls: Map<string, string>
-  /** Gemini's generate URLs by model: [whole, streamed]. */
-  readonly geminiUrls: Map<string, [string | undefined, string | undefined]>
+  /** Gemini's generate URLs by model, as `whole` and `streamed` below hold headers. */
+  readonly geminiWhole: Map<string, string>
+  readonly geminiStreamed: Map<string, string>
   readonly whole: Map<FormatId, Record<string, string>>
   readonly streamed: Map<FormatId, Record<string, string>>
 }
@@ -93,7 +94,8 @@ const sharedOf = (connection: Connection, userAgent: string): Shared => {
       base,
       userAgent,
       urls: new Map(),
-      geminiUrls: new Map(),
+      geminiWhole: new Map(),
+      geminiStreamed: new Map(),
       whole: new Map(),
       streamed: new Map()
     }
@@ -271,12 +273,12 @@ const urlOf = (shared: Shared, route: string): string => {
 
 /** A Gemini generate URL, the same string for every request to one model (no path built, no new string hashed downstream). */
 const geminiUrl = (shared: Shared, model: string, stream: boolean): string => {
-  let urls = shared.geminiUrls.get(model)
-  const cached = urls?.[stream ? 1 : 0]
-  if (cached !== undefined) return cached
-  const url = joinUrl(shared.base, path("gemini", "generate", model, stream))
-  if (urls === undefined && shared.geminiUrls.size < MAX_URLS) shared.geminiUrls.set(model, (urls = [undefined, undefined]))
-  if (urls !== undefined) urls[stream ? 1 : 0] = url
+  const byModel = stream ? shared.geminiStreamed : shared.geminiWhole
+  let url = byModel.get(model)
+  if (url === undefined) {
+    url = joinUrl(shared.base, path("gemini", "generate", model, stream))
+    if (byModel.size < MAX_URLS) byModel.set(model, url)
+  }
   return url
 }
 
