@@ -12,8 +12,8 @@
  * objects in flight promotes 18–22% of its allocation through one such Set or Map, 0.4% through
  * these (docs/performance.md, "Promotion: a Map on the request path"). The young collections copy
  * what they promote (5–7 ms pauses instead of ~1) and the old space fills and is collected every
- * few seconds. Neither keeps a table with a successor: `SlotSet` is an array, `IdMap` an object in
- * dictionary mode, whose replaced tables point nowhere.
+ * few seconds. Neither keeps a table with a successor: `SlotSet` is an array, `IdMap` two arrays
+ * and a typed array, whose replaced copies point nowhere.
  */
 
 /**
@@ -68,48 +68,194 @@ export class SlotSet<T extends object> implements Iterable<T> {
   }
 }
 
-/** A map from string ids (request ids), held in an object in dictionary mode. Iterates in insertion order (ids that read as array indices first). */
+/** An empty slot of `IdMap`'s index; a deleted one is `GONE`, a held one its entry's place + 1. */
+const EMPTY = 0
+const GONE = -1
+
+/**
+ * A map from string ids (request ids), iterated in insertion order. The entries sit in two arrays
+ * in the order they came (deleted ones leave a hole, closed up once holes are half of them), found
+ * through an open-addressing index of their places hashed by id (FNV-1a of the characters, linear
+ * probing): the ids are only compared, never used as property names.
+ *
+ * An object in dictionary mode (what this was) makes every id a property name, which V8 interns:
+ * each new id is copied into the old generation and entered in the isolate's string table, an
+ * off-heap hash table that keeps dead names until a full collection and never shrinks. Two ids a
+ * request at 7,000 requests a second grew that table to 24 MB within minutes of a soak: a
+ * million unique ids through a dictionary object grow a process's RSS by ~45 MB, through this by
+ * nothing (test/churn.test.ts; docs/performance.md, "The soak's growth: interned ids").
+ */
 export class IdMap<V> {
-  private entries: Record<string, V> = Object.create(null)
+  private ids: Array<string | undefined> = []
+  private vals: Array<V | undefined> = []
+  /** Where the first entry still held may be (the places before it are holes). */
+  private first = 0
   private count = 0
+  /** Each slot EMPTY, GONE or a place + 1; its length a power of two, at most half of it EMPTY-less. */
+  private index = new Int32Array(16)
+  /** Slots that are not EMPTY (held and GONE). */
+  private taken = 0
 
   get size(): number {
     return this.count
   }
 
+  /** The slot holding `id` (whose hash is `hash`), or -1. */
+  private slotOf(id: string, hash: number = hashId(id)): number {
+    const index = this.index
+    const mask = index.length - 1
+    for (let i = hash & mask; ; i = (i + 1) & mask) {
+      const at = index[i]!
+      if (at === EMPTY) return -1
+      if (at !== GONE && this.ids[at - 1] === id) return i
+    }
+  }
+
   get(id: string): V | undefined {
-    return this.entries[id]
+    const slot = this.slotOf(id)
+    return slot === -1 ? undefined : this.vals[this.index[slot]! - 1]
   }
 
   has(id: string): boolean {
-    return id in this.entries
+    return this.slotOf(id) !== -1
   }
 
   set(id: string, value: V): this {
-    if (!(id in this.entries)) this.count++
-    this.entries[id] = value
+    const hash = hashId(id)
+    const slot = this.slotOf(id, hash)
+    if (slot !== -1) {
+      this.vals[this.index[slot]! - 1] = value
+      return this
+    }
+    const place = this.ids.length
+    this.ids.push(id)
+    this.vals.push(value)
+    this.count++
+    this.place(hash, place)
     return this
   }
 
   delete(id: string): boolean {
-    if (!(id in this.entries)) return false
-    delete this.entries[id]
+    const slot = this.slotOf(id)
+    if (slot === -1) return false
+    const place = this.index[slot]! - 1
+    this.index[slot] = GONE
+    this.ids[place] = undefined
+    this.vals[place] = undefined
     this.count--
+    const ids = this.ids
+    while (this.first < ids.length && ids[this.first] === undefined) this.first++
+    if (this.count === 0) this.empty()
+    else if (ids.length >= 64 && this.count * 2 < ids.length) this.compact()
     return true
   }
 
-  /** Forgets every id (an iteration of `values` under way goes on over what was held). */
+  /** Forgets every id (an iteration of `values` under way ends: it finds none of them). */
   clear(): void {
-    this.entries = Object.create(null)
-    this.count = 0
+    this.reset(16)
   }
 
   keys(): Array<string> {
-    return Object.keys(this.entries)
+    const out: Array<string> = []
+    const ids = this.ids
+    for (let i = this.first; i < ids.length; i++) {
+      const id = ids[i]
+      if (id !== undefined) out.push(id)
+    }
+    return out
   }
 
+  /** The values in insertion order; entries deleted meanwhile are skipped, entries set meanwhile may be seen. */
   *values(): Generator<V> {
-    const entries = this.entries
-    for (const id in entries) yield entries[id]!
+    // The arrays an iteration started on. While they are the map's, a place is an entry or a hole;
+    // a compaction or a clear makes new ones, and the entries are then looked up again by id.
+    const ids = this.ids
+    for (let i = this.first; i < ids.length; i++) {
+      const id = ids[i]
+      if (id === undefined) continue
+      if (this.ids === ids) yield this.vals[i]!
+      else {
+        const slot = this.slotOf(id)
+        if (slot !== -1) yield this.vals[this.index[slot]! - 1]!
+      }
+    }
   }
+
+  /**
+   * Enters `place` (of an id hashed `hash`, just added to the arrays) in the index; when that would
+   * leave it over half taken, the index is rebuilt instead (grown, or cleaned of GONE slots), which
+   * enters every place the arrays hold, this one included.
+   */
+  private place(hash: number, place: number): void {
+    if ((this.taken + 1) * 2 > this.index.length) {
+      this.rebuild(this.count * 4 > this.index.length ? this.index.length * 2 : this.index.length)
+      return
+    }
+    const index = this.index
+    const mask = index.length - 1
+    let i = hash & mask
+    while (index[i] !== EMPTY && index[i] !== GONE) i = (i + 1) & mask
+    if (index[i] === EMPTY) this.taken++
+    index[i] = place + 1
+  }
+
+  /** An index of `size` slots for the entries held (no GONE left): the same one cleared, or a new one. */
+  private rebuild(size: number): void {
+    const index = size === this.index.length ? this.index.fill(EMPTY) : new Int32Array(size)
+    const mask = size - 1
+    const ids = this.ids
+    for (let p = this.first; p < ids.length; p++) {
+      const id = ids[p]
+      if (id === undefined) continue
+      let i = hashId(id) & mask
+      while (index[i] !== EMPTY) i = (i + 1) & mask
+      index[i] = p + 1
+    }
+    this.index = index
+    this.taken = this.count
+  }
+
+  /** Closes the holes: new arrays of the entries held, in their order, and an index of their new places. */
+  private compact(): void {
+    const ids: Array<string | undefined> = []
+    const vals: Array<V | undefined> = []
+    for (let p = this.first; p < this.ids.length; p++) {
+      const id = this.ids[p]
+      if (id === undefined) continue
+      ids.push(id)
+      vals.push(this.vals[p])
+    }
+    this.ids = ids
+    this.vals = vals
+    this.first = 0
+    // The index keeps its size unless it is four times what the entries need.
+    let size = 16
+    while (this.count * 4 > size) size *= 2
+    this.rebuild(this.index.length > size * 4 ? size : this.index.length)
+  }
+
+  /** Nothing held any more (the last one deleted): the index cleared, the arrays emptied in place. */
+  private empty(): void {
+    this.ids.length = 0
+    this.vals.length = 0
+    this.first = 0
+    if (this.taken > 0) this.index.fill(EMPTY)
+    this.taken = 0
+  }
+
+  private reset(size: number): void {
+    this.ids = []
+    this.vals = []
+    this.first = 0
+    this.count = 0
+    this.index = new Int32Array(size)
+    this.taken = 0
+  }
+}
+
+/** FNV-1a of the id's UTF-16 code units (as int32). */
+const hashId = (id: string): number => {
+  let h = 0x811c9dc5
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193)
+  return h ^ (h >>> 16)
 }
