@@ -81,9 +81,10 @@ const GONE = -1
  * An object in dictionary mode (what this was) makes every id a property name, which V8 interns:
  * each new id is copied into the old generation and entered in the isolate's string table, an
  * off-heap hash table that keeps dead names until a full collection and never shrinks. Two ids a
- * request at 7,000 requests a second grew that table to 24 MB within minutes of a soak: a
- * million unique ids through a dictionary object grow a process's RSS by ~45 MB, through this by
- * nothing (test/churn.test.ts; docs/performance.md, "The soak's growth: interned ids").
+ * request at 7,000 requests a second grew it by an 8 MB and then a 16 MB block within minutes of
+ * a soak; a million unique ids, 32 held at a time, grow a process's RSS by 22–23 MB through a
+ * dictionary object and 3–4 MB through this (test/churn.test.ts; docs/performance.md,
+ * "2026-11-30: interned request ids").
  */
 export class IdMap<V> {
   private ids: Array<string | undefined> = []
