@@ -35,7 +35,8 @@ const healthOf = (name: string, state: string, ms = 15_000) =>
       const v = await view(name)
       return v.health.state === state ? v : undefined
     },
-    ms
+    ms,
+    async () => (await view(name))?.health
   )
 
 /** The sign-in as a browser makes it: start, the authorization server's page (auto-approved), its redirect to the callback. */
@@ -108,10 +109,15 @@ describe("signing in to a remote MCP server", () => {
     expect(as.get().resources.has(`${rs.state.url}/mcp`)).toBe(true)
     expect((await call(callback.toString())).status).toBe(400)
 
-    const ready = await until("locked ready with its tool", async () => {
-      const v = await view("locked")
-      return v.health.state === "ready" && v.tools === 1 ? v : undefined
-    })
+    const ready = await until(
+      "locked ready with its tool",
+      async () => {
+        const v = await view("locked")
+        return v.health.state === "ready" && v.tools === 1 ? v : undefined
+      },
+      15_000,
+      async () => (await view("locked"))?.health
+    )
     expect(ready.oauth).toMatchObject({ signedIn: true, lastError: null, clientId: null, clientSecret: null })
     expect(Date.parse(ready.oauth.signedInAt)).toBeGreaterThan(0)
   })
@@ -185,7 +191,8 @@ describe("signing in to a remote MCP server", () => {
         const x = await view("locked")
         return x.health.state === "needs-auth" ? x : undefined
       },
-      10_000
+      10_000,
+      async () => (await view("locked"))?.health
     )
     expect(v.health.reason).toMatch(/could not be refreshed/)
     expect(v.health.reason).toContain("invalid_grant")

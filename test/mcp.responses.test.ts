@@ -17,22 +17,13 @@ import { functionNameOf } from "../src/inference/mcp/responsesTools.js"
 import { queryDb } from "./support/db.js"
 import { connectFamilies, gatewayForFile } from "./support/families.js"
 import type { Recorded } from "./support/fakeUpstream.js"
+import { until } from "./support/until.js"
 
 const root = path.resolve(import.meta.dirname, "..")
 const EVERYTHING = path.join(root, "node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 const ADMIN = "sk-mcp-responses-admin-0123456789"
 const KEY = "sk-mcp-responses-client-0123456789"
 const MAX_ROUNDS = 4
-
-const until = async <A>(what: string, f: () => Promise<A | undefined> | A | undefined, ms = 20_000): Promise<A> => {
-  const end = Date.now() + ms
-  for (;;) {
-    const v = await f()
-    if (v !== undefined) return v
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
 
 const h = gatewayForFile({
   admin: ADMIN,
@@ -45,8 +36,12 @@ const h = gatewayForFile({
         s.create({ name: "ev", transport: "stdio", command: process.execPath, args: [EVERYTHING, "stdio"], allowedTools: ["*"] })
       )
     )
-    await until("ev listed", () =>
-      gw.run(Effect.map(McpUpstreams, (u) => (u.health("ev")?.state === "ready" && u.health("ev")?.listedAt != null ? true : undefined)))
+    await until(
+      "ev listed",
+      () =>
+        gw.run(Effect.map(McpUpstreams, (u) => (u.health("ev")?.state === "ready" && u.health("ev")?.listedAt != null ? true : undefined))),
+      20_000,
+      () => gw.run(Effect.map(McpUpstreams, (u) => u.health("ev")))
     )
   }
 })
@@ -385,10 +380,14 @@ describe("MCP tools in a Responses request, a server whose name starts with a di
         s.create({ name: "9ev", transport: "stdio", command: process.execPath, args: [EVERYTHING, "stdio"], allowedTools: ["echo"] })
       )
     )
-    await until("9ev listed", () =>
-      h.gw.run(
-        Effect.map(McpUpstreams, (u) => (u.health("9ev")?.state === "ready" && u.health("9ev")?.listedAt != null ? true : undefined))
-      )
+    await until(
+      "9ev listed",
+      () =>
+        h.gw.run(
+          Effect.map(McpUpstreams, (u) => (u.health("9ev")?.state === "ready" && u.health("9ev")?.listedAt != null ? true : undefined))
+        ),
+      20_000,
+      () => h.gw.run(Effect.map(McpUpstreams, (u) => u.health("9ev")))
     )
     const fn = functionNameOf("9ev", "echo")
     expect(fn).toMatch(/^[A-Za-z_][A-Za-z0-9_-]{0,63}$/)

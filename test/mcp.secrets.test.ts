@@ -15,6 +15,7 @@ import { McpServers } from "../src/services/mcp/McpServers.js"
 import { McpUpstreams } from "../src/services/mcp/McpUpstreams.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 import { refusedPort } from "./support/refusedPort.js"
+import { until } from "./support/until.js"
 
 const root = path.resolve(import.meta.dirname, "..")
 const EVERYTHING = path.join(root, "node_modules/@modelcontextprotocol/server-everything/dist/index.js")
@@ -32,16 +33,6 @@ let gw: TestGateway
 let key: string
 let adminKey: string
 let remoteUrl: string
-
-const until = async <A>(what: string, f: () => Promise<A | undefined> | A | undefined, ms = 20_000): Promise<A> => {
-  const end = Date.now() + ms
-  for (;;) {
-    const v = await f()
-    if (v !== undefined) return v
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
 
 const register = (input: CreateMcpServer) => gw.run(Effect.flatMap(McpServers, (s) => s.create(input)))
 const admin = (p: string, init: { method?: string; body?: unknown } = {}) =>
@@ -73,8 +64,12 @@ beforeAll(async () => {
   // Nothing listens there: the connection fails, and its error may quote the url.
   remoteUrl = `http://user:${URL_PASSWORD}@127.0.0.1:${await refusedPort()}/mcp?access_token=${URL_TOKEN}&region=eu`
   await register({ name: "remote", transport: "http", url: remoteUrl, allowedTools: ["*"] })
-  await until("ev ready", () =>
-    gw.run(Effect.map(McpUpstreams, (u) => (u.health("ev")?.state === "ready" && u.health("ev")?.listedAt != null ? true : undefined)))
+  await until(
+    "ev ready",
+    () =>
+      gw.run(Effect.map(McpUpstreams, (u) => (u.health("ev")?.state === "ready" && u.health("ev")?.listedAt != null ? true : undefined))),
+    20_000,
+    () => gw.run(Effect.map(McpUpstreams, (u) => u.health("ev")))
   )
 }, 60_000)
 
@@ -94,41 +89,57 @@ describe("an MCP server's secrets, by value", () => {
     } finally {
       await client.close()
     }
-    const entry = await until("the inspector entry", async () => {
-      const r = await admin("/api/tools/traffic-inspector/requests?source=mcp")
-      const list = r.body?.items ?? r.body?.requests ?? r.body?.entries ?? r.body
-      return Array.isArray(list) ? list.find((e: { path: string }) => e.path.includes("get-env")) : undefined
-    })
+    const entry = await until(
+      "the inspector entry",
+      async () => {
+        const r = await admin("/api/tools/traffic-inspector/requests?source=mcp")
+        const list = r.body?.items ?? r.body?.requests ?? r.body?.entries ?? r.body
+        return Array.isArray(list) ? list.find((e: { path: string }) => e.path.includes("get-env")) : undefined
+      },
+      20_000
+    )
     const detail = await admin(`/api/tools/traffic-inspector/requests/${entry.id}`)
     expect(detail.status).toBe(200)
     // The result was recorded (the env's names are there), its secret value is not.
     expect(detail.text).toContain("EV_PLAIN")
     expectNoSecret(detail.text)
-    const audit = await until("the audit entry", async () => {
-      const r = await admin("/api/compliance/audit-log?kind=mcp&limit=50")
-      return (r.body?.entries ?? []).find((e: { target: string }) => e.target === "ev__get-env")
-    })
+    const audit = await until(
+      "the audit entry",
+      async () => {
+        const r = await admin("/api/compliance/audit-log?kind=mcp&limit=50")
+        return (r.body?.entries ?? []).find((e: { target: string }) => e.target === "ev__get-env")
+      },
+      20_000
+    )
     expectNoSecret(JSON.stringify(audit))
   })
 
   it("a server that prints its token and its key on stderr and exits: the health says why, without them", async () => {
-    const leaky = await until("leaky's exit in its health", async () => {
-      const r = await admin("/api/mcp/servers")
-      const s = (r.body?.servers ?? []).find((x: { name: string }) => x.name === "leaky")
-      return s?.health?.reason?.includes("fatal") ? { s, text: r.text } : undefined
-    })
+    const leaky = await until(
+      "leaky's exit in its health",
+      async () => {
+        const r = await admin("/api/mcp/servers")
+        const s = (r.body?.servers ?? []).find((x: { name: string }) => x.name === "leaky")
+        return s?.health?.reason?.includes("fatal") ? { s, text: r.text } : undefined
+      },
+      20_000
+    )
     expect(leaky.s.health.reason).toMatch(/exited with code 1.*fatal: upstream refused key/)
     expectNoSecret(leaky.text)
     expectNoSecret(gw.logs.map((l) => l.message).join("\n"))
   })
 
   it("a url's password and token, and a key among the arguments, are masked in listings; sent back, they keep the stored ones", async () => {
-    const listed = await until("remote's failure in its health", async () => {
-      const r = await admin("/api/mcp/servers")
-      const items = r.body?.servers ?? []
-      const remote = items.find((x: { name: string }) => x.name === "remote")
-      return remote?.health?.reason ? { items, text: r.text } : undefined
-    })
+    const listed = await until(
+      "remote's failure in its health",
+      async () => {
+        const r = await admin("/api/mcp/servers")
+        const items = r.body?.servers ?? []
+        const remote = items.find((x: { name: string }) => x.name === "remote")
+        return remote?.health?.reason ? { items, text: r.text } : undefined
+      },
+      20_000
+    )
     expectNoSecret(listed.text)
     const remote = listed.items.find((x: { name: string }) => x.name === "remote")
     expect(remote.url).toMatch(/^http:\/\/user:\*\*\*\*@127\.0\.0\.1:\d+\/mcp\?access_token=.+&region=eu$/)

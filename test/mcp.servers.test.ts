@@ -15,6 +15,7 @@ import { StoreLive } from "../src/platform/store/StoreLive.js"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { connectionProblem, McpServers, offeringsOf, viewOf, initialHealth } from "../src/services/mcp/McpServers.js"
 import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
+import { until } from "./support/until.js"
 
 /**
  * The registry of upstream MCP servers (docs/mcp.md, "MCP servers behind the gateway"): the
@@ -297,27 +298,22 @@ describe("/api/mcp/servers", () => {
 
 const EVERYTHING = path.join(path.resolve(import.meta.dirname, ".."), "node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 
-const until = async <A>(what: string, f: () => Promise<A | undefined>, ms = 20_000): Promise<A> => {
-  const end = Date.now() + ms
-  for (;;) {
-    const v = await f()
-    if (v !== undefined) return v
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 100))
-  }
-}
-
 describe("a server the gateway connects to (the reference everything server over stdio)", () => {
   it("shows ready with its counts, lists its tools with their exposed names, allows and calls one", async () => {
     const created = await api("/api/mcp/servers", {
       body: { name: "ev", transport: "stdio", command: process.execPath, args: [EVERYTHING, "stdio"] }
     })
     expect(created.status, created.text).toBe(201)
-    const ready = await until("ev ready with its tools, resources and prompts listed", async () => {
-      const v = (await api("/api/mcp/servers/ev")).body
-      // Tools, resources and prompts are listed one kind after the other.
-      return v.health.state === "ready" && v.tools > 0 && v.resources > 0 && v.prompts > 0 ? v : undefined
-    })
+    const ready = await until(
+      "ev ready with its tools, resources and prompts listed",
+      async () => {
+        const v = (await api("/api/mcp/servers/ev")).body
+        // Tools, resources and prompts are listed one kind after the other.
+        return v.health.state === "ready" && v.tools > 0 && v.resources > 0 && v.prompts > 0 ? v : undefined
+      },
+      20_000,
+      async () => (await api("/api/mcp/servers/ev")).body
+    )
     expect(ready.health).toMatchObject({ reason: null, serverInfo: { name: "mcp-servers/everything" } })
 
     const before = (await api("/api/mcp/servers/ev/tools")).body.offerings

@@ -27,7 +27,7 @@ import { AppConfig } from "../src/platform/config/AppConfig.js"
 import { McpServers, type McpServersShape } from "../src/services/mcp/McpServers.js"
 import { type McpUpstreamError, McpUpstreams, type McpUpstreamsShape } from "../src/services/mcp/McpUpstreams.js"
 import { processRecord, stdioEnv } from "../src/services/mcp/processes.js"
-import { LifeEnded, restartSchedule } from "../src/services/mcp/supervisor.js"
+import { LifeEnded, loadConnection, makeSupervisor, restartSchedule } from "../src/services/mcp/supervisor.js"
 import { tempDir } from "./support/gateway.js"
 import { until } from "./support/until.js"
 import { refusedPort } from "./support/refusedPort.js"
@@ -369,6 +369,48 @@ describe("McpUpstreams: discovery, errors and supervision (a server of our own)"
     const grandchild = Number(text(await run(up.callTool("paged", "spawn-child", {}))))
     await close()
     for (const pid of [a.pid as number, b.pid as number, grandchild]) expect(running(pid)).toBe(false)
+  })
+
+  it("a client that cannot be loaded, then an internal error, each end a life that is begun again: said in the health, never a server left starting", async () => {
+    const scope = Effect.runSync(Scope.make())
+    closers.push(() => Effect.runPromise(Scope.close(scope, Exit.void).pipe(Effect.provide(quietLogger))))
+    const rec = paged("unlucky")
+    const seen: Array<string> = []
+    let loads = 0
+    const supervisor = makeSupervisor({
+      all: () => [rec],
+      processes: processRecord(tempDir("gw-mcp-supervisor-")),
+      scope,
+      changed: () => {
+        const h = supervisor.entries.get("unlucky")?.health
+        if (h !== undefined) seen.push(`${h.state}: ${h.reason ?? ""}`)
+      },
+      load: async () => {
+        loads++
+        if (loads === 1) throw new Error("the module could not be read")
+        const real = await loadConnection()
+        if (loads > 2) return real
+        // The second life connects, then meets a bug: a throw where nothing expects one.
+        return {
+          ...real,
+          createConnection: (r, child, auth) => {
+            const conn = real.createConnection(r, child, auth)
+            conn.client.getServerVersion = () => {
+              throw new Error("a bug in the client")
+            }
+            return conn
+          }
+        }
+      }
+    })
+    logs.length = 0
+    await Effect.runPromise(supervisor.reconcile.pipe(Effect.provide(quietLogger)))
+    const health = () => supervisor.entries.get("unlucky")!.health
+    await until("ready on the third life", () => (health().state === "ready" ? health() : undefined), 20_000)
+    expect(health().restarts).toBe(2)
+    expect(seen).toContain("restarting: the MCP client could not be loaded: the module could not be read")
+    expect(seen).toContain("restarting: an internal error: a bug in the client")
+    expect(logs.some((l) => l.includes("unlucky: its connection ended on an internal error"))).toBe(true)
   })
 })
 

@@ -6,6 +6,7 @@
  * a change of the record or a restart. The registry's changes are reconciled with the running
  * connections, one at a time.
  */
+import * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -26,7 +27,12 @@ import { describeEnd, type ProcessRecord, type StdioProcess, spawnStdioServer, s
 /** The SDK and what the connections do with it, loaded at the first connection (not by the CLI, not with no server). */
 export type ConnectionModule = typeof import("./connection.js")
 let connectionModule: Promise<ConnectionModule> | undefined
-export const loadConnection = (): Promise<ConnectionModule> => (connectionModule ??= import("./connection.js"))
+/** A load that failed is not kept: the next connection tries again. */
+export const loadConnection = (): Promise<ConnectionModule> =>
+  (connectionModule ??= import("./connection.js").catch((e: unknown) => {
+    connectionModule = undefined
+    throw e
+  }))
 
 /** How a life ended: `restarting` is begun again on the schedule; `failed` and `needs-auth` wait for the record to change or a restart. */
 export class LifeEnded extends Data.TaggedError("LifeEnded")<{
@@ -118,7 +124,10 @@ export const makeSupervisor = (deps: {
   readonly changed: (server: string) => void
   /** The OAuth provider of an http or sse server the gateway holds a token for (McpOAuth), else undefined. */
   readonly authProvider?: (record: McpServerRecord) => OAuthClientProvider | undefined
+  /** Loads the SDK's side of a connection (`loadConnection`; a test's stand-in). */
+  readonly load?: () => Promise<ConnectionModule>
 }) => {
+  const load = deps.load ?? loadConnection
   const entries = new Map<string, Entry>()
   const lock = Effect.unsafeMakeSemaphore(1)
   let closing = false
@@ -159,7 +168,7 @@ export const makeSupervisor = (deps: {
 
       const problem = configProblem(record)
       if (problem !== undefined) return yield* Effect.fail(ended(problem, "failed"))
-      const sdk = yield* Effect.promise(loadConnection)
+      const sdk = yield* Effect.tryPromise({ try: load, catch: (e) => ended(`the MCP client could not be loaded: ${messageOf(e)}`) })
 
       let child: StdioProcess | undefined
       if (record.transport === "stdio") {
@@ -286,7 +295,15 @@ export const makeSupervisor = (deps: {
     return Effect.suspend(() => {
       const again = lives++ > 0 || restarted
       return setHealth(entry, again ? { pid: null, restarts: entry.health.restarts + 1 } : { pid: null }).pipe(
-        Effect.zipRight(Effect.scoped(life(entry)))
+        Effect.zipRight(Effect.scoped(life(entry))),
+        // A defect (a bug, a throw where none was expected) ends this life like any failure: logged
+        // with its cause, said in the health's reason, and the connection begun again on the schedule.
+        // Uncaught, it would end the supervision silently, the server shown starting for ever.
+        Effect.catchAllDefect((defect) =>
+          Effect.logError(`MCP server ${entry.record.name}: its connection ended on an internal error`, Cause.die(defect)).pipe(
+            Effect.zipRight(Effect.fail(new LifeEnded({ reason: `an internal error: ${messageOf(defect)}`, state: "restarting", upMs: 0 })))
+          )
+        )
       )
     }).pipe(
       Effect.tapError((e) =>
