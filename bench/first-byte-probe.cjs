@@ -1,0 +1,54 @@
+// Preloaded (--require) into the floor or the gateway by bench/first-byte.mjs: times each stream
+// request of the rig's load inside the process, from node's and undici's diagnostics channels,
+// matched by the request's `x-first-byte-id` header (and the same id in its body's `user`, which
+// the gateway forwards upstream):
+//   head   `http.server.request.start`: the request's head parsed
+//   sync   the first microtask after it: the end of the callback that read the head (the server's
+//          synchronous work on the request)
+//   check  the first check-phase callback after it: the turn's I/O done
+//   up     the upstream request made (`undici:request:create` in the gateway, node's
+//          `http.client.request.start` in the floor)
+//   sent   its head written to the upstream's socket (undici's `undici:client:sendHeaders`; the
+//          floor's http client has no such channel)
+//   upHead the upstream's head received (`undici:request:headers`)
+// All in milliseconds from `head`. SIGUSR2 writes the requests seen so far to FIRST_BYTE_PROBE_OUT
+// (a JSON array) and forgets them. Nothing runs for requests without the header.
+"use strict"
+const dc = require("node:diagnostics_channel")
+const fs = require("node:fs")
+
+const now = () => performance.now()
+const rows = new Map()
+const at = (r, field) => {
+  if (r !== undefined && r[field] === undefined) r[field] = now() - r.t0
+}
+const header = (value) => (Array.isArray(value) ? value[0] : value)
+const idInBody = (body) => {
+  const text = typeof body === "string" ? body : Buffer.isBuffer(body) ? body.toString("latin1") : ""
+  return /"user":"([^"]+)"/.exec(text)?.[1]
+}
+
+dc.subscribe("http.server.request.start", ({ request }) => {
+  const id = header(request.headers["x-first-byte-id"])
+  if (id === undefined) return
+  const r = { id, t0: now() }
+  rows.set(id, r)
+  queueMicrotask(() => at(r, "sync"))
+  setImmediate(() => at(r, "check"))
+})
+dc.subscribe("undici:request:create", ({ request }) => {
+  const id = idInBody(request.body)
+  const r = id === undefined ? undefined : rows.get(id)
+  if (r === undefined) return
+  at(r, "up")
+  request.firstByte = r
+})
+dc.subscribe("http.client.request.start", ({ request }) => at(rows.get(request.getHeader("x-first-byte-id")), "up"))
+dc.subscribe("undici:client:sendHeaders", ({ request }) => at(request.firstByte, "sent"))
+dc.subscribe("undici:request:headers", ({ request }) => at(request.firstByte, "upHead"))
+
+process.on("SIGUSR2", () => {
+  const out = process.env.FIRST_BYTE_PROBE_OUT
+  if (out) fs.writeFileSync(out, JSON.stringify([...rows.values()]))
+  rows.clear()
+})
