@@ -55,15 +55,22 @@ const contentOnlyDelta = (r: JsonReader): string | undefined => {
   return r.failed ? undefined : (content ?? "")
 }
 
+/** Upstream tool index → canonical block; block → call id; call id → upstream index; the blocks of custom tool calls, whose JSON arguments are closed when the block ends. */
+interface ToolCalls {
+  readonly toolBlocks: Map<number, number>
+  readonly idOfBlock: Map<number, string>
+  readonly keyOfId: Map<string, number>
+  readonly customBlocks: Set<number>
+}
+
 /** OpenAI chat chunks → canonical events. Blocks are made sequential (one open at a time). */
 export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder {
   private started = false
-  /** Upstream tool index → canonical block; block → call id; call id → upstream index. */
-  private readonly toolBlocks = new Map<number, number>()
-  private readonly idOfBlock = new Map<number, string>()
-  private readonly keyOfId = new Map<string, number>()
-  /** Blocks of custom tool calls, whose JSON arguments are closed when the block ends. */
-  private readonly customBlocks = new Set<number>()
+  /**
+   * The stream's tool calls, made at the first one: most streams have none, and the decoder is made
+   * for every stream (a same-format relay's preview too), so its three maps and set are not.
+   */
+  private calls: ToolCalls | undefined
   private finishReason: StopReason | undefined
   private sawTools = false
   private done = false
@@ -120,6 +127,8 @@ export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder
         out.push({ type: "text_delta", index: this.open!.index, text })
       }
       for (const tc of arr(delta["tool_calls"])) {
+        this.calls ??= { toolBlocks: new Map(), idOfBlock: new Map(), keyOfId: new Map(), customBlocks: new Set() }
+        const { toolBlocks, idOfBlock, keyOfId, customBlocks } = this.calls
         const call = obj(tc) ?? {}
         const custom = obj(call["custom"])
         const fn = obj(call["function"]) ?? (custom ? { name: custom["name"] } : undefined)
@@ -129,33 +138,33 @@ export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder
         const explicit = num(call["index"])
         const toolIndex =
           explicit ??
-          (id !== undefined ? (this.keyOfId.get(id) ?? -(this.toolBlocks.size + 1)) : this.open?.kind === "tool" ? this.open.toolIndex! : 0)
-        const known = this.toolBlocks.get(toolIndex)
-        if (known === undefined || (id !== undefined && this.idOfBlock.get(known) !== id)) {
+          (id !== undefined ? (keyOfId.get(id) ?? -(toolBlocks.size + 1)) : this.open?.kind === "tool" ? this.open.toolIndex! : 0)
+        const known = toolBlocks.get(toolIndex)
+        if (known === undefined || (id !== undefined && idOfBlock.get(known) !== id)) {
           this.close(out)
           const index = this.next++
           const callId = id ?? newId("call_")
-          this.toolBlocks.set(toolIndex, index)
-          this.idOfBlock.set(index, callId)
-          this.keyOfId.set(callId, toolIndex)
+          toolBlocks.set(toolIndex, index)
+          idOfBlock.set(index, callId)
+          keyOfId.set(callId, toolIndex)
           this.sawTools = true
           this.open = { kind: "tool", index, toolIndex }
           out.push({ type: "block_start", index, block: { type: "tool_use", id: callId, name: str(fn?.["name"]) ?? "" } })
           if (custom) {
             // A custom call's text input becomes the canonical {"input": "..."} arguments.
-            this.customBlocks.add(index)
+            customBlocks.add(index)
             out.push({ type: "tool_args_delta", index, partialJson: '{"input":"' })
           }
         }
         if (custom) {
           const input = str(custom["input"])
           const open = this.open
-          if (input && open !== undefined && open.index === this.toolBlocks.get(toolIndex))
+          if (input && open !== undefined && open.index === toolBlocks.get(toolIndex))
             out.push({ type: "tool_args_delta", index: open.index, partialJson: JSON.stringify(input).slice(1, -1) })
           continue
         }
         const args = str(fn?.["arguments"])
-        const index = this.toolBlocks.get(toolIndex)!
+        const index = toolBlocks.get(toolIndex)!
         // Deltas for a call that is no longer the open block (interleaved streams) are dropped
         // rather than sent into another block; OpenAI streams calls one after another.
         if (args && this.open?.index === index) out.push({ type: "tool_args_delta", index, partialJson: args })
@@ -200,7 +209,7 @@ export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder
 
   protected override close(out: Array<StreamEvent>) {
     // A custom tool call's text input closes its {"input": "..."} arguments first.
-    if (this.open && this.customBlocks.delete(this.open.index))
+    if (this.open && this.calls?.customBlocks.delete(this.open.index))
       out.push({ type: "tool_args_delta", index: this.open.index, partialJson: '"}' })
     super.close(out)
   }

@@ -17,11 +17,16 @@ export class ChatStreamEncoder implements StreamEncoder {
     return this.givenId
   }
   private created = nowSeconds()
-  private readonly toolIndex = new Map<number, number>()
-  /** Tool blocks that have not streamed any argument yet (they get "{}" when they end). */
-  private readonly noArgs = new Set<number>()
-  /** Arguments of calls to custom tools, sent whole as `custom.input` when the call ends. */
-  private readonly customArgs = new Map<number, string>()
+  /** The answer's tool calls, made at the first one (most streams have none; an encoder is made for each). */
+  private calls:
+    | {
+        readonly toolIndex: Map<number, number>
+        /** Tool blocks that have not streamed any argument yet (they get "{}" when they end). */
+        readonly noArgs: Set<number>
+        /** Arguments of calls to custom tools, sent whole as `custom.input` when the call ends. */
+        readonly customArgs: Map<number, string>
+      }
+    | undefined
   private usage: Partial<Usage> | undefined
   /** The usage event's object merged last into `usage`. */
   private usageMerged: Partial<Usage> | undefined
@@ -98,14 +103,16 @@ export class ChatStreamEncoder implements StreamEncoder {
         return this.chunk({ role: "assistant", content: "" })
       case "block_start":
         if (ev.block.type === "tool_use") {
-          const i = this.toolIndex.size
-          this.toolIndex.set(ev.index, i)
+          this.calls ??= { toolIndex: new Map(), noArgs: new Set(), customArgs: new Map() }
+          const { toolIndex, noArgs, customArgs } = this.calls
+          const i = toolIndex.size
+          toolIndex.set(ev.index, i)
           const id = idWithSignature(ev.block.id, ev.block.signature)
           if (this.customTools.has(ev.block.name)) {
-            this.customArgs.set(ev.index, "")
+            customArgs.set(ev.index, "")
             return this.chunk(this.withRole({ tool_calls: [{ index: i, id, type: "custom", custom: { name: ev.block.name, input: "" } }] }))
           }
-          this.noArgs.add(ev.index)
+          noArgs.add(ev.index)
           return this.chunk(
             this.withRole({
               tool_calls: [
@@ -126,25 +133,28 @@ export class ChatStreamEncoder implements StreamEncoder {
       case "reasoning_delta":
         return ev.text ? this.chunk(this.withRole({ reasoning_content: ev.text })) : ""
       case "tool_args_delta": {
-        const i = this.toolIndex.get(ev.index)
-        if (i === undefined || !ev.partialJson) return ""
-        const custom = this.customArgs.get(ev.index)
+        const calls = this.calls
+        const i = calls?.toolIndex.get(ev.index)
+        if (calls === undefined || i === undefined || !ev.partialJson) return ""
+        const custom = calls.customArgs.get(ev.index)
         if (custom !== undefined) {
-          this.customArgs.set(ev.index, custom + ev.partialJson)
+          calls.customArgs.set(ev.index, custom + ev.partialJson)
           return ""
         }
-        this.noArgs.delete(ev.index)
+        calls.noArgs.delete(ev.index)
         return this.chunk({ tool_calls: [{ index: i, function: { arguments: ev.partialJson } }] })
       }
       case "block_stop": {
         // A call without arguments (Anthropic streams `partial_json: ""`) still gets a JSON object.
-        const i = this.toolIndex.get(ev.index)
-        const custom = this.customArgs.get(ev.index)
+        const calls = this.calls
+        if (calls === undefined) return ""
+        const i = calls.toolIndex.get(ev.index)
+        const custom = calls.customArgs.get(ev.index)
         if (i !== undefined && custom !== undefined) {
-          this.customArgs.delete(ev.index)
+          calls.customArgs.delete(ev.index)
           return this.chunk({ tool_calls: [{ index: i, custom: { input: customToolInput(custom) } }] })
         }
-        if (i === undefined || !this.noArgs.delete(ev.index)) return ""
+        if (i === undefined || !calls.noArgs.delete(ev.index)) return ""
         return this.chunk({ tool_calls: [{ index: i, function: { arguments: "{}" } }] })
       }
       case "usage":
