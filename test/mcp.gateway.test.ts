@@ -17,8 +17,8 @@ import type { CreateMcpServer } from "../src/domain/mcpServers.js"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { Policies } from "../src/services/governance/Policies.js"
 import { McpServers } from "../src/services/mcp/McpServers.js"
-import { McpUpstreams } from "../src/services/mcp/McpUpstreams.js"
 import { call, startGateway, type TestGateway, tempDir } from "./support/gateway.js"
+import { mcpListed } from "./support/mcpListed.js"
 import { Receiver } from "./support/webhookReceiver.js"
 
 const root = path.resolve(import.meta.dirname, "..")
@@ -44,10 +44,7 @@ const until = async <A>(what: string, f: () => Promise<A | undefined> | A | unde
 }
 
 const register = (input: CreateMcpServer) => gw.run(Effect.flatMap(McpServers, (s) => s.create(input)))
-const ready = (name: string) =>
-  until(`${name} listed`, () =>
-    gw.run(Effect.map(McpUpstreams, (u) => (u.health(name)?.state === "ready" && u.health(name)?.listedAt != null ? true : undefined)))
-  )
+const ready = (name: string) => mcpListed(gw.run, name)
 const newKey = (name: string, mcp?: { allow: Array<string> }, scopes?: Array<"inference" | "admin">) =>
   gw
     .run(Effect.flatMap(ApiKeys, (k) => k.create({ name, ...(scopes ? { scopes } : {}), ...(mcp ? { mcp } : {}) } as never)))

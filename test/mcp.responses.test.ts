@@ -12,12 +12,11 @@ import path from "node:path"
 import { describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { McpServers } from "../src/services/mcp/McpServers.js"
-import { McpUpstreams } from "../src/services/mcp/McpUpstreams.js"
 import { functionNameOf } from "../src/inference/mcp/responsesTools.js"
 import { queryDb } from "./support/db.js"
 import { connectFamilies, gatewayForFile } from "./support/families.js"
 import type { Recorded } from "./support/fakeUpstream.js"
-import { until } from "./support/until.js"
+import { mcpListed } from "./support/mcpListed.js"
 
 const root = path.resolve(import.meta.dirname, "..")
 const EVERYTHING = path.join(root, "node_modules/@modelcontextprotocol/server-everything/dist/index.js")
@@ -36,13 +35,7 @@ const h = gatewayForFile({
         s.create({ name: "ev", transport: "stdio", command: process.execPath, args: [EVERYTHING, "stdio"], allowedTools: ["*"] })
       )
     )
-    await until(
-      "ev listed",
-      () =>
-        gw.run(Effect.map(McpUpstreams, (u) => (u.health("ev")?.state === "ready" && u.health("ev")?.listedAt != null ? true : undefined))),
-      20_000,
-      () => gw.run(Effect.map(McpUpstreams, (u) => u.health("ev")))
-    )
+    await mcpListed(gw.run, "ev")
   }
 })
 
@@ -380,15 +373,7 @@ describe("MCP tools in a Responses request, a server whose name starts with a di
         s.create({ name: "9ev", transport: "stdio", command: process.execPath, args: [EVERYTHING, "stdio"], allowedTools: ["echo"] })
       )
     )
-    await until(
-      "9ev listed",
-      () =>
-        h.gw.run(
-          Effect.map(McpUpstreams, (u) => (u.health("9ev")?.state === "ready" && u.health("9ev")?.listedAt != null ? true : undefined))
-        ),
-      20_000,
-      () => h.gw.run(Effect.map(McpUpstreams, (u) => u.health("9ev")))
-    )
+    await mcpListed(h.gw.run, "9ev")
     const fn = functionNameOf("9ev", "echo")
     expect(fn).toMatch(/^[A-Za-z_][A-Za-z0-9_-]{0,63}$/)
     h.up.next({ toolCalls: [{ name: fn, arguments: JSON.stringify({ message: "from a digit" }) }] }, { content: "done" })

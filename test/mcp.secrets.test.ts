@@ -12,10 +12,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { CreateMcpServer } from "../src/domain/mcpServers.js"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { McpServers } from "../src/services/mcp/McpServers.js"
-import { McpUpstreams } from "../src/services/mcp/McpUpstreams.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 import { refusedPort } from "./support/refusedPort.js"
 import { until } from "./support/until.js"
+import { mcpListed } from "./support/mcpListed.js"
 
 const root = path.resolve(import.meta.dirname, "..")
 const EVERYTHING = path.join(root, "node_modules/@modelcontextprotocol/server-everything/dist/index.js")
@@ -64,13 +64,7 @@ beforeAll(async () => {
   // Nothing listens there: the connection fails, and its error may quote the url.
   remoteUrl = `http://user:${URL_PASSWORD}@127.0.0.1:${await refusedPort()}/mcp?access_token=${URL_TOKEN}&region=eu`
   await register({ name: "remote", transport: "http", url: remoteUrl, allowedTools: ["*"] })
-  await until(
-    "ev ready",
-    () =>
-      gw.run(Effect.map(McpUpstreams, (u) => (u.health("ev")?.state === "ready" && u.health("ev")?.listedAt != null ? true : undefined))),
-    20_000,
-    () => gw.run(Effect.map(McpUpstreams, (u) => u.health("ev")))
-  )
+  await mcpListed(gw.run, "ev")
 }, 60_000)
 
 afterAll(async () => {

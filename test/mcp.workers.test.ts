@@ -13,9 +13,9 @@ import { Agent, fetch as undiciFetch } from "undici"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { McpServers } from "../src/services/mcp/McpServers.js"
-import { McpUpstreams } from "../src/services/mcp/McpUpstreams.js"
 import { ADMIN_KEY, runCli, type ServerProcess, startServerProcess } from "./support/cli.js"
 import { startGateway, type TestGateway, tempDir } from "./support/gateway.js"
+import { mcpListed } from "./support/mcpListed.js"
 
 const root = path.resolve(import.meta.dirname, "..")
 const EVERYTHING = path.join(root, "node_modules/@modelcontextprotocol/server-everything/dist/index.js")
@@ -65,9 +65,7 @@ describe("an MCP session taken up by another gateway on the same store", () => {
     )
     for (const g of [a, b]) {
       await g.run(Effect.flatMap(McpServers, (s) => s.refresh))
-      await until("ev listed", () =>
-        g.run(Effect.map(McpUpstreams, (u) => (u.health("ev")?.state === "ready" && u.health("ev")?.listedAt != null ? true : undefined)))
-      )
+      await mcpListed(g.run, "ev")
     }
   }, 90_000)
 
