@@ -3,8 +3,9 @@
 // matched by the request's `x-first-byte-id` header (and the same id in its body's `user`, which
 // the gateway forwards upstream):
 //   head   `http.server.request.start`: the request's head parsed
-//   sync   the first microtask after it: the end of the callback that read the head (the server's
-//          synchronous work on the request)
+//   sync   the first microtask after it: the callback that read the head has returned and the
+//          ticks it queued have run (the body's `end` among them when the body came with the
+//          head); what runs later runs in promise callbacks or later turns
 //   check  the first check-phase callback after it: the turn's I/O done
 //   up     the upstream request made (`undici:request:create` in the gateway, node's
 //          `http.client.request.start` in the floor)
@@ -49,6 +50,10 @@ dc.subscribe("undici:request:headers", ({ request }) => at(request.firstByte, "u
 
 process.on("SIGUSR2", () => {
   const out = process.env.FIRST_BYTE_PROBE_OUT
-  if (out) fs.writeFileSync(out, JSON.stringify([...rows.values()]))
+  // Whole or not at all: the reader waits for the file to appear.
+  if (out) {
+    fs.writeFileSync(`${out}.partial`, JSON.stringify([...rows.values()]))
+    fs.renameSync(`${out}.partial`, out)
+  }
   rows.clear()
 })

@@ -23,7 +23,7 @@ import path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Worker } from "node:worker_threads"
 import { launchGateway, prepareGateway, startFloor } from "./lib/targets.mjs"
-import { cleanup, pinSelf, registerTempDir } from "./lib/proc.mjs"
+import { cleanup, cleanupSync, pinSelf, registerTempDir } from "./lib/proc.mjs"
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url))
 const rootDir = path.resolve(benchDir, "..")
@@ -34,11 +34,17 @@ const SECONDS = Number(arg("--seconds", 3))
 const WARM = Number(arg("--warm", 0))
 const C1 = process.argv.includes("--c1")
 const JSON_OUT = arg("--json", undefined)
-/** --gateway-env NAME=value, repeatable: set in the gateway's environment (a setting's A/B). */
+/** --gateway-env NAME=value, repeatable: set in the gateway's environment (one arm of a setting's A/B: run once per value). */
 const GATEWAY_ENV = Object.fromEntries(
-  process.argv.flatMap((a, i) =>
-    process.argv[i - 1] === "--gateway-env" ? [[a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)]] : []
-  )
+  process.argv.flatMap((a, i) => {
+    if (process.argv[i - 1] !== "--gateway-env") return []
+    const eq = a.indexOf("=")
+    if (eq <= 0) {
+      console.error(`--gateway-env takes NAME=value, not ${JSON.stringify(a)}`)
+      process.exit(2)
+    }
+    return [[a.slice(0, eq), a.slice(eq + 1)]]
+  })
 )
 
 const clock = () => performance.timeOrigin + performance.now()
@@ -93,6 +99,17 @@ server.keepAliveTimeout = 65000
 server.listen(0, "127.0.0.1", () => parentPort.postMessage({ port: server.address().port }))
 `
 
+// The floor and the gateway are stopped however this ends (an error, Ctrl-C).
+const stop = (code) => (e) => {
+  if (e instanceof Error) console.error(e)
+  cleanupSync()
+  process.exit(code)
+}
+process.on("uncaughtException", stop(1))
+process.on("unhandledRejection", stop(1))
+process.on("SIGINT", stop(130))
+process.on("SIGTERM", stop(143))
+
 pinSelf(1)
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "first-byte-"))
 registerTempDir(tmp)
@@ -142,6 +159,9 @@ const stream = (target, agent, id) =>
           first ??= clock()
         })
         res.on("end", () => resolve({ id, sent, head, first, status: res.statusCode }))
+        // Cut before its end: counted as failed (status 0), never waited for.
+        res.on("error", () => resolve({ id, sent, status: 0 }))
+        res.on("close", () => resolve({ id, sent, head, first, status: res.complete ? res.statusCode : 0 }))
       }
     )
     req.on("error", () => resolve({ id, sent, status: 0 }))
@@ -230,9 +250,10 @@ const COLUMNS = [
   ["upstream's first write → client", "fromUpstream"],
   ["answer's head", "headers"],
   ["first byte (TTFT)", "ttft"],
-  ["in: head → sync part done", "sync"],
+  ["in: head → its callback and ticks done", "sync"],
   ["in: → upstream request made", "up"],
   ["in: → its head written", "sent"],
+  ["in: → the upstream's head", "upHead"],
   ["in: → turn's I/O done", "check"],
   ["page faults a stream", null]
 ]

@@ -412,6 +412,42 @@ describe("McpUpstreams: discovery, errors and supervision (a server of our own)"
     expect(seen).toContain("restarting: an internal error: a bug in the client")
     expect(logs.some((l) => l.includes("unlucky: its connection ended on an internal error"))).toBe(true)
   })
+
+  it("a life that ends for good (failed) stays failed when a finalizer also throws: the throw is logged, the end is not turned into a restart", async () => {
+    const scope = Effect.runSync(Scope.make())
+    closers.push(() => Effect.runPromise(Scope.close(scope, Exit.void).pipe(Effect.provide(quietLogger))))
+    const rec = paged("doomed")
+    const record = processRecord(tempDir("gw-mcp-supervisor-"))
+    const supervisor = makeSupervisor({
+      all: () => [rec],
+      // Removing the process from the record throws, in the life's finalizer.
+      processes: {
+        ...record,
+        remove: () => {
+          throw new Error("the record could not be written")
+        }
+      },
+      scope,
+      changed: () => {},
+      load: async () => {
+        const real = await loadConnection()
+        return {
+          ...real,
+          createConnection: () => {
+            throw new Error("no client for this record")
+          }
+        }
+      }
+    })
+    logs.length = 0
+    await Effect.runPromise(supervisor.reconcile.pipe(Effect.provide(quietLogger)))
+    const health = () => supervisor.entries.get("doomed")!.health
+    await until("failed", () => (health().state === "failed" ? health() : undefined), 10_000, health)
+    expect(health().reason).toBe("no client for this record")
+    await new Promise((r) => setTimeout(r, 800))
+    expect(health()).toMatchObject({ state: "failed", restarts: 0 })
+    expect(logs.some((l) => l.includes("doomed: its connection ended on an internal error"))).toBe(true)
+  })
 })
 
 describe("McpUpstreams over HTTP", () => {

@@ -14,6 +14,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
+import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import type { OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js"
@@ -110,7 +111,14 @@ const configProblem = (r: McpServerRecord): string | undefined => {
   }
 }
 
-const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e))
+const messageOf = (e: unknown): string => {
+  if (e instanceof Error) return e.message
+  try {
+    return String(e)
+  } catch {
+    return "a value without a text form"
+  }
+}
 
 /** How long a ping that checks a suspect connection may take. */
 const CHECK_TIMEOUT_MS = 10_000
@@ -298,12 +306,23 @@ export const makeSupervisor = (deps: {
         Effect.zipRight(Effect.scoped(life(entry))),
         // A defect (a bug, a throw where none was expected) ends this life like any failure: logged
         // with its cause, said in the health's reason, and the connection begun again on the schedule.
-        // Uncaught, it would end the supervision silently, the server shown starting for ever.
-        Effect.catchAllDefect((defect) =>
-          Effect.logError(`MCP server ${entry.record.name}: its connection ended on an internal error`, Cause.die(defect)).pipe(
-            Effect.zipRight(Effect.fail(new LifeEnded({ reason: `an internal error: ${messageOf(defect)}`, state: "restarting", upMs: 0 })))
-          )
-        )
+        // Uncaught, it would end the supervision silently, the server shown starting for ever. A
+        // life's own end (needs-auth, failed) stays what it was when a finalizer also threw; an
+        // interruption (the server stopped, removed, changed) stays one.
+        Effect.catchAllCause((cause) => {
+          const ended = Cause.failureOption(cause)
+          if (Option.isNone(ended) && Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
+          const defects = [...Cause.defects(cause)]
+          const logged =
+            defects.length === 0
+              ? Effect.void
+              : Effect.logError(`MCP server ${entry.record.name}: its connection ended on an internal error`, cause)
+          if (Option.isSome(ended)) return Effect.zipRight(logged, Effect.fail(ended.value))
+          const health = entry.health
+          const upMs = health.state === "ready" ? Date.now() - Date.parse(health.since) : 0
+          const reason = `an internal error: ${messageOf(defects[0])}`
+          return Effect.zipRight(logged, Effect.fail(new LifeEnded({ reason, state: "restarting", upMs })))
+        })
       )
     }).pipe(
       Effect.tapError((e) =>
