@@ -41,6 +41,28 @@ const spaces = (list) => {
   return out
 }
 
+/**
+ * A full collection of a worker thread's heap, run after its window closes. Node's
+ * `GCProfiler.stop()` leaves the profiler's GC callbacks registered until the profiler object
+ * itself is collected: until then every GC of the isolate appends its heap statistics (a few KB
+ * of JSON) to the profiler's buffer, one buffer for each window stopped so far. In the SQLite
+ * writer thread, whose heap sees few full collections, those buffers grew for the rest of the run
+ * (8 MB, then 16 MB: most of the soak row's growth in full runs; docs/performance.md,
+ * "2026-11-30 (midday)"). Not in the main thread: its own full collections come within a minute
+ * under load, and one forced at the window's close made the next windows read up to 200 KB of
+ * noise (alloc-probe-check.mjs). `gc` is taken from a context made while --expose-gc is set, the
+ * flag cleared again at once (no flag on the command line of the process under test).
+ */
+let fullGc = null
+const collectStopped = () => {
+  if (fullGc === null) {
+    v8.setFlagsFromString("--expose-gc")
+    fullGc = require("node:vm").runInNewContext("gc")
+    v8.setFlagsFromString("--no-expose-gc")
+  }
+  fullGc()
+}
+
 /** One isolate's window: start() → stop() gives bytes allocated, GCs by type and their time. */
 const windowOnHeap = () => {
   const profiler = new v8.GCProfiler()
@@ -96,6 +118,8 @@ if (!isMainThread && typeof v8.GCProfiler !== "function") {
       const r = stop()
       stop = null
       ch.postMessage({ kind: "report", seq: data.seq, threadId, ...r })
+      // In a later task, when nothing on the stack holds the stopped profiler any more.
+      setImmediate(collectStopped)
     }
   }
   ch.postMessage({ kind: "hello", threadId })
