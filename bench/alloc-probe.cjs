@@ -43,24 +43,35 @@ const spaces = (list) => {
 
 /**
  * A full collection of a worker thread's heap, run after its window closes. Node's
- * `GCProfiler.stop()` leaves the profiler's GC callbacks registered until the profiler object
- * itself is collected: until then every GC of the isolate appends its heap statistics (a few KB
- * of JSON) to the profiler's buffer, one buffer for each window stopped so far. In the SQLite
- * writer thread, whose heap sees few full collections, those buffers grew for the rest of the run
- * (8 MB, then 16 MB: most of the soak row's growth in full runs; docs/performance.md,
+ * `GCProfiler.stop()` leaves the GC callbacks registered until its native object, which `stop()`
+ * lets go, is collected: until then every GC of the isolate appends its heap statistics (a few KB
+ * of JSON) to that object's buffer, one buffer for each window stopped and not yet collected. In
+ * the SQLite writer thread, whose heap sees few full collections, they grew for the rest of the
+ * run (two 8 MB buffers: most of the soak row's growth in full runs; docs/performance.md,
  * "2026-11-30 (midday)"). Not in the main thread: its own full collections come within a minute
- * under load, and one forced at the window's close made the next windows read up to 200 KB of
- * noise (alloc-probe-check.mjs). `gc` is taken from a context made while --expose-gc is set, the
- * flag cleared again at once (no flag on the command line of the process under test).
+ * under load, and one forced at the window's close made the next empty windows read up to
+ * ~210 KB (alloc-probe-check.mjs). `gc` is the process's own when it was started with
+ * --expose-gc, else taken from a context made while the flag is set and cleared again at once.
+ * Never throws: a worker thread of the process under test must not die of the probe.
  */
-let fullGc = null
+let fullGc // undefined: not obtained yet (tried again at the next close)
 const collectStopped = () => {
-  if (fullGc === null) {
-    v8.setFlagsFromString("--expose-gc")
-    fullGc = require("node:vm").runInNewContext("gc")
-    v8.setFlagsFromString("--no-expose-gc")
+  try {
+    if (fullGc === undefined) {
+      if (typeof globalThis.gc === "function") fullGc = globalThis.gc
+      else {
+        v8.setFlagsFromString("--expose-gc")
+        try {
+          fullGc = require("node:vm").runInNewContext("typeof gc === 'function' ? gc : undefined")
+        } finally {
+          v8.setFlagsFromString("--no-expose-gc")
+        }
+      }
+    }
+    fullGc?.()
+  } catch {
+    // No collection: the stopped profiler stays until the thread's own.
   }
-  fullGc()
 }
 
 /** One isolate's window: start() → stop() gives bytes allocated, GCs by type and their time. */
@@ -118,8 +129,8 @@ if (!isMainThread && typeof v8.GCProfiler !== "function") {
       const r = stop()
       stop = null
       ch.postMessage({ kind: "report", seq: data.seq, threadId, ...r })
-      // In a later task, when nothing on the stack holds the stopped profiler any more.
-      setImmediate(collectStopped)
+      // Now, before a next window can open in this thread (nothing holds the native profiler after stop()).
+      collectStopped()
     }
   }
   ch.postMessage({ kind: "hello", threadId })
