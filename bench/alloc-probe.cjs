@@ -224,6 +224,9 @@ if (!isMainThread && typeof v8.GCProfiler !== "function") {
         else open()
       } catch (e) {
         current = null
+        // An open that threw after subscribing would otherwise count the next window's requests twice.
+        dc.unsubscribe("http.server.request.start", onStart)
+        dc.unsubscribe("http.server.response.finish", onFinish)
         write({ seq, state: "error", pid: process.pid, error: String(e?.stack ?? e) })
       }
     })
