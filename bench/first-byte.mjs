@@ -24,6 +24,7 @@ import { fileURLToPath } from "node:url"
 import { Worker } from "node:worker_threads"
 import { launchGateway, prepareGateway, startFloor } from "./lib/targets.mjs"
 import { cleanup, cleanupSync, pinSelf, registerTempDir } from "./lib/proc.mjs"
+import { median } from "./lib/stats.mjs"
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url))
 const rootDir = path.resolve(benchDir, "..")
@@ -49,10 +50,6 @@ const GATEWAY_ENV = Object.fromEntries(
 
 const clock = () => performance.timeOrigin + performance.now()
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-const median = (xs) => {
-  const s = xs.filter((x) => typeof x === "number" && Number.isFinite(x)).sort((a, b) => a - b)
-  return s.length === 0 ? undefined : s[Math.floor(s.length / 2)]
-}
 
 // The mock: paced streams (the first chunk at once, then one every 20 ms), or the whole burst in
 // one write when the request's id says so; it reports each request's arrival and first write.
