@@ -12,7 +12,8 @@
 //   sent   its head written to the upstream's socket (undici's `undici:client:sendHeaders`; the
 //          floor's http client has no such channel)
 //   upHead the upstream's head received (`undici:request:headers`)
-// All in milliseconds from `head`. SIGUSR2 writes the requests seen so far to FIRST_BYTE_PROBE_OUT
+//   out    the answer's first write to the client (`ServerResponse`'s write or end, wrapped here)
+// All in milliseconds from `head`, which is also given on the machine's clock (`at`). SIGUSR2 writes the requests seen so far to FIRST_BYTE_PROBE_OUT
 // (a JSON array) and forgets them. Nothing runs for requests without the header.
 "use strict"
 const dc = require("node:diagnostics_channel")
@@ -32,7 +33,9 @@ const idInBody = (body) => {
 dc.subscribe("http.server.request.start", ({ request }) => {
   const id = header(request.headers["x-first-byte-id"])
   if (id === undefined) return
-  const r = { id, t0: now() }
+  const t0 = now()
+  // On the machine's clock too (the rig's stamps are): where the head falls after the client's send.
+  const r = { id, t0, at: performance.timeOrigin + t0 }
   rows.set(id, r)
   queueMicrotask(() => at(r, "sync"))
   setImmediate(() => at(r, "check"))
@@ -47,6 +50,16 @@ dc.subscribe("undici:request:create", ({ request }) => {
 dc.subscribe("http.client.request.start", ({ request }) => at(rows.get(request.getHeader("x-first-byte-id")), "up"))
 dc.subscribe("undici:client:sendHeaders", ({ request }) => at(request.firstByte, "sent"))
 dc.subscribe("undici:request:headers", ({ request }) => at(request.firstByte, "upHead"))
+
+const http = require("node:http")
+for (const method of ["write", "end"]) {
+  const original = http.ServerResponse.prototype[method]
+  http.ServerResponse.prototype[method] = function (...args) {
+    const id = this.req === undefined ? undefined : header(this.req.headers["x-first-byte-id"])
+    if (id !== undefined) at(rows.get(id), "out")
+    return original.apply(this, args)
+  }
+}
 
 process.on("SIGUSR2", () => {
   const out = process.env.FIRST_BYTE_PROBE_OUT

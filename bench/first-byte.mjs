@@ -230,12 +230,23 @@ for (let round = 0; round < ROUNDS; round++) {
       const up = upstreamSeen.get(r.id)
       upstreamSeen.delete(r.id)
       if (r.status !== 200 || r.first === undefined || up === undefined) continue
+      const row = inside.get(r.id)
+      // The head on the machine's clock: the client's send to it, and the upstream request's head
+      // written (made, for the floor's client, which writes it at once) to its arrival.
+      const written = row === undefined ? undefined : row.at + (row.sent ?? row.up)
       samples[target.name].push({
+        toHead: row === undefined ? undefined : row.at - r.sent,
+        upstreamTrip: written === undefined || Number.isNaN(written) ? undefined : up.arrived - written,
+        // The upstream's first write to its head in the gateway (undici's channel; the floor's client has none), and on to the client.
+        answerIn: row?.upHead === undefined ? undefined : row.at + row.upHead - up.first,
+        answerOut: row?.upHead === undefined ? undefined : r.first - (row.at + row.upHead),
         headers: r.head - r.sent,
         ttft: r.first - r.sent,
         toUpstream: up.arrived - r.sent,
         fromUpstream: r.first - up.first,
-        ...Object.fromEntries(["sync", "check", "up", "sent", "upHead"].map((k) => [k, inside.get(r.id)?.[k]]))
+        ...Object.fromEntries(["sync", "check", "up", "sent", "upHead", "out"].map((k) => [k, row?.[k]])),
+        // The answer's first write to the client's first byte: the client's wake and read.
+        toClient: row?.out === undefined ? undefined : r.first - (row.at + row.out)
       })
     }
   }
@@ -244,7 +255,11 @@ for (let round = 0; round < ROUNDS; round++) {
 const COLUMNS = [
   ["streams", null],
   ["client send → upstream", "toUpstream"],
+  ["client send → the target's head", "toHead"],
+  ["upstream head written → its arrival", "upstreamTrip"],
   ["upstream's first write → client", "fromUpstream"],
+  ["upstream's first write → its head in the target", "answerIn"],
+  ["the upstream's head in the target → client's first byte", "answerOut"],
   ["answer's head", "headers"],
   ["first byte (TTFT)", "ttft"],
   ["in: head → its callback and ticks done", "sync"],
@@ -252,6 +267,8 @@ const COLUMNS = [
   ["in: → its head written", "sent"],
   ["in: → the upstream's head", "upHead"],
   ["in: → turn's I/O done", "check"],
+  ["in: → the answer's first write", "out"],
+  ["the answer's first write → client's first byte", "toClient"],
   ["page faults a stream", null]
 ]
 const result = {}
