@@ -140,8 +140,16 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
               )
             )
 
-      /** With nothing in flight and nothing to remove, the sweep sleeps until a request begins. */
+      /**
+       * With nothing in flight and nothing to remove, the sweep sleeps until a request could be
+       * due: a request that begins then arms a plain timer for the moment it is
+       * WRITE_AHEAD_AFTER_MS old, and the last request to end before it fires disarms it. A
+       * gateway serving a request now and then (most end within WRITE_AHEAD_AFTER_MS) wakes no
+       * fiber for them: woken at `begin`, the sweep ran in the request's own turn, before its
+       * upstream request was written (docs/performance.md, "A request after a pause").
+       */
       let wake: (() => void) | undefined
+      let due: ReturnType<typeof setTimeout> | undefined
       const asleep = Effect.async<void>((resume) => {
         if (live.size > 0) return resume(Effect.void)
         wake = () => resume(Effect.void)
@@ -149,6 +157,13 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
           wake = undefined
         })
       })
+      const wakeSweep = () => {
+        due = undefined
+        const w = wake
+        if (w === undefined) return
+        wake = undefined
+        w()
+      }
 
       const sweep = Effect.suspend(() => {
         const now = Date.now()
@@ -186,7 +201,12 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
       })
       // A clean stop: every request has ended and its usage row is queued; nothing is left to recover.
       // (Added before the sweep is forked, so it runs after the sweep has stopped.)
-      yield* Effect.addFinalizer(() => sql`DELETE FROM usage_inflight WHERE instance = ${instance}`.pipe(Effect.ignore))
+      yield* Effect.addFinalizer(() =>
+        Effect.zipRight(
+          Effect.sync(() => clearTimeout(due)),
+          sql`DELETE FROM usage_inflight WHERE instance = ${instance}`.pipe(Effect.ignore)
+        )
+      )
       /**
        * How long the sweep waits before it looks again: until the oldest request not yet written
        * ahead is WRITE_AHEAD_AFTER_MS old or the oldest ended row is due for removal, rather than
@@ -213,17 +233,18 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
       return {
         begin: (r) => {
           live.set(r.requestId, { r, written: false })
-          if (wake !== undefined) {
-            const w = wake
-            wake = undefined
-            w()
-          }
+          if (wake !== undefined && due === undefined)
+            due = setTimeout(wakeSweep, Math.max(0, r.startedAt + WRITE_AHEAD_AFTER_MS - Date.now())).unref()
         },
         end: (requestId) => {
           const e = live.get(requestId)
           if (e === undefined) return
           live.delete(requestId)
           if (e.written) ended.push({ id: requestId, at: Date.now() })
+          else if (due !== undefined && live.size === 0 && ended.length === 0) {
+            clearTimeout(due)
+            due = undefined
+          }
           if (live.size === 0 && waiters.length > 0) {
             const wake = waiters
             waiters = []
