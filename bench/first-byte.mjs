@@ -232,7 +232,8 @@ for (let round = 0; round < ROUNDS; round++) {
       if (r.status !== 200 || r.first === undefined || up === undefined) continue
       const row = inside.get(r.id)
       // The head on the machine's clock: the client's send to it, and the upstream request's head
-      // written (made, for the floor's client, which writes it at once) to its arrival.
+      // written to its arrival (for the floor, from the request made: node's client has no channel
+      // for the write, which comes with the body's first chunk once a socket is assigned).
       const written = row === undefined ? undefined : row.at + (row.sent ?? row.up)
       samples[target.name].push({
         toHead: row === undefined ? undefined : row.at - r.sent,

@@ -142,11 +142,13 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
 
       /**
        * With nothing in flight and nothing to remove, the sweep sleeps until a request could be
-       * due: a request that begins then arms a plain timer for the moment it is
-       * WRITE_AHEAD_AFTER_MS old, and the last request to end before it fires disarms it. A
-       * gateway serving a request now and then (most end within WRITE_AHEAD_AFTER_MS) wakes no
-       * fiber for them: woken at `begin`, the sweep ran in the request's own turn, before its
-       * upstream request was written (docs/performance.md, "A request after a pause").
+       * due: a request that begins then arms a plain timer, and the last request in flight to end
+       * before it fires disarms it. A gateway serving a request now and then (most end within
+       * WRITE_AHEAD_AFTER_MS) wakes no fiber for them: woken at `begin`, the sweep ran in the
+       * request's own turn, before its upstream request was written (docs/performance.md, "A
+       * request after a pause"). Woken, the sweep's loop first waits `nextSweepIn` (at least
+       * SWEEP_MIN_MS), so the timer fires that much before the request is due: the request is
+       * written ahead when it is WRITE_AHEAD_AFTER_MS old, as when the sweep was woken at `begin`.
        */
       let wake: (() => void) | undefined
       let due: ReturnType<typeof setTimeout> | undefined
@@ -234,7 +236,7 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
         begin: (r) => {
           live.set(r.requestId, { r, written: false })
           if (wake !== undefined && due === undefined)
-            due = setTimeout(wakeSweep, Math.max(0, r.startedAt + WRITE_AHEAD_AFTER_MS - Date.now())).unref()
+            due = setTimeout(wakeSweep, Math.max(0, r.startedAt + WRITE_AHEAD_AFTER_MS - SWEEP_MIN_MS - Date.now())).unref()
         },
         end: (requestId) => {
           const e = live.get(requestId)
