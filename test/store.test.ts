@@ -18,6 +18,7 @@ import { toIso } from "../src/platform/store/Db.js"
 import { BatchWriter, MAX_BATCH } from "../src/platform/store/BatchWriter.js"
 import { Secrets } from "../src/platform/store/Secrets.js"
 import { StoreVersion } from "../src/platform/store/StoreVersion.js"
+import Database from "better-sqlite3"
 import { queryDb } from "./support/db.js"
 import { localCore, tempDir } from "./support/gateway.js"
 
@@ -184,6 +185,73 @@ describe("BatchWriter on a SQLite file: the writer thread", () => {
         expect(yield* version.current).toBe(seen)
       }).pipe(Effect.provide(storeAt(tempDir()))),
     { timeout: 10_000 }
+  )
+
+  /** Another connection holding the file's write lock: the thread's batches wait out the busy timeout, then the store is unavailable. */
+  const lockWrites = (dir: string) => {
+    const db = new Database(path.join(dir, "gateway.db"))
+    db.pragma("busy_timeout = 10000")
+    db.exec("BEGIN IMMEDIATE")
+    return () => {
+      db.exec("ROLLBACK")
+      db.close()
+    }
+  }
+  const wall = (ms: number) => Effect.promise(() => new Promise((r) => setTimeout(r, ms)))
+  const distinctUsage = (dir: string) =>
+    queryDb<{ n: number; d: number }>(dir, "SELECT count(*) AS n, count(DISTINCT request_id) AS d FROM usage")[0]!
+
+  // The usual batch is answered without a fiber; one the store could not take goes on to the
+  // retries. Every row is written once when the lock goes: none lost, none twice.
+  it.live(
+    "holds a batch the store could not take (its file locked past the busy timeout) and writes it once, when the lock goes",
+    () =>
+      Effect.gen(function* () {
+        const dir = tempDir()
+        const scope = yield* Scope.make()
+        const context = yield* Layer.buildWithScope(storeAt(dir), scope)
+        const writer = Option.getOrThrow(Effect.runSync(Effect.serviceOption(BatchWriter).pipe(Effect.provide(context))))
+        for (let i = 0; i < 10; i++) writer.append("usage", usageRow(i))
+        yield* writer.flush
+        const unlock = lockWrites(dir)
+        for (let i = 10; i < 40; i++) writer.append("usage", usageRow(i))
+        // Past the thread's busy timeout (5 s): the batch is held, not dropped.
+        yield* wall(6_000)
+        const held = yield* writer.pending
+        const whileLocked = distinctUsage(dir).n
+        unlock()
+        yield* writer.flush
+        for (let i = 0; i < 100 && (yield* writer.pending) > 0; i++) yield* wall(50)
+        expect(held).toBe(30)
+        expect(whileLocked).toBe(10)
+        expect(distinctUsage(dir)).toEqual({ n: 40, d: 40 })
+        yield* Scope.close(scope, Exit.void)
+        expect(distinctUsage(dir)).toEqual({ n: 40, d: 40 })
+      }),
+    { timeout: 30_000 }
+  )
+
+  it.live(
+    "at shutdown during the lock, writes the held batch once the lock goes within the final drain's grace",
+    () =>
+      Effect.gen(function* () {
+        const dir = tempDir()
+        const scope = yield* Scope.make()
+        const context = yield* Layer.buildWithScope(storeAt(dir), scope)
+        const writer = Option.getOrThrow(Effect.runSync(Effect.serviceOption(BatchWriter).pipe(Effect.provide(context))))
+        writer.append("usage", usageRow(0))
+        yield* writer.flush
+        const unlock = lockWrites(dir)
+        for (let i = 1; i < 25; i++) writer.append("usage", usageRow(i))
+        yield* wall(100)
+        // The close waits for the batch on the thread (the busy timeout), then retries in its grace.
+        const closing = Effect.runFork(Scope.close(scope, Exit.void))
+        yield* wall(6_500)
+        unlock()
+        yield* closing.await
+        expect(distinctUsage(dir)).toEqual({ n: 25, d: 25 })
+      }),
+    { timeout: 30_000 }
   )
 
   it.live("writes blobs and replaces cache entries by key, the last write winning", () =>

@@ -43,9 +43,9 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
       const thread = Option.getOrUndefined(yield* Effect.serviceOption(SqliteWriterThread))?.writer
       const state = newWriterState()
 
-      const writeBatch = makeBatchWrite({ sql, health, thread })
-      // A batch's write runs on this layer's runtime; the final drain lets the one in flight finish.
-      const worker = makeWorker({ state, health, writeBatch, fork: Runtime.runFork(yield* Effect.runtime<never>()) })
+      const { write, writeNow } = makeBatchWrite({ sql, health, thread })
+      // A batch's write runs without a fiber while it can, else on this layer's runtime; the final drain lets the one in flight finish.
+      const worker = makeWorker({ state, health, writeBatch: write, writeNow, fork: Runtime.runFork(yield* Effect.runtime<never>()) })
       yield* Effect.addFinalizer(() => worker.finalDrain)
 
       const pending = Effect.sync(() => state.appended - state.done)

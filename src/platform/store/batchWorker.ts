@@ -10,7 +10,7 @@
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Schedule from "effect/Schedule"
-import type { Pending, WriteBatch } from "./batchWrite.js"
+import type { Pending, WriteBatch, WriteNow } from "./batchWrite.js"
 import type { StoreHealthShape } from "./StoreHealth.js"
 
 /** 500 rows of ~21 columns stay well under SQLite's 32766 bound parameters per statement. */
@@ -49,6 +49,8 @@ export interface WorkerDeps {
   readonly state: WriterState
   readonly health: StoreHealthShape
   readonly writeBatch: WriteBatch
+  /** The batch written without a fiber while it can be (batchWrite.ts); absent: every batch by `writeBatch` on a fiber. */
+  readonly writeNow?: WriteNow | undefined
   /** Runs a batch's write as a fiber of the writer layer's runtime (its logger, its services). */
   readonly fork: (write: Effect.Effect<void>) => Fiber.RuntimeFiber<void>
 }
@@ -65,10 +67,14 @@ export interface Worker {
  * written one after the other. Rows arriving together share one transaction (at 1-2k requests a
  * second a commit per row cost more than the rest of a request). A full batch does not linger: a
  * backlog is written back to back, not LINGER per 500 rows, so the time a row waits for its commit
- * stays bounded after a burst. A fiber runs per batch, not per row: at ~30 rows a batch the
- * effect machinery of a worker fiber woken by every row was most of what a row cost.
+ * stays bounded after a burst. No fiber for the usual batch: its write goes to the writer thread
+ * from the timer and its answer is taken in the promise's callback (`writeNow`); a fiber runs
+ * what is not usual (a store unavailable: the retries; a failed thread, rows to log) and every
+ * batch where there is no writer thread (PostgreSQL). A fiber per batch was most of what a row
+ * cost at ~30 rows a batch when it was woken by every row, and a quarter of a request's CPU when
+ * each request is a batch of its own (requests a few a second).
  */
-export const makeWorker = ({ state, health, writeBatch, fork }: WorkerDeps): Worker => {
+export const makeWorker = ({ state, health, writeBatch, writeNow, fork }: WorkerDeps): Worker => {
   /** The linger armed for the rows waiting, if any. */
   let linger: ReturnType<typeof setTimeout> | undefined
   /** The next turn of the event loop, armed instead when a full batch is waiting. */
@@ -77,6 +83,8 @@ export const makeWorker = ({ state, health, writeBatch, fork }: WorkerDeps): Wor
   let inFlight = false
   /** Its fiber, interrupted at shutdown (unset if it ended before `fork` returned it). */
   let writing: Fiber.RuntimeFiber<void> | undefined
+  /** A batch written without a fiber, until its answer is taken: the final drain waits for it. */
+  let settling: Promise<void> | undefined
 
   const arm = () => {
     if (state.waiting.length >= MAX_BATCH) immediate = setImmediate(startBatch)
@@ -93,6 +101,15 @@ export const makeWorker = ({ state, health, writeBatch, fork }: WorkerDeps): Wor
     return waiting.splice(0, MAX_BATCH)
   }
 
+  /** A write's answer taken: the rows written are done, those the store could not take stay in hand. */
+  const took = (notTaken: ReadonlyArray<Pending>): ReadonlyArray<Pending> => {
+    const finished = state.inHand.length - notTaken.length
+    state.done += finished
+    health.release(finished)
+    state.inHand = notTaken
+    return notTaken
+  }
+
   /**
    * Writes the rows in hand, holding what the store cannot take yet and trying it again on RETRY
    * until it goes through. Only the waits between tries can be interrupted (at shutdown: the final
@@ -101,15 +118,7 @@ export const makeWorker = ({ state, health, writeBatch, fork }: WorkerDeps): Wor
   const writeInHand: Effect.Effect<ReadonlyArray<Pending>> = Effect.uninterruptible(
     // The write and its bookkeeping in one uninterruptible step: a shutdown never sees rows
     // written and still in hand (it would write them twice).
-    Effect.suspend(() =>
-      Effect.map(writeBatch(state.inHand), (notTaken) => {
-        const finished = state.inHand.length - notTaken.length
-        state.done += finished
-        health.release(finished)
-        state.inHand = notTaken
-        return notTaken
-      })
-    )
+    Effect.suspend(() => Effect.map(writeBatch(state.inHand), took))
   )
   /** The tries after the first, while the store is unavailable: RETRY apart until none is left. */
   const retryHeld: Effect.Effect<void> = Effect.gen(function* () {
@@ -119,16 +128,35 @@ export const makeWorker = ({ state, health, writeBatch, fork }: WorkerDeps): Wor
       if ((yield* writeInHand).length === 0) return
     }
   })
+  /** A batch's write is over: rows that arrived meanwhile arm the next batch. */
+  const finished = () => {
+    inFlight = false
+    writing = undefined
+    if (!state.closed && state.waiting.length > 0) arm()
+  }
+  /** The rest of a batch after its first try, on a fiber: the retries (after shutdown began the final drain has the rows instead). */
+  const afterFirst = (left: ReadonlyArray<Pending>): Effect.Effect<void> => (left.length === 0 || state.closed ? Effect.void : retryHeld)
   /** One batch: the first try, then (rarely) the retries; when it ends, rows that arrived meanwhile arm the next batch. */
-  const writeHeld: Effect.Effect<void> = Effect.flatMap(writeInHand, (left) => (left.length === 0 ? Effect.void : retryHeld)).pipe(
-    Effect.ensuring(
-      Effect.sync(() => {
-        inFlight = false
-        writing = undefined
-        if (!state.closed && state.waiting.length > 0) arm()
-      })
-    )
-  )
+  const writeHeld: Effect.Effect<void> = Effect.flatMap(writeInHand, afterFirst).pipe(Effect.ensuring(Effect.sync(finished)))
+  const forked = (rest: Effect.Effect<void>) => {
+    const fiber = fork(Effect.ensuring(rest, Effect.sync(finished)))
+    if (inFlight) writing = fiber
+  }
+
+  /**
+   * The answer of a batch written without a fiber: taken here when it is the usual one (the same
+   * bookkeeping as `writeInHand`, in one synchronous step); the retries, or an unusual answer's
+   * effects (taken uninterruptibly, as `writeInHand` takes them), on a fiber.
+   */
+  const settled = (answer: ReadonlyArray<Pending> | Effect.Effect<ReadonlyArray<Pending>>): void => {
+    settling = undefined
+    if (!Effect.isEffect(answer)) {
+      const left = took(answer)
+      if (left.length === 0 || state.closed) return finished()
+      return forked(retryHeld)
+    }
+    forked(Effect.flatMap(Effect.uninterruptible(Effect.map(answer, took)), afterFirst))
+  }
 
   /** The timer: takes a batch and starts its write. */
   const startBatch = () => {
@@ -137,6 +165,12 @@ export const makeWorker = ({ state, health, writeBatch, fork }: WorkerDeps): Wor
     if (state.closed || state.waiting.length === 0) return
     state.inHand = takeBatch()
     inFlight = true
+    const now = writeNow?.(state.inHand)
+    if (now !== undefined) {
+      // A promise that fails is a defect, as a write's defect on the fiber is (the batch ends, the next is armed).
+      settling = now.then(settled, (e: unknown) => settled(Effect.die(e))).catch((e: unknown) => forked(Effect.die(e)))
+      return
+    }
     const fiber = fork(writeHeld)
     if (inFlight) writing = fiber
   }
@@ -165,6 +199,11 @@ export const makeWorker = ({ state, health, writeBatch, fork }: WorkerDeps): Wor
     if (immediate !== undefined) clearImmediate(immediate)
     linger = undefined
     immediate = undefined
+    // A batch written without a fiber is answered first (its retries, if any, are then a fiber's).
+    if (settling !== undefined) {
+      const answer = settling
+      yield* Effect.promise(() => answer)
+    }
     if (writing !== undefined) yield* Fiber.interrupt(writing)
     const rest = [...state.inHand, ...state.waiting]
     state.inHand = []

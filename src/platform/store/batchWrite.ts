@@ -9,7 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import type { AppendTable, Row } from "./BatchWriter.js"
 import { isBusy, transaction, upsert } from "./dialect.js"
-import type { SqliteWriter } from "./SqliteWriterThread.js"
+import type { BatchResult, SqliteWriter } from "./SqliteWriterThread.js"
 import type { StoreHealthShape } from "./StoreHealth.js"
 
 /** Tables whose rows replace an existing row with the same primary key: the key's columns. */
@@ -24,6 +24,23 @@ export interface Pending {
 /** Writes a batch; answers the rows not written because the store is unavailable (none when it went through). */
 export type WriteBatch = (batch: ReadonlyArray<Pending>) => Effect.Effect<ReadonlyArray<Pending>>
 
+/**
+ * A batch written without a fiber, the usual way (on the writer thread): a promise of the rows not
+ * written because the store is unavailable, or of the Effect that finishes an unusual answer (the
+ * thread failed, rows written singly or dropped). Undefined where there is no writer thread: the
+ * batch is then `WriteBatch`'s. At a few rows a batch (a request now and then), a fiber forked per
+ * batch was a quarter of a request's CPU (docs/performance.md, "The usage batch without a fiber").
+ */
+export type WriteNow = (
+  batch: ReadonlyArray<Pending>
+) => Promise<ReadonlyArray<Pending> | Effect.Effect<ReadonlyArray<Pending>>> | undefined
+
+/** A batch's two ways out: `write` on a fiber, `writeNow` without one while it can. */
+export interface BatchWrites {
+  readonly write: WriteBatch
+  readonly writeNow: WriteNow
+}
+
 /** No rows left to hold: the batch went through. */
 const NONE_LEFT: ReadonlyArray<Pending> = []
 
@@ -36,7 +53,7 @@ export interface BatchWriteDeps {
 
 /** The batch write: through the writer thread while it works, here otherwise; rows that can never be written are dropped, logged and
  * counted. */
-export const makeBatchWrite = ({ sql, health, thread: started }: BatchWriteDeps): WriteBatch => {
+export const makeBatchWrite = ({ sql, health, thread: started }: BatchWriteDeps): BatchWrites => {
   let thread = started
 
   const insert = (table: AppendTable, rows: Row | ReadonlyArray<Row>) => {
@@ -64,43 +81,64 @@ export const makeBatchWrite = ({ sql, health, thread: started }: BatchWriteDeps)
       Effect.zipRight(Effect.logError(`dropping ${table} row that cannot be written: ${error}`))
     )
 
+  /** The writer thread's answer to a batch, or how it failed. */
+  type ThreadAnswer = { readonly ok: BatchResult } | { readonly failed: Error }
+  const askThread = (w: SqliteWriter, batch: ReadonlyArray<Pending>): Promise<ThreadAnswer> =>
+    w.write(batch).then(
+      (r) => ({ ok: r }),
+      (e: Error) => ({ failed: e })
+    )
+
+  /**
+   * What the thread's answer leaves: the rows not written because the store is unavailable, with
+   * no effect for the usual answer (every row written or held, nothing to log), else the Effect
+   * that finishes it (a failed thread: the batch written here, and here from then on; rows written
+   * singly or dropped: logged).
+   */
+  const settle = (
+    w: SqliteWriter,
+    batch: ReadonlyArray<Pending>,
+    r: ThreadAnswer
+  ): ReadonlyArray<Pending> | Effect.Effect<ReadonlyArray<Pending>> => {
+    if ("failed" in r) {
+      if (thread === w) thread = undefined
+      return Effect.logWarning("the SQLite writer thread failed; writing on the main thread from now on", r.failed.message).pipe(
+        Effect.zipRight(writeHere(batch))
+      )
+    }
+    const { singly, dropped, unavailable } = r.ok
+    const rest = unavailable === undefined ? NONE_LEFT : batch.slice(unavailable.from)
+    if (unavailable !== undefined) health.failed(unavailable)
+    else health.succeeded()
+    if (singly === undefined && dropped.length === 0) return rest
+    return Effect.as(
+      Effect.zipRight(
+        singly === undefined ? Effect.void : Effect.logWarning(`batch write failed (${batch.length} rows), writing rows singly`, singly),
+        Effect.forEach(dropped, (d) => dropBad(d.table, d.error), { discard: true })
+      ),
+      rest
+    )
+  }
+
   /** The batch through the writer thread (if the thread has failed, here from then on): the rows not written because the store is
    * unavailable. */
   const writeOffThread = (w: SqliteWriter, batch: ReadonlyArray<Pending>): Effect.Effect<ReadonlyArray<Pending>> =>
     Effect.flatMap(
-      Effect.promise(() =>
-        w.write(batch).then(
-          (r) => ({ ok: r }),
-          (e: Error) => ({ failed: e })
-        )
-      ),
+      Effect.promise(() => askThread(w, batch)),
       (r) => {
-        if ("failed" in r) {
-          if (thread === w) thread = undefined
-          return Effect.logWarning("the SQLite writer thread failed; writing on the main thread from now on", r.failed.message).pipe(
-            Effect.zipRight(writeHere(batch))
-          )
-        }
-        const { singly, dropped, unavailable } = r.ok
-        const rest = unavailable === undefined ? NONE_LEFT : batch.slice(unavailable.from)
-        if (unavailable !== undefined) health.failed(unavailable)
-        else health.succeeded()
-        // The usual batch (every row written, nothing to log) answers without the logging's effects.
-        if (singly === undefined && dropped.length === 0) return Effect.succeed(rest)
-        return Effect.as(
-          Effect.zipRight(
-            singly === undefined
-              ? Effect.void
-              : Effect.logWarning(`batch write failed (${batch.length} rows), writing rows singly`, singly),
-            Effect.forEach(dropped, (d) => dropBad(d.table, d.error), { discard: true })
-          ),
-          rest
-        )
+        const left = settle(w, batch, r)
+        return Effect.isEffect(left) ? left : Effect.succeed(left)
       }
     )
 
   /** Writes the batch; answers the rows not written because the store is unavailable (none when it went through). */
-  const writeBatch: WriteBatch = (batch) => (thread === undefined ? writeHere(batch) : writeOffThread(thread, batch))
+  const write: WriteBatch = (batch) => (thread === undefined ? writeHere(batch) : writeOffThread(thread, batch))
+
+  /** `WriteNow`: the thread's write and its usual answer as a promise, while there is a thread. */
+  const writeNow: WriteNow = (batch) => {
+    const w = thread
+    return w === undefined ? undefined : askThread(w, batch).then((r) => settle(w, batch, r))
+  }
 
   const writeHere = (batch: ReadonlyArray<Pending>): Effect.Effect<ReadonlyArray<Pending>> =>
     transaction(sql, insertGrouped(batch)).pipe(
@@ -136,5 +174,5 @@ export const makeBatchWrite = ({ sql, health, thread: started }: BatchWriteDeps)
       return loop(0)
     })
 
-  return writeBatch
+  return { write, writeNow }
 }
