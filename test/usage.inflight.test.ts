@@ -1,7 +1,8 @@
 // The usage write-ahead (src/services/usage/InFlight.ts) on a real SQLite file: a request that runs
 // past WRITE_AHEAD_AFTER_MS is on disk while it runs, also when it begins with nothing else in
-// flight (the sweep asleep, woken by the request's own timer), and after a short request has come
-// and gone (its timer disarmed); short requests leave nothing behind.
+// flight (the sweep asleep, armed by the request), and after a short request has come and gone (its
+// timer disarmed); short requests leave nothing behind; a write the store could not take is tried
+// again until it goes through.
 import { describe, expect, it } from "@effect/vitest"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
@@ -10,6 +11,8 @@ import * as Logger from "effect/Logger"
 import { AppConfig } from "../src/platform/config/AppConfig.js"
 import { StoreLive } from "../src/platform/store/StoreLive.js"
 import { InFlight, WRITE_AHEAD_AFTER_MS } from "../src/services/usage/InFlight.js"
+import Database from "better-sqlite3"
+import * as path from "node:path"
 import { queryDb } from "./support/db.js"
 import { tempDir } from "./support/gateway.js"
 
@@ -76,4 +79,28 @@ describe("usage write-ahead", () => {
       expect(yield* until(dir, (ids) => ids.length === 0, 5_000)).toEqual([])
     }).pipe(Effect.provide(inFlightAt(dir)))
   })
+
+  // The sweep's write waits out the busy timeout on the writer thread (5 s), is answered
+  // unavailable, and is tried again from the next sweep until the lock goes.
+  it.live(
+    "writes a long request ahead once its file is no longer locked by another connection, and removes it after the request",
+    () => {
+      const dir = tempDir()
+      return Effect.gen(function* () {
+        const inflight = yield* InFlight
+        const other = new Database(path.join(dir, "gateway.db"))
+        other.exec("BEGIN IMMEDIATE")
+        inflight.begin(request("locked"))
+        yield* sleep(6_000)
+        const whileLocked = written(dir)
+        other.exec("ROLLBACK")
+        other.close()
+        expect(whileLocked).toEqual([])
+        expect(yield* until(dir, (ids) => ids.length > 0, 8_000)).toEqual(["locked"])
+        inflight.end("locked")
+        expect(yield* until(dir, (ids) => ids.length === 0, 5_000)).toEqual([])
+      }).pipe(Effect.provide(inFlightAt(dir)))
+    },
+    { timeout: 30_000 }
+  )
 })

@@ -1,9 +1,9 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
 import * as crypto from "node:crypto"
 import * as os from "node:os"
 import { IdMap } from "../../kernel/churn.js"
@@ -105,6 +105,7 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
         )
       }
 
+      type Row = Record<string, string | number | null>
       interface Entry {
         readonly r: InFlightRequest
         written: boolean
@@ -118,58 +119,78 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
       // SQLite: on the writer thread (src/platform/store/SqliteWriterThread.ts), so a request never waits
       // for the write-ahead's statements; PostgreSQL's are asynchronous already.
       const thread = Option.getOrUndefined(yield* Effect.serviceOption(SqliteWriterThread))?.writer
-      const write = (
-        rows: ReadonlyArray<Record<string, string | number | null>>,
-        done: ReadonlyArray<string>
-      ): Effect.Effect<void, unknown> =>
-        thread !== undefined && thread.alive()
-          ? Effect.tryPromise(() =>
-              thread.write(
-                rows.map((row) => ({ table: "usage_inflight", row })),
-                done.length > 0 ? [{ table: "usage_inflight", column: "request_id", values: done }] : undefined
-              )
-            ).pipe(Effect.flatMap((r) => (r.unavailable !== undefined ? Effect.fail(r.unavailable) : Effect.void)))
-          : transaction(
-              sql,
-              Effect.all(
-                [
-                  rows.length > 0 ? sql`INSERT INTO usage_inflight ${sql.insert(rows)}` : Effect.void,
-                  done.length > 0 ? sql`DELETE FROM usage_inflight WHERE request_id IN ${sql.in(done)}` : Effect.void
-                ],
-                { discard: true }
-              )
+      const run = Runtime.runPromise(yield* Effect.runtime<never>())
+      /** The write of one sweep: what went wrong, or undefined once it is on disk (never a rejected promise). */
+      const writeNow = (rows: ReadonlyArray<Row>, done: ReadonlyArray<string>): Promise<unknown> => {
+        const deletes = done.length > 0 ? [{ table: "usage_inflight", column: "request_id", values: done }] : undefined
+        if (thread?.alive())
+          return thread
+            .write(
+              rows.map((row) => ({ table: "usage_inflight", row })),
+              deletes
             )
-
-      /**
-       * With nothing in flight and nothing to remove, the sweep sleeps until a request could be
-       * due: a request that begins then arms a plain timer, and the last request in flight to end
-       * before it fires disarms it. A gateway serving a request now and then (most end within
-       * WRITE_AHEAD_AFTER_MS) wakes no fiber for them: woken at `begin`, the sweep ran in the
-       * request's own turn, before its upstream request was written (docs/performance.md, "A
-       * request after a pause"). Woken, the sweep's loop first waits `nextSweepIn` (at least
-       * SWEEP_MIN_MS), so the timer fires that much before the request is due: the request is
-       * written ahead when it is WRITE_AHEAD_AFTER_MS old, as when the sweep was woken at `begin`.
-       */
-      let wake: (() => void) | undefined
-      let due: ReturnType<typeof setTimeout> | undefined
-      const asleep = Effect.async<void>((resume) => {
-        if (live.size > 0) return resume(Effect.void)
-        wake = () => resume(Effect.void)
-        return Effect.sync(() => {
-          wake = undefined
-        })
-      })
-      const wakeSweep = () => {
-        due = undefined
-        const w = wake
-        if (w === undefined) return
-        wake = undefined
-        w()
+            .then(
+              (r) => r.unavailable,
+              (e: unknown) => e ?? "the writer thread failed"
+            )
+        const write = transaction(
+          sql,
+          Effect.all(
+            [
+              rows.length > 0 ? sql`INSERT INTO usage_inflight ${sql.insert(rows as Array<Row>)}` : Effect.void,
+              done.length > 0 ? sql`DELETE FROM usage_inflight WHERE request_id IN ${sql.in(done)}` : Effect.void
+            ],
+            { discard: true }
+          )
+        )
+        return run(Effect.match(write, { onFailure: (e) => e, onSuccess: () => undefined })).catch((e: unknown) => e ?? "the write failed")
       }
 
-      const sweep = Effect.suspend(() => {
+      /**
+       * The sweep runs from a plain timer, not a fiber: it is armed for the moment the next thing is
+       * due (the oldest request not written ahead WRITE_AHEAD_AFTER_MS old, the oldest ended row
+       * KEEP_AFTER_END_MS old), at least SWEEP_MIN_MS after the last sweep, and not at all while
+       * nothing is due: a request that begins arms it for when it is due (sooner than it was armed
+       * for, if need be), one written ahead that ends arms it for its row's removal, and the last
+       * request in flight to end before its time disarms it. A fiber woken per sweep (its loop, the
+       * write's effects, the sleep) was most of what the write-ahead cost a long request when
+       * requests come a few a second, and the fiber woke every 50 ms while any request was in
+       * flight, written or not (docs/performance.md, "The usage batch without a fiber"). One sweep
+       * at a time: the next is armed when its write is done.
+       */
+      let due: ReturnType<typeof setTimeout> | undefined
+      /** When `due` fires (epoch ms). */
+      let dueAt = 0
+      /** The sweep's write in flight, if any: the finalizer waits for it. */
+      let writing: Promise<void> | undefined
+      let closed = false
+
+      /** When the next thing is due (epoch ms), if anything is. */
+      const nextDue = (): number | undefined => {
+        let next = ended.length > 0 ? ended[0]!.at + KEEP_AFTER_END_MS : Number.POSITIVE_INFINITY
+        for (const e of live.values()) if (!e.written) next = Math.min(next, e.r.startedAt + WRITE_AHEAD_AFTER_MS)
+        return next === Number.POSITIVE_INFINITY ? undefined : next
+      }
+      /** Arms the sweep for what is due next, at least `least` ms from now (not while its write is in flight, nor once closed). */
+      const arm = (least: number) => {
+        if (writing !== undefined || closed) return
+        const next = nextDue()
+        if (next === undefined) return
         const now = Date.now()
-        const rows: Array<Record<string, string | number | null>> = []
+        const at = Math.max(now + least, next)
+        if (due !== undefined) {
+          if (dueAt <= at) return
+          clearTimeout(due)
+        }
+        dueAt = at
+        due = setTimeout(sweep, at - now).unref()
+      }
+
+      const sweep = () => {
+        due = undefined
+        if (closed) return
+        const now = Date.now()
+        const rows: Array<Row> = []
         for (const e of live.values()) {
           if (e.written || now - e.r.startedAt < WRITE_AHEAD_AFTER_MS) continue
           e.written = true
@@ -181,69 +202,61 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
           done = (keep === -1 ? ended : ended.slice(0, keep)).map((x) => x.id)
           ended = keep === -1 ? [] : ended.slice(keep)
         }
-        if (rows.length === 0 && done.length === 0) return live.size === 0 && ended.length === 0 ? asleep : Effect.void
-        return write(rows, done).pipe(
-          // A busy database delays the write-ahead; the next sweep tries the rows again.
-          Effect.catchAll((e) =>
-            Effect.sync(() => {
-              for (const row of rows) {
-                const entry = live.get(row["request_id"] as string)
-                if (entry) entry.written = false
-                else ended.push({ id: row["request_id"] as string, at: now })
-              }
-              ended = [...done.map((id) => ({ id, at: now - KEEP_AFTER_END_MS })), ...ended]
-            }).pipe(
-              // A store that is unavailable is said once, by StoreHealth; the sweep tries again every 25 ms meanwhile.
-              Effect.zipRight(
-                health.failed(e) === undefined ? Effect.logWarning("could not write the in-flight requests ahead", e) : Effect.void
-              )
-            )
-          )
-        )
-      })
+        if (rows.length === 0 && done.length === 0) return arm(SWEEP_MIN_MS)
+        writing = writeNow(rows, done).then((failure) => {
+          writing = undefined
+          try {
+            if (failure !== undefined) failed(rows, done, now, failure)
+          } catch (e) {
+            run(Effect.logError("the write-ahead's sweep failed", e)).catch(() => {})
+          }
+          arm(SWEEP_MIN_MS)
+        })
+      }
+
+      /** A busy or unavailable database delays the write-ahead: the next sweep tries the rows again (SWEEP_MIN_MS on). */
+      const failed = (rows: ReadonlyArray<Row>, done: ReadonlyArray<string>, at: number, failure: unknown) => {
+        for (const row of rows) {
+          const entry = live.get(row["request_id"] as string)
+          if (entry) entry.written = false
+          else ended.push({ id: row["request_id"] as string, at })
+        }
+        ended = [...done.map((id) => ({ id, at: at - KEEP_AFTER_END_MS })), ...ended]
+        // A store that is unavailable is said once, by StoreHealth.
+        if (health.failed(failure) === undefined)
+          run(Effect.logWarning("could not write the in-flight requests ahead", failure)).catch(() => {})
+      }
+
       // A clean stop: every request has ended and its usage row is queued; nothing is left to recover.
-      // (Added before the sweep is forked, so it runs after the sweep has stopped.)
       yield* Effect.addFinalizer(() =>
         Effect.zipRight(
-          Effect.sync(() => clearTimeout(due)),
+          Effect.promise(async () => {
+            closed = true
+            clearTimeout(due)
+            due = undefined
+            await writing
+          }),
           sql`DELETE FROM usage_inflight WHERE instance = ${instance}`.pipe(Effect.ignore)
-        )
-      )
-      /**
-       * How long the sweep waits before it looks again: until the oldest request not yet written
-       * ahead is WRITE_AHEAD_AFTER_MS old or the oldest ended row is due for removal, rather than
-       * every SWEEP_MIN_MS whatever is in flight (requests that end within WRITE_AHEAD_AFTER_MS,
-       * the common case, were looked at twice for nothing). At most WRITE_AHEAD_AFTER_MS: a
-       * request that begins meanwhile is due no sooner than that.
-       */
-      const nextSweepIn = () => {
-        const now = Date.now()
-        let due = now + WRITE_AHEAD_AFTER_MS
-        for (const e of live.values()) if (!e.written) due = Math.min(due, e.r.startedAt + WRITE_AHEAD_AFTER_MS)
-        if (ended.length > 0) due = Math.min(due, ended[0]!.at + KEEP_AFTER_END_MS)
-        return Duration.millis(Math.max(SWEEP_MIN_MS, due - now))
-      }
-      yield* Effect.forkScoped(
-        Effect.forever(
-          Effect.zipRight(
-            sweep,
-            Effect.suspend(() => Effect.sleep(nextSweepIn()))
-          )
         )
       )
 
       return {
         begin: (r) => {
           live.set(r.requestId, { r, written: false })
-          if (wake !== undefined && due === undefined)
-            due = setTimeout(wakeSweep, Math.max(0, r.startedAt + WRITE_AHEAD_AFTER_MS - SWEEP_MIN_MS - Date.now())).unref()
+          // Armed for when this request is due, unless the sweep is armed sooner (or writing: it arms the next when done).
+          if (due === undefined || dueAt > r.startedAt + WRITE_AHEAD_AFTER_MS) arm(0)
         },
         end: (requestId) => {
           const e = live.get(requestId)
           if (e === undefined) return
           live.delete(requestId)
-          if (e.written) ended.push({ id: requestId, at: Date.now() })
-          else if (due !== undefined && live.size === 0 && ended.length === 0) {
+          if (e.written) {
+            // Its row is removed KEEP_AFTER_END_MS from now.
+            const at = Date.now()
+            ended.push({ id: requestId, at })
+            if (due === undefined || dueAt > at + KEEP_AFTER_END_MS) arm(0)
+          } else if (due !== undefined && live.size === 0 && ended.length === 0) {
+            // Nothing left to write or remove: the sweep sleeps.
             clearTimeout(due)
             due = undefined
           }
