@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import { AppConfig } from "../src/platform/config/AppConfig.js"
+import { BatchWriter } from "../src/platform/store/BatchWriter.js"
 import { StoreLive } from "../src/platform/store/StoreLive.js"
 import { InFlight, WRITE_AHEAD_AFTER_MS } from "../src/services/usage/InFlight.js"
 import Database from "better-sqlite3"
@@ -80,27 +81,34 @@ describe("usage write-ahead", () => {
     }).pipe(Effect.provide(inFlightAt(dir)))
   })
 
-  // The sweep's write waits out the busy timeout on the writer thread (5 s), is answered
-  // unavailable, and is tried again from the next sweep until the lock goes.
-  it.live(
-    "writes a long request ahead once its file is no longer locked by another connection, and removes it after the request",
-    () => {
-      const dir = tempDir()
-      return Effect.gen(function* () {
-        const inflight = yield* InFlight
-        const other = new Database(path.join(dir, "gateway.db"))
-        other.exec("BEGIN IMMEDIATE")
-        inflight.begin(request("locked"))
-        yield* sleep(6_000)
-        const whileLocked = written(dir)
-        other.exec("ROLLBACK")
-        other.close()
-        expect(whileLocked).toEqual([])
-        expect(yield* until(dir, (ids) => ids.length > 0, 8_000)).toEqual(["locked"])
-        inflight.end("locked")
-        expect(yield* until(dir, (ids) => ids.length === 0, 5_000)).toEqual([])
-      }).pipe(Effect.provide(inFlightAt(dir)))
-    },
-    { timeout: 30_000 }
-  )
+  // The sweep's write waits out the busy timeout (5 s), fails as the store unavailable, and is
+  // tried again from the next sweep until the lock goes: on the writer thread once a batch has
+  // started it, on the main connection before (and on PostgreSQL, through the layer's runtime).
+  for (const where of ["on the writer thread", "on the main connection, before the writer thread starts"] as const)
+    it.live(
+      `writes a long request ahead once its file is no longer locked by another connection, and removes it after the request (${where})`,
+      () => {
+        const dir = tempDir()
+        return Effect.gen(function* () {
+          const inflight = yield* InFlight
+          if (where === "on the writer thread") {
+            const writer = yield* BatchWriter
+            writer.append("usage", { ts: Date.now(), request_id: "first", endpoint: "chat.completions", stream: 0, status: 200 })
+            yield* writer.flush
+          }
+          const other = new Database(path.join(dir, "gateway.db"))
+          other.exec("BEGIN IMMEDIATE")
+          inflight.begin(request("locked"))
+          yield* sleep(6_000)
+          const whileLocked = written(dir)
+          other.exec("ROLLBACK")
+          other.close()
+          expect(whileLocked).toEqual([])
+          expect(yield* until(dir, (ids) => ids.length > 0, 8_000)).toEqual(["locked"])
+          inflight.end("locked")
+          expect(yield* until(dir, (ids) => ids.length === 0, 5_000)).toEqual([])
+        }).pipe(Effect.provide(inFlightAt(dir)))
+      },
+      { timeout: 30_000 }
+    )
 })

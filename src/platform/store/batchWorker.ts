@@ -10,7 +10,7 @@
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Schedule from "effect/Schedule"
-import type { Pending, WriteBatch, WriteNow } from "./batchWrite.js"
+import type { Pending, Settled, WriteBatch, WriteNow } from "./batchWrite.js"
 import type { StoreHealthShape } from "./StoreHealth.js"
 
 /** 500 rows of ~21 columns stay well under SQLite's 32766 bound parameters per statement. */
@@ -128,10 +128,24 @@ export const makeWorker = ({ state, health, writeBatch, writeNow, fork }: Worker
       if ((yield* writeInHand).length === 0) return
     }
   })
-  /** A batch's write is over: rows that arrived meanwhile arm the next batch. */
+  /**
+   * A batch's write is over: rows that arrived meanwhile arm the next batch. Rows still in hand
+   * then (before shutdown) are a batch whose write died with a defect, its answer never taken:
+   * counted as dropped and logged, rather than left for the next batch to overwrite (and `flush` to
+   * wait for forever).
+   */
   const finished = () => {
     inFlight = false
     writing = undefined
+    if (!state.closed && state.inHand.length > 0) {
+      const lost = state.inHand
+      state.inHand = []
+      const perTable = new Map<string, number>()
+      for (const p of lost) perTable.set(p.table, (perTable.get(p.table) ?? 0) + 1)
+      for (const [table, n] of perTable) health.drop(table, n, "their batch's write failed unexpectedly (a defect)")
+      state.done += lost.length
+      health.release(lost.length)
+    }
     if (!state.closed && state.waiting.length > 0) arm()
   }
   /** The rest of a batch after its first try, on a fiber: the retries (after shutdown began the final drain has the rows instead). */
@@ -144,18 +158,19 @@ export const makeWorker = ({ state, health, writeBatch, writeNow, fork }: Worker
   }
 
   /**
-   * The answer of a batch written without a fiber: taken here when it is the usual one (the same
-   * bookkeeping as `writeInHand`, in one synchronous step); the retries, or an unusual answer's
-   * effects (taken uninterruptibly, as `writeInHand` takes them), on a fiber.
+   * The answer of a batch written without a fiber, taken at once (the same bookkeeping as
+   * `writeInHand`, in one synchronous step: rows the thread wrote are never still in hand when the
+   * final drain looks); the retries, what must be logged, or a failed thread's write here
+   * (uninterruptible with its bookkeeping, as `writeInHand`), on a fiber.
    */
-  const settled = (answer: ReadonlyArray<Pending> | Effect.Effect<ReadonlyArray<Pending>>): void => {
+  const settled = (answer: Settled): void => {
     settling = undefined
-    if (!Effect.isEffect(answer)) {
-      const left = took(answer)
-      if (left.length === 0 || state.closed) return finished()
-      return forked(retryHeld)
-    }
-    forked(Effect.flatMap(Effect.uninterruptible(Effect.map(answer, took)), afterFirst))
+    if ("instead" in answer) return forked(Effect.flatMap(Effect.uninterruptible(Effect.map(answer.instead, took)), afterFirst))
+    const left = took(answer.left)
+    const retry = left.length !== 0 && !state.closed
+    if (answer.log === undefined && !retry) return finished()
+    const rest = retry ? retryHeld : Effect.void
+    forked(answer.log === undefined ? rest : Effect.zipRight(answer.log, rest))
   }
 
   /** The timer: takes a batch and starts its write. */
@@ -167,8 +182,8 @@ export const makeWorker = ({ state, health, writeBatch, writeNow, fork }: Worker
     inFlight = true
     const now = writeNow?.(state.inHand)
     if (now !== undefined) {
-      // A promise that fails is a defect, as a write's defect on the fiber is (the batch ends, the next is armed).
-      settling = now.then(settled, (e: unknown) => settled(Effect.die(e))).catch((e: unknown) => forked(Effect.die(e)))
+      // A failure here is a defect, as a write's defect on the fiber is: the batch ends (its rows counted as dropped), the next is armed.
+      settling = now.then(settled).catch((e: unknown) => forked(Effect.die(e)))
       return
     }
     const fiber = fork(writeHeld)

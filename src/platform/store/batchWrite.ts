@@ -25,15 +25,22 @@ export interface Pending {
 export type WriteBatch = (batch: ReadonlyArray<Pending>) => Effect.Effect<ReadonlyArray<Pending>>
 
 /**
- * A batch written without a fiber, the usual way (on the writer thread): a promise of the rows not
- * written because the store is unavailable, or of the Effect that finishes an unusual answer (the
- * thread failed, rows written singly or dropped). Undefined where there is no writer thread: the
- * batch is then `WriteBatch`'s. At a few rows a batch (a request now and then), a fiber forked per
- * batch was a quarter of a request's CPU (docs/performance.md, "The usage batch without a fiber").
+ * A batch's first write as the writer thread answered it: the rows it did not take because the
+ * store is unavailable (`left`, to hold and retry), with what must be logged of the others (rows
+ * written singly or dropped); or, when the thread failed, the Effect that writes the batch here
+ * instead (answering the rows not taken).
  */
-export type WriteNow = (
-  batch: ReadonlyArray<Pending>
-) => Promise<ReadonlyArray<Pending> | Effect.Effect<ReadonlyArray<Pending>>> | undefined
+export type Settled =
+  | { readonly left: ReadonlyArray<Pending>; readonly log?: Effect.Effect<void> }
+  | { readonly instead: Effect.Effect<ReadonlyArray<Pending>> }
+
+/**
+ * A batch written without a fiber, the usual way (on the writer thread): a promise of what the
+ * thread's answer leaves (`Settled`; it never rejects). Undefined where there is no writer thread:
+ * the batch is then `WriteBatch`'s. At a few rows a batch (a request now and then), a fiber forked
+ * per batch was a quarter of a request's CPU (docs/performance.md, "The usage batch without a fiber").
+ */
+export type WriteNow = (batch: ReadonlyArray<Pending>) => Promise<Settled> | undefined
 
 /** A batch's two ways out: `write` on a fiber, `writeNow` without one while it can. */
 export interface BatchWrites {
@@ -81,43 +88,46 @@ export const makeBatchWrite = ({ sql, health, thread: started }: BatchWriteDeps)
       Effect.zipRight(Effect.logError(`dropping ${table} row that cannot be written: ${error}`))
     )
 
-  /** The writer thread's answer to a batch, or how it failed. */
+  /** The writer thread's answer to a batch, or how it failed (a throw included: the thread starts with the first batch). */
   type ThreadAnswer = { readonly ok: BatchResult } | { readonly failed: Error }
-  const askThread = (w: SqliteWriter, batch: ReadonlyArray<Pending>): Promise<ThreadAnswer> =>
-    w.write(batch).then(
-      (r) => ({ ok: r }),
-      (e: Error) => ({ failed: e })
-    )
+  const askThread = (w: SqliteWriter, batch: ReadonlyArray<Pending>): Promise<ThreadAnswer> => {
+    try {
+      return w.write(batch).then(
+        (r) => ({ ok: r }),
+        (e: Error) => ({ failed: e })
+      )
+    } catch (e) {
+      return Promise.resolve({ failed: e instanceof Error ? e : new Error(String(e)) })
+    }
+  }
 
   /**
-   * What the thread's answer leaves: the rows not written because the store is unavailable, with
-   * no effect for the usual answer (every row written or held, nothing to log), else the Effect
-   * that finishes it (a failed thread: the batch written here, and here from then on; rows written
-   * singly or dropped: logged).
+   * What the thread's answer leaves (`Settled`): the rows it did not take because the store is
+   * unavailable, and what must be logged of the others (rows written singly or dropped); or, when
+   * the thread failed, the batch's write here instead (and here from then on).
    */
-  const settle = (
-    w: SqliteWriter,
-    batch: ReadonlyArray<Pending>,
-    r: ThreadAnswer
-  ): ReadonlyArray<Pending> | Effect.Effect<ReadonlyArray<Pending>> => {
+  const settle = (w: SqliteWriter, batch: ReadonlyArray<Pending>, r: ThreadAnswer): Settled => {
     if ("failed" in r) {
       if (thread === w) thread = undefined
-      return Effect.logWarning("the SQLite writer thread failed; writing on the main thread from now on", r.failed.message).pipe(
-        Effect.zipRight(writeHere(batch))
-      )
+      return {
+        instead: Effect.logWarning("the SQLite writer thread failed; writing on the main thread from now on", r.failed.message).pipe(
+          Effect.zipRight(writeHere(batch))
+        )
+      }
     }
     const { singly, dropped, unavailable } = r.ok
-    const rest = unavailable === undefined ? NONE_LEFT : batch.slice(unavailable.from)
+    const left = unavailable === undefined ? NONE_LEFT : batch.slice(unavailable.from)
     if (unavailable !== undefined) health.failed(unavailable)
     else health.succeeded()
-    if (singly === undefined && dropped.length === 0) return rest
-    return Effect.as(
-      Effect.zipRight(
+    // The usual batch (every row written, nothing to log) answers without the logging's effects.
+    if (singly === undefined && dropped.length === 0) return { left }
+    return {
+      left,
+      log: Effect.zipRight(
         singly === undefined ? Effect.void : Effect.logWarning(`batch write failed (${batch.length} rows), writing rows singly`, singly),
         Effect.forEach(dropped, (d) => dropBad(d.table, d.error), { discard: true })
-      ),
-      rest
-    )
+      )
+    }
   }
 
   /** The batch through the writer thread (if the thread has failed, here from then on): the rows not written because the store is
@@ -126,15 +136,16 @@ export const makeBatchWrite = ({ sql, health, thread: started }: BatchWriteDeps)
     Effect.flatMap(
       Effect.promise(() => askThread(w, batch)),
       (r) => {
-        const left = settle(w, batch, r)
-        return Effect.isEffect(left) ? left : Effect.succeed(left)
+        const settled = settle(w, batch, r)
+        if ("instead" in settled) return settled.instead
+        return settled.log === undefined ? Effect.succeed(settled.left) : Effect.as(settled.log, settled.left)
       }
     )
 
   /** Writes the batch; answers the rows not written because the store is unavailable (none when it went through). */
   const write: WriteBatch = (batch) => (thread === undefined ? writeHere(batch) : writeOffThread(thread, batch))
 
-  /** `WriteNow`: the thread's write and its usual answer as a promise, while there is a thread. */
+  /** `WriteNow`: the thread's write and its answer as a promise, while there is a thread. */
   const writeNow: WriteNow = (batch) => {
     const w = thread
     return w === undefined ? undefined : askThread(w, batch).then((r) => settle(w, batch, r))

@@ -40,9 +40,9 @@ export interface InFlightShape {
 /** A request in flight this long is written ahead. */
 export const WRITE_AHEAD_AFTER_MS = 50
 /**
- * The shortest wait between two looks of the write-ahead while something is in flight (a write
- * that failed is tried again this often); a request is on disk at most this plus
- * WRITE_AHEAD_AFTER_MS (and a write) after it began.
+ * The shortest wait after a sweep's write before the next look (a write that failed is tried
+ * again this often); a request is on disk at most this plus WRITE_AHEAD_AFTER_MS (and a write)
+ * after it began.
  */
 const SWEEP_MIN_MS = 25
 /**
@@ -149,7 +149,7 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
       /**
        * The sweep runs from a plain timer, not a fiber: it is armed for the moment the next thing is
        * due (the oldest request not written ahead WRITE_AHEAD_AFTER_MS old, the oldest ended row
-       * KEEP_AFTER_END_MS old), at least SWEEP_MIN_MS after the last sweep, and not at all while
+       * KEEP_AFTER_END_MS old), at least SWEEP_MIN_MS after the last sweep's write, and not at all while
        * nothing is due: a request that begins arms it for when it is due (sooner than it was armed
        * for, if need be), one written ahead that ends arms it for its row's removal, and the last
        * request in flight to end before its time disarms it. A fiber woken per sweep (its loop, the
@@ -202,8 +202,16 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
           done = (keep === -1 ? ended : ended.slice(0, keep)).map((x) => x.id)
           ended = keep === -1 ? [] : ended.slice(keep)
         }
-        if (rows.length === 0 && done.length === 0) return arm(SWEEP_MIN_MS)
-        writing = writeNow(rows, done).then((failure) => {
+        // Nothing due yet (a timer fires by the monotonic clock, a little before Date.now() says it
+        // is due; or what it was armed for has ended): armed for what is due next, if anything.
+        if (rows.length === 0 && done.length === 0) return arm(0)
+        let write: Promise<unknown>
+        try {
+          write = writeNow(rows, done)
+        } catch (e) {
+          write = Promise.resolve(e ?? "the write failed")
+        }
+        writing = write.then((failure) => {
           writing = undefined
           try {
             if (failure !== undefined) failed(rows, done, now, failure)
@@ -216,10 +224,11 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
 
       /** A busy or unavailable database delays the write-ahead: the next sweep tries the rows again (SWEEP_MIN_MS on). */
       const failed = (rows: ReadonlyArray<Row>, done: ReadonlyArray<string>, at: number, failure: unknown) => {
+        // A row whose request ended meanwhile is in `ended` already (`end` put it there, written): its
+        // removal deletes nothing, as its insert did not go through.
         for (const row of rows) {
           const entry = live.get(row["request_id"] as string)
           if (entry) entry.written = false
-          else ended.push({ id: row["request_id"] as string, at })
         }
         ended = [...done.map((id) => ({ id, at: at - KEEP_AFTER_END_MS })), ...ended]
         // A store that is unavailable is said once, by StoreHealth.
