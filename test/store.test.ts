@@ -31,6 +31,15 @@ const storeAt = (dataDir: string, env: Record<string, string> = {}) =>
     Layer.provide(quiet)
   )
 
+/** The store's layers in a scope of their own (closed by the test: the shutdown), and its batch writer. */
+const writerIn = (dataDir: string) =>
+  Effect.gen(function* () {
+    const scope = yield* Scope.make()
+    const context = yield* Layer.buildWithScope(storeAt(dataDir), scope)
+    const writer = Option.getOrThrow(Effect.runSync(Effect.serviceOption(BatchWriter).pipe(Effect.provide(context))))
+    return { scope, writer }
+  })
+
 const countUsage = (dataDir: string) => queryDb<{ n: number }>(dataDir, "SELECT count(*) AS n FROM usage")[0]!.n
 
 const usageRow = (i: number) => ({ ts: Date.now(), request_id: `r${i}`, endpoint: "chat.completions", stream: 0, status: 200 })
@@ -140,9 +149,7 @@ describe("BatchWriter", () => {
   it.live("writes everything still queued when its scope closes (shutdown)", () =>
     Effect.gen(function* () {
       const dir = tempDir()
-      const scope = yield* Scope.make()
-      const context = yield* Layer.buildWithScope(storeAt(dir), scope)
-      const writer = Option.getOrThrow(Effect.runSync(Effect.serviceOption(BatchWriter).pipe(Effect.provide(context))))
+      const { scope, writer } = yield* writerIn(dir)
       for (let i = 0; i < 5000; i++) writer.append("usage", usageRow(i))
       yield* Scope.close(scope, Exit.void)
       expect(countUsage(dir)).toBe(5000)
@@ -208,9 +215,7 @@ describe("BatchWriter on a SQLite file: the writer thread", () => {
     () =>
       Effect.gen(function* () {
         const dir = tempDir()
-        const scope = yield* Scope.make()
-        const context = yield* Layer.buildWithScope(storeAt(dir), scope)
-        const writer = Option.getOrThrow(Effect.runSync(Effect.serviceOption(BatchWriter).pipe(Effect.provide(context))))
+        const { scope, writer } = yield* writerIn(dir)
         for (let i = 0; i < 10; i++) writer.append("usage", usageRow(i))
         yield* writer.flush
         const unlock = lockWrites(dir)
@@ -236,9 +241,7 @@ describe("BatchWriter on a SQLite file: the writer thread", () => {
     () =>
       Effect.gen(function* () {
         const dir = tempDir()
-        const scope = yield* Scope.make()
-        const context = yield* Layer.buildWithScope(storeAt(dir), scope)
-        const writer = Option.getOrThrow(Effect.runSync(Effect.serviceOption(BatchWriter).pipe(Effect.provide(context))))
+        const { scope, writer } = yield* writerIn(dir)
         writer.append("usage", usageRow(0))
         yield* writer.flush
         const unlock = lockWrites(dir)
