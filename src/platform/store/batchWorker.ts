@@ -111,15 +111,17 @@ export const makeWorker = ({ state, health, writeBatch, writeNow, fork }: Worker
   }
 
   /**
+   * A write and its bookkeeping in one uninterruptible step: a shutdown never sees rows written
+   * and still in hand (it would write them twice).
+   */
+  const taken = (write: Effect.Effect<ReadonlyArray<Pending>>): Effect.Effect<ReadonlyArray<Pending>> =>
+    Effect.uninterruptible(Effect.map(write, took))
+  /**
    * Writes the rows in hand, holding what the store cannot take yet and trying it again on RETRY
    * until it goes through. Only the waits between tries can be interrupted (at shutdown: the final
    * drain then has the rows still in hand); a write once started finishes.
    */
-  const writeInHand: Effect.Effect<ReadonlyArray<Pending>> = Effect.uninterruptible(
-    // The write and its bookkeeping in one uninterruptible step: a shutdown never sees rows
-    // written and still in hand (it would write them twice).
-    Effect.suspend(() => Effect.map(writeBatch(state.inHand), took))
-  )
+  const writeInHand: Effect.Effect<ReadonlyArray<Pending>> = taken(Effect.suspend(() => writeBatch(state.inHand)))
   /** The tries after the first, while the store is unavailable: RETRY apart until none is left. */
   const retryHeld: Effect.Effect<void> = Effect.gen(function* () {
     const retry = yield* Schedule.driver(RETRY)
@@ -151,7 +153,7 @@ export const makeWorker = ({ state, health, writeBatch, writeNow, fork }: Worker
   /** The rest of a batch after its first try, on a fiber: the retries (after shutdown began the final drain has the rows instead). */
   const afterFirst = (left: ReadonlyArray<Pending>): Effect.Effect<void> => (left.length === 0 || state.closed ? Effect.void : retryHeld)
   /** One batch: the first try, then (rarely) the retries; when it ends, rows that arrived meanwhile arm the next batch. */
-  const writeHeld: Effect.Effect<void> = Effect.flatMap(writeInHand, afterFirst).pipe(Effect.ensuring(Effect.sync(finished)))
+  const writeHeld: Effect.Effect<void> = Effect.ensuring(Effect.flatMap(writeInHand, afterFirst), Effect.sync(finished))
   const forked = (rest: Effect.Effect<void>) => {
     const fiber = fork(Effect.ensuring(rest, Effect.sync(finished)))
     if (inFlight) writing = fiber
@@ -165,7 +167,7 @@ export const makeWorker = ({ state, health, writeBatch, writeNow, fork }: Worker
    */
   const settled = (answer: Settled): void => {
     settling = undefined
-    if ("instead" in answer) return forked(Effect.flatMap(Effect.uninterruptible(Effect.map(answer.instead, took)), afterFirst))
+    if ("instead" in answer) return forked(Effect.flatMap(taken(answer.instead), afterFirst))
     const left = took(answer.left)
     const retry = left.length !== 0 && !state.closed
     if (answer.log === undefined && !retry) return finished()

@@ -120,19 +120,24 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
       // for the write-ahead's statements; PostgreSQL's are asynchronous already.
       const thread = Option.getOrUndefined(yield* Effect.serviceOption(SqliteWriterThread))?.writer
       const run = Runtime.runPromise(yield* Effect.runtime<never>())
-      /** The write of one sweep: what went wrong, or undefined once it is on disk (never a rejected promise). */
+      /** The write of one sweep: what went wrong, or undefined once it is on disk (never a rejected promise, never a throw). */
       const writeNow = (rows: ReadonlyArray<Row>, done: ReadonlyArray<string>): Promise<unknown> => {
         const deletes = done.length > 0 ? [{ table: "usage_inflight", column: "request_id", values: done }] : undefined
-        if (thread?.alive())
-          return thread
-            .write(
-              rows.map((row) => ({ table: "usage_inflight", row })),
-              deletes
-            )
-            .then(
-              (r) => r.unavailable,
-              (e: unknown) => e ?? "the writer thread failed"
-            )
+        if (thread?.alive()) {
+          try {
+            return thread
+              .write(
+                rows.map((row) => ({ table: "usage_inflight", row })),
+                deletes
+              )
+              .then(
+                (r) => r.unavailable,
+                (e: unknown) => e ?? "the writer thread failed"
+              )
+          } catch (e) {
+            return Promise.resolve(e ?? "the writer thread failed")
+          }
+        }
         const write = transaction(
           sql,
           Effect.all(
@@ -205,13 +210,7 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
         // Nothing due yet (a timer fires by the monotonic clock, a little before Date.now() says it
         // is due; or what it was armed for has ended): armed for what is due next, if anything.
         if (rows.length === 0 && done.length === 0) return arm(0)
-        let write: Promise<unknown>
-        try {
-          write = writeNow(rows, done)
-        } catch (e) {
-          write = Promise.resolve(e ?? "the write failed")
-        }
-        writing = write.then((failure) => {
+        writing = writeNow(rows, done).then((failure) => {
           writing = undefined
           try {
             if (failure !== undefined) failed(rows, done, now, failure)
