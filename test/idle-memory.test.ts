@@ -1,8 +1,15 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as Effect from "effect/Effect"
 import { afterAll, describe, expect, it } from "vitest"
+import { ServerActivity } from "../src/platform/system/IdleMemory.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { type ServerProcess, startServerProcess } from "./support/cli.js"
+import { FakeOpenAI } from "./support/fakeOpenAI.js"
+import { call, startGateway, tempDir } from "./support/gateway.js"
+
+const ADMIN = "gwk_test_admin_key_0123456789abcdef"
 
 /**
  * src/platform/system/IdleMemory.ts: a gateway at rest gives back the young generation start-up
@@ -44,5 +51,57 @@ describe.runIf(Number(process.versions.node.split(".")[0]) < 22)("memory at rest
     expect(a, `resident MB with the job ${a.toFixed(0)}, without ${b.toFixed(0)}`).toBeLessThan(b - 15)
     // Both still answer.
     for (const s of [on, off]) expect((await fetch(`${s.url}/api/health/ping`)).status).toBe(200)
+  })
+})
+
+/**
+ * The start-up collection (a compacting full GC, 50-150 ms) at the first rest: with an answer
+ * still being streamed the event loop is nearly idle, and the collection was a gap in the stream.
+ * An in-process gateway started on a data directory set up beforehand, a paced stream opened
+ * before the first look for rest (a quarter second after start-up): the collection waits for the
+ * stream's end, then runs.
+ */
+describe("the start-up collection waits for what is in flight", () => {
+  it("not while a stream is open, at the first rest after it", { timeout: 60_000 }, async () => {
+    const upstream = await FakeOpenAI.start()
+    const dataDir = tempDir("idle-memory-inflight-")
+    dirs.push(dataDir)
+    try {
+      const setUp = await startGateway({ dataDir })
+      await setUp.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+      const created = await call(`${setUp.url}/api/providers`, {
+        body: { provider: "openai-compatible", baseUrl: upstream.baseUrl, apiKey: "sk-up", defaultModel: "m1" },
+        headers: { authorization: `Bearer ${ADMIN}` }
+      })
+      expect(created.status).toBe(201)
+      await setUp.close()
+
+      // 12 pieces 120 ms apart: about 1.5 s, each quarter second of it at rest.
+      upstream.always({ content: "one two three four five six seven eight nine ten eleven twelve", chunks: 12, chunkDelayMs: 120 })
+      const gw = await startGateway({ dataDir, env: { GATEWAY_IDLE_GC_SECONDS: "1" } })
+      try {
+        const collected = () => gw.logs.filter((l) => l.message.includes("start-up's garbage collected")).length
+        const inFlight = () => gw.run(Effect.map(ServerActivity, (a) => a.inFlight()))
+        const response = await fetch(`${gw.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json", authorization: "Bearer sk-anything" },
+          body: JSON.stringify({ model: "openai-compatible/m1", stream: true, messages: [{ role: "user", content: "count" }] })
+        })
+        expect(response.status).toBe(200)
+        expect(await inFlight()).toBe(1)
+        const text = await response.text()
+        expect(text).toContain("[DONE]")
+        expect(collected(), "collected while the stream was open").toBe(0)
+        // At the first quarter second at rest after it: nothing in flight any more.
+        const end = Date.now() + 10_000
+        while (collected() === 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 50))
+        expect(await inFlight()).toBe(0)
+        expect(collected()).toBe(1)
+      } finally {
+        await gw.close()
+      }
+    } finally {
+      await upstream.close()
+    }
   })
 })

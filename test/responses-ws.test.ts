@@ -1,5 +1,6 @@
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { ServerActivity } from "../src/platform/system/IdleMemory.js"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { queryDb } from "./support/db.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
@@ -60,6 +61,19 @@ beforeEach(async () => {
 })
 
 describe("Responses over WebSocket", () => {
+  it("counts as in flight while its socket is open (a forced collection waits: src/platform/system/IdleMemory.ts)", async () => {
+    const inFlight = () => gw.run(Effect.map(ServerActivity, (a) => a.inFlight()))
+    expect(await inFlight()).toBe(0)
+    const c = await connect(wsUrl())
+    expect(await inFlight()).toBe(1)
+    const closed = new Promise((r) => c.ws.once("close", r))
+    c.ws.close()
+    await closed
+    const end = Date.now() + 5_000
+    while ((await inFlight()) !== 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 20))
+    expect(await inFlight()).toBe(0)
+  })
+
   it("answers Codex's prewarm without calling upstream, then continues from previous_response_id with only the new input", async () => {
     const c = await connect(wsUrl())
     c.send({

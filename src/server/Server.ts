@@ -1,4 +1,5 @@
 import * as Config from "effect/Config"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
@@ -22,6 +23,7 @@ import { McpGateway } from "../inference/mcp/McpGateway.js"
 import { type AppConfigShape, AppConfig, isLoopbackHost } from "../platform/config/AppConfig.js"
 import { type FeatureFlagsShape, FeatureFlags } from "../platform/flags/FeatureFlags.js"
 import { answerRefused } from "../platform/http/lingering.js"
+import { ServerActivity } from "../platform/system/IdleMemory.js"
 import { Settings } from "../platform/settings/Settings.js"
 import { type AdminAuthShape, AdminAuth } from "../services/auth/AdminAuth.js"
 import { type ApiKeysShape, ApiKeys } from "../services/auth/ApiKeys.js"
@@ -94,8 +96,7 @@ const announce = (deps: {
  * One node:http server for both planes (./requestHandler.ts), closed gracefully before the layers below
  * (docs/ARCHITECTURE.md, "The life of one chat request"). `Server.layer`: the kernel's tag cannot hold it.
  */
-export const layer = Layer.scoped(
-  GatewayServer,
+export const layer = Layer.scopedContext(
   Effect.gen(function* () {
     const config = yield* AppConfig
     const inference = yield* InferenceRoutes
@@ -151,6 +152,7 @@ export const layer = Layer.scoped(
     const host = address.family === "IPv6" ? `[${address.address}]` : address.address
     const url = `${tls ? "https" : "http"}://${host}:${address.port}`
     yield* announce({ config, flags, keys, admin, url })
-    return { host: address.address, port: address.port, url }
+    const inFlight = () => traffic.open.size + traffic.sessions
+    return Context.make(GatewayServer, { host: address.address, port: address.port, url }).pipe(Context.add(ServerActivity, { inFlight }))
   })
 )

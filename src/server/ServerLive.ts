@@ -29,7 +29,7 @@ import { type Backups, ScheduledBackups } from "../platform/store/Backups.js"
 import { SharedStorageKeyCheck, type StorageKeyMismatch } from "../platform/store/keyCheck.js"
 import type { Secrets } from "../platform/store/Secrets.js"
 import type { StoreHealth } from "../platform/store/StoreHealth.js"
-import { IdleMemory } from "../platform/system/IdleMemory.js"
+import { IdleMemory, type ServerActivity } from "../platform/system/IdleMemory.js"
 import { MallocTrim } from "../platform/system/MallocTrim.js"
 import type { InboundLimits } from "../services/accounting/InboundLimits.js"
 import type { Pricing } from "../services/accounting/Pricing.js"
@@ -65,7 +65,7 @@ import * as Server from "./Server.js"
  * server listens. Built last, so it stops first; its type says what it reads.
  */
 export const ServerLive: Layer.Layer<
-  GatewayServer | OwnRoutes,
+  GatewayServer | ServerActivity | OwnRoutes,
   Server.ServerStartError | StorageKeyMismatch | ConfigError,
   | AppConfig
   | SqlClient

@@ -57,6 +57,8 @@ export interface ServerTraffic {
   management: number
   /** Requests the common path serves (docs/ARCHITECTURE.md, "The common path"): no fiber of theirs to await. */
   common: number
+  /** Realtime and Responses WebSocket sessions open (upgraded sockets not yet closed): traffic no answer counts. */
+  sessions: number
 }
 
 /** A server's traffic before its first connection. */
@@ -66,7 +68,8 @@ export const newTraffic = (): ServerTraffic => ({
   fresh: new SlotSet(),
   sockets: new SlotSet(),
   management: 0,
-  common: 0
+  common: 0,
+  sessions: 0
 })
 
 /** A request's answer, once screened: `serve` sends it to its plane, `failed` is the last resort for a handler that threw. */
@@ -271,7 +274,17 @@ export interface UpgradeDeps {
  * path is not upgradable. */
 export const makeUpgradeListener = (deps: UpgradeDeps) => {
   const { run, screen, live, inspectorFeed, websocket, realtime } = deps
-  const { fresh } = deps.traffic
+  const { traffic } = deps
+  const { fresh } = traffic
+  const sessionClosed = () => {
+    traffic.sessions--
+  }
+  /** A session taken (the socket is the transport's now): counted until its socket closes. */
+  const session = (socket: net.Socket): true => {
+    traffic.sessions++
+    socket.once("close", sessionClosed)
+    return true
+  }
   return (req: http.IncomingMessage, duplex: Duplex, head: Buffer): void => {
     const socket = duplex as net.Socket
     fresh.delete(socket)
@@ -287,8 +300,8 @@ export const makeUpgradeListener = (deps: UpgradeDeps) => {
       if (
         !live.upgrade(req, socket, head) &&
         !inspectorFeed.upgrade(req, socket, head) &&
-        !websocket.upgrade(req, socket, head) &&
-        !realtime.upgrade(req, socket, head)
+        !(websocket.upgrade(req, socket, head) && session(socket)) &&
+        !(realtime.upgrade(req, socket, head) && session(socket))
       ) {
         socket.end("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
       }

@@ -2,15 +2,19 @@
  * Keeps V8's young generation small at rest: its growth is held from start-up until the gateway first serves load (bin/gateway
  * holds it), and a scavenge every `GATEWAY_IDLE_GC_SECONDS` while it is grown lets V8 shrink it. Start-up's garbage, which
  * the small young generation promotes, is collected once at the first rest after the server listens
- * (docs/performance.md#memory-at-rest; docs/operations.md#tuning-the-latency-tail-v8s-settings).
+ * (docs/performance.md#memory-at-rest; docs/operations.md#tuning-the-latency-tail-v8s-settings). At rest means
+ * the event loop nearly idle and nothing in flight (`ServerActivity`): a forced collection is a pause every
+ * answer being streamed would wait out.
  */
 import { performance } from "node:perf_hooks"
 import * as v8 from "node:v8"
 import * as vm from "node:vm"
 import * as Config from "effect/Config"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 
 type Gc = (options?: { readonly type?: "minor" | "major" }) => void
@@ -129,6 +133,18 @@ export const restMeter = (): (() => boolean) => {
   }
 }
 
+/**
+ * What the server is answering now: its HTTP answers being written (streams included) and its
+ * realtime and Responses WebSocket sessions (src/server/Server.ts provides it). A forced
+ * collection waits until there is none: a slow stream or a voice session keeps the event loop
+ * nearly idle, and the start-up collection's 50-150 ms pause was a gap in each of them.
+ */
+export class ServerActivity extends Context.Tag("gateway/ServerActivity")<ServerActivity, { readonly inFlight: () => number }>() {}
+
+/** Whether nothing is in flight (always, without a server: a service built alone). */
+const nothingInFlight = (activity: Option.Option<Context.Tag.Service<ServerActivity>>) => (): boolean =>
+  Option.isNone(activity) || activity.value.inFlight() === 0
+
 /** The CPU µs the start-up collection used (every thread), which is not load. */
 interface StartUpCollection {
   cpuMicros: number
@@ -162,17 +178,22 @@ const compactingCollection = (gc: Gc) => {
  * its own only near a limit an idle process may not reach for minutes (RSS 1 s after the bench's
  * verification requests ~134 -> ~114 MB: docs/performance.md#memory-at-rest, 2026-11-28). Once
  * only: run again after each load, it made the next load cost ~25-30% more CPU per request
- * (2026-11-27 (night)). The collection takes 50-130 ms; a request that arrives during it waits.
+ * (2026-11-27 (night)). The collection takes 50-130 ms; a request that arrives during it waits, and
+ * one in flight would: it waits for a quarter second with nothing in flight (`quiet`). A gateway
+ * that serves from its first second (a restart under traffic) rested first with streams open.
  */
-const collectStartUp = (gc: Gc, state: StartUpCollection) =>
+const collectStartUp = (gc: Gc, state: StartUpCollection, quiet: () => boolean) =>
   Effect.suspend(() => {
     const atRest = restMeter()
-    const check = Effect.sync(() => {
-      if (!atRest()) return false
+    const check = Effect.suspend(() => {
+      // Both read each time: the meter's window starts again at each reading.
+      const rested = atRest()
+      if (!rested || !quiet()) return Effect.succeed(false)
       const before = cpuMicros()
+      const at = performance.now()
       compactingCollection(gc)
       state.cpuMicros += cpuMicros() - before
-      return true
+      return Effect.as(Effect.logDebug(`idle memory: start-up's garbage collected (${Math.round(performance.now() - at)} ms)`), true)
     })
     return Effect.repeat(Effect.delay(check, Duration.millis(REST_CHECK_MS)), { until: (done) => done })
   })
@@ -186,13 +207,14 @@ export const IdleMemory = Layer.scopedDiscard(
     const gc = gcFunction()
     if (gc === undefined)
       return yield* Effect.logDebug("idle memory: V8's gc function is unavailable; the young generation shrinks when V8 gets to it")
-    yield* Effect.forkScoped(collectStartUp(gc, startUp))
-    // At rest only: the event loop idle for most of the interval. Under load a forced collection
-    // is a pause the requests in flight wait out (measured: 1000 open streams after the bench's
-    // load rounds had a 415 ms gap with it, 181 ms without), and V8 collects there anyway.
+    const quiet = nothingInFlight(yield* Effect.serviceOption(ServerActivity))
+    yield* Effect.forkScoped(collectStartUp(gc, startUp, quiet))
+    // At rest only: the event loop idle for most of the interval and nothing in flight. Under load
+    // a forced collection is a pause the requests in flight wait out (measured: 1000 open streams
+    // after the bench's load rounds had a 415 ms gap with it, 181 ms without), and V8 collects there anyway.
     const atRest = restMeter()
     const round = Effect.sync(() => {
-      if (atRest() && youngBytes() > GROWN) gc({ type: "minor" })
+      if (atRest() && quiet() && youngBytes() > GROWN) gc({ type: "minor" })
     })
     yield* Effect.forkScoped(Effect.schedule(round, Schedule.spaced(Duration.seconds(seconds))))
   })
