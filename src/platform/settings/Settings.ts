@@ -5,7 +5,6 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
@@ -15,7 +14,7 @@ import { DEFAULT_SETTINGS, SettingsDocument, type SettingsInfo, type SettingsPat
 import { BatchWriter } from "../store/BatchWriter.js"
 import { KeyValue } from "../store/KeyValue.js"
 import { Secrets } from "../store/Secrets.js"
-import { StoreVersion } from "../store/StoreVersion.js"
+import { followVersion, StoreVersion } from "../store/StoreVersion.js"
 import { compileIpFilter, type CompiledIpFilter, ipRefusal } from "./ipFilter.js"
 
 /** The document lives in `kv` (namespace `settings`, key `document`), so a backup or a synced configuration carries it. */
@@ -188,18 +187,17 @@ export class Settings extends Context.Tag("gateway/Settings")<Settings, Settings
         })
 
       // Another process's write (the CLI, another gateway) or a restore: reload within a second.
+      // One of the rounds that follow the store's version, on their one timer (`followVersion`).
       let seen = yield* version.current
-      yield* Effect.forkScoped(
-        Effect.repeat(
-          Effect.gen(function* () {
-            const v = yield* version.current
-            if (v === seen) return
-            seen = v
-            const doc = yield* load
-            if (JSON.stringify(doc) !== JSON.stringify(snapshot)) yield* apply(doc)
-          }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("settings reload failed; will retry", cause))),
-          Schedule.spaced("1 second")
-        )
+      yield* followVersion(
+        Option.some(version),
+        Effect.gen(function* () {
+          const v = yield* version.current
+          if (v === seen) return
+          seen = v
+          const doc = yield* load
+          if (JSON.stringify(doc) !== JSON.stringify(snapshot)) yield* apply(doc)
+        }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("settings reload failed; will retry", cause)))
       )
 
       const save = (next: SettingsDocument, actor: string, caller: string | undefined) =>
