@@ -6,6 +6,8 @@
 //   sync   the first microtask after it: the callback that read the head has returned and the
 //          ticks it queued have run (the body's `end` among them when the body came with the
 //          head); what runs later runs in promise callbacks or later turns
+//   bodyEnd the request's body read to its end (its `end` event, heard before the target's own
+//          listeners): what the target does from here to `up` is its admission of the whole request
 //   check  the first check-phase callback after it: the turn's I/O done
 //   up     the upstream request made (`undici:request:create` in the gateway, node's
 //          `http.client.request.start` in the floor)
@@ -38,6 +40,7 @@ dc.subscribe("http.server.request.start", ({ request }) => {
   const r = { id, t0, at: performance.timeOrigin + t0 }
   rows.set(id, r)
   queueMicrotask(() => at(r, "sync"))
+  request.once("end", () => at(r, "bodyEnd"))
   setImmediate(() => at(r, "check"))
 })
 dc.subscribe("undici:request:create", ({ request }) => {

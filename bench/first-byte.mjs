@@ -245,7 +245,7 @@ for (let round = 0; round < ROUNDS; round++) {
         ttft: r.first - r.sent,
         toUpstream: up.arrived - r.sent,
         fromUpstream: r.first - up.first,
-        ...Object.fromEntries(["sync", "check", "up", "sent", "upHead", "out"].map((k) => [k, row?.[k]])),
+        ...Object.fromEntries(["sync", "bodyEnd", "check", "up", "sent", "upHead", "out"].map((k) => [k, row?.[k]])),
         // The answer's first write to the client's first byte: the client's wake and read.
         toClient: row?.out === undefined ? undefined : r.first - (row.at + row.out)
       })
@@ -264,6 +264,7 @@ const COLUMNS = [
   ["answer's head", "headers"],
   ["first byte (TTFT)", "ttft"],
   ["in: head → its callback and ticks done", "sync"],
+  ["in: → body end", "bodyEnd"],
   ["in: → upstream request made", "up"],
   ["in: → its head written", "sent"],
   ["in: → the upstream's head", "upHead"],
