@@ -6,8 +6,10 @@
 //   sync   the first microtask after it: the callback that read the head has returned and the
 //          ticks it queued have run (the body's `end` among them when the body came with the
 //          head); what runs later runs in promise callbacks or later turns
-//   bodyEnd the request's body read to its end (its `end` event, heard before the target's own
-//          listeners): what the target does from here to `up` is its admission of the whole request
+//   bodyEnd the request's body read to its end by the target (its `end` event, heard before the
+//          target's own listeners: a stream emits it once its reader has taken the last byte, so
+//          this is when the target read the body, a tick after, not when it arrived); what the
+//          target does from here to `up` is its admission of the whole request
 //   check  the first check-phase callback after it: the turn's I/O done
 //   up     the upstream request made (`undici:request:create` in the gateway, node's
 //          `http.client.request.start` in the floor)

@@ -77,7 +77,8 @@ describe("the start-up collection waits for what is in flight", () => {
       await setUp.close()
 
       // 12 pieces 120 ms apart: about 1.5 s, each quarter second of it at rest.
-      upstream.always({ content: "one two three four five six seven eight nine ten eleven twelve", chunks: 12, chunkDelayMs: 120 })
+      const pieces = Array.from({ length: 12 }, (_, i) => `p${String(i + 1).padStart(2, "0")} `)
+      upstream.always({ content: pieces.join(""), chunks: pieces.length, chunkDelayMs: 120 })
       const gw = await startGateway({ dataDir, env: { GATEWAY_IDLE_GC_SECONDS: "1" } })
       try {
         const collected = () => gw.logs.filter((l) => l.message.includes("start-up's garbage collected")).length
@@ -89,9 +90,25 @@ describe("the start-up collection waits for what is in flight", () => {
         })
         expect(response.status).toBe(200)
         expect(await inFlight()).toBe(1)
-        const text = await response.text()
-        expect(text).toContain("[DONE]")
+        // Read as it comes: up to the eleventh piece (`p11`) the answer is still being written (the
+        // gateway takes it out of its answers in flight a moment before the client reads the end).
+        const reader = response.body!.getReader()
+        const decoder = new TextDecoder()
+        let text = ""
+        while (!text.includes("p11")) {
+          const { value, done } = await reader.read()
+          if (done) break
+          text += decoder.decode(value, { stream: true })
+        }
+        expect(text).toContain("p11")
         expect(collected(), "collected while the stream was open").toBe(0)
+        expect(await inFlight()).toBe(1)
+        for (;;) {
+          const { value, done } = await reader.read()
+          if (done) break
+          text += decoder.decode(value, { stream: true })
+        }
+        expect(text).toContain("[DONE]")
         // At the first quarter second at rest after it: nothing in flight any more.
         const end = Date.now() + 10_000
         while (collected() === 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 50))

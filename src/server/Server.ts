@@ -122,7 +122,7 @@ export const layer = Layer.scopedContext(
 
     const traffic = newTraffic()
     const { serve, failed } = makePlanes({ traffic, run, inference, management, mcp, mcpGateway, dashboard })
-    const screen = makeIpScreen({ flags, settings, run, trustProxy, serve, failed })
+    const screen = makeIpScreen({ flags, settings, run, trustProxy, serve, failed, answered: (res) => traffic.open.delete(res) })
     // requestTimeout (node's default, 5 min) bounds receiving a request, not streaming the answer.
     // A turn's time for starting new requests: past it, they wait for the next turn (docs/operations.md).
     const turnBudgetMs = yield* Config.number("GATEWAY_TURN_BUDGET_MS").pipe(
@@ -152,7 +152,14 @@ export const layer = Layer.scopedContext(
     const host = address.family === "IPv6" ? `[${address.address}]` : address.address
     const url = `${tls ? "https" : "http"}://${host}:${address.port}`
     yield* announce({ config, flags, keys, admin, url })
-    const inFlight = () => traffic.open.size + traffic.sessions
+    // What the server is answering, for a forced collection to wait on (IdleMemory). An answer
+    // that is over but still listed (a request pipelined behind one whose client left gets no
+    // `close` from node, so its listener never deletes it) is dropped here, not counted for good.
+    const inFlight = () => {
+      for (const res of traffic.open)
+        if (res.writableFinished || res.destroyed || res.req.socket?.destroyed === true) traffic.open.delete(res)
+      return traffic.open.size + traffic.sessions
+    }
     return Context.make(GatewayServer, { host: address.address, port: address.port, url }).pipe(Context.add(ServerActivity, { inFlight }))
   })
 )

@@ -31,11 +31,13 @@ export interface IpScreenDeps {
   readonly trustProxy: boolean
   readonly serve: Planes["serve"]
   readonly failed: Planes["failed"]
+  /** A refused request's answer is written: no longer one of the answers in flight (`ServerTraffic.open`). */
+  readonly answered: (res: http.ServerResponse) => void
 }
 
 /** The IP screen: a request refused by the filter is answered 403 (`ip_not_allowed`), any other goes on to `serve`. */
 export const makeIpScreen = (deps: IpScreenDeps): IpScreen => {
-  const { flags, settings, run, serve, failed } = deps
+  const { flags, settings, run, serve, failed, answered } = deps
   let trustProxy = deps.trustProxy
   /** The filter's verdict for `req`; undefined lets it in. */
   const refusal = (req: http.IncomingMessage, trust: boolean) => {
@@ -48,6 +50,7 @@ export const makeIpScreen = (deps: IpScreenDeps): IpScreen => {
     res.writeHead(403, { ...gatewayHeaders(requestId), "content-type": "application/json", "content-length": Buffer.byteLength(body) })
     res.end(body)
     req.resume()
+    answered(res)
   }
   const screened = (req: http.IncomingMessage, res: http.ServerResponse) => {
     if (!settings.ipFilter().active) return serve(req, res)

@@ -57,7 +57,10 @@ export interface ServerTraffic {
   management: number
   /** Requests the common path serves (docs/ARCHITECTURE.md, "The common path"): no fiber of theirs to await. */
   common: number
-  /** Realtime and Responses WebSocket sessions open (upgraded sockets not yet closed): traffic no answer counts. */
+  /**
+   * Sockets the realtime and Responses WebSocket transports took (their sessions, and an upgrade
+   * they refused until its socket closes): traffic no answer counts.
+   */
   sessions: number
 }
 

@@ -194,8 +194,9 @@ export class Settings extends Context.Tag("gateway/Settings")<Settings, Settings
         Effect.gen(function* () {
           const v = yield* version.current
           if (v === seen) return
-          seen = v
+          // Seen once loaded: a load that failed is tried again at the next round.
           const doc = yield* load
+          seen = v
           if (JSON.stringify(doc) !== JSON.stringify(snapshot)) yield* apply(doc)
         }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("settings reload failed; will retry", cause)))
       )
@@ -232,8 +233,8 @@ export class Settings extends Context.Tag("gateway/Settings")<Settings, Settings
         get: Effect.gen(function* () {
           const v = yield* version.current
           if (v !== seen) {
-            seen = v
             const doc = yield* load
+            seen = v
             if (JSON.stringify(doc) !== JSON.stringify(snapshot)) yield* apply(doc)
           }
           return snapshot

@@ -2,9 +2,8 @@
  * Keeps V8's young generation small at rest: its growth is held from start-up until the gateway first serves load (bin/gateway
  * holds it), and a scavenge every `GATEWAY_IDLE_GC_SECONDS` while it is grown lets V8 shrink it. Start-up's garbage, which
  * the small young generation promotes, is collected once at the first rest after the server listens
- * (docs/performance.md#memory-at-rest; docs/operations.md#tuning-the-latency-tail-v8s-settings). At rest means
- * the event loop nearly idle and nothing in flight (`ServerActivity`): a forced collection is a pause every
- * answer being streamed would wait out.
+ * (docs/performance.md#memory-at-rest; docs/operations.md#tuning-the-latency-tail-v8s-settings), at a rest with
+ * nothing in flight (`ServerActivity`): the collection is a pause every answer being streamed would wait out.
  */
 import { performance } from "node:perf_hooks"
 import * as v8 from "node:v8"
@@ -135,9 +134,9 @@ export const restMeter = (): (() => boolean) => {
 
 /**
  * What the server is answering now: its HTTP answers being written (streams included) and its
- * realtime and Responses WebSocket sessions (src/server/Server.ts provides it). A forced
+ * realtime and Responses WebSocket connections (src/server/Server.ts provides it). The start-up
  * collection waits until there is none: a slow stream or a voice session keeps the event loop
- * nearly idle, and the start-up collection's 50-150 ms pause was a gap in each of them.
+ * nearly idle, and its 50-150 ms pause was a gap in each of them.
  */
 export class ServerActivity extends Context.Tag("gateway/ServerActivity")<ServerActivity, { readonly inFlight: () => number }>() {}
 
@@ -155,6 +154,9 @@ interface StartUpCollection {
  * second of start-up's end; each look is one utilization reading.
  */
 const REST_CHECK_MS = 250
+
+/** How long the start-up collection waits, from its first rest, for one with nothing in flight. */
+const QUIET_WAIT_MS = 60_000
 
 /**
  * A full collection that also compacts the old space: V8 keeps every page a survivor is on, and
@@ -181,14 +183,19 @@ const compactingCollection = (gc: Gc) => {
  * (2026-11-27 (night)). The collection takes 50-130 ms; a request that arrives during it waits, and
  * one in flight would: it waits for a quarter second with nothing in flight (`quiet`). A gateway
  * that serves from its first second (a restart under traffic) rested first with streams open.
+ * Waits so for QUIET_WAIT_MS at most from its first rest: what stays open without traffic (an
+ * MCP client's event stream, a Codex WebSocket between turns) does not put it off for good.
  */
 const collectStartUp = (gc: Gc, state: StartUpCollection, quiet: () => boolean) =>
   Effect.suspend(() => {
     const atRest = restMeter()
+    let firstRest: number | undefined
     const check = Effect.suspend(() => {
       // Both read each time: the meter's window starts again at each reading.
-      const rested = atRest()
-      if (!rested || !quiet()) return Effect.succeed(false)
+      if (!atRest()) return Effect.succeed(false)
+      const now = performance.now()
+      firstRest ??= now
+      if (!quiet() && now - firstRest < QUIET_WAIT_MS) return Effect.succeed(false)
       const before = cpuMicros()
       const at = performance.now()
       compactingCollection(gc)
@@ -207,14 +214,15 @@ export const IdleMemory = Layer.scopedDiscard(
     const gc = gcFunction()
     if (gc === undefined)
       return yield* Effect.logDebug("idle memory: V8's gc function is unavailable; the young generation shrinks when V8 gets to it")
-    const quiet = nothingInFlight(yield* Effect.serviceOption(ServerActivity))
-    yield* Effect.forkScoped(collectStartUp(gc, startUp, quiet))
-    // At rest only: the event loop idle for most of the interval and nothing in flight. Under load
-    // a forced collection is a pause the requests in flight wait out (measured: 1000 open streams
-    // after the bench's load rounds had a 415 ms gap with it, 181 ms without), and V8 collects there anyway.
+    yield* Effect.forkScoped(collectStartUp(gc, startUp, nothingInFlight(yield* Effect.serviceOption(ServerActivity))))
+    // At rest only: the event loop idle for most of the interval. Under load a forced collection
+    // is a pause the requests in flight wait out (measured: 1000 open streams after the bench's
+    // load rounds had a 415 ms gap with it, 181 ms without), and V8 collects there anyway. A young
+    // collection at rest is a pause of 1-2 ms: it does not wait for nothing in flight (a connection
+    // that stays open would keep the young generation grown).
     const atRest = restMeter()
     const round = Effect.sync(() => {
-      if (atRest() && quiet() && youngBytes() > GROWN) gc({ type: "minor" })
+      if (atRest() && youngBytes() > GROWN) gc({ type: "minor" })
     })
     yield* Effect.forkScoped(Effect.schedule(round, Schedule.spaced(Duration.seconds(seconds))))
   })
