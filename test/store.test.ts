@@ -205,6 +205,17 @@ describe("BatchWriter on a SQLite file: the writer thread", () => {
     }
   }
   const wall = (ms: number) => Effect.promise(() => new Promise((r) => setTimeout(r, ms)))
+  /** A writer on a fresh file with rows [0, `written`) on disk, then the file locked and rows [`written`, `to`) appended. */
+  const lockedAfter = (written: number, to: number) =>
+    Effect.gen(function* () {
+      const dir = tempDir()
+      const { scope, writer } = yield* writerIn(dir)
+      for (let i = 0; i < written; i++) writer.append("usage", usageRow(i))
+      yield* writer.flush
+      const unlock = lockWrites(dir)
+      for (let i = written; i < to; i++) writer.append("usage", usageRow(i))
+      return { dir, scope, writer, unlock }
+    })
   const distinctUsage = (dir: string) =>
     queryDb<{ n: number; d: number }>(dir, "SELECT count(*) AS n, count(DISTINCT request_id) AS d FROM usage")[0]!
 
@@ -214,12 +225,7 @@ describe("BatchWriter on a SQLite file: the writer thread", () => {
     "holds a batch the store could not take (its file locked past the busy timeout) and writes it once, when the lock goes",
     () =>
       Effect.gen(function* () {
-        const dir = tempDir()
-        const { scope, writer } = yield* writerIn(dir)
-        for (let i = 0; i < 10; i++) writer.append("usage", usageRow(i))
-        yield* writer.flush
-        const unlock = lockWrites(dir)
-        for (let i = 10; i < 40; i++) writer.append("usage", usageRow(i))
+        const { dir, scope, writer, unlock } = yield* lockedAfter(10, 40)
         // Past the thread's busy timeout (5 s): the batch is held, not dropped.
         yield* wall(6_000)
         const held = yield* writer.pending
@@ -240,12 +246,7 @@ describe("BatchWriter on a SQLite file: the writer thread", () => {
     "at shutdown during the lock, writes the held batch once the lock goes within the final drain's grace",
     () =>
       Effect.gen(function* () {
-        const dir = tempDir()
-        const { scope, writer } = yield* writerIn(dir)
-        writer.append("usage", usageRow(0))
-        yield* writer.flush
-        const unlock = lockWrites(dir)
-        for (let i = 1; i < 25; i++) writer.append("usage", usageRow(i))
+        const { dir, scope, unlock } = yield* lockedAfter(1, 25)
         yield* wall(100)
         // The close waits for the batch on the thread (the busy timeout), then retries in its grace.
         const closing = Effect.runFork(Scope.close(scope, Exit.void))
