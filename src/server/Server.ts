@@ -152,14 +152,8 @@ export const layer = Layer.scopedContext(
     const host = address.family === "IPv6" ? `[${address.address}]` : address.address
     const url = `${tls ? "https" : "http"}://${host}:${address.port}`
     yield* announce({ config, flags, keys, admin, url })
-    // What the server is answering, for a forced collection to wait on (IdleMemory). An answer
-    // that is over but still listed (a request pipelined behind one whose client left gets no
-    // `close` from node, so its listener never deletes it) is dropped here, not counted for good.
-    const inFlight = () => {
-      for (const res of traffic.open)
-        if (res.writableFinished || res.destroyed || res.req.socket?.destroyed === true) traffic.open.delete(res)
-      return traffic.open.size + traffic.sessions
-    }
+    // What the server is answering, for the start-up collection to wait on (IdleMemory; it waits a minute at most).
+    const inFlight = () => traffic.open.size + traffic.sessions
     return Context.make(GatewayServer, { host: address.address, port: address.port, url }).pipe(Context.add(ServerActivity, { inFlight }))
   })
 )

@@ -184,7 +184,9 @@ const compactingCollection = (gc: Gc) => {
  * one in flight would: it waits for a quarter second with nothing in flight (`quiet`). A gateway
  * that serves from its first second (a restart under traffic) rested first with streams open.
  * Waits so for QUIET_WAIT_MS at most from its first rest: what stays open without traffic (an
- * MCP client's event stream, a Codex WebSocket between turns) does not put it off for good.
+ * MCP client's event stream, a Codex WebSocket between turns), or an answer the count never saw
+ * end (node emits no `close` for a request pipelined behind one whose client left), does not put
+ * it off for good.
  */
 const collectStartUp = (gc: Gc, state: StartUpCollection, quiet: () => boolean) =>
   Effect.suspend(() => {
@@ -197,10 +199,9 @@ const collectStartUp = (gc: Gc, state: StartUpCollection, quiet: () => boolean) 
       firstRest ??= now
       if (!quiet() && now - firstRest < QUIET_WAIT_MS) return Effect.succeed(false)
       const before = cpuMicros()
-      const at = performance.now()
       compactingCollection(gc)
       state.cpuMicros += cpuMicros() - before
-      return Effect.as(Effect.logDebug(`idle memory: start-up's garbage collected (${Math.round(performance.now() - at)} ms)`), true)
+      return Effect.as(Effect.logDebug(`idle memory: start-up's garbage collected (${Math.round(performance.now() - now)} ms)`), true)
     })
     return Effect.repeat(Effect.delay(check, Duration.millis(REST_CHECK_MS)), { until: (done) => done })
   })
