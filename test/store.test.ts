@@ -83,7 +83,8 @@ describe("database", () => {
         "25_teams",
         "26_level_limits",
         "27_oidc",
-        "28_key_queue_wait"
+        "28_key_queue_wait",
+        "29_key_last_used_hint"
       ])
     }).pipe(Effect.provide(storeAt(tempDir())))
   )
@@ -96,7 +97,7 @@ describe("database", () => {
         Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*) AS n FROM schema_migrations`),
         storeAt(dir)
       )
-      expect(again[0]!.n).toBe(28)
+      expect(again[0]!.n).toBe(29)
     })
   )
 })
@@ -342,5 +343,58 @@ describe("caches across processes", () => {
         yield* Scope.close(serverScope, Exit.void)
       }),
     { timeout: 10_000 }
+  )
+})
+
+/**
+ * A key's last-used time is a hint written every 30 s while the key is used (apiKeyUsage.ts): its
+ * write is not a change of a cached table (migration 0029), so it does not make every cache of every
+ * process load again; the keys' listing reads it from the database.
+ */
+describe("a key's last-used time", () => {
+  const changes = (sql: SqlClient.SqlClient) => Effect.map(sql<{ n: number }>`SELECT n FROM store_changes WHERE id = 1`, (r) => r[0]!.n)
+
+  it.effect("moves no store version; a change of anything else about the key does", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const keys = yield* ApiKeys
+      const key = yield* keys.create({ name: "hinted" })
+      const before = yield* changes(sql)
+      yield* sql`UPDATE api_keys SET last_used_at = ${Date.now()} WHERE id = ${key.id}`
+      expect(yield* changes(sql)).toBe(before)
+      yield* sql`UPDATE api_keys SET name = 'renamed' WHERE id = ${key.id}`
+      expect(yield* changes(sql)).toBe(before + 1)
+      yield* sql`UPDATE api_keys SET enabled = 0, last_used_at = ${Date.now()} WHERE id = ${key.id}`
+      expect(yield* changes(sql)).toBe(before + 2)
+    }).pipe(Effect.provide(localCore(tempDir())))
+  )
+
+  it.effect("the update trigger names every column of api_keys but last_used_at (a migration adding one makes it again)", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const columns = (yield* sql<{ name: string }>`PRAGMA table_info(api_keys)`).map((c) => c.name)
+      const trigger = (yield* sql<{
+        sql: string
+      }>`SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'api_keys_changed_update'`)[0]!.sql
+      const named = /UPDATE OF (.+?) ON api_keys/
+        .exec(trigger)![1]!
+        .split(",")
+        .map((c) => c.trim())
+      expect(named.sort()).toEqual(columns.filter((c) => c !== "last_used_at").sort())
+    }).pipe(Effect.provide(storeAt(tempDir())))
+  )
+
+  it.effect("is listed as written by another process, the keys in memory not loaded again", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const keys = yield* ApiKeys
+      const key = yield* keys.create({ name: "elsewhere" })
+      expect((yield* keys.list).find((k) => k.id === key.id)!.lastUsedAt).toBeNull()
+      const at = Date.parse("2026-11-30T12:00:00.000Z")
+      yield* sql`UPDATE api_keys SET last_used_at = ${at} WHERE id = ${key.id}`
+      expect((yield* keys.list).find((k) => k.id === key.id)!.lastUsedAt).toBe("2026-11-30T12:00:00.000Z")
+      const updated = yield* keys.update(key.id, { name: "elsewhere-2" })
+      expect(updated.lastUsedAt).toBe("2026-11-30T12:00:00.000Z")
+    }).pipe(Effect.provide(localCore(tempDir())))
   )
 })

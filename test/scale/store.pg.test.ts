@@ -17,6 +17,7 @@ import { migrateToPostgres } from "../../src/cli/migrateToPostgres.js"
 import { FakeUpstream } from "../support/fakeUpstream.js"
 import { call, localCore, startGateway, tempDir } from "../support/gateway.js"
 import { createTestDatabase, dropTestDatabase, maintenanceUrl, withClient } from "../support/pgStore.js"
+import { CHANGE_CHANNEL } from "../../src/platform/store/migrations-pg/notify.js"
 
 /**
  * The PostgreSQL store (docs/scale-out.md, "PostgreSQL"): the migration sets in step, DATABASE_URL
@@ -97,7 +98,7 @@ describe("the two migration sets", () => {
     expect(pg.tables).toEqual(liteTables)
     expect(pg.indexes).toEqual(liteIndexes)
     expect(pg.migrations).toEqual(liteMigrations)
-    expect(pg.migrations).toHaveLength(28)
+    expect(pg.migrations).toHaveLength(29)
   })
 })
 
@@ -131,7 +132,7 @@ describe("two processes on one database", () => {
       expect((await call(`${a.url}/api/health/ping`)).status).toBe(200)
       expect((await call(`${b.url}/api/health/ping`)).status).toBe(200)
       const rows = await withClient(url, (c) => c.query("SELECT count(*) AS n FROM schema_migrations"))
-      expect(Number(rows.rows[0]!.n)).toBe(28)
+      expect(Number(rows.rows[0]!.n)).toBe(29)
     } finally {
       await a.close()
       await b.close()
@@ -163,6 +164,55 @@ describe("two processes on one database", () => {
         yield* Scope.close(scope, Exit.void)
       })
     )
+  }, 20_000)
+})
+
+/**
+ * A key's last-used time is a hint written every 30 s while the key is used: its write notifies
+ * no other process (migration 0029), which would load every cache again; any other change of a key
+ * still does. Heard on the change channel itself.
+ */
+describe("a key's last-used time on PostgreSQL", () => {
+  it("notifies no other process when written; a change of anything else about the key does", async () => {
+    const url = await database()
+    const created = await Effect.runPromise(
+      Effect.scoped(
+        Effect.flatMap(Layer.build(localCore(tempDir(), { DATABASE_URL: url })), (ctx) =>
+          Effect.provide(
+            Effect.flatMap(ApiKeys, (k) => k.create({ name: "hinted" })),
+            ctx
+          )
+        )
+      )
+    )
+    await withClient(url, async (listener) => {
+      const heard: Array<string> = []
+      ;(listener as unknown as { on(event: "notification", f: (m: { payload?: string }) => void): void }).on("notification", (m) =>
+        heard.push(String(m.payload))
+      )
+      await listener.query(`LISTEN ${CHANGE_CHANNEL}`)
+      const settle = () => new Promise((r) => setTimeout(r, 400))
+      await withClient(url, async (c) => {
+        await c.query("UPDATE api_keys SET last_used_at = $1 WHERE id = $2", [Date.now(), created.id])
+        await settle()
+        expect(heard).toEqual([])
+        await c.query("UPDATE api_keys SET name = 'renamed' WHERE id = $1", [created.id])
+        await settle()
+        expect(heard).toEqual(["api_keys"])
+        await c.query("UPDATE api_keys SET enabled = 0, last_used_at = $1 WHERE id = $2", [Date.now(), created.id])
+        await c.query("DELETE FROM api_keys WHERE id = $1", [created.id])
+        await settle()
+        expect(heard).toEqual(["api_keys", "api_keys", "api_keys"])
+        // The update trigger names every column but last_used_at (a migration adding one makes it again).
+        const named = await c.query(
+          "SELECT event_object_column AS c FROM information_schema.triggered_update_columns WHERE trigger_name = 'api_keys_notify_update' ORDER BY 1"
+        )
+        const columns = await c.query(
+          "SELECT column_name AS c FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'api_keys' AND column_name <> 'last_used_at' ORDER BY 1"
+        )
+        expect(named.rows.map((r) => r.c)).toEqual(columns.rows.map((r) => r.c))
+      })
+    })
   }, 20_000)
 })
 
@@ -298,7 +348,7 @@ describe("gateway db migrate-to-postgres", () => {
 
     const result = await Effect.runPromise(migrateToPostgres({ from: source, to: Redacted.make(url), force: false }))
     expect(result.replaced).toBe(false)
-    expect(result.migrations).toBe(28)
+    expect(result.migrations).toBe(29)
     // The file's bytes (on disk beside the SQLite file) went into the database file store.
     expect(result.files).toEqual({ copied: 1, bytes: FILE_LINE.length, missing: [] })
     const byTable = Object.fromEntries(result.tables.map((t) => [t.table, t.rows]))

@@ -105,11 +105,29 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched, directory }: K
       return { ...toView(record), secret }
     })
 
-  const list = Effect.map(byHash.get, (m) =>
-    Array.from(m.values())
+  /**
+   * The last-used times as written (by any process): the keys in memory are not loaded again when
+   * one is written (a hint, migration 0029), so what they hold may be older.
+   */
+  const lastUsedWritten = (id?: string) =>
+    (id === undefined
+      ? sql<{ id: string; last_used_at: number | string | null }>`SELECT id, last_used_at FROM api_keys`
+      : sql<{ id: string; last_used_at: number | string | null }>`SELECT id, last_used_at FROM api_keys WHERE id = ${id}`
+    ).pipe(
+      Effect.map((rows) => new Map(rows.map((r) => [r.id, r.last_used_at === null ? null : Number(r.last_used_at)]))),
+      Effect.orDie
+    )
+  /** A key's last use: this process's, not written yet, else the one written, else what memory holds. */
+  const lastUsed = (r: ApiKeyRecord, written: ReadonlyMap<string, number | null>): number | null =>
+    touched.get(r.id) ?? written.get(r.id) ?? r.lastUsedAt
+
+  const list = Effect.gen(function* () {
+    const m = yield* byHash.get
+    const written = yield* lastUsedWritten()
+    return Array.from(m.values())
       .sort((a, b) => a.createdAt - b.createdAt)
-      .map((r) => toView({ ...r, lastUsedAt: touched.get(r.id) ?? r.lastUsedAt }))
-  )
+      .map((r) => toView({ ...r, lastUsedAt: lastUsed(r, written) }))
+  })
 
   const find = (idOrName: string) =>
     Effect.gen(function* () {
@@ -148,7 +166,7 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched, directory }: K
       if (owner.userId !== target.userId || owner.teamId !== target.teamId) yield* setOwner(target.id, owner)
       yield* byHash.invalidate
       audit(actor, "api_key.update", target.id)
-      return toView({ ...next, lastUsedAt: touched.get(next.id) ?? next.lastUsedAt })
+      return toView({ ...next, lastUsedAt: lastUsed(next, yield* lastUsedWritten(next.id)) })
     })
 
   const remove: ApiKeysShape["remove"] = (idOrName, actor = "system") =>

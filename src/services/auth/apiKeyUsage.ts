@@ -1,6 +1,8 @@
 /**
  * When each key was last used: collected in memory on the request path, written to the database
- * every 30 s and at shutdown (a hint, lost with a store that is down).
+ * every 30 s and at shutdown (a hint, lost with a store that is down). Its write is not a change
+ * of a cached table (migration 0029): no process loads its caches again for it, and the keys'
+ * listing reads the times from the database.
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"

@@ -27,6 +27,7 @@ import m0025 from "./0025_teams.js"
 import m0026 from "./0026_level_limits.js"
 import m0027 from "./0027_oidc.js"
 import m0028 from "./0028_key_queue_wait.js"
+import m0029 from "./0029_key_last_used_hint.js"
 
 /**
  * The PostgreSQL migration set (Db.ts, with DATABASE_URL): the SQLite set's numbers, names, tables, columns and indexes in
@@ -60,5 +61,6 @@ export const loader = Migrator.fromRecord({
   "0025_teams": m0025,
   "0026_level_limits": m0026,
   "0027_oidc": m0027,
-  "0028_key_queue_wait": m0028
+  "0028_key_queue_wait": m0028,
+  "0029_key_last_used_hint": m0029
 })
