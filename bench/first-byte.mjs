@@ -243,6 +243,10 @@ for (let round = 0; round < ROUNDS; round++) {
         answerOut: row?.upHead === undefined ? undefined : r.first - (row.at + row.upHead),
         headers: r.head - r.sent,
         ttft: r.first - r.sent,
+        // A connection's first stream (each round opens new connections, after the target sat idle
+        // through the others' rounds: the bench's TTFT row is mostly such streams) and the later ones.
+        ttftFirst: r.id.endsWith(":0") ? r.first - r.sent : undefined,
+        ttftLater: r.id.endsWith(":0") ? undefined : r.first - r.sent,
         toUpstream: up.arrived - r.sent,
         fromUpstream: r.first - up.first,
         ...Object.fromEntries(["sync", "bodyEnd", "check", "up", "sent", "upHead", "out"].map((k) => [k, row?.[k]])),
@@ -263,6 +267,8 @@ const COLUMNS = [
   ["the upstream's head in the target → client's first byte", "answerOut"],
   ["answer's head", "headers"],
   ["first byte (TTFT)", "ttft"],
+  ["first byte: a connection's first stream", "ttftFirst"],
+  ["first byte: its later streams", "ttftLater"],
   ["in: head → its callback and ticks done", "sync"],
   ["in: → body end", "bodyEnd"],
   ["in: → upstream request made", "up"],
