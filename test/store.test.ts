@@ -12,6 +12,8 @@ import * as TestClock from "effect/TestClock"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
+import { makeKeyUsage } from "../src/services/auth/apiKeyUsage.js"
+import { StoreHealth } from "../src/platform/store/StoreHealth.js"
 import { AppConfig } from "../src/platform/config/AppConfig.js"
 import { StoreLive } from "../src/platform/store/StoreLive.js"
 import { toIso } from "../src/platform/store/Db.js"
@@ -384,6 +386,24 @@ describe("a key's last-used time", () => {
     }).pipe(Effect.provide(storeAt(tempDir())))
   )
 
+  it.effect("is never written back in time: a later use another process wrote stays", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const keys = yield* ApiKeys
+      const key = yield* keys.create({ name: "two-processes" })
+      const { touched, flushTouched } = makeKeyUsage({ sql, health: yield* StoreHealth })
+      const later = Date.parse("2026-11-30T12:00:00.000Z")
+      yield* sql`UPDATE api_keys SET last_used_at = ${later} WHERE id = ${key.id}`
+      touched.set(key.id, later - 60_000)
+      yield* flushTouched
+      const at = (yield* sql<{ t: number }>`SELECT last_used_at AS t FROM api_keys WHERE id = ${key.id}`)[0]!.t
+      expect(at).toBe(later)
+      touched.set(key.id, later + 60_000)
+      yield* flushTouched
+      expect((yield* sql<{ t: number }>`SELECT last_used_at AS t FROM api_keys WHERE id = ${key.id}`)[0]!.t).toBe(later + 60_000)
+    }).pipe(Effect.provide(localCore(tempDir())))
+  )
+
   it.effect("is listed as written by another process, the keys in memory not loaded again", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
@@ -395,6 +415,8 @@ describe("a key's last-used time", () => {
       expect((yield* keys.list).find((k) => k.id === key.id)!.lastUsedAt).toBe("2026-11-30T12:00:00.000Z")
       const updated = yield* keys.update(key.id, { name: "elsewhere-2" })
       expect(updated.lastUsedAt).toBe("2026-11-30T12:00:00.000Z")
+      const removed = yield* keys.remove(key.id)
+      expect(removed.lastUsedAt).toBe("2026-11-30T12:00:00.000Z")
     }).pipe(Effect.provide(localCore(tempDir())))
   )
 })

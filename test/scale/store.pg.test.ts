@@ -191,18 +191,24 @@ describe("a key's last-used time on PostgreSQL", () => {
         heard.push(String(m.payload))
       )
       await listener.query(`LISTEN ${CHANGE_CHANNEL}`)
-      const settle = () => new Promise((r) => setTimeout(r, 400))
+      // What the statements before it notified: a marker sent after them arrives after theirs
+      // (notifications are delivered in the order their transactions commit).
+      const heardBy = async (c: { query(text: string, values?: Array<unknown>): Promise<unknown> }) => {
+        await c.query("SELECT pg_notify($1, 'marker')", [CHANGE_CHANNEL])
+        const end = Date.now() + 5_000
+        while (!heard.includes("marker") && Date.now() < end) await new Promise((r) => setTimeout(r, 10))
+        expect(heard.at(-1)).toBe("marker")
+        heard.pop()
+        return [...heard]
+      }
       await withClient(url, async (c) => {
         await c.query("UPDATE api_keys SET last_used_at = $1 WHERE id = $2", [Date.now(), created.id])
-        await settle()
-        expect(heard).toEqual([])
+        expect(await heardBy(c)).toEqual([])
         await c.query("UPDATE api_keys SET name = 'renamed' WHERE id = $1", [created.id])
-        await settle()
-        expect(heard).toEqual(["api_keys"])
+        expect(await heardBy(c)).toEqual(["api_keys"])
         await c.query("UPDATE api_keys SET enabled = 0, last_used_at = $1 WHERE id = $2", [Date.now(), created.id])
         await c.query("DELETE FROM api_keys WHERE id = $1", [created.id])
-        await settle()
-        expect(heard).toEqual(["api_keys", "api_keys", "api_keys"])
+        expect(await heardBy(c)).toEqual(["api_keys", "api_keys", "api_keys"])
         // The update trigger names every column but last_used_at (a migration adding one makes it again).
         const named = await c.query(
           "SELECT event_object_column AS c FROM information_schema.triggered_update_columns WHERE trigger_name = 'api_keys_notify_update' ORDER BY 1"

@@ -9,6 +9,7 @@ import { type BadRequest, Conflict, NotFound } from "../../domain/errors.js"
 import type { ApiKeyScope } from "../../domain/keys.js"
 import { maskSecret } from "../../kernel/redact.js"
 import type { BatchWriterShape } from "../../platform/store/BatchWriter.js"
+import { storeUnavailable } from "../../platform/store/dialect.js"
 import type { DirectoryShape, KeyOwner, KeyOwnerInput } from "../teams/Directory.js"
 import type { ApiKeyRecord, ApiKeysShape } from "./ApiKeys.js"
 import { type KeysByHash, mcpAllowColumn, shadowColumn, toView } from "./apiKeyRows.js"
@@ -63,7 +64,7 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched, directory }: K
         yield* setOwner(existing.id, owner)
         yield* byHash.invalidate
         const record = { ...existing, scopes: merged, enabled: true, rpm, tpm, shadow, mcpAllow, maxQueueWaitSeconds }
-        return { ...toView({ ...record, ...owner }), secret }
+        return { ...(yield* viewOf({ ...record, ...owner })), secret }
       }
       const record: ApiKeyRecord = {
         id: "key_" + crypto.randomBytes(8).toString("hex"),
@@ -107,7 +108,8 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched, directory }: K
 
   /**
    * The last-used times as written (by any process): the keys in memory are not loaded again when
-   * one is written (a hint, migration 0029), so what they hold may be older.
+   * one is written (a hint, migration 0029), so what they hold may be older. With the store down,
+   * none: the answer then shows what memory holds, as the keys themselves come from memory then.
    */
   const lastUsedWritten = (id?: string) =>
     (id === undefined
@@ -115,11 +117,18 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched, directory }: K
       : sql<{ id: string; last_used_at: number | string | null }>`SELECT id, last_used_at FROM api_keys WHERE id = ${id}`
     ).pipe(
       Effect.map((rows) => new Map(rows.map((r) => [r.id, r.last_used_at === null ? null : Number(r.last_used_at)]))),
+      Effect.catchAllCause((cause) =>
+        storeUnavailable(cause) === undefined ? Effect.failCause(cause) : Effect.succeed(new Map<string, number | null>())
+      ),
       Effect.orDie
     )
-  /** A key's last use: this process's, not written yet, else the one written, else what memory holds. */
-  const lastUsed = (r: ApiKeyRecord, written: ReadonlyMap<string, number | null>): number | null =>
-    touched.get(r.id) ?? written.get(r.id) ?? r.lastUsedAt
+  /** A key's last use: the latest of this process's (not written yet), the one written (by any process) and what memory holds. */
+  const lastUsed = (r: ApiKeyRecord, written: ReadonlyMap<string, number | null>): number | null => {
+    const times = [touched.get(r.id), written.get(r.id), r.lastUsedAt].filter((t): t is number => typeof t === "number")
+    return times.length === 0 ? null : Math.max(...times)
+  }
+  /** A key's view with its last use as `lastUsed` reads it. */
+  const viewOf = (r: ApiKeyRecord) => Effect.map(lastUsedWritten(r.id), (written) => toView({ ...r, lastUsedAt: lastUsed(r, written) }))
 
   const list = Effect.gen(function* () {
     const m = yield* byHash.get
@@ -166,17 +175,19 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched, directory }: K
       if (owner.userId !== target.userId || owner.teamId !== target.teamId) yield* setOwner(target.id, owner)
       yield* byHash.invalidate
       audit(actor, "api_key.update", target.id)
-      return toView({ ...next, lastUsedAt: lastUsed(next, yield* lastUsedWritten(next.id)) })
+      return yield* viewOf(next)
     })
 
   const remove: ApiKeysShape["remove"] = (idOrName, actor = "system") =>
     Effect.gen(function* () {
       const target = yield* find(idOrName)
+      // Read before the row goes.
+      const view = yield* viewOf(target)
       yield* sql`DELETE FROM api_keys WHERE id = ${target.id}`.pipe(Effect.orDie)
       touched.delete(target.id)
       yield* byHash.invalidate
       audit(actor, "api_key.remove", target.id)
-      return toView(target)
+      return view
     })
 
   return { create, list, update, remove }

@@ -18,7 +18,12 @@ export const makeKeyUsage = ({ sql, health }: { readonly sql: SqlClient.SqlClien
     touched.clear()
     return transaction(
       sql,
-      Effect.forEach(entries, ([id, at]) => sql`UPDATE api_keys SET last_used_at = ${at} WHERE id = ${id}`, { discard: true })
+      // Never back in time: another process may have written a later use.
+      Effect.forEach(
+        entries,
+        ([id, at]) => sql`UPDATE api_keys SET last_used_at = ${at} WHERE id = ${id} AND (last_used_at IS NULL OR last_used_at < ${at})`,
+        { discard: true }
+      )
     ).pipe(
       // Last-used times are a hint: lost with a store that is down (said once, by StoreHealth).
       Effect.catchAll((e) =>

@@ -5,7 +5,7 @@ import * as Effect from "effect/Effect"
  * As the SQLite migration of the same number: writing a key's last-used time (a hint, every 30 s
  * while the key is used) no longer notifies the other processes, which loaded every cache again on
  * each notification. The update trigger names every other column of `api_keys`; a migration that
- * adds one makes this trigger again with it (test/store.test.ts checks it, on PostgreSQL too).
+ * adds one makes this trigger again with it (test/scale/store.pg.test.ts checks it).
  */
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
