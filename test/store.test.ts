@@ -355,12 +355,19 @@ describe("caches across processes", () => {
  */
 describe("a key's last-used time", () => {
   const changes = (sql: SqlClient.SqlClient) => Effect.map(sql<{ n: number }>`SELECT n FROM store_changes WHERE id = 1`, (r) => r[0]!.n)
-
-  it.effect("moves no store version; a change of anything else about the key does", () =>
+  /** The store, the keys and a key of them named `name`. */
+  const aKey = (name: string) =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const keys = yield* ApiKeys
-      const key = yield* keys.create({ name: "hinted" })
+      return { sql, keys, key: yield* keys.create({ name }) }
+    })
+  const written = (sql: SqlClient.SqlClient, id: string) =>
+    Effect.map(sql<{ t: number | null }>`SELECT last_used_at AS t FROM api_keys WHERE id = ${id}`, (r) => r[0]!.t)
+
+  it.effect("moves no store version; a change of anything else about the key does", () =>
+    Effect.gen(function* () {
+      const { sql, key } = yield* aKey("hinted")
       const before = yield* changes(sql)
       yield* sql`UPDATE api_keys SET last_used_at = ${Date.now()} WHERE id = ${key.id}`
       expect(yield* changes(sql)).toBe(before)
@@ -388,27 +395,22 @@ describe("a key's last-used time", () => {
 
   it.effect("is never written back in time: a later use another process wrote stays", () =>
     Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const keys = yield* ApiKeys
-      const key = yield* keys.create({ name: "two-processes" })
+      const { sql, key } = yield* aKey("two-processes")
       const { touched, flushTouched } = makeKeyUsage({ sql, health: yield* StoreHealth })
       const later = Date.parse("2026-11-30T12:00:00.000Z")
       yield* sql`UPDATE api_keys SET last_used_at = ${later} WHERE id = ${key.id}`
       touched.set(key.id, later - 60_000)
       yield* flushTouched
-      const at = (yield* sql<{ t: number }>`SELECT last_used_at AS t FROM api_keys WHERE id = ${key.id}`)[0]!.t
-      expect(at).toBe(later)
+      expect(yield* written(sql, key.id)).toBe(later)
       touched.set(key.id, later + 60_000)
       yield* flushTouched
-      expect((yield* sql<{ t: number }>`SELECT last_used_at AS t FROM api_keys WHERE id = ${key.id}`)[0]!.t).toBe(later + 60_000)
+      expect(yield* written(sql, key.id)).toBe(later + 60_000)
     }).pipe(Effect.provide(localCore(tempDir())))
   )
 
   it.effect("is listed as written by another process, the keys in memory not loaded again", () =>
     Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const keys = yield* ApiKeys
-      const key = yield* keys.create({ name: "elsewhere" })
+      const { sql, keys, key } = yield* aKey("elsewhere")
       expect((yield* keys.list).find((k) => k.id === key.id)!.lastUsedAt).toBeNull()
       const at = Date.parse("2026-11-30T12:00:00.000Z")
       yield* sql`UPDATE api_keys SET last_used_at = ${at} WHERE id = ${key.id}`
