@@ -73,6 +73,8 @@ export interface ApiKeysShape {
   readonly peekVerify: (secret: string) => Option.Option<ApiKeyRecord> | undefined
   /** Whether any key with the admin scope exists. */
   readonly hasAdminKey: Effect.Effect<boolean>
+  /** How many keys there are, from memory (the listing reads the database besides). */
+  readonly keyCount: Effect.Effect<number>
 }
 
 /**
@@ -96,7 +98,7 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
       // The parts: the management API's changes, the request path's lookups.
       const directory = yield* Directory
       const { create, list, update, remove } = makeKeyManagement({ sql, writer, byHash, touched, directory })
-      const { peekById, byId, anyShadowed, verify, peekVerify, hasAdminKey } = makeKeyLookup({ byHash, touched })
+      const { peekById, byId, anyShadowed, verify, peekVerify, hasAdminKey, keyCount } = makeKeyLookup({ byHash, touched })
 
       return {
         create,
@@ -108,7 +110,8 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
         byId,
         verify,
         peekVerify,
-        hasAdminKey
+        hasAdminKey,
+        keyCount
       } satisfies ApiKeysShape
     })
   )

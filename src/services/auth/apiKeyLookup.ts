@@ -18,7 +18,7 @@ import { BoundedMap } from "../../kernel/BoundedMap.js"
  */
 const DIGESTS_KEPT = 1024
 
-/** The lookups, made once per layer: `verify`/`peekVerify`, `byId`/`peekById`, `anyShadowed`, `hasAdminKey`. */
+/** The lookups, made once per layer: `verify`/`peekVerify`, `byId`/`peekById`, `anyShadowed`, `hasAdminKey`, `keyCount`. */
 export const makeKeyLookup = ({ byHash, touched }: { readonly byHash: KeysByHash; readonly touched: Map<string, number> }) => {
   // Keys by id, indexed once per loaded key set.
   const idIndex = new WeakMap<ReadonlyMap<string, ApiKeyRecord>, Map<string, ApiKeyRecord>>()
@@ -58,6 +58,7 @@ export const makeKeyLookup = ({ byHash, touched }: { readonly byHash: KeysByHash
     return m === undefined ? undefined : verifyIn(m, secret)
   }
   const hasAdminKey = Effect.map(byHash.get, (m) => Array.from(m.values()).some((r) => r.scopes.includes("admin")))
+  const keyCount = Effect.map(byHash.get, (m) => m.size)
 
-  return { peekById, byId, anyShadowed, verify, peekVerify, hasAdminKey }
+  return { peekById, byId, anyShadowed, verify, peekVerify, hasAdminKey, keyCount }
 }
