@@ -25,8 +25,13 @@ const fs = require("node:fs")
 
 const now = () => performance.now()
 const rows = new Map()
+// With each stamp, the event loop's idle time so far (ms, node's own count of the time spent
+// waiting for I/O): what a phase waited, against what it ran.
 const at = (r, field) => {
-  if (r !== undefined && r[field] === undefined) r[field] = now() - r.t0
+  if (r !== undefined && r[field] === undefined) {
+    r[field] = now() - r.t0
+    r[`${field}Idle`] = performance.eventLoopUtilization().idle
+  }
 }
 const header = (value) => (Array.isArray(value) ? value[0] : value)
 const idInBody = (body) => {

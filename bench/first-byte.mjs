@@ -250,6 +250,13 @@ for (let round = 0; round < ROUNDS; round++) {
         toUpstream: up.arrived - r.sent,
         fromUpstream: r.first - up.first,
         ...Object.fromEntries(["sync", "bodyEnd", "check", "up", "sent", "upHead", "out"].map((k) => [k, row?.[k]])),
+        // From the upstream request's head written to the upstream's head: the event loop's idle
+        // time in it (waiting for the upstream) and the rest (the target at work).
+        upWaitIdle: row?.upHead === undefined || row.sent === undefined ? undefined : row.upHeadIdle - row.sentIdle,
+        upWaitBusy:
+          row?.upHead === undefined || row.sent === undefined ? undefined : row.upHead - row.sent - (row.upHeadIdle - row.sentIdle),
+        // The body's end to the upstream request made: time the event loop sat idle in it.
+        admissionIdle: row?.up === undefined || row.bodyEnd === undefined ? undefined : row.upIdle - row.bodyEndIdle,
         // The answer's first write to the client's first byte: the client's wake and read.
         toClient: row?.out === undefined ? undefined : r.first - (row.at + row.out)
       })
@@ -274,6 +281,9 @@ const COLUMNS = [
   ["in: → upstream request made", "up"],
   ["in: → its head written", "sent"],
   ["in: → the upstream's head", "upHead"],
+  ["in: body end → upstream request made: of it idle", "admissionIdle"],
+  ["in: its head written → the upstream's head: idle (waiting)", "upWaitIdle"],
+  ["in: its head written → the upstream's head: busy", "upWaitBusy"],
   ["in: → turn's I/O done", "check"],
   ["in: → the answer's first write", "out"],
   ["the answer's first write → client's first byte", "toClient"],
