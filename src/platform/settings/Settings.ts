@@ -189,16 +189,17 @@ export class Settings extends Context.Tag("gateway/Settings")<Settings, Settings
       // Another process's write (the CLI, another gateway) or a restore: reload within a second.
       // One of the rounds that follow the store's version, on their one timer (`followVersion`).
       let seen = yield* version.current
+      /** The document loaded again when the version moved (seen once loaded: a load that failed is tried again). */
+      const reload = Effect.gen(function* () {
+        const v = yield* version.current
+        if (v === seen) return
+        const doc = yield* load
+        seen = v
+        if (JSON.stringify(doc) !== JSON.stringify(snapshot)) yield* apply(doc)
+      })
       yield* followVersion(
         Option.some(version),
-        Effect.gen(function* () {
-          const v = yield* version.current
-          if (v === seen) return
-          // Seen once loaded: a load that failed is tried again at the next round.
-          const doc = yield* load
-          seen = v
-          if (JSON.stringify(doc) !== JSON.stringify(snapshot)) yield* apply(doc)
-        }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("settings reload failed; will retry", cause)))
+        reload.pipe(Effect.catchAllCause((cause) => Effect.logWarning("settings reload failed; will retry", cause)))
       )
 
       const save = (next: SettingsDocument, actor: string, caller: string | undefined) =>
@@ -230,15 +231,10 @@ export class Settings extends Context.Tag("gateway/Settings")<Settings, Settings
       return {
         current: () => snapshot,
         ipFilter: () => filter,
-        get: Effect.gen(function* () {
-          const v = yield* version.current
-          if (v !== seen) {
-            const doc = yield* load
-            seen = v
-            if (JSON.stringify(doc) !== JSON.stringify(snapshot)) yield* apply(doc)
-          }
-          return snapshot
-        }),
+        get: Effect.zipRight(
+          reload,
+          Effect.sync(() => snapshot)
+        ),
         view: (doc) => ({
           ...doc,
           proxy: { ...doc.proxy, url: doc.proxy.url === null ? null : maskProxyUrl(doc.proxy.url) },

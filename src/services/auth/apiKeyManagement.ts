@@ -111,28 +111,24 @@ export const makeKeyManagement = ({ sql, writer, byHash, touched, directory }: K
    * one is written (a hint, migration 0029), so what they hold may be older. With the store down,
    * none: the answer then shows what memory holds, as the keys themselves come from memory then.
    */
-  const lastUsedWritten = (id?: string) =>
-    (id === undefined
-      ? sql<{ id: string; last_used_at: number | string | null }>`SELECT id, last_used_at FROM api_keys`
-      : sql<{ id: string; last_used_at: number | string | null }>`SELECT id, last_used_at FROM api_keys WHERE id = ${id}`
-    ).pipe(
-      Effect.map((rows) => new Map(rows.map((r) => [r.id, r.last_used_at === null ? null : Number(r.last_used_at)]))),
-      Effect.catchAllCause((cause) =>
-        storeUnavailable(cause) === undefined ? Effect.failCause(cause) : Effect.succeed(new Map<string, number | null>())
-      ),
-      Effect.orDie
-    )
+  const lastUsedWritten = sql<{ id: string; last_used_at: number | string | null }>`SELECT id, last_used_at FROM api_keys`.pipe(
+    Effect.map((rows) => new Map(rows.map((r) => [r.id, r.last_used_at === null ? null : Number(r.last_used_at)]))),
+    Effect.catchAllCause((cause) =>
+      storeUnavailable(cause) === undefined ? Effect.failCause(cause) : Effect.succeed(new Map<string, number | null>())
+    ),
+    Effect.orDie
+  )
   /** A key's last use: the latest of this process's (not written yet), the one written (by any process) and what memory holds. */
   const lastUsed = (r: ApiKeyRecord, written: ReadonlyMap<string, number | null>): number | null => {
     const times = [touched.get(r.id), written.get(r.id), r.lastUsedAt].filter((t): t is number => typeof t === "number")
     return times.length === 0 ? null : Math.max(...times)
   }
   /** A key's view with its last use as `lastUsed` reads it. */
-  const viewOf = (r: ApiKeyRecord) => Effect.map(lastUsedWritten(r.id), (written) => toView({ ...r, lastUsedAt: lastUsed(r, written) }))
+  const viewOf = (r: ApiKeyRecord) => Effect.map(lastUsedWritten, (written) => toView({ ...r, lastUsedAt: lastUsed(r, written) }))
 
   const list = Effect.gen(function* () {
     const m = yield* byHash.get
-    const written = yield* lastUsedWritten()
+    const written = yield* lastUsedWritten
     return Array.from(m.values())
       .sort((a, b) => a.createdAt - b.createdAt)
       .map((r) => toView({ ...r, lastUsedAt: lastUsed(r, written) }))
