@@ -5,17 +5,19 @@ import * as Scope from "effect/Scope"
 import * as TestClock from "effect/TestClock"
 import * as TestContext from "effect/TestContext"
 import { describe, expect, it } from "vitest"
-import { followVersion, polledVersion } from "../src/platform/store/StoreVersion.js"
+import { FOLLOW_RENEW_EVERY_MS, followVersion, polledVersion } from "../src/platform/store/StoreVersion.js"
 
 /**
- * `followVersion`: the background rounds that follow one StoreVersion (policies, the directory,
- * shadow targets, plugins) run every second on one shared timer, for as long as each follower's
- * scope is open; without a version each round keeps a timer of its own.
+ * `followVersion`: the background rounds that follow one StoreVersion (settings, policies, the
+ * directory, shadow targets, plugins) run on one shared timer, each tick after renewing the
+ * version, sooner than its freshness lasts (FOLLOW_RENEW_EVERY_MS against the layer's second),
+ * for as long as each follower's scope is open; without a version each round keeps a timer of its
+ * own, every second.
  */
 const run = <A>(effect: Effect.Effect<A>) => Effect.runPromise(Effect.provide(effect, TestContext.TestContext))
 
 describe("followVersion", () => {
-  it("runs every follower's round each second, reading the version once a round, until each scope closes", async () => {
+  it("runs every follower's round at each tick, reading the version once a tick, until each scope closes", async () => {
     await run(
       Effect.gen(function* () {
         let probes = 0
@@ -36,6 +38,7 @@ describe("followVersion", () => {
         expect(probes).toBe(1)
         yield* TestClock.adjust("1 second")
         expect(counts).toEqual({ a: 2, b: 2 })
+        expect(probes).toBe(2)
         yield* Scope.close(a, Exit.void)
         yield* TestClock.adjust("1 second")
         expect(counts).toEqual({ a: 2, b: 3 })
@@ -48,6 +51,35 @@ describe("followVersion", () => {
         yield* TestClock.adjust("1 second")
         expect(counts).toEqual({ a: 3, b: 3 })
         yield* Scope.close(c, Exit.void)
+      })
+    )
+  })
+
+  it("renews the version at each tick, before the freshness of the last read runs out", async () => {
+    await run(
+      Effect.gen(function* () {
+        let probes = 0
+        // A version checked at most once an hour: within that, reading it never asks the store.
+        const version = polledVersion(
+          Effect.sync(() => ++probes),
+          3_600_000
+        )
+        yield* version.current
+        yield* version.current
+        expect(probes).toBe(1)
+        const scope = yield* Scope.make()
+        yield* Scope.extend(followVersion(Option.some(version), Effect.asVoid(version.current)), scope)
+        // The followers' ticks read it each time (`renew`), the rounds then find it fresh.
+        yield* TestClock.adjust(FOLLOW_RENEW_EVERY_MS)
+        expect(probes).toBe(2)
+        expect(version.peek()).toBe(yield* version.current)
+        yield* TestClock.adjust(FOLLOW_RENEW_EVERY_MS * 3)
+        expect(probes).toBe(5)
+        yield* Scope.close(scope, Exit.void)
+        yield* TestClock.adjust(FOLLOW_RENEW_EVERY_MS * 3)
+        expect(probes).toBe(5)
+        // Sooner than the layer's interval (a second): `peek` answers from one tick to the next.
+        expect(FOLLOW_RENEW_EVERY_MS).toBeLessThan(1_000)
       })
     )
   })

@@ -21,6 +21,12 @@ export interface StoreVersionShape {
   /** The version when no check is due (so `current` would answer it without reading), else undefined. */
   readonly peek: () => number | undefined
   /**
+   * The version read from the database now, whenever the last check was: the background rounds
+   * (`followVersion`) renew it before `peek` would stop answering, so a request that comes after
+   * a quiet second still finds the caches fresh (the common path takes only those).
+   */
+  readonly renew: Effect.Effect<number>
+  /**
    * This process has just replaced data behind every cache (a restore, an imported bundle): the
    * version moves now, so every cache loads again on its next read. Waiting for `current` to
    * move instead is a race: a check made after other commits but before the replacement moves
@@ -57,6 +63,15 @@ export const polledVersion = (probe: Effect.Effect<number>, intervalMs: number):
     if (expiry === undefined) expiry = setTimeout(expire, intervalMs).unref()
     else expiry.refresh()
   }
+  /** Reads the probe, the check made at `t`. */
+  const check = (t: number) => {
+    checkedNow(t)
+    return Effect.map(probe, (v) => {
+      if (lastValue !== undefined && v !== lastValue) version++
+      lastValue = v
+      return version
+    })
+  }
   return {
     changed: Effect.sync(() => {
       version++
@@ -67,14 +82,9 @@ export const polledVersion = (probe: Effect.Effect<number>, intervalMs: number):
     peek: () => (fresh ? version : undefined),
     current: Effect.suspend(() => {
       const t = Date.now()
-      if (t - lastCheck < intervalMs) return Effect.succeed(version)
-      checkedNow(t)
-      return Effect.map(probe, (v) => {
-        if (lastValue !== undefined && v !== lastValue) version++
-        lastValue = v
-        return version
-      })
-    })
+      return t - lastCheck < intervalMs ? Effect.succeed(version) : check(t)
+    }),
+    renew: Effect.suspend(() => check(Date.now()))
   }
 }
 
@@ -183,8 +193,18 @@ export const makeVersionedReload = (version: Option.Option<StoreVersionShape>, l
   return Effect.as(loaded.get, refresh)
 }
 
-/** How often the rounds of `followVersion` run: the interval `StoreVersion.layer` checks the database at. */
+/** How often the rounds of `followVersion` run without a version: the interval `StoreVersion.layer` checks the database at. */
 const FOLLOW_EVERY_MS = 1_000
+
+/**
+ * How often the rounds following a version run, each after renewing it (`renew`): sooner than the
+ * interval its freshness lasts (`StoreVersion.layer`'s, a second), by more than a round and a
+ * timer's lateness take. Rounds spaced a whole interval apart left a gap in every cycle (the
+ * round's own time and the timer's lateness) in which `peek` answered nothing: a request that
+ * came then went to the pipeline as "cold", about 2% of them at a dozen requests a second
+ * (docs/performance.md, "A cold gap every second").
+ */
+export const FOLLOW_RENEW_EVERY_MS = 850
 
 /** The rounds following one StoreVersion, and the one fiber that runs them while there are any. */
 interface Followers {
@@ -207,8 +227,7 @@ export const followVersion = (
   round: Effect.Effect<void>
 ): Effect.Effect<void, never, Scope.Scope> => {
   const guarded = Effect.catchAllCause(round, (cause) => Effect.logDebug("store version follower: round failed", cause))
-  const every = Schedule.spaced(FOLLOW_EVERY_MS)
-  if (Option.isNone(version)) return Effect.asVoid(Effect.forkScoped(Effect.repeat(guarded, every)))
+  if (Option.isNone(version)) return Effect.asVoid(Effect.forkScoped(Effect.repeat(guarded, Schedule.spaced(FOLLOW_EVERY_MS))))
   return Effect.gen(function* () {
     let followers = followersOf.get(version.value)
     if (followers === undefined) {
@@ -219,8 +238,13 @@ export const followVersion = (
     group.rounds.add(guarded)
     if (group.fiber === undefined) {
       // A daemon: it outlives the scope of whichever follower started it, and stops with the last one.
-      const tick = Effect.suspend(() => Effect.forEach([...group.rounds], (r) => r, { discard: true }))
-      group.fiber = yield* Effect.forkDaemon(Effect.schedule(tick, every))
+      // Each tick reads the version once (`renew`), then the rounds find it fresh.
+      const renew = Effect.catchAllCause(version.value.renew, (cause) => Effect.logDebug("store version follower: renew failed", cause))
+      const tick = Effect.zipRight(
+        renew,
+        Effect.suspend(() => Effect.forEach([...group.rounds], (r) => r, { discard: true }))
+      )
+      group.fiber = yield* Effect.forkDaemon(Effect.schedule(tick, Schedule.spaced(FOLLOW_RENEW_EVERY_MS)))
     }
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {

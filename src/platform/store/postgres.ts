@@ -128,6 +128,8 @@ export const listenedVersion = (url: Redacted.Redacted<string>) =>
     const shape: StoreVersionShape = {
       peek: () => (listening ? version : undefined),
       current: Effect.sync(() => version),
+      // Notified, not polled: nothing to read ahead of time.
+      renew: Effect.sync(() => version),
       changed: Effect.sync(() => {
         version++
       })
