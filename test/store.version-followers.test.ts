@@ -84,6 +84,29 @@ describe("followVersion", () => {
     )
   })
 
+  it("renews on a fixed interval from one tick's start to the next, however long the rounds take", async () => {
+    await run(
+      Effect.gen(function* () {
+        let probes = 0
+        const version = polledVersion(
+          Effect.sync(() => ++probes),
+          3_600_000
+        )
+        const scope = yield* Scope.make()
+        // A round that takes most of the interval (a reload on a slow store).
+        yield* Scope.extend(followVersion(Option.some(version), Effect.sleep(FOLLOW_RENEW_EVERY_MS - 100)), scope)
+        yield* TestClock.adjust(FOLLOW_RENEW_EVERY_MS)
+        expect(probes).toBe(1)
+        // The next renewal comes one interval after the first began, not after the round ended.
+        yield* TestClock.adjust(FOLLOW_RENEW_EVERY_MS)
+        expect(probes).toBe(2)
+        yield* TestClock.adjust(FOLLOW_RENEW_EVERY_MS * 2)
+        expect(probes).toBe(4)
+        yield* Scope.close(scope, Exit.void)
+      })
+    )
+  })
+
   it("a failed round does not stop the others nor its own next round", async () => {
     await run(
       Effect.gen(function* () {

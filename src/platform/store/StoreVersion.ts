@@ -197,12 +197,13 @@ export const makeVersionedReload = (version: Option.Option<StoreVersionShape>, l
 const FOLLOW_EVERY_MS = 1_000
 
 /**
- * How often the rounds following a version run, each after renewing it (`renew`): sooner than the
- * interval its freshness lasts (`StoreVersion.layer`'s, a second), by more than a round and a
- * timer's lateness take. Rounds spaced a whole interval apart left a gap in every cycle (the
- * round's own time and the timer's lateness) in which `peek` answered nothing: a request that
- * came then went to the pipeline as "cold", about 2% of them at a dozen requests a second
- * (docs/performance.md, "A cold gap every second").
+ * How often the rounds following a version start, each after renewing it (`renew`): on a fixed
+ * interval from one start to the next (rounds that run long do not push the next renewal back),
+ * sooner than the interval a polled version's freshness lasts (`StoreVersion.layer`'s, a second)
+ * by more than a timer's lateness. Rounds spaced a whole interval after the last one ended left a
+ * gap in every cycle (the round's own time and the timer's lateness) in which `peek` answered
+ * nothing: a request that came then went to the pipeline as "cold" (docs/performance.md, "A cold
+ * gap every second").
  */
 export const FOLLOW_RENEW_EVERY_MS = 850
 
@@ -214,13 +215,14 @@ interface Followers {
 const followersOf = new WeakMap<StoreVersionShape, Followers>()
 
 /**
- * Runs `round` about every second for as long as the calling scope is open: the caches that
- * look at the StoreVersion in the background (policies, the directory, plugins, shadow
- * targets) each had a timer of their own, waking an idle gateway several times a second for
- * what one wake-up does: the rounds following the same version share one timer, and the first
- * of them reads the version (the others find it fresh). Without a version (a service tested
- * alone), `round` gets its own timer at the same interval. A failed round is said at debug
- * level and does not stop the others.
+ * Runs `round` every FOLLOW_RENEW_EVERY_MS for as long as the calling scope is open: the caches
+ * that look at the StoreVersion in the background (settings, policies, the directory, plugins,
+ * MCP servers, shadow targets) each had a timer of their own, waking an idle gateway several
+ * times a second for what one wake-up does: the rounds following the same version share one
+ * timer, whose tick renews the version first (so the rounds find it fresh, and so does the
+ * request path's `peek` until the next tick). Without a version (a service tested alone), `round`
+ * gets its own timer, every second. A failed round is said at debug level and does not stop the
+ * others; a renewal that fails is a warning once, until one succeeds again.
  */
 export const followVersion = (
   version: Option.Option<StoreVersionShape>,
@@ -239,12 +241,25 @@ export const followVersion = (
     if (group.fiber === undefined) {
       // A daemon: it outlives the scope of whichever follower started it, and stops with the last one.
       // Each tick reads the version once (`renew`), then the rounds find it fresh.
-      const renew = Effect.catchAllCause(version.value.renew, (cause) => Effect.logDebug("store version follower: renew failed", cause))
+      let failing = false
+      const renew = Effect.matchCauseEffect(version.value.renew, {
+        onSuccess: () =>
+          Effect.sync(() => {
+            failing = false
+          }),
+        onFailure: (cause) => {
+          const first = !failing
+          failing = true
+          return first
+            ? Effect.logWarning("store version: could not read the store's change counter", cause)
+            : Effect.logDebug("store version: the change counter is still unreadable", cause)
+        }
+      })
       const tick = Effect.zipRight(
         renew,
         Effect.suspend(() => Effect.forEach([...group.rounds], (r) => r, { discard: true }))
       )
-      group.fiber = yield* Effect.forkDaemon(Effect.schedule(tick, Schedule.spaced(FOLLOW_RENEW_EVERY_MS)))
+      group.fiber = yield* Effect.forkDaemon(Effect.schedule(tick, Schedule.fixed(FOLLOW_RENEW_EVERY_MS)))
     }
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {

@@ -38,7 +38,7 @@ export interface McpServersShape {
 export class McpServers extends Context.Tag("gateway/McpServers")<McpServers, McpServersShape>() {
   /**
    * The registry over `mcp_servers`: every row read at build into memory, read again when the
-   * store says it changed (`refresh`, also run every second in the background so that listeners hear
+   * store says it changed (`refresh`, also run in the background under a second apart so that listeners hear
    * of another gateway's writes), and after each write here. Without a StoreVersion (a service
    * test) only this process's writes reload it.
    */

@@ -130,7 +130,7 @@ export const reconcileAndFollow = (deps: {
     // Changes made by another process sharing the store (a second gateway, a restore).
     if (Option.isSome(version)) {
       let seenVersion = yield* version.value.current
-      // On the timer shared with the other followers of the store version (every second).
+      // On the timer shared with the other followers of the store version (FOLLOW_RENEW_EVERY_MS).
       yield* followVersion(
         version,
         Effect.gen(function* () {

@@ -229,8 +229,8 @@ export const ShadowRunner = Layer.scopedDiscard(
     let keysShadowed = yield* keys.anyShadowed
     sync()
     const unsubscribe = settings.subscribe(() => sync())
-    // Combos and keys change through the API, the CLI or another gateway: looked at every second (from memory),
-    // on the timer shared with the other followers of the store version.
+    // Combos and keys change through the API, the CLI or another gateway: looked at (from memory)
+    // on the timer shared with the other followers of the store version, under a second apart.
     yield* followVersion(
       yield* Effect.serviceOption(StoreVersion),
       Effect.flatMap(Effect.zip(combos.list, keys.anyShadowed), ([list, shadowed]) =>

@@ -128,7 +128,7 @@ export class Directory extends Context.Tag("gateway/Directory")<Directory, Direc
       })
       yield* reload
       const refresh = yield* makeVersionedReload(version, Effect.asVoid(reload))
-      // Every second (the interval StoreVersion checks at), on the timer shared with the other followers.
+      // On the timer shared with the other followers of the store version (FOLLOW_RENEW_EVERY_MS).
       yield* followVersion(version, refresh.pipe(Effect.catchAllCause((cause) => Effect.logDebug("directory: reload failed", cause))))
       const fresh = Effect.zipRight(
         refresh,
