@@ -17,8 +17,10 @@
 //          floor's http client has no such channel)
 //   upHead the upstream's head received (`undici:request:headers`)
 //   out    the answer's first write to the client (`ServerResponse`'s write or end, wrapped here)
-// All in milliseconds from `head`, which is also given on the machine's clock (`at`). SIGUSR2 writes the requests seen so far to FIRST_BYTE_PROBE_OUT
-// (a JSON array) and forgets them. Nothing runs for requests without the header.
+// All in milliseconds from `head`, which is also given on the machine's clock (`at`) and on the
+// monotonic clock (`mono`, µs, the clock `perf record -k mono` stamps with: first-byte.mjs --perf).
+// SIGUSR2 writes the requests seen so far to FIRST_BYTE_PROBE_OUT (a JSON array) and forgets them.
+// Nothing runs for requests without the header.
 "use strict"
 const dc = require("node:diagnostics_channel")
 const fs = require("node:fs")
@@ -44,7 +46,7 @@ dc.subscribe("http.server.request.start", ({ request }) => {
   if (id === undefined) return
   const t0 = now()
   // On the machine's clock too (the rig's stamps are): where the head falls after the client's send.
-  const r = { id, t0, at: performance.timeOrigin + t0 }
+  const r = { id, t0, at: performance.timeOrigin + t0, mono: Number(process.hrtime.bigint()) / 1e3 }
   rows.set(id, r)
   queueMicrotask(() => at(r, "sync"))
   request.once("end", () => at(r, "bodyEnd"))

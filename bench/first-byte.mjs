@@ -8,7 +8,7 @@
 // the request's head, so they need none).
 //
 //   npm run build && node bench/first-byte.mjs [--rounds 3] [--seconds 3] [--warm 5] [--c1] [--json <file>]
-//                                              [--gateway-env NAME=value ...]
+//                                              [--gateway-env NAME=value ...] [--perf [Hz]]
 //
 // Load: as the TTFT row, 16 clients each sending one paced stream after another (64 chunks 20 ms
 // apart), their starts spread over 1280 ms, for --seconds a round; the targets take turns, each
@@ -16,6 +16,14 @@
 // (the bench's earlier sections have run when its TTFT row runs). --c1 instead sends 1,500 burst
 // streams one after another per round (the first 300 not counted): the same requests warm, back to
 // back. Targets on core 0, this process (client and mock) on core 1, as the bench pins them.
+//
+// --perf [Hz] (default 20000; needs linux perf) records the gateway's threads with `perf record -k
+// mono -g` from before the warm-up to the end (node's JIT functions named by
+// --perf-basic-prof-only-functions), then prints what its main thread ran inside the probe's
+// windows of the measured streams (lib/perfWindows.mjs): the head's callback, the admission from
+// the body's end to the upstream request, the request's write, and the upstream's head to the
+// answer's first write. V8's own profiler cannot show these on a pinned gateway: its sampling
+// thread shares the core and samples only while the main thread sleeps.
 import fs from "node:fs"
 import http from "node:http"
 import os from "node:os"
@@ -23,7 +31,9 @@ import path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Worker } from "node:worker_threads"
 import { launchGateway, prepareGateway, startFloor } from "./lib/targets.mjs"
+import { spawn, spawnSync } from "node:child_process"
 import { cleanup, cleanupSync, pinSelf, registerTempDir } from "./lib/proc.mjs"
+import { perfWindows, perfWindowsText } from "./lib/perfWindows.mjs"
 import { median } from "./lib/stats.mjs"
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url))
@@ -35,6 +45,11 @@ const SECONDS = Number(arg("--seconds", 3))
 const WARM = Number(arg("--warm", 0))
 const C1 = process.argv.includes("--c1")
 const JSON_OUT = arg("--json", undefined)
+const PERF_HZ = process.argv.includes("--perf") ? Number(/^\d+$/.test(arg("--perf", "")) ? arg("--perf") : 20000) : undefined
+if (PERF_HZ !== undefined && spawnSync("perf", ["--version"]).status !== 0) {
+  console.error("--perf needs linux perf on the PATH (Debian: apt-get install linux-perf)")
+  process.exit(2)
+}
 /** --gateway-env NAME=value, repeatable: set in the gateway's environment (one arm of a setting's A/B: run once per value). */
 const GATEWAY_ENV = Object.fromEntries(
   process.argv.flatMap((a, i) => {
@@ -123,8 +138,21 @@ const probe = (name, env = {}) => ({
 })
 const floor = await startFloor({ benchDir, core: 0, pin: true, mock, probe: probe("floor") })
 const prep = await prepareGateway({ rootDir, mock, core: 1, pin: true })
-const gateway = await launchGateway(prep, { rootDir, core: 0, pin: true, probe: probe("gateway", GATEWAY_ENV) })
+const gateway = await launchGateway(prep, {
+  rootDir,
+  core: 0,
+  pin: true,
+  extraNodeArgs: PERF_HZ === undefined ? [] : ["--perf-basic-prof-only-functions"],
+  probe: probe("gateway", GATEWAY_ENV)
+})
 for (const t of [floor, gateway]) if (!t.ok) throw new Error(`${t.name}: ${t.error}`)
+const perfData = path.join(tmp, "gateway.perf.data")
+const perfRecord =
+  PERF_HZ === undefined
+    ? undefined
+    : spawn("perf", ["record", "-k", "mono", "-F", String(PERF_HZ), "-g", "-p", String(gateway.pid), "-o", perfData], { stdio: "ignore" })
+/** The gateway's rows of the measured streams, for --perf. */
+const perfRows = []
 const targets = [
   { name: "direct", url: `${mock.baseUrl}/v1/chat/completions`, headers: {}, model: "m" },
   { name: "floor", url: floor.chatUrl, headers: {}, model: "m", pid: floor.pid },
@@ -224,6 +252,7 @@ for (let round = 0; round < ROUNDS; round++) {
     }
     await sleep(100)
     const inside = await probeRows(target)
+    if (target.name === "gateway") for (const row of inside.values()) perfRows.push(row)
     const faults1 = target.pid === undefined ? undefined : minorFaults(target.pid)
     if (faults0 !== undefined && faults1 !== undefined) faults[target.name].push((faults1 - faults0) / runs.length)
     for (const r of runs) {
@@ -307,6 +336,23 @@ console.log(`| | ${targets.map((t) => t.name).join(" | ")} |`)
 console.log(`|---|${targets.map(() => "---:").join("|")}|`)
 for (const [label] of COLUMNS) console.log(`| ${label} | ${targets.map((t) => fmt(result[t.name][label])).join(" | ")} |`)
 if (JSON_OUT) fs.writeFileSync(JSON_OUT, JSON.stringify({ rounds: ROUNDS, seconds: SECONDS, warm: WARM, c1: C1, result }, null, 2))
+if (perfRecord !== undefined) {
+  perfRecord.kill("SIGINT")
+  await new Promise((resolve) => perfRecord.on("exit", resolve))
+  const analysis = await perfWindows({
+    data: perfData,
+    tid: gateway.pid,
+    rows: perfRows,
+    windows: [
+      ["head", "sync"],
+      ["bodyEnd", "up"],
+      ["up", "sent"],
+      ["upHead", "out"]
+    ]
+  })
+  console.log(`\n## The gateway's main thread inside the windows (perf at ${PERF_HZ} Hz asked)\n`)
+  console.log(perfWindowsText(analysis))
+}
 await mockWorker.terminate()
 await cleanup()
 process.exit(0)
