@@ -16,15 +16,21 @@ import { FOLLOW_RENEW_EVERY_MS, followVersion, polledVersion } from "../src/plat
  */
 const run = <A>(effect: Effect.Effect<A>) => Effect.runPromise(Effect.provide(effect, TestContext.TestContext))
 
+/** A polled version over a probe that counts its reads of the store. */
+const countedVersion = (intervalMs: number) => {
+  let reads = 0
+  const version = polledVersion(
+    Effect.sync(() => ++reads),
+    intervalMs
+  )
+  return { version, probes: () => reads }
+}
+
 describe("followVersion", () => {
   it("runs every follower's round at each tick, reading the version once a tick, until each scope closes", async () => {
     await run(
       Effect.gen(function* () {
-        let probes = 0
-        const version = polledVersion(
-          Effect.sync(() => ++probes),
-          1_000
-        )
+        const { version, probes } = countedVersion(1_000)
         const counts = { a: 0, b: 0 }
         const a = yield* Scope.make()
         const b = yield* Scope.make()
@@ -35,10 +41,10 @@ describe("followVersion", () => {
         yield* TestClock.adjust("1 second")
         expect(counts).toEqual({ a: 1, b: 1 })
         // One read of the store for the round, whichever follower made it.
-        expect(probes).toBe(1)
+        expect(probes()).toBe(1)
         yield* TestClock.adjust("1 second")
         expect(counts).toEqual({ a: 2, b: 2 })
-        expect(probes).toBe(2)
+        expect(probes()).toBe(2)
         yield* Scope.close(a, Exit.void)
         yield* TestClock.adjust("1 second")
         expect(counts).toEqual({ a: 2, b: 3 })
@@ -58,26 +64,22 @@ describe("followVersion", () => {
   it("renews the version at each tick, before the freshness of the last read runs out", async () => {
     await run(
       Effect.gen(function* () {
-        let probes = 0
         // A version checked at most once an hour: within that, reading it never asks the store.
-        const version = polledVersion(
-          Effect.sync(() => ++probes),
-          3_600_000
-        )
+        const { version, probes } = countedVersion(3_600_000)
         yield* version.current
         yield* version.current
-        expect(probes).toBe(1)
+        expect(probes()).toBe(1)
         const scope = yield* Scope.make()
         yield* Scope.extend(followVersion(Option.some(version), Effect.asVoid(version.current)), scope)
         // The followers' ticks read it each time (`renew`), the rounds then find it fresh.
         yield* TestClock.adjust(FOLLOW_RENEW_EVERY_MS)
-        expect(probes).toBe(2)
+        expect(probes()).toBe(2)
         expect(version.peek()).toBe(yield* version.current)
         yield* TestClock.adjust(FOLLOW_RENEW_EVERY_MS * 3)
-        expect(probes).toBe(5)
+        expect(probes()).toBe(5)
         yield* Scope.close(scope, Exit.void)
         yield* TestClock.adjust(FOLLOW_RENEW_EVERY_MS * 3)
-        expect(probes).toBe(5)
+        expect(probes()).toBe(5)
         // Sooner than the layer's interval (a second): `peek` answers from one tick to the next.
         expect(FOLLOW_RENEW_EVERY_MS).toBeLessThan(1_000)
       })
@@ -87,21 +89,17 @@ describe("followVersion", () => {
   it("renews on a fixed interval from one tick's start to the next, however long the rounds take", async () => {
     await run(
       Effect.gen(function* () {
-        let probes = 0
-        const version = polledVersion(
-          Effect.sync(() => ++probes),
-          3_600_000
-        )
+        const { version, probes } = countedVersion(3_600_000)
         const scope = yield* Scope.make()
         // A round that takes most of the interval (a reload on a slow store).
         yield* Scope.extend(followVersion(Option.some(version), Effect.sleep(FOLLOW_RENEW_EVERY_MS - 100)), scope)
         yield* TestClock.adjust(FOLLOW_RENEW_EVERY_MS)
-        expect(probes).toBe(1)
+        expect(probes()).toBe(1)
         // The next renewal comes one interval after the first began, not after the round ended.
         yield* TestClock.adjust(FOLLOW_RENEW_EVERY_MS)
-        expect(probes).toBe(2)
+        expect(probes()).toBe(2)
         yield* TestClock.adjust(FOLLOW_RENEW_EVERY_MS * 2)
-        expect(probes).toBe(4)
+        expect(probes()).toBe(4)
         yield* Scope.close(scope, Exit.void)
       })
     )
