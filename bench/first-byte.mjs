@@ -21,7 +21,8 @@
 // mono -g` from before the warm-up to the end (node's JIT functions named by
 // --perf-basic-prof-only-functions), then prints what its main thread ran inside the probe's
 // windows of the measured streams (lib/perfWindows.mjs): the head's callback, the admission from
-// the body's end to the upstream request, the request's write, and the upstream's head to the
+// the body's end to the upstream request, the request's write, the wait for the upstream's head
+// (what else the main thread ran meanwhile), and the upstream's head to the
 // answer's first write. V8's own profiler cannot show these on a pinned gateway: its sampling
 // thread shares the core and samples only while the main thread sleeps.
 import fs from "node:fs"
@@ -347,6 +348,7 @@ if (perfRecord !== undefined) {
       ["head", "sync"],
       ["bodyEnd", "up"],
       ["up", "sent"],
+      ["sent", "upHead"],
       ["upHead", "out"]
     ]
   })
