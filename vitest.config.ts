@@ -37,9 +37,10 @@ export default defineConfig({
     // module state another file may have left (a test that needs fresh modules resets them).
     maxWorkers: Math.max(2, availableParallelism()),
     isolate: false,
-    // The MCP modules the gateway loads lazily, loaded before each worker's first file: a module
-    // fetched late in a busy run can meet vitest's fixed 60 s RPC timeout, and the failure stays
-    // for the worker's life (test/support/preloadLazy.ts).
+    // The MCP modules the gateway loads lazily, loaded at the start of each worker's first file
+    // (and answered from its cache for the others): a module fetched late in a busy run can meet
+    // vitest's fixed 60 s RPC timeout, and the failure stays for the worker's life
+    // (test/support/preloadLazy.ts).
     setupFiles: ["test/support/preloadLazy.ts"],
     reporters: jsonReport ? ["default", "json"] : ["default"],
     ...(jsonReport ? { outputFile: { json: jsonReport } } : {})
