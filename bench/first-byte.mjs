@@ -21,9 +21,10 @@
 // mono -g` from before the warm-up to the end (node's JIT functions named by
 // --perf-basic-prof-only-functions), then prints what its main thread ran inside the probe's
 // windows of the measured streams (lib/perfWindows.mjs): the head's callback, the admission from
-// the body's end to the upstream request, the request's write, the wait for the upstream's head
-// (what else the main thread ran meanwhile), and the upstream's head to the
-// answer's first write. V8's own profiler cannot show these on a pinned gateway: its sampling
+// the body's end to the upstream request, undici's dispatch up to its write (`sent` is stamped as
+// undici is about to write, from the check phase on a kept-alive socket), the write and the wait
+// for the upstream's head (what else the main thread ran meanwhile), and the upstream's head to
+// the answer's first write. V8's own profiler cannot show these on a pinned gateway: its sampling
 // thread shares the core and samples only while the main thread sleeps.
 import fs from "node:fs"
 import http from "node:http"
