@@ -8,7 +8,8 @@
 // the request's head, so they need none).
 //
 //   npm run build && node bench/first-byte.mjs [--rounds 3] [--seconds 3] [--warm 5] [--c1] [--json <file>]
-//                                              [--gateway-env NAME=value ...] [--perf [Hz]]
+//                                              [--gateway-env NAME=value ...] [--gateway-node-arg FLAG ...]
+//                                              [--perf [Hz]]
 //
 // Load: as the TTFT row, 16 clients each sending one paced stream after another (64 chunks 20 ms
 // apart), their starts spread over 1280 ms, for --seconds a round; the targets take turns, each
@@ -64,6 +65,9 @@ const GATEWAY_ENV = Object.fromEntries(
     return [[a.slice(0, eq), a.slice(eq + 1)]]
   })
 )
+
+/** --gateway-node-arg FLAG, repeatable: a node or V8 flag for the gateway's process (one arm of a flag's A/B). */
+const GATEWAY_NODE_ARGS = process.argv.flatMap((a, i) => (process.argv[i - 1] === "--gateway-node-arg" ? [a] : []))
 
 const clock = () => performance.timeOrigin + performance.now()
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
@@ -144,7 +148,7 @@ const gateway = await launchGateway(prep, {
   rootDir,
   core: 0,
   pin: true,
-  extraNodeArgs: PERF_HZ === undefined ? [] : ["--perf-basic-prof-only-functions"],
+  extraNodeArgs: [...GATEWAY_NODE_ARGS, ...(PERF_HZ === undefined ? [] : ["--perf-basic-prof-only-functions"])],
   probe: probe("gateway", GATEWAY_ENV)
 })
 for (const t of [floor, gateway]) if (!t.ok) throw new Error(`${t.name}: ${t.error}`)
