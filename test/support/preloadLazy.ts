@@ -13,16 +13,10 @@
 //
 // Settled whatever happens: should a load fail here too, it is the MCP tests that say so, as
 // before, not every file of the worker.
+import { loadSdk as loadGatewaySdk } from "../../src/inference/mcp/McpGateway.js"
 import { loadTransport } from "../../src/inference/mcp/sessions.js"
 import { loadSdk as loadManagementSdk } from "../../src/management/mcp/httpSessions.js"
 import { loadOAuthClient } from "../../src/services/mcp/oauthProvider.js"
 import { loadConnection } from "../../src/services/mcp/supervisor.js"
 
-await Promise.allSettled([
-  loadConnection(),
-  loadOAuthClient(),
-  loadManagementSdk(),
-  loadTransport(),
-  import("@modelcontextprotocol/sdk/server/index.js"),
-  import("@modelcontextprotocol/sdk/types.js")
-])
+await Promise.allSettled([loadConnection(), loadOAuthClient(), loadManagementSdk(), loadTransport(), loadGatewaySdk()])

@@ -80,11 +80,11 @@ interface Portable {
 /** How a session id made by `portableId` begins. */
 const SESSION_ID_PREFIX = "gwmcp_"
 
-/** The SDK's server and its request schemas, loaded at the first session. */
+/** The SDK's server and its request schemas, loaded at the first session (`loadSdk`; the tests' setup loads it ahead). */
 let sdk:
   | Promise<[typeof import("@modelcontextprotocol/sdk/server/index.js"), typeof import("@modelcontextprotocol/sdk/types.js")]>
   | undefined
-const loadSdk = () =>
+export const loadSdk = () =>
   (sdk ??= Promise.all([import("@modelcontextprotocol/sdk/server/index.js"), import("@modelcontextprotocol/sdk/types.js")]))
 
 export class McpGateway extends Context.Tag("gateway/McpGateway")<McpGateway, McpGatewayShape>() {
