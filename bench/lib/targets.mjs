@@ -65,14 +65,17 @@ const withOutput = (msg, proc) => {
 
 const startupProbe = (t) => ({ headers: t.headers, body: chatBody(t.model("json-1k")) })
 
-/** The mock upstream on core `core`; also the "direct" target (its process is the mock). */
-export const startMock = async ({ benchDir, core, pin }) => {
+/**
+ * The mock upstream on core `core`; also the "direct" target (its process is the mock). `probe`:
+ * { nodeArgs, env } for a preload in the mock (stream-gaps.mjs's loop-bins.cjs).
+ */
+export const startMock = async ({ benchDir, core, pin, probe }) => {
   const t = target("direct")
   const proc = spawnChild({
     name: "mock",
     cmd: process.execPath,
-    args: [path.join(benchDir, "mock-upstream.mjs")],
-    env: baseEnv({}),
+    args: [...(probe?.nodeArgs ?? []), path.join(benchDir, "mock-upstream.mjs")],
+    env: baseEnv({ ...probe?.env }),
     core,
     pin
   })

@@ -1,0 +1,218 @@
+#!/usr/bin/env node
+// The bench's 1000-stream row taken apart: where in a burst the longest gap falls, and what the
+// gateway's and the mock's event loops did meanwhile. The row fails after the bench's other sections
+// and passes alone (docs/performance.md, "2026-12-01"), so this first sends --minutes of the load
+// those sections send (c=32 and c=64 JSON, 10 KB JSON, same-format burst streams, the three
+// translated pairs, 16 paced streams, c=1), then --bursts bursts of 1000 paced streams (64 chunks
+// 20 ms apart) opened at once, --wait-ms apart. Both processes carry loop-bins.cjs, which counts what
+// their event loops did in bins of 5 ms while a burst runs.
+//
+//   npm run build && node bench/stream-gaps.mjs [--minutes 2] [--bursts 3] [--wait-ms 1000]
+//                                              [--kinds json,json64,json10k,burst,translated,paced,c1]
+//                                              [--gateway-env NAME=value ...] [--json <file>]
+//
+// For each burst it prints the longest gap between two chunks of a stream, when it ended (ms after
+// the burst's start), how many streams had one over 50 ms in each 100 ms, TTFT, and for the longest
+// gap: how many writes the mock (the upstream) and the gateway made to their clients in it, and the
+// longest turn of each loop. --json writes the bins too. Gateway on core 0, this process and the
+// mock on core 1, as the bench pins them.
+import fs from "node:fs"
+import http from "node:http"
+import os from "node:os"
+import path from "node:path"
+import { fileURLToPath } from "node:url"
+import {
+  addTranslationProviders,
+  chatBody,
+  launchGateway,
+  prepareGateway,
+  startMock,
+  streamBody,
+  translatedRequest
+} from "./lib/targets.mjs"
+import { latencyRun, manyStreams, sseOnce, throughputRun } from "./lib/load.mjs"
+import { cleanup, pinSelf, registerTempDir } from "./lib/proc.mjs"
+
+const benchDir = path.dirname(fileURLToPath(import.meta.url))
+const rootDir = path.resolve(benchDir, "..")
+const arg = (name, dflt) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : dflt)
+const MINUTES = Number(arg("--minutes", 2))
+const BURSTS = Number(arg("--bursts", 3))
+const WAIT_MS = Number(arg("--wait-ms", 1000))
+const KINDS = arg("--kinds", "json,json64,json10k,burst,translated,paced,c1").split(",")
+const JSON_OUT = arg("--json", undefined)
+const STREAMS = 1000
+const GATEWAY_ENV = Object.fromEntries(
+  process.argv.flatMap((a, i) => {
+    if (process.argv[i - 1] !== "--gateway-env") return []
+    const eq = a.indexOf("=")
+    return eq > 0 ? [[a.slice(0, eq), a.slice(eq + 1)]] : []
+  })
+)
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "stream-gaps-"))
+registerTempDir(dir)
+const preload = (name) => ({ nodeArgs: ["--require", path.join(benchDir, "loop-bins.cjs")], env: { LOOP_BINS: path.join(dir, name) } })
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+process.on("SIGINT", async () => {
+  await cleanup(3_000)
+  process.exit(130)
+})
+
+pinSelf(1)
+const mockProbe = preload("mock")
+const mock = await startMock({ benchDir, core: 1, pin: true, probe: mockProbe })
+const gatewayProbe = preload("gateway")
+const gateway = await launchGateway(await prepareGateway({ rootDir, mock, core: 1, pin: true }), {
+  rootDir,
+  core: 0,
+  pin: true,
+  probe: { nodeArgs: gatewayProbe.nodeArgs, env: { ...GATEWAY_ENV, ...gatewayProbe.env } }
+})
+if (!gateway.ok) {
+  console.error(gateway.error)
+  await cleanup()
+  process.exit(1)
+}
+await addTranslationProviders(gateway, mock)
+
+const json = (model, connections, durationS) =>
+  throughputRun(gateway.chatUrl, { headers: gateway.headers, body: chatBody(gateway.model(model)), connections, durationS })
+const loads = {
+  json: () => json("json-1k", 32, 5),
+  json64: () => json("json-1k", 64, 5),
+  json10k: () => json("json-10k", 32, 5),
+  burst: () =>
+    throughputRun(gateway.chatUrl, {
+      headers: gateway.headers,
+      body: streamBody(gateway.model("sse-burst")),
+      connections: 32,
+      durationS: 3
+    }),
+  translated: async () => {
+    for (const pair of ["messages_chat", "responses_messages", "chat_generate"]) {
+      const q = translatedRequest(gateway, pair)
+      await throughputRun(q.url, { headers: q.headers, body: q.body, connections: 32, durationS: 3 })
+    }
+  },
+  paced: () =>
+    manyStreams(gateway.chatUrl, {
+      headers: gateway.headers,
+      body: streamBody(gateway.model("sse-paced")),
+      n: 16,
+      expectedChunks: 64,
+      gapLimitMs: 500,
+      sample: () => 0
+    }),
+  c1: () => latencyRun(gateway.chatUrl, { headers: gateway.headers, body: chatBody(gateway.model("json-1k")), durationMs: 1500 })
+}
+const unknown = KINDS.filter((k) => loads[k] === undefined)
+if (unknown.length > 0) {
+  console.error(`unknown --kinds ${unknown.join(", ")} (known: ${Object.keys(loads).join(", ")})`)
+  await cleanup()
+  process.exit(2)
+}
+const loadStart = performance.now()
+let passes = 0
+do {
+  for (const k of KINDS) await loads[k]()
+  passes++
+} while (performance.now() - loadStart < MINUTES * 60_000)
+console.log(`load: ${passes} passes of ${KINDS.join(", ")} in ${((performance.now() - loadStart) / 60_000).toFixed(1)} min`)
+
+/** A recording's bins: { ms: [columns...] } by bin start, and the columns' names. */
+const readBins = (file) => {
+  const [head, ...lines] = fs.readFileSync(file, "utf8").trim().split("\n")
+  const columns = head.split(" ").slice(1)
+  return { columns, rows: lines.map((l) => l.split(" ").map(Number)) }
+}
+/** Sum of `column` and the longest turn (`longestTimerWaitMs`, a turn that ended in the window) over bins in [from, to). */
+const inWindow = (bins, column, from, to) => {
+  const c = bins.columns.indexOf(column) + 1
+  const w = bins.columns.indexOf("longestTimerWaitMs") + 1
+  let sum = 0
+  let longest = 0
+  for (const r of bins.rows) {
+    if (r[0] >= from && r[0] < to) {
+      sum += r[c]
+      longest = Math.max(longest, r[w])
+    }
+  }
+  return { sum, longest }
+}
+
+const results = []
+const body = streamBody(gateway.model("sse-paced"))
+for (let b = 0; b < BURSTS; b++) {
+  await sleep(WAIT_MS)
+  process.kill(gateway.pid, "SIGUSR2")
+  process.kill(mock.pid, "SIGUSR2")
+  // The recordings start when the signals arrive: the burst's clock is this much behind theirs.
+  const offsetMs = 20
+  await sleep(offsetMs)
+  const agent = new http.Agent({ keepAlive: true, maxSockets: STREAMS + 16, maxFreeSockets: STREAMS + 16 })
+  const streams = await Promise.all(
+    Array.from({ length: STREAMS }, () =>
+      sseOnce(gateway.chatUrl, { headers: gateway.headers, body, agent, keepGaps: true, timeoutMs: 120_000 })
+    )
+  )
+  agent.destroy()
+  process.kill(gateway.pid, "SIGUSR2")
+  process.kill(mock.pid, "SIGUSR2")
+  await sleep(300)
+  // Each stream's longest gap and when it ended, ms after the burst's start.
+  const gaps = streams.map((s) => {
+    let at = s.ttft ?? 0
+    let gap = 0
+    let endedAt = 0
+    for (const g of s.gaps ?? []) {
+      at += g
+      if (g > gap) {
+        gap = g
+        endedAt = at
+      }
+    }
+    return { gap, endedAt }
+  })
+  gaps.sort((x, y) => y.gap - x.gap)
+  const over50 = {}
+  for (const g of gaps) if (g.gap > 50) over50[Math.floor(g.endedAt / 100) * 100] = (over50[Math.floor(g.endedAt / 100) * 100] ?? 0) + 1
+  const ttfts = streams
+    .map((s) => s.ttft)
+    .filter((t) => t !== null)
+    .sort((x, y) => x - y)
+  const complete = streams.filter((s) => s.status === 200 && s.done && s.chunks === 64).length
+  const worst = gaps[0]
+  const gatewayBins = readBins(gatewayProbe.env.LOOP_BINS)
+  const mockBins = readBins(mockProbe.env.LOOP_BINS)
+  const from = worst.endedAt - worst.gap + offsetMs
+  const to = worst.endedAt + offsetMs
+  const gw = inWindow(gatewayBins, "serverWrites", from, to + 5)
+  const up = inWindow(mockBins, "serverWrites", from, to + 5)
+  const r = {
+    burst: b + 1,
+    complete,
+    maxGapMs: worst.gap,
+    maxGapP99: gaps[Math.floor(STREAMS / 100)].gap,
+    maxGapEndedAtMs: worst.endedAt,
+    streamsOver50msBy100ms: over50,
+    ttftP50: ttfts[Math.floor(ttfts.length / 2)] ?? null,
+    ttftMax: ttfts.at(-1) ?? null,
+    inLongestGap: { gatewayWrites: gw.sum, gatewayLongestTurnMs: gw.longest, mockWrites: up.sum, mockLongestTurnMs: up.longest },
+    longestTurnMs: { gateway: inWindow(gatewayBins, "turns", 0, Infinity).longest, mock: inWindow(mockBins, "turns", 0, Infinity).longest },
+    bins: { columns: gatewayBins.columns, gateway: gatewayBins.rows, mock: mockBins.rows }
+  }
+  results.push(r)
+  const f = (x) => (x == null ? "–" : x.toFixed(0))
+  console.log(
+    `burst ${r.burst}: ${complete}/${STREAMS} complete; longest gap ${f(r.maxGapMs)} ms (p99 ${f(r.maxGapP99)}), ended ${f(r.maxGapEndedAtMs)} ms in; ` +
+      `TTFT p50 ${f(r.ttftP50)}, max ${f(r.ttftMax)} ms\n` +
+      `  streams with a gap over 50 ms, by when it ended (100 ms bins): ${JSON.stringify(over50)}\n` +
+      `  in the longest gap: the mock wrote ${up.sum} times (its longest turn ${f(up.longest)} ms), the gateway ${gw.sum} times (its longest turn ${f(gw.longest)} ms); ` +
+      `the burst's longest turn: gateway ${f(r.longestTurnMs.gateway)} ms, mock ${f(r.longestTurnMs.mock)} ms`
+  )
+}
+if (JSON_OUT)
+  fs.writeFileSync(JSON_OUT, `${JSON.stringify({ minutes: MINUTES, kinds: KINDS, gatewayEnv: GATEWAY_ENV, bursts: results }, null, 1)}\n`)
+await cleanup()
+process.exit(0)
