@@ -35,7 +35,7 @@ import { fileURLToPath } from "node:url"
 import { Worker } from "node:worker_threads"
 import { launchGateway, prepareGateway, startFloor } from "./lib/targets.mjs"
 import { spawn, spawnSync } from "node:child_process"
-import { cleanup, cleanupSync, pinSelf, registerTempDir } from "./lib/proc.mjs"
+import { cleanup, pinSelf, registerTempDir, stopChildrenOnExit } from "./lib/proc.mjs"
 import { perfWindows, perfWindowsText } from "./lib/perfWindows.mjs"
 import { median } from "./lib/stats.mjs"
 
@@ -117,16 +117,8 @@ server.keepAliveTimeout = 65000
 server.listen(0, "127.0.0.1", () => parentPort.postMessage({ port: server.address().port }))
 `
 
-// The floor and the gateway are stopped however this ends (an error, Ctrl-C).
-const stop = (code) => (e) => {
-  if (e instanceof Error) console.error(e)
-  cleanupSync()
-  process.exit(code)
-}
-process.on("uncaughtException", stop(1))
-process.on("unhandledRejection", stop(1))
-process.on("SIGINT", stop(130))
-process.on("SIGTERM", stop(143))
+// The targets are stopped however this ends (an error, Ctrl-C).
+stopChildrenOnExit()
 
 pinSelf(1)
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "first-byte-"))

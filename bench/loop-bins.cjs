@@ -1,11 +1,13 @@
 // A preload (`node --require bench/loop-bins.cjs ...`) that counts, in bins of 5 ms, what a node
 // process's event loop did: its socket writes (to the sockets its HTTP server accepted, and to the
 // others: its upstream requests), the requests its server parsed, the connections it accepted, the
-// connections it opened, the answer heads it wrote, the turns of its loop (one `setImmediate` a
-// turn) and the longest wait of a 1 ms timer (a turn that long). SIGUSR2 starts a recording; the
-// next one writes it to $LOOP_BINS (one line a bin that saw anything: ms, then the counts in the
-// order of COLUMNS) and $LOOP_BINS.start (performance.now() at the start, this process's clock).
-// Costs a counter a write while recording, nothing otherwise. Used by stream-gaps.mjs.
+// connections it opened, the answer heads it wrote, the turns of its loop that did any of these
+// (one `setImmediate` armed by the first of them in a turn: an idle loop is not kept awake) and the
+// longest wait of a 1 ms timer (a turn that long). SIGUSR2 starts a recording; the next one writes
+// it to $LOOP_BINS (one line a bin that saw anything: ms from the start, then the counts in the
+// order of COLUMNS) and $LOOP_BINS.start (the start as epoch ms, `performance.timeOrigin +
+// performance.now()`, comparable across processes). While recording it costs a counter an event
+// and a timer every millisecond; nothing otherwise. Used by stream-gaps.mjs.
 const fs = require("node:fs")
 const http = require("node:http")
 const net = require("node:net")
@@ -23,10 +25,22 @@ const bin = () => {
   const b = Math.floor((performance.now() - t0) / BIN_MS)
   return b >= 0 && b < BINS ? b : -1
 }
+/** A turn counted once, at its check phase, when something in it was counted. */
+let turnArmed = false
+const turn = () => {
+  turnArmed = false
+  if (!recording) return
+  const b = bin()
+  if (b >= 0) turns[b]++
+}
 const count = (column) => {
   if (!recording) return
   const b = bin()
   if (b >= 0) column[b]++
+  if (!turnArmed) {
+    turnArmed = true
+    setImmediate(turn)
+  }
 }
 
 for (const name of ["_write", "_writev"]) {
@@ -53,11 +67,6 @@ http.Server.prototype.emit = function (event, ...args) {
   return emit.call(this, event, ...args)
 }
 
-const turn = () => {
-  if (!recording) return
-  count(turns)
-  setImmediate(turn)
-}
 const timer = () => {
   if (!recording) return
   const now = performance.now()
@@ -75,9 +84,8 @@ process.on("SIGUSR2", () => {
     t0 = performance.now()
     lastTimer = t0
     recording = true
-    setImmediate(turn)
     setTimeout(timer, 1)
-    fs.writeFileSync(`${file}.start`, String(t0))
+    fs.writeFileSync(`${file}.start`, String(performance.timeOrigin + t0))
     return
   }
   recording = false
@@ -87,5 +95,7 @@ process.on("SIGUSR2", () => {
     if (row.some((v, i) => (i === row.length - 1 ? v > 2 : v > 0)))
       lines.push([b * BIN_MS, ...row.map((v) => Math.round(v * 10) / 10)].join(" "))
   }
-  fs.writeFileSync(file, `ms ${COLUMNS.join(" ")}\n${lines.join("\n")}\n`)
+  // Whole or not at all for a reader that waits for the file: written aside, then renamed.
+  fs.writeFileSync(`${file}.part`, `ms ${COLUMNS.join(" ")}\n${lines.join("\n")}\n`)
+  fs.renameSync(`${file}.part`, file)
 })

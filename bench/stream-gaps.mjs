@@ -30,8 +30,9 @@ import {
   streamBody,
   translatedRequest
 } from "./lib/targets.mjs"
-import { latencyRun, manyStreams, sseOnce, throughputRun } from "./lib/load.mjs"
-import { cleanup, pinSelf, registerTempDir } from "./lib/proc.mjs"
+import { latencyRun, manyStreams, sseOnce, streamComplete, throughputRun } from "./lib/load.mjs"
+import { cleanup, pinSelf, registerTempDir, stopChildrenOnExit } from "./lib/proc.mjs"
+import { summary } from "./lib/stats.mjs"
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url))
 const rootDir = path.resolve(benchDir, "..")
@@ -46,18 +47,27 @@ const GATEWAY_ENV = Object.fromEntries(
   process.argv.flatMap((a, i) => {
     if (process.argv[i - 1] !== "--gateway-env") return []
     const eq = a.indexOf("=")
-    return eq > 0 ? [[a.slice(0, eq), a.slice(eq + 1)]] : []
+    if (eq <= 0) {
+      console.error(`--gateway-env takes NAME=value, not ${a}`)
+      process.exit(2)
+    }
+    return [[a.slice(0, eq), a.slice(eq + 1)]]
   })
 )
+const KNOWN_KINDS = ["json", "json64", "json10k", "burst", "translated", "paced", "c1"]
+const unknownKinds = KINDS.filter((k) => !KNOWN_KINDS.includes(k))
+if (unknownKinds.length > 0) {
+  console.error(`unknown --kinds ${unknownKinds.join(", ")} (known: ${KNOWN_KINDS.join(", ")})`)
+  process.exit(2)
+}
+
+// The targets are stopped however this ends (an error, Ctrl-C).
+stopChildrenOnExit()
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "stream-gaps-"))
 registerTempDir(dir)
 const preload = (name) => ({ nodeArgs: ["--require", path.join(benchDir, "loop-bins.cjs")], env: { LOOP_BINS: path.join(dir, name) } })
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-process.on("SIGINT", async () => {
-  await cleanup(3_000)
-  process.exit(130)
-})
 
 pinSelf(1)
 const mockProbe = preload("mock")
@@ -106,12 +116,6 @@ const loads = {
     }),
   c1: () => latencyRun(gateway.chatUrl, { headers: gateway.headers, body: chatBody(gateway.model("json-1k")), durationMs: 1500 })
 }
-const unknown = KINDS.filter((k) => loads[k] === undefined)
-if (unknown.length > 0) {
-  console.error(`unknown --kinds ${unknown.join(", ")} (known: ${Object.keys(loads).join(", ")})`)
-  await cleanup()
-  process.exit(2)
-}
 const loadStart = performance.now()
 let passes = 0
 do {
@@ -120,12 +124,20 @@ do {
 } while (performance.now() - loadStart < MINUTES * 60_000)
 console.log(`load: ${passes} passes of ${KINDS.join(", ")} in ${((performance.now() - loadStart) / 60_000).toFixed(1)} min`)
 
-/** A recording's bins: { ms: [columns...] } by bin start, and the columns' names. */
-const readBins = (file) => {
+/**
+ * A recording's bins, once loop-bins.cjs has written them (it renames the whole file into place):
+ * the columns' names, the rows ([bin start ms, ...counts]) and the recording's start (epoch ms).
+ */
+const readBins = async (file) => {
+  for (let waited = 0; !fs.existsSync(file); waited += 20) {
+    if (waited > 10_000) throw new Error(`${file}: no recording 10 s after the signal`)
+    await sleep(20)
+  }
   const [head, ...lines] = fs.readFileSync(file, "utf8").trim().split("\n")
   const columns = head.split(" ").slice(1)
-  return { columns, rows: lines.map((l) => l.split(" ").map(Number)) }
+  return { columns, rows: lines.map((l) => l.split(" ").map(Number)), startEpochMs: Number(fs.readFileSync(`${file}.start`, "utf8")) }
 }
+
 /** Sum of `column` and the longest turn (`longestTimerWaitMs`, a turn that ended in the window) over bins in [from, to). */
 const inWindow = (bins, column, from, to) => {
   const c = bins.columns.indexOf(column) + 1
@@ -133,7 +145,8 @@ const inWindow = (bins, column, from, to) => {
   let sum = 0
   let longest = 0
   for (const r of bins.rows) {
-    if (r[0] >= from && r[0] < to) {
+    // Every bin that overlaps the window.
+    if (r[0] + 5 > from && r[0] < to) {
       sum += r[c]
       longest = Math.max(longest, r[w])
     }
@@ -145,24 +158,28 @@ const results = []
 const body = streamBody(gateway.model("sse-paced"))
 for (let b = 0; b < BURSTS; b++) {
   await sleep(WAIT_MS)
+  for (const f of [gatewayProbe.env.LOOP_BINS, mockProbe.env.LOOP_BINS]) fs.rmSync(f, { force: true })
   process.kill(gateway.pid, "SIGUSR2")
   process.kill(mock.pid, "SIGUSR2")
-  // The recordings start when the signals arrive: the burst's clock is this much behind theirs.
-  const offsetMs = 20
-  await sleep(offsetMs)
+  await sleep(20)
+  // Each stream's own start, after the burst's: a thousand requests are not sent in the same instant.
+  const burstStart = performance.now()
   const agent = new http.Agent({ keepAlive: true, maxSockets: STREAMS + 16, maxFreeSockets: STREAMS + 16 })
   const streams = await Promise.all(
-    Array.from({ length: STREAMS }, () =>
-      sseOnce(gateway.chatUrl, { headers: gateway.headers, body, agent, keepGaps: true, timeoutMs: 120_000 })
-    )
+    Array.from({ length: STREAMS }, () => {
+      const startedAt = performance.now() - burstStart
+      return sseOnce(gateway.chatUrl, { headers: gateway.headers, body, agent, keepGaps: true, timeoutMs: 120_000 }).then((s) => ({
+        ...s,
+        startedAt
+      }))
+    })
   )
   agent.destroy()
   process.kill(gateway.pid, "SIGUSR2")
   process.kill(mock.pid, "SIGUSR2")
-  await sleep(300)
   // Each stream's longest gap and when it ended, ms after the burst's start.
   const gaps = streams.map((s) => {
-    let at = s.ttft ?? 0
+    let at = s.startedAt + (s.ttft ?? 0)
     let gap = 0
     let endedAt = 0
     for (const g of s.gaps ?? []) {
@@ -177,18 +194,16 @@ for (let b = 0; b < BURSTS; b++) {
   gaps.sort((x, y) => y.gap - x.gap)
   const over50 = {}
   for (const g of gaps) if (g.gap > 50) over50[Math.floor(g.endedAt / 100) * 100] = (over50[Math.floor(g.endedAt / 100) * 100] ?? 0) + 1
-  const ttfts = streams
-    .map((s) => s.ttft)
-    .filter((t) => t !== null)
-    .sort((x, y) => x - y)
-  const complete = streams.filter((s) => s.status === 200 && s.done && s.chunks === 64).length
+  const ttft = summary(streams.filter((s) => s.ttft !== null).map((s) => s.ttft))
+  const complete = streams.filter((s) => streamComplete(s, 64)).length
   const worst = gaps[0]
-  const gatewayBins = readBins(gatewayProbe.env.LOOP_BINS)
-  const mockBins = readBins(mockProbe.env.LOOP_BINS)
-  const from = worst.endedAt - worst.gap + offsetMs
-  const to = worst.endedAt + offsetMs
-  const gw = inWindow(gatewayBins, "serverWrites", from, to + 5)
-  const up = inWindow(mockBins, "serverWrites", from, to + 5)
+  const gatewayBins = await readBins(gatewayProbe.env.LOOP_BINS)
+  const mockBins = await readBins(mockProbe.env.LOOP_BINS)
+  // The longest gap on each recording's clock: the burst started this long after that recording did.
+  const burstEpoch = performance.timeOrigin + burstStart
+  const window = (bins) => [worst.endedAt - worst.gap + burstEpoch - bins.startEpochMs, worst.endedAt + burstEpoch - bins.startEpochMs]
+  const gw = inWindow(gatewayBins, "serverWrites", ...window(gatewayBins))
+  const up = inWindow(mockBins, "serverWrites", ...window(mockBins))
   const r = {
     burst: b + 1,
     complete,
@@ -196,8 +211,8 @@ for (let b = 0; b < BURSTS; b++) {
     maxGapP99: gaps[Math.floor(STREAMS / 100)].gap,
     maxGapEndedAtMs: worst.endedAt,
     streamsOver50msBy100ms: over50,
-    ttftP50: ttfts[Math.floor(ttfts.length / 2)] ?? null,
-    ttftMax: ttfts.at(-1) ?? null,
+    ttftP50: ttft.p50,
+    ttftMax: ttft.max,
     inLongestGap: { gatewayWrites: gw.sum, gatewayLongestTurnMs: gw.longest, mockWrites: up.sum, mockLongestTurnMs: up.longest },
     longestTurnMs: { gateway: inWindow(gatewayBins, "turns", 0, Infinity).longest, mock: inWindow(mockBins, "turns", 0, Infinity).longest },
     bins: { columns: gatewayBins.columns, gateway: gatewayBins.rows, mock: mockBins.rows }

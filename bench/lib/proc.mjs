@@ -207,6 +207,22 @@ export const cleanupSync = () => {
   }
 }
 
+/**
+ * For a script that starts targets: they are stopped however it ends (an uncaught error, an
+ * unhandled rejection, Ctrl-C, SIGTERM), the error printed, the exit code 1, 130 or 143.
+ */
+export const stopChildrenOnExit = () => {
+  const stop = (code) => (e) => {
+    if (e instanceof Error) console.error(e)
+    cleanupSync()
+    process.exit(code)
+  }
+  process.on("uncaughtException", stop(1))
+  process.on("unhandledRejection", stop(1))
+  process.on("SIGINT", stop(130))
+  process.on("SIGTERM", stop(143))
+}
+
 export const liveChildren = () => [...children]
 
 const CLK_TCK = (() => {
