@@ -68,6 +68,9 @@ const makeStores = () => {
   }
 }
 
+/** A message the other side cannot take any more (its channel broke as it stopped) is dropped. */
+const ignoreSendError = (): void => undefined
+
 const isGatewayMessage = (m: unknown): m is { readonly gw: string } =>
   typeof m === "object" && m !== null && typeof (m as { gw?: unknown }).gw === "string"
 
@@ -86,7 +89,10 @@ export const makeRelay = (options: {
   const send = (w: Worker, m: ToWorker) => {
     if (!w.isConnected()) return
     try {
-      w.send(m)
+      // With a callback: a channel that broke before its `disconnect` came (a worker stopping)
+      // fails the write as an `error` event otherwise, which nobody listens to on a cluster
+      // worker: the primary died of it (exit 1 at a SIGTERM to the node).
+      w.send(m, ignoreSendError)
     } catch {
       // The worker is going away: it misses this change, as a Redis subscriber that dropped would.
     }
@@ -133,7 +139,8 @@ export const toPrimary = (m: ToPrimary): boolean => {
   const kind = m.gw === "pub" ? `pub:${m.topic}` : m.gw === "call" ? `call:${m.op}` : m.gw
   sentToPrimary.set(kind, (sentToPrimary.get(kind) ?? 0) + 1)
   try {
-    process.send(m)
+    // With a callback, as the primary's relay sends: a broken channel is not an `error` event.
+    process.send(m, undefined, undefined, ignoreSendError)
     return true
   } catch {
     return false
