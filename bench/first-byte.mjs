@@ -38,6 +38,7 @@ import { spawn, spawnSync } from "node:child_process"
 import { cleanup, pinSelf, registerTempDir, stopChildrenOnExit } from "./lib/proc.mjs"
 import { perfWindows, perfWindowsText } from "./lib/perfWindows.mjs"
 import { median } from "./lib/stats.mjs"
+import { gatewayEnv } from "./lib/args.mjs"
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url))
 const rootDir = path.resolve(benchDir, "..")
@@ -54,17 +55,7 @@ if (PERF_HZ !== undefined && spawnSync("perf", ["--version"]).status !== 0) {
   process.exit(2)
 }
 /** --gateway-env NAME=value, repeatable: set in the gateway's environment (one arm of a setting's A/B: run once per value). */
-const GATEWAY_ENV = Object.fromEntries(
-  process.argv.flatMap((a, i) => {
-    if (process.argv[i - 1] !== "--gateway-env") return []
-    const eq = a.indexOf("=")
-    if (eq <= 0) {
-      console.error(`--gateway-env takes NAME=value, not ${JSON.stringify(a)}`)
-      process.exit(2)
-    }
-    return [[a.slice(0, eq), a.slice(eq + 1)]]
-  })
-)
+const GATEWAY_ENV = gatewayEnv(process.argv)
 
 /** --gateway-node-arg FLAG, repeatable: a node or V8 flag for the gateway's process (one arm of a flag's A/B). */
 const GATEWAY_NODE_ARGS = process.argv.flatMap((a, i) => (process.argv[i - 1] === "--gateway-node-arg" ? [a] : []))

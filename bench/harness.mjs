@@ -41,6 +41,7 @@ import {
   treeCpuSeconds
 } from "./lib/proc.mjs"
 import { topSelf } from "./lib/profile.mjs"
+import { envPair } from "./lib/args.mjs"
 import { allRatios, gatewayRatios, markdownTable, mb } from "./lib/report.mjs"
 import { acrossRounds, median, ratio, slope } from "./lib/stats.mjs"
 import {
@@ -98,11 +99,24 @@ const usage = `usage: npm run bench -- [--quick] [--soak] [--profile] [--only <m
                        (startup and idle RSS are always measured; soak and profile imply their flag)
   --targets <list>     targets to measure, from ${ALL_TARGETS.join(",")} (default all)
   --rounds <n>         override the number of interleaved rounds
+  --gateway-env NAME=value
+                       set in every gateway's environment, repeatable (one arm of a setting's A/B:
+                       run once per value; the result file records it)
   --no-pin             do not pin processes to cores even when taskset is available
   --help               this text`
 
 const parseArgs = (argv) => {
-  const f = { quick: false, soak: false, profile: false, only: null, targets: [...ALL_TARGETS], rounds: null, pin: true, soakMinutes: 10 }
+  const f = {
+    quick: false,
+    soak: false,
+    profile: false,
+    only: null,
+    targets: [...ALL_TARGETS],
+    rounds: null,
+    pin: true,
+    soakMinutes: 10,
+    gatewayEnv: {}
+  }
   const list = (v, allowed, flag) => {
     const items = String(v ?? "")
       .split(",")
@@ -138,6 +152,11 @@ const parseArgs = (argv) => {
       case "--rounds":
         f.rounds = Math.max(1, Number.parseInt(value(), 10) || 1)
         break
+      case "--gateway-env": {
+        const [name, v] = envPair(String(value() ?? ""))
+        f.gatewayEnv[name] = v
+        break
+      }
       case "--soak-minutes":
         f.soakMinutes = Math.max(0.5, Number(value()) || 10)
         break
@@ -394,7 +413,7 @@ for (const [name, start] of [
 }
 // The gateway's CLI setup (on the load core) overlaps the verification of the others.
 const gatewayPrep = flags.targets.includes("gateway")
-  ? prepareGateway({ rootDir: ROOT, mock: t("direct"), core: CORE_LOAD, pin }).catch((e) => e)
+  ? prepareGateway({ rootDir: ROOT, mock: t("direct"), core: CORE_LOAD, pin, env: flags.gatewayEnv }).catch((e) => e)
   : null
 
 /** Checks that a target returns the mock's answers (JSON and both kinds of stream). */
@@ -1059,7 +1078,7 @@ let workers = null
 if (want("workers") && ready("gateway") && checkAlive("gateway")) {
   workers = await safe("workers", async () => {
     const launch = async (name, { pinned, processes }) => {
-      const prep = await prepareGateway({ rootDir: ROOT, mock: t("direct"), core: CORE_LOAD, pin })
+      const prep = await prepareGateway({ rootDir: ROOT, mock: t("direct"), core: CORE_LOAD, pin, env: flags.gatewayEnv })
       const gatewayArgs = processes > 1 ? ["--workers", String(processes)] : []
       const g = await launchGateway(prep, { rootDir: ROOT, core: CORE_TARGET, pin: pin && pinned, gatewayArgs, name })
       if (!g.ok) throw new Error(`${name}: ${g.error}`)
@@ -1320,7 +1339,8 @@ if (want("profile") && flags.targets.includes("gateway")) {
         pin,
         mock: t("direct"),
         extraNodeArgs: ["--cpu-prof", `--cpu-prof-dir=${dir}`],
-        name: "gateway-profiled"
+        name: "gateway-profiled",
+        env: flags.gatewayEnv
       })
       if (!g.ok) throw new Error(g.error)
       if (kind.translation) await addTranslationProviders(g, t("direct"))

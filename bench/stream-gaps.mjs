@@ -33,6 +33,7 @@ import {
 import { latencyRun, manyStreams, sseOnce, streamComplete, throughputRun } from "./lib/load.mjs"
 import { cleanup, pinSelf, registerTempDir, stopChildrenOnExit } from "./lib/proc.mjs"
 import { summary } from "./lib/stats.mjs"
+import { gatewayEnv } from "./lib/args.mjs"
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url))
 const rootDir = path.resolve(benchDir, "..")
@@ -43,17 +44,7 @@ const WAIT_MS = Number(arg("--wait-ms", 1000))
 const KINDS = arg("--kinds", "json,json64,json10k,burst,translated,paced,c1").split(",")
 const JSON_OUT = arg("--json", undefined)
 const STREAMS = 1000
-const GATEWAY_ENV = Object.fromEntries(
-  process.argv.flatMap((a, i) => {
-    if (process.argv[i - 1] !== "--gateway-env") return []
-    const eq = a.indexOf("=")
-    if (eq <= 0) {
-      console.error(`--gateway-env takes NAME=value, not ${a}`)
-      process.exit(2)
-    }
-    return [[a.slice(0, eq), a.slice(eq + 1)]]
-  })
-)
+const GATEWAY_ENV = gatewayEnv(process.argv)
 const KNOWN_KINDS = ["json", "json64", "json10k", "burst", "translated", "paced", "c1"]
 const unknownKinds = KINDS.filter((k) => !KNOWN_KINDS.includes(k))
 if (unknownKinds.length > 0) {

@@ -123,11 +123,11 @@ export const startFloor = async ({ benchDir, core, pin, mock, probe }) => {
  * GATEWAY_API_KEY) and an inference key from `gateway keys add` that the load generator sends.
  * The CLI runs on `core` (the load core: the targets' core stays quiet).
  */
-export const prepareGateway = async ({ rootDir, mock, core, pin }) => {
+export const prepareGateway = async ({ rootDir, mock, core, pin, env: extraEnv = {} }) => {
   // BENCH_TMP_DIR: set by run.mjs, which removes it even if this process is killed.
   const dataDir = mkdtempSync(path.join(process.env.BENCH_TMP_DIR || os.tmpdir(), "gateway-bench-"))
   registerTempDir(dataDir)
-  const env = baseEnv({ DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN_KEY, LOG_LEVEL: "warning" })
+  const env = baseEnv({ DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN_KEY, LOG_LEVEL: "warning", ...extraEnv })
   const cli = async (args) => {
     const proc = spawnChild({
       name: `gateway ${args[0]}`,
@@ -195,8 +195,8 @@ export const launchGateway = async (prep, { rootDir, core, pin, extraNodeArgs = 
 }
 
 /** prepareGateway then launchGateway. */
-export const startGateway = async ({ rootDir, core, prepCore, pin, mock, extraNodeArgs, name }) => {
-  const prep = await prepareGateway({ rootDir, mock, core: prepCore ?? core, pin }).catch((e) => e)
+export const startGateway = async ({ rootDir, core, prepCore, pin, mock, extraNodeArgs, name, env }) => {
+  const prep = await prepareGateway({ rootDir, mock, core: prepCore ?? core, pin, env }).catch((e) => e)
   return launchGateway(prep, { rootDir, core, pin, extraNodeArgs, name })
 }
 

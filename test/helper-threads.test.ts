@@ -1,0 +1,130 @@
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { runCli, type ServerProcess, startServerProcess } from "./support/cli.js"
+
+/**
+ * bin/gateway on one CPU (`taskset`, a one-core container): the threads node starts before any
+ * JavaScript (V8's workers for concurrent marking, sweeping and compiles, the scheduler of their
+ * delayed tasks, the inspector's signal thread) run below the main thread, nice
+ * GATEWAY_V8_HELPER_NICE (default 10); libuv's pool and the threads made later keep the main
+ * thread's nice. Seen from outside: real gateway processes, each thread's nice read from /proc.
+ */
+
+/** [thread id, nice] of every thread of `pid`, in the order they were made (ids grow). */
+const threads = (pid: number): Array<[number, number]> =>
+  fs
+    .readdirSync(`/proc/${pid}/task`)
+    .map(Number)
+    .sort((a, b) => a - b)
+    .flatMap((tid) => {
+      try {
+        const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8")
+        return [[tid, Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16])] as [number, number]]
+      } catch {
+        return [] // ended meanwhile
+      }
+    })
+
+/** The nice of each thread after the main one, as runs: e.g. "10x6 0x5" (six at 10, then five at 0). */
+const runs = (pid: number): string => {
+  const all = threads(pid)
+  expect(all[0]).toEqual([pid, 0])
+  const out: Array<[number, number]> = []
+  for (const [, nice] of all.slice(1)) {
+    const last = out.at(-1)
+    if (last && last[0] === nice) last[1]++
+    else out.push([nice, 1])
+  }
+  return out.map(([nice, n]) => `${nice}x${n}`).join(" ")
+}
+
+const dirs: Array<string> = []
+const servers: Array<ServerProcess> = []
+afterAll(async () => {
+  await Promise.all(servers.map((s) => s.stop()))
+  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true })
+})
+
+const start = async (
+  env: Record<string, string>,
+  options: { readonly oneCpu: boolean; readonly nodeArgs?: ReadonlyArray<string>; readonly args?: ReadonlyArray<string> }
+) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "helper-threads-"))
+  dirs.push(dir)
+  const s = await startServerProcess({ DATA_DIR: dir, HOME: dir, ...env }, options.args ?? [], {
+    prefix: options.oneCpu ? ["taskset", "-c", String(firstCpu())] : [],
+    nodeArgs: options.nodeArgs ?? [],
+    startMs: 30_000
+  })
+  servers.push(s)
+  expect((await fetch(`${s.url}/api/health/ping`)).status).toBe(200)
+  return s
+}
+
+/** A CPU this process may run on (the machine may hide some from it). */
+const firstCpu = (): number => {
+  const list = /Cpus_allowed_list:\s*(\d+)/.exec(fs.readFileSync("/proc/self/status", "utf8"))
+  return Number(list?.[1] ?? 0)
+}
+
+/** `n` runs at 10 then at least `pool` at 0, nothing else. */
+const shape = (text: string, reniced: number, pool: number) => {
+  const m = /^10x(\d+) 0x(\d+)$/.exec(text)
+  expect(m, `thread nices after the main thread: ${text}`).not.toBeNull()
+  expect(Number(m![1])).toBe(reniced)
+  expect(Number(m![2])).toBeGreaterThanOrEqual(pool)
+}
+
+describe.runIf(process.platform === "linux")("V8's helper threads below the main thread on one CPU (bin/gateway)", () => {
+  it("under taskset: node's start-up threads at nice 10, libuv's pool at 0; the count follows --v8-pool-size", {
+    timeout: 90_000
+  }, async () => {
+    const [plain, small] = await Promise.all([
+      start({ UV_THREADPOOL_SIZE: "5" }, { oneCpu: true }),
+      start({ UV_THREADPOOL_SIZE: "7" }, { oneCpu: true, nodeArgs: ["--v8-pool-size=2"] })
+    ])
+    const plainRuns = runs(plain.child.pid!)
+    const smallRuns = runs(small.child.pid!)
+    const reniced = Number(/^10x(\d+)/.exec(plainRuns)?.[1])
+    // V8's four workers and the scheduler of their delayed tasks at least.
+    expect(reniced, plainRuns).toBeGreaterThanOrEqual(5)
+    shape(plainRuns, reniced, 5)
+    // Two V8 workers fewer, two reniced threads fewer; the larger pool all at 0.
+    shape(smallRuns, reniced - 2, 7)
+  })
+
+  it("GATEWAY_V8_HELPER_NICE sets the nice; 0 leaves every thread at the main thread's", { timeout: 60_000 }, async () => {
+    const [five, off] = await Promise.all([
+      start({ GATEWAY_V8_HELPER_NICE: "5" }, { oneCpu: true }),
+      start({ GATEWAY_V8_HELPER_NICE: "0" }, { oneCpu: true })
+    ])
+    expect(runs(five.child.pid!)).toMatch(/^5x\d+ 0x\d+$/)
+    expect(runs(off.child.pid!)).toMatch(/^0x\d+$/)
+  })
+
+  it.runIf(os.availableParallelism() >= 2)("with more than one CPU nothing is changed", { timeout: 60_000 }, async () => {
+    const s = await start({}, { oneCpu: false })
+    expect(runs(s.child.pid!)).toMatch(/^0x\d+$/)
+  })
+
+  it("--workers 2 under taskset: each worker's start-up threads too", { timeout: 60_000 }, async () => {
+    const s = await start({}, { oneCpu: true, args: ["--workers", "2"] })
+    const pid = s.child.pid!
+    const children = () => fs.readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number)
+    const until = Date.now() + 20_000
+    while (children().length < 2 && Date.now() < until) await new Promise((r) => setTimeout(r, 100))
+    const workers = children()
+    expect(workers).toHaveLength(2)
+    for (const p of [pid, ...workers]) shape(runs(p), Number(/^10x(\d+)/.exec(runs(p))?.[1]), 4)
+  })
+
+  it("a nice outside 0-19 is refused at start with a message naming it", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "helper-threads-"))
+    dirs.push(dir)
+    const r = await runCli(["--port", "0"], { GATEWAY_V8_HELPER_NICE: "25", DATA_DIR: dir, HOME: dir })
+    expect(r.code).toBe(2)
+    expect(r.stderr).toContain('GATEWAY_V8_HELPER_NICE must be a whole number from 0 to 19, not "25"')
+  })
+})
