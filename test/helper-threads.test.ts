@@ -2,6 +2,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
+import { helperThreads, parseHelperNice, uvPoolSize } from "../bin/helper-threads.mjs"
 import { runCli, type ServerProcess, startServerProcess } from "./support/cli.js"
 
 /**
@@ -27,12 +28,19 @@ const threads = (pid: number): Array<[number, number]> =>
       }
     })
 
-/** The nice of each thread after the main one, as runs: e.g. "10x6 0x5" (six at 10, then five at 0). */
+/** The nice this process runs at (the suite may be run under `nice`): the gateways inherit it. */
+const BASE = os.getPriority()
+
+/**
+ * The nice of each thread after the main one, as runs: e.g. "10x6 0x5" (six at 10, then five at the
+ * main thread's nice, written 0).
+ */
 const runs = (pid: number): string => {
   const all = threads(pid)
-  expect(all[0]).toEqual([pid, 0])
+  expect(all[0]).toEqual([pid, BASE])
   const out: Array<[number, number]> = []
-  for (const [, nice] of all.slice(1)) {
+  for (const [, raw] of all.slice(1)) {
+    const nice = raw === BASE ? 0 : raw
     const last = out.at(-1)
     if (last && last[0] === nice) last[1]++
     else out.push([nice, 1])
@@ -77,7 +85,66 @@ const shape = (text: string, reniced: number, pool: number) => {
   expect(Number(m![2])).toBeGreaterThanOrEqual(pool)
 }
 
-describe.runIf(process.platform === "linux")("V8's helper threads below the main thread on one CPU (bin/gateway)", () => {
+describe("which threads are node's start-up helpers (bin/helper-threads.mjs)", () => {
+  it("reads UV_THREADPOOL_SIZE as libuv does: atoi into an unsigned int, 0 as 1, at most 1024, 4 unset", () => {
+    const cases: Array<[string | undefined, number]> = [
+      [undefined, 4],
+      ["6", 6],
+      [" 6", 6],
+      ["+6", 6],
+      ["5abc", 5],
+      ["", 1],
+      ["abc", 1],
+      ["0", 1],
+      ["-0", 1],
+      ["0x10", 1],
+      ["-1", 1024],
+      ["2000", 1024],
+      ["1024", 1024],
+      ["4294967296", 1],
+      ["4294967297", 1],
+      ["99999999999999999999999", 1024]
+    ]
+    for (const [text, n] of cases) expect(uvPoolSize(text), JSON.stringify(text)).toBe(n)
+  })
+
+  it("by position on unnamed threads: those made before libuv's pool; nothing after a wraparound of thread ids", () => {
+    const named = (ids: Array<number>, name = "node") => ids.map((t) => [t, name] as const)
+    // main, scheduler, 4 V8 workers, inspector signal thread, a pool of 4 (given in any order)
+    const t = named([100, 110, 109, 108, 107, 106, 105, 104, 103, 102, 101])
+    expect(helperThreads(t, 100, 4)).toEqual([101, 102, 103, 104, 105, 106])
+    expect(helperThreads(t, 100, 6)).toEqual([101, 102, 103, 104])
+    expect(helperThreads(t, 100, 20)).toEqual([])
+    // io_uring's kernel threads are not counted
+    expect(helperThreads([...t, [111, "iou-wrk-100"]], 100, 4)).toEqual([101, 102, 103, 104, 105, 106])
+    // ids wrapped: the pool's are below the main thread's
+    expect(helperThreads(named([100, 101, 102, 103, 104, 105, 106, 3, 4, 5, 6]), 100, 4)).toEqual([])
+  })
+
+  it("by name when libuv names its pool: every thread but the main one and the pool's", () => {
+    const t = [
+      [50, "node"],
+      [51, "V8Worker"],
+      [52, "V8Worker"],
+      [53, "libuv-worker"],
+      [54, "libuv-worker"],
+      [55, "node"]
+    ] as const
+    expect(helperThreads(t, 50, 4)).toEqual([51, 52, 55])
+  })
+
+  it("GATEWAY_V8_HELPER_NICE: 10 unset or empty, 0-19, anything else an error naming it", () => {
+    expect(parseHelperNice(undefined)).toBe(10)
+    expect(parseHelperNice("")).toBe(10)
+    expect(parseHelperNice("0")).toBe(0)
+    expect(parseHelperNice("19")).toBe(19)
+    for (const bad of ["20", "-1", "+5", " 5", "05", "1.5", "ten"])
+      expect(String(parseHelperNice(bad)), bad).toContain(`not ${JSON.stringify(bad)}`)
+  })
+})
+
+// A nice is only raised: under `nice -n 10` or more there is nothing to see.
+describe.runIf(process.platform === "linux" && BASE < 10)("V8's helper threads below the main thread on one CPU (bin/gateway)", () => {
   it("under taskset: node's start-up threads at nice 10, libuv's pool at 0; the count follows --v8-pool-size", {
     timeout: 90_000
   }, async () => {
@@ -95,13 +162,20 @@ describe.runIf(process.platform === "linux")("V8's helper threads below the main
     shape(smallRuns, reniced - 2, 7)
   })
 
-  it("GATEWAY_V8_HELPER_NICE sets the nice; 0 leaves every thread at the main thread's", { timeout: 60_000 }, async () => {
-    const [five, off] = await Promise.all([
+  it("GATEWAY_V8_HELPER_NICE sets the nice; 0 leaves every thread at the main thread's, as does --cpu-prof", {
+    timeout: 60_000
+  }, async () => {
+    const profiles = fs.mkdtempSync(path.join(os.tmpdir(), "helper-threads-prof-"))
+    dirs.push(profiles)
+    const [five, off, profiled] = await Promise.all([
       start({ GATEWAY_V8_HELPER_NICE: "5" }, { oneCpu: true }),
-      start({ GATEWAY_V8_HELPER_NICE: "0" }, { oneCpu: true })
+      start({ GATEWAY_V8_HELPER_NICE: "0" }, { oneCpu: true }),
+      // A profiler's sampling thread is one of them: left as it is, so that it samples the busy times.
+      start({}, { oneCpu: true, nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${profiles}`] })
     ])
-    expect(runs(five.child.pid!)).toMatch(/^5x\d+ 0x\d+$/)
+    expect(runs(five.child.pid!)).toMatch(BASE < 5 ? /^5x\d+ 0x\d+$/ : /^0x\d+$/)
     expect(runs(off.child.pid!)).toMatch(/^0x\d+$/)
+    expect(runs(profiled.child.pid!)).toMatch(/^0x\d+$/)
   })
 
   it.runIf(os.availableParallelism() >= 2)("with more than one CPU nothing is changed", { timeout: 60_000 }, async () => {
@@ -117,6 +191,9 @@ describe.runIf(process.platform === "linux")("V8's helper threads below the main
     while (children().length < 2 && Date.now() < until) await new Promise((r) => setTimeout(r, 100))
     const workers = children()
     expect(workers).toHaveLength(2)
+    // A worker just forked may not have run bin/gateway's first lines yet.
+    const lowered = (p: number) => /^10x\d+ 0x\d+$/.test(runs(p))
+    while (!workers.every(lowered) && Date.now() < until) await new Promise((r) => setTimeout(r, 100))
     for (const p of [pid, ...workers]) shape(runs(p), Number(/^10x(\d+)/.exec(runs(p))?.[1]), 4)
   })
 
