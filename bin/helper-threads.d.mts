@@ -6,3 +6,5 @@ export declare const uvPoolSize: (text: string | undefined) => number
 export declare const helperThreads: (threads: ReadonlyArray<readonly [number, string]>, pid: number, pool: number) => Array<number>
 /** Raises the nice of node's start-up helper threads to `nice` when this process may run on one CPU. */
 export declare const lowerHelperThreads: (nice: number) => Promise<void>
+/** Whether node options (execArgv and NODE_OPTIONS, as one text) start a profiler. */
+export declare const startsProfiler: (options: string) => boolean

@@ -21,12 +21,16 @@ export const parseHelperNice = (text) => {
  * in the libuv of Node 20, 22 and 24): 4 when unset; otherwise glibc's `atoi` (leading blanks, a
  * sign, digits, the rest ignored; `strtol` saturating at a long's bounds, then cut to an int) kept
  * in an unsigned int, 0 taken as 1 and more than 1024 as 1024 (so "-1" is 1024 threads).
+ * `long`: 64 bits, or 32 on 32-bit Linux.
  */
+/** The width of C's `long` here (32 on 32-bit Linux, where `strtol` saturates sooner). */
+const LONG_BITS = ["arm", "ia32", "mips", "mipsel", "ppc", "s390", "x32"].includes(process.arch) ? 32 : 64
+
 export const uvPoolSize = (text) => {
   if (text === undefined) return 4
   const digits = /^[ \t\n\v\f\r]*([+-]?\d+)/.exec(text)?.[1]
   let n = digits === undefined ? 0n : BigInt(digits)
-  const longMax = 2n ** 63n - 1n
+  const longMax = LONG_BITS === 64 ? 2n ** 63n - 1n : 2n ** 31n - 1n
   if (n > longMax) n = longMax
   if (n < -longMax - 1n) n = -longMax - 1n
   const threads = BigInt.asUintN(32, n)
@@ -50,8 +54,13 @@ export const helperThreads = (threads, pid, pool) => {
   return sorted.slice(1, Math.max(1, sorted.length - pool)).map(([tid]) => tid)
 }
 
-/** A profiler's sampling thread starts before any JavaScript too; below the main thread it would miss the busy times. */
-const profiling = () => /(^|\s)--(cpu-)?prof(\s|=|$)/.test(`${process.execArgv.join(" ")} ${process.env.NODE_OPTIONS ?? ""}`)
+/**
+ * Whether node options (execArgv and NODE_OPTIONS, as one text) start a profiler: its sampling
+ * thread starts before any JavaScript too, and below the main thread it would miss the busy times.
+ */
+export const startsProfiler = (options) => /(^|[\s"'])--(cpu[-_])?prof([-_]cpp)?(["'\s=]|$)/.test(options)
+
+const profiling = () => startsProfiler(`${process.execArgv.join(" ")} ${process.env.NODE_OPTIONS ?? ""}`)
 
 /**
  * Raises the nice of node's start-up helper threads to `nice` when this process may run on one CPU

@@ -2,7 +2,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { helperThreads, parseHelperNice, uvPoolSize } from "../bin/helper-threads.mjs"
+import { helperThreads, parseHelperNice, startsProfiler, uvPoolSize } from "../bin/helper-threads.mjs"
 import { runCli, type ServerProcess, startServerProcess } from "./support/cli.js"
 
 /**
@@ -133,6 +133,21 @@ describe("which threads are node's start-up helpers (bin/helper-threads.mjs)", (
     expect(helperThreads(t, 50, 4)).toEqual([51, 52, 55])
   })
 
+  it("left alone under a profiler: the node options that start one", () => {
+    for (const on of [
+      "--cpu-prof",
+      "--cpu_prof",
+      "--prof",
+      "--prof-cpp",
+      "--prof_cpp",
+      '--max-old-space-size=99 "--cpu-prof"',
+      "--cpu-prof --cpu-prof-dir=x"
+    ])
+      expect(startsProfiler(on), on).toBe(true)
+    for (const off of ["", "--cpu-prof-dir=x", "--cpu-prof-name=y", "--prof-process", "--no-prof", "--heap-prof", "--proficient"])
+      expect(startsProfiler(off), off).toBe(false)
+  })
+
   it("GATEWAY_V8_HELPER_NICE: 10 unset or empty, 0-19, anything else an error naming it", () => {
     expect(parseHelperNice(undefined)).toBe(10)
     expect(parseHelperNice("")).toBe(10)
@@ -183,18 +198,28 @@ describe.runIf(process.platform === "linux" && BASE < 10)("V8's helper threads b
     expect(runs(s.child.pid!)).toMatch(/^0x\d+$/)
   })
 
-  it("--workers 2 under taskset: each worker's start-up threads too", { timeout: 60_000 }, async () => {
-    const s = await start({}, { oneCpu: true, args: ["--workers", "2"] })
+  it("--workers 2 under taskset: each worker's start-up threads too, at the nice the primary's environment gave", {
+    timeout: 60_000
+  }, async () => {
+    // The env file is read after bin/gateway's first lines: it does not set the primary's helpers'
+    // nice, and the workers (whose environment the primary makes after reading it) follow the primary.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "helper-threads-env-"))
+    dirs.push(dir)
+    const envFile = path.join(dir, "gateway.env")
+    fs.writeFileSync(envFile, "GATEWAY_V8_HELPER_NICE=5\n")
+    const s = await start({ GATEWAY_ENV_FILE: envFile }, { oneCpu: true, args: ["--workers", "2"] })
     const pid = s.child.pid!
+    const primary = runs(pid)
+    const reniced = Number(/^10x(\d+)/.exec(primary)?.[1])
+    shape(primary, reniced, 4)
     const children = () => fs.readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number)
+    // A worker just forked may not have run bin/gateway's first lines yet, or be halfway through them.
+    const done = (p: number) => new RegExp(`^10x${reniced} 0x\\d+$`).test(runs(p))
     const until = Date.now() + 20_000
-    while (children().length < 2 && Date.now() < until) await new Promise((r) => setTimeout(r, 100))
+    while (!(children().length === 2 && children().every(done)) && Date.now() < until) await new Promise((r) => setTimeout(r, 100))
     const workers = children()
     expect(workers).toHaveLength(2)
-    // A worker just forked may not have run bin/gateway's first lines yet.
-    const lowered = (p: number) => /^10x\d+ 0x\d+$/.test(runs(p))
-    while (!workers.every(lowered) && Date.now() < until) await new Promise((r) => setTimeout(r, 100))
-    for (const p of [pid, ...workers]) shape(runs(p), Number(/^10x(\d+)/.exec(runs(p))?.[1]), 4)
+    for (const p of workers) shape(runs(p), reniced, 4)
   })
 
   it("a nice outside 0-19 is refused at start with a message naming it", async () => {

@@ -12,6 +12,7 @@ import { AppConfig, type AppConfigShape } from "../platform/config/AppConfig.js"
 import * as Logging from "../services/observability/Logging.js"
 import { makeRelay } from "../platform/state/clusterIpc.js"
 import { RESTART_EXIT_CODE, restartMode, type StopIntent } from "../platform/system/Lifecycle.js"
+import { startingEnv } from "../platform/system/startEnv.js"
 import { supervise } from "./supervise.js"
 
 /**
@@ -122,7 +123,14 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
     const fork = (slot: Slot, listening?: Deferred.Deferred<string>) =>
       Effect.async<{ code: number | null; signal: string | null; startedAt: number }>((resume) => {
         const startedAt = Date.now()
-        const w = cluster.fork({ GATEWAY_WORKER_ID: String(slot.id), GATEWAY_WORKER_PORT: String(port), GATEWAY_CLUSTER_ID: clusterId })
+        const w = cluster.fork({
+          GATEWAY_WORKER_ID: String(slot.id),
+          GATEWAY_WORKER_PORT: String(port),
+          GATEWAY_CLUSTER_ID: clusterId,
+          // Read by bin/gateway before the env file is: a worker sees what the primary saw (the
+          // environment it started with), not the env file's value, which this process's has by now.
+          GATEWAY_V8_HELPER_NICE: startingEnv().GATEWAY_V8_HELPER_NICE
+        })
         slot.worker = w
         w.on("message", (m: unknown) => relay(w, m))
         // A worker listens on other ports too (the dashboard's live feed): the gateway's port is
