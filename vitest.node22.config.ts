@@ -27,6 +27,7 @@ export default defineConfig({
       "test/cli-server.test.ts",
       "test/cli.ops.test.ts",
       "test/workers.test.ts",
+      "test/helper-threads.test.ts",
       "test/process-survival.test.ts",
       "test/idle-memory.test.ts",
       "test/serve-code-cache.process.test.ts",
