@@ -9,7 +9,7 @@
 //   peer     Portkey's open-source gateway (@portkey-ai/gateway)
 // Progress goes to stderr; the markdown table to stdout; everything to bench/results/<time>.json.
 import { execFileSync } from "node:child_process"
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -102,6 +102,9 @@ const usage = `usage: npm run bench -- [--quick] [--soak] [--profile] [--only <m
   --gateway-env NAME=value
                        set in every gateway's environment, repeatable (one arm of a setting's A/B:
                        run once per value; the result file records it)
+  --peer-gateway <dir> measure the gateway built in <dir> (a worktree of another commit, built) in
+                       the peer's place, interleaved with this one: "gw ÷ peer" is then this
+                       build against that one, in the same run
   --no-pin             do not pin processes to cores even when taskset is available
   --help               this text`
 
@@ -115,7 +118,8 @@ const parseArgs = (argv) => {
     rounds: null,
     pin: true,
     soakMinutes: 10,
-    gatewayEnv: {}
+    gatewayEnv: {},
+    peerGateway: null
   }
   const list = (v, allowed, flag) => {
     const items = String(v ?? "")
@@ -155,6 +159,13 @@ const parseArgs = (argv) => {
       case "--gateway-env": {
         const [name, v] = envPair(String(value() ?? ""))
         f.gatewayEnv[name] = v
+        break
+      }
+      case "--peer-gateway": {
+        const dir = path.resolve(String(value() ?? ""))
+        if (!existsSync(path.join(dir, "bin/gateway")) || !existsSync(path.join(dir, "dist")))
+          throw new Error(`--peer-gateway: ${dir} has no bin/gateway and dist/ (a worktree of the commit, built with npm run build)`)
+        f.peerGateway = dir
         break
       }
       case "--soak-minutes":
@@ -350,6 +361,16 @@ const versions = {
     distLastWritten: distStamp
   },
   peer: (() => {
+    if (flags.peerGateway) {
+      const commit = (() => {
+        try {
+          return execFileSync("git", ["rev-parse", "HEAD"], { cwd: flags.peerGateway }).toString().trim()
+        } catch {
+          return null
+        }
+      })()
+      return { package: "this gateway, another build", dir: flags.peerGateway, version: commit?.slice(0, 12) ?? "?", commit }
+    }
     try {
       const e = peerEntry(BENCH_DIR)
       return { package: "@portkey-ai/gateway", version: e.version, entry: path.relative(BENCH_DIR, e.file) }
@@ -403,13 +424,26 @@ const report = (name) => {
   else log(`${name} FAILED to start: ${x.error}`)
 }
 // Floor and peer start one at a time (spawn → first 200 is measured with nothing else running).
+// With --peer-gateway, the peer's place holds the gateway of another build (started like this one).
+const startPeerGateway = async ({ core, mock, probe }) =>
+  launchGateway(await prepareGateway({ rootDir: flags.peerGateway, mock, core: CORE_LOAD, pin, env: flags.gatewayEnv }).catch((e) => e), {
+    rootDir: flags.peerGateway,
+    core,
+    pin,
+    probe,
+    name: "peer"
+  })
 for (const [name, start] of [
   ["floor", startFloor],
-  ["peer", startPeer]
+  ["peer", flags.peerGateway ? startPeerGateway : startPeer]
 ]) {
   if (!flags.targets.includes(name)) continue
   targets[name] = await start({ benchDir: BENCH_DIR, core: CORE_TARGET, pin, mock: t("direct"), probe: probeFor(name) })
   report(name)
+}
+if (flags.peerGateway && want("translated") && t("peer")?.ok) {
+  const added = await safe("translated providers (peer gateway)", () => addTranslationProviders(t("peer"), t("direct")))
+  if (added?.error) notes.push(`translated rows, peer gateway: ${added.error}`)
 }
 // The gateway's CLI setup (on the load core) overlaps the verification of the others.
 const gatewayPrep = flags.targets.includes("gateway")
@@ -451,7 +485,7 @@ if (gatewayPrep) {
 }
 
 // The translated pairs: each target's stream must be whole (64 content deltas in the client's format).
-const TRANSLATING = ["direct", "floor", "gateway"]
+const TRANSLATING = flags.peerGateway ? ["direct", "floor", "gateway", "peer"] : ["direct", "floor", "gateway"]
 const translatedOk = {}
 if (want("translated")) {
   for (const name of TRANSLATING) {
@@ -1745,7 +1779,7 @@ const out = []
 out.push(`## Gateway benchmark (${MODE.name} mode)`)
 out.push("")
 out.push(
-  `${machine.cpu}, ${machine.cores} cores, ${(machine.totalMemoryBytes / 2 ** 30).toFixed(1)} GiB, Node ${machine.node}, ${machine.kernel}; gateway ${versions.gateway.version} at ${versions.gateway.commit?.slice(0, 12) ?? "?"}${versions.gateway.uncommittedChanges ? " (with uncommitted changes)" : ""}; peer @portkey-ai/gateway ${versions.peer.version ?? "?"}; autocannon ${versions.autocannon ?? "?"}`
+  `${machine.cpu}, ${machine.cores} cores, ${(machine.totalMemoryBytes / 2 ** 30).toFixed(1)} GiB, Node ${machine.node}, ${machine.kernel}; gateway ${versions.gateway.version} at ${versions.gateway.commit?.slice(0, 12) ?? "?"}${versions.gateway.uncommittedChanges ? " (with uncommitted changes)" : ""}; peer ${flags.peerGateway ? `the gateway in ${flags.peerGateway} at ${versions.peer.version}` : `@portkey-ai/gateway ${versions.peer.version ?? "?"}`}; autocannon ${versions.autocannon ?? "?"}`
 )
 out.push("")
 out.push(table)
@@ -1759,7 +1793,7 @@ if (Object.keys(M["alloc.c32_1k.kbPerRequest"]).length)
     `Bytes allocated: the target's JS heap (main thread) over ${ALLOC_REQUESTS} c=32 JSON 1 KB requests after each round's c=32 JSON 1 KB slices (every answer awaited) plus ${ALLOC_SETTLE_MS} ms, from V8's used heap at the window's edges and before and after each GC (bench/alloc-probe.cjs, preloaded; Buffer contents outside the heap not included), ÷ the requests the target's HTTP server began in the window. Worker threads' heaps are counted apart.`
   )
 out.push(
-  `Gateway: production build (node bin/gateway), fresh DATA_DIR, usage logging on as shipped, LOG_LEVEL=warning (no per-request log lines are written); clients send an inference key from \`gateway keys add\`. Peer: ${versions.peer.entry ?? "?"} --headless, routed by x-portkey-provider: openai + x-portkey-custom-host.`
+  `Gateway: production build (node bin/gateway), fresh DATA_DIR, usage logging on as shipped, LOG_LEVEL=warning (no per-request log lines are written); clients send an inference key from \`gateway keys add\`. ${flags.peerGateway ? `Peer: the gateway built in ${flags.peerGateway}, started as this one (--peer-gateway).` : `Peer: ${versions.peer.entry ?? "?"} --headless, routed by x-portkey-provider: openai + x-portkey-custom-host.`}`
 )
 out.push(
   `Durations: c=1 latency ${MODE.latencyMs / 1000} s, each throughput run ${MODE.throughputS} s, SSE ${MODE.sseConcurrency} concurrent paced streams (starts spread over ${MODE.sseSpreadMs} ms; new streams for ${MODE.sseMs / 1000} s, at least one per worker), burst ${MODE.burstS} s; warm-up ${MODE.warmupS} s per target (not measured).`

@@ -175,6 +175,8 @@ export const launchGateway = async (prep, { rootDir, core, pin, extraNodeArgs = 
     t.model = (m) => `openai-compatible/${m}`
     t.headers = { "content-type": "application/json", authorization: `Bearer ${prep.secret}` }
     t.adminHeaders = { "content-type": "application/json", authorization: `Bearer ${ADMIN_KEY}` }
+    // A gateway under any name (the profiled one, another build in the peer's place) takes the gateway's requests.
+    t.gateway = true
     const proc = spawnChild({
       name,
       cmd: process.execPath,
@@ -309,7 +311,7 @@ const PROMPT = "Write a short poem about benchmarks."
 const count = (re) => (body) => (String(body).match(re) ?? []).length
 /** `{url, headers, body, count}` of one burst stream of `pair` against target `t`. */
 export const translatedRequest = (t, pair) => {
-  const gateway = t.name === "gateway" || t.name === "gateway-profiled"
+  const gateway = t.gateway === true
   switch (pair) {
     case "messages_chat":
       return gateway
