@@ -6,7 +6,8 @@
 //   direct   the load generator talks to the mock upstream itself (the reference)
 //   floor    bench/floor-proxy.mjs, a ~40-line node:http pass-through proxy (the floor)
 //   gateway  this project's production build, `node bin/gateway`
-//   peer     Portkey's open-source gateway (@portkey-ai/gateway)
+//   peer     Portkey's open-source gateway (@portkey-ai/gateway), or with --peer-gateway <dir>
+//            another build of this gateway
 // Progress goes to stderr; the markdown table to stdout; everything to bench/results/<time>.json.
 import { execFileSync } from "node:child_process"
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
@@ -162,7 +163,9 @@ const parseArgs = (argv) => {
         break
       }
       case "--peer-gateway": {
-        const dir = path.resolve(String(value() ?? ""))
+        const given = String(value() ?? "")
+        if (given === "") throw new Error("--peer-gateway: give the directory of the other build")
+        const dir = path.resolve(given)
         if (!existsSync(path.join(dir, "bin/gateway")) || !existsSync(path.join(dir, "dist")))
           throw new Error(`--peer-gateway: ${dir} has no bin/gateway and dist/ (a worktree of the commit, built with npm run build)`)
         f.peerGateway = dir
@@ -296,10 +299,10 @@ const r2 = (v, d = 3) => (v == null ? null : Math.round(v * 10 ** d) / 10 ** d)
 // ---------------------------------------------------------------------------------------------
 // Machine, pinning, versions
 
-const git = (...args) => {
+const gitIn = (dir, ...args) => {
   try {
     return execFileSync("git", ["--no-optional-locks", ...args], {
-      cwd: ROOT,
+      cwd: dir,
       encoding: "utf8",
       stdio: ["ignore", "pipe", "ignore"]
     }).trim()
@@ -307,6 +310,7 @@ const git = (...args) => {
     return null
   }
 }
+const git = (...args) => gitIn(ROOT, ...args)
 const pkgVersion = (file) => {
   try {
     return JSON.parse(readFileSync(file, "utf8")).version
@@ -336,9 +340,8 @@ const machine = {
   kernel: `${os.type()} ${os.release()}`,
   arch: os.arch()
 }
-const dirty = git("status", "--porcelain", "--", "src", "bin", "tsconfig.json", "tsconfig.build.json", "package-lock.json")
-// When dist/ was last written (newest file: incremental builds rewrite only what changed).
-const distStamp = (() => {
+// When a tree's dist/ was last written (newest file: incremental builds rewrite only what changed).
+const distStampOf = (root) => {
   let t = 0
   const walk = (d) => {
     for (const e of readdirSync(d, { withFileTypes: true })) {
@@ -347,29 +350,28 @@ const distStamp = (() => {
     }
   }
   try {
-    walk(path.join(ROOT, "dist"))
+    walk(path.join(root, "dist"))
     return t ? new Date(t).toISOString() : null
   } catch {
     return null
   }
-})()
-const versions = {
-  gateway: {
-    version: pkgVersion(path.join(ROOT, "package.json")),
-    commit: git("rev-parse", "HEAD"),
+}
+/** A gateway tree's version, commit, whether what builds into dist/ has uncommitted changes, and when dist/ was written. */
+const buildOf = (root) => {
+  const dirty = gitIn(root, "status", "--porcelain", "--", "src", "bin", "tsconfig.json", "tsconfig.build.json", "package-lock.json")
+  return {
+    version: pkgVersion(path.join(root, "package.json")),
+    commit: gitIn(root, "rev-parse", "HEAD"),
     uncommittedChanges: dirty == null ? null : dirty.length > 0,
-    distLastWritten: distStamp
-  },
+    distLastWritten: distStampOf(root)
+  }
+}
+const versions = {
+  gateway: buildOf(ROOT),
   peer: (() => {
     if (flags.peerGateway) {
-      const commit = (() => {
-        try {
-          return execFileSync("git", ["rev-parse", "HEAD"], { cwd: flags.peerGateway }).toString().trim()
-        } catch {
-          return null
-        }
-      })()
-      return { package: "this gateway, another build", dir: flags.peerGateway, version: commit?.slice(0, 12) ?? "?", commit }
+      const b = buildOf(flags.peerGateway)
+      return { package: "this gateway, another build", dir: flags.peerGateway, ...b, version: b.commit?.slice(0, 12) ?? "?" }
     }
     try {
       const e = peerEntry(BENCH_DIR)
@@ -1529,7 +1531,8 @@ const check = {
   ...Object.fromEntries(
     THROUGHPUT.map(([label]) => {
       const f = rt(`throughput.${label}`, "floor")
-      const p = rt(`throughput.${label}`, "peer")
+      // Another build in the peer's place (--peer-gateway): not the peer the target is set against.
+      const p = flags.peerGateway ? null : rt(`throughput.${label}`, "peer")
       return [`throughput.${label}`, both(f == null ? null : f >= 0.5, p == null ? null : p >= 5)]
     })
   ),
