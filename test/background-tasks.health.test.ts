@@ -122,7 +122,10 @@ describe("GATEWAY_DISABLE_TOKEN_HEALTHCHECK (default off: the token check runs)"
   })
 
   it("on: no connection is put in a terminal state by a probe, while the local half keeps probing", async () => {
-    const gw = await start({ GATEWAY_DISABLE_TOKEN_HEALTHCHECK: "true" })
+    // The local probe's 400 ms (the hanging-runner case above needs it short) is not what this
+    // checks: a busy machine (a fresh clone's suite beside other work) made one probe miss it,
+    // and the live runner read as unavailable.
+    const gw = await start({ GATEWAY_DISABLE_TOKEN_HEALTHCHECK: "true", GATEWAY_LOCAL_HEALTHCHECK_TIMEOUT_MS: "5000" })
     const refusing = (await upstream()).script((r) => (r.path === "/v1/models" ? { status: 401 } : {}))
     await connect(gw, { name: "revoked", baseUrl: refusing.baseUrl("openai-chat"), apiKey: "sk-revoked-1111111111111111" })
     // The local check probes it (loopback) and sees a live runner; the 401 is not its business.
