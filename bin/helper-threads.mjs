@@ -16,16 +16,15 @@ export const parseHelperNice = (text) => {
   return new Error(`GATEWAY_V8_HELPER_NICE must be a whole number from 0 to 19, not ${JSON.stringify(text)}`)
 }
 
-/**
- * The number of threads libuv's pool has, read from UV_THREADPOOL_SIZE as libuv reads it (the same
- * in the libuv of Node 20, 22 and 24): 4 when unset; otherwise glibc's `atoi` (leading blanks, a
- * sign, digits, the rest ignored; `strtol` saturating at a long's bounds, then cut to an int) kept
- * in an unsigned int, 0 taken as 1 and more than 1024 as 1024 (so "-1" is 1024 threads).
- * `long`: 64 bits, or 32 on 32-bit Linux.
- */
 /** The width of C's `long` here (32 on 32-bit Linux, where `strtol` saturates sooner). */
 const LONG_BITS = ["arm", "ia32", "mips", "mipsel", "ppc", "s390", "x32"].includes(process.arch) ? 32 : 64
 
+/**
+ * The number of threads libuv's pool has, read from UV_THREADPOOL_SIZE as libuv reads it (the same
+ * in the libuv of Node 20, 22 and 24): 4 when unset; otherwise glibc's `atoi` (leading blanks, a
+ * sign, digits, the rest ignored; `strtol` saturating at a long's bounds, `LONG_BITS`, then cut to
+ * an int) kept in an unsigned int, 0 taken as 1 and more than 1024 as 1024 (so "-1" is 1024 threads).
+ */
 export const uvPoolSize = (text) => {
   if (text === undefined) return 4
   const digits = /^[ \t\n\v\f\r]*([+-]?\d+)/.exec(text)?.[1]
