@@ -24,10 +24,10 @@ import { throughputRun } from "./lib/load.mjs"
 import { cleanup, pinSelf, processTree, stopChildrenOnExit, treeCpuSeconds } from "./lib/proc.mjs"
 import { median } from "./lib/stats.mjs"
 import { chatBody, launchGateway, prepareGateway, startMock } from "./lib/targets.mjs"
+import { arg } from "./lib/args.mjs"
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url))
 const rootDir = path.resolve(benchDir, "..")
-const arg = (name, dflt) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : dflt)
 const ROUNDS = Number(arg("--rounds", 6))
 const SECONDS = Number(arg("--seconds", 4))
 const WARM = Number(arg("--warm", 12))

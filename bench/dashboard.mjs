@@ -16,11 +16,11 @@ import path from "node:path"
 import { fileURLToPath } from "node:url"
 import { chromium } from "playwright-core"
 import { median } from "./lib/stats.mjs"
+import { arg } from "./lib/args.mjs"
 
 const BENCH = path.dirname(fileURLToPath(import.meta.url))
 const ROOT = path.resolve(BENCH, "..")
 const BIN = path.join(ROOT, "bin/gateway")
-const arg = (name, dflt) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : dflt)
 const runs = Number(arg("--runs", 5))
 const shot = arg("--screenshot", undefined)
 const say = (m) => console.error(`[dashboard] ${m}`)

@@ -38,12 +38,11 @@ import { spawn, spawnSync } from "node:child_process"
 import { cleanup, pinSelf, registerTempDir, stopChildrenOnExit } from "./lib/proc.mjs"
 import { perfWindows, perfWindowsText } from "./lib/perfWindows.mjs"
 import { median } from "./lib/stats.mjs"
-import { gatewayEnv } from "./lib/args.mjs"
+import { arg, gatewayEnv } from "./lib/args.mjs"
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url))
 const rootDir = path.resolve(benchDir, "..")
 const PROBE = path.join(benchDir, "first-byte-probe.cjs")
-const arg = (name, dflt) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : dflt)
 const ROUNDS = Number(arg("--rounds", 3))
 const SECONDS = Number(arg("--seconds", 3))
 const WARM = Number(arg("--warm", 0))

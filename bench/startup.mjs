@@ -17,10 +17,10 @@ import os from "node:os"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
 import { median } from "./lib/stats.mjs"
+import { arg } from "./lib/args.mjs"
 
 const BENCH = path.dirname(fileURLToPath(import.meta.url))
 const BIN = path.resolve(BENCH, "../bin/gateway")
-const arg = (name, dflt) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : dflt)
 const runs = Number(arg("--runs", 9))
 const workers = arg("--workers", undefined)
 const profile = process.argv.includes("--cpu-prof")

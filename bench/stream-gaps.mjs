@@ -33,11 +33,10 @@ import {
 import { latencyRun, manyStreams, sseOnce, streamComplete, throughputRun } from "./lib/load.mjs"
 import { cleanup, pinSelf, registerTempDir, stopChildrenOnExit } from "./lib/proc.mjs"
 import { summary } from "./lib/stats.mjs"
-import { gatewayEnv } from "./lib/args.mjs"
+import { arg, gatewayEnv } from "./lib/args.mjs"
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url))
 const rootDir = path.resolve(benchDir, "..")
-const arg = (name, dflt) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : dflt)
 const MINUTES = Number(arg("--minutes", 2))
 const BURSTS = Number(arg("--bursts", 3))
 const WAIT_MS = Number(arg("--wait-ms", 1000))

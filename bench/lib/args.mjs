@@ -19,3 +19,6 @@ export const gatewayEnv = (argv) => {
     process.exit(2)
   }
 }
+
+/** The value after `name` on the command line (`--rounds 6` → "6"), or `dflt` when the flag is absent. */
+export const arg = (name, dflt) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : dflt)
