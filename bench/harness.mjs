@@ -214,6 +214,7 @@ const MODE = flags.quick
       sseConcurrency: 8,
       sseSpreadMs: 160,
       burstS: 0.5,
+      rowWarmS: 0.1,
       warmupS: 0.5,
       streamWarmup: false,
       streams: 100,
@@ -239,6 +240,8 @@ const MODE = flags.quick
       sseConcurrency: 16,
       sseSpreadMs: 1280,
       burstS: 3,
+      // Each sliced row begins with one unmeasured slice of this length per target (`sliced` below).
+      rowWarmS: 0.25,
       warmupS: 5,
       streamWarmup: true,
       streams: 1000,
@@ -674,6 +677,17 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
    */
   const sliced = async (label, { slices = MODE.slices, run, merge, after }, names = active()) => {
     const parts = {}
+    // First one unmeasured slice per target (k = -1: MODE.rowWarmS long), in the measured slices'
+    // first order. A row's first slice is the first of its kind since the row before: the mock and
+    // this process's load generator, which every target shares, run its requests cold, and the
+    // target measured first paid for that. In an A/A of one build in two slots (--peer-gateway),
+    // the first slot read 0.80-0.84x the second's streams/s on the burst row, and 1.01-1.13x once
+    // the slots' order was reversed (docs/performance.md, "2026-12-01 (afternoon)").
+    for (const name of names) {
+      if (!checkAlive(name)) continue
+      await safe(`round ${r} ${label} ${name} (warm-up slice)`, () => run(t(name), name, -1))
+      await sleep(100)
+    }
     for (let k = 0; k < slices; k++) {
       for (const name of k % 2 === 0 ? names : [...names].reverse()) {
         if (!checkAlive(name)) continue
@@ -717,14 +731,14 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
       round[name][label] = res
     }
   }
-  /** One slice of a stream row: `request(x)`'s stream at c=32 for its share of MODE.burstS. */
-  const streamSlice = (request) => async (x, name) => {
+  /** One slice of a stream row: `request(x)`'s stream at c=32 for its share of MODE.burstS (the warm-up slice, k < 0: MODE.rowWarmS). */
+  const streamSlice = (request) => async (x, name, k) => {
     const q = request(x)
     const res = await throughputRun(q.url, {
       headers: q.headers,
       body: q.body,
       connections: 32,
-      durationS: MODE.burstS / MODE.streamSlices
+      durationS: k < 0 ? MODE.rowWarmS : MODE.burstS / MODE.streamSlices
     })
     notePeak(name)
     return res
@@ -748,7 +762,12 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
   }
   if (want("latency")) {
     await sliced("latency", {
-      run: (x) => latencyRun(x.chatUrl, { ...jsonReq(x, "1k"), durationMs: MODE.latencyMs / MODE.slices, keepSamples: true }),
+      run: (x, _name, k) =>
+        latencyRun(x.chatUrl, {
+          ...jsonReq(x, "1k"),
+          durationMs: k < 0 ? MODE.rowWarmS * 1000 : MODE.latencyMs / MODE.slices,
+          keepSamples: true
+        }),
       merge: (runs) => {
         const failures = {}
         for (const x of runs) for (const [k, n] of Object.entries(x.failures)) failures[k] = (failures[k] ?? 0) + n
@@ -770,8 +789,9 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
   if (want("throughput")) {
     for (const [label, c, size] of THROUGHPUT) {
       await sliced(label, {
-        run: async (x, name) => {
-          const res = await throughputRun(x.chatUrl, { ...jsonReq(x, size), connections: c, durationS: MODE.throughputS / MODE.slices })
+        run: async (x, name, k) => {
+          const durationS = k < 0 ? MODE.rowWarmS : MODE.throughputS / MODE.slices
+          const res = await throughputRun(x.chatUrl, { ...jsonReq(x, size), connections: c, durationS })
           notePeak(name)
           return res
         },
