@@ -214,7 +214,7 @@ const MODE = flags.quick
       sseConcurrency: 8,
       sseSpreadMs: 160,
       burstS: 0.5,
-      rowWarmS: 0.1,
+      rowWarmS: 0.25,
       warmupS: 0.5,
       streamWarmup: false,
       streams: 100,
@@ -240,7 +240,8 @@ const MODE = flags.quick
       sseConcurrency: 16,
       sseSpreadMs: 1280,
       burstS: 3,
-      // Each sliced row begins with one unmeasured slice of this length per target (`sliced` below).
+      // Each sliced row begins with one unmeasured slice of this length per target (\`sliced\` below;
+      // autocannon stops on its 250 ms sample tick, so not shorter).
       rowWarmS: 0.25,
       warmupS: 5,
       streamWarmup: true,
@@ -740,7 +741,7 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
       connections: 32,
       durationS: k < 0 ? MODE.rowWarmS : MODE.burstS / MODE.streamSlices
     })
-    notePeak(name)
+    if (k >= 0) notePeak(name)
     return res
   }
   /** autocannon runs summed: 2xx per second over all the slices' seconds. */
@@ -792,7 +793,7 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
         run: async (x, name, k) => {
           const durationS = k < 0 ? MODE.rowWarmS : MODE.throughputS / MODE.slices
           const res = await throughputRun(x.chatUrl, { ...jsonReq(x, size), connections: c, durationS })
-          notePeak(name)
+          if (k >= 0) notePeak(name)
           return res
         },
         merge: mergeRuns,
