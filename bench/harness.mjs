@@ -240,7 +240,7 @@ const MODE = flags.quick
       sseConcurrency: 16,
       sseSpreadMs: 1280,
       burstS: 3,
-      // Each sliced row begins with one unmeasured slice of this length per target (\`sliced\` below;
+      // Each sliced row begins with one unmeasured slice of this length per target (`sliced` below;
       // autocannon stops on its 250 ms sample tick, so not shorter).
       rowWarmS: 0.25,
       warmupS: 5,
