@@ -314,7 +314,6 @@ const gitIn = (dir, ...args) => {
     return null
   }
 }
-const git = (...args) => gitIn(ROOT, ...args)
 const pkgVersion = (file) => {
   try {
     return JSON.parse(readFileSync(file, "utf8")).version
@@ -675,26 +674,29 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
    * finish what the slice's end cut (as between whole runs). `after` runs once per target after
    * its last slice (a spot check, the allocation window), outside the CPU count; what it fails
    * is noted apart (`afterError`). A target that died before its last slice has no value.
+   * `run(target, name, seconds)` runs one slice of `seconds` (`sliceS` for a measured one); with
+   * `peaks`, the target's RSS is sampled after each measured slice (the load's peak).
    */
-  const sliced = async (label, { slices = MODE.slices, run, merge, after }, names = active()) => {
+  const sliced = async (label, { slices = MODE.slices, sliceS, run, merge, after, peaks = false }, names = active()) => {
     const parts = {}
-    // First one unmeasured slice per target (k = -1: MODE.rowWarmS long), in the measured slices'
-    // first order. A row's first slice is the first of its kind since the row before: the mock and
+    // First one unmeasured slice per target (MODE.rowWarmS long), in the measured slices' first
+    // order. A row's first slice is the first of its kind since the row before: the mock and
     // this process's load generator, which every target shares, run its requests cold, and the
     // target measured first paid for that. In an A/A of one build in two slots (--peer-gateway),
     // the first slot read 0.80-0.84x the second's streams/s on the burst row, and 1.01-1.13x once
     // the slots' order was reversed (docs/performance.md, "2026-12-01 (afternoon)").
     for (const name of names) {
       if (!checkAlive(name)) continue
-      await safe(`round ${r} ${label} ${name} (warm-up slice)`, () => run(t(name), name, -1))
+      await safe(`round ${r} ${label} ${name} (warm-up slice)`, () => run(t(name), name, MODE.rowWarmS))
       await sleep(100)
     }
     for (let k = 0; k < slices; k++) {
       for (const name of k % 2 === 0 ? names : [...names].reverse()) {
         if (!checkAlive(name)) continue
         const before = cpuSnapshot()
-        const res = await safe(`round ${r} ${label} ${name}`, () => run(t(name), name, k))
+        const res = await safe(`round ${r} ${label} ${name}`, () => run(t(name), name, sliceS))
         const end = cpuSnapshot()
+        if (peaks) notePeak(name)
         const pid = t(name).pid
         const cpuBefore = before.per.get(pid)
         const cpuAfter = end.per.get(pid)
@@ -732,18 +734,16 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
       round[name][label] = res
     }
   }
-  /** One slice of a stream row: `request(x)`'s stream at c=32 for its share of MODE.burstS (the warm-up slice, k < 0: MODE.rowWarmS). */
-  const streamSlice = (request) => async (x, name, k) => {
-    const q = request(x)
-    const res = await throughputRun(q.url, {
-      headers: q.headers,
-      body: q.body,
-      connections: 32,
-      durationS: k < 0 ? MODE.rowWarmS : MODE.burstS / MODE.streamSlices
-    })
-    if (k >= 0) notePeak(name)
-    return res
-  }
+  /** A stream row's slices: `request(x)`'s stream at c=32, each slice its share of MODE.burstS. */
+  const streamSlices = (request) => ({
+    slices: MODE.streamSlices,
+    sliceS: MODE.burstS / MODE.streamSlices,
+    peaks: true,
+    run: (x, _name, durationS) => {
+      const q = request(x)
+      return throughputRun(q.url, { headers: q.headers, body: q.body, connections: 32, durationS })
+    }
+  })
   /** autocannon runs summed: 2xx per second over all the slices' seconds. */
   const mergeRuns = (runs) => {
     const sum = (k) => runs.reduce((n, x) => n + (x[k] ?? 0), 0)
@@ -763,12 +763,8 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
   }
   if (want("latency")) {
     await sliced("latency", {
-      run: (x, _name, k) =>
-        latencyRun(x.chatUrl, {
-          ...jsonReq(x, "1k"),
-          durationMs: k < 0 ? MODE.rowWarmS * 1000 : MODE.latencyMs / MODE.slices,
-          keepSamples: true
-        }),
+      sliceS: MODE.latencyMs / 1000 / MODE.slices,
+      run: (x, _name, durationS) => latencyRun(x.chatUrl, { ...jsonReq(x, "1k"), durationMs: durationS * 1000, keepSamples: true }),
       merge: (runs) => {
         const failures = {}
         for (const x of runs) for (const [k, n] of Object.entries(x.failures)) failures[k] = (failures[k] ?? 0) + n
@@ -790,12 +786,9 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
   if (want("throughput")) {
     for (const [label, c, size] of THROUGHPUT) {
       await sliced(label, {
-        run: async (x, name, k) => {
-          const durationS = k < 0 ? MODE.rowWarmS : MODE.throughputS / MODE.slices
-          const res = await throughputRun(x.chatUrl, { ...jsonReq(x, size), connections: c, durationS })
-          if (k >= 0) notePeak(name)
-          return res
-        },
+        sliceS: MODE.throughputS / MODE.slices,
+        peaks: true,
+        run: (x, _name, durationS) => throughputRun(x.chatUrl, { ...jsonReq(x, size), connections: c, durationS }),
         merge: mergeRuns,
         // c=32 JSON 1 KB: then ALLOC_REQUESTS more inside an allocation window, where the target
         // has a probe (not in the slices' CPU time or req/s).
@@ -835,8 +828,7 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
         .join(", ")} ms`
     )
     await sliced("burst", {
-      slices: MODE.streamSlices,
-      run: streamSlice((x) => ({ url: x.chatUrl, headers: x.headers, body: streamBody(x.model("sse-burst")) })),
+      ...streamSlices((x) => ({ url: x.chatUrl, headers: x.headers, body: streamBody(x.model("sse-burst")) })),
       merge: mergeRuns,
       // autocannon counts a 200 as done; check separately that a burst stream is whole.
       after: async (x) => {
@@ -856,8 +848,7 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
       await sliced(
         `tr_${label}`,
         {
-          slices: MODE.streamSlices,
-          run: streamSlice((x) => translatedRequest(x, label)),
+          ...streamSlices((x) => translatedRequest(x, label)),
           merge: mergeRuns,
           after: async (x) => {
             const q = translatedRequest(x, label)
