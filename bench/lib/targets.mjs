@@ -81,10 +81,16 @@ export const startMock = async ({ benchDir, core, pin, probe }) => {
   })
   t.proc = proc
   t.pid = proc.pid
-  const m = await waitForLine(proc, /listening (\d+)/)
-  t.baseUrl = onlyLoopback(`http://127.0.0.1:${m[1]}`)
-  t.chatUrl = `${t.baseUrl}/v1/chat/completions`
-  t.startupMs = await waitFor200(t.chatUrl, startupProbe(t), { since: proc.spawnedAt, alive: proc.alive })
+  try {
+    const m = await waitForLine(proc, /listening (\d+)/)
+    t.baseUrl = onlyLoopback(`http://127.0.0.1:${m[1]}`)
+    t.chatUrl = `${t.baseUrl}/v1/chat/completions`
+    t.startupMs = await waitFor200(t.chatUrl, startupProbe(t), { since: proc.spawnedAt, alive: proc.alive })
+  } catch (e) {
+    // Not left running: a mock started again for the start-time row fails without stopping the run.
+    await proc.stop()
+    throw e
+  }
   t.ok = true
   return t
 }
@@ -127,7 +133,10 @@ export const prepareGateway = async ({ rootDir, mock, core, pin, env: extraEnv =
   // BENCH_TMP_DIR: set by run.mjs, which removes it even if this process is killed.
   const dataDir = mkdtempSync(path.join(process.env.BENCH_TMP_DIR || os.tmpdir(), "gateway-bench-"))
   registerTempDir(dataDir)
-  const env = baseEnv({ DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN_KEY, LOG_LEVEL: "warning", ...extraEnv })
+  // The live feed's own port on a free one (default 20129): each gateway the bench runs at once (the
+  // measured one, another build in the peer's slot, the start-time row's further starts, the workers'
+  // rows) binds its own, rather than all but the first warning that it is taken.
+  const env = baseEnv({ DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN_KEY, LOG_LEVEL: "warning", GATEWAY_LIVE_WS_PORT: "0", ...extraEnv })
   const cli = async (args) => {
     const proc = spawnChild({
       name: `gateway ${args[0]}`,
