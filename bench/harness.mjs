@@ -433,14 +433,8 @@ const report = (name) => {
 }
 // Floor and peer start one at a time (spawn → first 200 is measured with nothing else running).
 // With --peer-gateway, the peer's place holds the gateway of another build (started like this one).
-const startPeerGateway = async ({ core, mock, probe }) =>
-  launchGateway(await prepareGateway({ rootDir: flags.peerGateway, mock, core: CORE_LOAD, pin, env: flags.gatewayEnv }).catch((e) => e), {
-    rootDir: flags.peerGateway,
-    core,
-    pin,
-    probe,
-    name: "peer"
-  })
+const startPeerGateway = ({ core, mock, probe }) =>
+  startGateway({ rootDir: flags.peerGateway, core, prepCore: CORE_LOAD, pin, mock, env: flags.gatewayEnv, probe, name: "peer" })
 for (const [name, start] of [
   ["floor", startFloor],
   ["peer", flags.peerGateway ? startPeerGateway : startPeer]
@@ -528,11 +522,14 @@ const startAgain = {
   floor: (probe) => startFloor({ benchDir: BENCH_DIR, core: CORE_TARGET, pin, mock: t("direct"), probe }),
   // Each on a DATA_DIR of its own, prepared as the measured gateway's was (its setup not timed), as
   // startPeerGateway does for another build in the peer's slot.
-  gateway: async (probe) =>
-    launchGateway(await prepareGateway({ rootDir: ROOT, mock: t("direct"), core: CORE_LOAD, pin, env: flags.gatewayEnv }).catch((e) => e), {
+  gateway: (probe) =>
+    startGateway({
       rootDir: ROOT,
       core: CORE_TARGET,
+      prepCore: CORE_LOAD,
       pin,
+      mock: t("direct"),
+      env: flags.gatewayEnv,
       probe,
       name: "gateway (start)"
     }),

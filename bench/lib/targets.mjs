@@ -205,10 +205,10 @@ export const launchGateway = async (prep, { rootDir, core, pin, extraNodeArgs = 
   return t
 }
 
-/** prepareGateway then launchGateway. */
-export const startGateway = async ({ rootDir, core, prepCore, pin, mock, extraNodeArgs, name, env }) => {
+/** prepareGateway then launchGateway (the setup on `prepCore`, by default the gateway's own core). */
+export const startGateway = async ({ rootDir, core, prepCore, pin, mock, extraNodeArgs, name, env, probe }) => {
   const prep = await prepareGateway({ rootDir, mock, core: prepCore ?? core, pin, env }).catch((e) => e)
-  return launchGateway(prep, { rootDir, core, pin, extraNodeArgs, name })
+  return launchGateway(prep, { rootDir, core, pin, extraNodeArgs, name, probe })
 }
 
 /** Portkey's entry point: the `bin` of @portkey-ai/gateway's package.json. */
