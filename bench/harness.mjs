@@ -433,11 +433,15 @@ const report = (name) => {
 }
 // Floor and peer start one at a time (spawn → first 200 is measured with nothing else running).
 // With --peer-gateway, the peer's place holds the gateway of another build (started like this one).
-const startPeerGateway = ({ core, mock, probe }) =>
-  startGateway({ rootDir: flags.peerGateway, core, prepCore: CORE_LOAD, pin, mock, env: flags.gatewayEnv, probe, name: "peer" })
+// A gateway of the build at `rootDir` on a DATA_DIR of its own, prepared (not timed) on the load's core.
+const startBuild =
+  (rootDir, name) =>
+  ({ core, mock, probe }) =>
+    startGateway({ rootDir, core, prepCore: CORE_LOAD, pin, mock, env: flags.gatewayEnv, probe, name })
+const startPeerGateway = flags.peerGateway ? startBuild(flags.peerGateway, "peer") : undefined
 for (const [name, start] of [
   ["floor", startFloor],
-  ["peer", flags.peerGateway ? startPeerGateway : startPeer]
+  ["peer", startPeerGateway ?? startPeer]
 ]) {
   if (!flags.targets.includes(name)) continue
   targets[name] = await start({ benchDir: BENCH_DIR, core: CORE_TARGET, pin, mock: t("direct"), probe: probeFor(name) })
@@ -520,21 +524,9 @@ for (const [name, x] of Object.entries(targets)) if (x.startupMs != null) startS
 const startAgain = {
   direct: () => startMock({ benchDir: BENCH_DIR, core: CORE_LOAD, pin }),
   floor: (probe) => startFloor({ benchDir: BENCH_DIR, core: CORE_TARGET, pin, mock: t("direct"), probe }),
-  // Each on a DATA_DIR of its own, prepared as the measured gateway's was (its setup not timed), as
-  // startPeerGateway does for another build in the peer's slot.
-  gateway: (probe) =>
-    startGateway({
-      rootDir: ROOT,
-      core: CORE_TARGET,
-      prepCore: CORE_LOAD,
-      pin,
-      mock: t("direct"),
-      env: flags.gatewayEnv,
-      probe,
-      name: "gateway (start)"
-    }),
-  peer: (probe) =>
-    (flags.peerGateway ? startPeerGateway : startPeer)({ benchDir: BENCH_DIR, core: CORE_TARGET, pin, mock: t("direct"), probe })
+  // Each on a DATA_DIR of its own, prepared as the measured gateway's was.
+  gateway: (probe) => startBuild(ROOT, "gateway (start)")({ core: CORE_TARGET, mock: t("direct"), probe }),
+  peer: (probe) => (startPeerGateway ?? startPeer)({ benchDir: BENCH_DIR, core: CORE_TARGET, pin, mock: t("direct"), probe })
 }
 for (let k = 1; k < MODE.startRuns; k++) {
   for (const name of ALL_TARGETS) {

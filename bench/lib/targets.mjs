@@ -259,6 +259,9 @@ export const startPeer = async ({ benchDir, core, pin, mock, probe }) => {
   return t
 }
 
+/** How far apart the mock sends a paced stream's chunks (PACE_MS in mock-upstream.mjs). */
+const MOCK_PACE_MS = 20
+
 /**
  * Checks that a target returns the mock's answers: JSON 1 KB and 10 KB bodies (the mock's id,
  * content and usage), and paced and burst streams with all 64 content chunks and [DONE].
@@ -303,7 +306,7 @@ export const verifyTarget = async (t, { sseOnce, streamComplete, chunks }) => {
   // ~1.26 s from the first to the last. A late first chunk alone is no sign of buffering (a target's
   // first stream on a busy machine: the peer's read 579 ms once and it was left out of a whole run).
   const span = (paced.gaps ?? []).reduce((a, b) => a + b, 0)
-  if (streamComplete(paced, chunks) && span < ((chunks - 1) * 20) / 2)
+  if (streamComplete(paced, chunks) && span < ((chunks - 1) * MOCK_PACE_MS) / 2)
     problems.push(
       `paced SSE: ${paced.chunks} chunks within ${Math.round(span)} ms, first after ${Math.round(paced.ttft ?? 0)} ms (buffered?)`
     )
