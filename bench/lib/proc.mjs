@@ -244,6 +244,21 @@ export const cpuSeconds = (pid) => {
   }
 }
 
+/**
+ * CPU seconds a process has used so far with those of its children that have exited and been
+ * waited for (`cutime` and `cstime`: a child's time moves there when its parent reaps it, and a
+ * reaped child's own reaped children come with it); null when it is gone.
+ */
+const cpuWithReapedSeconds = (pid) => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / CLK_TCK
+  } catch {
+    return null
+  }
+}
+
 /** The pids of a process's live children (every thread's), from /proc (empty when unknown). */
 const childPids = (pid) => {
   try {
@@ -268,6 +283,19 @@ export const treeCpuSeconds = (pid) => {
   const own = cpuSeconds(pid)
   if (own == null) return null
   return childPids(pid).reduce((sum, child) => sum + (treeCpuSeconds(child) ?? 0), own)
+}
+
+/**
+ * CPU seconds used so far by a process and every descendant it ever had, live or exited: each
+ * live process's time with its reaped children's. Unlike `treeCpuSeconds`, two readings can be
+ * compared across an interval in which descendants started or exited (a `--workers` gateway's
+ * workers, a CLI run, a gateway started and stopped); only a descendant that exits without being
+ * waited for, or is adopted by another process, drops out.
+ */
+export const familyCpuSeconds = (pid) => {
+  const own = cpuWithReapedSeconds(pid)
+  if (own == null) return null
+  return childPids(pid).reduce((sum, child) => sum + (familyCpuSeconds(child) ?? 0), own)
 }
 
 /** A process and its live descendants, from /proc: a `--workers` primary first, then its workers. */
@@ -306,24 +334,22 @@ const machineCpu = () => {
 }
 
 /**
- * A snapshot of CPU use: the machine's, and ours (this process and every child still running).
+ * A snapshot of CPU use: the machine's; ours, this process's and every descendant's it ever had
+ * (`familyCpuSeconds`); and each child's own, by pid (`per`: a target's CPU over a run).
  * `foreignSince(prev)` is the share of the machine's CPU capacity used by other processes
  * between two snapshots (0..1): a high value means the numbers of that interval are noisy.
+ * Ours is the whole family: a gateway started after `prev` (the workers section's, the soak's) and
+ * a `--workers` gateway's workers (the bench's grandchildren) are not other processes.
  */
 export const cpuSnapshot = () => {
   const m = machineCpu()
   const per = new Map([[process.pid, cpuSeconds(process.pid)]])
   for (const c of children) per.set(c.pid, cpuSeconds(c.pid))
-  return { at: performance.now(), machine: m, per }
+  return { at: performance.now(), machine: m, ours: familyCpuSeconds(process.pid), per }
 }
 export const foreignSince = (prev, now = cpuSnapshot()) => {
-  if (!prev?.machine || !now.machine) return null
+  if (!prev?.machine || !now.machine || prev.ours == null || now.ours == null) return null
   const total = now.machine.total - prev.machine.total
   if (total <= 0) return null
-  let ours = 0
-  for (const [pid, v] of now.per) {
-    const before = prev.per.get(pid)
-    if (v != null && before != null) ours += v - before
-  }
-  return Math.max(0, Math.min(1, (now.machine.busy - prev.machine.busy - ours) / total))
+  return Math.max(0, Math.min(1, (now.machine.busy - prev.machine.busy - (now.ours - prev.ours)) / total))
 }
