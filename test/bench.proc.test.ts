@@ -40,7 +40,10 @@ describe.runIf(process.platform === "linux")("bench/lib/proc.mjs", () => {
     const snapBefore = cpuSnapshot()
     const child = spawn(process.execPath, ["-e", script], { stdio: ["ignore", "pipe", "ignore"] })
     try {
-      await new Promise<void>((resolve) => child.stdout.on("data", (d: Buffer) => d.toString().includes("done") && resolve()))
+      await new Promise<void>((resolve, reject) => {
+        child.stdout.on("data", (d: Buffer) => d.toString().includes("done") && resolve())
+        child.once("exit", (code) => reject(new Error(`the child exited (${code}) before its grandchild was done`)))
+      })
       const after = familyCpuSeconds(process.pid)
       const snapAfter = cpuSnapshot()
       expect(before).not.toBeNull()

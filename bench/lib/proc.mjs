@@ -289,13 +289,14 @@ export const treeCpuSeconds = (pid) => {
  * CPU seconds used so far by a process and every descendant it ever had, live or exited: each
  * live process's time with its reaped children's. Unlike `treeCpuSeconds`, two readings can be
  * compared across an interval in which descendants started or exited (a `--workers` gateway's
- * workers, a CLI run, a gateway started and stopped); only a descendant that exits without being
- * waited for, or is adopted by another process, drops out.
+ * workers, a CLI run, a gateway started and stopped); only a descendant whose parent exits without
+ * waiting for it (it is adopted by another process) drops out, with all its past CPU.
  */
-export const familyCpuSeconds = (pid) => {
+export const familyCpuSeconds = (pid, seen = new Set()) => {
   const own = cpuWithReapedSeconds(pid)
   if (own == null) return null
-  return childPids(pid).reduce((sum, child) => sum + (familyCpuSeconds(child) ?? 0), own)
+  seen.add(pid)
+  return childPids(pid).reduce((sum, child) => sum + (familyCpuSeconds(child, seen) ?? 0), own)
 }
 
 /** A process and its live descendants, from /proc: a `--workers` primary first, then its workers. */
@@ -338,14 +339,19 @@ const machineCpu = () => {
  * (`familyCpuSeconds`); and each child's own, by pid (`per`: a target's CPU over a run).
  * `foreignSince(prev)` is the share of the machine's CPU capacity used by other processes
  * between two snapshots (0..1): a high value means the numbers of that interval are noisy.
- * Ours is the whole family: a gateway started after `prev` (the workers section's, the soak's) and
- * a `--workers` gateway's workers (the bench's grandchildren) are not other processes.
+ * Ours is the whole family: a gateway started after `prev` (the workers section's, their `gateway
+ * setup` runs) and a `--workers` gateway's workers (the bench's grandchildren) are not other processes.
  */
 export const cpuSnapshot = () => {
   const m = machineCpu()
   const per = new Map([[process.pid, cpuSeconds(process.pid)]])
   for (const c of children) per.set(c.pid, cpuSeconds(c.pid))
-  return { at: performance.now(), machine: m, ours: familyCpuSeconds(process.pid), per }
+  const seen = new Set()
+  let ours = familyCpuSeconds(process.pid, seen)
+  // Where the kernel lists no children (/proc/<pid>/task/<tid>/children needs CONFIG_PROC_CHILDREN),
+  // the walk stops at this process: the children this module started are still ours.
+  if (ours != null) for (const c of children) if (!seen.has(c.pid)) ours += familyCpuSeconds(c.pid, seen) ?? 0
+  return { at: performance.now(), machine: m, ours, per }
 }
 export const foreignSince = (prev, now = cpuSnapshot()) => {
   if (!prev?.machine || !now.machine || prev.ours == null || now.ours == null) return null
