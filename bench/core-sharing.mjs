@@ -21,7 +21,7 @@ import os from "node:os"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
 import { throughputRun } from "./lib/load.mjs"
-import { cleanup, pinSelf, processTree, stopChildrenOnExit, treeCpuSeconds } from "./lib/proc.mjs"
+import { cleanup, pinSelf, processTree, stopChildrenOnExit, familyCpuSeconds } from "./lib/proc.mjs"
 import { median } from "./lib/stats.mjs"
 import { chatBody, launchGateway, prepareGateway, startMock } from "./lib/targets.mjs"
 import { arg } from "./lib/args.mjs"
@@ -91,12 +91,12 @@ const load = (side, opts) =>
 /** One measured run of a side: req/s, CPU µs a request over all its processes, main threads' switches per 1000 requests. */
 const timed = async (side) => {
   const pids = side.parts.flatMap(({ g }) => processTree(g.pid))
-  const cpu0 = side.parts.map(({ g }) => treeCpuSeconds(g.pid))
+  const cpu0 = side.parts.map(({ g }) => familyCpuSeconds(g.pid))
   const sw0 = pids.map(switches)
   const started = performance.now()
   const ok = await load(side, { durationS: SECONDS })
   const seconds = (performance.now() - started) / 1000
-  const cpu = side.parts.reduce((sum, { g }, i) => sum + (treeCpuSeconds(g.pid) - cpu0[i]), 0)
+  const cpu = side.parts.reduce((sum, { g }, i) => sum + (familyCpuSeconds(g.pid) - cpu0[i]), 0)
   const sw = pids.map(switches).reduce((acc, s, i) => (s && sw0[i] ? [acc[0] + s[0] - sw0[i][0], acc[1] + s[1] - sw0[i][1]] : acc), [0, 0])
   return { rps: ok / seconds, cpuUs: (cpu * 1e6) / ok, voluntary: (sw[0] * 1000) / ok, involuntary: (sw[1] * 1000) / ok }
 }

@@ -39,7 +39,7 @@ import {
   registerTempDir,
   rssBytes,
   tasksetAvailable,
-  treeCpuSeconds
+  familyCpuSeconds
 } from "./lib/proc.mjs"
 import { topSelf } from "./lib/profile.mjs"
 import { envPair } from "./lib/args.mjs"
@@ -1179,7 +1179,7 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
     // connections (docs/performance.md, workers "2026-11-28").
     const timed = async (side) => {
       const pids = processTree(side.g.pid)
-      const before = treeCpuSeconds(side.g.pid)
+      const before = familyCpuSeconds(side.g.pid)
       const ownBefore = pids.map(cpuSeconds)
       let connections = null
       const halfway = setTimeout(() => {
@@ -1187,7 +1187,7 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
       }, MODE.workersRoundS * 500)
       const r = await load(side, { durationS: MODE.workersRoundS })
       clearTimeout(halfway)
-      const after = treeCpuSeconds(side.g.pid)
+      const after = familyCpuSeconds(side.g.pid)
       const perRequest = (a, b) => (a == null || b == null || r.ok === 0 ? null : ((b - a) * 1e6) / r.ok)
       return {
         rps: r.rps,

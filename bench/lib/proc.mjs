@@ -233,31 +233,25 @@ const CLK_TCK = (() => {
   }
 })()
 
-/** CPU seconds (user + system, all threads) a process has used so far; null when it is gone. */
-export const cpuSeconds = (pid) => {
+/**
+ * A process's CPU seconds so far from /proc/<pid>/stat: its own (user + system, all threads), and
+ * with `reaped` also its children that have exited and been waited for (`cutime` and `cstime`: a
+ * child's time moves there when its parent reaps it, a reaped child's own reaped children with it);
+ * null when it is gone.
+ */
+const statCpuSeconds = (pid, reaped) => {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
     const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    return (Number(f[11]) + Number(f[12])) / CLK_TCK
+    const own = Number(f[11]) + Number(f[12])
+    return (reaped ? own + Number(f[13]) + Number(f[14]) : own) / CLK_TCK
   } catch {
     return null
   }
 }
 
-/**
- * CPU seconds a process has used so far with those of its children that have exited and been
- * waited for (`cutime` and `cstime`: a child's time moves there when its parent reaps it, and a
- * reaped child's own reaped children come with it); null when it is gone.
- */
-const cpuWithReapedSeconds = (pid) => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / CLK_TCK
-  } catch {
-    return null
-  }
-}
+/** CPU seconds (user + system, all threads) a process has used so far; null when it is gone. */
+export const cpuSeconds = (pid) => statCpuSeconds(pid, false)
 
 /** The pids of a process's live children (every thread's), from /proc (empty when unknown). */
 const childPids = (pid) => {
@@ -275,25 +269,14 @@ const childPids = (pid) => {
 }
 
 /**
- * CPU seconds used so far by a process and every live descendant (a `--workers` primary and its
- * workers): a process's own counter leaves out children that are still running. Only compare
- * two readings over an interval in which no descendant exited or started.
- */
-export const treeCpuSeconds = (pid) => {
-  const own = cpuSeconds(pid)
-  if (own == null) return null
-  return childPids(pid).reduce((sum, child) => sum + (treeCpuSeconds(child) ?? 0), own)
-}
-
-/**
  * CPU seconds used so far by a process and every descendant it ever had, live or exited: each
- * live process's time with its reaped children's. Unlike `treeCpuSeconds`, two readings can be
- * compared across an interval in which descendants started or exited (a `--workers` gateway's
+ * live process's time with its reaped children's (a `--workers` primary and its workers). Two
+ * readings can be compared across an interval in which descendants started or exited (a `--workers` gateway's
  * workers, a CLI run, a gateway started and stopped); only a descendant whose parent exits without
  * waiting for it (it is adopted by another process) drops out, with all its past CPU.
  */
 export const familyCpuSeconds = (pid, seen = new Set()) => {
-  const own = cpuWithReapedSeconds(pid)
+  const own = statCpuSeconds(pid, true)
   if (own == null) return null
   seen.add(pid)
   return childPids(pid).reduce((sum, child) => sum + (familyCpuSeconds(child, seen) ?? 0), own)
