@@ -44,7 +44,7 @@ import {
 import { topSelf } from "./lib/profile.mjs"
 import { envPair } from "./lib/args.mjs"
 import { allRatios, gatewayRatios, markdownTable, mb } from "./lib/report.mjs"
-import { acrossRounds, median, ratio, slope } from "./lib/stats.mjs"
+import { acrossRounds, freeCeiling, median, ratio, slope } from "./lib/stats.mjs"
 import {
   addTranslationProviders,
   chatBody,
@@ -1177,8 +1177,17 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
     // process's share of it (primary first) and how many of the load's connections each process
     // held halfway through: where the workers' extra CPU goes, and whether one worker took most
     // connections (docs/performance.md, workers "2026-11-28").
+    // The load's own CPU beside it (this process's autocannon and the mock, both on CORE_LOAD): with
+    // every core busy, the most `--workers` can serve is the cores' µs over the gateway's CPU a
+    // request plus the load's (`ceiling` below).
+    const loadCpuSeconds = () => {
+      const u = process.cpuUsage()
+      const mock = familyCpuSeconds(t("direct").pid)
+      return mock == null ? null : (u.user + u.system) / 1e6 + mock
+    }
     const timed = async (side) => {
       const pids = processTree(side.g.pid)
+      const loadBefore = loadCpuSeconds()
       const before = familyCpuSeconds(side.g.pid)
       const ownBefore = pids.map(cpuSeconds)
       let connections = null
@@ -1188,10 +1197,12 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
       const r = await load(side, { durationS: MODE.workersRoundS })
       clearTimeout(halfway)
       const after = familyCpuSeconds(side.g.pid)
+      const loadAfter = loadCpuSeconds()
       const perRequest = (a, b) => (a == null || b == null || r.ok === 0 ? null : ((b - a) * 1e6) / r.ok)
       return {
         rps: r.rps,
         cpuUs: perRequest(before, after),
+        loadCpuUs: perRequest(loadBefore, loadAfter),
         cpuUsByProcess: pids.map((pid, i) => perRequest(ownBefore[i], cpuSeconds(pid))),
         connectionsByProcess: connections == null ? null : pids.map((pid) => connections[pid] ?? 0)
       }
@@ -1206,6 +1217,8 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
       pinned: [],
       free: [],
       cpuUs: { one: [], pinned: [], free: [] },
+      loadCpuUs: { one: [], pinned: [], free: [] },
+      ceiling: [],
       cpuUsByProcess: { one: [], pinned: [], free: [] },
       connectionsByProcess: { one: [], pinned: [], free: [] },
       servedPerProcess: null
@@ -1226,9 +1239,14 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
         for (const [key, r] of Object.entries(results)) {
           runs[key].push(r.rps)
           runs.cpuUs[key].push(r.cpuUs)
+          runs.loadCpuUs[key].push(r.loadCpuUs)
           runs.cpuUsByProcess[key].push(r.cpuUsByProcess)
           runs.connectionsByProcess[key].push(r.connectionsByProcess)
         }
+      if (measured)
+        runs.ceiling.push(
+          freeCeiling({ cores: parallelism, oneRps: results.one.rps, freeCpuUs: results.free.cpuUs, loadCpuUs: results.free.loadCpuUs })
+        )
     }
     runs.servedPerProcess = Object.fromEntries(Object.entries(sides).map(([key, side]) => [key, Math.round(side.served / side.processes)]))
     for (const side of Object.values(sides)) await side.g.proc.stop("SIGTERM", 15_000)
@@ -1241,6 +1259,9 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
     )
     log(
       `workers: CPU µs a request (all processes): one process ${us(workers.cpuUs.one)}; pinned apart ${us(workers.cpuUs.pinned)}; on every core ${us(workers.cpuUs.free)}; requests served per process ${JSON.stringify(workers.servedPerProcess)}`
+    )
+    log(
+      `workers: the load's CPU µs a request (autocannon and the mock) beside the free workers ${us(workers.loadCpuUs.free)}; the most every core allows them ${workers.ceiling.map((v) => (v == null ? "?" : `${v.toFixed(2)}×`)).join(", ")} one process`
     )
     // Per round, primary + workers: CPU "1 + 95 + 97" µs a request, connections held "0/16/16".
     for (const key of ["pinned", "free"])
@@ -1551,7 +1572,8 @@ const wk =
         one: acrossRounds(workers.one),
         pinned: acrossRounds(workers.pinned),
         free: acrossRounds(workers.free),
-        cpuUs: Object.fromEntries(["one", "pinned", "free"].map((k) => [k, acrossRounds(workers.cpuUs[k])]))
+        cpuUs: Object.fromEntries(["one", "pinned", "free"].map((k) => [k, acrossRounds(workers.cpuUs[k])])),
+        ceiling: acrossRounds(workers.ceiling)
       }
     : null
 const fbChecks = countChecks(fallback, "attempts=1")
@@ -1809,6 +1831,15 @@ const rows = [
     text: { gateway: wk ? `${fmtRange(wk.free)} (${(wk.free.median / wk.one.median).toFixed(2)}×)` : "not run" },
     target: "≥ 1.3× one process",
     pass: check.workersFree
+  },
+  {
+    label: "--workers 2 on every core: the most the cores allow (cores ÷ the CPU a request of the workers and of the load), ÷ one process",
+    text: {
+      gateway:
+        wk?.ceiling?.median != null
+          ? `${wk.ceiling.median.toFixed(2)}× (${wk.ceiling.min.toFixed(2)}–${wk.ceiling.max.toFixed(2)})`
+          : "not run"
+    }
   },
   {
     label: "CPU µs a request, all processes summed: one process / pinned apart / on every core",

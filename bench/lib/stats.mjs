@@ -59,3 +59,14 @@ export const slope = (points) => {
   const d = n * sxx - sx * sx
   return d === 0 ? null : (n * sxy - sx * sy) / d
 }
+
+/**
+ * The most `--workers` on every core can serve, ÷ one process's req/s: with every core busy, each
+ * request costs the gateway's processes `freeCpuUs` and the load beside them (the load generator
+ * and the mock, on the same cores) `loadCpuUs`, so `cores` cores serve at most
+ * cores × 10⁶ ÷ (freeCpuUs + loadCpuUs) requests a second. Null when a figure is missing.
+ */
+export const freeCeiling = ({ cores, oneRps, freeCpuUs, loadCpuUs }) =>
+  [cores, oneRps, freeCpuUs, loadCpuUs].some((x) => typeof x !== "number" || !Number.isFinite(x) || x <= 0)
+    ? null
+    : (cores * 1e6) / (freeCpuUs + loadCpuUs) / oneRps

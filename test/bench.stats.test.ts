@@ -1,0 +1,29 @@
+import * as path from "node:path"
+import { describe, expect, it } from "vitest"
+
+/** The bench's arithmetic (bench/lib/stats.mjs, plain JavaScript: typed here). */
+interface StatsLib {
+  readonly freeCeiling: (x: { cores: unknown; oneRps: unknown; freeCpuUs: unknown; loadCpuUs: unknown }) => number | null
+}
+const loadStats = async (): Promise<StatsLib> => (await import(path.resolve("bench/lib/stats.mjs"))) as StatsLib
+
+describe("bench/lib/stats.mjs freeCeiling", () => {
+  it("is the cores' µs over the workers' and the load's CPU a request, against one process's req/s", async () => {
+    const { freeCeiling } = await loadStats()
+    // 2 cores, 200 µs a request in all: 10,000 req/s at most, twice one process's 5,000.
+    expect(freeCeiling({ cores: 2, oneRps: 5_000, freeCpuUs: 150, loadCpuUs: 50 })).toBeCloseTo(2, 10)
+    // The 2026-12-01 23:20 run's second round: one process 6,068 req/s; the free workers 170.6 µs a
+    // request, the load beside them ~92: under 1.3 even with every core busy.
+    const c = freeCeiling({ cores: 2, oneRps: 6_068, freeCpuUs: 170.6, loadCpuUs: 92 })
+    expect(c).toBeGreaterThan(1.2)
+    expect(c).toBeLessThan(1.3)
+  })
+
+  it("is null when a figure is missing or not positive", async () => {
+    const { freeCeiling } = await loadStats()
+    expect(freeCeiling({ cores: null, oneRps: 5_000, freeCpuUs: 150, loadCpuUs: 50 })).toBeNull()
+    expect(freeCeiling({ cores: 2, oneRps: 0, freeCpuUs: 150, loadCpuUs: 50 })).toBeNull()
+    expect(freeCeiling({ cores: 2, oneRps: 5_000, freeCpuUs: null, loadCpuUs: 50 })).toBeNull()
+    expect(freeCeiling({ cores: 2, oneRps: 5_000, freeCpuUs: 150, loadCpuUs: Number.NaN })).toBeNull()
+  })
+})
