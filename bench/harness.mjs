@@ -1177,9 +1177,9 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
     // process's share of it (primary first) and how many of the load's connections each process
     // held halfway through: where the workers' extra CPU goes, and whether one worker took most
     // connections (docs/performance.md, workers "2026-11-28").
-    // The load's own CPU beside it (this process's autocannon and the mock, both on CORE_LOAD): with
-    // every core busy, the most `--workers` can serve is the cores' µs over the gateway's CPU a
-    // request plus the load's (`ceiling` below).
+    // The load's own CPU beside it (this process's autocannon and the mock; on CORE_LOAD when the
+    // bench pins): with every core busy, `--workers` can serve about the cores' µs over the
+    // gateway's CPU a request plus the load's at most (`ceiling` below).
     const loadCpuSeconds = () => {
       const u = process.cpuUsage()
       const mock = familyCpuSeconds(t("direct").pid)
@@ -1245,7 +1245,13 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
         }
       if (measured)
         runs.ceiling.push(
-          freeCeiling({ cores: parallelism, oneRps: results.one.rps, freeCpuUs: results.free.cpuUs, loadCpuUs: results.free.loadCpuUs })
+          // The cores the free side is given (bench/lib/proc.mjs `spawnChild`: taskset 0-(cpus - 1)).
+          freeCeiling({
+            cores: os.cpus().length,
+            oneRps: results.one.rps,
+            freeCpuUs: results.free.cpuUs,
+            loadCpuUs: results.free.loadCpuUs
+          })
         )
     }
     runs.servedPerProcess = Object.fromEntries(Object.entries(sides).map(([key, side]) => [key, Math.round(side.served / side.processes)]))

@@ -61,10 +61,13 @@ export const slope = (points) => {
 }
 
 /**
- * The most `--workers` on every core can serve, ÷ one process's req/s: with every core busy, each
- * request costs the gateway's processes `freeCpuUs` and the load beside them (the load generator
- * and the mock, on the same cores) `loadCpuUs`, so `cores` cores serve at most
- * cores × 10⁶ ÷ (freeCpuUs + loadCpuUs) requests a second. Null when a figure is missing.
+ * About the most `--workers` on every core can serve, ÷ one process's req/s: with every core busy,
+ * each request costs the gateway's processes `freeCpuUs` and the load beside them (the load
+ * generator and the mock, on the same cores) `loadCpuUs`, so `cores` cores serve about
+ * cores × 10⁶ ÷ (freeCpuUs + loadCpuUs) requests a second at most. An estimate from CPU read below
+ * saturation (kernel time charged to no process is left out). It assumes the load can use any of
+ * the cores' time: pinned to one core of a larger machine, the load bounds first at 10⁶ ÷ loadCpuUs,
+ * which this does not take. Null when a figure is missing.
  */
 export const freeCeiling = ({ cores, oneRps, freeCpuUs, loadCpuUs }) =>
   [cores, oneRps, freeCpuUs, loadCpuUs].some((x) => typeof x !== "number" || !Number.isFinite(x) || x <= 0)
