@@ -1839,7 +1839,7 @@ const rows = [
     pass: check.workersFree
   },
   {
-    label: "--workers 2 on every core: the most the cores allow (cores ÷ the CPU a request of the workers and of the load), ÷ one process",
+    label: "--workers 2 on every core: about the most the cores allow (an estimate: cores ÷ the CPU a request of the workers and of the load), ÷ one process",
     text: {
       gateway:
         wk?.ceiling?.median != null
