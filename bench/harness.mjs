@@ -107,6 +107,8 @@ const usage = `usage: npm run bench -- [--quick] [--soak] [--profile] [--only <m
                        the peer's place, interleaved with this one: "gw ÷ peer" is then this
                        build against that one, in the same run
   --no-pin             do not pin processes to cores even when taskset is available
+  --workers-max <n>    the workers section's curve: \`gateway --workers N\` on every core for N from 2
+                       to n (default: the machine's cores)
   --help               this text`
 
 const parseArgs = (argv) => {
@@ -120,7 +122,8 @@ const parseArgs = (argv) => {
     pin: true,
     soakMinutes: 10,
     gatewayEnv: {},
-    peerGateway: null
+    peerGateway: null,
+    workersMax: Math.max(2, os.cpus().length)
   }
   const list = (v, allowed, flag) => {
     const items = String(v ?? "")
@@ -169,6 +172,12 @@ const parseArgs = (argv) => {
         if (!existsSync(path.join(dir, "bin/gateway")) || !existsSync(path.join(dir, "dist")))
           throw new Error(`--peer-gateway: ${dir} has no bin/gateway and dist/ (a worktree of the commit, built with npm run build)`)
         f.peerGateway = dir
+        break
+      }
+      case "--workers-max": {
+        const n = Number.parseInt(String(value() ?? ""), 10)
+        if (!Number.isInteger(n) || n < 2) throw new Error("--workers-max: give a whole number of processes, 2 or more")
+        f.workersMax = n
         break
       }
       case "--soak-minutes":
@@ -1168,6 +1177,11 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
     const one = await launch("gateway-workers-one", { pinned: true, processes: 1 })
     const pinnedW = await launch("gateway-workers-pinned", { pinned: true, processes: 2 })
     const freeW = await launch("gateway-workers-free", { pinned: false, processes: 2 })
+    // The curve: `--workers N` on every core for N from 3 up to the machine's cores (--workers-max),
+    // measured as the two-worker side is, keyed `free<N>`.
+    const curve = []
+    for (let n = 3; n <= flags.workersMax; n++)
+      curve.push([`free${n}`, await launch(`gateway-workers-free${n}`, { pinned: false, processes: n })])
     const load = async (side, opts) => {
       const r = await throughputRun(side.g.chatUrl, { ...jsonReq(side.g, "1k"), connections: 32, ...opts })
       side.served += r.ok
@@ -1212,19 +1226,25 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
       const missing = perProcess * side.processes - side.served
       if (missing >= 32) await load(side, { amount: Math.round(missing) })
     }
+    const sides = { one, pinned: pinnedW, free: freeW, ...Object.fromEntries(curve) }
+    const keys = Object.keys(sides)
+    const byKey = () => Object.fromEntries(keys.map((key) => [key, []]))
     const runs = {
-      one: [],
-      pinned: [],
-      free: [],
-      cpuUs: { one: [], pinned: [], free: [] },
-      loadCpuUs: { one: [], pinned: [], free: [] },
+      ...byKey(),
+      cpuUs: byKey(),
+      loadCpuUs: byKey(),
       ceiling: [],
-      cpuUsByProcess: { one: [], pinned: [], free: [] },
-      connectionsByProcess: { one: [], pinned: [], free: [] },
-      servedPerProcess: null
+      cpuUsByProcess: byKey(),
+      connectionsByProcess: byKey(),
+      servedPerProcess: null,
+      // Each side on every core by its processes (2: \`free\`), its ceiling by round.
+      curve: [[2, "free"], ...curve.map(([key, side]) => [side.processes, key])].map(([processes, key]) => ({
+        processes,
+        key,
+        ceiling: []
+      }))
     }
     const warmupSlices = Math.max(1, Math.round(MODE.workersWarmupS / MODE.workersRoundS))
-    const sides = { one, pinned: pinnedW, free: freeW }
     for (let i = 0; i < warmupSlices + MODE.extraRounds; i++) {
       const measured = i >= warmupSlices
       // Every gateway starts its run of this round with as many requests per process as the one
@@ -1244,15 +1264,19 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
           runs.connectionsByProcess[key].push(r.connectionsByProcess)
         }
       if (measured)
-        runs.ceiling.push(
-          // The cores the free side is given (bench/lib/proc.mjs `spawnChild`: taskset 0-(cpus - 1)).
-          freeCeiling({
-            cores: os.cpus().length,
-            oneRps: results.one.rps,
-            freeCpuUs: results.free.cpuUs,
-            loadCpuUs: results.free.loadCpuUs
-          })
-        )
+        for (const point of runs.curve) {
+          const ceiling =
+            // The cores the free sides are given (bench/lib/proc.mjs `spawnChild`: taskset 0-(cpus - 1)).
+            freeCeiling({
+              cores: os.cpus().length,
+              processes: point.processes,
+              oneRps: results.one.rps,
+              freeCpuUs: results[point.key].cpuUs,
+              loadCpuUs: results[point.key].loadCpuUs
+            })
+          point.ceiling.push(ceiling)
+          if (point.key === "free") runs.ceiling.push(ceiling)
+        }
     }
     runs.servedPerProcess = Object.fromEntries(Object.entries(sides).map(([key, side]) => [key, Math.round(side.served / side.processes)]))
     for (const side of Object.values(sides)) await side.g.proc.stop("SIGTERM", 15_000)
@@ -1270,9 +1294,13 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
       `workers: the load's CPU µs a request (autocannon and the mock) beside the free workers ${us(workers.loadCpuUs.free)}; the most every core allows them ${workers.ceiling.map((v) => (v == null ? "?" : `${v.toFixed(2)}×`)).join(", ")} one process`
     )
     // Per round, primary + workers: CPU "1 + 95 + 97" µs a request, connections held "0/16/16".
-    for (const key of ["pinned", "free"])
+    for (const { processes, key, ceiling } of workers.curve.slice(1))
       log(
-        `workers: ${key === "pinned" ? "pinned apart" : "on every core"}, primary + workers: CPU µs a request ${workers.cpuUsByProcess[key].map((xs) => us(xs).replaceAll(", ", " + ")).join("; ")}; connections held ${workers.connectionsByProcess[key].map((xs) => (xs == null ? "?" : xs.join("/"))).join(", ")}`
+        `workers: --workers ${processes} on every core ${workers[key].map((v) => v.toFixed(0)).join(", ")} req/s; CPU µs a request ${us(workers.cpuUs[key])}; the load's beside it ${us(workers.loadCpuUs[key])}; the most the cores allow ${ceiling.map((v) => (v == null ? "?" : `${v.toFixed(2)}×`)).join(", ")} one process`
+      )
+    for (const key of ["pinned", ...workers.curve.map((p) => p.key)])
+      log(
+        `workers: ${key === "pinned" ? "pinned apart" : key === "free" ? "on every core" : `--workers ${key.slice(4)} on every core`}, primary + workers: CPU µs a request ${workers.cpuUsByProcess[key].map((xs) => us(xs).replaceAll(", ", " + ")).join("; ")}; connections held ${workers.connectionsByProcess[key].map((xs) => (xs == null ? "?" : xs.join("/"))).join(", ")}`
       )
   }
 }
@@ -1579,7 +1607,14 @@ const wk =
         pinned: acrossRounds(workers.pinned),
         free: acrossRounds(workers.free),
         cpuUs: Object.fromEntries(["one", "pinned", "free"].map((k) => [k, acrossRounds(workers.cpuUs[k])])),
-        ceiling: acrossRounds(workers.ceiling)
+        ceiling: acrossRounds(workers.ceiling),
+        // `--workers N` on every core, N from 2 (the free row) to --workers-max.
+        curve: workers.curve.map(({ processes, key, ceiling }) => ({
+          processes,
+          rps: acrossRounds(workers[key]),
+          cpuUs: acrossRounds(workers.cpuUs[key]),
+          ceiling: acrossRounds(ceiling)
+        }))
       }
     : null
 const fbChecks = countChecks(fallback, "attempts=1")
@@ -1824,7 +1859,7 @@ const rows = [
         : "not run"
     }
   },
-  { section: "`gateway --workers 2` (c=32 JSON 1 KB, interleaved with the one-process gateway)" },
+  { section: "`gateway --workers N` (c=32 JSON 1 KB, interleaved with the one-process gateway)" },
   { label: "one process: req/s", text: { gateway: wk ? fmtRange(wk.one) : "not run" } },
   {
     label: "--workers 2, load generator pinned apart: req/s (÷ one process)",
@@ -1839,7 +1874,8 @@ const rows = [
     pass: check.workersFree
   },
   {
-    label: "--workers 2 on every core: about the most the cores allow (an estimate: cores ÷ the CPU a request of the workers and of the load), ÷ one process",
+    label:
+      "--workers 2 on every core: about the most the cores allow (an estimate: cores ÷ the CPU a request of the workers and of the load), ÷ one process",
     text: {
       gateway:
         wk?.ceiling?.median != null
@@ -1847,6 +1883,12 @@ const rows = [
           : "not run"
     }
   },
+  ...(wk?.curve ?? []).slice(1).map((p) => ({
+    label: `--workers ${p.processes} on every core: req/s (÷ one process); CPU µs a request; about the most the cores allow, ÷ one process`,
+    text: {
+      gateway: `${fmtRange(p.rps)} (${(p.rps.median / wk.one.median).toFixed(2)}×); ${p.cpuUs.median?.toFixed(0) ?? "?"} µs; ${p.ceiling.median?.toFixed(2) ?? "?"}×`
+    }
+  })),
   {
     label: "CPU µs a request, all processes summed: one process / pinned apart / on every core",
     text: { gateway: wk?.cpuUs ? ["one", "pinned", "free"].map((k) => wk.cpuUs[k].median?.toFixed(0) ?? "?").join(" / ") : "not run" }

@@ -3,7 +3,13 @@ import { describe, expect, it } from "vitest"
 
 /** The bench's arithmetic (bench/lib/stats.mjs, plain JavaScript: typed here). */
 interface StatsLib {
-  readonly freeCeiling: (x: { cores: unknown; oneRps: unknown; freeCpuUs: unknown; loadCpuUs: unknown }) => number | null
+  readonly freeCeiling: (x: {
+    cores: unknown
+    oneRps: unknown
+    freeCpuUs: unknown
+    loadCpuUs: unknown
+    processes?: unknown
+  }) => number | null
 }
 const loadStats = async (): Promise<StatsLib> => (await import(path.resolve("bench/lib/stats.mjs"))) as StatsLib
 
@@ -17,6 +23,16 @@ describe("bench/lib/stats.mjs freeCeiling", () => {
     const c = freeCeiling({ cores: 2, oneRps: 6_069, freeCpuUs: 179.8, loadCpuUs: 92 })
     expect(c).toBeGreaterThan(1.2)
     expect(c).toBeLessThan(1.3)
+  })
+
+  it("is bounded by the workers' own cores when there are fewer workers than cores", async () => {
+    const { freeCeiling } = await loadStats()
+    // 8 cores could serve 40,000 req/s at 200 µs a request in all; 3 workers at 150 µs each serve
+    // 20,000 at most: 4× one process's 5,000.
+    expect(freeCeiling({ cores: 8, processes: 3, oneRps: 5_000, freeCpuUs: 150, loadCpuUs: 50 })).toBeCloseTo(4, 10)
+    // As many workers as cores: the cores' bound, as without `processes`.
+    expect(freeCeiling({ cores: 2, processes: 2, oneRps: 5_000, freeCpuUs: 150, loadCpuUs: 50 })).toBeCloseTo(2, 10)
+    expect(freeCeiling({ cores: 2, processes: 0, oneRps: 5_000, freeCpuUs: 150, loadCpuUs: 50 })).toBeNull()
   })
 
   it("is null when a figure is missing or not positive", async () => {

@@ -67,9 +67,11 @@ export const slope = (points) => {
  * cores × 10⁶ ÷ (freeCpuUs + loadCpuUs) requests a second at most. An estimate from CPU read below
  * saturation (kernel time charged to no process is left out). It assumes the load can use any of
  * the cores' time: pinned to one core of a larger machine, the load bounds first at 10⁶ ÷ loadCpuUs,
- * which this does not take. Null when a figure is missing.
+ * which this does not take. With `processes` (the gateway's workers) fewer than the cores, the
+ * workers can use no more than that many cores: processes × 10⁶ ÷ freeCpuUs bounds too. Null when a
+ * figure is missing.
  */
-export const freeCeiling = ({ cores, oneRps, freeCpuUs, loadCpuUs }) =>
-  [cores, oneRps, freeCpuUs, loadCpuUs].some((x) => typeof x !== "number" || !Number.isFinite(x) || x <= 0)
+export const freeCeiling = ({ cores, oneRps, freeCpuUs, loadCpuUs, processes = cores }) =>
+  [cores, oneRps, freeCpuUs, loadCpuUs, processes].some((x) => typeof x !== "number" || !Number.isFinite(x) || x <= 0)
     ? null
-    : (cores * 1e6) / (freeCpuUs + loadCpuUs) / oneRps
+    : Math.min((cores * 1e6) / (freeCpuUs + loadCpuUs), (processes * 1e6) / freeCpuUs) / oneRps
