@@ -108,7 +108,8 @@ const usage = `usage: npm run bench -- [--quick] [--soak] [--profile] [--only <m
                        build against that one, in the same run
   --no-pin             do not pin processes to cores even when taskset is available
   --workers-max <n>    the workers section's curve: \`gateway --workers N\` on every core for N from 2
-                       to n (default: the machine's cores)
+                       to n (default: the machine's cores): every N to 4, then powers of two and n,
+                       at most 32 (the load's connections)
   --help               this text`
 
 const parseArgs = (argv) => {
@@ -175,9 +176,9 @@ const parseArgs = (argv) => {
         break
       }
       case "--workers-max": {
-        const n = Number.parseInt(String(value() ?? ""), 10)
-        if (!Number.isInteger(n) || n < 2) throw new Error("--workers-max: give a whole number of processes, 2 or more")
-        f.workersMax = n
+        const given = String(value() ?? "")
+        if (!/^\d+$/.test(given) || Number(given) < 2) throw new Error("--workers-max: give a whole number of processes, 2 or more")
+        f.workersMax = Number(given)
         break
       }
       case "--soak-minutes":
@@ -1166,11 +1167,14 @@ if (want("shadow") && ready("gateway") && checkAlive("gateway")) {
 // interleaved with the others' runs so that none sits idle much longer than another.
 let workers = null
 if (want("workers") && ready("gateway") && checkAlive("gateway")) {
+  // Every gateway the section starts, stopped when it ends, whether it ends well or not.
+  const started = []
   workers = await safe("workers", async () => {
     const launch = async (name, { pinned, processes }) => {
       const prep = await prepareGateway({ rootDir: ROOT, mock: t("direct"), core: CORE_LOAD, pin, env: flags.gatewayEnv })
       const gatewayArgs = processes > 1 ? ["--workers", String(processes)] : []
       const g = await launchGateway(prep, { rootDir: ROOT, core: CORE_TARGET, pin: pin && pinned, gatewayArgs, name })
+      started.push(g)
       if (!g.ok) throw new Error(`${name}: ${g.error}`)
       return { g, processes, served: 0 }
     }
@@ -1178,10 +1182,19 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
     const pinnedW = await launch("gateway-workers-pinned", { pinned: true, processes: 2 })
     const freeW = await launch("gateway-workers-free", { pinned: false, processes: 2 })
     // The curve: `--workers N` on every core for N from 3 up to the machine's cores (--workers-max),
-    // measured as the two-worker side is, keyed `free<N>`.
+    // measured as the two-worker side is, keyed `free<N>`: every N to 4, then the powers of two and
+    // the top itself, at most 32 (the load's connections: more workers would hold none). A side
+    // that does not start is noted and left out; the others are measured.
     const curve = []
-    for (let n = 3; n <= flags.workersMax; n++)
-      curve.push([`free${n}`, await launch(`gateway-workers-free${n}`, { pinned: false, processes: n })])
+    const top = Math.min(flags.workersMax, 32)
+    for (let n = 3; n <= top; n++) {
+      if (n > 4 && (n & (n - 1)) !== 0 && n !== top) continue
+      try {
+        curve.push([`free${n}`, await launch(`gateway-workers-free${n}`, { pinned: false, processes: n })])
+      } catch (e) {
+        notes.push(`workers: --workers ${n} on every core did not start (${e.message}); left out of the curve`)
+      }
+    }
     const load = async (side, opts) => {
       const r = await throughputRun(side.g.chatUrl, { ...jsonReq(side.g, "1k"), connections: 32, ...opts })
       side.served += r.ok
@@ -1266,9 +1279,11 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
       if (measured)
         for (const point of runs.curve) {
           const ceiling =
-            // The cores the free sides are given (bench/lib/proc.mjs `spawnChild`: taskset 0-(cpus - 1)).
+            // The cores the free sides are given (bench/lib/proc.mjs `spawnChild`: taskset 0-(cpus - 1));
+            // the load's (this process and the mock) is CORE_LOAD alone when the bench pins.
             freeCeiling({
               cores: os.cpus().length,
+              loadCores: pin ? 1 : os.cpus().length,
               processes: point.processes,
               oneRps: results.one.rps,
               freeCpuUs: results[point.key].cpuUs,
@@ -1279,9 +1294,9 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
         }
     }
     runs.servedPerProcess = Object.fromEntries(Object.entries(sides).map(([key, side]) => [key, Math.round(side.served / side.processes)]))
-    for (const side of Object.values(sides)) await side.g.proc.stop("SIGTERM", 15_000)
     return runs
   })
+  for (const g of started) await g.proc?.stop("SIGTERM", 15_000)
   if (!workers.error) {
     const us = (xs) => xs.map((v) => (v == null ? "?" : v.toFixed(0))).join(", ")
     log(
@@ -1875,7 +1890,7 @@ const rows = [
   },
   {
     label:
-      "--workers 2 on every core: about the most the cores allow (an estimate: cores ÷ the CPU a request of the workers and of the load), ÷ one process",
+      "--workers 2 on every core: about the most the cores allow (an estimate: cores ÷ the CPU a request of the workers and of the load; the load's own core and the workers' cores bound too), ÷ one process",
     text: {
       gateway:
         wk?.ceiling?.median != null

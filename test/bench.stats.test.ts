@@ -9,6 +9,7 @@ interface StatsLib {
     freeCpuUs: unknown
     loadCpuUs: unknown
     processes?: unknown
+    loadCores?: unknown
   }) => number | null
 }
 const loadStats = async (): Promise<StatsLib> => (await import(path.resolve("bench/lib/stats.mjs"))) as StatsLib
@@ -33,6 +34,15 @@ describe("bench/lib/stats.mjs freeCeiling", () => {
     // As many workers as cores: the cores' bound, as without `processes`.
     expect(freeCeiling({ cores: 2, processes: 2, oneRps: 5_000, freeCpuUs: 150, loadCpuUs: 50 })).toBeCloseTo(2, 10)
     expect(freeCeiling({ cores: 2, processes: 0, oneRps: 5_000, freeCpuUs: 150, loadCpuUs: 50 })).toBeNull()
+  })
+
+  it("is bounded by the load's own cores: pinned to one, it serves 10⁶ ÷ its CPU a request at most", async () => {
+    const { freeCeiling } = await loadStats()
+    // 8 cores and 8 workers could serve 53,333 req/s; the load on one core at 50 µs, 20,000: 4× one
+    // process's 5,000.
+    expect(freeCeiling({ cores: 8, processes: 8, loadCores: 1, oneRps: 5_000, freeCpuUs: 100, loadCpuUs: 50 })).toBeCloseTo(4, 10)
+    // Two cores, the load pinned to one: the cores bind first, as without `loadCores`.
+    expect(freeCeiling({ cores: 2, processes: 2, loadCores: 1, oneRps: 5_000, freeCpuUs: 150, loadCpuUs: 50 })).toBeCloseTo(2, 10)
   })
 
   it("is null when a figure is missing or not positive", async () => {

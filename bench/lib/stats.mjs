@@ -65,13 +65,12 @@ export const slope = (points) => {
  * each request costs the gateway's processes `freeCpuUs` and the load beside them (the load
  * generator and the mock, on the same cores) `loadCpuUs`, so `cores` cores serve about
  * cores × 10⁶ ÷ (freeCpuUs + loadCpuUs) requests a second at most. An estimate from CPU read below
- * saturation (kernel time charged to no process is left out). It assumes the load can use any of
- * the cores' time: pinned to one core of a larger machine, the load bounds first at 10⁶ ÷ loadCpuUs,
- * which this does not take. With `processes` (the gateway's workers) fewer than the cores, the
- * workers can use no more than that many cores: processes × 10⁶ ÷ freeCpuUs bounds too. Null when a
- * figure is missing.
+ * saturation (kernel time charged to no process is left out). Two more bounds: the load on
+ * `loadCores` cores (pinned to one, as the bench pins it) serves at most loadCores × 10⁶ ÷ loadCpuUs,
+ * and `processes` workers use no more than that many cores (processes × 10⁶ ÷ freeCpuUs). On two
+ * cores with two workers neither binds. Null when a figure is missing.
  */
-export const freeCeiling = ({ cores, oneRps, freeCpuUs, loadCpuUs, processes = cores }) =>
-  [cores, oneRps, freeCpuUs, loadCpuUs, processes].some((x) => typeof x !== "number" || !Number.isFinite(x) || x <= 0)
+export const freeCeiling = ({ cores, oneRps, freeCpuUs, loadCpuUs, processes = cores, loadCores = cores }) =>
+  [cores, oneRps, freeCpuUs, loadCpuUs, processes, loadCores].some((x) => typeof x !== "number" || !Number.isFinite(x) || x <= 0)
     ? null
-    : Math.min((cores * 1e6) / (freeCpuUs + loadCpuUs), (processes * 1e6) / freeCpuUs) / oneRps
+    : Math.min((cores * 1e6) / (freeCpuUs + loadCpuUs), (processes * 1e6) / freeCpuUs, (loadCores * 1e6) / loadCpuUs) / oneRps
