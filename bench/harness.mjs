@@ -1250,12 +1250,8 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
       cpuUsByProcess: byKey(),
       connectionsByProcess: byKey(),
       servedPerProcess: null,
-      // Each side on every core by its processes (2: \`free\`), its ceiling by round.
-      curve: [[2, "free"], ...curve.map(([key, side]) => [side.processes, key])].map(([processes, key]) => ({
-        processes,
-        key,
-        ceiling: []
-      }))
+      // The sides of the curve (N from 3), each with its ceiling by round.
+      curve: curve.map(([key, side]) => ({ processes: side.processes, key, ceiling: [] }))
     }
     const warmupSlices = Math.max(1, Math.round(MODE.workersWarmupS / MODE.workersRoundS))
     for (let i = 0; i < warmupSlices + MODE.extraRounds; i++) {
@@ -1276,22 +1272,21 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
           runs.cpuUsByProcess[key].push(r.cpuUsByProcess)
           runs.connectionsByProcess[key].push(r.connectionsByProcess)
         }
-      if (measured)
-        for (const point of runs.curve) {
-          const ceiling =
-            // The cores the free sides are given (bench/lib/proc.mjs `spawnChild`: taskset 0-(cpus - 1));
-            // the load's (this process and the mock) is CORE_LOAD alone when the bench pins.
-            freeCeiling({
-              cores: os.cpus().length,
-              loadCores: pin ? 1 : os.cpus().length,
-              processes: point.processes,
-              oneRps: results.one.rps,
-              freeCpuUs: results[point.key].cpuUs,
-              loadCpuUs: results[point.key].loadCpuUs
-            })
-          point.ceiling.push(ceiling)
-          if (point.key === "free") runs.ceiling.push(ceiling)
-        }
+      // The cores the free sides are given (bench/lib/proc.mjs `spawnChild`: taskset 0-(cpus - 1));
+      // the load's (this process and the mock) is CORE_LOAD alone when the bench pins.
+      const ceilingOf = (key, processes) =>
+        freeCeiling({
+          cores: os.cpus().length,
+          loadCores: pin ? 1 : os.cpus().length,
+          processes,
+          oneRps: results.one.rps,
+          freeCpuUs: results[key].cpuUs,
+          loadCpuUs: results[key].loadCpuUs
+        })
+      if (measured) {
+        runs.ceiling.push(ceilingOf("free", freeW.processes))
+        for (const point of runs.curve) point.ceiling.push(ceilingOf(point.key, point.processes))
+      }
     }
     runs.servedPerProcess = Object.fromEntries(Object.entries(sides).map(([key, side]) => [key, Math.round(side.served / side.processes)]))
     return runs
@@ -1309,11 +1304,11 @@ if (want("workers") && ready("gateway") && checkAlive("gateway")) {
       `workers: the load's CPU µs a request (autocannon and the mock) beside the free workers ${us(workers.loadCpuUs.free)}; the most every core allows them ${workers.ceiling.map((v) => (v == null ? "?" : `${v.toFixed(2)}×`)).join(", ")} one process`
     )
     // Per round, primary + workers: CPU "1 + 95 + 97" µs a request, connections held "0/16/16".
-    for (const { processes, key, ceiling } of workers.curve.slice(1))
+    for (const { processes, key, ceiling } of workers.curve)
       log(
         `workers: --workers ${processes} on every core ${workers[key].map((v) => v.toFixed(0)).join(", ")} req/s; CPU µs a request ${us(workers.cpuUs[key])}; the load's beside it ${us(workers.loadCpuUs[key])}; the most the cores allow ${ceiling.map((v) => (v == null ? "?" : `${v.toFixed(2)}×`)).join(", ")} one process`
       )
-    for (const key of ["pinned", ...workers.curve.map((p) => p.key)])
+    for (const key of ["pinned", "free", ...workers.curve.map((p) => p.key)])
       log(
         `workers: ${key === "pinned" ? "pinned apart" : key === "free" ? "on every core" : `--workers ${key.slice(4)} on every core`}, primary + workers: CPU µs a request ${workers.cpuUsByProcess[key].map((xs) => us(xs).replaceAll(", ", " + ")).join("; ")}; connections held ${workers.connectionsByProcess[key].map((xs) => (xs == null ? "?" : xs.join("/"))).join(", ")}`
       )
@@ -1623,7 +1618,7 @@ const wk =
         free: acrossRounds(workers.free),
         cpuUs: Object.fromEntries(["one", "pinned", "free"].map((k) => [k, acrossRounds(workers.cpuUs[k])])),
         ceiling: acrossRounds(workers.ceiling),
-        // `--workers N` on every core, N from 2 (the free row) to --workers-max.
+        // `--workers N` on every core, N from 3 to --workers-max (N = 2 is the free row).
         curve: workers.curve.map(({ processes, key, ceiling }) => ({
           processes,
           rps: acrossRounds(workers[key]),
@@ -1898,7 +1893,7 @@ const rows = [
           : "not run"
     }
   },
-  ...(wk?.curve ?? []).slice(1).map((p) => ({
+  ...(wk?.curve ?? []).map((p) => ({
     label: `--workers ${p.processes} on every core: req/s (÷ one process); CPU µs a request; about the most the cores allow, ÷ one process`,
     text: {
       gateway: `${fmtRange(p.rps)} (${(p.rps.median / wk.one.median).toFixed(2)}×); ${p.cpuUs.median?.toFixed(0) ?? "?"} µs; ${p.ceiling.median?.toFixed(2) ?? "?"}×`
