@@ -1,8 +1,11 @@
 import { describe, expect, it } from "vitest"
-import { crowdedCores, parseWorkers } from "../src/server/workers.js"
+import { crowdedCores, parseWorkers, servingWorkers } from "../src/server/workers.js"
 
 describe("--workers and the cores this process may use", () => {
-  it("says nothing while every worker can have a core of its own", () => {
+  it("every worker serves while each can have a core of its own, and nothing is said", () => {
+    expect(servingWorkers(2, 2)).toBe(2)
+    expect(servingWorkers(2, 8)).toBe(2)
+    expect(servingWorkers(1, 1)).toBe(1)
     expect(crowdedCores(2, 2)).toBeUndefined()
     expect(crowdedCores(2, 8)).toBeUndefined()
     expect(crowdedCores(1, 1)).toBeUndefined()
@@ -10,12 +13,15 @@ describe("--workers and the cores this process may use", () => {
     expect(crowdedCores(parseWorkers("auto", 3) as number, 3)).toBeUndefined()
   })
 
-  it("warns when the workers would take turns on fewer cores (a gateway started under taskset or in a cpuset)", () => {
+  it("with more workers than cores (a gateway started under taskset or in a cpuset), one serves per core and the others stand by", () => {
+    expect(servingWorkers(2, 1)).toBe(1)
+    expect(servingWorkers(4, 2)).toBe(2)
+    expect(servingWorkers(5, 2)).toBe(2)
     expect(crowdedCores(2, 1)).toBe(
-      "workers: 2 workers may use 1 core only (this process's CPU affinity, which they inherit): they take turns there and serve no more than one process would"
+      "workers: 2 workers may use 1 core only (this process's CPU affinity, which they inherit): 1 serves and 1 stands by, to take a serving worker's place at once if it stops"
     )
-    expect(crowdedCores(4, 2)).toBe(
-      "workers: 4 workers may use 2 cores only (this process's CPU affinity, which they inherit): they take turns there and serve no more than 2 processes would"
+    expect(crowdedCores(5, 2)).toBe(
+      "workers: 5 workers may use 2 cores only (this process's CPU affinity, which they inherit): 2 serve and 3 stand by, to take a serving worker's place at once if it stops"
     )
   })
 })

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ADMIN_KEY, runCli, setupWithProvider, startServerProcess, type ServerProcess } from "./support/cli.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { tempDir } from "./support/gateway.js"
+import { alive } from "./support/processes.js"
 import { until } from "./support/until.js"
 
 /**
@@ -80,15 +81,6 @@ const connectionTo = async (url: string, n: number) =>
     },
     30_000
   )
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
 
 const chat = (url: string, agent: http.Agent, key = ADMIN_KEY) =>
   request(`${url}/v1/chat/completions`, agent, {

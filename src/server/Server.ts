@@ -3,6 +3,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
+import * as Runtime from "effect/Runtime"
 import * as RuntimeFlags from "effect/RuntimeFlags"
 import * as RuntimeFlagsPatch from "effect/RuntimeFlagsPatch"
 import * as fs from "node:fs"
@@ -23,6 +24,7 @@ import { McpGateway } from "../inference/mcp/McpGateway.js"
 import { type AppConfigShape, AppConfig, isLoopbackHost } from "../platform/config/AppConfig.js"
 import { type FeatureFlagsShape, FeatureFlags } from "../platform/flags/FeatureFlags.js"
 import { answerRefused } from "../platform/http/lingering.js"
+import { awaitServeOrder, startsAsStandby } from "../platform/state/clusterIpc.js"
 import { ServerActivity } from "../platform/system/IdleMemory.js"
 import { Settings } from "../platform/settings/Settings.js"
 import { type AdminAuthShape, AdminAuth } from "../services/auth/AdminAuth.js"
@@ -146,12 +148,33 @@ export const layer = Layer.scopedContext(
     trackConnections(server, traffic)
     server.on("upgrade", makeUpgradeListener({ traffic, run, screen, live, inspectorFeed, websocket, realtime }))
 
-    const address = yield* listen(server, config.port, config.host)
+    const urlOf = (address: AddressInfo) =>
+      `${tls ? "https" : "http"}://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`
+    // A standby worker (more workers than cores: docs/scale-out.md, "Cores") is built whole but
+    // listens only when its primary says so; its address is the one the primary gave every worker.
+    const standby = startsAsStandby()
+    const address: AddressInfo = standby
+      ? { address: config.host, family: config.host.includes(":") ? "IPv6" : "IPv4", port: config.port }
+      : yield* listen(server, config.port, config.host)
     yield* Effect.addFinalizer(shutdownServer({ server, traffic, fibers, turns: listener.turns }))
 
-    const host = address.family === "IPv6" ? `[${address.address}]` : address.address
-    const url = `${tls ? "https" : "http"}://${host}:${address.port}`
-    yield* announce({ config, flags, keys, admin, url })
+    const url = urlOf(address)
+    if (standby) {
+      const runtime = yield* Effect.runtime<never>()
+      const serveNow = listen(server, config.port, config.host).pipe(
+        Effect.flatMap((at) => announce({ config, flags, keys, admin, url: urlOf(at) })),
+        // The port it was given cannot be had: the primary starts this worker again.
+        Effect.catchAll((e) =>
+          Effect.zipRight(
+            Effect.logError(e.message),
+            Effect.sync(() => process.exit(1))
+          )
+        )
+      )
+      const cancel = awaitServeOrder(() => Runtime.runFork(runtime)(serveNow))
+      yield* Effect.addFinalizer(() => Effect.sync(cancel))
+      yield* Effect.logInfo(`gateway ${VERSION} standing by for ${url}: it takes connections when a serving worker stops`)
+    } else yield* announce({ config, flags, keys, admin, url })
     // What the server is answering, for the start-up collection to wait on (IdleMemory; it waits a minute at most).
     const inFlight = () => traffic.open.size + traffic.sessions
     return Context.make(GatewayServer, { host: address.address, port: address.port, url }).pipe(Context.add(ServerActivity, { inFlight }))

@@ -10,7 +10,7 @@ import { availableParallelism } from "node:os"
 import * as path from "node:path"
 import { AppConfig, type AppConfigShape } from "../platform/config/AppConfig.js"
 import * as Logging from "../services/observability/Logging.js"
-import { makeRelay } from "../platform/state/clusterIpc.js"
+import { makeRelay, toWorker } from "../platform/state/clusterIpc.js"
 import { RESTART_EXIT_CODE, restartMode, type StopIntent } from "../platform/system/Lifecycle.js"
 import { startingEnv } from "../platform/system/startEnv.js"
 import { supervise } from "./supervise.js"
@@ -60,15 +60,22 @@ export const sharingReport = (
 }
 
 /**
- * What the primary says when there are more workers than cores it may use: a gateway started under
- * `taskset` or in a cpuset passes that CPU affinity to its workers, and processes crowded on fewer
- * cores take turns there, so they serve no more than that many processes would (docs/scale-out.md,
- * "Cores"). `cores`: what this process may use (`os.availableParallelism()` follows the affinity).
+ * How many of `n` workers serve: one per core this process may use (`os.availableParallelism()`
+ * follows the CPU affinity of `taskset` or a cpuset, which the workers inherit). Processes crowded
+ * on fewer cores take turns there and serve less than that many processes alone would (each keeps
+ * its own code and heap in the core's caches: docs/performance.md, "The pinned `--workers 2` row is
+ * the core's sharing"), so the others stand by: whole gateways that do not listen until a serving
+ * worker stops, when one takes its place at once (docs/scale-out.md, "Cores").
  */
-export const crowdedCores = (n: number, cores: number = availableParallelism()): string | undefined =>
-  n > cores
-    ? `workers: ${n} workers may use ${cores === 1 ? "1 core" : `${cores} cores`} only (this process's CPU affinity, which they inherit): they take turns there and serve no more than ${cores === 1 ? "one process" : `${cores} processes`} would`
-    : undefined
+export const servingWorkers = (n: number, cores: number = availableParallelism()): number => Math.max(1, Math.min(n, cores))
+
+/** What the primary says at start when some workers stand by (more workers than cores). */
+export const crowdedCores = (n: number, cores: number = availableParallelism()): string | undefined => {
+  const serving = servingWorkers(n, cores)
+  if (serving === n) return undefined
+  const standing = n - serving
+  return `workers: ${n} workers may use ${cores === 1 ? "1 core" : `${cores} cores`} only (this process's CPU affinity, which they inherit): ${serving} ${serving === 1 ? "serves" : "serve"} and ${standing} ${standing === 1 ? "stands" : "stand"} by, to take a serving worker's place at once if it stops`
+}
 
 /** A port nothing listens on now, from the system (the primary's `--port 0`). */
 const freePort = (host: string) =>
@@ -84,6 +91,10 @@ const freePort = (host: string) =>
 interface Slot {
   readonly id: number
   worker: Worker | undefined
+  /** Serving (listens on the port) or standing by (started with GATEWAY_WORKER_STANDBY=1). */
+  role: "serve" | "standby"
+  /** A standby whose worker said it is ready to serve. */
+  ready: boolean
 }
 
 /**
@@ -95,7 +106,13 @@ interface Slot {
 export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
   Effect.gen(function* () {
     const config = yield* AppConfig
-    const slots: Array<Slot> = Array.from({ length: n }, (_, i) => ({ id: i + 1, worker: undefined }))
+    const serving = servingWorkers(n)
+    const slots: Array<Slot> = Array.from({ length: n }, (_, i) => ({
+      id: i + 1,
+      worker: undefined,
+      role: i < serving ? ("serve" as const) : ("standby" as const),
+      ready: false
+    }))
     const live = () => slots.flatMap((s) => (s.worker !== undefined && !s.worker.isDead() ? [s.worker] : []))
     let stopping: StopIntent | undefined
     // With `--port 0` the primary picks the port once, so that every worker (and each restart,
@@ -109,6 +126,10 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
       workers: live,
       onStop: (intent) => {
         Deferred.unsafeDone(stopAsked, Effect.succeed(intent))
+      },
+      onStandby: (from) => {
+        const slot = slots.find((s) => s.worker === from)
+        if (slot !== undefined && slot.role === "standby") slot.ready = true
       }
     })
 
@@ -123,8 +144,10 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
     const fork = (slot: Slot, listening?: Deferred.Deferred<string>) =>
       Effect.async<{ code: number | null; signal: string | null; startedAt: number }>((resume) => {
         const startedAt = Date.now()
+        slot.ready = false
         const w = cluster.fork({
           GATEWAY_WORKER_ID: String(slot.id),
+          GATEWAY_WORKER_STANDBY: slot.role === "standby" ? "1" : "0",
           GATEWAY_WORKER_PORT: String(port),
           GATEWAY_CLUSTER_ID: clusterId,
           // Read by bin/gateway before the env file is: a worker sees what the primary saw (the
@@ -148,6 +171,18 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
         w.once("exit", (code, signal) => resume(Effect.succeed({ code, signal, startedAt })))
       })
 
+    /** The first ready standby, told to serve (it listens, and is a serving worker from now on); undefined when none is ready. */
+    const promoteStandby = (): Slot | undefined => {
+      for (const s of slots) {
+        const w = s.worker
+        if (s.role !== "standby" || !s.ready || w === undefined || w.isDead() || !toWorker(w, { gw: "serve" })) continue
+        s.role = "serve"
+        s.ready = false
+        return s
+      }
+      return undefined
+    }
+
     /** Runs `slot`'s worker for as long as the gateway serves: restarted with `restartBackoff` after each death. */
     const keep = (slot: Slot, first: { code: number | null; signal: string | null; startedAt: number } | undefined) =>
       Effect.gen(function* () {
@@ -156,10 +191,17 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
         for (;;) {
           if (ended !== undefined) {
             if (stopping !== undefined) return
+            const how = ended.signal ?? `code ${ended.code}`
+            // A serving worker stopped: a ready standby listens in its place now, and this one comes back as the standby.
+            const standby = slot.role === "serve" ? promoteStandby() : undefined
+            if (standby !== undefined) {
+              slot.role = "standby"
+              yield* Effect.logWarning(`worker ${slot.id} exited (${how}); worker ${standby.id}, standing by, serves in its place`)
+            }
             if (Date.now() - ended.startedAt >= HEALTHY_AFTER_MS) yield* backoff.reset
             const delay = yield* Effect.orDie(backoff.next(undefined))
             yield* Effect.logWarning(
-              `worker ${slot.id} exited (${ended.signal ?? `code ${ended.code}`}); starting it again in ${Duration.format(delay)}`
+              `worker ${slot.id} exited (${how}); starting it again${slot.role === "standby" ? " as a standby" : ""} in ${Duration.format(delay)}`
             )
             if (stopping !== undefined) return
           }
@@ -182,7 +224,11 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
       Effect.flatMap(Fiber.join(firstExit), (exit) => keep(slots[0]!, exit)),
       ...slots.slice(1).map((s) => keep(s, undefined))
     ])
-    yield* Effect.logInfo(`workers: ${n} workers listening on ${started.url}`)
+    yield* Effect.logInfo(
+      serving === n
+        ? `workers: ${n} workers listening on ${started.url}`
+        : `workers: ${n} workers on ${started.url}, ${serving} serving and ${n - serving} standing by`
+    )
 
     /** Asks every worker to stop (SIGTERM: each closes gracefully), kills what is left after the grace. */
     const stopAll = Effect.gen(function* () {

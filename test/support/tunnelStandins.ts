@@ -13,19 +13,7 @@ const script = (file: string, body: string) => {
   return file
 }
 
-/** Whether `pid` runs (an exited process its parent has not collected yet, a zombie, does not). */
-export const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-  } catch {
-    return false
-  }
-  try {
-    return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, "utf8"))
-  } catch {
-    return true
-  }
-}
+export { alive } from "./processes.js"
 
 export interface Run {
   readonly pid: number

@@ -35,11 +35,15 @@ export type ToPrimary =
   | { readonly gw: "pub"; readonly topic: string; readonly text: string }
   | { readonly gw: "call"; readonly id: number; readonly op: StoreOp; readonly args: ReadonlyArray<unknown> }
   | { readonly gw: "stop"; readonly intent: "shutdown" | "restart" }
+  /** A standby worker is ready: it takes connections once told to serve. */
+  | { readonly gw: "standby" }
 
 /** What the primary sends a worker. */
 export type ToWorker =
   | { readonly gw: "msg"; readonly topic: string; readonly text: string }
   | { readonly gw: "result"; readonly id: number; readonly value: unknown }
+  /** To a standby worker: listen on the gateway's port now (a serving worker stopped). */
+  | { readonly gw: "serve" }
 
 /** The stores of one node (the primary's, or a worker's own once the primary is gone), called by name. */
 const makeStores = () => {
@@ -71,6 +75,21 @@ const makeStores = () => {
 /** A message the other side cannot take any more (its channel broke as it stopped) is dropped. */
 const ignoreSendError = (): void => undefined
 
+/** Sends `m` to worker `w`; false when its channel is closed or breaks (the worker is going away). */
+export const toWorker = (w: Worker, m: ToWorker): boolean => {
+  if (!w.isConnected()) return false
+  try {
+    // With a callback: a channel that broke before its `disconnect` came (a worker stopping)
+    // fails the write as an `error` event otherwise, which nobody listens to on a cluster
+    // worker: the primary died of it (exit 1 at a SIGTERM to the node).
+    w.send(m, ignoreSendError)
+    return true
+  } catch {
+    // The worker is going away: it misses this change, as a Redis subscriber that dropped would.
+    return false
+  }
+}
+
 const isGatewayMessage = (m: unknown): m is { readonly gw: string } =>
   typeof m === "object" && m !== null && typeof (m as { gw?: unknown }).gw === "string"
 
@@ -82,21 +101,13 @@ const isGatewayMessage = (m: unknown): m is { readonly gw: string } =>
 export const makeRelay = (options: {
   readonly workers: () => Iterable<Worker>
   readonly onStop: (intent: "shutdown" | "restart", from: Worker) => void
+  /** A standby worker said it is ready to serve. */
+  readonly onStandby?: (from: Worker) => void
   /** Counts relayed messages per topic (tests and the start-up log read it). */
   readonly relayed?: Map<string, number>
 }) => {
   const stores = makeStores()
-  const send = (w: Worker, m: ToWorker) => {
-    if (!w.isConnected()) return
-    try {
-      // With a callback: a channel that broke before its `disconnect` came (a worker stopping)
-      // fails the write as an `error` event otherwise, which nobody listens to on a cluster
-      // worker: the primary died of it (exit 1 at a SIGTERM to the node).
-      w.send(m, ignoreSendError)
-    } catch {
-      // The worker is going away: it misses this change, as a Redis subscriber that dropped would.
-    }
-  }
+  const send = toWorker
   return (from: Worker, message: unknown) => {
     if (!isGatewayMessage(message)) return
     const m = message as ToPrimary
@@ -114,6 +125,8 @@ export const makeRelay = (options: {
       }
       case "stop":
         return options.onStop(m.intent, from)
+      case "standby":
+        return options.onStandby?.(from)
     }
   }
 }
@@ -126,6 +139,27 @@ export const isClusterWorker = (): boolean => process.env.GATEWAY_WORKER_ID !== 
  * batch sweep): every process but workers 2..N of `gateway --workers N`.
  */
 export const runsOncePerGateway = (): boolean => !isClusterWorker() || process.env.GATEWAY_WORKER_ID === "1"
+
+/**
+ * Whether this worker starts as a standby (docs/scale-out.md, "Cores"): a whole gateway that does
+ * not listen on the gateway's port until its primary tells it to (a serving worker stopped).
+ */
+export const startsAsStandby = (): boolean => isClusterWorker() && process.env.GATEWAY_WORKER_STANDBY === "1"
+
+/**
+ * Tells the primary this standby worker is ready, and calls `serve` once when the primary says to
+ * serve. Answers the cancel (the layer's close).
+ */
+export const awaitServeOrder = (serve: () => void): (() => void) => {
+  const onMessage = (message: unknown) => {
+    if (!isGatewayMessage(message) || message.gw !== "serve") return
+    process.off("message", onMessage)
+    serve()
+  }
+  process.on("message", onMessage)
+  toPrimary({ gw: "standby" })
+  return () => process.off("message", onMessage)
+}
 
 /**
  * Messages this worker sent to its primary, by what they carry (`pub:<topic>`, `call:<op>`,

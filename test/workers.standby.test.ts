@@ -1,0 +1,109 @@
+import { execFileSync } from "node:child_process"
+import * as http from "node:http"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { ADMIN_KEY, setupWithProvider, startServerProcess, type ServerProcess } from "./support/cli.js"
+import { FakeUpstream } from "./support/fakeUpstream.js"
+import { tempDir } from "./support/gateway.js"
+import { alive, childrenOf } from "./support/processes.js"
+import { until } from "./support/until.js"
+
+/**
+ * `gateway --workers 2` started under `taskset -c 0` (docs/scale-out.md, "Cores"): two workers on
+ * one core would take turns there and serve less than one process, so worker 1 serves and worker 2
+ * stands by, a whole gateway that does not listen. When the serving worker dies, the standby (the
+ * process already running, not a new one) listens in its place at once, and the dead one comes back
+ * as the standby. `GET /api/health/ping` says which worker answered; each ping is a new connection,
+ * which node's cluster hands to a listening worker.
+ */
+
+const ping = (url: string): Promise<{ pid: number; worker: number }> =>
+  new Promise((resolve, reject) => {
+    const req = http.get(`${url}/api/health/ping`, { agent: false }, (res) => {
+      let text = ""
+      res.setEncoding("utf8")
+      res.on("data", (c: string) => (text += c))
+      res.on("end", () => (res.statusCode === 200 ? resolve(JSON.parse(text)) : reject(new Error(`ping: ${res.statusCode} ${text}`))))
+    })
+    req.on("error", reject)
+    req.setTimeout(5_000, () => req.destroy(new Error("no answer to the ping within 5 s")))
+  })
+
+const standingBy = (gw: ServerProcess) => gw.output().match(/standing by for http/g)?.length ?? 0
+
+let up: FakeUpstream
+let gw: ServerProcess
+beforeAll(async () => {
+  try {
+    execFileSync("taskset", ["-c", "0", "true"])
+  } catch (e) {
+    throw new Error(`this suite needs taskset (Debian: apt-get install util-linux): ${String(e)}`)
+  }
+  up = await FakeUpstream.start()
+  const dataDir = tempDir("gw-standby-")
+  const r = await setupWithProvider(dataDir, up.baseUrl("openai-chat"))
+  expect(r.code, r.stderr).toBe(0)
+  gw = await startServerProcess({ DATA_DIR: dataDir, LOG_LEVEL: "info" }, ["--workers", "2"], { prefix: ["taskset", "-c", "0"] })
+  await until("worker 2 stands by", async () => (standingBy(gw) >= 1 ? true : undefined), 30_000)
+}, 60_000)
+afterAll(async () => {
+  if (gw && gw.child.exitCode === null) await gw.stop("SIGKILL")
+  await up?.close()
+})
+
+describe("gateway --workers 2 on one core", () => {
+  it("worker 1 serves every connection and worker 2 stands by; the primary says so at start", async () => {
+    expect(gw.output()).toContain(
+      "workers: 2 workers may use 1 core only (this process's CPU affinity, which they inherit): 1 serves and 1 stands by, to take a serving worker's place at once if it stops"
+    )
+    expect(gw.output()).toContain("1 serving and 1 standing by")
+    expect(childrenOf(gw.child.pid!)).toHaveLength(2)
+    const answered = new Set<number>()
+    for (let i = 0; i < 16; i++) answered.add((await ping(gw.url)).worker)
+    expect([...answered]).toEqual([1])
+    const chat = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${ADMIN_KEY}` },
+      body: JSON.stringify({ model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] })
+    })
+    expect(chat.status).toBe(200)
+  })
+
+  it("the serving worker killed with -9: the standby, already running, serves in its place, and the killed one comes back as the standby", async () => {
+    const victim = (await ping(gw.url)).pid
+    const standby = childrenOf(gw.child.pid!).find((pid) => pid !== victim)!
+    expect(standby).toBeDefined()
+    process.kill(victim, "SIGKILL")
+    const back = await until(
+      "worker 2 answers",
+      async () => {
+        try {
+          const p = await ping(gw.url)
+          return p.worker === 2 ? p : undefined
+        } catch {
+          return undefined
+        }
+      },
+      30_000
+    )
+    // The process that stood by, not a worker started after the death.
+    expect(back.pid).toBe(standby)
+    expect(alive(victim)).toBe(false)
+    expect(gw.output()).toMatch(/worker 1 exited \(SIGKILL\); worker 2, standing by, serves in its place/)
+    await until("worker 1 stands by again", async () => (standingBy(gw) >= 2 ? true : undefined), 30_000)
+    expect(gw.output()).toMatch(/worker 1 exited \(SIGKILL\); starting it again as a standby in/)
+    const restarted = childrenOf(gw.child.pid!).find((pid) => pid !== standby)
+    expect(restarted).toBeDefined()
+    expect(restarted).not.toBe(victim)
+    const answered = new Set<number>()
+    for (let i = 0; i < 16; i++) answered.add((await ping(gw.url)).pid)
+    expect([...answered]).toEqual([standby])
+  }, 60_000)
+
+  it("SIGTERM to the primary stops the serving worker and the standby, and exits 0", async () => {
+    const workers = childrenOf(gw.child.pid!)
+    expect(workers).toHaveLength(2)
+    expect(await gw.stop("SIGTERM")).toBe(0)
+    for (const pid of workers) expect(alive(pid)).toBe(false)
+    expect(gw.output().match(/server stopped/g)?.length).toBeGreaterThanOrEqual(2)
+  }, 30_000)
+})
