@@ -3,6 +3,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { helperThreads, parseHelperNice, startsProfiler, uvPoolSize } from "../bin/helper-threads.mjs"
+import { firstCpu } from "./support/processes.js"
 import { runCli, type ServerProcess, startServerProcess } from "./support/cli.js"
 
 /**
@@ -69,12 +70,6 @@ const start = async (
   servers.push(s)
   expect((await fetch(`${s.url}/api/health/ping`)).status).toBe(200)
   return s
-}
-
-/** A CPU this process may run on (the machine may hide some from it). */
-const firstCpu = (): number => {
-  const list = /Cpus_allowed_list:\s*(\d+)/.exec(fs.readFileSync("/proc/self/status", "utf8"))
-  return Number(list?.[1] ?? 0)
 }
 
 /** `n` runs at 10 then at least `pool` at 0, nothing else. */

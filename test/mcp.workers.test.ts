@@ -144,7 +144,8 @@ describe("an MCP session under gateway --workers 2", () => {
     const dataDir = tempDir("gw-mcp-workers-")
     const setup = await runCli(["setup", "--non-interactive"], { DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN_KEY })
     expect(setup.code).toBe(0)
-    gw = await startServerProcess({ DATA_DIR: dataDir }, ["--workers", "2"], { startMs: 60_000 })
+    // Both workers serve on any machine (with one core the second would stand by: docs/scale-out.md, "Cores").
+    gw = await startServerProcess({ DATA_DIR: dataDir, GATEWAY_WORKERS_STANDBY: "false" }, ["--workers", "2"], { startMs: 60_000 })
     const admin = { authorization: `Bearer ${ADMIN_KEY}`, "content-type": "application/json" }
     const created = await fetch(`${gw.url}/api/keys`, { method: "POST", headers: admin, body: JSON.stringify({ name: "mcp" }) })
     key = ((await created.json()) as { secret: string }).secret

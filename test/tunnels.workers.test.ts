@@ -41,7 +41,11 @@ describe("tunnels under --workers 2", () => {
     const made = await runCli(["keys", "add", "--scope", "admin", "--name", "t", "--json"], { DATA_DIR: dataDir })
     expect(made.code, made.stderr).toBe(0)
     const key: string = JSON.parse(made.stdout).secret
-    const server = await startServerProcess({ DATA_DIR: dataDir, TOKEN_TUNNEL_BIN: agent.file }, ["--workers", "2"])
+    // Both workers serve on any machine (with one core the second would stand by: docs/scale-out.md, "Cores").
+    const server = await startServerProcess({ DATA_DIR: dataDir, TOKEN_TUNNEL_BIN: agent.file, GATEWAY_WORKERS_STANDBY: "false" }, [
+      "--workers",
+      "2"
+    ])
     try {
       const to = (n: number) =>
         until(

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { crowdedCores, parseWorkers, servingWorkers } from "../src/server/workers.js"
+import { crowdedCores, parseWorkers, servingWorkers, standbyWanted } from "../src/server/workers.js"
 
 describe("--workers and the cores this process may use", () => {
   it("every worker serves while each can have a core of its own, and nothing is said", () => {
@@ -22,6 +22,24 @@ describe("--workers and the cores this process may use", () => {
     )
     expect(crowdedCores(5, 2)).toBe(
       "workers: 5 workers may use 2 cores only (this process's CPU affinity, which they inherit): 2 serve and 3 stand by, to take a serving worker's place at once if it stops"
+    )
+  })
+
+  it("GATEWAY_WORKERS_STANDBY=false makes every worker serve, and the primary warns that they take turns", () => {
+    expect(servingWorkers(2, 1, false)).toBe(2)
+    expect(servingWorkers(4, 2, false)).toBe(4)
+    expect(crowdedCores(2, 1, false)).toBe(
+      "workers: 2 workers may use 1 core only (this process's CPU affinity, which they inherit), and every one serves (GATEWAY_WORKERS_STANDBY=false): they take turns there and serve no more than one process would"
+    )
+    expect(crowdedCores(2, 2, false)).toBeUndefined()
+  })
+
+  it("reads GATEWAY_WORKERS_STANDBY as true (unset) or false, and names anything else", () => {
+    expect(standbyWanted({})).toBe(true)
+    expect(standbyWanted({ GATEWAY_WORKERS_STANDBY: "true" })).toBe(true)
+    expect(standbyWanted({ GATEWAY_WORKERS_STANDBY: " FALSE " })).toBe(false)
+    expect(String(standbyWanted({ GATEWAY_WORKERS_STANDBY: "sometimes" }))).toBe(
+      'Error: GATEWAY_WORKERS_STANDBY must be true or false, got "sometimes"'
     )
   })
 })

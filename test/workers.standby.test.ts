@@ -1,14 +1,15 @@
 import { execFileSync } from "node:child_process"
 import * as http from "node:http"
+import OpenAI, { toFile } from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ADMIN_KEY, setupWithProvider, startServerProcess, type ServerProcess } from "./support/cli.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { tempDir } from "./support/gateway.js"
-import { alive, childrenOf } from "./support/processes.js"
+import { alive, childrenOf, firstCpu } from "./support/processes.js"
 import { until } from "./support/until.js"
 
 /**
- * `gateway --workers 2` started under `taskset -c 0` (docs/scale-out.md, "Cores"): two workers on
+ * `gateway --workers 2` started under `taskset -c <one cpu>` (docs/scale-out.md, "Cores"): two workers on
  * one core would take turns there and serve less than one process, so worker 1 serves and worker 2
  * stands by, a whole gateway that does not listen. When the serving worker dies, the standby (the
  * process already running, not a new one) listens in its place at once, and the dead one comes back
@@ -28,13 +29,36 @@ const ping = (url: string): Promise<{ pid: number; worker: number }> =>
     req.setTimeout(5_000, () => req.destroy(new Error("no answer to the ping within 5 s")))
   })
 
+/** A keep-alive connection held by worker `n`: new ones until the cluster hands one to it. */
+const connectionTo = (url: string, n: number) =>
+  until(
+    `a connection to worker ${n}`,
+    async () => {
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+      const answer = await new Promise<{ worker: number }>((resolve, reject) =>
+        http
+          .get(`${url}/api/health/ping`, { agent }, (res) => {
+            let text = ""
+            res.setEncoding("utf8")
+            res.on("data", (c: string) => (text += c))
+            res.on("end", () => resolve(JSON.parse(text)))
+          })
+          .on("error", reject)
+      )
+      if (answer.worker === n) return agent
+      agent.destroy()
+      return undefined
+    },
+    30_000
+  )
+
 const standingBy = (gw: ServerProcess) => gw.output().match(/standing by for http/g)?.length ?? 0
 
 let up: FakeUpstream
 let gw: ServerProcess
 beforeAll(async () => {
   try {
-    execFileSync("taskset", ["-c", "0", "true"])
+    execFileSync("taskset", ["-c", String(firstCpu()), "true"])
   } catch (e) {
     throw new Error(`this suite needs taskset (Debian: apt-get install util-linux): ${String(e)}`)
   }
@@ -42,7 +66,14 @@ beforeAll(async () => {
   const dataDir = tempDir("gw-standby-")
   const r = await setupWithProvider(dataDir, up.baseUrl("openai-chat"))
   expect(r.code, r.stderr).toBe(0)
-  gw = await startServerProcess({ DATA_DIR: dataDir, LOG_LEVEL: "info" }, ["--workers", "2"], { prefix: ["taskset", "-c", "0"] })
+  // REQUIRE_API_KEY: a batch line (an own-route call) that a worker does not take as internal is refused.
+  gw = await startServerProcess(
+    { DATA_DIR: dataDir, LOG_LEVEL: "info", REQUIRE_API_KEY: "true", GATEWAY_BATCH_POLL_MS: "200" },
+    ["--workers", "2"],
+    {
+      prefix: ["taskset", "-c", String(firstCpu())]
+    }
+  )
   await until("worker 2 stands by", async () => (standingBy(gw) >= 1 ? true : undefined), 30_000)
 }, 60_000)
 afterAll(async () => {
@@ -99,6 +130,29 @@ describe("gateway --workers 2 on one core", () => {
     expect([...answered]).toEqual([standby])
   }, 60_000)
 
+  it("worker 1, now the standby, still runs the batch sweep, and its lines sent to the port are taken as its own by worker 2", async () => {
+    const client = new OpenAI({ apiKey: ADMIN_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 })
+    const lines = Array.from({ length: 4 }, (_, i) =>
+      JSON.stringify({
+        custom_id: `line-${i}`,
+        method: "POST",
+        url: "/v1/chat/completions",
+        body: { model: "openai-compatible/m1", messages: [{ role: "user", content: `hello ${i}` }] }
+      })
+    )
+    const input = await client.files.create({ file: await toFile(Buffer.from(`${lines.join("\n")}\n`), "batch.jsonl"), purpose: "batch" })
+    const created = await client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" })
+    const done = await until(
+      "the batch ends",
+      async () => {
+        const b = await client.batches.retrieve(created.id)
+        return b.status === "completed" || b.status === "failed" ? b : undefined
+      },
+      30_000
+    )
+    expect(done.request_counts).toEqual({ total: 4, completed: 4, failed: 0 })
+  }, 45_000)
+
   it("SIGTERM to the primary stops the serving worker and the standby, and exits 0", async () => {
     const workers = childrenOf(gw.child.pid!)
     expect(workers).toHaveLength(2)
@@ -106,4 +160,23 @@ describe("gateway --workers 2 on one core", () => {
     for (const pid of workers) expect(alive(pid)).toBe(false)
     expect(gw.output().match(/server stopped/g)?.length).toBeGreaterThanOrEqual(2)
   }, 30_000)
+})
+
+describe("gateway --workers 2 on one core, GATEWAY_WORKERS_STANDBY=false", () => {
+  it("both workers serve, and the primary warns that they take turns", async () => {
+    const dataDir = tempDir("gw-standby-off-")
+    const r = await setupWithProvider(dataDir, up.baseUrl("openai-chat"))
+    expect(r.code, r.stderr).toBe(0)
+    const off = await startServerProcess({ DATA_DIR: dataDir, LOG_LEVEL: "info", GATEWAY_WORKERS_STANDBY: "false" }, ["--workers", "2"], {
+      prefix: ["taskset", "-c", String(firstCpu())]
+    })
+    try {
+      const agents = [await connectionTo(off.url, 1), await connectionTo(off.url, 2)]
+      for (const a of agents) a.destroy()
+      expect(off.output()).toContain("and every one serves (GATEWAY_WORKERS_STANDBY=false): they take turns there")
+      expect(standingBy(off)).toBe(0)
+    } finally {
+      await off.stop("SIGKILL")
+    }
+  }, 60_000)
 })

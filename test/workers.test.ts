@@ -19,6 +19,8 @@ import { until } from "./support/until.js"
  * the worker it landed on: the test keeps one per worker.
  */
 const admin = { authorization: `Bearer ${ADMIN_KEY}` }
+/** Every worker serves, whatever the cores this machine gives the test (docs/scale-out.md, "Cores"). */
+const BOTH_SERVE = { GATEWAY_WORKERS_STANDBY: "false" }
 
 interface Answer {
   readonly status: number
@@ -102,6 +104,12 @@ const configured = async () => {
 }
 
 describe("--workers: the command line", () => {
+  it("GATEWAY_WORKERS_STANDBY other than true or false is refused with exit 2 and a clear message", async () => {
+    const r = await runCli(["--port", "0", "--workers", "2"], { DATA_DIR: tempDir(), GATEWAY_WORKERS_STANDBY: "maybe" })
+    expect(r.code).toBe(2)
+    expect(r.stderr).toContain('GATEWAY_WORKERS_STANDBY must be true or false, got "maybe"')
+  })
+
   it.each([["0"], ["65"], ["two"], ["1.5"], ["-1"]])("--workers %s is refused with exit 2 and a clear message", async (value) => {
     const r = await runCli(["--port", "0", "--workers", value], { DATA_DIR: tempDir() })
     expect(r.code).toBe(2)
@@ -114,7 +122,11 @@ describe("gateway --workers 2", () => {
   let a: http.Agent
   let b: http.Agent
   beforeAll(async () => {
-    gw = await startServerProcess({ DATA_DIR: await configured(), LOG_LEVEL: "info", INSPECTOR_HTTP_PROXY_PORT: "0" }, ["--workers", "2"])
+    // Both workers serve on any machine: with one core the second would stand by (test/workers.standby.test.ts).
+    gw = await startServerProcess({ DATA_DIR: await configured(), LOG_LEVEL: "info", INSPECTOR_HTTP_PROXY_PORT: "0", ...BOTH_SERVE }, [
+      "--workers",
+      "2"
+    ])
     // The first "listening" line is worker 1's; worker 2 starts after it.
     a = await connectionTo(gw.url, 1)
     b = await connectionTo(gw.url, 2)
@@ -395,7 +407,7 @@ describe("gateway --workers 2", () => {
 
 describe("gateway --workers 2: operator stop", () => {
   it("POST /api/shutdown through one worker stops both and the primary exits 0", async () => {
-    const gw = await startServerProcess({ DATA_DIR: await configured() }, ["--workers", "2"])
+    const gw = await startServerProcess({ DATA_DIR: await configured(), ...BOTH_SERVE }, ["--workers", "2"])
     try {
       const a = await connectionTo(gw.url, 1)
       const b = await connectionTo(gw.url, 2)

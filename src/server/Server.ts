@@ -161,8 +161,16 @@ export const layer = Layer.scopedContext(
     const url = urlOf(address)
     if (standby) {
       const runtime = yield* Effect.runtime<never>()
-      const serveNow = listen(server, config.port, config.host).pipe(
-        Effect.flatMap((at) => announce({ config, flags, keys, admin, url: urlOf(at) })),
+      // Set as the server starts to close: a listen asked for just before is let go of at once.
+      let closing = false
+      const serveNow = Effect.suspend(() => (closing ? Effect.void : listen(server, config.port, config.host))).pipe(
+        Effect.flatMap((at) =>
+          at === undefined
+            ? Effect.void
+            : closing
+              ? Effect.sync(() => server.close())
+              : announce({ config, flags, keys, admin, url: urlOf(at) })
+        ),
         // The port it was given cannot be had: the primary starts this worker again.
         Effect.catchAll((e) =>
           Effect.zipRight(
@@ -172,7 +180,12 @@ export const layer = Layer.scopedContext(
         )
       )
       const cancel = awaitServeOrder(() => Runtime.runFork(runtime)(serveNow))
-      yield* Effect.addFinalizer(() => Effect.sync(cancel))
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          closing = true
+          cancel()
+        })
+      )
       yield* Effect.logInfo(`gateway ${VERSION} standing by for ${url}: it takes connections when a serving worker stops`)
     } else yield* announce({ config, flags, keys, admin, url })
     // What the server is answering, for the start-up collection to wait on (IdleMemory; it waits a minute at most).

@@ -2,12 +2,14 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import cluster, { type Worker } from "node:cluster"
 import * as crypto from "node:crypto"
 import * as net from "node:net"
 import { availableParallelism } from "node:os"
 import * as path from "node:path"
+import { CLUSTER_SECRET_ENV } from "../kernel/InternalCalls.js"
 import { AppConfig, type AppConfigShape } from "../platform/config/AppConfig.js"
 import * as Logging from "../services/observability/Logging.js"
 import { makeRelay, toWorker } from "../platform/state/clusterIpc.js"
@@ -67,12 +69,29 @@ export const sharingReport = (
  * the core's sharing"), so the others stand by: whole gateways that do not listen until a serving
  * worker stops, when one takes its place at once (docs/scale-out.md, "Cores").
  */
-export const servingWorkers = (n: number, cores: number = availableParallelism()): number => Math.max(1, Math.min(n, cores))
+export const servingWorkers = (n: number, cores: number = availableParallelism(), standby = true): number =>
+  standby ? Math.max(1, Math.min(n, cores)) : n
+
+/**
+ * `GATEWAY_WORKERS_STANDBY`: `true` (unset) lets workers beyond the cores stand by; `false` makes
+ * every worker serve whatever the cores (docs/scale-out.md, "Cores"). An Error says what is wrong.
+ */
+export const standbyWanted = (env: NodeJS.ProcessEnv = process.env): boolean | Error => {
+  const v = env.GATEWAY_WORKERS_STANDBY?.trim().toLowerCase()
+  if (v === undefined || v === "" || v === "true") return true
+  if (v === "false") return false
+  return new Error(`GATEWAY_WORKERS_STANDBY must be true or false, got "${env.GATEWAY_WORKERS_STANDBY}"`)
+}
+
+/** How long a standby told to serve has to listen before it is taken for stuck and killed (its exit hands the port on). */
+const PROMOTED_LISTEN_MS = 10_000
 
 /** What the primary says at start when some workers stand by (more workers than cores). */
-export const crowdedCores = (n: number, cores: number = availableParallelism()): string | undefined => {
+export const crowdedCores = (n: number, cores: number = availableParallelism(), standby = true): string | undefined => {
+  if (n <= cores) return undefined
+  if (!standby)
+    return `workers: ${n} workers may use ${cores === 1 ? "1 core" : `${cores} cores`} only (this process's CPU affinity, which they inherit), and every one serves (GATEWAY_WORKERS_STANDBY=false): they take turns there and serve no more than ${cores === 1 ? "one process" : `${cores} processes`} would`
   const serving = servingWorkers(n, cores)
-  if (serving === n) return undefined
   const standing = n - serving
   return `workers: ${n} workers may use ${cores === 1 ? "1 core" : `${cores} cores`} only (this process's CPU affinity, which they inherit): ${serving} ${serving === 1 ? "serves" : "serve"} and ${standing} ${standing === 1 ? "stands" : "stand"} by, to take a serving worker's place at once if it stops`
 }
@@ -95,6 +114,8 @@ interface Slot {
   role: "serve" | "standby"
   /** A standby whose worker said it is ready to serve. */
   ready: boolean
+  /** Its worker listens on the gateway's port. */
+  listening: boolean
 }
 
 /**
@@ -106,12 +127,17 @@ interface Slot {
 export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
   Effect.gen(function* () {
     const config = yield* AppConfig
-    const serving = servingWorkers(n)
+    const runtime = yield* Effect.runtime<never>()
+    const logWarning = (message: string) => Runtime.runFork(runtime)(Effect.logWarning(message))
+    // Checked by the command line before this runs (src/cli/commands/serve.impl.ts).
+    const standby = standbyWanted() !== false
+    const serving = servingWorkers(n, availableParallelism(), standby)
     const slots: Array<Slot> = Array.from({ length: n }, (_, i) => ({
       id: i + 1,
       worker: undefined,
       role: i < serving ? ("serve" as const) : ("standby" as const),
-      ready: false
+      ready: false,
+      listening: false
     }))
     const live = () => slots.flatMap((s) => (s.worker !== undefined && !s.worker.isDead() ? [s.worker] : []))
     let stopping: StopIntent | undefined
@@ -129,15 +155,25 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
       },
       onStandby: (from) => {
         const slot = slots.find((s) => s.worker === from)
-        if (slot !== undefined && slot.role === "standby") slot.ready = true
+        if (slot === undefined || slot.role !== "standby") return
+        slot.ready = true
+        // A serving worker is down, waiting out its restart's backoff: this one serves in its place
+        // now, and that one comes back as a standby.
+        const down = slots.find((s) => s.role === "serve" && s.worker?.isDead() === true)
+        if (down !== undefined && stopping === undefined && tellToServe(slot)) {
+          down.role = "standby"
+          logWarning(`worker ${slot.id}, standing by, serves in the place of worker ${down.id}, which is down`)
+        }
       }
     })
 
     cluster.setupPrimary({ exec: process.argv[1]!, args: process.argv.slice(2), execArgv: process.execArgv })
     // Names this gateway to its workers on channels that may reach other gateways (Redis).
     const clusterId = crypto.randomUUID()
+    // One credential for the workers' own-route calls, which the shared port may hand to any of them (src/kernel/InternalCalls.ts).
+    const internalSecret = crypto.randomBytes(32).toString("hex")
     for (const line of sharingReport(n, config)) yield* Effect.logInfo(line)
-    const crowded = crowdedCores(n)
+    const crowded = crowdedCores(n, availableParallelism(), standby)
     if (crowded !== undefined) yield* Effect.logWarning(crowded)
 
     /** Forks the worker of `slot`; completes with how it ended. `listening` completes when it listens. */
@@ -145,11 +181,13 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
       Effect.async<{ code: number | null; signal: string | null; startedAt: number }>((resume) => {
         const startedAt = Date.now()
         slot.ready = false
+        slot.listening = false
         const w = cluster.fork({
           GATEWAY_WORKER_ID: String(slot.id),
           GATEWAY_WORKER_STANDBY: slot.role === "standby" ? "1" : "0",
           GATEWAY_WORKER_PORT: String(port),
           GATEWAY_CLUSTER_ID: clusterId,
+          [CLUSTER_SECRET_ENV]: internalSecret,
           // Read by bin/gateway before the env file is: a worker sees what the primary saw (the
           // environment it started with), not the env file's value, which this process's has by now.
           GATEWAY_V8_HELPER_NICE: startingEnv().GATEWAY_V8_HELPER_NICE
@@ -160,6 +198,7 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
         // the one that says it is up.
         w.on("listening", (address) => {
           if (address.port !== port) return
+          slot.listening = true
           if (listening)
             Deferred.unsafeDone(
               listening,
@@ -171,17 +210,26 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
         w.once("exit", (code, signal) => resume(Effect.succeed({ code, signal, startedAt })))
       })
 
-    /** The first ready standby, told to serve (it listens, and is a serving worker from now on); undefined when none is ready. */
-    const promoteStandby = (): Slot | undefined => {
-      for (const s of slots) {
-        const w = s.worker
-        if (s.role !== "standby" || !s.ready || w === undefined || w.isDead() || !toWorker(w, { gw: "serve" })) continue
-        s.role = "serve"
-        s.ready = false
-        return s
-      }
-      return undefined
+    /**
+     * Tells the ready standby of `slot` to serve: it is a serving worker from then on. One that
+     * does not listen within PROMOTED_LISTEN_MS (its loop stuck) is killed, and its exit hands the
+     * port on as any serving worker's does. False when it is not a ready standby or cannot be told.
+     */
+    const tellToServe = (slot: Slot): boolean => {
+      const w = slot.worker
+      if (slot.role !== "standby" || !slot.ready || w === undefined || w.isDead() || !toWorker(w, { gw: "serve" })) return false
+      slot.role = "serve"
+      slot.ready = false
+      setTimeout(() => {
+        if (slot.worker !== w || slot.listening || w.isDead() || stopping !== undefined) return
+        logWarning(`worker ${slot.id} was told to serve and did not listen within ${PROMOTED_LISTEN_MS / 1000} s; killing it`)
+        w.process.kill("SIGKILL")
+      }, PROMOTED_LISTEN_MS).unref()
+      return true
     }
+
+    /** The first ready standby, told to serve; undefined when none is ready. */
+    const promoteStandby = (): Slot | undefined => slots.find(tellToServe)
 
     /** Runs `slot`'s worker for as long as the gateway serves: restarted with `restartBackoff` after each death. */
     const keep = (slot: Slot, first: { code: number | null; signal: string | null; startedAt: number } | undefined) =>

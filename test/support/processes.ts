@@ -28,3 +28,9 @@ export const childrenOf = (pid: number): Array<number> =>
         return []
       }
     })
+
+/** A CPU this process may run on (the machine may hide some from it): for `taskset -c`. */
+export const firstCpu = (): number => {
+  const list = /Cpus_allowed_list:\s*(\d+)/.exec(fs.readFileSync("/proc/self/status", "utf8"))
+  return Number(list?.[1] ?? 0)
+}

@@ -35,10 +35,12 @@ export const serve = (root: Parsed<typeof rootOptions>) =>
 const workersOf = (text: string, mcp: boolean) =>
   Effect.flatMap(
     Effect.promise(() => import("../../server/workers.js")),
-    ({ parseWorkers }) => {
+    ({ parseWorkers, standbyWanted }) => {
       const n = parseWorkers(text)
       if (n instanceof Error) return Effect.fail(new UsageError({ message: n.message }))
       if (mcp && n > 1) return Effect.fail(new UsageError({ message: "--workers: the MCP server over stdio (--mcp) is one process" }))
+      const standby = n > 1 ? standbyWanted() : true
+      if (standby instanceof Error) return Effect.fail(new UsageError({ message: standby.message }))
       return Effect.succeed(n)
     }
   )
