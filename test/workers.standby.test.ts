@@ -131,6 +131,8 @@ describe("gateway --workers 2 on one core", () => {
   }, 60_000)
 
   it("worker 1, now the standby, still runs the batch sweep, and its lines sent to the port are taken as its own by worker 2", async () => {
+    // After the hand-over above: worker 2 serves, worker 1 (which runs the sweep) stands by.
+    expect((await ping(gw.url)).worker).toBe(2)
     const client = new OpenAI({ apiKey: ADMIN_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 })
     const lines = Array.from({ length: 4 }, (_, i) =>
       JSON.stringify({

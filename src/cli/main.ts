@@ -1,3 +1,5 @@
+// The workers' shared credential leaves the environment before the code below copies it or starts anything.
+import "../kernel/clusterSecret.js"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Effect from "effect/Effect"
