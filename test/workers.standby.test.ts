@@ -155,6 +155,38 @@ describe("gateway --workers 2 on one core", () => {
     expect(done.request_counts).toEqual({ total: 4, completed: 4, failed: 0 })
   }, 45_000)
 
+  it("a standby told to serve that does not listen (stopped) is killed after 10 s, and the next ready standby serves in its place", async () => {
+    const serving = (await ping(gw.url)).pid
+    const standby = childrenOf(gw.child.pid!).find((pid) => pid !== serving)!
+    await until("worker 1 stands by, ready", async () => (standingBy(gw) >= 2 ? true : undefined), 30_000)
+    const stood = standingBy(gw)
+    process.kill(standby, "SIGSTOP")
+    process.kill(serving, "SIGKILL")
+    await until(
+      "the primary kills the stuck standby",
+      async () => (/worker 1 was told to serve and did not listen within 10 s; killing it/.test(gw.output()) ? true : undefined),
+      30_000
+    )
+    const back = await until(
+      "the port answers again",
+      async () => {
+        try {
+          return await ping(gw.url)
+        } catch {
+          return undefined
+        }
+      },
+      45_000
+    )
+    // The killed serving worker's slot, started again as a standby, took the port: a new process.
+    expect([serving, standby]).not.toContain(back.pid)
+    expect(back.worker).toBe(2)
+    expect(alive(standby)).toBe(false)
+    // Both slots started again as standbys (worker 2 before it took the port, worker 1 after its kill), each ready.
+    await until("worker 1 back, standing by", async () => (standingBy(gw) >= stood + 2 ? true : undefined), 30_000)
+    expect(childrenOf(gw.child.pid!)).toHaveLength(2)
+  }, 90_000)
+
   it("SIGTERM to the primary stops the serving worker and the standby, and exits 0", async () => {
     const workers = childrenOf(gw.child.pid!)
     expect(workers).toHaveLength(2)
