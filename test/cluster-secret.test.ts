@@ -1,4 +1,4 @@
-import { fork } from "node:child_process"
+import { fork, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -25,7 +25,24 @@ process.send({ left: process.env.GATEWAY_CLUSTER_INTERNAL_SECRET ?? null, taken:
     const child = fork(script, [], { env: { PATH: process.env.PATH ?? "", ...env } })
     child.once("message", (m) => resolve(m as { left: string | null; taken: string | null }))
     child.once("error", reject)
-    child.once("exit", (code) => (code !== 0 ? reject(new Error(`the child exited ${code}`)) : undefined))
+    child.once("exit", (code) => reject(new Error(`the child exited (${code}) without an answer`)))
+  })
+}
+
+/** The same module in a process without a channel to a parent: what it leaves in its environment and takes. */
+const loadAlone = (env: Record<string, string>): Promise<{ left: string | null; taken: string | null }> => {
+  const script = path.join(tempDir("cluster-secret-"), "alone.mjs")
+  fs.writeFileSync(
+    script,
+    `const m = await import(${JSON.stringify(MODULE)})
+process.stdout.write(JSON.stringify({ left: process.env.GATEWAY_CLUSTER_INTERNAL_SECRET ?? null, taken: m.clusterSecret() ?? null }))`
+  )
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [script], { env: { PATH: process.env.PATH ?? "", ...env }, stdio: ["ignore", "pipe", "inherit"] })
+    let out = ""
+    child.stdout.on("data", (c: Buffer) => (out += c.toString()))
+    child.once("error", reject)
+    child.once("exit", (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`the child exited ${code}`))))
   })
 }
 
@@ -37,5 +54,7 @@ describe("the workers' shared credential", () => {
   it("a process that is not a worker leaves it unused (and still out of its environment); a malformed one is not taken", async () => {
     expect(await load({ GATEWAY_CLUSTER_INTERNAL_SECRET: SECRET })).toEqual({ left: null, taken: null })
     expect(await load({ GATEWAY_CLUSTER_INTERNAL_SECRET: "short", GATEWAY_WORKER_ID: "2" })).toEqual({ left: null, taken: null })
+    // GATEWAY_WORKER_ID without a channel to a primary: not a worker (anyone can set a variable).
+    expect(await loadAlone({ GATEWAY_CLUSTER_INTERNAL_SECRET: SECRET, GATEWAY_WORKER_ID: "2" })).toEqual({ left: null, taken: null })
   })
 })

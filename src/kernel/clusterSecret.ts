@@ -1,10 +1,12 @@
 /**
  * The credential the primary of `gateway --workers N` gives every worker for own-route calls
  * (src/server/workers.ts, src/kernel/InternalCalls.ts), taken out of the environment as this module
- * loads. src/cli/main.ts imports it, so that happens before main's own code runs: before the start's
- * snapshot of the environment is kept (`rememberStartEnv`), the env file is loaded, a layer is built
- * or any child process starts (plugins with the `env` permission, tunnel agents): nothing the
- * worker keeps or starts holds it.
+ * loads. src/cli/main.ts imports it, so it runs before main's own code: before the env file is
+ * loaded, a layer is built or any child process starts (plugins with the `env` permission, tunnel
+ * agents). The one copy made as modules load, the start's snapshot (src/platform/system/startEnv.ts,
+ * which a bundle may evaluate first), leaves it out. So no copy the worker keeps and no environment
+ * it gives holds it. The process's initial environment block stays
+ * readable in /proc/<pid>/environ to processes of the same user, as DATA_DIR is.
  */
 export const CLUSTER_SECRET_ENV = "GATEWAY_CLUSTER_INTERNAL_SECRET"
 

@@ -110,7 +110,7 @@ const freePort = (host: string) =>
 interface Slot {
   readonly id: number
   worker: Worker | undefined
-  /** Serving (listens on the port) or standing by (started with GATEWAY_WORKER_STANDBY=1). */
+  /** Serving (listens on the port) or standing by (started with GATEWAY_WORKER_ROLE=standby). */
   role: "serve" | "standby"
   /** A standby whose worker said it is ready to serve. */
   ready: boolean
@@ -184,7 +184,7 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
         slot.listening = false
         const w = cluster.fork({
           GATEWAY_WORKER_ID: String(slot.id),
-          GATEWAY_WORKER_STANDBY: slot.role === "standby" ? "1" : "0",
+          GATEWAY_WORKER_ROLE: slot.role,
           GATEWAY_WORKER_PORT: String(port),
           GATEWAY_CLUSTER_ID: clusterId,
           [CLUSTER_SECRET_ENV]: internalSecret,

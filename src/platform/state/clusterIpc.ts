@@ -144,7 +144,7 @@ export const runsOncePerGateway = (): boolean => !isClusterWorker() || process.e
  * Whether this worker starts as a standby (docs/scale-out.md, "Cores"): a whole gateway that does
  * not listen on the gateway's port until its primary tells it to (a serving worker stopped).
  */
-export const startsAsStandby = (): boolean => isClusterWorker() && process.env.GATEWAY_WORKER_STANDBY === "1"
+export const startsAsStandby = (): boolean => isClusterWorker() && process.env.GATEWAY_WORKER_ROLE === "standby"
 
 /**
  * Tells the primary this standby worker is ready, and calls `serve` once when the primary says to
