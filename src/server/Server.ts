@@ -163,14 +163,13 @@ export const layer = Layer.scopedContext(
       const runtime = yield* Effect.runtime<never>()
       // Set as the server starts to close: a listen asked for just before is let go of at once.
       let closing = false
-      const serveNow = Effect.suspend(() => (closing ? Effect.void : listen(server, config.port, config.host))).pipe(
-        Effect.flatMap((at) =>
-          at === undefined
-            ? Effect.void
-            : closing
-              ? Effect.sync(() => server.close())
-              : announce({ config, flags, keys, admin, url: urlOf(at) })
-        ),
+      const serveNow = Effect.suspend(() =>
+        closing
+          ? Effect.void
+          : Effect.flatMap(listen(server, config.port, config.host), (at) =>
+              closing ? Effect.sync(() => server.close()) : announce({ config, flags, keys, admin, url: urlOf(at) })
+            )
+      ).pipe(
         // The port it was given cannot be had: the primary starts this worker again.
         Effect.catchAll((e) =>
           Effect.zipRight(

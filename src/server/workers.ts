@@ -89,11 +89,11 @@ const PROMOTED_LISTEN_MS = 10_000
 /** What the primary says at start when some workers stand by (more workers than cores). */
 export const crowdedCores = (n: number, cores: number = availableParallelism(), standby = true): string | undefined => {
   if (n <= cores) return undefined
+  const head = `workers: ${n} workers may use ${cores === 1 ? "1 core" : `${cores} cores`} only (this process's CPU affinity, which they inherit)`
   if (!standby)
-    return `workers: ${n} workers may use ${cores === 1 ? "1 core" : `${cores} cores`} only (this process's CPU affinity, which they inherit), and every one serves (GATEWAY_WORKERS_STANDBY=false): they take turns there and serve no more than ${cores === 1 ? "one process" : `${cores} processes`} would`
-  const serving = servingWorkers(n, cores)
-  const standing = n - serving
-  return `workers: ${n} workers may use ${cores === 1 ? "1 core" : `${cores} cores`} only (this process's CPU affinity, which they inherit): ${serving} ${serving === 1 ? "serves" : "serve"} and ${standing} ${standing === 1 ? "stands" : "stand"} by, to take a serving worker's place at once if it stops`
+    return `${head}, and every one serves (GATEWAY_WORKERS_STANDBY=false): they take turns there and serve no more than ${cores === 1 ? "one process" : `${cores} processes`} would`
+  const standing = n - cores
+  return `${head}: ${cores} ${cores === 1 ? "serves" : "serve"} and ${standing} ${standing === 1 ? "stands" : "stand"} by, to take a serving worker's place at once if it stops`
 }
 
 /** A port nothing listens on now, from the system (the primary's `--port 0`). */

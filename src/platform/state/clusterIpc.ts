@@ -107,20 +107,19 @@ export const makeRelay = (options: {
   readonly relayed?: Map<string, number>
 }) => {
   const stores = makeStores()
-  const send = toWorker
   return (from: Worker, message: unknown) => {
     if (!isGatewayMessage(message)) return
     const m = message as ToPrimary
     switch (m.gw) {
       case "pub": {
         const out: ToWorker = { gw: "msg", topic: m.topic, text: m.text }
-        for (const w of options.workers()) if (w !== from) send(w, out)
+        for (const w of options.workers()) if (w !== from) toWorker(w, out)
         if (options.relayed) options.relayed.set(m.topic, (options.relayed.get(m.topic) ?? 0) + 1)
         return
       }
       case "call": {
         const value = Effect.runSync(stores(m.op, m.args))
-        if (m.id >= 0) send(from, { gw: "result", id: m.id, value: value === undefined ? null : value })
+        if (m.id >= 0) toWorker(from, { gw: "result", id: m.id, value: value === undefined ? null : value })
         return
       }
       case "stop":
