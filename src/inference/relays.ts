@@ -317,7 +317,33 @@ export const makeRelay = (
       }
       return release(out)
     }
+    /**
+     * The upstream's usual text events read in place (`textRun`), once the answer is open and
+     * nothing is held back, and no check needs the answer's text: what `handle` makes of each
+     * (a text delta is not sealed and opens nothing; the usage a usual event carries, when it has
+     * one, is the object merged last, which `handle` and the encoder merge only when it is
+     * another), without the frame or events.
+     */
+    const textRun =
+      decoder.textFrameAt !== undefined && enc.pushText !== undefined && engines === undefined
+        ? (frames: string, from: number, crlf: boolean, out: { text: string }): number => {
+            if (!open || held !== "") return from
+            let text = ""
+            let at = from
+            for (;;) {
+              const end = decoder.textFrameAt!(frames, at, crlf)
+              if (end === -1 || (decoder.textUsage !== undefined && decoder.textUsage !== usageMerged)) break
+              const piece = enc.pushText!(decoder.textIndex!, decoder.text!, decoder.textJson!)
+              if (piece === undefined) break
+              text += piece
+              at = end
+            }
+            out.text = text
+            return at
+          }
+        : undefined
     relay = {
+      ...(textRun ? { textRun } : {}),
       frame: (frame) => handle(sealEvents(decoder.push(frame), connection.id)),
       end: () => {
         const text = handle(sealEvents(decoder.end(), connection.id))

@@ -29,6 +29,12 @@ export interface FrameRelay {
    * of whole events, read as bytes (only ASCII is looked at). Only a same-format relay has it.
    */
   quietUpTo?(chunk: Buffer, from: number): number
+  /**
+   * Where the run of the upstream's usual text events from `from` of `frames` (whole SSE events,
+   * decoded; their lines ending in \r\n when `crlf`, else in \n) ends, their text for the client in `out.text`: what `frame` would answer for each, read
+   * in place (`from` itself: none). Only a translating relay has it.
+   */
+  textRun?(frames: string, from: number, crlf: boolean, out: { text: string }): number
 }
 
 /**
@@ -339,7 +345,7 @@ class RelayRun implements StreamProgress, Watched, BodyReader {
       this.passes = this.sse !== undefined && this.relay.quietUpTo !== undefined && this.sink.takesBytes?.() === true
     let text: string | Buffer = ""
     try {
-      const out = this.passes ? this.passing(chunk) : undefined
+      const out = this.passes ? this.passing(chunk) : this.relay.textRun !== undefined ? this.translating(chunk) : undefined
       if (out !== undefined) text = out
       else {
         let t = ""
@@ -483,6 +489,46 @@ class RelayRun implements StreamProgress, Watched, BodyReader {
     this.contentGoes()
     return this.sink.writeBytes!(out)
   }
+
+  /**
+   * What one chunk of whole SSE events comes to for a translating relay (undefined: it is not one,
+   * parse it): the runs of usual text events `textRun` reads in place, the events between them
+   * through the parser one by one (docs/ARCHITECTURE.md, "Translated text runs").
+   */
+  private translating(chunk: Buffer): string | undefined {
+    const sse = this.sse
+    const n = chunk.length
+    if (sse === undefined || n < 2 || chunk[n - 1] !== 0x0a || !sse.idle()) return undefined
+    // Events end at a blank line: \n\n, or \r\n\r\n where lines end in \r\n (Gemini's). A chunk
+    // ending in either ends at an event's end; its text runs are read for that line end (events
+    // written with the other are parsed), and the events between them end at the next such blank
+    // line (a slice of the chunk up to one ends where an event does, whatever lines it holds).
+    const crlf = chunk[n - 2] === 0x0d
+    if (crlf ? n < 4 || chunk[n - 3] !== 0x0a || chunk[n - 4] !== 0x0d : chunk[n - 2] !== 0x0a) return undefined
+    const blankLine = crlf ? "\r\n\r\n" : "\n\n"
+    // Ends with a newline, so no character is cut: decoded as the parser would decode it.
+    const frames = chunk.toString()
+    const relay = this.relay
+    const run = (this.run ??= { text: "" })
+    let out = ""
+    for (let pos = 0; pos < frames.length; ) {
+      const upTo = relay.textRun!(frames, pos, crlf, run)
+      if (upTo > pos) {
+        out += run.text
+        pos = upTo
+        continue
+      }
+      // The event's blank line; none left after a last, extra line end (a blank line of its own).
+      const blank = frames.indexOf(blankLine, pos)
+      const end = blank === -1 ? frames.length : blank + blankLine.length
+      for (const frame of sse.push(frames.slice(pos, end))) out += relay.frame(frame)
+      pos = end
+    }
+    return out
+  }
+
+  /** What `textRun` read, reused chunk after chunk. */
+  private run: { text: string } | undefined
 
   /**
    * What one chunk of whole events comes to for the client (undefined: it is not one, parse it).

@@ -3,7 +3,7 @@ import { errorKindForStatus, newId, type StopReason, type StreamEvent } from "..
 import { STOP_FROM, usageFromAnthropic } from "./anthropic-answers.js"
 import { malformedStream, num, obj, splitSignedId, str, tryJson } from "./common.js"
 import type { StreamDecoder } from "./format.js"
-import { JsonReader, READER_PAUSE, TextTemplate } from "./json-reader.js"
+import { CRLF_BLANK, JsonReader, LF_BLANK, READER_PAUSE, TextTemplate } from "./json-reader.js"
 
 /** The events of a Messages stream: one of them makes a stream Anthropic's, even if it is then cut. */
 const ANTHROPIC_EVENTS: ReadonlySet<string> = new Set([
@@ -69,6 +69,10 @@ const textOfDelta = (r: JsonReader): string | undefined => {
   }
   return typed && !r.failed ? text : undefined
 }
+
+/** What comes before the data of the usual event's frame (`textFrameAt`), its lines ending in \n or in \r\n. */
+const NAMED_DELTA = "event: content_block_delta\ndata: "
+const NAMED_DELTA_CRLF = "event: content_block_delta\r\ndata: "
 
 /** The data of `ping` and `message_stop` as the API writes them (`bareEvent`). */
 const PING = '{"type":"ping"}'
@@ -268,6 +272,30 @@ export class AnthropicStreamDecoder implements StreamDecoder {
   private unnamedIndex = 0
   private usualIndex = 0
   private readerPause = 0
+
+  /** The frame `textFrameAt` found last: its text's canonical index, its text and its JSON literal. */
+  textIndex = 0
+  text = ""
+  textJson = ""
+
+  /**
+   * The usual event (a named content_block_delta with a text, as `named` learned it) read in place
+   * from a run of frames: where its frame ends, or -1 (StreamDecoder). Only once the stream is
+   * recognized and its text block known, as `push` would answer it.
+   */
+  textFrameAt(frames: string, from: number, crlf: boolean): number {
+    if (this.done) return -1
+    const end = crlf
+      ? this.named.frameAt(frames, from, NAMED_DELTA_CRLF, CRLF_BLANK)
+      : this.named.frameAt(frames, from, NAMED_DELTA, LF_BLANK)
+    if (end === -1) return -1
+    const index = this.index.get(this.namedIndex)
+    if (index === undefined) return -1
+    this.textIndex = index
+    this.text = this.named.frameText
+    this.textJson = this.named.frameJson
+    return end
+  }
 
   /** The text of a text_delta event (`textDelta`), its upstream index in `usualIndex`; else undefined. */
   private usualText(data: string, named: boolean): string | undefined {

@@ -61,12 +61,17 @@ export class AnthropicStreamEncoder implements StreamEncoder {
    * A text delta's event around the JSON of its text, the part before made once per block rather
    * than per delta (a string made of fewer pieces): the same bytes as sseData of its object.
    */
-  private textDelta(index: number, text: string): string {
+  private textDelta(index: number, json: string): string {
     if (index !== this.textHeadIndex) {
       this.textHeadIndex = index
       this.textHead = `event: content_block_delta\ndata: {"type":"content_block_delta","index":${index},"delta":{"type":"text_delta","text":`
     }
-    return this.textHead + JSON.stringify(text) + TEXT_DELTA_END
+    return this.textHead + json + TEXT_DELTA_END
+  }
+
+  /** `push` of a text delta given its text's JSON literal too (StreamEncoder), once `message_start` went out. */
+  pushText(index: number, _text: string, json: string): string | undefined {
+    return this.started ? this.textDelta(this.idx(index), json) : undefined
   }
 
   private idx(canonical: number): number {
@@ -102,7 +107,7 @@ export class AnthropicStreamEncoder implements StreamEncoder {
       }
       case "text_delta":
         // Written from a template (the same bytes as the object's JSON): the stream's most frequent event.
-        return this.start() + this.textDelta(this.idx(ev.index), ev.text)
+        return this.start() + this.textDelta(this.idx(ev.index), JSON.stringify(ev.text))
       case "reasoning_delta":
         return (
           this.start() +

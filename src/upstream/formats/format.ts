@@ -44,11 +44,31 @@ export interface StreamDecoder {
   push(frame: Frame): ReadonlyArray<StreamEvent>
   /** The upstream ended the stream: close what is open and finish. */
   end(): ReadonlyArray<StreamEvent>
+  /**
+   * The stream's usual event read in place from a run of whole SSE frames, without a frame or an
+   * event made (docs/ARCHITECTURE.md, "Translated text runs"), its lines ending in \r\n when
+   * `crlf`, else in \n: where the frame at `from` ends when
+   * it is a text delta `push` would answer with exactly `[{ type: "text_delta", index: textIndex,
+   * text: text }]` (followed by `{ type: "usage", usage: textUsage }` when the decoder has a
+   * `textUsage`: one object, the same for each such frame), its text's JSON literal in `textJson`
+   * (what JSON.stringify writes of it); -1 for any other frame, which then goes to `push`.
+   */
+  textFrameAt?(frames: string, from: number, crlf: boolean): number
+  readonly textIndex?: number
+  readonly text?: string
+  readonly textJson?: string
+  readonly textUsage?: Partial<Usage> | undefined
 }
 
 /** Turns canonical events into the client's wire frames, incrementally. */
 export interface StreamEncoder {
   push(event: StreamEvent): string
+  /**
+   * `push({ type: "text_delta", index, text })` given the text's JSON literal too (`json`, what
+   * JSON.stringify writes of it): the same text for the client; undefined when this encoder cannot
+   * take it so now (then `push` has it).
+   */
+  pushText?(index: number, text: string, json: string): string | undefined
   /** Frames after the last event (`data: [DONE]`), if the format has them. */
   end(): string
   /** The finished answer's id and output items (Responses; kept for `previous_response_id`). */

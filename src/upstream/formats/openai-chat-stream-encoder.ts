@@ -60,13 +60,19 @@ export class ChatStreamEncoder implements StreamEncoder {
    * A text delta's chunk from a template: the same bytes as `chunk({ content })`, the stream's most
    * frequent event, written around the JSON of its text (a string of three pieces).
    */
-  private textChunk(text: string): string {
+  private textChunk(text: string, json?: string): string {
     if (this.textHead === undefined) {
       const head = this.chunkHead()
       if (head === undefined) return this.chunk({ content: text })
       this.textHead = `${head}{"content":`
     }
-    return this.textHead + JSON.stringify(text) + TEXT_CHUNK_END
+    return this.textHead + (json ?? JSON.stringify(text)) + TEXT_CHUNK_END
+  }
+
+  /** `push` of a text delta given its text's JSON literal too (StreamEncoder), once the role went out. */
+  pushText(_index: number, text: string, json: string): string | undefined {
+    if (!this.sentRole) return undefined
+    return text === "" ? "" : this.textChunk(text, json)
   }
 
   /**

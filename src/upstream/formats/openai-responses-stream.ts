@@ -235,7 +235,7 @@ export class ResponsesStreamEncoder implements StreamEncoder {
         const b = this.blocks.get(ev.index)
         if (!b || !ev.text) return ""
         b.text += ev.text
-        if (this.sse) return this.textDelta(b, ev.text)
+        if (this.sse) return this.textDelta(b, JSON.stringify(ev.text))
         return this.emit("response.output_text.delta", {
           item_id: b.itemId,
           output_index: b.outputIndex,
@@ -305,13 +305,23 @@ export class ResponsesStreamEncoder implements StreamEncoder {
     }
   }
 
+  /** `push` of a text delta given its text's JSON literal too (StreamEncoder): as SSE once the response began. */
+  pushText(index: number, text: string, json: string): string | undefined {
+    const b = this.started && this.sse ? this.blocks.get(index) : undefined
+    if (b === undefined) return undefined
+    if (text === "") return ""
+    b.text += text
+    return this.textDelta(b, json)
+  }
+
   /**
    * A text delta's SSE event written from a template, the stream's most frequent event: the same
-   * bytes as `emit("response.output_text.delta", {...})` (keys in the same order, each value's JSON).
+   * bytes as `emit("response.output_text.delta", {...})` (keys in the same order, each value's
+   * JSON), given the JSON of its text.
    */
-  private textDelta(b: { itemId: string; outputIndex: number; deltaMiddle?: string }, text: string): string {
+  private textDelta(b: { itemId: string; outputIndex: number; deltaMiddle?: string }, json: string): string {
     b.deltaMiddle ??= `,"item_id":${JSON.stringify(b.itemId)},"output_index":${b.outputIndex},"content_index":0,"delta":`
-    return `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":${this.seq++}${b.deltaMiddle}${JSON.stringify(text)},"logprobs":[]}\n\n`
+    return `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":${this.seq++}${b.deltaMiddle}${json},"logprobs":[]}\n\n`
   }
 
   /** An SSE event written by hand: `fields` is the JSON of its fields after `type` and `sequence_number`, each led by a comma. */
