@@ -5,8 +5,9 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { SseParser } from "../src/upstream/formats/frames.js"
 import { AnthropicStreamDecoder } from "../src/upstream/formats/anthropic-stream-decoder.js"
-import { ChatStreamDecoder } from "../src/upstream/formats/openai-chat-stream-decoder.js"
-import { GeminiStreamDecoder } from "../src/upstream/formats/gemini-answers.js"
+import { AnthropicStreamEncoder } from "../src/upstream/formats/anthropic-stream-encoder.js"
+import { ChatStreamEncoder } from "../src/upstream/formats/openai-chat-stream-encoder.js"
+import { ResponsesStreamEncoder } from "../src/upstream/formats/openai-responses-stream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 
 /**
@@ -54,16 +55,19 @@ let upstream: http.Server
 let base = ""
 let gw: TestGateway
 
-/** The stream in pieces that each end inside an event (mid-line), so no chunk holds whole events. */
+/**
+ * The stream in pieces of about 37 characters, none but the last ending in a line's end, so no
+ * chunk the gateway reads ends where an event does (reads that join pieces end where one does).
+ */
 const midEvent = (s: string): Array<string> => {
   const out: Array<string> = []
-  for (let at = 0; at < s.length; at += 37) out.push(s.slice(at, at + 37))
-  // A piece that happens to end at a blank line would hold whole events: moved one character on.
-  for (let i = 0; i < out.length - 1; i++)
-    if (out[i]!.endsWith("\n\n")) {
-      out[i + 1] = out[i]!.slice(-1) + out[i + 1]
-      out[i] = out[i]!.slice(0, -1)
-    }
+  let at = 0
+  while (at < s.length) {
+    let end = Math.min(at + 37, s.length)
+    while (end < s.length && (s[end - 1] === "\n" || s[end - 1] === "\r")) end++
+    out.push(s.slice(at, end))
+    at = end
+  }
   return out
 }
 
@@ -107,14 +111,14 @@ const eventsOf = (text: string): Array<Record<string, any>> =>
     .filter((e) => e.includes("data: "))
     .map((e) => JSON.parse(e.slice(e.indexOf("data: ") + 6)))
 
-/** Text events the gateway's decoders read in place so far. */
+/** Text events the gateway's encoders wrote in place so far (`pushText` answered). */
 let readInPlace = 0
-for (const decoder of [AnthropicStreamDecoder, ChatStreamDecoder, GeminiStreamDecoder]) {
-  const textFrameAt = decoder.prototype.textFrameAt
-  vi.spyOn(decoder.prototype, "textFrameAt").mockImplementation(function (this: InstanceType<typeof decoder>, frames, from, crlf) {
-    const end = textFrameAt.call(this, frames, from, crlf)
-    if (end !== -1) readInPlace++
-    return end
+for (const encoder of [ResponsesStreamEncoder, ChatStreamEncoder, AnthropicStreamEncoder]) {
+  const pushText = encoder.prototype.pushText
+  vi.spyOn(encoder.prototype, "pushText").mockImplementation(function (this: InstanceType<typeof encoder>, index, text, json) {
+    const out = pushText.call(this, index, text, json)
+    if (out !== undefined) readInPlace++
+    return out
   })
 }
 
@@ -303,35 +307,63 @@ describe("a translated stream's text events read in place", () => {
   })
 
   it("give a chat client of a generate-content upstream (lines ending in \\r\\n, usage on every chunk) the same chunks", async () => {
-    const chunk = (text: string, usage: Record<string, number>, finish?: string) =>
+    const chunk = (parts: Array<string>, usage: Record<string, number> | undefined, finish?: string) =>
       `data: ${JSON.stringify({
-        candidates: [{ content: { parts: [{ text }], role: "model" }, index: 0, ...(finish ? { finishReason: finish } : {}) }],
-        usageMetadata: usage,
+        candidates: [
+          { content: { parts: parts.map((text) => ({ text })), role: "model" }, index: 0, ...(finish ? { finishReason: finish } : {}) }
+        ],
+        ...(usage ? { usageMetadata: usage } : {}),
         modelVersion: "gm",
         responseId: "gm-resp-1"
       })}\r\n\r\n`
     const running = { promptTokenCount: 5, totalTokenCount: 5 }
-    // A chunk with other counts between usual ones: the usual chunks' usage is merged again after it.
     const s =
       TEXTS.slice(0, 4)
-        .map((t) => chunk(t, running))
+        .map((t) => chunk([t], running))
         .join("") +
-      chunk(" midway", { promptTokenCount: 5, candidatesTokenCount: 3, totalTokenCount: 8 }) +
-      TEXTS.slice(4)
-        .map((t) => chunk(t, running))
-        .join("") +
-      chunk(" end", { promptTokenCount: 5, candidatesTokenCount: 12, totalTokenCount: 17 }, "STOP")
-    // Read in place: " café", " \u2028sep", " done." (" world" teaches the template, the chunk after
-    // " midway" another one, with the running counts again: a usage object of its own).
-    const { whole, pieces } = await both(s, 3, "gemini")
+      // Text-only with other counts: the template learned again (then once more, for the running counts).
+      chunk([" midway"], { promptTokenCount: 5, candidatesTokenCount: 3, totalTokenCount: 8 }) +
+      chunk([TEXTS[4]!], running) +
+      chunk([TEXTS[5]!], running) +
+      chunk([TEXTS[6]!], running) +
+      chunk([TEXTS[7]!], running) +
+      // Not the usual chunk (two parts), with counts of its own: the next usual chunk's usage is merged
+      // again, so it goes event by event although its bytes are the template's.
+      chunk([" two", " parts"], { promptTokenCount: 5, candidatesTokenCount: 2, totalTokenCount: 7 }) +
+      chunk([TEXTS[8]!], running) +
+      chunk([TEXTS[9]!], running) +
+      // The last chunk has no counts: the stream's usage is the running one merged last.
+      chunk([" end"], undefined, "STOP")
+    // Written in place: " café" and " done." (" world" teaches the template; the chunk after " midway"
+    // another one; " \u2028sep" follows other counts; the emoji and the empty text are not read so).
+    const { whole, pieces } = await both(s, 2, "gemini")
     expect(whole).toBe(pieces)
     const chunks = whole
       .split("\n\n")
       .filter((e) => e.startsWith("data: {"))
       .map((e) => JSON.parse(e.slice(6)))
     const text = chunks.map((c) => c.choices[0]?.delta?.content ?? "").join("")
-    expect(text).toBe(`${TEXTS.slice(0, 4).join("")} midway${TEXTS.slice(4).join("")} end`)
-    expect(chunks.at(-1)!.usage).toMatchObject({ prompt_tokens: 5, completion_tokens: 12, total_tokens: 17 })
+    expect(text).toBe(`${TEXTS.slice(0, 4).join("")} midway${TEXTS.slice(4, 8).join("")} two parts${TEXTS[8]}${TEXTS[9]} end`)
+    expect(chunks.at(-1)!.usage).toMatchObject({ prompt_tokens: 5, total_tokens: 5 })
+  })
+
+  it("leave an upstream's data written on several lines to the event-by-event path, however it repeats", async () => {
+    const head = '{"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"m1","choices":[{"index":0,"delta":'
+    const s =
+      `data: ${head}{"role":"assistant","content":""},"finish_reason":null}]}\n\n` +
+      `data: ${head}{"content":"Hi"},"finish_reason":null}]\ndata: }\n\n` +
+      `data: ${head}{"content":" there"},"finish_reason":null}]\n}\n\n` +
+      `data: ${head}{"content":" again"},"finish_reason":null}]\ndata: }\n\n` +
+      `data: ${head}{},"finish_reason":"stop"}]}\n\n` +
+      "data: [DONE]\n\n"
+    const { whole, pieces } = await both(s, 0, "messages")
+    expect(whole).toBe(pieces)
+    const text = eventsOf(whole)
+      .filter((e) => e["type"] === "content_block_delta")
+      .map((e) => e["delta"]["text"])
+      .join("")
+    // " there" came with its closing brace on a line of no field: not a chunk, as the parser reads it.
+    expect(text).toBe("Hi again")
   })
 
   it("end a stream cut off after its text read in place as a failed response", async () => {
@@ -397,6 +429,17 @@ describe("AnthropicStreamDecoder.textFrameAt", () => {
     expect(decoder.textFrameAt(delta(0, "abc"), 0, true)).toBe(-1)
     // Mixed within the frame: parsed, not read in place.
     expect(decoder.textFrameAt(delta(0, "abc").replace("\n\n", "\r\n\r\n"), 0, true)).toBe(-1)
+  })
+
+  it("answers nothing when the usual event it learned came on several data lines", () => {
+    const decoder = new AnthropicStreamDecoder()
+    const parser = new SseParser()
+    const split = (text: string) =>
+      `event: content_block_delta\ndata: {"type":"content_block_delta","index":0,\ndata: "delta":{"type":"text_delta","text":${JSON.stringify(text)}}}\n\n`
+    for (const frame of parser.push(MESSAGE_START + start(0, { type: "text", text: "" }) + split("first"))) decoder.push(frame)
+    expect(decoder.textFrameAt(split("abc"), 0, false)).toBe(-1)
+    // Its data as one line is another template, learned by `push` when it comes.
+    expect(decoder.textFrameAt(delta(0, "abc"), 0, false)).toBe(-1)
   })
 
   it("answers nothing once the stream is done", () => {

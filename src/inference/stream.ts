@@ -269,6 +269,14 @@ export const relayFramesNow = (
   new RelayRun(res, framing, relay, sink, watchdog, startedAt, silenceMs, onChunk, done)
 }
 
+/**
+ * How many events in a row a chunk sends through the parser one at a time, between its runs of
+ * usual text events (`RelayRun.translating`), before it gives the parser the rest at once: a
+ * stream's opening (start, block start, a ping, the first text that teaches the template) and
+ * then some.
+ */
+const MISSES_BEFORE_REST = 8
+
 /** A relay's stream that could not be parsed, as the error it ends with. */
 const unparsable = (e: unknown): CanonicalError =>
   e instanceof StreamFailure
@@ -511,12 +519,21 @@ class RelayRun implements StreamProgress, Watched, BodyReader {
     const relay = this.relay
     const run = (this.run ??= { text: "" })
     let out = ""
+    // Events in a row that were not the usual one: past MISSES_BEFORE_REST, the rest of the chunk
+    // goes to the parser in one push (a stream whose usual event is never read in place, such as
+    // one whose every chunk differs, pays for the slices of a few events, not of all of them).
+    let misses = 0
     for (let pos = 0; pos < frames.length; ) {
       const upTo = relay.textRun!(frames, pos, crlf, run)
       if (upTo > pos) {
         out += run.text
         pos = upTo
+        misses = 0
         continue
+      }
+      if (++misses > MISSES_BEFORE_REST) {
+        for (const frame of sse.push(pos === 0 ? frames : frames.slice(pos))) out += relay.frame(frame)
+        break
       }
       // The event's blank line; none left after a last, extra line end (a blank line of its own).
       const blank = frames.indexOf(blankLine, pos)

@@ -305,7 +305,7 @@ export class TextTemplate {
    * its literal without the quotes, and JSON.stringify writes it back as that literal.
    */
   frameAt(frames: string, from: number, head: string, blank: string): number {
-    if (this.before === "") return -1
+    if (this.before === "" || this.multiline) return -1
     if (head !== this.head || blank !== this.blank) {
       this.head = head
       this.blank = blank
@@ -338,6 +338,8 @@ export class TextTemplate {
   /** `frameAt`'s head, and what it compares a frame with: the head and `before`; `after` and the blank line. */
   private head = ""
   private blank = ""
+  /** The learned data had more than one line: `frameAt` reads nothing in place. */
+  private multiline = false
   private headBefore = ""
   private afterBlank = ""
 
@@ -351,6 +353,9 @@ export class TextTemplate {
     this.before = data.slice(0, r.stringStart)
     this.after = data.slice(r.stringEnd)
     this.head = ""
+    // Data of several lines (`data:` lines joined): in the stream's bytes each of its lines has its
+    // own field name, so the bytes around its text are not `before` and `after` as they are.
+    this.multiline = /[\r\n]/.test(this.before) || /[\r\n]/.test(this.after)
     return true
   }
 }
