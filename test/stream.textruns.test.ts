@@ -48,6 +48,14 @@ const ending = (outputTokens: number) =>
 /** Texts of every kind a delta can carry: plain, escaped, quoted, raw non-ASCII, an emoji (a surrogate pair), empty. */
 const TEXTS = ["Hello", " world", ', a "quote"', " and a \\ backslash", "\nnew line\ttab", " café", " 😀 emoji", "", " \u2028sep", " done."]
 
+/** A Messages stream of one text block, a delta for each of TEXTS. */
+const TEXTS_STREAM =
+  MESSAGE_START +
+  start(0, { type: "text", text: "" }) +
+  TEXTS.map((t) => delta(0, t)).join("") +
+  event("content_block_stop", { type: "content_block_stop", index: 0 }) +
+  ending(10)
+
 /** The stream as the upstream sends it this time, and how it cuts it into writes. */
 let stream = ""
 let cut: (s: string) => Array<string> = (s) => [s]
@@ -182,12 +190,7 @@ afterAll(async () => {
 
 describe("a translated stream's text events read in place", () => {
   it("give the Responses client the same events as the stream read event by event, every kind of text", async () => {
-    const s =
-      MESSAGE_START +
-      start(0, { type: "text", text: "" }) +
-      TEXTS.map((t) => delta(0, t)).join("") +
-      event("content_block_stop", { type: "content_block_stop", index: 0 }) +
-      ending(10)
+    const s = TEXTS_STREAM
     const { whole, pieces } = await both(s, 5)
     expect(whole).toBe(pieces)
     const events = eventsOf(whole)
@@ -254,12 +257,7 @@ describe("a translated stream's text events read in place", () => {
   })
 
   it("give a chat client of the Messages upstream the same chunks as the stream read event by event", async () => {
-    const s =
-      MESSAGE_START +
-      start(0, { type: "text", text: "" }) +
-      TEXTS.map((t) => delta(0, t)).join("") +
-      event("content_block_stop", { type: "content_block_stop", index: 0 }) +
-      ending(10)
+    const s = TEXTS_STREAM
     const { whole, pieces } = await both(s, 5, "chat")
     expect(whole).toBe(pieces)
     const chunks = whole
@@ -293,13 +291,7 @@ describe("a translated stream's text events read in place", () => {
   })
 
   it("read a stream whose lines end in \\r\\n (Messages) the same way", async () => {
-    const s = (
-      MESSAGE_START +
-      start(0, { type: "text", text: "" }) +
-      TEXTS.map((t) => delta(0, t)).join("") +
-      event("content_block_stop", { type: "content_block_stop", index: 0 }) +
-      ending(10)
-    ).replaceAll("\n", "\r\n")
+    const s = TEXTS_STREAM.replaceAll("\n", "\r\n")
     const { whole, pieces } = await both(s, 5)
     expect(whole).toBe(pieces)
     const completed = eventsOf(whole).find((e) => e["type"] === "response.completed")!

@@ -1,5 +1,6 @@
 import type { CanonicalError, CanonicalRequest, CanonicalResponse, FormatId, StreamEvent, Usage } from "../../domain/canonical.js"
 import type { Frame } from "./frames.js"
+import { CRLF_BLANK, LF_BLANK, type TextTemplate } from "./json-reader.js"
 import type { ProviderQuirks } from "../../domain/catalog/modelSpec.js"
 
 export type { ProviderQuirks }
@@ -37,7 +38,31 @@ export abstract class SequentialBlocks {
     if (this.open) out.push({ type: "block_stop", index: this.open.index })
     this.open = undefined
   }
+
+  /** The frame `textFrameAt` found last: its text's canonical index, its text and its JSON literal (StreamDecoder). */
+  textIndex = 0
+  text = ""
+  textJson = ""
+
+  /**
+   * `textFrameAt` of a decoder whose usual chunk is a data line alone, as `template` learned it:
+   * read in place while the decoder is `live` and a text block is open; -1 for an empty text too
+   * (`push` answers it with no text event).
+   */
+  protected textFrameOf(template: TextTemplate, live: boolean, frames: string, from: number, crlf: boolean): number {
+    const open = this.open
+    if (!live || open?.kind !== "text") return -1
+    const end = template.frameAt(frames, from, DATA_HEAD, crlf ? CRLF_BLANK : LF_BLANK)
+    if (end === -1 || template.frameText === "") return -1
+    this.textIndex = open.index
+    this.text = template.frameText
+    this.textJson = template.frameJson
+    return end
+  }
 }
+
+/** What comes before the data of a usual chunk's frame (`textFrameOf`): an unnamed event. */
+const DATA_HEAD = "data: "
 
 /** Turns upstream stream frames into canonical events, incrementally. */
 export interface StreamDecoder {

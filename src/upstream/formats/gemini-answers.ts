@@ -18,7 +18,7 @@ import { arr, malformedStream, num, obj, str, tryJson } from "./common.js"
 import { fallbackMessage, messageIn200 } from "./common.js"
 import { SequentialBlocks, type StreamDecoder, type StreamEncoder } from "./format.js"
 import { sseData } from "./frames.js"
-import { CRLF_BLANK, JsonReader, LF_BLANK, READER_PAUSE, TextTemplate } from "./json-reader.js"
+import { JsonReader, READER_PAUSE, TextTemplate } from "./json-reader.js"
 
 /**
  * Google's documented value for a functionCall whose thought signature is unknown (history
@@ -367,9 +367,6 @@ const finiteCount = (r: JsonReader): number | undefined => {
   return undefined
 }
 
-/** What comes before the data of the usual chunk's frame (`textFrameAt`): an unnamed event. */
-const DATA_HEAD = "data: "
-
 /** Gemini stream chunks (whole GenerateContentResponse objects) → canonical events. */
 export class GeminiStreamDecoder extends SequentialBlocks implements StreamDecoder {
   private started = false
@@ -480,30 +477,20 @@ export class GeminiStreamDecoder extends SequentialBlocks implements StreamDecod
   private readonly template = new TextTemplate()
   private templateUsage: Partial<Usage> | undefined
 
-  /** The frame `textFrameAt` found last: its text's canonical index, its text and its JSON literal. */
-  textIndex = 0
-  text = ""
-  textJson = ""
   /** The usage every usual chunk carries (one object, the template's): `push` follows its text with it. */
   get textUsage(): Partial<Usage> | undefined {
     return this.templateUsage
   }
 
   /**
-   * The usual chunk (as `template` learned it, a data line alone) read in place from a run of
-   * frames, once a text block is open: where its frame ends, or -1 (StreamDecoder), also for an
-   * empty text. `push` would answer its text, then a usage event of `textUsage` when there is one.
+   * The usual chunk read in place from a run of frames (StreamDecoder, `textFrameOf`): `push`
+   * would answer its text, then a usage event of `textUsage` when there is one.
    */
   textFrameAt(frames: string, from: number, crlf: boolean): number {
-    const open = this.open
-    if (this.done || !this.started || open?.kind !== "text") return -1
-    const end = this.template.frameAt(frames, from, DATA_HEAD, crlf ? CRLF_BLANK : LF_BLANK)
-    if (end === -1 || this.template.frameText === "") return -1
+    const end = this.textFrameOf(this.template, !this.done && this.started, frames, from, crlf)
+    if (end === -1) return -1
     this.recognized = true
     this.usualUsage = this.templateUsage
-    this.textIndex = open.index
-    this.text = this.template.frameText
-    this.textJson = this.template.frameJson
     return end
   }
   private usualUsage: Partial<Usage> | undefined

@@ -2,7 +2,7 @@
 import { newId, type StopReason, type StreamEvent, stopWithCalls } from "../../domain/canonical.js"
 import { arr, malformedStream, nowSeconds, num, obj, str, tryJson } from "./common.js"
 import { SequentialBlocks, type StreamDecoder } from "./format.js"
-import { CRLF_BLANK, JsonReader, LF_BLANK, READER_PAUSE, TextTemplate } from "./json-reader.js"
+import { JsonReader, READER_PAUSE, TextTemplate } from "./json-reader.js"
 import { decodeOpenAiError, STOP_FROM, usageFromOpenAi } from "./openai-chat-answers.js"
 
 const chunkReader = new JsonReader()
@@ -62,9 +62,6 @@ interface ToolCalls {
   readonly keyOfId: Map<string, number>
   readonly customBlocks: Set<number>
 }
-
-/** What comes before the data of the usual chunk's frame (`textFrameAt`): an unnamed event. */
-const DATA_HEAD = "data: "
 
 /** OpenAI chat chunks → canonical events. Blocks are made sequential (one open at a time). */
 export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder {
@@ -180,25 +177,10 @@ export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder
     return out
   }
 
-  /** The frame `textFrameAt` found last: its text's canonical index, its text and its JSON literal. */
-  textIndex = 0
-  text = ""
-  textJson = ""
-
-  /**
-   * The usual chunk (as `template` learned it, a data line alone) read in place from a run of
-   * frames, once a text block is open: where its frame ends, or -1 (StreamDecoder), also for an
-   * empty text (`push` answers it with no event at all).
-   */
+  /** The usual chunk read in place from a run of frames (StreamDecoder, `textFrameOf`). */
   textFrameAt(frames: string, from: number, crlf: boolean): number {
-    const open = this.open
-    if (this.done || !this.started || open?.kind !== "text") return -1
-    const end = this.template.frameAt(frames, from, DATA_HEAD, crlf ? CRLF_BLANK : LF_BLANK)
-    if (end === -1 || this.template.frameText === "") return -1
-    this.recognized = true
-    this.textIndex = open.index
-    this.text = this.template.frameText
-    this.textJson = this.template.frameJson
+    const end = this.textFrameOf(this.template, !this.done && this.started, frames, from, crlf)
+    if (end !== -1) this.recognized = true
     return end
   }
 
