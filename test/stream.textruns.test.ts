@@ -90,6 +90,13 @@ const REQUESTS = {
   messages: {
     path: "/v1/messages",
     body: { model: "oc/m1", max_tokens: 256, messages: [{ role: "user", content: "hi" }], stream: true }
+  },
+  /** The pairs the bench does not take: a Responses client of the chat and generate-content upstreams, a Messages client of the latter. */
+  "responses-chat": { path: "/v1/responses", body: { model: "oc/m1", input: "hi", stream: true } },
+  "responses-gemini": { path: "/v1/responses", body: { model: "ge/gm", input: "hi", stream: true } },
+  "messages-gemini": {
+    path: "/v1/messages",
+    body: { model: "ge/gm", max_tokens: 256, messages: [{ role: "user", content: "hi" }], stream: true }
   }
 } as const
 type Client = keyof typeof REQUESTS
@@ -108,7 +115,7 @@ const responses = () => ask("responses")
 /** The stream with the ids and times the gateway makes on each request made alike. */
 const normalized = (text: string) =>
   text
-    .replace(/"(resp|msg|rs|fc|toolu)_[A-Za-z0-9]+"/g, '"$1_ID"')
+    .replace(/"(resp|msg|rs|fc|toolu)_[A-Za-z0-9-]+"/g, '"$1_ID"')
     .replace(/"chatcmpl-[A-Za-z0-9]+"/g, '"chatcmpl-ID"')
     .replace(/"created(_at)?":\d+/g, '"created$1":0')
 
@@ -356,6 +363,37 @@ describe("a translated stream's text events read in place", () => {
       .join("")
     // " there" came with its closing brace on a line of no field: not a chunk, as the parser reads it.
     expect(text).toBe("Hi again")
+  })
+
+  it("give the other pairs the same answer read in place or event by event: Responses of chat and of generate-content, Messages of generate-content", async () => {
+    const chatChunk = (delta: Record<string, unknown>) =>
+      `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"m1","choices":[{"index":0,"delta":${JSON.stringify(delta)},"finish_reason":null}]}\n\n`
+    const chat =
+      chatChunk({ role: "assistant", content: "" }) +
+      TEXTS.map((t) => chatChunk({ content: t })).join("") +
+      `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"m1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":10,"total_tokens":13}}\n\n` +
+      "data: [DONE]\n\n"
+    const geminiChunk = (text: string, finish?: string) =>
+      `data: ${JSON.stringify({
+        candidates: [{ content: { parts: [{ text }], role: "model" }, index: 0, ...(finish ? { finishReason: finish } : {}) }],
+        usageMetadata: { promptTokenCount: 5, totalTokenCount: 5 },
+        modelVersion: "gm"
+      })}\r\n\r\n`
+    const gemini = TEXTS.map((t) => geminiChunk(t)).join("") + geminiChunk(" end", "STOP")
+    // Read in place, each: " café", " \u2028sep", " done." at least (the first text or two teach the template).
+    for (const [client, stream, text] of [
+      ["responses-chat", chat, TEXTS.join("")],
+      ["responses-gemini", gemini, `${TEXTS.join("")} end`],
+      ["messages-gemini", gemini, `${TEXTS.join("")} end`]
+    ] as const) {
+      const { whole, pieces } = await both(stream, 3, client)
+      expect(whole, client).toBe(pieces)
+      const events = eventsOf(whole)
+      const deltas = client.startsWith("responses")
+        ? events.filter((e) => e["type"] === "response.output_text.delta").map((e) => e["delta"])
+        : events.filter((e) => e["type"] === "content_block_delta").map((e) => e["delta"]["text"])
+      expect(deltas.join(""), client).toBe(text)
+    }
   })
 
   it("end a stream cut off after its text read in place as a failed response", async () => {
