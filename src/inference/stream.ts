@@ -31,8 +31,9 @@ export interface FrameRelay {
   quietUpTo?(chunk: Buffer, from: number): number
   /**
    * Where the run of the upstream's usual text events from `from` of `frames` (whole SSE events,
-   * decoded; their lines ending in \r\n when `crlf`, else in \n) ends, their text for the client in `out.text`: what `frame` would answer for each, read
-   * in place (`from` itself: none). Only a translating relay has it.
+   * decoded; their lines ending in \r\n when `crlf`, else in \n) ends, their text for the client
+   * in `out.text`: what `frame` would answer for each, read in place (`from` itself: none). Only a
+   * translating relay has it.
    */
   textRun?(frames: string, from: number, crlf: boolean, out: { text: string }): number
 }

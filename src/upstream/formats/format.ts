@@ -72,9 +72,8 @@ export interface StreamDecoder {
   /**
    * The stream's usual event read in place from a run of whole SSE frames, without a frame or an
    * event made (docs/ARCHITECTURE.md, "Translated text runs"), its lines ending in \r\n when
-   * `crlf`, else in \n: where the frame at `from` ends when
-   * it is a text delta `push` would answer with exactly `[{ type: "text_delta", index: textIndex,
-   * text: text }]` (followed by `{ type: "usage", usage: textUsage }` when the decoder has a
+   * `crlf`, else in \n: where the frame at `from` ends when it is a text delta `push` would
+   * answer with exactly `[{ type: "text_delta", index: textIndex, text: text }]` (followed by `{ type: "usage", usage: textUsage }` when the decoder has a
    * `textUsage`: one object, the same for each such frame), its text's JSON literal in `textJson`
    * (what JSON.stringify writes of it); -1 for any other frame, which then goes to `push`.
    */

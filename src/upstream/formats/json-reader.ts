@@ -299,10 +299,11 @@ export class TextTemplate {
 
   /**
    * The usual event as a frame in place (`head`, the bytes before its data, then the data, then
-   * `blank`: its line's end and a blank line) at `from` of a run of SSE frames: where the frame ends (after its blank line), its
-   * text in `frameText` and the text's JSON literal in `frameJson`; -1 unless it is the learned
-   * event with a text written without escapes (one that has them is read by `text`). Such a text is
-   * its literal without the quotes, and JSON.stringify writes it back as that literal.
+   * `blank`: its line's end and a blank line) at `from` of a run of SSE frames: where the frame
+   * ends (after its blank line), its text in `frameText` and the text's JSON literal in
+   * `frameJson`; -1 unless it is the learned event with a text written without escapes (one that
+   * has them is read by `text`). Such a text is its literal without the quotes, and JSON.stringify
+   * writes it back as that literal.
    */
   frameAt(frames: string, from: number, head: string, blank: string): number {
     if (this.before === "" || this.multiline) return -1
