@@ -71,11 +71,20 @@ export const startServerProcess = (
     readonly portByEnv?: number
     /** `--port` this port instead of `--port 0`. */
     readonly port?: number
+    /** The script node runs instead of bin/gateway (dist/cli/main.js: the compiled tree, not the bundle). */
+    readonly entry?: string
   } = {}
 ): Promise<ServerProcess> =>
   new Promise((resolve, reject) => {
     const port = options.portByEnv !== undefined ? [] : ["--port", String(options.port ?? 0)]
-    const [cmd, ...rest] = [...(options.prefix ?? []), process.execPath, ...(options.nodeArgs ?? []), BIN, ...port, ...args]
+    const [cmd, ...rest] = [
+      ...(options.prefix ?? []),
+      process.execPath,
+      ...(options.nodeArgs ?? []),
+      options.entry ?? BIN,
+      ...port,
+      ...args
+    ]
     const portEnv: Record<string, string> = options.portByEnv !== undefined ? { PORT: String(options.portByEnv), HOST: "127.0.0.1" } : {}
     const child = spawn(cmd!, rest, { env: cleanEnv({ LOG_FORMAT: "json", ...portEnv, ...env }), stdio: ["ignore", "pipe", "pipe"] })
     let out = ""

@@ -1,7 +1,7 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as Layer from "effect/Layer"
 import { ManagementApi } from "./Api.js"
-import { managementAuthLayer, playgroundAuthLayer } from "./Auth.js"
+import { managementAuthLayer, playgroundAuthLayer } from "./AuthMiddleware.js"
 import * as AccountingHttp from "./accounting/Http.js"
 import * as AcpHttp from "./acp/Http.js"
 import * as AuthHttp from "./auth/Http.js"

@@ -4,6 +4,7 @@
  * call with a timeout and a transport retry, its failures told in the operator's terms.
  */
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiClient from "@effect/platform/HttpApiClient"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
@@ -14,10 +15,16 @@ import * as Schedule from "effect/Schedule"
 import { SyncServerError } from "../../domain/sync.js"
 import type { UpstreamHttpShape } from "../../upstream/client/UpstreamHttp.js"
 import type { EgressShape } from "../../upstream/egress/Egress.js"
-import { ManagementApi } from "../api/Api.js"
+import { CloudGroup } from "../api/cloud/Api.js"
 
 /** How long one call to the sync server may take (GATEWAY_SYNC_TIMEOUT_MS, default 10 s). */
 export const SyncTimeout = Config.integer("GATEWAY_SYNC_TIMEOUT_MS").pipe(Config.withDefault(10_000))
+
+/**
+ * The part of the management API a sync server's client calls: its cloud group alone, so that a
+ * start (which builds this service) does not evaluate every group's module for it.
+ */
+class SyncServerApi extends HttpApi.make("gateway").add(CloudGroup) {}
 
 /** A call that did not reach the server is tried twice more, 250 ms then 500 ms later. */
 const transportRetry = Schedule.exponential("250 millis").pipe(Schedule.intersect(Schedule.recurs(2)))
@@ -46,7 +53,7 @@ export const makeSyncServer =
   ({ egress, http, timeout }: SyncServerDeps) =>
   (serverUrl: string, apiKey: string) => {
     const client = Effect.flatMap(egress.control(null, serverUrl), (via) =>
-      HttpApiClient.make(ManagementApi, {
+      HttpApiClient.make(SyncServerApi, {
         baseUrl: serverUrl.replace(/\/+$/, ""),
         transformClient: (c) => HttpClient.mapRequest(c, HttpClientRequest.bearerToken(apiKey))
       }).pipe(
