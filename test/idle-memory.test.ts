@@ -1,9 +1,11 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { afterAll, describe, expect, it } from "vitest"
-import { ServerActivity } from "../src/platform/system/IdleMemory.js"
+import { type Gc, makeIdleMemory, ServerActivity } from "../src/platform/system/IdleMemory.js"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { type ServerProcess, startServerProcess } from "./support/cli.js"
 import { FakeOpenAI } from "./support/fakeOpenAI.js"
@@ -120,5 +122,43 @@ describe("the start-up collection waits for what is in flight", () => {
     } finally {
       await upstream.close()
     }
+  })
+})
+
+/**
+ * The young collection every GATEWAY_IDLE_GC_SECONDS runs at rest only: an idle event loop and no
+ * request received in the interval. Light traffic (a dozen paced streams a second) leaves the event
+ * loop idle, and a collection there let V8 shrink the young generation that traffic grows again onto
+ * fresh pages (~50 page faults a paced stream, docs/performance.md, "2026-12-02 (midday)"). The
+ * layer over a recording `gc`, a young generation above its start and a server whose requests the
+ * test counts.
+ */
+describe("the young collection at rest", () => {
+  it("not while requests keep coming, however idle the event loop; once they stop", { timeout: 30_000 }, async () => {
+    const minor: Array<number> = []
+    const gc: Gc = (options) => {
+      if (options?.type === "minor") minor.push(performance.now())
+    }
+    let received = 0
+    const layer = makeIdleMemory({ gc: () => gc, youngBytes: () => 8 * 1024 * 1024, growthHeld: () => false }).pipe(
+      Layer.provide(Layer.succeed(ServerActivity, { inFlight: () => 0, received: () => received }))
+    )
+    const run = (ms: number) =>
+      Effect.runPromise(
+        Layer.launch(layer).pipe(
+          Effect.timeoutTo({ duration: ms, onTimeout: () => undefined, onSuccess: () => undefined }),
+          Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["GATEWAY_IDLE_GC_SECONDS", "0.2"]])))
+        )
+      )
+    const traffic = setInterval(() => received++, 50)
+    try {
+      await run(1_500)
+    } finally {
+      clearInterval(traffic)
+    }
+    expect(minor.length, "young collections while a request came every 50 ms").toBe(0)
+    expect(received).toBeGreaterThan(20)
+    await run(1_500)
+    expect(minor.length, "young collections in 1.5 s without a request, checked every 0.2 s").toBeGreaterThanOrEqual(3)
   })
 })

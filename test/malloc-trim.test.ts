@@ -5,6 +5,7 @@ import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { describe, expect, it } from "vitest"
+import { ServerActivity } from "../src/platform/system/IdleMemory.js"
 import { loadTrimMemory, MallocTrim, makeMallocTrim, type TrimMemory } from "../src/platform/system/MallocTrim.js"
 
 /**
@@ -113,5 +114,36 @@ describe.runIf(process.platform === "linux")("giving the C heap's freed pages ba
     const after = rssMb()
     expect(before - after, `every 0.2 s at rest: RSS ${before.toFixed(0)} -> ${after.toFixed(0)} MB`).toBeGreaterThan(48)
     expect(kept.length).toBe(1536)
+  })
+
+  it("not while requests keep coming, however idle the event loop; once they stop", { timeout: 30_000 }, async () => {
+    const trim = trimMemory()
+    let calls = 0
+    let received = 0
+    const counted = makeMallocTrim(() => () => {
+      calls++
+      return trim()
+    })
+    const server = Layer.succeed(ServerActivity, { inFlight: () => 0, received: () => received })
+    const run = (ms: number) =>
+      Effect.runPromise(
+        Layer.launch(counted).pipe(
+          Effect.provide(server),
+          Effect.timeoutTo({ duration: ms, onTimeout: () => undefined, onSuccess: () => undefined }),
+          Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["GATEWAY_MALLOC_TRIM_SECONDS", "0.2"]])))
+        )
+      )
+    // A request every 50 ms (light traffic: the event loop at rest): no trim in 1.5 s.
+    const traffic = setInterval(() => received++, 50)
+    try {
+      await run(1_500)
+    } finally {
+      clearInterval(traffic)
+    }
+    expect(calls, "requests coming in every 50 ms").toBe(0)
+    expect(received).toBeGreaterThan(20)
+    // None: trimmed once.
+    await run(1_500)
+    expect(calls, "no request").toBe(1)
   })
 })

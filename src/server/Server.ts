@@ -189,6 +189,9 @@ export const layer = Layer.scopedContext(
     } else yield* announce({ config, flags, keys, admin, url })
     // What the server is answering, for the start-up collection to wait on (IdleMemory; it waits a minute at most).
     const inFlight = () => traffic.open.size + traffic.sessions
-    return Context.make(GatewayServer, { host: address.address, port: address.port, url }).pipe(Context.add(ServerActivity, { inFlight }))
+    const received = () => traffic.received
+    return Context.make(GatewayServer, { host: address.address, port: address.port, url }).pipe(
+      Context.add(ServerActivity, { inFlight, received })
+    )
   })
 )

@@ -62,6 +62,11 @@ export interface ServerTraffic {
    * they refused until its socket closes): traffic no answer counts.
    */
   sessions: number
+  /**
+   * Requests and upgrades received since the server started: a young collection at rest waits for
+   * an interval with none (src/platform/system/IdleMemory.ts).
+   */
+  received: number
 }
 
 /** A server's traffic before its first connection. */
@@ -72,7 +77,8 @@ export const newTraffic = (): ServerTraffic => ({
   sockets: new SlotSet(),
   management: 0,
   common: 0,
-  sessions: 0
+  sessions: 0,
+  received: 0
 })
 
 /** A request's answer, once screened: `serve` sends it to its plane, `failed` is the last resort for a handler that threw. */
@@ -114,6 +120,7 @@ export const makeRequestListener = (deps: {
     // During shutdown the answer says `Connection: close` and node closes the socket after it.
     if (traffic.closing) res.shouldKeepAlive = false
     else open.add(res)
+    traffic.received++
     fresh.delete(req.socket)
     // A body nobody reads (a 401, 404 or 413 given early, a GET or DELETE with a body) is read
     // and dropped after the answer, so the client still sending it is not reset.
@@ -291,6 +298,7 @@ export const makeUpgradeListener = (deps: UpgradeDeps) => {
   return (req: http.IncomingMessage, duplex: Duplex, head: Buffer): void => {
     const socket = duplex as net.Socket
     fresh.delete(socket)
+    traffic.received++
     try {
       const refused = screen.upgradeRefusal(req)
       if (refused) {

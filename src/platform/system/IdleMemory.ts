@@ -16,7 +16,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 
-type Gc = (options?: { readonly type?: "minor" | "major" }) => void
+export type Gc = (options?: { readonly type?: "minor" | "major" }) => void
 
 /** V8's `gc` function: the global one under `--expose-gc`, else one taken from a fresh context with the flag set for that moment only. */
 const gcFunction = (): Gc | undefined => {
@@ -138,7 +138,34 @@ export const restMeter = (): (() => boolean) => {
  * collection waits until there is none: a slow stream or a voice session keeps the event loop
  * nearly idle, and its 50-150 ms pause was a gap in each of them.
  */
-export class ServerActivity extends Context.Tag("gateway/ServerActivity")<ServerActivity, { readonly inFlight: () => number }>() {}
+export class ServerActivity extends Context.Tag("gateway/ServerActivity")<
+  ServerActivity,
+  {
+    readonly inFlight: () => number
+    /** Requests and upgrades received since the server started. */
+    readonly received: () => number
+  }
+>() {}
+
+/**
+ * Whether no request or upgrade came since the last time it was asked (always, without a server: a
+ * service built alone). Light traffic (a dozen streams a second) leaves the event loop nearly idle,
+ * and a young collection there lets V8 shrink the young generation, which the next seconds of
+ * traffic grow again onto pages the system must provide afresh: a paced stream took ~50 page faults
+ * (~6-12 µs each on a virtual machine) against ~4 with the young generation left as it was
+ * (docs/performance.md, "2026-12-02 (midday)"). A connection held open with nothing on it (an event
+ * stream, a WebSocket between turns) receives nothing and does not put the collection off.
+ */
+export const noNewRequests = (activity: Option.Option<Context.Tag.Service<ServerActivity>>): (() => boolean) => {
+  if (Option.isNone(activity)) return () => true
+  let last = activity.value.received()
+  return () => {
+    const now = activity.value.received()
+    const none = now === last
+    last = now
+    return none
+  }
+}
 
 /** Whether nothing is in flight (always, without a server: a service built alone). */
 const nothingInFlight = (activity: Option.Option<Context.Tag.Service<ServerActivity>>) => (): boolean =>
@@ -206,25 +233,42 @@ const collectStartUp = (gc: Gc, state: StartUpCollection, quiet: () => boolean) 
     return Effect.repeat(Effect.delay(check, Duration.millis(REST_CHECK_MS)), { until: (done) => done })
   })
 
-export const IdleMemory = Layer.scopedDiscard(
-  Effect.gen(function* () {
-    const startUp: StartUpCollection = { cpuMicros: 0 }
-    if (growthHeld()) yield* Effect.forkScoped(releaseGrowthOnLoad(startUp))
-    const seconds = yield* Config.number("GATEWAY_IDLE_GC_SECONDS").pipe(Config.withDefault(NODE_MAJOR < 22 ? 5 : 0), Effect.orDie)
-    if (!(seconds > 0)) return
-    const gc = gcFunction()
-    if (gc === undefined)
-      return yield* Effect.logDebug("idle memory: V8's gc function is unavailable; the young generation shrinks when V8 gets to it")
-    yield* Effect.forkScoped(collectStartUp(gc, startUp, nothingInFlight(yield* Effect.serviceOption(ServerActivity))))
-    // At rest only: the event loop idle for most of the interval. Under load a forced collection
-    // is a pause the requests in flight wait out (measured: 1000 open streams after the bench's
-    // load rounds had a 415 ms gap with it, 181 ms without), and V8 collects there anyway. A young
-    // collection at rest is a pause of 1-2 ms: it does not wait for nothing in flight (a connection
-    // that stays open would keep the young generation grown).
-    const atRest = restMeter()
-    const round = Effect.sync(() => {
-      if (atRest() && youngBytes() > GROWN) gc({ type: "minor" })
+/** What the layer reads of V8 (tests give their own): its `gc`, the young generation's size, whether bin/gateway held its growth. */
+export interface V8Memory {
+  readonly gc: () => Gc | undefined
+  readonly youngBytes: () => number
+  readonly growthHeld: () => boolean
+}
+
+/** The layer over `memory`. */
+export const makeIdleMemory = (memory: V8Memory) =>
+  Layer.scopedDiscard(
+    Effect.gen(function* () {
+      const { youngBytes } = memory
+      const startUp: StartUpCollection = { cpuMicros: 0 }
+      if (memory.growthHeld()) yield* Effect.forkScoped(releaseGrowthOnLoad(startUp))
+      const seconds = yield* Config.number("GATEWAY_IDLE_GC_SECONDS").pipe(Config.withDefault(NODE_MAJOR < 22 ? 5 : 0), Effect.orDie)
+      if (!(seconds > 0)) return
+      const gc = memory.gc()
+      if (gc === undefined)
+        return yield* Effect.logDebug("idle memory: V8's gc function is unavailable; the young generation shrinks when V8 gets to it")
+      const activity = yield* Effect.serviceOption(ServerActivity)
+      yield* Effect.forkScoped(collectStartUp(gc, startUp, nothingInFlight(activity)))
+      // At rest only: the event loop idle for most of the interval and no request received in it.
+      // Under load a forced collection is a pause the requests in flight wait out (measured: 1000
+      // open streams after the bench's load rounds had a 415 ms gap with it, 181 ms without), and V8
+      // collects there anyway; under light traffic it shrinks what the traffic grows again
+      // (`noNewRequests`). A young collection at rest is a pause of 1-2 ms: it does not wait for
+      // nothing in flight (a connection that stays open would keep the young generation grown).
+      const atRest = restMeter()
+      const quiet = noNewRequests(activity)
+      const round = Effect.sync(() => {
+        // Both read each round: each measures from the last.
+        const rested = atRest()
+        if (quiet() && rested && youngBytes() > GROWN) gc({ type: "minor" })
+      })
+      yield* Effect.forkScoped(Effect.schedule(round, Schedule.spaced(Duration.seconds(seconds))))
     })
-    yield* Effect.forkScoped(Effect.schedule(round, Schedule.spaced(Duration.seconds(seconds))))
-  })
-)
+  )
+
+export const IdleMemory = makeIdleMemory({ gc: gcFunction, youngBytes, growthHeld })

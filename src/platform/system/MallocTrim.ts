@@ -20,7 +20,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
-import { restMeter } from "./IdleMemory.js"
+import { noNewRequests, restMeter, ServerActivity } from "./IdleMemory.js"
 import { nativeAddonPath } from "./nativeAddon.js"
 
 /** The addon's `trimMemory`: true when pages went back, false when none, null without `malloc_trim` (not glibc). */
@@ -49,10 +49,13 @@ export const makeMallocTrim = (load: () => TrimMemory | string) =>
       const trim = load()
       if (typeof trim === "string") return yield* Effect.logDebug(`malloc trim: off: ${trim}`)
       const atRest = restMeter()
+      // Rest is also an interval without a request: what light traffic frees it takes again.
+      const quiet = noNewRequests(yield* Effect.serviceOption(ServerActivity))
       /** Whether this rest has had its trim: a gateway left idle trims once, not every interval. */
       let trimmed = false
       const round: Effect.Effect<boolean | null> = Effect.suspend(() => {
-        if (!atRest()) {
+        const rested = atRest()
+        if (!quiet() || !rested) {
           trimmed = false
           return Effect.succeed(false)
         }
