@@ -116,7 +116,7 @@ describe.runIf(process.platform === "linux")("giving the C heap's freed pages ba
     expect(kept.length).toBe(1536)
   })
 
-  it("not while requests keep coming, however idle the event loop; once they stop", { timeout: 30_000 }, async () => {
+  it("not while requests keep coming, however idle the event loop; once they stop or come now and then", { timeout: 30_000 }, async () => {
     const trim = trimMemory()
     let calls = 0
     let received = 0
@@ -142,8 +142,14 @@ describe.runIf(process.platform === "linux")("giving the C heap's freed pages ba
     }
     expect(calls, "requests coming in every 50 ms").toBe(0)
     expect(received).toBeGreaterThan(20)
-    // None: trimmed once.
+    // None: trimmed (once per rest; a round whose event loop was busy starts another).
     await run(1_500)
-    expect(calls, "no request").toBe(1)
+    expect(calls, "no request").toBeGreaterThanOrEqual(1)
+    // A request now and then (a dashboard's poll, a probe) does not put it off for good.
+    calls = 0
+    const probe = setTimeout(() => received++, 300)
+    await run(1_500)
+    clearTimeout(probe)
+    expect(calls, "one request in 1.5 s").toBeGreaterThanOrEqual(1)
   })
 })

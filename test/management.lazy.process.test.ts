@@ -9,8 +9,8 @@ import { tempDir } from "./support/gateway.js"
 /**
  * The management API (src/management/api/Api.ts: every group's endpoints and their schemas) is
  * loaded with the management plane, on its first request (ManagementHandler.ts), not at start: a
- * start that evaluated it spent ~50 ms more to its first answer (docs/performance.md, "Server
- * start-up"). The services built at start reach the plane's code only through what is split off
+ * start that evaluated it spent ~50 ms more to its first answer (docs/performance.md, "2026-12-02
+ * (midday)"). The services built at start reach the plane's code only through what is split off
  * for them: Auth.ts identifies callers for the dashboard's feeds and the MCP endpoint without the
  * route table (AuthMiddleware.ts has the role checks that read it), and the sync server's client
  * is made from the cloud group alone. The compiled tree (dist/cli/main.js, whose modules load one

@@ -61,6 +61,18 @@ beforeEach(async () => {
 })
 
 describe("Responses over WebSocket", () => {
+  it("an upgrade and a request each count as received (the young collection at rest waits for fewer: src/platform/system/IdleMemory.ts)", async () => {
+    const received = () => gw.run(Effect.map(ServerActivity, (a) => a.received()))
+    const before = await received()
+    expect((await fetch(`${gw.url}/api/health/ping`)).status).toBe(200)
+    expect(await received()).toBe(before + 1)
+    const c = await connect(wsUrl())
+    expect(await received()).toBe(before + 2)
+    const closed = new Promise((r) => c.ws.once("close", r))
+    c.ws.close()
+    await closed
+    expect(await received()).toBe(before + 2)
+  })
   it("counts as in flight while its socket is open (a forced collection waits: src/platform/system/IdleMemory.ts)", async () => {
     const inFlight = () => gw.run(Effect.map(ServerActivity, (a) => a.inFlight()))
     expect(await inFlight()).toBe(0)

@@ -28,7 +28,7 @@ export class Principal extends Context.Tag("gateway/Principal")<Principal, Princ
  * Management authentication: `Authorization: Bearer <admin key>`, or the `gw_session` cookie
  * from `POST /api/auth/login`. Cookie requests that change state (POST, PUT, PATCH, DELETE)
  * must carry the session's CSRF token in `X-CSRF-Token` and may not come from another origin.
- * Every area's group but health and login uses it (`.middleware(ManagementAuth)`); Auth.ts implements it.
+ * Every area's group but health and login uses it (`.middleware(ManagementAuth)`); AuthMiddleware.ts implements it.
  */
 export class ManagementAuth extends HttpApiMiddleware.Tag<ManagementAuth>()("gateway/ManagementAuth", {
   failure: Schema.Union(Unauthorized, Forbidden),

@@ -1,6 +1,7 @@
 /**
- * Gives the C heap's freed pages back to the system once the gateway is at rest: checked every
- * `GATEWAY_MALLOC_TRIM_SECONDS` (default 10; 0 turns it off), one trim per rest.
+ * Gives the C heap's freed pages back to the system once the gateway is at rest (its event loop
+ * idle, under a request a second): checked every `GATEWAY_MALLOC_TRIM_SECONDS` (default 10; 0 turns
+ * it off), one trim per rest.
  *
  * What the gateway allocates outside V8's heap (Buffers' memory, the HTTP parser's, SQLite's, the
  * writer thread's) comes from glibc's malloc, which keeps what is freed for the next allocations
@@ -20,7 +21,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
-import { noNewRequests, restMeter, ServerActivity } from "./IdleMemory.js"
+import { restMeter, ServerActivity, underOneRequestASecond } from "./IdleMemory.js"
 import { nativeAddonPath } from "./nativeAddon.js"
 
 /** The addon's `trimMemory`: true when pages went back, false when none, null without `malloc_trim` (not glibc). */
@@ -49,17 +50,20 @@ export const makeMallocTrim = (load: () => TrimMemory | string) =>
       const trim = load()
       if (typeof trim === "string") return yield* Effect.logDebug(`malloc trim: off: ${trim}`)
       const atRest = restMeter()
-      // Rest is also an interval without a request: what light traffic frees it takes again.
-      const quiet = noNewRequests(yield* Effect.serviceOption(ServerActivity))
+      // Rest is also under a request a second: what light traffic frees it takes again.
+      const quiet = underOneRequestASecond(yield* Effect.serviceOption(ServerActivity))
       /** Whether this rest has had its trim: a gateway left idle trims once, not every interval. */
       let trimmed = false
       const round: Effect.Effect<boolean | null> = Effect.suspend(() => {
+        // Both read each round: each measures from the last. Load starts a new rest; light traffic
+        // only puts the trim off.
         const rested = atRest()
-        if (!quiet() || !rested) {
+        const calm = quiet()
+        if (!rested) {
           trimmed = false
           return Effect.succeed(false)
         }
-        if (trimmed) return Effect.succeed(false)
+        if (trimmed || !calm) return Effect.succeed(false)
         trimmed = true
         return Effect.tryPromise(() => trim()).pipe(Effect.orElseSucceed(() => false))
       })
