@@ -63,8 +63,8 @@ export interface ServerTraffic {
    */
   sessions: number
   /**
-   * Requests and upgrades received since the server started: a young collection at rest waits for
-   * an interval with none (src/platform/system/IdleMemory.ts).
+   * Requests and upgrades received since the server started: the young collection and the C heap's
+   * trim at rest wait for an interval with under one a second (src/platform/system/IdleMemory.ts).
    */
   received: number
 }
