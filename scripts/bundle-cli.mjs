@@ -282,7 +282,44 @@ import { serveArgs } from "./${SERVE_ARGS}"
 const server = new URL("./${SERVER}", import.meta.url)
 const cache = new URL(\`./${SERVER}.\${process.versions.v8}.cache\`, import.meta.url)
 const warmUp = process.env.GATEWAY_WRITE_CODE_CACHE === "1"
-/** V8's tag for this process's flags (bin/gateway's and node's command line) and version. */
+const serving = serveArgs(process.argv.slice(2)) !== undefined
+
+/**
+ * V8's optimizing compiler (TurboFan) is held off while the server starts, and put back when it
+ * has written its first answer (src/platform/system/optimizerHold.ts) or OPTIMIZER_HOLD_MAX_MS
+ * after start, whichever comes first. A start runs each module's code and each layer once, but
+ * its hot helpers (Effect's runtime and Schema constructors) reach TurboFan's budget and are
+ * compiled, then thrown away: on one core, ~1/8 of the time to the first answer (docs/performance.md,
+ * "2026-12-02 (afternoon)"). Not when the node command line chose (\`--turbofan\`, \`--no-opt\`,
+ * \`--max-opt\`, \`--jitless\`...), nor for another command than the server's.
+ */
+const OPTIMIZER_HOLD_MAX_MS = 10_000
+const holdsOptimizer =
+  serving && !process.execArgv.some((a) => /^--(no-)?(opt|turbofan|always-opt|always-turbofan|jitless)$|^--max-opt(=|$)/.test(a.replace(/_/g, "-")))
+/** V8's tag for the flags before the hold: what putting the compiler back must give again. */
+const tagWithOptimizer = v8.cachedDataVersionTag()
+let optimizerHeld = false
+const holdOptimizer = () => {
+  v8.setFlagsFromString("--no-turbofan")
+  optimizerHeld = true
+}
+const putOptimizerBack = () => {
+  v8.setFlagsFromString("--turbofan")
+  // V8 12 and later turn --osr-from-maglev off with TurboFan and do not turn it on again.
+  if (v8.cachedDataVersionTag() !== tagWithOptimizer && Number(process.versions.v8.split(".")[0]) >= 12)
+    v8.setFlagsFromString("--osr-from-maglev")
+  optimizerHeld = false
+}
+if (holdsOptimizer) {
+  holdOptimizer()
+  const release = () => {
+    if (optimizerHeld) putOptimizerBack()
+  }
+  globalThis[Symbol.for("gateway.releaseOptimizer")] = release
+  setTimeout(release, OPTIMIZER_HOLD_MAX_MS).unref()
+}
+
+/** V8's tag for this process's flags (bin/gateway's, node's command line and the hold above) and version. */
 const tag = v8.cachedDataVersionTag()
 /** The cache this process writes when the build's does not fit its flags: a CRC-32 of the cache (4 bytes, little-endian), then the cache. */
 const ownCache = fileURLToPath(new URL(\`./${SERVER}.\${process.versions.v8}.${SERVER_ID}.flags-\${tag}.cache\`, import.meta.url))
@@ -319,27 +356,46 @@ const readOwnCache = () => {
 }
 
 /**
+ * \`script\`'s code cache, made under the flags the process started with (V8 takes a cache only
+ * under the flags it was made with). Two V8 flags change at run time: the optimizing compiler's,
+ * held off at start and put back at the first answer (above), and the young generation's growth
+ * factor (the server releases bin/gateway's hold under load, V8 resets it with each new isolate).
+ * What differs is set as it was at start for the moment the cache is made, then put back (the
+ * growth factor to V8's 2: while its hold lasts, the server sets it to 1 again within a second).
+ * Throws when the flags still differ.
+ */
+const cacheUnderStartFlags = (script) => {
+  let optimizer = false
+  let growth = false
+  try {
+    if (v8.cachedDataVersionTag() !== tag && holdsOptimizer && !optimizerHeld) {
+      holdOptimizer()
+      optimizer = true
+    }
+    if (v8.cachedDataVersionTag() !== tag) {
+      v8.setFlagsFromString("--semi-space-growth-factor=1")
+      growth = true
+    }
+    if (v8.cachedDataVersionTag() !== tag) throw new Error("the V8 flags changed since start")
+    return script.createCachedData()
+  } finally {
+    if (growth) v8.setFlagsFromString("--semi-space-growth-factor=2")
+    if (optimizer) putOptimizerBack()
+  }
+}
+
+/**
  * Writes this process's own cache of serve.cjs, made under the flags the process started with.
- * The young generation's growth factor is the one V8 flag that changes at run time (the server
- * releases bin/gateway's hold under load, V8 resets it with each new isolate): when that is the
- * difference, the cache is made with it as it was at start, then it is set back to V8's 2 (while
- * the hold lasts, the server sets it to 1 again within a second). Best effort: a read-only
- * install or a full disk leaves things as they were.
+ * Best effort: a read-only install or a full disk leaves things as they were.
  */
 const writeOwnCache = (script) => {
   const dir = path.dirname(ownCache)
   const temporary = \`\${ownCache}.\${process.pid}.\${randomBytes(4).toString("hex")}.tmp\`
   let fd
-  let flipped = false
   try {
     // Opened first: a read-only install costs no serialization.
     fd = openSync(temporary, "wx")
-    if (v8.cachedDataVersionTag() !== tag) {
-      v8.setFlagsFromString("--semi-space-growth-factor=1")
-      flipped = true
-    }
-    if (v8.cachedDataVersionTag() !== tag) throw new Error("the V8 flags changed since start")
-    const data = script.createCachedData()
+    const data = cacheUnderStartFlags(script)
     const head = Buffer.alloc(4)
     head.writeUInt32LE(zlib.crc32(data))
     writeSync(fd, head)
@@ -368,8 +424,6 @@ const writeOwnCache = (script) => {
     try {
       unlinkSync(temporary)
     } catch {}
-  } finally {
-    if (flipped) v8.setFlagsFromString("--semi-space-growth-factor=2")
   }
 }
 
@@ -383,13 +437,12 @@ const runServer = (own) => {
   const script = new vm.Script(readInPieces(filename), { filename, cachedData })
   // Written when the warm-up is told to stop, before the server's own handlers run: what the
   // start and the first requests compiled, not the shutdown.
-  if (warmUp) process.prependOnceListener("SIGTERM", () => writeFileSync(cache, script.createCachedData()))
+  if (warmUp) process.prependOnceListener("SIGTERM", () => writeFileSync(cache, cacheUnderStartFlags(script)))
   else if (cachedData === undefined || script.cachedDataRejected) setTimeout(() => writeOwnCache(script), OWN_CACHE_AFTER_MS).unref()
   const module = { exports: {} }
   script.runInThisContext()(module.exports, Module.createRequire(filename), module, filename, path.dirname(filename))
 }
 
-const serving = serveArgs(process.argv.slice(2)) !== undefined
 const own = serving && !warmUp ? readOwnCache() : undefined
 if (serving && (warmUp || own !== undefined || existsSync(cache))) runServer(own)
 else await import("./cli.mjs")
@@ -399,16 +452,71 @@ outputs["gateway.mjs"] = []
 writeFileSync(path.join(outdir, "modules.json"), JSON.stringify(outputs))
 
 /**
- * The warm-up: the server started once (a temporary data directory, 127.0.0.1, no .env), sent a
- * chat completion once it listens (no connection is configured: it is answered with an error, the
- * request path compiled all the same), and stopped; its code cache then holds what a start and a
- * first inference request compile. No management request: the management plane is built on its
- * first request (docs/performance.md, "Start-up"), and its code, deserialized at every start,
- * would cost a start memory and time it does not use. Without a cache (this fails) `gateway`
- * runs the chunks, as every command does.
+ * A stand-in upstream for the warm-up, on 127.0.0.1: OpenAI's chat completions, answered whole or
+ * streamed (with usage), as an OpenAI-compatible provider answers them.
+ */
+const warmUpstream = () =>
+  new Promise((resolve, reject) => {
+    const head = { id: "chatcmpl-warm-up", created: 1767225600, model: "m" }
+    const usage = { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 }
+    const server = http.createServer((req, res) => {
+      let body = ""
+      req.on("data", (c) => (body += c))
+      req.on("end", () => {
+        if (!/"stream"\s*:\s*true/.test(body)) {
+          const answer = {
+            ...head,
+            object: "chat.completion",
+            choices: [{ index: 0, message: { role: "assistant", content: "warm" }, finish_reason: "stop" }],
+            usage
+          }
+          res.writeHead(200, { "content-type": "application/json" })
+          res.end(JSON.stringify(answer))
+          return
+        }
+        res.writeHead(200, { "content-type": "text/event-stream" })
+        const chunk = (delta, finish = null, more = {}) =>
+          `data: ${JSON.stringify({ ...head, object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: finish }], ...more })}\n\n`
+        res.end(
+          chunk({ role: "assistant", content: "" }) +
+            chunk({ content: "wa" }) +
+            chunk({ content: "rm" }) +
+            chunk({}, "stop", { usage }) +
+            "data: [DONE]\n\n"
+        )
+      })
+    })
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => resolve(server))
+  })
+
+/** `bin/gateway <args>` run to its end; rejects with its output when it fails. */
+const gatewayCommand = (args, env) =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(root, "bin/gateway"), ...args], { env, stdio: ["ignore", "pipe", "pipe"] })
+    let output = ""
+    child.stdout.on("data", (c) => (output += c))
+    child.stderr.on("data", (c) => (output += c))
+    child.once("error", reject)
+    child.once("exit", (code) =>
+      code === 0 ? resolve() : reject(new Error(`gateway ${args[0]} exited with ${code}: ${output.slice(-2000)}`))
+    )
+  })
+
+/**
+ * The warm-up: the server started once (a temporary data directory, 127.0.0.1, no .env) with one
+ * OpenAI-compatible connection to a stand-in upstream, sent a chat completion answered whole and
+ * one streamed once it listens, and stopped; its code cache then holds what a start and a first
+ * inference request compile, the upstream's answer read, counted and sent on (the first request of
+ * a start no longer compiles them from source: ~15 ms, docs/performance.md, "2026-12-02
+ * (afternoon)"). No management request: the management plane is built on its first request
+ * (docs/performance.md, "Start-up"), and its code, deserialized at every start, would cost a start
+ * memory and time it does not use (the connection is added by `gateway setup`, a process of its
+ * own). Without a cache (this fails) `gateway` runs the chunks, as every command does.
  */
 const warmUp = async () => {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "gateway-code-cache-"))
+  const upstream = await warmUpstream()
   const port = await new Promise((resolve, reject) => {
     const s = net.createServer().once("error", reject)
     s.listen(0, "127.0.0.1", () => {
@@ -416,47 +524,82 @@ const warmUp = async () => {
       s.close(() => resolve(port))
     })
   })
-  const child = spawn(process.execPath, [path.join(root, "bin/gateway")], {
-    env: {
-      PATH: process.env.PATH ?? "/usr/bin:/bin",
-      HOME: dataDir,
-      DATA_DIR: dataDir,
-      GATEWAY_ENV_FILE: path.join(dataDir, ".env"),
-      HOST: "127.0.0.1",
-      PORT: String(port),
-      LOG_LEVEL: "info",
-      NO_COLOR: "1",
-      GATEWAY_WRITE_CODE_CACHE: "1"
-    },
-    stdio: ["ignore", "pipe", "pipe"]
-  })
-  let output = ""
-  child.stdout.on("data", (c) => (output += c))
-  child.stderr.on("data", (c) => (output += c))
-  const exited = new Promise((resolve) => child.once("exit", resolve))
-  const ask = (method, urlPath, body) =>
-    new Promise((resolve) => {
-      const req = http.request(
-        { host: "127.0.0.1", port, method, path: urlPath, agent: false, headers: { "content-type": "application/json" } },
-        (res) => {
-          res.resume()
-          res.on("end", () => resolve(res.statusCode))
-        }
-      )
-      req.on("error", () => resolve(0))
-      req.end(body)
-    })
+  const env = {
+    PATH: process.env.PATH ?? "/usr/bin:/bin",
+    HOME: dataDir,
+    DATA_DIR: dataDir,
+    GATEWAY_ENV_FILE: path.join(dataDir, ".env"),
+    HOST: "127.0.0.1",
+    PORT: String(port),
+    LOG_LEVEL: "info",
+    NO_COLOR: "1"
+  }
+  let child
+  let exited
   try {
+    await gatewayCommand(
+      [
+        "setup",
+        "--non-interactive",
+        "--add-provider",
+        "--provider",
+        "openai-compatible",
+        "--provider-base-url",
+        `http://127.0.0.1:${upstream.address().port}/v1`,
+        "--api-key",
+        "warm-up",
+        "--default-model",
+        "m"
+      ],
+      env
+    )
+    child = spawn(process.execPath, [path.join(root, "bin/gateway")], {
+      env: { ...env, GATEWAY_WRITE_CODE_CACHE: "1" },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let output = ""
+    child.stdout.on("data", (c) => (output += c))
+    child.stderr.on("data", (c) => (output += c))
+    exited = new Promise((resolve) => child.once("exit", resolve))
+    const ask = (body) =>
+      new Promise((resolve) => {
+        const req = http.request(
+          {
+            host: "127.0.0.1",
+            port,
+            method: "POST",
+            path: "/v1/chat/completions",
+            agent: false,
+            headers: { "content-type": "application/json" }
+          },
+          (res) => {
+            res.resume()
+            res.on("end", () => resolve(res.statusCode))
+          }
+        )
+        req.on("error", () => resolve(0))
+        req.end(JSON.stringify(body))
+      })
     const deadline = Date.now() + 60_000
     while (!output.includes("listening on")) {
       if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the server did not start: ${output.slice(-2000)}`)
       await new Promise((r) => setTimeout(r, 20))
     }
-    if ((await ask("POST", "/v1/chat/completions", JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] }))) === 0)
-      throw new Error("the server did not answer")
+    const messages = [{ role: "user", content: "hi" }]
+    for (const body of [
+      { model: "openai-compatible/m", messages },
+      { model: "openai-compatible/m", messages, stream: true }
+    ]) {
+      const status = await ask(body)
+      if (status !== 200)
+        throw new Error(`the server answered ${status} to a chat completion${body.stream ? " (streamed)" : ""}: ${output.slice(-2000)}`)
+    }
   } finally {
-    child.kill("SIGTERM")
-    await exited
+    if (child !== undefined) {
+      child.kill("SIGTERM")
+      await exited
+    }
+    upstream.close()
     rmSync(dataDir, { recursive: true, force: true })
   }
 }

@@ -18,6 +18,7 @@ const fake = fakeOpenAIForFile()
 const BUNDLE = path.resolve("dist/bundle")
 const MODULE_TRACE = path.resolve("bench/lib/moduleTrace.mjs")
 const CODE_CACHE_PROBE = path.resolve("test/support/codeCacheProbe.mjs")
+const OPTIMIZER_PROBE = path.resolve("test/support/optimizerProbe.mjs")
 /** The files of dist/bundle/ a process loaded, in order, from its module trace (MODULE_TRACE_OUT). */
 const bundleFilesLoaded = (trace: string) =>
   fs
@@ -115,6 +116,58 @@ describe("`gateway` alone: the server from its code cache", () => {
     expect(code).toBe(0)
     expect(fs.existsSync(path.join(dir, "elsewhere"))).toBe(false)
     expect(bundleFilesLoaded(trace)).toEqual(["gateway.mjs", "serve-args.mjs"])
+  }, 120_000)
+
+  it("holds V8's optimizing compiler off while the server starts and puts it back at its first answer, under the build's cache; not when the command line chose", async () => {
+    const dir = tempDir("gw-code-cache-optimizer-")
+    const dataDir = path.join(dir, "data")
+    expect((await setupWithProvider(dataDir, fake.upstream.baseUrl)).code).toBe(0)
+    const run = async (name: string, nodeArgs: ReadonlyArray<string>) => {
+      const probe = path.join(dir, `${name}.optimizer`)
+      const server = await startServerProcess(
+        {
+          DATA_DIR: dataDir,
+          GATEWAY_ENV_FILE: path.join(dir, ".env"),
+          OPTIMIZER_PROBE_OUT: probe,
+          CODE_CACHE_PROBE_OUT: path.join(dir, `${name}.probe`)
+        },
+        [],
+        { nodeArgs: [...nodeArgs, "--import", OPTIMIZER_PROBE, "--import", CODE_CACHE_PROBE], portByEnv: await freePort(), startMs: 60_000 }
+      )
+      const lines = () => (fs.existsSync(probe) ? fs.readFileSync(probe, "utf8").trim().split("\n").filter(Boolean) : [])
+      try {
+        await until("the probe at listen", () => lines().length === 1 || undefined, 20_000)
+        fake.upstream.next({ content: "answer from the upstream" })
+        const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: ADMIN_KEY, maxRetries: 0 })
+        const completion = await client.chat.completions.create({
+          model: "openai-compatible/m1",
+          messages: [{ role: "user", content: "hi" }]
+        })
+        expect(completion.choices[0]?.message.content).toBe("answer from the upstream")
+        await until("the probe after the first answer", () => lines().length === 2 || undefined, 20_000)
+      } finally {
+        expect(await server.stop()).toBe(0)
+      }
+      const cache = fs
+        .readFileSync(path.join(dir, `${name}.probe`), "utf8")
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as { rejected: boolean })
+      return { optimizer: lines().map((l) => JSON.parse(l) as { when: string; turbofanned: boolean }), cache }
+    }
+    // Held while it starts, back once it has answered; and V8 took the build's cache, made under the hold.
+    const held = await run("held", [])
+    expect(held.optimizer).toEqual([
+      { when: "listening", turbofanned: false },
+      { when: "answered", turbofanned: true }
+    ])
+    expect(held.cache).toMatchObject([{ rejected: false }])
+    // The command line chose: no hold.
+    const chosen = await run("chosen", ["--turbofan"])
+    expect(chosen.optimizer).toEqual([
+      { when: "listening", turbofanned: true },
+      { when: "answered", turbofanned: true }
+    ])
   }, 120_000)
 
   it("under a V8 flag the build's cache was not made with, the first start writes a cache for its flags and the next start runs from it", async () => {

@@ -26,6 +26,7 @@ import { type FeatureFlagsShape, FeatureFlags } from "../platform/flags/FeatureF
 import { answerRefused } from "../platform/http/lingering.js"
 import { awaitServeOrder, startsAsStandby } from "../platform/state/clusterIpc.js"
 import { ServerActivity } from "../platform/system/IdleMemory.js"
+import { releaseOptimizerOnFirstAnswer } from "../platform/system/optimizerHold.js"
 import { Settings } from "../platform/settings/Settings.js"
 import { type AdminAuthShape, AdminAuth } from "../services/auth/AdminAuth.js"
 import { type ApiKeysShape, ApiKeys } from "../services/auth/ApiKeys.js"
@@ -147,6 +148,8 @@ export const layer = Layer.scopedContext(
     server.on("clientError", answerRefused)
     trackConnections(server, traffic)
     server.on("upgrade", makeUpgradeListener({ traffic, run, screen, live, inspectorFeed, websocket, realtime }))
+    // The start is over at the first answer: the optimizing compiler, held off for it, comes back.
+    releaseOptimizerOnFirstAnswer(server)
 
     const urlOf = (address: AddressInfo) =>
       `${tls ? "https" : "http"}://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`

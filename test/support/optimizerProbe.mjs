@@ -1,0 +1,54 @@
+// `node --import ./test/support/optimizerProbe.mjs bin/gateway`: whether V8's optimizing compiler
+// (TurboFan) compiles a hot function of this file's own, asked twice: when the server first listens
+// (still starting) and after its first answer has been written. One JSON line each, in the file
+// named by OPTIMIZER_PROBE_OUT. test/serve-code-cache.process.test.ts reads it: the loader's hold
+// on the compiler (scripts/bundle-cli.mjs), seen from inside the process.
+import { appendFileSync } from "node:fs"
+import http from "node:http"
+import net from "node:net"
+import v8 from "node:v8"
+
+const out = process.env.OPTIMIZER_PROBE_OUT
+// V8's %GetOptimizationStatus, taken with the flag set for that moment only (the process's flags,
+// and so its code cache's tag, stay as they were).
+v8.setFlagsFromString("--allow-natives-syntax")
+const status = new Function("f", "return %GetOptimizationStatus(f)")
+v8.setFlagsFromString("--no-allow-natives-syntax")
+/** V8's bit for code TurboFan compiled (src/runtime/runtime.h, OptimizationStatus::kTurboFanned). */
+const TURBOFANNED = 1 << 6
+
+const hot = (a) => {
+  let s = 0
+  for (let i = 0; i < a.length; i++) s += a[i] * 2
+  return s
+}
+const numbers = Array.from({ length: 1000 }, (_, i) => i)
+/** Runs `hot` well past TurboFan's budget, gives a compilation in the background time to finish, and reports whether it ran. */
+const ask = async (when) => {
+  let turbofanned = false
+  for (let round = 0; round < 20 && !turbofanned; round++) {
+    for (let i = 0; i < 5000; i++) hot(numbers)
+    await new Promise((r) => setTimeout(r, 25))
+    turbofanned = (status(hot) & TURBOFANNED) !== 0
+  }
+  if (out) appendFileSync(out, `${JSON.stringify({ when, turbofanned })}\n`)
+}
+
+let listened = false
+const listen = net.Server.prototype.listen
+net.Server.prototype.listen = function (...args) {
+  if (!listened) {
+    listened = true
+    this.once("listening", () => ask("listening"))
+  }
+  return listen.apply(this, args)
+}
+let answered = false
+const emit = http.Server.prototype.emit
+http.Server.prototype.emit = function (event, ...args) {
+  if (event === "request" && !answered) {
+    answered = true
+    args[1].once("close", () => setTimeout(() => ask("answered"), 50))
+  }
+  return emit.call(this, event, ...args)
+}
