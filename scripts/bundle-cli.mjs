@@ -285,33 +285,54 @@ const warmUp = process.env.GATEWAY_WRITE_CODE_CACHE === "1"
 const serving = serveArgs(process.argv.slice(2)) !== undefined
 
 /**
- * V8's optimizing compiler (TurboFan) is held off while the server starts, and put back when it
- * has written its first answer (src/platform/system/optimizerHold.ts) or OPTIMIZER_HOLD_MAX_MS
- * after start, whichever comes first. A start runs each module's code and each layer once, but
- * its hot helpers (Effect's runtime and Schema constructors) reach TurboFan's budget and are
- * compiled, then thrown away: on one core, ~1/8 of the time to the first answer (docs/performance.md,
- * "2026-12-02 (afternoon)"). Not when the node command line chose (\`--turbofan\`, \`--no-opt\`,
- * \`--max-opt\`, \`--jitless\`...), nor for another command than the server's.
+ * V8's optimizing compilers (TurboFan, and Maglev where this V8 runs it) are held off while the
+ * server starts from its code cache, and put back when it has written its first answer
+ * (src/platform/system/optimizerHold.ts) or OPTIMIZER_HOLD_MAX_MS after start, whichever comes
+ * first. A start runs each module's code and each layer once, but its hot helpers (Effect's
+ * runtime and Schema constructors) reach TurboFan's budget and are compiled, then thrown away: on
+ * one core, ~1/8 of the time to the first answer (docs/performance.md, "2026-12-02 (afternoon)").
+ * Maglev is held too: code it compiles while TurboFan is off has no budget checks and would never
+ * reach TurboFan (Node 24). Not when the node command line chose a compiler or its tiering
+ * (\`--turbofan\`, \`--no-opt\`, \`--maglev\`, \`--max-opt\`, \`--jitless\`...), nor for another command
+ * than the server's; and not when putting them back would not give this V8 its flags again.
  */
 const OPTIMIZER_HOLD_MAX_MS = 10_000
-const holdsOptimizer =
-  serving && !process.execArgv.some((a) => /^--(no-)?(opt|turbofan|always-opt|always-turbofan|jitless)$|^--max-opt(=|$)/.test(a.replace(/_/g, "-")))
-/** V8's tag for the flags before the hold: what putting the compiler back must give again. */
+const CHOSE_TIERING =
+  /^--(no-)?(opt|turbofan|maglev|always-opt|always-turbofan|always-sparkplug|jitless|lite-mode|use-osr|maglev-osr|osr-from-maglev|concurrent-recompilation)$|^--(max-opt|interrupt-budget[a-z-]*|invocation-count-for-[a-z-]+|turbo-filter|maglev-filter)(=|$)/
+/** V8's tag for the flags before the hold: what putting the compilers back must give again. */
 const tagWithOptimizer = v8.cachedDataVersionTag()
+/** What the hold changes, learnt once below: whether Maglev was on, and whether --osr-from-maglev must be set again. */
+let maglevWasOn = false
+let osrFromMaglev = false
 let optimizerHeld = false
 const holdOptimizer = () => {
+  if (maglevWasOn) v8.setFlagsFromString("--no-maglev")
   v8.setFlagsFromString("--no-turbofan")
   optimizerHeld = true
 }
 const putOptimizerBack = () => {
   v8.setFlagsFromString("--turbofan")
-  // V8 12 and later turn --osr-from-maglev off with TurboFan and do not turn it on again.
-  if (v8.cachedDataVersionTag() !== tagWithOptimizer && Number(process.versions.v8.split(".")[0]) >= 12)
-    v8.setFlagsFromString("--osr-from-maglev")
+  if (maglevWasOn) v8.setFlagsFromString("--maglev")
+  if (osrFromMaglev) v8.setFlagsFromString("--osr-from-maglev")
   optimizerHeld = false
 }
-if (holdsOptimizer) {
+/** Holds the compilers if they can be put back as they were: a hold and a release tried once, the tag compared. */
+const tryHold = () => {
+  v8.setFlagsFromString("--no-maglev")
+  maglevWasOn = v8.cachedDataVersionTag() !== tagWithOptimizer
+  v8.setFlagsFromString("--no-turbofan")
+  putOptimizerBack()
+  // V8 12 and later turn --osr-from-maglev off with TurboFan and do not turn it on again.
+  if (v8.cachedDataVersionTag() !== tagWithOptimizer && Number(process.versions.v8.split(".")[0]) >= 12) {
+    osrFromMaglev = true
+    v8.setFlagsFromString("--osr-from-maglev")
+  }
+  if (v8.cachedDataVersionTag() !== tagWithOptimizer) return false
   holdOptimizer()
+  return true
+}
+const holdsOptimizer = serving && !process.execArgv.some((a) => CHOSE_TIERING.test(a.replace(/_/g, "-"))) && tryHold()
+if (holdsOptimizer) {
   const release = () => {
     if (optimizerHeld) putOptimizerBack()
   }
@@ -437,7 +458,15 @@ const runServer = (own) => {
   const script = new vm.Script(readInPieces(filename), { filename, cachedData })
   // Written when the warm-up is told to stop, before the server's own handlers run: what the
   // start and the first requests compiled, not the shutdown.
-  if (warmUp) process.prependOnceListener("SIGTERM", () => writeFileSync(cache, cacheUnderStartFlags(script)))
+  if (warmUp)
+    process.prependOnceListener("SIGTERM", () => {
+      // A throw here would stop the server's own SIGTERM handling, and the build would wait for it.
+      try {
+        writeFileSync(cache, cacheUnderStartFlags(script))
+      } catch (e) {
+        process.stderr.write(\`gateway: no code cache written: \${e.message}\\n\`)
+      }
+    })
   else if (cachedData === undefined || script.cachedDataRejected) setTimeout(() => writeOwnCache(script), OWN_CACHE_AFTER_MS).unref()
   const module = { exports: {} }
   script.runInThisContext()(module.exports, Module.createRequire(filename), module, filename, path.dirname(filename))
@@ -445,7 +474,11 @@ const runServer = (own) => {
 
 const own = serving && !warmUp ? readOwnCache() : undefined
 if (serving && (warmUp || own !== undefined || existsSync(cache))) runServer(own)
-else await import("./cli.mjs")
+else {
+  // No cache for this V8: the chunks, with the compilers as they were.
+  if (optimizerHeld) putOptimizerBack()
+  await import("./cli.mjs")
+}
 `
 writeFileSync(path.join(outdir, "gateway.mjs"), LOADER)
 outputs["gateway.mjs"] = []
@@ -475,13 +508,15 @@ const warmUpstream = () =>
           return
         }
         res.writeHead(200, { "content-type": "text/event-stream" })
-        const chunk = (delta, finish = null, more = {}) =>
-          `data: ${JSON.stringify({ ...head, object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: finish }], ...more })}\n\n`
+        const event = (choices, more = {}) => `data: ${JSON.stringify({ ...head, object: "chat.completion.chunk", choices, ...more })}\n\n`
+        const chunk = (delta, finish = null) => event([{ index: 0, delta, finish_reason: finish }])
+        // As OpenAI streams with include_usage (the gateway asks for it): the usage in a last chunk without choices.
         res.end(
           chunk({ role: "assistant", content: "" }) +
             chunk({ content: "wa" }) +
             chunk({ content: "rm" }) +
-            chunk({}, "stop", { usage }) +
+            chunk({}, "stop") +
+            event([], { usage }) +
             "data: [DONE]\n\n"
         )
       })
@@ -490,17 +525,23 @@ const warmUpstream = () =>
     server.listen(0, "127.0.0.1", () => resolve(server))
   })
 
-/** `bin/gateway <args>` run to its end; rejects with its output when it fails. */
+/** How long the warm-up waits for any one step (a command, the start, an answer, the stop) before it gives up. */
+const WARM_UP_STEP_MS = 60_000
+
+/** `bin/gateway <args>` run to its end; rejects with its output when it fails or takes over WARM_UP_STEP_MS. */
 const gatewayCommand = (args, env) =>
   new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [path.join(root, "bin/gateway"), ...args], { env, stdio: ["ignore", "pipe", "pipe"] })
     let output = ""
     child.stdout.on("data", (c) => (output += c))
     child.stderr.on("data", (c) => (output += c))
+    const timer = setTimeout(() => child.kill("SIGKILL"), WARM_UP_STEP_MS)
     child.once("error", reject)
-    child.once("exit", (code) =>
-      code === 0 ? resolve() : reject(new Error(`gateway ${args[0]} exited with ${code}: ${output.slice(-2000)}`))
-    )
+    child.once("exit", (code, signal) => {
+      clearTimeout(timer)
+      if (code === 0) resolve()
+      else reject(new Error(`gateway ${args[0]} exited with ${code ?? signal}: ${output.slice(-2000)}`))
+    })
   })
 
 /**
@@ -516,27 +557,28 @@ const gatewayCommand = (args, env) =>
  */
 const warmUp = async () => {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "gateway-code-cache-"))
-  const upstream = await warmUpstream()
-  const port = await new Promise((resolve, reject) => {
-    const s = net.createServer().once("error", reject)
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address()
-      s.close(() => resolve(port))
-    })
-  })
-  const env = {
-    PATH: process.env.PATH ?? "/usr/bin:/bin",
-    HOME: dataDir,
-    DATA_DIR: dataDir,
-    GATEWAY_ENV_FILE: path.join(dataDir, ".env"),
-    HOST: "127.0.0.1",
-    PORT: String(port),
-    LOG_LEVEL: "info",
-    NO_COLOR: "1"
-  }
+  let upstream
   let child
   let exited
   try {
+    upstream = await warmUpstream()
+    const port = await new Promise((resolve, reject) => {
+      const s = net.createServer().once("error", reject)
+      s.listen(0, "127.0.0.1", () => {
+        const { port } = s.address()
+        s.close(() => resolve(port))
+      })
+    })
+    const env = {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      HOME: dataDir,
+      DATA_DIR: dataDir,
+      GATEWAY_ENV_FILE: path.join(dataDir, ".env"),
+      HOST: "127.0.0.1",
+      PORT: String(port),
+      LOG_LEVEL: "info",
+      NO_COLOR: "1"
+    }
     await gatewayCommand(
       [
         "setup",
@@ -577,6 +619,7 @@ const warmUp = async () => {
             res.on("end", () => resolve(res.statusCode))
           }
         )
+        req.setTimeout(WARM_UP_STEP_MS, () => req.destroy())
         req.on("error", () => resolve(0))
         req.end(JSON.stringify(body))
       })
@@ -594,12 +637,19 @@ const warmUp = async () => {
       if (status !== 200)
         throw new Error(`the server answered ${status} to a chat completion${body.stream ? " (streamed)" : ""}: ${output.slice(-2000)}`)
     }
+    // The answers' usage rows start the store's writer thread, and a new isolate sets V8's young
+    // generation growth factor back while it starts: a cache made at that moment (a SIGTERM just
+    // after the answers) can carry flags no start has, and V8 refuses it (seen in two builds of a
+    // dozen). The server is stopped once the thread is up.
+    await new Promise((r) => setTimeout(r, 2_000))
   } finally {
-    if (child !== undefined) {
+    if (child !== undefined && child.exitCode === null) {
       child.kill("SIGTERM")
+      const killer = setTimeout(() => child.kill("SIGKILL"), WARM_UP_STEP_MS)
       await exited
+      clearTimeout(killer)
     }
-    upstream.close()
+    upstream?.close()
     rmSync(dataDir, { recursive: true, force: true })
   }
 }
