@@ -163,9 +163,17 @@ describe("GET /metrics: the process's memory", () => {
     const MB = 1024 * 1024
     const gc = (globalThis as { gc?: () => void }).gc ?? (await takeGc())
     // Garbage left by earlier work may be collected while the Buffer is made (64 MB outside the
-    // heap can start a collection): collect it first, so the difference is the Buffer's.
-    gc()
-    await new Promise((r) => setTimeout(r, 20))
+    // heap can start a collection), and V8 frees the memory of collected Buffers on a helper
+    // thread after the collection: collect first, and read once the external memory has stopped
+    // falling, so the difference is the Buffer's.
+    let settled = process.memoryUsage().external
+    for (let i = 0; i < 50; i++) {
+      gc()
+      await new Promise((r) => setTimeout(r, 20))
+      const now = process.memoryUsage().external
+      if (Math.abs(now - settled) < 256 * 1024) break
+      settled = now
+    }
     const before = await scrape()
     let held: Buffer | undefined = Buffer.alloc(64 * MB, 1)
     const during = await scrape()
