@@ -136,7 +136,7 @@ describe("`gateway` alone: the server from its code cache", () => {
       )
       const lines = () => (fs.existsSync(probe) ? fs.readFileSync(probe, "utf8").trim().split("\n").filter(Boolean) : [])
       try {
-        await until("the probe at listen", () => lines().length === 1 || undefined, 20_000)
+        await until("the probe at listen", () => lines().length === 1 || undefined, 40_000)
         fake.upstream.next({ content: "answer from the upstream" })
         const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: ADMIN_KEY, maxRetries: 0 })
         const completion = await client.chat.completions.create({
@@ -144,7 +144,7 @@ describe("`gateway` alone: the server from its code cache", () => {
           messages: [{ role: "user", content: "hi" }]
         })
         expect(completion.choices[0]?.message.content).toBe("answer from the upstream")
-        await until("the probe after the first answer", () => lines().some((l) => l.includes('"answered"')) || undefined, 20_000)
+        await until("the probe after the first answer", () => lines().some((l) => l.includes('"answered"')) || undefined, 40_000)
       } finally {
         expect(await server.stop()).toBe(0)
       }
