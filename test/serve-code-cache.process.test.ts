@@ -27,6 +27,17 @@ const bundleFilesLoaded = (trace: string) =>
     .filter((u) => u.includes("/dist/bundle/"))
     .map((u) => path.basename(u))
 
+/** One chat completion through the gateway at `url` with the admin key setup stored, answered by the fake upstream. */
+const ask = async (url: string) => {
+  fake.upstream.next({ content: "answer from the upstream" })
+  const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: ADMIN_KEY, maxRetries: 0 })
+  const completion = await client.chat.completions.create({
+    model: "openai-compatible/m1",
+    messages: [{ role: "user", content: "hi" }]
+  })
+  expect(completion.choices[0]?.message.content).toBe("answer from the upstream")
+}
+
 describe("`gateway` alone: the server from its code cache", () => {
   it("the build wrote serve.cjs and its cache for this V8", () => {
     expect(fs.existsSync(path.join(BUNDLE, "serve.cjs"))).toBe(true)
@@ -102,14 +113,8 @@ describe("`gateway` alone: the server from its code cache", () => {
       // --host and --data-dir as the start says them (--no-open changes nothing: it is accepted, on this path too).
       expect(server.url).toBe(`http://[::1]:${port}`)
       expect(server.output()).toContain(`(data in ${dataDir})`)
-      fake.upstream.next({ content: "answer from the upstream" })
       // The admin key is the one setup stored in --data-dir's database.
-      const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: ADMIN_KEY, maxRetries: 0 })
-      const completion = await client.chat.completions.create({
-        model: "openai-compatible/m1",
-        messages: [{ role: "user", content: "hi" }]
-      })
-      expect(completion.choices[0]?.message.content).toBe("answer from the upstream")
+      await ask(server.url)
     } finally {
       code = await server.stop()
     }
@@ -137,13 +142,7 @@ describe("`gateway` alone: the server from its code cache", () => {
       const lines = () => (fs.existsSync(probe) ? fs.readFileSync(probe, "utf8").trim().split("\n").filter(Boolean) : [])
       try {
         await until("the probe at listen", () => lines().length === 1 || undefined, 40_000)
-        fake.upstream.next({ content: "answer from the upstream" })
-        const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: ADMIN_KEY, maxRetries: 0 })
-        const completion = await client.chat.completions.create({
-          model: "openai-compatible/m1",
-          messages: [{ role: "user", content: "hi" }]
-        })
-        expect(completion.choices[0]?.message.content).toBe("answer from the upstream")
+        await ask(server.url)
         await until("the probe after the first answer", () => lines().some((l) => l.includes('"answered"')) || undefined, 40_000)
       } finally {
         expect(await server.stop()).toBe(0)
@@ -197,15 +196,6 @@ describe("`gateway` alone: the server from its code cache", () => {
         .trim()
         .split("\n")
         .map((l) => JSON.parse(l) as { filename: string; rejected: boolean; tag: number })
-    const ask = async (url: string) => {
-      fake.upstream.next({ content: "answer from the upstream" })
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: ADMIN_KEY, maxRetries: 0 })
-      const completion = await client.chat.completions.create({
-        model: "openai-compatible/m1",
-        messages: [{ role: "user", content: "hi" }]
-      })
-      expect(completion.choices[0]?.message.content).toBe("answer from the upstream")
-    }
     let file: string | undefined
     try {
       const first = await start("first")
