@@ -1,6 +1,5 @@
 // The workers' shared credential leaves the environment before the code below copies it or starts anything.
 import "../kernel/clusterSecret.js"
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -55,15 +54,19 @@ const serveAlone = (args: ServeArgs) =>
   ).pipe(Effect.catchAll((e) => commandFailed(e)))
 
 const command = Effect.flatMap(
-  Effect.promise(() => Promise.all([import("./app.js"), import("@effect/cli/CliConfig")])),
-  ([{ cli }, CliConfig]) =>
+  Effect.promise(() => Promise.all([import("./app.js"), import("@effect/cli/CliConfig"), import("@effect/platform-node/NodeContext")])),
+  ([{ cli }, CliConfig, NodeContext]) =>
     cli(process.argv).pipe(
       // Help lists the command's own options; the built-ins (--help, --version, --completions,
       // --log-level, --wizard) work everywhere and are documented once, in the root's description.
-      Effect.provide(CliConfig.layer({ showBuiltIns: false }))
+      Effect.provide(CliConfig.layer({ showBuiltIns: false })),
+      // The commands' platform: files, paths, a terminal (the wizard's prompts), child processes.
+      Effect.provide(NodeContext.layer)
     )
 )
 
 const serving = serveArgs(process.argv.slice(2))
+// The server provides what it needs itself; NodeContext (files, paths, a terminal, child processes,
+// workers) is the commands', and its modules are not evaluated at the server's start.
 const main = serving !== undefined ? serveAlone(serving) : command
-main.pipe(Effect.provide(cliLogger), Effect.provide(NodeContext.layer), NodeRuntime.runMain({ disablePrettyLogger: true }))
+main.pipe(Effect.provide(cliLogger), NodeRuntime.runMain({ disablePrettyLogger: true }))

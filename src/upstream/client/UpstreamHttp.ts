@@ -4,7 +4,8 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { Agent, buildConnector, type Dispatcher, fetch as undiciFetch } from "undici"
+import type { buildConnector as Connector, Dispatcher } from "undici"
+import { Agent, buildConnector, fetch as undiciFetch } from "./undici.js"
 import { positiveInteger } from "../../platform/config/AppConfig.js"
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
 import { type UrlPolicyFlags, urlPolicyFlags } from "../providers/urlPolicy.js"
@@ -287,7 +288,7 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
       const direct = buildConnector({ timeout: 10_000, lookup })
       // While the transparent capture runs its dial carries the bypass mark: the name is looked up
       // (and judged) here, the marked socket connected, and undici runs TLS over it.
-      const connect: buildConnector.connector = (opts, callback) => {
+      const connect: Connector.connector = (opts, callback) => {
         const dial = mark?.current()
         if (dial === undefined) return direct(opts, callback)
         const port = Number(opts.port) || (opts.protocol === "https:" ? 443 : 80)

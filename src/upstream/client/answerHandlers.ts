@@ -6,7 +6,8 @@
  */
 import type { Readable } from "node:stream"
 import { Readable as NodeReadable } from "node:stream"
-import { type Dispatcher, errors as undiciErrors, util as undiciUtil } from "undici"
+import type { Dispatcher } from "undici"
+import { errors as undiciErrors, util as undiciUtil } from "./undici.js"
 import { bodyFailure, ERROR_BODY_MAX_BYTES, tooLarge, type UpstreamBody } from "./upstreamBody.js"
 import { classify, UpstreamTransportError } from "./transportErrors.js"
 import type { UpstreamOutcome, UpstreamResponse } from "./UpstreamHttp.js"

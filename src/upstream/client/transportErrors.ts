@@ -3,7 +3,7 @@
  * transport error and its kind, read from undici's and the connector's errors.
  */
 import * as Data from "effect/Data"
-import { errors as undiciErrors } from "undici"
+import { errors as undiciErrors } from "./undici.js"
 
 /** The upstream could not be reached or did not answer in time; no HTTP status exists. */
 export class UpstreamTransportError extends Data.TaggedError("UpstreamTransportError")<{

@@ -3,7 +3,8 @@
  * the size limits, the error a read fails with, and the readers.
  */
 import * as Effect from "effect/Effect"
-import { errors as undiciErrors, type request } from "undici"
+import type { request } from "undici"
+import { errors as undiciErrors } from "./undici.js"
 import type { UpstreamResponse } from "./UpstreamHttp.js"
 
 export type UpstreamBody = Awaited<ReturnType<typeof request>>["body"]

@@ -2,7 +2,8 @@ import * as net from "node:net"
 import * as tls from "node:tls"
 // socks is loaded with the first SOCKS connection (docs/performance.md, "Memory at rest").
 const loadSocks = () => import("socks").then((m) => m.SocksClient)
-import { Agent, buildConnector, type Dispatcher, ProxyAgent } from "undici"
+import type { buildConnector as Connector, Dispatcher } from "undici"
+import { Agent, buildConnector, ProxyAgent } from "../client/undici.js"
 import { BODY_IDLE_TIMEOUT_MS } from "../client/UpstreamHttp.js"
 import { familyNumber, literalContradiction, type LookupFunction, pinnedLookup, ProxyFamilyUnavailable, type ProxySpec } from "./family.js"
 
@@ -69,7 +70,7 @@ export const buildDispatcher = (spec: ProxySpec, lookup: LookupFunction): Dispat
     })
   }
   const tlsUpgrade = buildConnector({ timeout: CONNECT_TIMEOUT_MS })
-  const connect: buildConnector.connector = (opts, callback) => {
+  const connect: Connector.connector = (opts, callback) => {
     socksTunnel(spec, lookup, bare(opts.hostname), Number(opts.port) || (opts.protocol === "https:" ? 443 : 80))
       .then((socket) => {
         if (opts.protocol !== "https:") return callback(null, socket)
