@@ -5,7 +5,6 @@
  * `expires_after[...]`) may come before or after it (the openai SDK sends the file first), so
  * they are checked once the body ended, and the stored bytes removed when they are wrong.
  */
-import { Busboy } from "@fastify/busboy"
 import * as Effect from "effect/Effect"
 import type * as http from "node:http"
 import type { Readable } from "node:stream"
@@ -13,6 +12,7 @@ import { openAiChat } from "../../upstream/formats/openai-chat.js"
 import { type Files, ownerOf, type StoredFile, UPLOAD_PURPOSES } from "../files/Files.js"
 import type { FileNotStored, FileTooLarge, Stored } from "../files/FileStore.js"
 import { badRequest, InferenceError } from "../../kernel/errors.js"
+import { loadBusboy } from "../../platform/http/multipart.js"
 import { type HttpRequestContext, relayBytes, responseHeaders, sendJson } from "../io.js"
 import type { RouteDef } from "./types.js"
 
@@ -77,6 +77,7 @@ const readUpload = Effect.fnUntraced(
       req.resume()
       return yield* tooLarge(files.maxBytes)
     }
+    const Busboy = yield* loadBusboy
     let parser: ReturnType<typeof Busboy>
     try {
       parser = Busboy({

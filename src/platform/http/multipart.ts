@@ -5,7 +5,7 @@
  * sent again to the next target when the first fails. The files are removed when the request's
  * scope closes. Over a limit or malformed: a `MultipartError` naming the problem (413 or 400).
  */
-import { Busboy } from "@fastify/busboy"
+import type { Busboy } from "@fastify/busboy"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as crypto from "node:crypto"
@@ -72,6 +72,9 @@ export const filesOf = (form: MultipartForm, name: string): ReadonlyArray<Upload
 /** A file's bytes (for upstreams that take the upload inline, base64 in JSON). */
 export const readUpload = (file: UploadedFile): Effect.Effect<Buffer> => Effect.promise(() => fs.promises.readFile(file.path))
 
+/** @fastify/busboy's parser, loaded by the first multipart body read (a start needs none of it). */
+export const loadBusboy: Effect.Effect<typeof Busboy> = Effect.promise(() => import("@fastify/busboy").then((m) => m.Busboy))
+
 /** Whether the request says it carries a multipart form. */
 export const isMultipart = (req: http.IncomingMessage): boolean =>
   /^multipart\/form-data\b/i.test(String(req.headers["content-type"] ?? ""))
@@ -108,6 +111,7 @@ export const parseMultipart: (
     Effect.promise(() => fs.promises.mkdtemp(path.join(os.tmpdir(), "gateway-upload-"))),
     (d) => Effect.promise(() => fs.promises.rm(d, { recursive: true, force: true }).catch(() => undefined))
   )
+  const Busboy = yield* loadBusboy
   return yield* Effect.async<MultipartForm, MultipartError>((resume) => {
     const maxFileBytes = limits.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES
     const maxFiles = limits.maxFiles ?? 16

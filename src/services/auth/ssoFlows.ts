@@ -7,19 +7,25 @@
  * userinfo endpoint's added).
  */
 import * as Effect from "effect/Effect"
-import * as client from "openid-client"
+import type * as client from "openid-client"
 import { BadGateway, BadRequest } from "../../domain/errors.js"
 import type { OidcProviderRecord } from "./ssoProviders.js"
 
 const DISCOVERY_TTL_MS = 10 * 60_000
+
+/** openid-client (with jose and oauth4webapi under it), loaded by the first sign-in: a start needs none of it. */
+export type Openid = typeof client
+let loaded: Openid | undefined
+const loadOpenid = (): Promise<Openid> => import("openid-client").then((m) => (loaded = m))
 
 /** A message without the secrets it could carry. */
 export const scrub = (text: string, secrets: ReadonlyArray<string | null | undefined>): string =>
   secrets.reduce<string>((t, s) => (s && s.length >= 4 ? t.split(s).join("****") : t), text)
 
 const messageOf = (e: unknown): string => {
-  if (e instanceof client.ResponseBodyError) return `${e.error}${e.error_description ? ` (${e.error_description})` : ""}`
-  if (e instanceof client.AuthorizationResponseError) return `${e.error}${e.error_description ? ` (${e.error_description})` : ""}`
+  // An error of openid-client's comes only once it is loaded.
+  if (loaded !== undefined && (e instanceof loaded.ResponseBodyError || e instanceof loaded.AuthorizationResponseError))
+    return `${e.error}${e.error_description ? ` (${e.error_description})` : ""}`
   // openid-client's errors say what kind of check failed; the cause (oauth4webapi's, or the network's) says which.
   const err = e as { message?: string; cause?: unknown }
   const cause = err.cause as { message?: string; code?: string } | undefined
@@ -29,7 +35,7 @@ const messageOf = (e: unknown): string => {
 
 /** The provider could not be reached, or answered as a server that failed: 502; anything else it or its tokens said is the sign-in's fault: 400. */
 const unreachable = (e: unknown): boolean => {
-  if (e instanceof client.ResponseBodyError) return e.status >= 500
+  if (loaded !== undefined && e instanceof loaded.ResponseBodyError) return e.status >= 500
   const err = e as { name?: string; code?: string; cause?: unknown }
   return (
     (err.name === "TypeError" && err.cause !== undefined) ||
@@ -49,17 +55,24 @@ export interface Claims {
   readonly [claim: string]: unknown
 }
 
+/** A provider's configuration, and openid-client to use it with. */
+export interface Oidc {
+  readonly config: client.Configuration
+  readonly openid: Openid
+}
+
 export const makeOidcClient = () => {
-  const cache = new Map<string, { readonly config: client.Configuration; readonly at: number }>()
+  const cache = new Map<string, Oidc & { readonly at: number }>()
 
   const keyOf = (p: OidcProviderRecord) => JSON.stringify([p.issuer, p.clientId, p.clientSecret])
 
   /** The provider's configuration from its discovery document (cached); 502 when it cannot be read. */
-  const configOf = (p: OidcProviderRecord): Effect.Effect<client.Configuration, BadGateway | BadRequest> => {
+  const configOf = (p: OidcProviderRecord): Effect.Effect<Oidc, BadGateway | BadRequest> => {
     const hit = cache.get(keyOf(p))
-    if (hit !== undefined && Date.now() - hit.at < DISCOVERY_TTL_MS) return Effect.succeed(hit.config)
+    if (hit !== undefined && Date.now() - hit.at < DISCOVERY_TTL_MS) return Effect.succeed(hit)
     return Effect.tryPromise({
       try: async () => {
+        const client = await loadOpenid()
         const auth = p.clientSecret ? client.ClientSecretBasic(p.clientSecret) : client.None()
         const insecure = new URL(p.issuer).protocol === "http:"
         const config = await client.discovery(new URL(p.issuer), p.clientId, undefined, auth, {
@@ -68,22 +81,22 @@ export const makeOidcClient = () => {
         })
         // The ID token's signature checked against the provider's JWKS, whichever grant brought it.
         client.enableNonRepudiationChecks(config)
-        return config
+        return { config, openid: client }
       },
       catch: (e) =>
         new BadGateway({ message: scrub(`provider '${p.id}': discovery at ${p.issuer} failed: ${messageOf(e)}`, [p.clientSecret]) })
-    }).pipe(Effect.tap((config) => Effect.sync(() => cache.set(keyOf(p), { config, at: Date.now() }))))
+    }).pipe(Effect.tap((oidc) => Effect.sync(() => cache.set(keyOf(p), { ...oidc, at: Date.now() }))))
   }
 
   /** The user's claims: the ID token's, with what the userinfo endpoint adds (best effort: the ID token's alone when it fails). */
-  const claimsOf = (config: client.Configuration, tokens: client.TokenEndpointResponse & client.TokenEndpointResponseHelpers) =>
+  const claimsOf = ({ config, openid }: Oidc, tokens: client.TokenEndpointResponse & client.TokenEndpointResponseHelpers) =>
     Effect.gen(function* () {
       const idClaims = tokens.claims()
       if (idClaims === undefined)
         return yield* new BadRequest({ message: "the provider answered without an ID token (is the openid scope asked for?)" })
       const extra =
         tokens.access_token && config.serverMetadata().userinfo_endpoint
-          ? yield* Effect.tryPromise(() => client.fetchUserInfo(config, tokens.access_token, idClaims.sub)).pipe(
+          ? yield* Effect.tryPromise(() => openid.fetchUserInfo(config, tokens.access_token, idClaims.sub)).pipe(
               Effect.orElseSucceed(() => ({}))
             )
           : {}
@@ -94,4 +107,3 @@ export const makeOidcClient = () => {
 }
 
 export type OidcClient = ReturnType<typeof makeOidcClient>
-export { client as openid }
