@@ -13,7 +13,8 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as http from "node:http"
 import type * as net from "node:net"
-import { type WebSocket, WebSocketServer } from "ws"
+import type { WebSocket } from "ws"
+import { type LazyWebSocketServer, lazyWebSocketServer } from "../platform/http/lazyWebSocketServer.js"
 import { allBlocked, newTracking } from "../kernel/attempts.js"
 import { InferenceError } from "../kernel/errors.js"
 import type { HookTable } from "../kernel/hookTable.js"
@@ -144,7 +145,7 @@ interface AcceptDeps {
   readonly inboundLimits: InboundLimitsShape
   readonly inspector: InspectorShape | undefined
   readonly run: RealtimeSessionDeps["run"]
-  readonly wss: WebSocketServer
+  readonly wss: LazyWebSocketServer
   readonly upgradeIds: WeakMap<http.IncomingMessage, string>
   readonly sockets: Set<WebSocket>
   readonly scheme: "http" | "https"
@@ -502,17 +503,18 @@ export class RealtimeWebSocket extends Context.Tag("gateway/RealtimeWebSocket")<
       const fibers = yield* FiberSet.make()
       const run = yield* FiberSet.runtime(fibers)<never>()
       const upgradeIds = new WeakMap<http.IncomingMessage, string>()
-      const wss = new WebSocketServer({
-        noServer: true,
-        maxPayload: 64 * 1024 * 1024,
-        perMessageDeflate: false,
-        // The `realtime` subprotocol is selected when offered (the key subprotocol never is).
-        handleProtocols: (protocols) => (protocols.has("realtime") ? "realtime" : false)
-      })
-      wss.on("headers", (headers, req) => {
-        const id = upgradeIds.get(req)
-        if (id !== undefined) headers.push(...headerLines(id))
-      })
+      const wss = lazyWebSocketServer(
+        {
+          maxPayload: 64 * 1024 * 1024,
+          perMessageDeflate: false,
+          // The `realtime` subprotocol is selected when offered (the key subprotocol never is).
+          handleProtocols: (protocols) => (protocols.has("realtime") ? "realtime" : false)
+        },
+        (headers, req) => {
+          const id = upgradeIds.get(req)
+          if (id !== undefined) headers.push(...headerLines(id))
+        }
+      )
       const sockets = new Set<WebSocket>()
       yield* Effect.addFinalizer(() =>
         Effect.sync(() => {

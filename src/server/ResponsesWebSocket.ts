@@ -4,7 +4,8 @@ import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import type * as http from "node:http"
 import type * as net from "node:net"
-import { type WebSocket, WebSocketServer } from "ws"
+import type { WebSocket } from "ws"
+import { type LazyWebSocketServer, lazyWebSocketServer } from "../platform/http/lazyWebSocketServer.js"
 import { newRequestId } from "../kernel/ids.js"
 import { RequestHooks } from "../kernel/RequestHooks.js"
 import { AppConfig, type InferenceAccess, inferenceAccess } from "../platform/config/AppConfig.js"
@@ -49,7 +50,7 @@ interface AcceptDeps {
   readonly flags: FeatureFlagsShape
   readonly keys: ApiKeysShape
   readonly access: InferenceAccess
-  readonly wss: WebSocketServer
+  readonly wss: LazyWebSocketServer
   /** The request id each accepted upgrade's 101 carries. */
   readonly upgradeIds: WeakMap<http.IncomingMessage, string>
   readonly session: SessionDeps
@@ -105,11 +106,10 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
       const inboundLimits = yield* InboundLimits
       const fibers = yield* FiberSet.make()
       const run = yield* FiberSet.runtime(fibers)<never>()
-      const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 * 1024 })
       const sockets = new Set<WebSocket>()
       // The 101 carries the upgrade request's id like every other answer.
       const upgradeIds = new WeakMap<http.IncomingMessage, string>()
-      wss.on("headers", (headers, req) => {
+      const wss = lazyWebSocketServer({ maxPayload: 64 * 1024 * 1024 }, (headers, req) => {
         const id = upgradeIds.get(req)
         if (id !== undefined) headers.push(...headerLines(id))
       })

@@ -6,7 +6,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
-import WebSocket from "ws"
+import type WebSocket from "ws"
 import { AttemptFailed, type AttemptOutcome, attemptFailed } from "../kernel/attempts.js"
 import { InferenceError } from "../kernel/errors.js"
 import type { AttemptRequest } from "../inference/fallback.js"
@@ -105,92 +105,97 @@ export const connectRealtime = (
     const url = realtimeUrl(base, c.model)
     if (url instanceof AttemptFailed) return Effect.fail(url)
     const where = `${c.connection.name} (${c.model})`
-    return Effect.async<RealtimeConnected, AttemptFailed>((resume) => {
-      const socket = new WebSocket(url, {
-        headers: { ...authOf(c), ...(request.beta ? { "openai-beta": BETA } : {}) },
-        handshakeTimeout: request.handshakeMs,
-        perMessageDeflate: false,
-        maxPayload: 64 * 1024 * 1024,
-        followRedirects: false
-      })
-      let done = false
-      const finish = (e: Effect.Effect<RealtimeConnected, AttemptFailed>) => {
-        if (done) return
-        done = true
-        resume(e)
-      }
-      socket.once("open", () => {
-        const held: Array<{ readonly data: WebSocket.RawData; readonly isBinary: boolean }> = []
-        const hold = (data: WebSocket.RawData, isBinary: boolean) => held.push({ data, isBinary })
-        socket.on("message", hold)
-        const early = () => {
-          socket.off("message", hold)
-          return held
-        }
-        finish(Effect.succeed({ status: 200, usage: undefined, ttftMs: null, error: null, socket, early }))
-      })
-      socket.once("unexpected-response", (_req, res) => {
-        const status = res.statusCode ?? 502
-        void readSome(res).then((body) => {
-          socket.terminate()
-          const said = messageOf(body)
-          const message = `${where} refused the realtime session: HTTP ${status}${said.message ? ` (${said.message})` : ""}`
-          // A beta client's handshake refused as a bad request: the upstream does not take the beta.
-          if (request.beta && status === 400)
-            return finish(
-              Effect.fail(
-                attemptFailed(
-                  new InferenceError({ status: 400, kind: "invalid_request", code: "realtime_beta_unsupported", message }),
-                  undefined,
-                  true
+    // ws loads with the first realtime session (src/platform/http/lazyWebSocketServer.ts says why).
+    return Effect.flatMap(
+      Effect.promise(() => import("ws")),
+      ({ default: WebSocketClient }) =>
+        Effect.async<RealtimeConnected, AttemptFailed>((resume) => {
+          const socket = new WebSocketClient(url, {
+            headers: { ...authOf(c), ...(request.beta ? { "openai-beta": BETA } : {}) },
+            handshakeTimeout: request.handshakeMs,
+            perMessageDeflate: false,
+            maxPayload: 64 * 1024 * 1024,
+            followRedirects: false
+          })
+          let done = false
+          const finish = (e: Effect.Effect<RealtimeConnected, AttemptFailed>) => {
+            if (done) return
+            done = true
+            resume(e)
+          }
+          socket.once("open", () => {
+            const held: Array<{ readonly data: WebSocket.RawData; readonly isBinary: boolean }> = []
+            const hold = (data: WebSocket.RawData, isBinary: boolean) => held.push({ data, isBinary })
+            socket.on("message", hold)
+            const early = () => {
+              socket.off("message", hold)
+              return held
+            }
+            finish(Effect.succeed({ status: 200, usage: undefined, ttftMs: null, error: null, socket, early }))
+          })
+          socket.once("unexpected-response", (_req, res) => {
+            const status = res.statusCode ?? 502
+            void readSome(res).then((body) => {
+              socket.terminate()
+              const said = messageOf(body)
+              const message = `${where} refused the realtime session: HTTP ${status}${said.message ? ` (${said.message})` : ""}`
+              // A beta client's handshake refused as a bad request: the upstream does not take the beta.
+              if (request.beta && status === 400)
+                return finish(
+                  Effect.fail(
+                    attemptFailed(
+                      new InferenceError({ status: 400, kind: "invalid_request", code: "realtime_beta_unsupported", message }),
+                      undefined,
+                      true
+                    )
+                  )
+                )
+              const retryAfter = res.headers["retry-after"]
+              finish(
+                Effect.fail(
+                  attemptFailed(
+                    new InferenceError({
+                      status: 502,
+                      kind: "upstream",
+                      code: "upstream_error",
+                      message
+                    }),
+                    {
+                      status,
+                      kind: "http",
+                      message,
+                      code: said.code ?? null,
+                      body,
+                      ...(typeof retryAfter === "string" ? { headers: { "retry-after": retryAfter } } : {})
+                    }
+                  )
                 )
               )
-            )
-          const retryAfter = res.headers["retry-after"]
-          finish(
-            Effect.fail(
-              attemptFailed(
-                new InferenceError({
-                  status: 502,
-                  kind: "upstream",
-                  code: "upstream_error",
-                  message
-                }),
-                {
-                  status,
-                  kind: "http",
+            })
+          })
+          socket.once("error", (err) => {
+            socket.terminate()
+            const timeout = /timed out|timeout/i.test(err.message)
+            const tls = /certificate|self.signed|SSL|TLS/i.test(err.message)
+            const message = `${where} could not be reached for a realtime session: ${err.message}`
+            const code = timeout ? "upstream_timeout" : tls ? "upstream_tls_error" : "upstream_unreachable"
+            finish(
+              Effect.fail(
+                attemptFailed(new InferenceError({ status: timeout ? 504 : 502, kind: "upstream", code, message }), {
+                  status: timeout ? 504 : 502,
+                  kind: timeout ? "timeout" : tls ? "tls" : "unreachable",
                   message,
-                  code: said.code ?? null,
-                  body,
-                  ...(typeof retryAfter === "string" ? { headers: { "retry-after": retryAfter } } : {})
-                }
+                  code
+                })
               )
             )
-          )
+          })
+          return Effect.sync(() => {
+            if (!done) {
+              done = true
+              socket.terminate()
+            }
+          })
         })
-      })
-      socket.once("error", (err) => {
-        socket.terminate()
-        const timeout = /timed out|timeout/i.test(err.message)
-        const tls = /certificate|self.signed|SSL|TLS/i.test(err.message)
-        const message = `${where} could not be reached for a realtime session: ${err.message}`
-        const code = timeout ? "upstream_timeout" : tls ? "upstream_tls_error" : "upstream_unreachable"
-        finish(
-          Effect.fail(
-            attemptFailed(new InferenceError({ status: timeout ? 504 : 502, kind: "upstream", code, message }), {
-              status: timeout ? 504 : 502,
-              kind: timeout ? "timeout" : tls ? "tls" : "unreachable",
-              message,
-              code
-            })
-          )
-        )
-      })
-      return Effect.sync(() => {
-        if (!done) {
-          done = true
-          socket.terminate()
-        }
-      })
-    })
+    )
   })

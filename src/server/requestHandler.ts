@@ -28,6 +28,7 @@ import type { DashboardShape } from "../management/dashboard/Dashboard.js"
 import { MCP_PATH, type McpHttpShape } from "../management/mcp/McpHttp.js"
 import { isMcpGatewayPath, MCP_GATEWAY_PATH, type McpGatewayShape } from "../inference/mcp/McpGateway.js"
 import { SlotSet } from "../kernel/churn.js"
+import { guardUpgradeSocket } from "../platform/http/lazyWebSocketServer.js"
 import { lingering } from "../platform/http/lingering.js"
 import { TurnBudget } from "../platform/http/turnBudget.js"
 import type { IpScreen } from "./ipScreen.js"
@@ -297,6 +298,7 @@ export const makeUpgradeListener = (deps: UpgradeDeps) => {
   }
   return (req: http.IncomingMessage, duplex: Duplex, head: Buffer): void => {
     const socket = duplex as net.Socket
+    guardUpgradeSocket(socket)
     fresh.delete(socket)
     traffic.received++
     try {

@@ -6,7 +6,8 @@ import * as Layer from "effect/Layer"
 import * as Runtime from "effect/Runtime"
 import type * as http from "node:http"
 import type * as net from "node:net"
-import { type WebSocket, WebSocketServer } from "ws"
+import type { WebSocket } from "ws"
+import { lazyWebSocketServer } from "../../platform/http/lazyWebSocketServer.js"
 import { AdminAuth } from "../../services/auth/AdminAuth.js"
 import { ApiKeys } from "../../services/auth/ApiKeys.js"
 import { type FeedEvent, summaryOf } from "../../services/inspector/bufferViews.js"
@@ -41,7 +42,7 @@ export class InspectorFeed extends Context.Tag("gateway/InspectorFeed")<Inspecto
       )
       const runFork = Runtime.runFork(yield* Effect.runtime<never>())
       const clients = new Set<WebSocket>()
-      const wss = new WebSocketServer({ noServer: true, maxPayload: 4096 })
+      const wss = lazyWebSocketServer({ maxPayload: 4096 })
       yield* Effect.addFinalizer(() =>
         Effect.sync(() => {
           for (const ws of clients) ws.close(1001, "gateway shutting down")

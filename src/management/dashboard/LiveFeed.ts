@@ -6,7 +6,8 @@ import * as Layer from "effect/Layer"
 import * as Runtime from "effect/Runtime"
 import type * as http from "node:http"
 import type * as net from "node:net"
-import { type WebSocket, WebSocketServer } from "ws"
+import type { WebSocket } from "ws"
+import { type LazyWebSocketServer, lazyWebSocketServer } from "../../platform/http/lazyWebSocketServer.js"
 import { AdminAuth } from "../../services/auth/AdminAuth.js"
 import { ApiKeys } from "../../services/auth/ApiKeys.js"
 import { SharedState } from "../../platform/state/SharedState.js"
@@ -43,7 +44,7 @@ const feedOff: LiveFeedShape = {
 interface AcceptDeps extends LiveClients {
   readonly identify: ReturnType<typeof makeIdentify>
   readonly runFork: (effect: Effect.Effect<void>) => unknown
-  readonly wss: WebSocketServer
+  readonly wss: LazyWebSocketServer
   readonly watching: (on: boolean) => void
 }
 
@@ -91,7 +92,7 @@ export class LiveFeed extends Context.Tag("gateway/LiveFeed")<LiveFeed, LiveFeed
 
       const recent: LiveClients["recent"] = []
       const clients = new Set<WebSocket>()
-      const wss = new WebSocketServer({ noServer: true, maxPayload: 4096 })
+      const wss = lazyWebSocketServer({ maxPayload: 4096 })
       yield* Effect.addFinalizer(() =>
         Effect.sync(() => {
           for (const ws of clients) ws.close(1001, "gateway shutting down")

@@ -9,6 +9,7 @@ import * as Option from "effect/Option"
 import * as http from "node:http"
 import type * as net from "node:net"
 import type { AppConfigShape } from "../../platform/config/AppConfig.js"
+import { guardUpgradeSocket } from "../../platform/http/lazyWebSocketServer.js"
 
 /** The live feed's path on the gateway's own port (and any path on the live port). */
 export const LIVE_PATH = "/api/live/ws"
@@ -40,7 +41,10 @@ export const listenLivePort = Effect.fnUntraced(function* ({ config, runFork, ac
     res.writeHead(426, { "content-type": "application/json", "content-length": Buffer.byteLength(body), upgrade: "websocket" })
     res.end(body)
   })
-  server.on("upgrade", (req, socket, head) => accept(req, socket as net.Socket, head, false))
+  server.on("upgrade", (req, socket, head) => {
+    guardUpgradeSocket(socket as net.Socket)
+    accept(req, socket as net.Socket, head, false)
+  })
   let bound: number | undefined
   yield* Effect.async<void>((resume) => {
     const onError = (e: NodeJS.ErrnoException) => {
