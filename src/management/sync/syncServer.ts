@@ -3,11 +3,6 @@
  * server URL, through the control-plane egress (the global default proxy, docs/egress.md), each
  * call with a timeout and a transport retry, its failures told in the operator's terms.
  */
-import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
-import * as HttpApi from "@effect/platform/HttpApi"
-import * as HttpApiClient from "@effect/platform/HttpApiClient"
-import * as HttpClient from "@effect/platform/HttpClient"
-import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import * as Config from "effect/Config"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -15,16 +10,10 @@ import * as Schedule from "effect/Schedule"
 import { SyncServerError } from "../../domain/sync.js"
 import type { UpstreamHttpShape } from "../../upstream/client/UpstreamHttp.js"
 import type { EgressShape } from "../../upstream/egress/Egress.js"
-import { CloudGroup } from "../api/cloud/Api.js"
+import type { SyncClient } from "./syncClient.js"
 
 /** How long one call to the sync server may take (GATEWAY_SYNC_TIMEOUT_MS, default 10 s). */
 export const SyncTimeout = Config.integer("GATEWAY_SYNC_TIMEOUT_MS").pipe(Config.withDefault(10_000))
-
-/**
- * The part of the management API a sync server's client calls: its cloud group alone, so that a
- * start (which builds this service) does not evaluate every group's module for it.
- */
-class SyncServerApi extends HttpApi.make("gateway").add(CloudGroup) {}
 
 /** A call that did not reach the server is tried twice more, 250 ms then 500 ms later. */
 const transportRetry = Schedule.exponential("250 millis").pipe(Schedule.intersect(Schedule.recurs(2)))
@@ -52,20 +41,21 @@ export interface SyncServerDeps {
 export const makeSyncServer =
   ({ egress, http, timeout }: SyncServerDeps) =>
   (serverUrl: string, apiKey: string) => {
+    // The API client and what it is made of (the cloud group's contract, the HTTP API client) load
+    // with the first call: a start builds this service for every gateway, few sync.
     const client = Effect.flatMap(egress.control(null, serverUrl), (via) =>
-      HttpApiClient.make(SyncServerApi, {
-        baseUrl: serverUrl.replace(/\/+$/, ""),
-        transformClient: (c) => HttpClient.mapRequest(c, HttpClientRequest.bearerToken(apiKey))
-      }).pipe(
-        Effect.provide(FetchHttpClient.layer),
-        Effect.provideService(
-          FetchHttpClient.Fetch,
-          via ? (input, init) => http.fetch(input, { ...init, dispatcher: via } as unknown as RequestInit) : http.fetch
-        )
+      Effect.flatMap(
+        Effect.promise(() => import("./syncClient.js")),
+        ({ syncClient }) =>
+          syncClient(
+            serverUrl,
+            apiKey,
+            via ? (input, init) => http.fetch(input, { ...init, dispatcher: via } as unknown as RequestInit) : http.fetch
+          )
       )
     )
     /** One call with the timeout and the transport retry; failures other than `keep` become SyncServerError. */
-    const call = <A, E>(label: string, f: (c: Effect.Effect.Success<typeof client>) => Effect.Effect<A, E>) =>
+    const call = <A, E>(label: string, f: (c: SyncClient) => Effect.Effect<A, E>) =>
       Effect.flatMap(client, (c) =>
         f(c).pipe(
           Effect.timeoutFail({ duration: timeout, onTimeout: () => ({ _tag: "TimeoutException" as const, message: "timeout" }) }),
