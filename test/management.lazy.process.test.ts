@@ -13,8 +13,10 @@ import { tempDir } from "./support/gateway.js"
  * (midday)"). The services built at start reach the plane's code only through what is split off
  * for them: Auth.ts identifies callers for the dashboard's feeds and the MCP endpoint without the
  * route table (AuthMiddleware.ts has the role checks that read it), and the sync server's client
- * is made from the cloud group alone. The compiled tree (dist/cli/main.js, whose modules load one
- * by one) run with a module trace shows which modules a process loaded.
+ * (the cloud group) loads with its first call. The packages only a feature uses load with its
+ * first use too (docs/performance.md, "Start: what loads on first use"). The compiled tree
+ * (dist/cli/main.js, whose modules load one by one) run with a module trace shows which modules a
+ * process loaded.
  */
 const fake = fakeOpenAIForFile()
 const MAIN = path.resolve("dist/cli/main.js")
@@ -26,15 +28,24 @@ const PLANE_ONLY = [
   "management/api/keys/Api.js"
 ]
 
-/** The dist/ modules a server loaded, from its trace, as paths below dist/. */
-const distModules = (trace: string) =>
-  fs
-    .readFileSync(trace, "utf8")
-    .split("\n")
-    .flatMap((u) => {
-      const at = u.indexOf("/dist/")
-      return at < 0 ? [] : [u.slice(at + "/dist/".length)]
-    })
+/** Packages (and parts of them) that only a feature uses: none loads through a start and a chat request. */
+const FEATURE_ONLY = [
+  "/node_modules/undici/index.js",
+  "/node_modules/undici/lib/web/",
+  "/node_modules/ws/",
+  "/node_modules/openid-client/",
+  "/node_modules/@fastify/busboy/",
+  "/@effect/platform/dist/esm/HttpApiClient.js",
+  "/@effect/platform-node/dist/esm/NodeContext.js",
+  "/dist/management/sync/syncClient.js"
+]
+
+/** The dist/ modules a server loaded, from its trace (the URLs it loaded), as paths below dist/. */
+const distModules = (loaded: ReadonlyArray<string>) =>
+  loaded.flatMap((u) => {
+    const at = u.indexOf("/dist/")
+    return at < 0 ? [] : [u.slice(at + "/dist/".length)]
+  })
 
 /** Starts the tree on a configured data directory, answers a chat completion, runs `more`, stops, and returns what it loaded. */
 const serveAndTrace = async (more: (base: string) => Promise<void>) => {
@@ -56,22 +67,33 @@ const serveAndTrace = async (more: (base: string) => Promise<void>) => {
   } finally {
     expect(await server.stop()).toBe(0)
   }
-  return distModules(trace)
+  return fs.readFileSync(trace, "utf8").split("\n")
 }
 
 describe("the management API loads with the management plane, not at start", () => {
   it("a start and an inference request load none of it; the first management request loads it", async () => {
-    const served = await serveAndTrace(async () => {})
+    const loaded = await serveAndTrace(async () => {})
+    const served = distModules(loaded)
     // The server itself and the parts of the management area built at start did load.
     expect(served).toContain("server/serve.js")
     expect(served).toContain("management/api/ManagementHandler.js")
     expect(served).toContain("management/api/Auth.js")
     for (const module of PLANE_ONLY) expect(served, module).not.toContain(module)
 
-    const managed = await serveAndTrace(async (base) => {
-      const res = await fetch(`${base}/api/keys`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } })
-      expect(res.status).toBe(200)
-    })
+    // undici's dispatchers come from their own modules.
+    expect(loaded.some((u) => u.endsWith("/node_modules/undici/lib/dispatcher/agent.js"))).toBe(true)
+    for (const part of FEATURE_ONLY)
+      expect(
+        loaded.filter((u) => u.includes(part)),
+        part
+      ).toEqual([])
+
+    const managed = distModules(
+      await serveAndTrace(async (base) => {
+        const res = await fetch(`${base}/api/keys`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } })
+        expect(res.status).toBe(200)
+      })
+    )
     for (const module of PLANE_ONLY) expect(managed, module).toContain(module)
   }, 120_000)
 })

@@ -2,7 +2,7 @@
  * A client that resets its connection while its WebSocket upgrade waits (here: for the realtime
  * upstream's handshake) costs the gateway nothing: node hands an upgrade's socket over with no
  * `error` listener, and without the gateway's own one the reset would be an uncaught error (in
- * this process, vitest's unhandled error). The first upgrade also waits for ws to load.
+ * this process, vitest's unhandled error).
  */
 import * as Effect from "effect/Effect"
 import * as net from "node:net"

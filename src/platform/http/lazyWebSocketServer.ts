@@ -24,18 +24,40 @@ export const lazyWebSocketServer = (
   let loading: Promise<WebSocketServer> | undefined
   let closed = false
   const make = (): Promise<WebSocketServer> =>
-    (loading ??= import("ws").then(({ WebSocketServer }) => {
-      const made = new WebSocketServer({ ...options, noServer: true })
-      if (onHeaders) made.on("headers", onHeaders)
-      server = made
-      return made
-    }))
+    (loading ??= import("ws").then(
+      ({ WebSocketServer }) => {
+        const made = new WebSocketServer({ ...options, noServer: true })
+        if (onHeaders) made.on("headers", onHeaders)
+        server = made
+        if (closed) made.close()
+        return made
+      },
+      (e: unknown) => {
+        // Tried again by the next upgrade.
+        loading = undefined
+        throw e
+      }
+    ))
   return {
     handleUpgrade: (req, socket, head, done) => {
+      if (closed) return void socket.destroy()
       if (server !== undefined) return server.handleUpgrade(req, socket, head, done)
       make().then(
-        (made) => (closed || socket.destroyed ? socket.destroy() : made.handleUpgrade(req, socket, head, done)),
-        () => socket.destroy()
+        (made) => {
+          if (closed || socket.destroyed) return void socket.destroy()
+          try {
+            made.handleUpgrade(req, socket, head, done)
+          } catch (e) {
+            // What the caller's own error handling would have met synchronously: the socket goes,
+            // and the error is reported as the server reports any unhandled one.
+            socket.destroy()
+            throw e
+          }
+        },
+        (e: unknown) => {
+          socket.destroy()
+          throw e
+        }
       )
     },
     close: () => {

@@ -250,8 +250,7 @@ export class SingleSignOn extends Context.Tag("gateway/SingleSignOn")<SingleSign
             if (problem !== undefined) return yield* new BadRequest({ message: problem })
             if (!query.cliChallenge) return yield* new BadRequest({ message: "cliChallenge: required with cliRedirect" })
           }
-          const provider = yield* oidc.configOf(p)
-          const { config, openid } = provider
+          const { config, openid } = yield* oidc.configOf(p)
           const state = openid.randomState()
           const nonce = openid.randomNonce()
           const verifier = openid.randomPKCECodeVerifier()
@@ -292,8 +291,7 @@ export class SingleSignOn extends Context.Tag("gateway/SingleSignOn")<SingleSign
             })
           if (!query.code) return yield* new BadRequest({ message: "code: missing from the provider's redirect" })
           const p = yield* providers.get(id)
-          const provider = yield* oidc.configOf(p)
-          const { config, openid } = provider
+          const { config, openid } = yield* oidc.configOf(p)
           const current = new URL(login.redirectUri)
           for (const [k, v] of Object.entries(query)) if (typeof v === "string") current.searchParams.set(k, v)
           const tokens = yield* Effect.tryPromise({
@@ -306,7 +304,7 @@ export class SingleSignOn extends Context.Tag("gateway/SingleSignOn")<SingleSign
               }),
             catch: (e) => refusal(`provider '${p.id}' sign-in refused`, e, [p.clientSecret, query.code, login.verifier])
           })
-          const user = yield* userOf(p, yield* oidc.claimsOf(provider, tokens))
+          const user = yield* userOf(p, yield* oidc.claimsOf({ config, openid }, tokens))
           const { token, session } = yield* openSession(user, p, client)
           if (login.cliRedirect !== null && login.cliChallenge !== null) {
             const code = randomToken(24)
@@ -322,8 +320,7 @@ export class SingleSignOn extends Context.Tag("gateway/SingleSignOn")<SingleSign
       const startDevice: SingleSignOnShape["startDevice"] = (id) =>
         Effect.gen(function* () {
           const p = yield* providers.get(id)
-          const provider = yield* oidc.configOf(p)
-          const { config, openid } = provider
+          const { config, openid } = yield* oidc.configOf(p)
           if (!config.serverMetadata().device_authorization_endpoint)
             return yield* new BadRequest({
               message: `provider '${p.id}' offers no device authorization grant (its discovery document has no device_authorization_endpoint): \`gateway login\` opens a browser instead`
@@ -354,8 +351,7 @@ export class SingleSignOn extends Context.Tag("gateway/SingleSignOn")<SingleSign
               message: "handle: no device sign-in is waiting under it (unknown, finished or expired): start again"
             })
           const p = yield* providers.get(id)
-          const provider = yield* oidc.configOf(p)
-          const { config, openid } = provider
+          const { config, openid } = yield* oidc.configOf(p)
           const answer = yield* Effect.either(
             Effect.tryPromise({
               try: () =>
@@ -373,7 +369,7 @@ export class SingleSignOn extends Context.Tag("gateway/SingleSignOn")<SingleSign
           // One poll takes the session: the row goes first, so a second poll (here or in another process) cannot take it too.
           const taken = yield* logins.take<DeviceLogin>("device", handle)
           if (taken === undefined) return yield* new BadRequest({ message: "handle: this device sign-in was completed by another poll" })
-          const user = yield* userOf(p, yield* oidc.claimsOf(provider, answer.right))
+          const user = yield* userOf(p, yield* oidc.claimsOf({ config, openid }, answer.right))
           const { session } = yield* openSession(user, p, client)
           return { status: "complete" as const, session }
         }).pipe(Effect.withSpan("SingleSignOn.pollDevice", { attributes: { provider: id } }))

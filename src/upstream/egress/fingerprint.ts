@@ -6,7 +6,7 @@
 import * as crypto from "node:crypto"
 import * as net from "node:net"
 import type { Dispatcher } from "undici"
-import { DispatcherBase, errors as undiciErrors } from "../client/undici.js"
+import { DispatcherClass, errors as undiciErrors } from "../client/undici.js"
 import type { TlsProfile } from "../../domain/connections.js"
 import { BODY_IDLE_TIMEOUT_MS } from "../client/UpstreamHttp.js"
 
@@ -245,7 +245,7 @@ interface Lease {
  * go of an abandoned response's connection only when the response object is collected, so
  * without the cut the upstream would go on generating for seconds.
  */
-export class FingerprintDispatcher extends DispatcherBase {
+export class FingerprintDispatcher extends DispatcherClass {
   private closed = false
   private readonly idle: Array<Lease> = []
   constructor(
