@@ -73,7 +73,11 @@ export const filesOf = (form: MultipartForm, name: string): ReadonlyArray<Upload
 export const readUpload = (file: UploadedFile): Effect.Effect<Buffer> => Effect.promise(() => fs.promises.readFile(file.path))
 
 /** @fastify/busboy's parser, loaded by the first multipart body read (a start needs none of it). */
-export const loadBusboy: Effect.Effect<typeof Busboy> = Effect.promise(() => import("@fastify/busboy").then((m) => m.Busboy))
+// Read through the CommonJS module's default export (its module.exports, which carries `Busboy`):
+// in the CLI's chunks a bundled CommonJS module exports nothing else.
+export const loadBusboy: Effect.Effect<typeof Busboy> = Effect.promise(() =>
+  import("@fastify/busboy").then((m) => (m as unknown as { readonly default: { readonly Busboy: typeof Busboy } }).default.Busboy)
+)
 
 /** Whether the request says it carries a multipart form. */
 export const isMultipart = (req: http.IncomingMessage): boolean =>
