@@ -75,8 +75,15 @@ export const readUpload = (file: UploadedFile): Effect.Effect<Buffer> => Effect.
 /** @fastify/busboy's parser, loaded by the first multipart body read (a start needs none of it). */
 // Read through the CommonJS module's default export (its module.exports, which carries `Busboy`):
 // in the CLI's chunks a bundled CommonJS module exports nothing else.
-export const loadBusboy: Effect.Effect<typeof Busboy> = Effect.promise(() =>
-  import("@fastify/busboy").then((m) => (m as unknown as { readonly default: { readonly Busboy: typeof Busboy } }).default.Busboy)
+let busboy: typeof Busboy | undefined
+export const loadBusboy: Effect.Effect<typeof Busboy> = Effect.suspend(() =>
+  busboy !== undefined
+    ? Effect.succeed(busboy)
+    : Effect.promise(() =>
+        import("@fastify/busboy").then(
+          (m) => (busboy = (m as unknown as { readonly default: { readonly Busboy: typeof Busboy } }).default.Busboy)
+        )
+      )
 )
 
 /** Whether the request says it carries a multipart form. */
